@@ -1,0 +1,99 @@
+# sluice - top-level build. `make run` (quick start), `make test` (all tests), `make asan`.
+CC      ?= gcc
+BUILD   ?= build
+BIN     ?= bin
+OPT     ?= -O2
+SAN     ?=
+PKGS    := rdkafka jansson libsodium libcurl sqlite3 libmicrohttpd
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
+
+CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -g $(OPT) $(SAN) \
+           -Icommon $(PKG_CFLAGS)
+LDFLAGS := $(SAN)
+LDLIBS   = $(PKG_LIBS) -lm -lpthread
+
+# Each process is main.c plus its modules; modules (everything but main.c) are also linked into
+# the unit tests so they can be called without Kafka or a network.
+COMMON_OBJ     := $(patsubst %.c,$(BUILD)/%.o,$(wildcard common/*.c))
+INGEST_OBJ     := $(patsubst %.c,$(BUILD)/%.o,$(filter-out ingest/main.c,$(wildcard ingest/*.c)))
+SCHEDULER_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out scheduler/main.c,$(wildcard scheduler/*.c)))
+DISPATCHER_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out dispatcher/main.c,$(wildcard dispatcher/*.c)))
+SIM_OBJ        := $(patsubst %.c,$(BUILD)/%.o,$(filter-out ops/sim/main.c,$(wildcard ops/sim/*.c)))
+CLI_OBJ        := $(patsubst %.c,$(BUILD)/%.o,$(filter-out ops/cli/main.c,$(wildcard ops/cli/*.c)))
+MODULE_OBJ     := $(INGEST_OBJ) $(SCHEDULER_OBJ) $(DISPATCHER_OBJ) $(SIM_OBJ) $(CLI_OBJ) $(COMMON_OBJ)
+
+PROGRAMS := $(BIN)/sluice-devkafka $(BIN)/sluice-sim $(BIN)/sluice-ingest \
+            $(BIN)/sluice-scheduler $(BIN)/sluice-dispatcher $(BIN)/sluice
+UNIT_TESTS := $(patsubst tests/%.c,$(BIN)/tests/%,$(wildcard tests/test_*.c))
+E2E_DRIVERS := $(patsubst tests/e2e/%.c,$(BIN)/tests/%,$(wildcard tests/e2e/e2e_*.c))
+BENCH := $(patsubst bench/%.c,$(BIN)/bench/%,$(wildcard bench/*.c))
+
+.PHONY: all deps run test test-unit test-e2e asan bench clean format
+all: $(PROGRAMS) $(UNIT_TESTS) $(E2E_DRIVERS) $(BENCH)
+
+deps:
+	@bash ops/install-deps.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BIN)/sluice-devkafka: $(BUILD)/ops/devkafka/main.o $(COMMON_OBJ)
+$(BIN)/sluice-sim: $(BUILD)/ops/sim/main.o $(SIM_OBJ) $(COMMON_OBJ)
+$(BIN)/sluice-ingest: $(BUILD)/ingest/main.o $(INGEST_OBJ) $(COMMON_OBJ)
+$(BIN)/sluice-scheduler: $(BUILD)/scheduler/main.o $(SCHEDULER_OBJ) $(COMMON_OBJ)
+$(BIN)/sluice-dispatcher: $(BUILD)/dispatcher/main.o $(DISPATCHER_OBJ) $(COMMON_OBJ)
+$(BIN)/sluice: $(BUILD)/ops/cli/main.o $(CLI_OBJ) $(COMMON_OBJ)
+$(PROGRAMS):
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/tests/%: $(BUILD)/tests/%.o $(MODULE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CHECK_LIBS)
+
+$(BIN)/tests/e2e_%: $(BUILD)/tests/e2e/e2e_%.o $(BUILD)/tests/e2e/harness.o $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/bench/%: $(BUILD)/bench/%.o $(MODULE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# Quick start: install what is missing, build, run the local stack on the example config,
+# submit the example jobs and print their results, then stop the stack.
+run: deps
+	@$(MAKE) --no-print-directory all
+	@bash ops/stack demo
+
+test-unit: $(UNIT_TESTS)
+	@bash tests/run-unit.sh $(UNIT_TESTS)
+
+test-e2e: $(PROGRAMS) $(E2E_DRIVERS)
+	@SLUICE_BIN=$(abspath $(BIN)) bash tests/run-e2e.sh $(E2E_DRIVERS)
+
+# All tests: unit tests, end-to-end tests of the real processes, then the unit tests again
+# under AddressSanitizer + UndefinedBehaviorSanitizer.
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory test-unit
+	@$(MAKE) --no-print-directory test-e2e
+	@$(MAKE) --no-print-directory asan
+
+asan:
+	@$(MAKE) --no-print-directory BUILD=build-asan BIN=bin-asan OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-unit
+
+bench: $(PROGRAMS) $(BENCH)
+	@bash bench/run.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build build-asan bin bin-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,517 @@
+/* config.c - loading and checking the sluice config file (see config.h).
+ *
+ * Unknown keys are errors: a typo in a limit must not silently leave a provider unprotected.
+ */
+#include "config.h"
+
+#include <jansson.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+static const char *const class_names[SL_CLASS_COUNT] = {"interactive", "standard", "partner",
+                                                        "batch"};
+
+const char *sl_class_name(sl_class_t c)
+{
+    return (unsigned)c < SL_CLASS_COUNT ? class_names[c] : "unknown";
+}
+
+int sl_class_parse(const char *name)
+{
+    for (int i = 0; i < SL_CLASS_COUNT; i++) {
+        if (strcmp(name, class_names[i]) == 0)
+            return i;
+    }
+    return -1;
+}
+
+typedef struct {
+    char *err;
+    size_t errlen;
+    int failed;
+} ctx_t;
+
+static void fail(ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(ctx_t *c, const char *fmt, ...)
+{
+    if (c->failed)
+        return;
+    c->failed = 1;
+    if (c->err == NULL || c->errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, c->errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* Fails when obj has a key not in the NULL-terminated list. */
+static void check_keys(ctx_t *c, json_t *obj, const char *where, const char *const *allowed)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach(obj, key, val)
+    {
+        int ok = 0;
+        for (int i = 0; allowed[i] != NULL; i++) {
+            if (strcmp(key, allowed[i]) == 0)
+                ok = 1;
+        }
+        if (!ok)
+            fail(c, "%s: unknown key \"%s\"", where, key);
+    }
+}
+
+static const char *get_str(ctx_t *c, json_t *obj, const char *where, const char *key,
+                           const char *def)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL || json_is_null(v)) {
+        if (def == NULL)
+            fail(c, "%s: missing string \"%s\"", where, key);
+        return def;
+    }
+    if (!json_is_string(v)) {
+        fail(c, "%s: \"%s\" must be a string", where, key);
+        return def != NULL ? def : "";
+    }
+    return json_string_value(v);
+}
+
+static int64_t get_int(ctx_t *c, json_t *obj, const char *where, const char *key, int64_t def,
+                       int64_t min, int64_t max)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL || json_is_null(v))
+        return def;
+    if (!json_is_integer(v)) {
+        fail(c, "%s: \"%s\" must be an integer", where, key);
+        return def;
+    }
+    int64_t x = (int64_t)json_integer_value(v);
+    if (x < min || x > max) {
+        fail(c, "%s: \"%s\" = %lld is outside [%lld, %lld]", where, key, (long long)x,
+             (long long)min, (long long)max);
+        return def;
+    }
+    return x;
+}
+
+static double get_real(ctx_t *c, json_t *obj, const char *where, const char *key, double def,
+                       double min, double max)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL || json_is_null(v))
+        return def;
+    if (!json_is_number(v)) {
+        fail(c, "%s: \"%s\" must be a number", where, key);
+        return def;
+    }
+    double x = json_number_value(v);
+    if (x < min || x > max) {
+        fail(c, "%s: \"%s\" = %g is outside [%g, %g]", where, key, x, min, max);
+        return def;
+    }
+    return x;
+}
+
+static json_t *get_obj(ctx_t *c, json_t *obj, const char *where, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL)
+        return NULL;
+    if (!json_is_object(v)) {
+        fail(c, "%s: \"%s\" must be an object", where, key);
+        return NULL;
+    }
+    return v;
+}
+
+static json_t *get_arr(ctx_t *c, json_t *obj, const char *where, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL)
+        return NULL;
+    if (!json_is_array(v)) {
+        fail(c, "%s: \"%s\" must be an array", where, key);
+        return NULL;
+    }
+    return v;
+}
+
+#define I64MAX INT64_C(9000000000000000000)
+
+static void load_kafka(ctx_t *c, sl_config_t *cfg, json_t *root)
+{
+    static const char *const keys[] = {"bootstrap_servers", "bootstrap_file", "topics",
+                                       "properties", NULL};
+    static const char *const topic_keys[] = {"requests", "jobs", "dispatch", "results", "usage",
+                                             NULL};
+    sl_kafka_cfg_t *k = &cfg->kafka;
+    json_t *kj = get_obj(c, root, "config", "kafka");
+    json_t *empty = json_object();
+    if (kj == NULL)
+        kj = empty;
+    check_keys(c, kj, "kafka", keys);
+    k->bootstrap_servers = get_str(c, kj, "kafka", "bootstrap_servers", "");
+    k->bootstrap_file = get_str(c, kj, "kafka", "bootstrap_file", "var/devkafka.bootstrap");
+    json_t *tj = get_obj(c, kj, "kafka", "topics");
+    if (tj == NULL)
+        tj = empty;
+    check_keys(c, tj, "kafka.topics", topic_keys);
+    k->topic_requests = get_str(c, tj, "kafka.topics", "requests", "sluice.requests");
+    k->topic_jobs = get_str(c, tj, "kafka.topics", "jobs", "sluice.jobs");
+    k->topic_dispatch = get_str(c, tj, "kafka.topics", "dispatch", "sluice.dispatch");
+    k->topic_results = get_str(c, tj, "kafka.topics", "results", "sluice.results");
+    k->topic_usage = get_str(c, tj, "kafka.topics", "usage", "sluice.usage");
+    json_t *pj = get_obj(c, kj, "kafka", "properties");
+    if (pj != NULL) {
+        size_t n = json_object_size(pj);
+        k->prop_names = calloc(n + 1, sizeof *k->prop_names);
+        k->prop_values = calloc(n + 1, sizeof *k->prop_values);
+        const char *name;
+        json_t *val;
+        json_object_foreach(pj, name, val)
+        {
+            if (!json_is_string(val)) {
+                fail(c, "kafka.properties: \"%s\" must be a string", name);
+                continue;
+            }
+            k->prop_names[k->nprops] = name;
+            k->prop_values[k->nprops] = json_string_value(val);
+            k->nprops++;
+        }
+    }
+    json_decref(empty);
+}
+
+static void load_deployment(ctx_t *c, json_t *dj, int i, sl_deployment_cfg_t *d)
+{
+    static const char *const keys[] = {
+        "name",       "provider",          "base_url", "model",        "api_key_env",
+        "api_key_file", "limits",          "slices_per_minute", "headroom", "burst_fraction",
+        "tpm_counting", "max_output_tokens", "timeout_ms", NULL};
+    static const char *const limit_keys[] = {"rpm", "tpm", NULL};
+    char where[64];
+    snprintf(where, sizeof where, "deployments[%d]", i);
+    if (!json_is_object(dj)) {
+        fail(c, "%s must be an object", where);
+        return;
+    }
+    check_keys(c, dj, where, keys);
+    d->name = get_str(c, dj, where, "name", NULL);
+    d->provider = get_str(c, dj, where, "provider", "openai");
+    if (strcmp(d->provider, "openai") != 0)
+        fail(c, "%s: provider \"%s\" has no adapter yet (only \"openai\")", where, d->provider);
+    d->base_url = get_str(c, dj, where, "base_url", NULL);
+    d->model = get_str(c, dj, where, "model", NULL);
+    d->api_key_env = get_str(c, dj, where, "api_key_env", "");
+    d->api_key_file = get_str(c, dj, where, "api_key_file", "");
+    json_t *lj = get_obj(c, dj, where, "limits");
+    if (lj != NULL) {
+        check_keys(c, lj, where, limit_keys);
+        d->rpm = get_int(c, lj, where, "rpm", 0, 0, I64MAX);
+        d->tpm = get_int(c, lj, where, "tpm", 0, 0, I64MAX);
+    }
+    d->slices_per_minute = get_int(c, dj, where, "slices_per_minute", 60, 1, 60000);
+    d->headroom = get_real(c, dj, where, "headroom", 0.97, 0.01, 1.0);
+    d->burst_fraction = get_real(c, dj, where, "burst_fraction", 0.5, 0.01, 1.0);
+    const char *counting = get_str(c, dj, where, "tpm_counting", "max");
+    if (strcmp(counting, "max") == 0)
+        d->tpm_counting = SL_TPM_COUNT_MAX;
+    else if (strcmp(counting, "sum") == 0)
+        d->tpm_counting = SL_TPM_COUNT_SUM;
+    else
+        fail(c, "%s: tpm_counting must be \"max\" or \"sum\"", where);
+    d->max_output_tokens = get_int(c, dj, where, "max_output_tokens", 16384, 1, 10000000);
+    d->timeout_ms = get_int(c, dj, where, "timeout_ms", 120000, 100, 3600000);
+}
+
+static void load_classes(ctx_t *c, sl_config_t *cfg, json_t *root)
+{
+    static const char *const keys[] = {"deadline_ms", "max_queue", "weight", NULL};
+    static const int64_t def_deadline[SL_CLASS_COUNT] = {30000, 600000, 600000, 86400000};
+    static const int64_t def_queue[SL_CLASS_COUNT] = {1000, 100000, 100000, 1000000};
+    static const int64_t def_weight[SL_CLASS_COUNT] = {8, 4, 4, 1};
+    json_t *cj = get_obj(c, root, "config", "classes");
+    for (int i = 0; i < SL_CLASS_COUNT; i++) {
+        sl_class_cfg_t *k = &cfg->classes[i];
+        k->deadline_ms = def_deadline[i];
+        k->max_queue = def_queue[i];
+        k->weight = def_weight[i];
+    }
+    if (cj == NULL)
+        return;
+    const char *name;
+    json_t *val;
+    json_object_foreach(cj, name, val)
+    {
+        int cls = sl_class_parse(name);
+        char where[64];
+        snprintf(where, sizeof where, "classes.%s", name);
+        if (cls < 0 || !json_is_object(val)) {
+            fail(c, "%s: unknown class or not an object", where);
+            continue;
+        }
+        check_keys(c, val, where, keys);
+        sl_class_cfg_t *k = &cfg->classes[cls];
+        k->deadline_ms = get_int(c, val, where, "deadline_ms", k->deadline_ms, 1, I64MAX);
+        k->max_queue = get_int(c, val, where, "max_queue", k->max_queue, 1, I64MAX);
+        k->weight = get_int(c, val, where, "weight", k->weight, 1, 1000000);
+    }
+}
+
+static void load_routes(ctx_t *c, sl_config_t *cfg, json_t *arr)
+{
+    static const char *const keys[] = {"name", "deployments", "default_max_tokens", NULL};
+    size_t n = json_array_size(arr);
+    cfg->routes = calloc(n + 1, sizeof *cfg->routes);
+    for (size_t i = 0; i < n; i++) {
+        json_t *rj = json_array_get(arr, i);
+        char where[64];
+        snprintf(where, sizeof where, "routes[%zu]", i);
+        if (!json_is_object(rj)) {
+            fail(c, "%s must be an object", where);
+            continue;
+        }
+        check_keys(c, rj, where, keys);
+        sl_route_cfg_t *r = &cfg->routes[cfg->nroutes++];
+        r->name = get_str(c, rj, where, "name", NULL);
+        r->default_max_tokens = get_int(c, rj, where, "default_max_tokens", 1024, 1, 10000000);
+        json_t *dj = get_arr(c, rj, where, "deployments");
+        size_t nd = json_array_size(dj);
+        if (nd == 0)
+            fail(c, "%s: needs at least one deployment", where);
+        r->deployments = calloc(nd + 1, sizeof *r->deployments);
+        for (size_t j = 0; j < nd; j++) {
+            json_t *name = json_array_get(dj, j);
+            int d = json_is_string(name) ? sl_config_deployment(cfg, json_string_value(name)) : -1;
+            if (d < 0)
+                fail(c, "%s: unknown deployment at index %zu", where, j);
+            else
+                r->deployments[r->ndeployments++] = d;
+        }
+    }
+}
+
+static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
+{
+    static const char *const keys[] = {"name", "weight", "tokens_per_min", "routes", NULL};
+    size_t n = json_array_size(arr);
+    cfg->tenants = calloc(n + 1, sizeof *cfg->tenants);
+    for (size_t i = 0; i < n; i++) {
+        json_t *tj = json_array_get(arr, i);
+        char where[64];
+        snprintf(where, sizeof where, "tenants[%zu]", i);
+        if (!json_is_object(tj)) {
+            fail(c, "%s must be an object", where);
+            continue;
+        }
+        check_keys(c, tj, where, keys);
+        sl_tenant_cfg_t *t = &cfg->tenants[cfg->ntenants++];
+        t->name = get_str(c, tj, where, "name", NULL);
+        t->weight = get_int(c, tj, where, "weight", 1, 1, 1000000);
+        t->tokens_per_min = get_int(c, tj, where, "tokens_per_min", 0, 0, I64MAX);
+        json_t *rj = get_arr(c, tj, where, "routes");
+        size_t nr = json_array_size(rj);
+        t->routes = calloc(nr + 1, sizeof *t->routes);
+        for (size_t j = 0; j < nr; j++) {
+            json_t *name = json_array_get(rj, j);
+            int r = json_is_string(name) ? sl_config_route(cfg, json_string_value(name)) : -1;
+            if (r < 0)
+                fail(c, "%s: unknown route at index %zu", where, j);
+            else
+                t->routes[t->nroutes++] = r;
+        }
+    }
+}
+
+static void load_keys(ctx_t *c, sl_config_t *cfg, json_t *arr)
+{
+    static const char *const keys[] = {"id", "hash", "tenant", "app", "env", "paused", NULL};
+    size_t n = json_array_size(arr);
+    cfg->keys = calloc(n + 1, sizeof *cfg->keys);
+    for (size_t i = 0; i < n; i++) {
+        json_t *kj = json_array_get(arr, i);
+        char where[64];
+        snprintf(where, sizeof where, "keys[%zu]", i);
+        if (!json_is_object(kj)) {
+            fail(c, "%s must be an object", where);
+            continue;
+        }
+        check_keys(c, kj, where, keys);
+        sl_key_cfg_t *k = &cfg->keys[cfg->nkeys++];
+        k->id = get_str(c, kj, where, "id", NULL);
+        const char *hash = get_str(c, kj, where, "hash", NULL);
+        if (hash != NULL && sl_hex_decode(hash, k->hash, sizeof k->hash) != SL_OK)
+            fail(c, "%s: hash must be 64 hex digits (see `sluice hash-key`)", where);
+        const char *tenant = get_str(c, kj, where, "tenant", NULL);
+        k->tenant = tenant != NULL ? sl_config_tenant(cfg, tenant) : -1;
+        if (tenant != NULL && k->tenant < 0)
+            fail(c, "%s: unknown tenant \"%s\"", where, tenant);
+        k->app = get_str(c, kj, where, "app", "default");
+        k->env = get_str(c, kj, where, "env", "prod");
+        json_t *p = json_object_get(kj, "paused");
+        k->paused = p != NULL && json_is_true(p);
+    }
+}
+
+sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t errlen)
+{
+    static const char *const keys[] = {
+        "minute_ms", "schema_dir", "kafka", "ingest", "scheduler", "dispatcher", "signing",
+        "classes", "deployments", "routes", "tenants", "keys", "$comment", NULL};
+    static const char *const ingest_keys[] = {"max_request_bytes", NULL};
+    static const char *const sched_keys[] = {"db", "lease_ms", "max_attempts",
+                                             "drr_quantum_tokens", NULL};
+    static const char *const disp_keys[] = {"max_in_flight", NULL};
+    static const char *const sign_keys[] = {"secret_key_file", "public_key_file", NULL};
+    *out = NULL;
+    ctx_t c = {err, errlen, 0};
+    json_error_t jerr;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+        return SL_EPARSE;
+    }
+    sl_config_t *cfg = calloc(1, sizeof *cfg);
+    if (cfg == NULL) {
+        json_decref(root);
+        return SL_ENOMEM;
+    }
+    cfg->priv_ = root;
+    if (!json_is_object(root)) {
+        fail(&c, "top level must be an object");
+        goto out;
+    }
+    check_keys(&c, root, "config", keys);
+    cfg->path = strdup(path);
+    cfg->minute_ms = get_int(&c, root, "config", "minute_ms", 60000, 10, 86400000);
+    cfg->schema_dir = get_str(&c, root, "config", "schema_dir", "schema");
+    load_kafka(&c, cfg, root);
+
+    json_t *empty = json_object();
+    json_t *ij = get_obj(&c, root, "config", "ingest");
+    ij = ij != NULL ? ij : empty;
+    check_keys(&c, ij, "ingest", ingest_keys);
+    cfg->max_request_bytes = get_int(&c, ij, "ingest", "max_request_bytes", 1 << 20, 256, 64 << 20);
+
+    json_t *sj = get_obj(&c, root, "config", "scheduler");
+    sj = sj != NULL ? sj : empty;
+    check_keys(&c, sj, "scheduler", sched_keys);
+    cfg->db_path = get_str(&c, sj, "scheduler", "db", "var/sluice.db");
+    cfg->lease_ms = get_int(&c, sj, "scheduler", "lease_ms", 180000, 100, 86400000);
+    cfg->max_attempts = get_int(&c, sj, "scheduler", "max_attempts", 5, 1, 100);
+    cfg->drr_quantum_tokens =
+        get_int(&c, sj, "scheduler", "drr_quantum_tokens", 4096, 1, 100000000);
+
+    json_t *dj = get_obj(&c, root, "config", "dispatcher");
+    dj = dj != NULL ? dj : empty;
+    check_keys(&c, dj, "dispatcher", disp_keys);
+    cfg->max_in_flight = get_int(&c, dj, "dispatcher", "max_in_flight", 256, 1, 100000);
+
+    json_t *gj = get_obj(&c, root, "config", "signing");
+    gj = gj != NULL ? gj : empty;
+    check_keys(&c, gj, "signing", sign_keys);
+    cfg->signing_secret_key_file =
+        get_str(&c, gj, "signing", "secret_key_file", "var/dispatch.key");
+    cfg->signing_public_key_file =
+        get_str(&c, gj, "signing", "public_key_file", "var/dispatch.pub");
+    json_decref(empty);
+
+    load_classes(&c, cfg, root);
+    json_t *deps = get_arr(&c, root, "config", "deployments");
+    size_t nd = json_array_size(deps);
+    cfg->deployments = calloc(nd + 1, sizeof *cfg->deployments);
+    for (size_t i = 0; i < nd; i++) {
+        load_deployment(&c, json_array_get(deps, i), (int)i, &cfg->deployments[i]);
+        cfg->ndeployments++;
+        if (!c.failed && sl_config_deployment(cfg, cfg->deployments[i].name) != (int)i)
+            fail(&c, "deployments[%zu]: duplicate name \"%s\"", i, cfg->deployments[i].name);
+    }
+    load_routes(&c, cfg, get_arr(&c, root, "config", "routes"));
+    load_tenants(&c, cfg, get_arr(&c, root, "config", "tenants"));
+    load_keys(&c, cfg, get_arr(&c, root, "config", "keys"));
+    if (!c.failed && cfg->nroutes == 0)
+        fail(&c, "config: at least one route is needed");
+out:
+    if (c.failed) {
+        sl_config_free(cfg);
+        return SL_ECONFIG;
+    }
+    *out = cfg;
+    return SL_OK;
+}
+
+void sl_config_free(sl_config_t *cfg)
+{
+    if (cfg == NULL)
+        return;
+    for (int i = 0; i < cfg->nroutes; i++)
+        free(cfg->routes[i].deployments);
+    for (int i = 0; i < cfg->ntenants; i++)
+        free(cfg->tenants[i].routes);
+    free(cfg->routes);
+    free(cfg->tenants);
+    free(cfg->keys);
+    free(cfg->deployments);
+    free(cfg->kafka.prop_names);
+    free(cfg->kafka.prop_values);
+    json_decref((json_t *)cfg->priv_);
+    free((char *)cfg->path);
+    free(cfg);
+}
+
+int sl_config_route(const sl_config_t *cfg, const char *name)
+{
+    for (int i = 0; i < cfg->nroutes; i++) {
+        if (cfg->routes[i].name != NULL && strcmp(cfg->routes[i].name, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+int sl_config_tenant(const sl_config_t *cfg, const char *name)
+{
+    for (int i = 0; i < cfg->ntenants; i++) {
+        if (cfg->tenants[i].name != NULL && strcmp(cfg->tenants[i].name, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+int sl_config_deployment(const sl_config_t *cfg, const char *name)
+{
+    for (int i = 0; i < cfg->ndeployments; i++) {
+        if (cfg->deployments[i].name != NULL && strcmp(cfg->deployments[i].name, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+int sl_config_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32])
+{
+    int found = -1;
+    for (int i = 0; i < cfg->nkeys; i++) {
+        if (sodium_memcmp(cfg->keys[i].hash, hash, 32) == 0)
+            found = i;
+    }
+    return found;
+}
+
+int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route)
+{
+    const sl_tenant_cfg_t *t = &cfg->tenants[tenant];
+    if (t->nroutes == 0)
+        return 1;
+    for (int i = 0; i < t->nroutes; i++) {
+        if (t->routes[i] == route)
+            return 1;
+    }
+    return 0;
+}

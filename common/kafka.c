@@ -1,0 +1,190 @@
+/* kafka.c - librdkafka client setup (see kafka.h). */
+#include "kafka.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+sl_err_t sl_kafka_bootstrap(const sl_config_t *cfg, int wait_ms, char *out, size_t cap)
+{
+    const char *env = getenv("SLUICE_KAFKA_BOOTSTRAP");
+    if (env != NULL && *env != '\0') {
+        snprintf(out, cap, "%s", env);
+        return SL_OK;
+    }
+    if (cfg->kafka.bootstrap_servers[0] != '\0') {
+        snprintf(out, cap, "%s", cfg->kafka.bootstrap_servers);
+        return SL_OK;
+    }
+    double until = sl_mono_ms() + wait_ms;
+    for (;;) {
+        char *text = NULL;
+        if (sl_read_file(cfg->kafka.bootstrap_file, 4096, &text, NULL) == SL_OK) {
+            text[strcspn(text, "\r\n")] = '\0';
+            int ok = text[0] != '\0';
+            snprintf(out, cap, "%s", text);
+            free(text);
+            if (ok)
+                return SL_OK;
+        }
+        if (sl_mono_ms() >= until || sl_stop_requested())
+            return SL_ENOTFOUND;
+        usleep(100 * 1000);
+    }
+}
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    sl_log(level <= 3 ? SL_LOG_ERROR : level <= 4 ? SL_LOG_WARN : SL_LOG_DEBUG, "kafka %s: %s",
+           fac, buf);
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    /* Transient broker errors are retried by librdkafka; they are logged, not fatal. */
+    sl_warn("kafka error %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+static sl_err_t set(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
+                    size_t errlen)
+{
+    if (rd_kafka_conf_set(conf, name, value, err, errlen) != RD_KAFKA_CONF_OK)
+        return SL_ECONFIG;
+    return SL_OK;
+}
+
+/* Builds a conf with bootstrap, client id, logging and the config's extra properties. */
+static sl_err_t base_conf(const sl_config_t *cfg, const char *client_id, rd_kafka_conf_t **out,
+                          char *err, size_t errlen)
+{
+    char bootstrap[1024];
+    *out = NULL;
+    if (sl_kafka_bootstrap(cfg, 30000, bootstrap, sizeof bootstrap) != SL_OK) {
+        snprintf(err, errlen,
+                 "no Kafka bootstrap servers: set kafka.bootstrap_servers, "
+                 "$SLUICE_KAFKA_BOOTSTRAP, or start sluice-devkafka (it writes %s)",
+                 cfg->kafka.bootstrap_file);
+        return SL_EKAFKA;
+    }
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    sl_err_t rc = set(conf, "bootstrap.servers", bootstrap, err, errlen);
+    if (rc == SL_OK)
+        rc = set(conf, "client.id", client_id, err, errlen);
+    for (int i = 0; rc == SL_OK && i < cfg->kafka.nprops; i++)
+        rc = set(conf, cfg->kafka.prop_names[i], cfg->kafka.prop_values[i], err, errlen);
+    if (rc != SL_OK) {
+        rd_kafka_conf_destroy(conf);
+        return rc;
+    }
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    *out = conf;
+    return SL_OK;
+}
+
+sl_err_t sl_kafka_producer_new(const sl_config_t *cfg, const char *client_id,
+                               void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                               void *opaque, rd_kafka_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    rd_kafka_conf_t *conf = NULL;
+    sl_err_t rc = base_conf(cfg, client_id, &conf, err, errlen);
+    if (rc != SL_OK)
+        return rc;
+    /* Defaults first, then the config's own properties again so an operator can override. */
+    static const char *const defaults[] = {"enable.idempotence", "true", "acks", "all",
+                                           "linger.ms", "1", "compression.type", "lz4",
+                                           "message.max.bytes", "16777216", NULL};
+    for (int i = 0; rc == SL_OK && defaults[i] != NULL; i += 2)
+        rc = set(conf, defaults[i], defaults[i + 1], err, errlen);
+    for (int i = 0; rc == SL_OK && i < cfg->kafka.nprops; i++)
+        rc = set(conf, cfg->kafka.prop_names[i], cfg->kafka.prop_values[i], err, errlen);
+    if (rc != SL_OK) {
+        rd_kafka_conf_destroy(conf);
+        return rc;
+    }
+    if (dr_cb != NULL)
+        rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+    rd_kafka_conf_set_opaque(conf, opaque);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, errlen);
+    if (rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        return SL_EKAFKA;
+    }
+    *out = rk;
+    return SL_OK;
+}
+
+sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const char *client_id,
+                               const char *const *topics, int ntopics,
+                               const char *const *extra_props, rd_kafka_t **out, char *err,
+                               size_t errlen)
+{
+    *out = NULL;
+    rd_kafka_conf_t *conf = NULL;
+    sl_err_t rc = base_conf(cfg, client_id, &conf, err, errlen);
+    if (rc != SL_OK)
+        return rc;
+    static const char *const defaults[] = {"enable.auto.commit", "false", "auto.offset.reset",
+                                           "earliest", "fetch.wait.max.ms", "5",
+                                           "enable.partition.eof", "false", NULL};
+    rc = set(conf, "group.id", group, err, errlen);
+    for (int i = 0; rc == SL_OK && defaults[i] != NULL; i += 2)
+        rc = set(conf, defaults[i], defaults[i + 1], err, errlen);
+    for (int i = 0; rc == SL_OK && extra_props != NULL && extra_props[i] != NULL; i += 2)
+        rc = set(conf, extra_props[i], extra_props[i + 1], err, errlen);
+    if (rc != SL_OK) {
+        rd_kafka_conf_destroy(conf);
+        return rc;
+    }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, errlen);
+    if (rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        return SL_EKAFKA;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_topic_partition_list_t *subs = rd_kafka_topic_partition_list_new(ntopics);
+    for (int i = 0; i < ntopics; i++)
+        rd_kafka_topic_partition_list_add(subs, topics[i], RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t kerr = rd_kafka_subscribe(rk, subs);
+    rd_kafka_topic_partition_list_destroy(subs);
+    if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "subscribe: %s", rd_kafka_err2str(kerr));
+        rd_kafka_destroy(rk);
+        return SL_EKAFKA;
+    }
+    *out = rk;
+    return SL_OK;
+}
+
+sl_err_t sl_kafka_header(const rd_kafka_message_t *msg, const char *name, const char **val,
+                         size_t *len)
+{
+    rd_kafka_headers_t *hdrs = NULL;
+    *val = NULL;
+    *len = 0;
+    if (rd_kafka_message_headers(msg, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return SL_ENOTFOUND;
+    const void *v = NULL;
+    size_t n = 0;
+    if (rd_kafka_header_get_last(hdrs, name, &v, &n) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return SL_ENOTFOUND;
+    *val = v;
+    *len = n;
+    return SL_OK;
+}
+
+void sl_kafka_consumer_close(rd_kafka_t *rk)
+{
+    if (rk == NULL)
+        return;
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+}

@@ -1,0 +1,24 @@
+/* proc.h - what every sluice daemon does at start: parse the common options, load the config,
+ * set up logging, signals and libsodium. Keeps each main.c to its wiring. */
+#ifndef SL_PROC_H
+#define SL_PROC_H
+
+#include "config.h"
+
+typedef struct {
+    const char *config_path;
+    const char *log_level;
+    int help;
+    int nrest; /* arguments that are not common options, for the caller */
+    char **rest;
+} sl_proc_opts_t;
+
+/* Parses --config FILE (default $SLUICE_CONFIG, else examples/sluice.json), --log-level L and
+ * --help/-h; other arguments are left in rest. */
+void sl_proc_parse(int argc, char **argv, sl_proc_opts_t *opts);
+
+/* Starts a daemon: logging as component, signals, libsodium, then loads the config. On any
+ * failure prints why on stderr and exits with status 2. Returns the config (caller frees). */
+sl_config_t *sl_proc_start(const char *component, const sl_proc_opts_t *opts);
+
+#endif

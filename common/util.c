@@ -1,0 +1,201 @@
+/* util.c - clocks, hex, ids, files, signals (see util.h). */
+#include "util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t sl_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+double sl_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+void sl_hex_encode(const uint8_t *in, size_t len, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < len; i++) {
+        out[2 * i] = digits[in[i] >> 4];
+        out[2 * i + 1] = digits[in[i] & 15];
+    }
+    out[2 * len] = '\0';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+sl_err_t sl_hex_decode(const char *hex, uint8_t *out, size_t outlen)
+{
+    if (strlen(hex) != 2 * outlen)
+        return SL_EPARSE;
+    for (size_t i = 0; i < outlen; i++) {
+        int hi = hexval(hex[2 * i]);
+        int lo = hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return SL_EPARSE;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return SL_OK;
+}
+
+void sl_random_id(char *out, size_t nbytes)
+{
+    uint8_t buf[32];
+    if (nbytes > sizeof buf)
+        nbytes = sizeof buf;
+    randombytes_buf(buf, nbytes);
+    sl_hex_encode(buf, nbytes, out);
+}
+
+sl_err_t sl_read_file(const char *path, size_t max_bytes, char **out, size_t *len)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return errno == ENOENT ? SL_ENOTFOUND : SL_EIO;
+    sl_err_t rc = SL_OK;
+    size_t cap = 4096, used = 0;
+    char *buf = malloc(cap);
+    if (buf == NULL) {
+        rc = SL_ENOMEM;
+        goto out;
+    }
+    for (;;) {
+        if (used + 1 >= cap) {
+            if (cap > max_bytes) {
+                rc = SL_ETOOBIG;
+                goto out;
+            }
+            char *bigger = realloc(buf, cap * 2);
+            if (bigger == NULL) {
+                rc = SL_ENOMEM;
+                goto out;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t n = fread(buf + used, 1, cap - used - 1, f);
+        used += n;
+        if (n == 0)
+            break;
+    }
+    if (ferror(f)) {
+        rc = SL_EIO;
+        goto out;
+    }
+    if (used > max_bytes) {
+        rc = SL_ETOOBIG;
+        goto out;
+    }
+    buf[used] = '\0';
+    *out = buf;
+    if (len != NULL)
+        *len = used;
+    buf = NULL;
+out:
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
+sl_err_t sl_write_file(const char *path, const void *data, size_t len, unsigned mode)
+{
+    char tmp[PATH_MAX];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp)
+        return SL_EINVAL;
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL)
+        return SL_EIO;
+    chmod(tmp, (mode_t)mode);
+    size_t n = fwrite(data, 1, len, f);
+    int closed = fclose(f);
+    if (n != len || closed != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return SL_EIO;
+    }
+    return SL_OK;
+}
+
+void sl_resolve_path(const char *path, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", path);
+    if (path[0] == '/' || access(path, F_OK) == 0)
+        return;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return;
+    exe[n] = '\0';
+    /* exe is <root>/bin/<name> or <root>/bin/tests/<name>: walk up until schema/ exists. */
+    for (int up = 0; up < 3; up++) {
+        char *slash = strrchr(exe, '/');
+        if (slash == NULL)
+            return;
+        *slash = '\0';
+        char cand[PATH_MAX];
+        if ((size_t)snprintf(cand, sizeof cand, "%s/%s", exe, path) < sizeof cand &&
+            access(cand, F_OK) == 0) {
+            snprintf(out, cap, "%s", cand);
+            return;
+        }
+    }
+}
+
+static volatile sig_atomic_t stop_flag = 0;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+void sl_signals_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int sl_stop_requested(void)
+{
+    return stop_flag != 0;
+}
+
+long long sl_parse_count(const char *s)
+{
+    if (s == NULL || *s == '\0')
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < 0)
+        return -1;
+    return v;
+}

@@ -1,0 +1,47 @@
+/* util.h - small helpers every process needs: clocks, hex, ids, files, signals.
+ *
+ * Times that cross processes (deadlines, leases, submit times) are wall-clock milliseconds since
+ * the Unix epoch; sl_mono_ms() is for measuring durations inside one process.
+ */
+#ifndef SL_UTIL_H
+#define SL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* Wall-clock milliseconds since the epoch. */
+int64_t sl_now_ms(void);
+/* Monotonic milliseconds (arbitrary origin); as a double for sub-millisecond durations. */
+double sl_mono_ms(void);
+
+/* Writes 2*len lowercase hex digits plus NUL into out (out must hold 2*len+1 bytes). */
+void sl_hex_encode(const uint8_t *in, size_t len, char *out);
+/* Decodes exactly outlen bytes from hex; returns SL_EPARSE on bad length or digit. */
+sl_err_t sl_hex_decode(const char *hex, uint8_t *out, size_t outlen);
+
+/* Fills out with a random id of 2*nbytes hex digits (nbytes <= 32); out holds 2*nbytes+1. */
+void sl_random_id(char *out, size_t nbytes);
+
+/* Reads a whole file (at most max_bytes) into a NUL-terminated buffer the caller frees.
+ * *out is NULL on entry and set only on success; SL_ETOOBIG when the file is larger. */
+sl_err_t sl_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
+
+/* Writes data to path atomically (temp file + rename) with the given mode. */
+sl_err_t sl_write_file(const char *path, const void *data, size_t len, unsigned mode);
+
+/* Resolves a sluice data path: absolute paths and paths that exist relative to the working
+ * directory are returned as is; otherwise, the path relative to the install root (the folder
+ * above the running binary's bin/) is tried. Writes into out (cap bytes). */
+void sl_resolve_path(const char *path, char *out, size_t cap);
+
+/* Installs SIGINT/SIGTERM handlers that set the flag returned by sl_stop_requested(), and
+ * ignores SIGPIPE. */
+void sl_signals_install(void);
+int sl_stop_requested(void);
+
+/* Parses a non-negative integer option value; returns -1 when it is not one. */
+long long sl_parse_count(const char *s);
+
+#endif

@@ -1,0 +1,45 @@
+/* engine.h - the dispatcher's engine: verifies signed dispatch messages, runs many provider
+ * calls at once on one libcurl multi handle (keep-alive, HTTP/1.1 pipelining off), and turns
+ * each finished call into one usage event. It never retries: retries are the scheduler's.
+ */
+#ifndef SL_ENGINE_H
+#define SL_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "err.h"
+#include "sign.h"
+
+typedef struct sl_engine sl_engine_t;
+
+/* Receives each usage event: key (job id) and value (JSON), both valid only during the call. */
+typedef void (*sl_engine_emit_fn)(const char *key, const char *value, void *arg);
+
+/* Creates an engine. verifier is borrowed; NULL accepts unsigned messages (tests only).
+ * Credentials are resolved once here from each deployment's api_key_env / api_key_file. */
+sl_err_t sl_engine_new(const sl_config_t *cfg, const sl_verifier_t *verifier,
+                       sl_engine_emit_fn emit, void *arg, sl_engine_t **out, char *err,
+                       size_t errlen);
+void sl_engine_free(sl_engine_t *e);
+
+/* Takes one dispatch message (value bytes and its sluice-sig header, which may be NULL).
+ * Forged or malformed messages are dropped (and counted) with no call; a valid message whose
+ * lease already expired, or that names an unknown deployment, yields a "not_sent" usage event;
+ * otherwise the call starts. */
+void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char *sig,
+                      size_t sig_len, int64_t now_ms);
+
+/* Waits up to timeout_ms for call activity or for extra_fd (may be -1) to become readable, then
+ * advances every call and emits the usage events of those that finished. */
+void sl_engine_run(sl_engine_t *e, int extra_fd, int timeout_ms);
+
+int sl_engine_in_flight(const sl_engine_t *e);
+
+typedef struct {
+    int64_t accepted, forged, malformed, not_sent, completed;
+} sl_engine_stats_t;
+void sl_engine_stats(const sl_engine_t *e, sl_engine_stats_t *out);
+
+#endif

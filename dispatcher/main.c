@@ -1,0 +1,171 @@
+/* sluice-dispatcher: signed sluice.dispatch messages -> provider calls -> sluice.usage.
+ *
+ * Offsets are stored as soon as a call starts: the scheduler's lease, not the Kafka offset, is
+ * what makes a call durable (a dispatcher killed mid-call leaves a lease that expires and is
+ * dispatched again), and storing early keeps a restarted dispatcher from repeating calls. */
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "kafka.h"
+#include "log.h"
+#include "proc.h"
+#include "sign.h"
+#include "util.h"
+
+static const char usage_text[] =
+    "usage: sluice-dispatcher [--config FILE] [--log-level debug|info|warn|error] [--help]\n"
+    "\n"
+    "Consumes signed dispatch messages, calls the providers (many calls at once, libcurl\n"
+    "multi, keep-alive), never retries by itself, and publishes one usage event per attempt\n"
+    "(outcome, real usage, normalised rate-limit headers, latency, and the response on\n"
+    "success). Verifies signatures with signing.public_key_file. Run as many as you like:\n"
+    "they share the dispatch topic as one consumer group.\n";
+
+typedef struct {
+    rd_kafka_t *prod;
+    const char *topic;
+} emit_ctx_t;
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    if (msg->err)
+        sl_warn("usage event delivery failed: %s (the lease will expire and retry)",
+                rd_kafka_err2str(msg->err));
+}
+
+static void emit_usage(const char *key, const char *value, void *arg)
+{
+    emit_ctx_t *ctx = arg;
+    for (;;) {
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            ctx->prod, RD_KAFKA_V_TOPIC(ctx->topic), RD_KAFKA_V_KEY(key, strlen(key)),
+            RD_KAFKA_V_VALUE((void *)value, strlen(value)),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            if (err)
+                sl_error("produce usage event: %s", rd_kafka_err2str(err));
+            return;
+        }
+        rd_kafka_poll(ctx->prod, 10);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    sl_proc_opts_t opts;
+    sl_proc_parse(argc, argv, &opts);
+    if (opts.help) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (opts.nrest > 0) {
+        fprintf(stderr, "sluice-dispatcher: unknown argument %s\n%s", opts.rest[0], usage_text);
+        return 2;
+    }
+    sl_config_t *cfg = sl_proc_start("dispatcher", &opts);
+    char err[512] = "";
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "sluice-dispatcher: libcurl failed to initialise\n");
+        return 2;
+    }
+    /* The public key appears when the scheduler first starts; wait a little for it. */
+    char pk[1024];
+    sl_resolve_path(cfg->signing_public_key_file, pk, sizeof pk);
+    sl_verifier_t *verifier = NULL;
+    for (int i = 0; i < 300 && sl_verifier_load(pk, &verifier) != SL_OK; i++) {
+        if (sl_stop_requested())
+            return 0;
+        usleep(100 * 1000);
+    }
+    if (verifier == NULL) {
+        fprintf(stderr, "sluice-dispatcher: cannot load the dispatch public key %s\n", pk);
+        return 2;
+    }
+    rd_kafka_t *prod = NULL, *cons = NULL;
+    emit_ctx_t ctx = {NULL, cfg->kafka.topic_usage};
+    const char *topics[] = {cfg->kafka.topic_dispatch};
+    const char *const cons_props[] = {"enable.auto.commit", "true", "enable.auto.offset.store",
+                                      "false", "auto.commit.interval.ms", "200", NULL};
+    if (sl_kafka_producer_new(cfg, "sluice-dispatcher", on_delivery, NULL, &prod, err,
+                              sizeof err) != SL_OK ||
+        sl_kafka_consumer_new(cfg, "sluice-dispatcher", "sluice-dispatcher", topics, 1,
+                              cons_props, &cons, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "sluice-dispatcher: kafka: %s\n", err);
+        return 2;
+    }
+    ctx.prod = prod;
+    sl_engine_t *engine = NULL;
+    if (sl_engine_new(cfg, verifier, emit_usage, &ctx, &engine, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "sluice-dispatcher: %s\n", err);
+        return 2;
+    }
+    /* librdkafka writes to this pipe when the consumer queue gets messages, so one poll waits
+     * for both provider sockets and Kafka. */
+    int pipefd[2];
+    if (pipe2(pipefd, O_NONBLOCK | O_CLOEXEC) != 0) {
+        fprintf(stderr, "sluice-dispatcher: pipe failed\n");
+        return 2;
+    }
+    rd_kafka_queue_t *queue = rd_kafka_queue_get_consumer(cons);
+    rd_kafka_queue_io_event_enable(queue, pipefd[1], "1", 1);
+    sl_info("dispatcher started: %s -> providers -> %s (max %lld calls in flight)",
+            cfg->kafka.topic_dispatch, cfg->kafka.topic_usage, (long long)cfg->max_in_flight);
+
+    int64_t last_stats = sl_now_ms();
+    while (!sl_stop_requested()) {
+        while (sl_engine_in_flight(engine) < cfg->max_in_flight) {
+            rd_kafka_message_t *msg = rd_kafka_consume_queue(queue, 0);
+            if (msg == NULL)
+                break;
+            if (msg->err) {
+                sl_warn("consume: %s", rd_kafka_message_errstr(msg));
+            } else {
+                const char *sig = NULL;
+                size_t sig_len = 0;
+                sl_kafka_header(msg, "sluice-sig", &sig, &sig_len);
+                sl_engine_submit(engine, msg->payload, msg->len, sig, sig_len, sl_now_ms());
+                rd_kafka_offset_store(msg->rkt, msg->partition, msg->offset);
+            }
+            rd_kafka_message_destroy(msg);
+        }
+        sl_engine_run(engine, pipefd[0], 100);
+        char drain[64];
+        while (read(pipefd[0], drain, sizeof drain) > 0) {
+        }
+        rd_kafka_poll(prod, 0);
+        int64_t now = sl_now_ms();
+        if (now - last_stats >= 10000) {
+            sl_engine_stats_t st;
+            sl_engine_stats(engine, &st);
+            sl_info("calls accepted %lld completed %lld in flight %d | not sent %lld |"
+                    " forged %lld malformed %lld",
+                    (long long)st.accepted, (long long)st.completed, sl_engine_in_flight(engine),
+                    (long long)st.not_sent, (long long)st.forged, (long long)st.malformed);
+            last_stats = now;
+        }
+    }
+    /* Let the calls under way finish and report: their leases are still counted on. */
+    sl_info("dispatcher stopping; finishing %d calls in flight", sl_engine_in_flight(engine));
+    double until = sl_mono_ms() + 30000;
+    while (sl_engine_in_flight(engine) > 0 && sl_mono_ms() < until)
+        sl_engine_run(engine, -1, 100);
+    rd_kafka_flush(prod, 10000);
+    rd_kafka_queue_destroy(queue);
+    sl_kafka_consumer_close(cons);
+    rd_kafka_destroy(prod);
+    sl_engine_free(engine);
+    sl_verifier_free(verifier);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    curl_global_cleanup();
+    sl_config_free(cfg);
+    free(opts.rest);
+    return 0;
+}

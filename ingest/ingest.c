@@ -1,0 +1,270 @@
+/* ingest.c - validate, authenticate, resolve identity, estimate (see ingest.h). */
+#include "ingest.h"
+
+#include <jansson.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "estimate.h"
+#include "jsonschema.h"
+#include "sign.h"
+#include "util.h"
+
+struct sl_ingest {
+    const sl_config_t *cfg;
+    sl_schema_t *schema;
+};
+
+sl_err_t sl_ingest_new(const sl_config_t *cfg, sl_ingest_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    char rel[1024], path[1024];
+    snprintf(rel, sizeof rel, "%s/request.json", cfg->schema_dir);
+    sl_resolve_path(rel, path, sizeof path);
+    sl_ingest_t *ing = calloc(1, sizeof *ing);
+    if (ing == NULL)
+        return SL_ENOMEM;
+    sl_err_t rc = sl_schema_load_file(path, &ing->schema, err, errlen);
+    if (rc != SL_OK) {
+        free(ing);
+        return rc;
+    }
+    ing->cfg = cfg;
+    *out = ing;
+    return SL_OK;
+}
+
+void sl_ingest_free(sl_ingest_t *ing)
+{
+    if (ing == NULL)
+        return;
+    sl_schema_free(ing->schema);
+    free(ing);
+}
+
+void sl_ingest_out_clear(sl_ingest_out_t *out)
+{
+    free(out->key);
+    free(out->value);
+    memset(out, 0, sizeof *out);
+}
+
+void sl_ingest_job_id(const char *tenant, const char *idempotency_key, char *out)
+{
+    uint8_t digest[16];
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, sizeof digest);
+    crypto_generichash_update(&st, (const unsigned char *)tenant, strlen(tenant) + 1);
+    crypto_generichash_update(&st, (const unsigned char *)idempotency_key,
+                              strlen(idempotency_key));
+    crypto_generichash_final(&st, digest, sizeof digest);
+    sl_hex_encode(digest, sizeof digest, out);
+}
+
+/* Builds the rejection result. idem and job_id may be NULL. */
+static sl_err_t reject(sl_ingest_t *ing, sl_ingest_out_t *out, const sl_ingest_source_t *src,
+                       int64_t now_ms, const char *job_id, const char *idem, const char *tenant,
+                       const char *type, const char *reason, const char *message)
+{
+    char fresh_id[33];
+    if (job_id == NULL) {
+        sl_random_id(fresh_id, 16);
+        job_id = fresh_id;
+    }
+    json_t *res = json_pack("{s:i, s:s, s:s?, s:s?, s:s, s:i, s:i, s:{s:s, s:s, s:s, s:s, s:b}}",
+                            "v", 1, "job_id", job_id, "idempotency_key", idem, "tenant", tenant,
+                            "status", "rejected", "attempts", 0, "finished_ms", (json_int_t)now_ms,
+                            "error", "type", type, "reason", reason, "message", message,
+                            "gateway_decision", "rejected_locally", "retryable", 0);
+    if (res == NULL)
+        return SL_ENOMEM;
+    if (src != NULL && src->topic != NULL)
+        json_object_set_new(res, "source",
+                            json_pack("{s:s, s:i, s:I}", "topic", src->topic, "partition",
+                                      (int)src->partition, "offset", (json_int_t)src->offset));
+    out->kind = SL_INGEST_REJECT;
+    out->topic = ing->cfg->kafka.topic_results;
+    out->reason = reason;
+    out->key = strdup(job_id);
+    out->value = json_dumps(res, JSON_COMPACT);
+    json_decref(res);
+    if (out->key == NULL || out->value == NULL) {
+        sl_ingest_out_clear(out);
+        return SL_ENOMEM;
+    }
+    return SL_OK;
+}
+
+/* The token charge a deployment's TPM limit would take for this request, by its rule. */
+static int64_t tpm_charge(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens)
+{
+    if (d->tpm_counting == SL_TPM_COUNT_SUM)
+        return input + max_tokens;
+    return input > max_tokens ? input : max_tokens;
+}
+
+/* Returns 1 when at least one deployment of the route can ever take the request, and the
+ * tenant's own budget is not smaller than it. */
+static int fits_any_limit(const sl_config_t *cfg, int route, int tenant, int64_t input,
+                          int64_t max_tokens)
+{
+    const sl_route_cfg_t *r = &cfg->routes[route];
+    const sl_tenant_cfg_t *t = &cfg->tenants[tenant];
+    if (t->tokens_per_min > 0 && input + max_tokens > t->tokens_per_min)
+        return 0;
+    for (int i = 0; i < r->ndeployments; i++) {
+        const sl_deployment_cfg_t *d = &cfg->deployments[r->deployments[i]];
+        if (max_tokens > d->max_output_tokens)
+            continue;
+        if (d->tpm > 0 && tpm_charge(d, input, max_tokens) > d->tpm)
+            continue;
+        return 1;
+    }
+    return 0;
+}
+
+sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, int64_t now_ms,
+                           const sl_ingest_source_t *src, sl_ingest_out_t *out)
+{
+    const sl_config_t *cfg = ing->cfg;
+    memset(out, 0, sizeof *out);
+    char why[512];
+    sl_err_t rc = SL_OK;
+    json_t *req = NULL;
+    json_t *job = NULL;
+
+    if ((int64_t)len > cfg->max_request_bytes) {
+        snprintf(why, sizeof why, "request is %zu bytes; the limit is %lld", len,
+                 (long long)cfg->max_request_bytes);
+        return reject(ing, out, src, now_ms, NULL, NULL, NULL, "invalid_request",
+                      "payload_too_large", why);
+    }
+    json_error_t jerr;
+    req = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (req == NULL) {
+        snprintf(why, sizeof why, "malformed JSON at line %d column %d: %s", jerr.line,
+                 jerr.column, jerr.text);
+        return reject(ing, out, src, now_ms, NULL, NULL, NULL, "invalid_request",
+                      "malformed_json", why);
+    }
+    /* The idempotency key is echoed even on a schema violation when it is usable, so the
+     * producer can match the rejection. */
+    const json_t *idem_j = json_object_get(req, "idempotency_key");
+    const char *idem = json_is_string(idem_j) && json_string_length(idem_j) <= 200
+                           ? json_string_value(idem_j)
+                           : NULL;
+    if (sl_schema_validate(ing->schema, req, why, sizeof why) != SL_OK) {
+        rc = reject(ing, out, src, now_ms, NULL, idem, NULL, "invalid_request",
+                    "schema_violation", why);
+        goto out;
+    }
+
+    const char *api_key = json_string_value(json_object_get(req, "api_key"));
+    uint8_t hash[32];
+    sl_keyhash(api_key, strlen(api_key), hash);
+    int key = sl_config_key_by_hash(cfg, hash);
+    if (key < 0) {
+        rc = reject(ing, out, src, now_ms, NULL, idem, NULL, "authentication", "unknown_api_key",
+                    "the API key is not known");
+        goto out;
+    }
+    const sl_key_cfg_t *k = &cfg->keys[key];
+    const char *tenant = cfg->tenants[k->tenant].name;
+    char job_id[33];
+    char fresh_idem[33];
+    if (idem == NULL) {
+        sl_random_id(fresh_idem, 16);
+        idem = fresh_idem;
+    }
+    sl_ingest_job_id(tenant, idem, job_id);
+    if (k->paused) {
+        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, "policy", "key_paused",
+                    "this API key is paused by an operator");
+        goto out;
+    }
+    const char *route_name = json_string_value(json_object_get(req, "route"));
+    int route = sl_config_route(cfg, route_name);
+    if (route < 0) {
+        snprintf(why, sizeof why, "route \"%.128s\" does not exist", route_name);
+        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, "invalid_request",
+                    "unknown_route", why);
+        goto out;
+    }
+    if (!sl_config_tenant_allows_route(cfg, k->tenant, route)) {
+        snprintf(why, sizeof why, "tenant \"%s\" may not use route \"%s\"", tenant, route_name);
+        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, "permission",
+                    "route_not_allowed", why);
+        goto out;
+    }
+    json_t *body = json_object_get(req, "request");
+    if (json_is_true(json_object_get(body, "stream"))) {
+        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, "invalid_request",
+                    "streaming_unsupported", "stream: true is not supported yet");
+        goto out;
+    }
+    const json_t *cls_j = json_object_get(req, "class");
+    const char *cls_name = json_is_string(cls_j) ? json_string_value(cls_j) : "standard";
+    int cls = sl_class_parse(cls_name);
+
+    /* Output is bounded by max_tokens; a request without one gets the route's default, so
+     * every reservation has a ceiling the provider respects. */
+    const sl_route_cfg_t *r = &cfg->routes[route];
+    int64_t max_tokens = 0;
+    const json_t *mt = json_object_get(body, "max_tokens");
+    const json_t *mct = json_object_get(body, "max_completion_tokens");
+    if (json_is_integer(mt)) {
+        max_tokens = json_integer_value(mt);
+    } else if (json_is_integer(mct)) {
+        max_tokens = json_integer_value(mct);
+    } else {
+        max_tokens = r->default_max_tokens;
+        json_object_set_new(body, "max_tokens", json_integer(max_tokens));
+    }
+    const char *model = cfg->deployments[r->deployments[0]].model;
+    int64_t input = sl_estimate_input_tokens(body, model);
+    if (!fits_any_limit(cfg, route, k->tenant, input, max_tokens)) {
+        snprintf(why, sizeof why,
+                 "request needs about %lld input + %lld output tokens, more than any limit on "
+                 "route \"%s\" or tenant \"%s\" allows",
+                 (long long)input, (long long)max_tokens, route_name, tenant);
+        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, "capacity", "request_too_large",
+                    why);
+        goto out;
+    }
+    const json_t *dl = json_object_get(req, "deadline_ms");
+    int64_t rel_deadline = json_is_integer(dl) ? json_integer_value(dl)
+                                               : cfg->classes[cls].deadline_ms;
+
+    job = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:{s:I, s:I, s:I}, "
+                    "s:O}",
+                    "v", 1, "job_id", job_id, "idempotency_key", idem, "tenant", tenant, "app",
+                    k->app, "env", k->env, "key_id", k->id, "route", route_name, "class",
+                    sl_class_name((sl_class_t)cls), "submitted_ms", (json_int_t)now_ms,
+                    "deadline_ms", (json_int_t)(now_ms + rel_deadline), "estimate", "input",
+                    (json_int_t)input, "output", (json_int_t)max_tokens, "total",
+                    (json_int_t)(input + max_tokens), "request", body);
+    if (job == NULL) {
+        rc = SL_ENOMEM;
+        goto out;
+    }
+    json_t *meta = json_object_get(req, "metadata");
+    if (meta != NULL)
+        json_object_set(job, "metadata", meta);
+    json_t *fb = json_object_get(req, "fallback");
+    if (fb != NULL)
+        json_object_set(job, "fallback", fb);
+    out->kind = SL_INGEST_JOB;
+    out->topic = cfg->kafka.topic_jobs;
+    out->key = strdup(tenant);
+    out->value = json_dumps(job, JSON_COMPACT);
+    if (out->key == NULL || out->value == NULL) {
+        sl_ingest_out_clear(out);
+        rc = SL_ENOMEM;
+    }
+out:
+    json_decref(job);
+    json_decref(req);
+    return rc;
+}

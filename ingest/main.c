@@ -1,0 +1,186 @@
+/* sluice-ingest: sluice.requests -> (validate, authenticate, estimate) -> sluice.jobs or a
+ * `rejected` result on sluice.results. Offsets are committed only after every output of a batch
+ * is acknowledged by the broker, so a crash redelivers rather than loses; the scheduler
+ * de-duplicates by job id. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ingest.h"
+#include "kafka.h"
+#include "log.h"
+#include "proc.h"
+#include "util.h"
+
+enum { BATCH_MAX = 1000 };
+
+static const char usage_text[] =
+    "usage: sluice-ingest [--config FILE] [--log-level debug|info|warn|error] [--help]\n"
+    "\n"
+    "Consumes requests from the requests topic, validates them against schema/request.json,\n"
+    "authenticates the API key, resolves the tenant from it, estimates tokens and writes the\n"
+    "canonical job to the jobs topic (keyed by tenant) or a `rejected` result with a reason\n"
+    "code to the results topic. Config: $SLUICE_CONFIG or examples/sluice.json.\n";
+
+/* Delivery bookkeeping for one batch: how many are still unacknowledged, and copies of the
+ * failed ones to produce again. */
+typedef struct {
+    int pending;
+    int failed;
+} batch_t;
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    batch_t *b = msg->_private;
+    if (b == NULL)
+        return;
+    b->pending--;
+    if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        b->failed++;
+        sl_warn("delivery to %s failed: %s; will retry", rd_kafka_topic_name(msg->rkt),
+                rd_kafka_err2str(msg->err));
+    }
+}
+
+/* Produces value to topic; blocks (serving delivery reports) while the local queue is full. */
+static int produce(rd_kafka_t *prod, const char *topic, const char *key, const char *value,
+                   batch_t *b)
+{
+    for (;;) {
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
+            RD_KAFKA_V_VALUE((void *)value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_OPAQUE(b), RD_KAFKA_V_END);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            b->pending++;
+            return 0;
+        }
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            sl_error("produce to %s: %s", topic, rd_kafka_err2str(err));
+            return -1;
+        }
+        rd_kafka_poll(prod, 10);
+    }
+}
+
+typedef struct {
+    const char *topic;
+    char *key;
+    char *value;
+} outmsg_t;
+
+int main(int argc, char **argv)
+{
+    sl_proc_opts_t opts;
+    sl_proc_parse(argc, argv, &opts);
+    if (opts.help) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (opts.nrest > 0) {
+        fprintf(stderr, "sluice-ingest: unknown argument %s\n%s", opts.rest[0], usage_text);
+        return 2;
+    }
+    sl_config_t *cfg = sl_proc_start("ingest", &opts);
+    char err[512] = "";
+    sl_ingest_t *ing = NULL;
+    if (sl_ingest_new(cfg, &ing, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "sluice-ingest: cannot load request schema: %s\n", err);
+        return 2;
+    }
+    rd_kafka_t *prod = NULL, *cons = NULL;
+    const char *topics[] = {cfg->kafka.topic_requests};
+    if (sl_kafka_producer_new(cfg, "sluice-ingest", on_delivery, NULL, &prod, err, sizeof err) !=
+            SL_OK ||
+        sl_kafka_consumer_new(cfg, "sluice-ingest", "sluice-ingest", topics, 1, NULL, &cons, err,
+                              sizeof err) != SL_OK) {
+        fprintf(stderr, "sluice-ingest: kafka: %s\n", err);
+        return 2;
+    }
+    sl_info("ingest started: %s -> %s | %s", cfg->kafka.topic_requests, cfg->kafka.topic_jobs,
+            cfg->kafka.topic_results);
+
+    outmsg_t *outs = calloc(BATCH_MAX, sizeof *outs);
+    long long n_jobs = 0, n_rejected = 0;
+    int exit_code = 0;
+    while (!sl_stop_requested()) {
+        int n = 0;
+        rd_kafka_message_t *msg = rd_kafka_consumer_poll(cons, 100);
+        while (msg != NULL) {
+            if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+                sl_warn("consume: %s", rd_kafka_message_errstr(msg));
+            } else {
+                sl_ingest_source_t src = {rd_kafka_topic_name(msg->rkt), msg->partition,
+                                          msg->offset};
+                sl_ingest_out_t out;
+                if (sl_ingest_process(ing, msg->payload, msg->len, sl_now_ms(), &src, &out) !=
+                    SL_OK) {
+                    sl_error("out of memory processing a request; stopping without commit");
+                    rd_kafka_message_destroy(msg);
+                    exit_code = 1;
+                    goto stop;
+                }
+                if (out.kind == SL_INGEST_REJECT) {
+                    n_rejected++;
+                    sl_logf(SL_LOG_INFO, "job", out.key, "rejected: %s", out.reason);
+                } else {
+                    n_jobs++;
+                }
+                outs[n].topic = out.topic;
+                outs[n].key = out.key;
+                outs[n].value = out.value;
+                n++;
+            }
+            rd_kafka_message_destroy(msg);
+            msg = n < BATCH_MAX ? rd_kafka_consumer_poll(cons, 0) : NULL;
+        }
+        if (n == 0)
+            continue;
+        /* Produce the batch until every message is acknowledged, then commit the input. */
+        batch_t b = {0, 0};
+        for (int i = 0; i < n; i++) {
+            if (produce(prod, outs[i].topic, outs[i].key, outs[i].value, &b) != 0) {
+                exit_code = 1;
+                goto stop;
+            }
+        }
+        while (b.pending > 0)
+            rd_kafka_poll(prod, 50);
+        if (b.failed > 0) {
+            /* Idempotent producer failures are rare (timeouts); re-produce the whole batch:
+             * downstream de-duplicates by job id, and nothing is committed until it lands. */
+            sl_warn("%d deliveries failed; producing the batch again", b.failed);
+            int ok = 0;
+            while (!ok && !sl_stop_requested()) {
+                batch_t again = {0, 0};
+                for (int i = 0; i < n; i++)
+                    produce(prod, outs[i].topic, outs[i].key, outs[i].value, &again);
+                while (again.pending > 0)
+                    rd_kafka_poll(prod, 50);
+                ok = again.failed == 0;
+            }
+            if (!ok)
+                goto stop;
+        }
+        rd_kafka_resp_err_t cerr = rd_kafka_commit(cons, NULL, 1 /*async*/);
+        if (cerr != RD_KAFKA_RESP_ERR_NO_ERROR && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET)
+            sl_warn("commit: %s", rd_kafka_err2str(cerr));
+        for (int i = 0; i < n; i++) {
+            free(outs[i].key);
+            free(outs[i].value);
+        }
+        sl_debug("batch of %d: jobs %lld rejected %lld", n, n_jobs, n_rejected);
+    }
+stop:
+    sl_info("ingest stopping: %lld jobs, %lld rejected", n_jobs, n_rejected);
+    rd_kafka_flush(prod, 10000);
+    sl_kafka_consumer_close(cons);
+    rd_kafka_destroy(prod);
+    free(outs);
+    free(opts.rest);
+    sl_ingest_free(ing);
+    sl_config_free(cfg);
+    return exit_code;
+}

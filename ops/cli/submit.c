@@ -1,0 +1,419 @@
+/* submit.c - `sluice submit`: feed a JSONL file of requests in, follow the results.
+ *
+ * Each line is a request (schema/request.json); api_key, route and class may come from flags
+ * instead. A line without an idempotency_key gets "<run>-<line>", where run is a hash of the
+ * file's contents: re-running the same file after a crash resubmits the same jobs, which the
+ * scheduler does not run twice (it sends finished jobs' results again).
+ */
+#include <jansson.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "hmap.h"
+#include "kafka.h"
+#include "util.h"
+
+static const char submit_usage[] =
+    "usage: sluice submit --file FILE|- [--api-key KEY] [--route NAME] [--class CLASS]\n"
+    "                     [--follow] [--out FILE] [--timeout SECONDS]\n"
+    "\n"
+    "Sends each line of FILE (JSON requests, one per line) to the requests topic. Flags fill\n"
+    "fields a line does not set. With --follow, waits for every job's result, shows progress\n"
+    "on a terminal and writes the results as JSONL to --out (default FILE.results.jsonl, or\n"
+    "stdout for -). Exit status: 0 all succeeded, 1 some failed or were rejected, 3 timeout.\n";
+
+void sl_cli_line_key(const char *run_id, long line, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s-%ld", run_id, line);
+}
+
+typedef struct {
+    long total, succeeded, failed, rejected, expired, other;
+    long long tokens_in, tokens_out;
+} progress_t;
+
+static void show_progress(const progress_t *p, double started_ms, int final)
+{
+    long done = p->succeeded + p->failed + p->rejected + p->expired + p->other;
+    double elapsed_s = (sl_mono_ms() - started_ms) / 1000.0;
+    double rate = elapsed_s > 0 ? (double)done / elapsed_s : 0;
+    long waiting = p->total - done;
+    char eta[32] = "-";
+    if (rate > 0 && waiting > 0)
+        snprintf(eta, sizeof eta, "%.0fs", (double)waiting / rate);
+    fprintf(stderr,
+            "%sdone %ld/%ld | succeeded %ld failed %ld rejected %ld expired %ld | waiting %ld |"
+            " tokens in %lld out %lld | %.1f jobs/s | ETA %s%s",
+            final ? "" : "\r", done, p->total, p->succeeded, p->failed, p->rejected, p->expired,
+            waiting, p->tokens_in, p->tokens_out, rate, eta, final ? "\n" : "   ");
+    fflush(stderr);
+}
+
+/* Assigns every partition of the results topic at its current end, so --follow sees exactly the
+ * results produced from now on (read before submitting: a fast job cannot slip past). */
+static rd_kafka_t *results_consumer(const sl_config_t *cfg, int from_beginning, char *err,
+                                    size_t errlen)
+{
+    char group[64];
+    char rnd[17];
+    sl_random_id(rnd, 8);
+    snprintf(group, sizeof group, "sluice-cli-%s", rnd);
+    rd_kafka_t *rk = NULL;
+    if (sl_kafka_consumer_new(cfg, group, "sluice-cli", NULL, 0, NULL, &rk, err, errlen) !=
+        SL_OK)
+        return NULL;
+    const rd_kafka_metadata_t *md = NULL;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, cfg->kafka.topic_results, NULL);
+    rd_kafka_resp_err_t kerr = rd_kafka_metadata(rk, 0, rkt, &md, 10000);
+    rd_kafka_topic_destroy(rkt);
+    if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR || md->topic_cnt != 1 ||
+        md->topics[0].partition_cnt == 0) {
+        snprintf(err, errlen, "cannot read metadata of %s: %s", cfg->kafka.topic_results,
+                 rd_kafka_err2str(kerr));
+        if (md != NULL)
+            rd_kafka_metadata_destroy(md);
+        sl_kafka_consumer_close(rk);
+        return NULL;
+    }
+    int np = md->topics[0].partition_cnt;
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(np);
+    for (int i = 0; i < np; i++) {
+        int32_t p = md->topics[0].partitions[i].id;
+        int64_t lo = 0, hi = 0;
+        int64_t start = RD_KAFKA_OFFSET_BEGINNING;
+        if (!from_beginning &&
+            rd_kafka_query_watermark_offsets(rk, cfg->kafka.topic_results, p, &lo, &hi, 10000) ==
+                RD_KAFKA_RESP_ERR_NO_ERROR)
+            start = hi;
+        rd_kafka_topic_partition_list_add(parts, cfg->kafka.topic_results, p)->offset = start;
+    }
+    rd_kafka_metadata_destroy(md);
+    rd_kafka_assign(rk, parts);
+    rd_kafka_topic_partition_list_destroy(parts);
+    return rk;
+}
+
+static void count_result(progress_t *p, json_t *res)
+{
+    const char *status = json_string_value(json_object_get(res, "status"));
+    json_t *usage = json_object_get(res, "usage");
+    p->tokens_in += json_integer_value(json_object_get(usage, "input"));
+    p->tokens_out += json_integer_value(json_object_get(usage, "output"));
+    if (status == NULL)
+        p->other++;
+    else if (strcmp(status, "succeeded") == 0)
+        p->succeeded++;
+    else if (strcmp(status, "failed") == 0)
+        p->failed++;
+    else if (strcmp(status, "rejected") == 0)
+        p->rejected++;
+    else if (strcmp(status, "expired") == 0)
+        p->expired++;
+    else
+        p->other++;
+}
+
+static char *run_id_of(const char *data, size_t len)
+{
+    uint8_t digest[8];
+    char *hex = malloc(17);
+    if (hex == NULL)
+        return NULL;
+    crypto_generichash(digest, sizeof digest, (const unsigned char *)data, len, NULL, 0);
+    sl_hex_encode(digest, sizeof digest, hex);
+    return hex;
+}
+
+int sl_cli_submit(const sl_config_t *cfg, int argc, char **argv)
+{
+    const char *file = NULL, *api_key = NULL, *route = NULL, *cls = NULL, *out_path = NULL;
+    int follow = 0;
+    long long timeout_s = 3600;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--follow") == 0) {
+            follow = 1;
+        } else if (v != NULL && strcmp(a, "--file") == 0) {
+            file = v;
+            i++;
+        } else if (v != NULL && strcmp(a, "--api-key") == 0) {
+            api_key = v;
+            i++;
+        } else if (v != NULL && strcmp(a, "--route") == 0) {
+            route = v;
+            i++;
+        } else if (v != NULL && strcmp(a, "--class") == 0) {
+            cls = v;
+            i++;
+        } else if (v != NULL && strcmp(a, "--out") == 0) {
+            out_path = v;
+            i++;
+        } else if (v != NULL && strcmp(a, "--timeout") == 0) {
+            timeout_s = sl_parse_count(v);
+            i++;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(submit_usage, stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "sluice submit: unknown argument %s\n%s", a, submit_usage);
+            return 2;
+        }
+    }
+    if (file == NULL || timeout_s < 0) {
+        fputs(submit_usage, stderr);
+        return 2;
+    }
+    if (cls != NULL && sl_class_parse(cls) < 0) {
+        fprintf(stderr, "sluice submit: --class must be interactive, standard, partner or batch\n");
+        return 2;
+    }
+    if (api_key == NULL)
+        api_key = getenv("SLUICE_API_KEY");
+
+    char *data = NULL;
+    size_t len = 0;
+    if (strcmp(file, "-") == 0) {
+        size_t cap = 1 << 16;
+        data = malloc(cap);
+        size_t n;
+        while (data != NULL && (n = fread(data + len, 1, cap - len - 1, stdin)) > 0) {
+            len += n;
+            if (len + 1 == cap) {
+                char *bigger = realloc(data, cap * 2);
+                if (bigger == NULL) {
+                    free(data);
+                    data = NULL;
+                    break;
+                }
+                data = bigger;
+                cap *= 2;
+            }
+        }
+        if (data != NULL)
+            data[len] = '\0';
+    } else {
+        sl_err_t rc = sl_read_file(file, (size_t)1 << 31, &data, &len);
+        if (rc != SL_OK) {
+            fprintf(stderr, "sluice submit: cannot read %s: %s\n", file, sl_strerror(rc));
+            return 2;
+        }
+    }
+    if (data == NULL) {
+        fprintf(stderr, "sluice submit: out of memory reading input\n");
+        return 2;
+    }
+    char *run_id = run_id_of(data, len);
+
+    char err[512] = "";
+    rd_kafka_t *prod = NULL, *cons = NULL;
+    if (sl_kafka_producer_new(cfg, "sluice-cli", NULL, NULL, &prod, err, sizeof err) != SL_OK ||
+        (follow && (cons = results_consumer(cfg, 0, err, sizeof err)) == NULL)) {
+        fprintf(stderr, "sluice submit: kafka: %s\n", err);
+        free(data);
+        free(run_id);
+        if (prod != NULL)
+            rd_kafka_destroy(prod);
+        return 2;
+    }
+    sl_hmap_t *mine = sl_hmap_new(); /* idempotency keys we submitted -> not yet seen */
+    progress_t p = {0};
+    long bad_lines = 0, lineno = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(data, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        lineno++; /* note: strtok_r skips empty lines, so numbering counts non-empty lines */
+        while (*line == ' ' || *line == '\t')
+            line++;
+        if (*line == '\0' || *line == '#')
+            continue;
+        json_error_t jerr;
+        json_t *req = json_loads(line, 0, &jerr);
+        if (!json_is_object(req)) {
+            fprintf(stderr, "sluice submit: line %ld is not a JSON object (%s); not sent\n",
+                    lineno, req == NULL ? jerr.text : "wrong type");
+            json_decref(req);
+            bad_lines++;
+            continue;
+        }
+        if (api_key != NULL && json_object_get(req, "api_key") == NULL)
+            json_object_set_new(req, "api_key", json_string(api_key));
+        if (route != NULL && json_object_get(req, "route") == NULL)
+            json_object_set_new(req, "route", json_string(route));
+        if (cls != NULL && json_object_get(req, "class") == NULL)
+            json_object_set_new(req, "class", json_string(cls));
+        char key[96];
+        const char *idem = json_string_value(json_object_get(req, "idempotency_key"));
+        if (idem == NULL) {
+            sl_cli_line_key(run_id, lineno, key, sizeof key);
+            json_object_set_new(req, "idempotency_key", json_string(key));
+        } else {
+            snprintf(key, sizeof key, "%s", idem);
+        }
+        char *value = json_dumps(req, JSON_COMPACT);
+        json_decref(req);
+        if (value == NULL)
+            continue;
+        if (sl_hmap_get(mine, key) == NULL) {
+            sl_hmap_put(mine, key, (void *)1);
+            p.total++;
+        }
+        for (;;) {
+            rd_kafka_resp_err_t kerr = rd_kafka_producev(
+                prod, RD_KAFKA_V_TOPIC(cfg->kafka.topic_requests),
+                RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(value, strlen(value)),
+                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_FREE), RD_KAFKA_V_END);
+            if (kerr == RD_KAFKA_RESP_ERR_NO_ERROR)
+                break;
+            if (kerr != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+                fprintf(stderr, "sluice submit: produce: %s\n", rd_kafka_err2str(kerr));
+                free(value);
+                break;
+            }
+            rd_kafka_poll(prod, 50);
+        }
+    }
+    free(data);
+    if (rd_kafka_flush(prod, 60000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        fprintf(stderr, "sluice submit: not every request reached the broker in 60 s\n");
+    fprintf(stderr, "sluice submit: sent %ld requests (run %s)%s\n", p.total, run_id,
+            bad_lines ? "; some lines were not sent" : "");
+    rd_kafka_destroy(prod);
+    free(run_id);
+    int status = bad_lines > 0 ? 1 : 0;
+    if (!follow) {
+        sl_hmap_free(mine);
+        return status;
+    }
+
+    char default_out[1024];
+    if (out_path == NULL) {
+        if (strcmp(file, "-") == 0) {
+            out_path = "-";
+        } else {
+            snprintf(default_out, sizeof default_out, "%s.results.jsonl", file);
+            out_path = default_out;
+        }
+    }
+    FILE *out = strcmp(out_path, "-") == 0 ? stdout : fopen(out_path, "w");
+    if (out == NULL) {
+        fprintf(stderr, "sluice submit: cannot write %s\n", out_path);
+        sl_kafka_consumer_close(cons);
+        sl_hmap_free(mine);
+        return 2;
+    }
+    int tty = isatty(STDERR_FILENO);
+    double started = sl_mono_ms(), last_show = 0;
+    double deadline = started + (double)timeout_s * 1000.0;
+    long seen = 0;
+    while (seen < p.total && sl_mono_ms() < deadline && !sl_stop_requested()) {
+        rd_kafka_message_t *msg = rd_kafka_consumer_poll(cons, 200);
+        if (msg != NULL && msg->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            json_t *res = json_loadb(msg->payload, msg->len, 0, NULL);
+            const char *idem = json_string_value(json_object_get(res, "idempotency_key"));
+            if (idem != NULL && sl_hmap_get(mine, idem) != NULL) {
+                sl_hmap_del(mine, idem); /* a result can be delivered twice: count it once */
+                seen++;
+                count_result(&p, res);
+                fwrite(msg->payload, 1, msg->len, out);
+                fputc('\n', out);
+            }
+            json_decref(res);
+        }
+        if (msg != NULL)
+            rd_kafka_message_destroy(msg);
+        if (tty && sl_mono_ms() - last_show > 200) {
+            show_progress(&p, started, 0);
+            last_show = sl_mono_ms();
+        }
+    }
+    show_progress(&p, started, 1);
+    if (out != stdout)
+        fclose(out);
+    else
+        fflush(out);
+    sl_kafka_consumer_close(cons);
+    sl_hmap_free(mine);
+    if (out_path != NULL && strcmp(out_path, "-") != 0)
+        fprintf(stderr, "sluice submit: results in %s\n", out_path);
+    if (seen < p.total) {
+        fprintf(stderr, "sluice submit: %ld results still outstanding\n", p.total - seen);
+        return 3;
+    }
+    return (p.succeeded == p.total && status == 0) ? 0 : 1;
+}
+
+int sl_cli_results(const sl_config_t *cfg, int argc, char **argv)
+{
+    long long timeout_s = 10;
+    sl_hmap_t *want = sl_hmap_new();
+    int all = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--all") == 0) {
+            all = 1;
+        } else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
+            timeout_s = sl_parse_count(argv[++i]);
+        } else if (strcmp(argv[i], "--help") == 0 || argv[i][0] == '-') {
+            fputs("usage: sluice results [--timeout SECONDS] [--all] JOB_ID|IDEMPOTENCY_KEY...\n"
+                  "\nReads the results topic from the beginning and prints (JSONL) the results\n"
+                  "of the given jobs (by job id or idempotency key), or every result with\n"
+                  "--all. Exit status 0 when every job given was found, else 1.\n",
+                  strcmp(argv[i], "--help") == 0 ? stdout : stderr);
+            sl_hmap_free(want);
+            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
+        } else {
+            sl_hmap_put(want, argv[i], (void *)1);
+        }
+    }
+    size_t wanted = sl_hmap_len(want);
+    if (wanted == 0 && !all) {
+        fprintf(stderr, "sluice results: name at least one job id or key, or --all\n");
+        sl_hmap_free(want);
+        return 2;
+    }
+    char err[512];
+    rd_kafka_t *cons = results_consumer(cfg, 1, err, sizeof err);
+    if (cons == NULL) {
+        fprintf(stderr, "sluice results: kafka: %s\n", err);
+        sl_hmap_free(want);
+        return 2;
+    }
+    /* Read until nothing new arrives for a while (the topic's end) or the timeout. */
+    double deadline = sl_mono_ms() + (double)timeout_s * 1000.0;
+    double idle_since = sl_mono_ms();
+    size_t found = 0;
+    while (sl_mono_ms() < deadline && (all || found < wanted) &&
+           sl_mono_ms() - idle_since < 2000) {
+        rd_kafka_message_t *msg = rd_kafka_consumer_poll(cons, 200);
+        if (msg == NULL)
+            continue;
+        idle_since = sl_mono_ms();
+        if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            json_t *res = json_loadb(msg->payload, msg->len, 0, NULL);
+            const char *id = json_string_value(json_object_get(res, "job_id"));
+            const char *idem = json_string_value(json_object_get(res, "idempotency_key"));
+            const char *hit = NULL;
+            if (id != NULL && sl_hmap_get(want, id) != NULL)
+                hit = id;
+            else if (idem != NULL && sl_hmap_get(want, idem) != NULL)
+                hit = idem;
+            if (all || hit != NULL) {
+                fwrite(msg->payload, 1, msg->len, stdout);
+                fputc('\n', stdout);
+                if (hit != NULL) {
+                    sl_hmap_del(want, hit);
+                    found++;
+                }
+            }
+            json_decref(res);
+        }
+        rd_kafka_message_destroy(msg);
+    }
+    sl_kafka_consumer_close(cons);
+    sl_hmap_free(want);
+    return found == wanted ? 0 : 1;
+}

@@ -1,0 +1,104 @@
+/* sluice-devkafka: a development Kafka broker. It hosts librdkafka's mock cluster, which speaks
+ * the real Kafka protocol over TCP on loopback (in memory, about 5 MB retained per partition),
+ * creates sluice's topics with enough partitions that retention is not what loses a job, and
+ * writes its bootstrap address to a file the other processes read by default. */
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "proc.h"
+#include "util.h"
+
+static const char usage_text[] =
+    "usage: sluice-devkafka [--config FILE] [--partitions N] [--brokers N]\n"
+    "                       [--bootstrap-file PATH] [--log-level L] [--help]\n"
+    "\n"
+    "Runs librdkafka's mock Kafka cluster on loopback for development and tests, creates the\n"
+    "topics named in the config (default sluice.requests, .jobs, .dispatch, .results, .usage)\n"
+    "with N partitions each (default 32), writes the bootstrap address to PATH (default the\n"
+    "config's kafka.bootstrap_file, var/devkafka.bootstrap) and runs until SIGTERM/SIGINT.\n"
+    "All data is in memory and lost when it exits; the mock keeps about 5 MB or 100,000\n"
+    "message sets per partition and silently drops older data (see KAFKA-DEV.md).\n";
+
+int main(int argc, char **argv)
+{
+    sl_proc_opts_t opts;
+    sl_proc_parse(argc, argv, &opts);
+    long long partitions = 32, brokers = 1;
+    const char *bootstrap_file = NULL;
+    for (int i = 0; i < opts.nrest; i++) {
+        const char *a = opts.rest[i];
+        const char *v = i + 1 < opts.nrest ? opts.rest[i + 1] : NULL;
+        if (strcmp(a, "--partitions") == 0 && v != NULL) {
+            partitions = sl_parse_count(v);
+            i++;
+        } else if (strcmp(a, "--brokers") == 0 && v != NULL) {
+            brokers = sl_parse_count(v);
+            i++;
+        } else if (strcmp(a, "--bootstrap-file") == 0 && v != NULL) {
+            bootstrap_file = v;
+            i++;
+        } else {
+            fprintf(stderr, "sluice-devkafka: unknown argument %s\n%s", a, usage_text);
+            return 2;
+        }
+    }
+    if (opts.help) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (partitions < 1 || partitions > 1000 || brokers < 1 || brokers > 9) {
+        fprintf(stderr, "sluice-devkafka: --partitions must be 1..1000 and --brokers 1..9\n");
+        return 2;
+    }
+    sl_config_t *cfg = sl_proc_start("devkafka", &opts);
+    if (bootstrap_file == NULL)
+        bootstrap_file = cfg->kafka.bootstrap_file;
+
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (rk == NULL) {
+        fprintf(stderr, "sluice-devkafka: %s\n", err);
+        return 1;
+    }
+    rd_kafka_mock_cluster_t *mc = rd_kafka_mock_cluster_new(rk, (int)brokers);
+    if (mc == NULL) {
+        fprintf(stderr, "sluice-devkafka: cannot start the mock cluster\n");
+        return 1;
+    }
+    const char *topics[] = {cfg->kafka.topic_requests, cfg->kafka.topic_jobs,
+                            cfg->kafka.topic_dispatch, cfg->kafka.topic_results,
+                            cfg->kafka.topic_usage};
+    for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
+        rd_kafka_resp_err_t kerr =
+            rd_kafka_mock_topic_create(mc, topics[i], (int)partitions, (int)brokers);
+        if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            fprintf(stderr, "sluice-devkafka: create topic %s: %s\n", topics[i],
+                    rd_kafka_err2str(kerr));
+            return 1;
+        }
+    }
+    const char *bootstraps = rd_kafka_mock_cluster_bootstraps(mc);
+    char line[1024];
+    snprintf(line, sizeof line, "%s\n", bootstraps);
+    if (sl_write_file(bootstrap_file, line, strlen(line), 0644) != SL_OK) {
+        fprintf(stderr, "sluice-devkafka: cannot write %s\n", bootstrap_file);
+        return 1;
+    }
+    sl_info("dev kafka up at %s (%lld partitions per topic); bootstrap in %s", bootstraps,
+            partitions, bootstrap_file);
+    while (!sl_stop_requested())
+        usleep(100 * 1000);
+    sl_info("dev kafka stopping; all its data is dropped");
+    unlink(bootstrap_file);
+    rd_kafka_mock_cluster_destroy(mc);
+    rd_kafka_destroy(rk);
+    sl_config_free(cfg);
+    free(opts.rest);
+    return 0;
+}

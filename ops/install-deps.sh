@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs everything sluice needs to build, run and test on Debian 12.
+# Idempotent: does nothing when every package is already there.
+set -euo pipefail
+PKGS=(
+  build-essential pkg-config
+  librdkafka-dev libsqlite3-dev libcurl4-openssl-dev libjansson-dev libsodium-dev
+  libmicrohttpd-dev check libsubunit-dev
+  sqlite3 curl kafkacat python3 python3-confluent-kafka
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

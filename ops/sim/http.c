@@ -1,0 +1,443 @@
+/* http.c - libmicrohttpd front of the provider simulator (see http.h).
+ *
+ * One exchange per request: the body is gathered (capped at SL_SIM_MAX_BODY_BYTES), the
+ * simulator decides, and the response is either queued at once or parked: the connection is
+ * suspended and a heap entry remembers when to resume it. Lock order is server->lock, then
+ * libmicrohttpd's internal lock (taken by MHD_suspend/resume_connection); the simulator's own
+ * lock is never held together with server->lock.
+ */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define WORKER_THREADS 4
+#define IDLE_TIMEOUT_S 120
+#define LISTEN_BACKLOG 4096
+#define STOP_DRAIN_MS 1000
+
+/* One request on a connection, from its first header to its completion callback. */
+typedef struct {
+    struct MHD_Connection *conn;
+    char *body;
+    size_t body_len;
+    size_t body_cap;
+    bool too_large;          /* the body went over the cap and was dropped */
+    sl_sim_response_t *resp; /* set once decided */
+    bool waiting;            /* suspended, or resumed and not yet answered */
+} exchange_t;
+
+typedef struct {
+    int64_t due_ms;
+    uint64_t order; /* FIFO among equal due times */
+    exchange_t *ex;
+} pending_t;
+
+struct sl_sim_server {
+    sl_sim_t *sim;
+    struct MHD_Daemon *daemon;
+    uint16_t port;
+    struct timespec origin; /* CLOCK_MONOTONIC at start */
+
+    pthread_mutex_t lock; /* guards everything below */
+    pthread_cond_t wake;
+    bool stopping;
+    pending_t *heap; /* min-heap on (due_ms, order) */
+    size_t heap_len;
+    size_t heap_cap;
+    uint64_t order;
+    size_t waiting; /* exchanges parked or resumed but not yet answered */
+    pthread_t timer;
+    bool timer_started;
+};
+
+int64_t sl_sim_server_now_ms(const sl_sim_server_t *server)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)(ts.tv_sec - server->origin.tv_sec) * 1000 +
+           (ts.tv_nsec - server->origin.tv_nsec) / 1000000;
+}
+
+uint16_t sl_sim_server_port(const sl_sim_server_t *server)
+{
+    return server->port;
+}
+
+/* ---- Heap of parked responses (caller holds server->lock) ------------------------------- */
+
+static bool before(const pending_t *a, const pending_t *b)
+{
+    return a->due_ms < b->due_ms || (a->due_ms == b->due_ms && a->order < b->order);
+}
+
+static bool heap_push(sl_sim_server_t *server, int64_t due_ms, exchange_t *ex)
+{
+    if (server->heap_len == server->heap_cap) {
+        size_t cap = server->heap_cap == 0 ? 256 : server->heap_cap * 2;
+        pending_t *heap = realloc(server->heap, cap * sizeof *heap);
+        if (heap == NULL)
+            return false;
+        server->heap = heap;
+        server->heap_cap = cap;
+    }
+    size_t i = server->heap_len++;
+    pending_t item = {due_ms, server->order++, ex};
+    while (i > 0 && before(&item, &server->heap[(i - 1) / 2])) {
+        server->heap[i] = server->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    server->heap[i] = item;
+    return true;
+}
+
+static exchange_t *heap_pop(sl_sim_server_t *server)
+{
+    exchange_t *top = server->heap[0].ex;
+    pending_t last = server->heap[--server->heap_len];
+    size_t n = server->heap_len;
+    size_t i = 0;
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= n)
+            break;
+        if (child + 1 < n && before(&server->heap[child + 1], &server->heap[child]))
+            child++;
+        if (!before(&server->heap[child], &last))
+            break;
+        server->heap[i] = server->heap[child];
+        i = child;
+    }
+    if (n > 0)
+        server->heap[i] = last;
+    return top;
+}
+
+/* Resumes every parked connection when it is due. */
+static void *timer_main(void *arg)
+{
+    sl_sim_server_t *server = arg;
+    pthread_mutex_lock(&server->lock);
+    while (!server->stopping) {
+        if (server->heap_len == 0) {
+            pthread_cond_wait(&server->wake, &server->lock);
+            continue;
+        }
+        int64_t due_ms = server->heap[0].due_ms;
+        if (due_ms <= sl_sim_server_now_ms(server)) {
+            exchange_t *ex = heap_pop(server);
+            MHD_resume_connection(ex->conn);
+            continue;
+        }
+        struct timespec at = server->origin;
+        at.tv_sec += due_ms / 1000;
+        at.tv_nsec += (due_ms % 1000) * 1000000;
+        if (at.tv_nsec >= 1000000000) {
+            at.tv_sec++;
+            at.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&server->wake, &server->lock, &at);
+    }
+    pthread_mutex_unlock(&server->lock);
+    return NULL;
+}
+
+/* ---- libmicrohttpd callbacks ------------------------------------------------------------ */
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    sl_warn("libmicrohttpd: %s", msg);
+}
+
+/* Appends to the body; past the cap the body is dropped and only remembered as too large. */
+static void append_body(exchange_t *ex, const char *data, size_t len)
+{
+    if (ex->too_large)
+        return;
+    if (len > SL_SIM_MAX_BODY_BYTES - ex->body_len) {
+        ex->too_large = true;
+        free(ex->body);
+        ex->body = NULL;
+        ex->body_len = 0;
+        return;
+    }
+    if (ex->body_len + len > ex->body_cap) {
+        size_t cap = ex->body_cap == 0 ? 4096 : ex->body_cap;
+        while (cap < ex->body_len + len)
+            cap *= 2;
+        if (cap > SL_SIM_MAX_BODY_BYTES)
+            cap = SL_SIM_MAX_BODY_BYTES;
+        char *body = realloc(ex->body, cap);
+        if (body == NULL) {
+            /* Treat like an oversized body: the client gets a clear 413, not a hang. */
+            sl_warn("sim http: out of memory buffering a request body");
+            ex->too_large = true;
+            free(ex->body);
+            ex->body = NULL;
+            ex->body_len = 0;
+            return;
+        }
+        ex->body = body;
+        ex->body_cap = cap;
+    }
+    memcpy(ex->body + ex->body_len, data, len);
+    ex->body_len += len;
+}
+
+static enum MHD_Result reply(sl_sim_server_t *server, exchange_t *ex)
+{
+    size_t len = 0;
+    const char *body = sl_sim_response_body(ex->resp, &len);
+    struct MHD_Response *mr =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (mr == NULL)
+        return MHD_NO;
+    for (size_t i = 0; i < sl_sim_response_header_count(ex->resp); i++) {
+        const char *value;
+        const char *name = sl_sim_response_header(ex->resp, i, &value);
+        MHD_add_response_header(mr, name, value);
+    }
+    enum MHD_Result ok =
+        MHD_queue_response(ex->conn, (unsigned int)sl_sim_response_status(ex->resp), mr);
+    MHD_destroy_response(mr);
+    sl_sim_finish(server->sim, ex->resp);
+    if (ex->waiting) {
+        pthread_mutex_lock(&server->lock);
+        ex->waiting = false;
+        server->waiting--;
+        pthread_mutex_unlock(&server->lock);
+    }
+    return ok;
+}
+
+static enum MHD_Result decide(sl_sim_server_t *server, exchange_t *ex, const char *url,
+                              const char *method)
+{
+    int64_t now_ms = sl_sim_server_now_ms(server);
+    sl_sim_request_t req = {
+        .method = method,
+        .path = url,
+        .authorization =
+            MHD_lookup_connection_value(ex->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+        .idempotency_key =
+            MHD_lookup_connection_value(ex->conn, MHD_HEADER_KIND, "Idempotency-Key"),
+        .body = ex->body,
+        .body_len = ex->body_len,
+        .body_too_large = ex->too_large,
+    };
+    sl_sim_response_t *resp = NULL;
+    if (sl_sim_handle(server->sim, &req, now_ms, &resp) != SL_OK) {
+        sl_warn("sim http: out of memory deciding a request; closing its connection");
+        return MHD_NO;
+    }
+    /* Parked responses can number in the thousands: keep only what is needed to answer. */
+    free(ex->body);
+    ex->body = NULL;
+    ex->body_cap = 0;
+    ex->resp = resp;
+
+    int64_t delay_ms = sl_sim_response_delay_ms(resp);
+    if (delay_ms > 0) {
+        pthread_mutex_lock(&server->lock);
+        /* Suspending before the entry can be popped means a resume never precedes its
+         * suspend. When stopping, or without memory for the heap, answer at once. */
+        bool parked = !server->stopping && heap_push(server, now_ms + delay_ms, ex);
+        if (parked) {
+            MHD_suspend_connection(ex->conn);
+            ex->waiting = true;
+            server->waiting++;
+            if (server->heap[0].ex == ex)
+                pthread_cond_signal(&server->wake);
+        }
+        pthread_mutex_unlock(&server->lock);
+        if (parked)
+            return MHD_YES;
+    }
+    return reply(server, ex);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    (void)version;
+    sl_sim_server_t *server = cls;
+    exchange_t *ex = *con_cls;
+    if (ex == NULL) {
+        ex = calloc(1, sizeof *ex);
+        if (ex == NULL)
+            return MHD_NO;
+        ex->conn = conn;
+        *con_cls = ex;
+        const char *length =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (length != NULL && strtoull(length, NULL, 10) > SL_SIM_MAX_BODY_BYTES) {
+            /* Answer 413 now rather than read a body that would be dropped anyway. */
+            ex->too_large = true;
+            return decide(server, ex, url, method);
+        }
+        return MHD_YES;
+    }
+    if (ex->resp != NULL) /* resumed: its time has come */
+        return reply(server, ex);
+    if (*upload_data_size > 0) {
+        append_body(ex, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    return decide(server, ex, url, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    (void)toe;
+    sl_sim_server_t *server = cls;
+    exchange_t *ex = *con_cls;
+    if (ex == NULL)
+        return;
+    if (ex->waiting) {
+        pthread_mutex_lock(&server->lock);
+        server->waiting--;
+        pthread_mutex_unlock(&server->lock);
+    }
+    sl_sim_finish(server->sim, ex->resp);
+    sl_sim_response_free(ex->resp);
+    free(ex->body);
+    free(ex);
+    *con_cls = NULL;
+}
+
+/* ---- Start and stop --------------------------------------------------------------------- */
+
+/* Connections allowed: as many as the descriptor limit leaves room for. */
+static unsigned int connection_limit(void)
+{
+    struct rlimit rl;
+    rlim_t n = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        n = rl.rlim_cur == RLIM_INFINITY ? 65536 : rl.rlim_cur;
+    n = n > 128 ? n - 64 : 64;
+    return n > 65536 ? 65536u : (unsigned int)n;
+}
+
+sl_err_t sl_sim_server_start(sl_sim_t *sim, const char *listen_addr, uint16_t port,
+                             sl_sim_server_t **out)
+{
+    *out = NULL;
+    struct sockaddr_storage addr;
+    memset(&addr, 0, sizeof addr);
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                         MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (strcmp(listen_addr, "localhost") == 0)
+        listen_addr = "127.0.0.1";
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&addr;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&addr;
+    if (inet_pton(AF_INET, listen_addr, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+    } else if (inet_pton(AF_INET6, listen_addr, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        return SL_EINVAL;
+    }
+
+    sl_sim_server_t *server = calloc(1, sizeof *server);
+    if (server == NULL)
+        return SL_ENOMEM;
+    server->sim = sim;
+    clock_gettime(CLOCK_MONOTONIC, &server->origin);
+    pthread_condattr_t cattr;
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+    pthread_mutex_init(&server->lock, NULL);
+    pthread_cond_init(&server->wake, &cattr);
+    pthread_condattr_destroy(&cattr);
+
+    sl_err_t rc = SL_EHTTP;
+    if (pthread_create(&server->timer, NULL, timer_main, server) != 0)
+        goto fail;
+    server->timer_started = true;
+
+    /* The logger goes first so that libmicrohttpd reports option problems through it too. */
+    server->daemon = MHD_start_daemon(
+        flags, port, NULL, NULL, on_request, server, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        server, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)WORKER_THREADS,
+        MHD_OPTION_CONNECTION_LIMIT, connection_limit(), MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned int)IDLE_TIMEOUT_S, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)LISTEN_BACKLOG,
+        MHD_OPTION_END);
+    if (server->daemon == NULL)
+        goto fail;
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(server->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    if (info == NULL || info->port == 0) {
+        sl_error("sim http: cannot learn the bound port");
+        goto fail;
+    }
+    server->port = info->port;
+    *out = server;
+    return SL_OK;
+fail:
+    sl_sim_server_stop(server);
+    return rc;
+}
+
+void sl_sim_server_stop(sl_sim_server_t *server)
+{
+    if (server == NULL)
+        return;
+    pthread_mutex_lock(&server->lock);
+    server->stopping = true;
+    pthread_cond_signal(&server->wake);
+    pthread_mutex_unlock(&server->lock);
+    if (server->timer_started)
+        pthread_join(server->timer, NULL);
+
+    if (server->daemon != NULL) {
+        /* Stop accepting, answer everything parked now, and give those answers a moment to
+         * leave: libmicrohttpd must not be stopped with connections still suspended. */
+        MHD_socket listen_fd = MHD_quiesce_daemon(server->daemon);
+        pthread_mutex_lock(&server->lock);
+        while (server->heap_len > 0)
+            MHD_resume_connection(heap_pop(server)->conn);
+        pthread_mutex_unlock(&server->lock);
+        for (int waited_ms = 0; waited_ms < STOP_DRAIN_MS; waited_ms += 5) {
+            pthread_mutex_lock(&server->lock);
+            size_t waiting = server->waiting;
+            pthread_mutex_unlock(&server->lock);
+            if (waiting == 0)
+                break;
+            nanosleep(&(struct timespec){0, 5000000}, NULL);
+        }
+        MHD_stop_daemon(server->daemon);
+        if (listen_fd != MHD_INVALID_SOCKET)
+            close(listen_fd);
+    }
+    free(server->heap);
+    pthread_cond_destroy(&server->wake);
+    pthread_mutex_destroy(&server->lock);
+    free(server);
+}

@@ -1,0 +1,273 @@
+/* sluice-scheduler: sluice.jobs + sluice.usage -> SQLite ledger -> signed sluice.dispatch, and
+ * terminal results to sluice.results through the SQLite outbox.
+ *
+ * One loop: read a batch of messages, apply them and one scheduling step in one SQLite
+ * transaction, commit it, commit the Kafka offsets, then produce what the step decided. A crash
+ * at any point either redelivers input (de-duplicated by job id and reservation id) or leaves a
+ * lease that expires; results wait in the outbox until the broker acknowledges them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kafka.h"
+#include "log.h"
+#include "proc.h"
+#include "sched.h"
+#include "sign.h"
+#include "store.h"
+#include "util.h"
+
+enum { BATCH_MAX = 2000, STATS_EVERY_MS = 10000 };
+
+static const char usage_text[] =
+    "usage: sluice-scheduler [--config FILE] [--log-level debug|info|warn|error] [--help]\n"
+    "\n"
+    "Stores jobs from the jobs topic in SQLite (scheduler.db in the config), shares capacity\n"
+    "between tenants by deficit round-robin, reserves every bucket of a job before it is sent,\n"
+    "leases it to a dispatcher with a signed dispatch message, reconciles usage events, retries\n"
+    "after 429s and expires jobs past their deadline. Run one scheduler per database: it takes\n"
+    "a lock on the file. The signing key (signing.secret_key_file) is created on first start.\n";
+
+/* Outbox rows whose delivery is acknowledged, to delete in the next transaction. */
+typedef struct {
+    int64_t *acked;
+    int nacked, cap;
+    int inflight;
+    int resweep; /* a delivery failed: produce the outbox again once nothing is in flight */
+} outbox_t;
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+    (void)rk;
+    outbox_t *ob = opaque;
+    if (msg->_private == NULL) {
+        if (msg->err)
+            sl_warn("dispatch delivery failed: %s (the lease will expire and retry)",
+                    rd_kafka_err2str(msg->err));
+        return;
+    }
+    ob->inflight--;
+    if (msg->err) {
+        sl_warn("result delivery failed: %s; will produce again", rd_kafka_err2str(msg->err));
+        ob->resweep = 1;
+        return;
+    }
+    if (ob->nacked == ob->cap) {
+        int ncap = ob->cap ? ob->cap * 2 : 1024;
+        int64_t *na = realloc(ob->acked, (size_t)ncap * sizeof *na);
+        if (na == NULL) {
+            ob->resweep = 1; /* the row stays; a duplicate result is better than none */
+            return;
+        }
+        ob->acked = na;
+        ob->cap = ncap;
+    }
+    ob->acked[ob->nacked++] = (int64_t)(intptr_t)msg->_private;
+}
+
+static void produce(rd_kafka_t *prod, const char *topic, const char *key, const char *value,
+                    const char *sig, int64_t seq, outbox_t *ob)
+{
+    rd_kafka_headers_t *hdrs = NULL;
+    if (sig != NULL && sig[0] != '\0') {
+        hdrs = rd_kafka_headers_new(1);
+        rd_kafka_header_add(hdrs, "sluice-sig", -1, sig, (ssize_t)strlen(sig));
+    }
+    for (;;) {
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
+            RD_KAFKA_V_VALUE((void *)value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_OPAQUE((void *)(intptr_t)seq), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            if (seq > 0)
+                ob->inflight++;
+            return;
+        }
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            sl_error("produce to %s: %s", topic, rd_kafka_err2str(err));
+            if (hdrs != NULL)
+                rd_kafka_headers_destroy(hdrs);
+            if (seq > 0)
+                ob->resweep = 1;
+            return;
+        }
+        rd_kafka_poll(prod, 10);
+    }
+}
+
+typedef struct {
+    rd_kafka_t *prod;
+    outbox_t *ob;
+} sweep_t;
+
+static void produce_outbox_row(int64_t seq, const char *topic, const char *key, const char *value,
+                               void *arg)
+{
+    sweep_t *sw = arg;
+    produce(sw->prod, topic, key, value, NULL, seq, sw->ob);
+}
+
+static void ensure_signing_key(const sl_config_t *cfg)
+{
+    char sk[1024], pk[1024];
+    sl_resolve_path(cfg->signing_secret_key_file, sk, sizeof sk);
+    sl_resolve_path(cfg->signing_public_key_file, pk, sizeof pk);
+    FILE *f = fopen(sk, "r");
+    if (f != NULL) {
+        fclose(f);
+        return;
+    }
+    if (sl_sign_keygen(sk, pk) != SL_OK) {
+        fprintf(stderr, "sluice-scheduler: cannot create signing keys %s / %s\n", sk, pk);
+        exit(2);
+    }
+    sl_info("created a dispatch signing key pair: %s (secret), %s (public)", sk, pk);
+}
+
+int main(int argc, char **argv)
+{
+    sl_proc_opts_t opts;
+    sl_proc_parse(argc, argv, &opts);
+    if (opts.help) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (opts.nrest > 0) {
+        fprintf(stderr, "sluice-scheduler: unknown argument %s\n%s", opts.rest[0], usage_text);
+        return 2;
+    }
+    sl_config_t *cfg = sl_proc_start("scheduler", &opts);
+    char err[512] = "";
+    ensure_signing_key(cfg);
+    sl_signer_t *signer = NULL;
+    char path[1024];
+    sl_resolve_path(cfg->signing_secret_key_file, path, sizeof path);
+    if (sl_signer_load(path, &signer) != SL_OK) {
+        fprintf(stderr, "sluice-scheduler: cannot load signing key %s\n", path);
+        return 2;
+    }
+    char sql_rel[1024], sql_path[1024];
+    snprintf(sql_rel, sizeof sql_rel, "%s/ledger.sql", cfg->schema_dir);
+    sl_resolve_path(sql_rel, sql_path, sizeof sql_path);
+    sl_store_t *store = NULL;
+    if (sl_store_open(cfg->db_path, sql_path, &store, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "sluice-scheduler: %s\n", err);
+        return 2;
+    }
+    sl_sched_t *sched = NULL;
+    if (sl_sched_new(cfg, store, signer, sl_now_ms(), &sched, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "sluice-scheduler: %s\n", err);
+        return 2;
+    }
+    outbox_t ob = {0};
+    rd_kafka_t *prod = NULL, *cons = NULL;
+    const char *topics[] = {cfg->kafka.topic_jobs, cfg->kafka.topic_usage};
+    if (sl_kafka_producer_new(cfg, "sluice-scheduler", on_delivery, &ob, &prod, err,
+                              sizeof err) != SL_OK ||
+        sl_kafka_consumer_new(cfg, "sluice-scheduler", "sluice-scheduler", topics, 2, NULL,
+                              &cons, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "sluice-scheduler: kafka: %s\n", err);
+        return 2;
+    }
+    /* Results left in the outbox by a previous run go out first. */
+    sweep_t sw = {prod, &ob};
+    sl_store_outbox_each(store, produce_outbox_row, &sw);
+    sl_info("scheduler started: db %s, %d deployments, %d routes, %d tenants", cfg->db_path,
+            cfg->ndeployments, cfg->nroutes, cfg->ntenants);
+
+    int64_t next_wait = 1;
+    int64_t last_stats = sl_now_ms();
+    int exit_code = 0;
+    rd_kafka_message_t **batch = calloc(BATCH_MAX, sizeof *batch);
+    while (!sl_stop_requested()) {
+        int timeout = (int)(next_wait < 50 ? next_wait : 50);
+        int n = 0;
+        rd_kafka_message_t *msg = rd_kafka_consumer_poll(cons, timeout);
+        while (msg != NULL) {
+            batch[n++] = msg;
+            msg = n < BATCH_MAX ? rd_kafka_consumer_poll(cons, 0) : NULL;
+        }
+        int64_t now = sl_now_ms();
+        sl_err_t rc = sl_store_begin(store);
+        for (int i = 0; rc == SL_OK && i < ob.nacked; i++)
+            rc = sl_store_outbox_delete(store, ob.acked[i]);
+        for (int i = 0; rc == SL_OK && i < n; i++) {
+            rd_kafka_message_t *m = batch[i];
+            if (m->err) {
+                sl_warn("consume: %s", rd_kafka_message_errstr(m));
+                continue;
+            }
+            const char *topic = rd_kafka_topic_name(m->rkt);
+            if (strcmp(topic, cfg->kafka.topic_jobs) == 0)
+                rc = sl_sched_on_job(sched, m->payload, m->len, now);
+            else
+                rc = sl_sched_on_usage(sched, m->payload, m->len, now);
+        }
+        if (rc == SL_OK)
+            next_wait = sl_sched_tick(sched, now);
+        if (rc == SL_OK)
+            rc = sl_store_commit(store);
+        if (rc != SL_OK) {
+            /* The database refused the transaction: stop without committing offsets, so the
+             * input is redelivered to the next run. */
+            sl_error("transaction failed (%s); stopping", sl_strerror(rc));
+            sl_store_rollback(store);
+            exit_code = 1;
+            for (int i = 0; i < n; i++)
+                rd_kafka_message_destroy(batch[i]);
+            break;
+        }
+        ob.nacked = 0;
+        for (int i = 0; i < n; i++)
+            rd_kafka_message_destroy(batch[i]);
+        if (n > 0) {
+            rd_kafka_resp_err_t cerr = rd_kafka_commit(cons, NULL, 1 /*async*/);
+            if (cerr != RD_KAFKA_RESP_ERR_NO_ERROR && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET)
+                sl_warn("offset commit: %s", rd_kafka_err2str(cerr));
+        }
+        sl_sched_msg_t *out = NULL;
+        int nout = sl_sched_take(sched, &out);
+        for (int i = 0; i < nout; i++)
+            produce(prod, out[i].topic, out[i].key, out[i].value,
+                    out[i].kind == SL_MSG_DISPATCH ? out[i].sig : NULL,
+                    out[i].kind == SL_MSG_RESULT ? out[i].seq : 0, &ob);
+        sl_sched_msgs_free(out, nout);
+        rd_kafka_poll(prod, 0);
+        if (ob.resweep && ob.inflight == 0) {
+            ob.resweep = 0;
+            sl_store_outbox_each(store, produce_outbox_row, &sw);
+        }
+        if (now - last_stats >= STATS_EVERY_MS) {
+            sl_sched_stats_t st;
+            sl_sched_stats(sched, &st);
+            sl_info("jobs in %lld (dup %lld, invalid %lld) | queued %lld delayed %lld leased %lld |"
+                    " dispatched %lld succeeded %lld failed %lld expired %lld retried %lld |"
+                    " provider 429 %lld 5xx %lld | leases expired %lld",
+                    (long long)st.jobs_received, (long long)st.jobs_duplicate,
+                    (long long)st.jobs_invalid, (long long)st.queued, (long long)st.delayed,
+                    (long long)st.leased, (long long)st.dispatched, (long long)st.succeeded,
+                    (long long)st.failed, (long long)st.expired, (long long)st.retried,
+                    (long long)st.provider_429, (long long)st.provider_5xx,
+                    (long long)st.lease_expired);
+            last_stats = now;
+        }
+    }
+    sl_info("scheduler stopping");
+    rd_kafka_flush(prod, 10000);
+    /* Acknowledged results can leave the outbox now; unacknowledged ones go out next start. */
+    if (ob.nacked > 0 && sl_store_begin(store) == SL_OK) {
+        for (int i = 0; i < ob.nacked; i++)
+            sl_store_outbox_delete(store, ob.acked[i]);
+        sl_store_commit(store);
+    }
+    sl_kafka_consumer_close(cons);
+    rd_kafka_destroy(prod);
+    free(batch);
+    free(ob.acked);
+    sl_sched_free(sched);
+    sl_store_close(store);
+    sl_signer_free(signer);
+    sl_config_free(cfg);
+    free(opts.rest);
+    return exit_code;
+}

@@ -1,0 +1,1222 @@
+/* sched.c - the scheduler's core (see sched.h).
+ *
+ * Reading order: the structs, building buckets from the config, restoring after a restart,
+ * taking jobs, scheduling (DRR + all-or-nothing reservation + lease), reconciling usage, and the
+ * tick that expires leases and deadlines.
+ */
+#include "sched.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drr.h"
+#include "hmap.h"
+#include "jsonschema.h"
+#include "ledger.h"
+#include "log.h"
+#include "util.h"
+
+enum { MAX_CHARGES = 4, MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100,
+       DEADLINE_SCAN_EVERY_MS = 500, BUCKET_SAVE_EVERY_MS = 1000 };
+
+/* How reconciliation settles a charge. KEEP: the provider counted the reserved amount at
+ * receipt (OpenAI-style TPM, requests), so nothing comes back. ACTUAL_TOTAL: our own budgets are
+ * charged what was really used: unused tokens come back, overage becomes debt. */
+typedef enum { RULE_KEEP = 0, RULE_ACTUAL_TOTAL } rule_t;
+static const char *const rule_names[] = {"keep", "actual_total"};
+
+typedef enum { J_QUEUED = 0, J_DELAYED, J_LEASED } jstate_t;
+
+typedef struct job {
+    char id[65];
+    char *idem;
+    int tenant, cls, route;
+    jstate_t state;
+    int attempts;
+    int64_t submitted_ms, deadline_ms, not_before_ms;
+    int64_t est_input, est_output, est_total;
+    sl_drr_node_t *node; /* when queued */
+    int list_idx;        /* index in the delayed or leased array */
+    /* the current lease */
+    char res_id[33];
+    int deployment;
+    int64_t lease_expires_ms, dispatched_ms;
+    int ncharges;
+    sl_charge_t charges[MAX_CHARGES];
+    rule_t rules[MAX_CHARGES];
+} job_t;
+
+typedef struct {
+    int rpm_bucket, tpm_bucket; /* -1 when not limited */
+    int64_t paused_until_ms;
+} dep_t;
+
+typedef struct {
+    sl_drr_t *drr;
+    int64_t blocked_until_ms;
+} route_t;
+
+typedef struct {
+    job_t **items;
+    int n, cap;
+} joblist_t;
+
+struct sl_sched {
+    const sl_config_t *cfg;
+    sl_store_t *store;
+    const sl_signer_t *signer;
+    sl_schema_t *job_schema, *usage_schema;
+    sl_ledger_t *ledger;
+    dep_t *deps;
+    route_t *routes;
+    int *tenant_bucket;
+    sl_hmap_t *jobs; /* id -> job_t*, every unfinished job */
+    joblist_t delayed, leased;
+    int64_t last_scan_ms, last_deadline_scan_ms, last_bucket_save_ms;
+    sl_sched_msg_t *out;
+    int nout, capout;
+    sl_sched_stats_t st;
+};
+
+/* ---- small helpers ---- */
+
+static sl_err_t list_add(joblist_t *l, job_t *j)
+{
+    if (l->n == l->cap) {
+        int ncap = l->cap ? l->cap * 2 : 64;
+        job_t **ni = realloc(l->items, (size_t)ncap * sizeof *ni);
+        if (ni == NULL)
+            return SL_ENOMEM;
+        l->items = ni;
+        l->cap = ncap;
+    }
+    j->list_idx = l->n;
+    l->items[l->n++] = j;
+    return SL_OK;
+}
+
+static void list_del(joblist_t *l, job_t *j)
+{
+    int i = j->list_idx;
+    if (i < 0 || i >= l->n || l->items[i] != j)
+        return;
+    l->items[i] = l->items[--l->n];
+    l->items[i]->list_idx = i;
+    j->list_idx = -1;
+}
+
+static sl_err_t emit(sl_sched_t *s, sl_msg_kind_t kind, const char *topic, const char *key,
+                     char *value, int64_t seq)
+{
+    if (s->nout == s->capout) {
+        int ncap = s->capout ? s->capout * 2 : 256;
+        sl_sched_msg_t *no = realloc(s->out, (size_t)ncap * sizeof *no);
+        if (no == NULL) {
+            free(value);
+            return SL_ENOMEM;
+        }
+        s->out = no;
+        s->capout = ncap;
+    }
+    sl_sched_msg_t *m = &s->out[s->nout];
+    memset(m, 0, sizeof *m);
+    m->kind = kind;
+    m->topic = topic;
+    m->key = strdup(key);
+    m->value = value;
+    m->seq = seq;
+    if (m->key == NULL) {
+        free(value);
+        return SL_ENOMEM;
+    }
+    if (kind == SL_MSG_DISPATCH && s->signer != NULL)
+        sl_signer_sign(s->signer, value, strlen(value), m->sig);
+    s->nout++;
+    return SL_OK;
+}
+
+int sl_sched_take(sl_sched_t *s, sl_sched_msg_t **msgs)
+{
+    *msgs = s->out;
+    int n = s->nout;
+    s->out = NULL;
+    s->nout = s->capout = 0;
+    return n;
+}
+
+void sl_sched_msgs_free(sl_sched_msg_t *msgs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(msgs[i].key);
+        free(msgs[i].value);
+    }
+    free(msgs);
+}
+
+static int flow_of(const job_t *j)
+{
+    return j->tenant * SL_CLASS_COUNT + j->cls;
+}
+
+static int64_t quantum_of(const sl_sched_t *s, const job_t *j)
+{
+    return s->cfg->drr_quantum_tokens * s->cfg->tenants[j->tenant].weight *
+           s->cfg->classes[j->cls].weight;
+}
+
+static sl_err_t enqueue(sl_sched_t *s, job_t *j, int front)
+{
+    j->state = J_QUEUED;
+    j->node = sl_drr_push(s->routes[j->route].drr, flow_of(j), quantum_of(s, j), j, j->est_total,
+                          front);
+    return j->node != NULL ? SL_OK : SL_ENOMEM;
+}
+
+static void job_free(job_t *j)
+{
+    if (j == NULL)
+        return;
+    free(j->idem);
+    free(j);
+}
+
+/* Takes a job out of whatever in-memory place holds it. */
+static void unplace(sl_sched_t *s, job_t *j)
+{
+    if (j->state == J_QUEUED && j->node != NULL) {
+        sl_drr_remove(s->routes[j->route].drr, j->node);
+        j->node = NULL;
+    } else if (j->state == J_DELAYED) {
+        list_del(&s->delayed, j);
+    } else if (j->state == J_LEASED) {
+        list_del(&s->leased, j);
+    }
+}
+
+/* ---- buckets ---- */
+
+static int add_limit_bucket(sl_sched_t *s, const char *id, int64_t limit, int64_t slices,
+                            double headroom, double burst_fraction, int64_t now_ms)
+{
+    double capacity = (double)limit / (double)slices;
+    if (capacity < 1)
+        capacity = 1;
+    double rate = (double)limit * headroom / (double)s->cfg->minute_ms;
+    double margin = capacity * (1.0 - burst_fraction);
+    return sl_ledger_add(s->ledger, id, capacity, rate, margin, capacity, now_ms);
+}
+
+static sl_err_t build_buckets(sl_sched_t *s, int64_t now_ms)
+{
+    const sl_config_t *cfg = s->cfg;
+    char id[256];
+    for (int i = 0; i < cfg->ndeployments; i++) {
+        const sl_deployment_cfg_t *d = &cfg->deployments[i];
+        dep_t *dep = &s->deps[i];
+        dep->rpm_bucket = dep->tpm_bucket = -1;
+        if (d->rpm > 0) {
+            snprintf(id, sizeof id, "deployment:%s:rpm", d->name);
+            dep->rpm_bucket = add_limit_bucket(s, id, d->rpm, d->slices_per_minute, d->headroom,
+                                               d->burst_fraction, now_ms);
+            if (dep->rpm_bucket < 0)
+                return SL_ENOMEM;
+        }
+        if (d->tpm > 0) {
+            snprintf(id, sizeof id, "deployment:%s:tpm", d->name);
+            dep->tpm_bucket = add_limit_bucket(s, id, d->tpm, d->slices_per_minute, d->headroom,
+                                               d->burst_fraction, now_ms);
+            if (dep->tpm_bucket < 0)
+                return SL_ENOMEM;
+        }
+    }
+    for (int i = 0; i < cfg->ntenants; i++) {
+        const sl_tenant_cfg_t *t = &cfg->tenants[i];
+        s->tenant_bucket[i] = -1;
+        if (t->tokens_per_min <= 0)
+            continue;
+        snprintf(id, sizeof id, "tenant:%s:tokens", t->name);
+        double cap = (double)t->tokens_per_min;
+        s->tenant_bucket[i] =
+            sl_ledger_add(s->ledger, id, cap, cap / (double)cfg->minute_ms, 0, cap, now_ms);
+        if (s->tenant_bucket[i] < 0)
+            return SL_ENOMEM;
+    }
+    /* After a restart nothing tells how much of each limit was used just before: assume the
+     * worst (empty), keeping any debt that was recorded. A new database starts full. */
+    if (!sl_store_is_new(s->store)) {
+        for (int b = 0; b < sl_ledger_count(s->ledger); b++) {
+            double level;
+            int64_t updated;
+            if (sl_store_bucket_load(s->store, sl_ledger_id(s->ledger, b), &level, &updated) !=
+                SL_OK)
+                level = 0;
+            sl_ledger_set_level(s->ledger, b, level < 0 ? level : 0, now_ms);
+        }
+    }
+    return SL_OK;
+}
+
+static sl_err_t save_buckets(sl_sched_t *s, int64_t now_ms)
+{
+    for (int b = 0; b < sl_ledger_count(s->ledger); b++) {
+        const char *id = sl_ledger_id(s->ledger, b);
+        /* ids are "<scope kind>:<name>:<dimension>" */
+        char scope[256];
+        snprintf(scope, sizeof scope, "%s", id);
+        char *dim = strrchr(scope, ':');
+        if (dim != NULL)
+            *dim++ = '\0';
+        double level = sl_ledger_level(s->ledger, b, now_ms);
+        sl_err_t rc = sl_store_bucket_save(s->store, id, scope, dim != NULL ? dim : "tokens",
+                                           sl_ledger_capacity(s->ledger, b), 0, level, now_ms);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return SL_OK;
+}
+
+/* ---- restore ---- */
+
+typedef struct {
+    sl_sched_t *s;
+    job_t *job;
+    sl_err_t rc;
+} restore_t;
+
+static void restore_charge(const char *bucket_id, double amount, const char *rule, void *arg)
+{
+    restore_t *r = arg;
+    job_t *j = r->job;
+    int b = sl_ledger_find(r->s->ledger, bucket_id);
+    if (b < 0 || j->ncharges >= MAX_CHARGES)
+        return; /* a bucket removed from the config: nothing left to settle there */
+    j->charges[j->ncharges].bucket = b;
+    j->charges[j->ncharges].amount = amount;
+    j->rules[j->ncharges] = strcmp(rule, "actual_total") == 0 ? RULE_ACTUAL_TOTAL : RULE_KEEP;
+    j->ncharges++;
+}
+
+static void restore_job(const sl_store_row_t *row, void *arg)
+{
+    restore_t *r = arg;
+    sl_sched_t *s = r->s;
+    if (r->rc != SL_OK)
+        return;
+    int tenant = sl_config_tenant(s->cfg, row->tenant);
+    int route = sl_config_route(s->cfg, row->route);
+    int cls = sl_class_parse(row->cls);
+    job_t *j = calloc(1, sizeof *j);
+    if (j == NULL) {
+        r->rc = SL_ENOMEM;
+        return;
+    }
+    snprintf(j->id, sizeof j->id, "%s", row->job_id);
+    j->tenant = tenant;
+    j->route = route;
+    j->cls = cls < 0 ? SL_CLASS_STANDARD : cls;
+    j->attempts = row->attempts;
+    j->submitted_ms = row->submitted_ms;
+    j->deadline_ms = row->deadline_ms;
+    j->not_before_ms = row->not_before_ms;
+    j->est_input = row->est_input;
+    j->est_output = row->est_output;
+    j->est_total = row->est_total;
+    j->deployment = -1;
+    j->list_idx = -1;
+    /* The idempotency key is read back from the job message when it is needed. */
+    char *json = NULL;
+    if (sl_store_job_json(s->store, j->id, &json) == SL_OK) {
+        json_t *doc = json_loads(json, 0, NULL);
+        const char *idem = json_string_value(json_object_get(doc, "idempotency_key"));
+        j->idem = strdup(idem != NULL ? idem : j->id);
+        json_decref(doc);
+        free(json);
+    }
+    if (tenant < 0 || route < 0 || j->idem == NULL) {
+        /* The config no longer knows its tenant or route: it is failed at the next tick. */
+        sl_warn("restored job %s has tenant/route unknown to the config", j->id);
+        j->tenant = 0;
+        j->route = route < 0 ? 0 : route;
+    }
+    sl_err_t rc = sl_hmap_put(s->jobs, j->id, j);
+    if (rc != SL_OK) {
+        job_free(j);
+        r->rc = rc;
+        return;
+    }
+    if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL) {
+        snprintf(j->res_id, sizeof j->res_id, "%s", row->reservation_id);
+        j->deployment = row->deployment ? sl_config_deployment(s->cfg, row->deployment) : -1;
+        j->lease_expires_ms = row->lease_expires_ms;
+        j->state = J_LEASED;
+        r->job = j;
+        sl_store_res_charges(s->store, j->res_id, restore_charge, r);
+        r->rc = list_add(&s->leased, j);
+    } else if (row->not_before_ms > sl_now_ms()) {
+        j->state = J_DELAYED;
+        r->rc = list_add(&s->delayed, j);
+    } else {
+        r->rc = enqueue(s, j, 0);
+    }
+}
+
+/* ---- lifecycle ---- */
+
+static sl_err_t load_schema(const sl_config_t *cfg, const char *name, sl_schema_t **out,
+                            char *err, size_t errlen)
+{
+    char rel[1024], path[1024];
+    snprintf(rel, sizeof rel, "%s/%s", cfg->schema_dir, name);
+    sl_resolve_path(rel, path, sizeof path);
+    return sl_schema_load_file(path, out, err, errlen);
+}
+
+sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_signer_t *signer,
+                      int64_t now_ms, sl_sched_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    sl_sched_t *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return SL_ENOMEM;
+    s->cfg = cfg;
+    s->store = store;
+    s->signer = signer;
+    sl_err_t rc = load_schema(cfg, "job.json", &s->job_schema, err, errlen);
+    if (rc == SL_OK)
+        rc = load_schema(cfg, "usage.json", &s->usage_schema, err, errlen);
+    if (rc != SL_OK)
+        goto fail;
+    s->ledger = sl_ledger_new();
+    s->deps = calloc((size_t)cfg->ndeployments + 1, sizeof *s->deps);
+    s->routes = calloc((size_t)cfg->nroutes + 1, sizeof *s->routes);
+    s->tenant_bucket = calloc((size_t)cfg->ntenants + 1, sizeof *s->tenant_bucket);
+    s->jobs = sl_hmap_new();
+    rc = SL_ENOMEM;
+    if (s->ledger == NULL || s->deps == NULL || s->routes == NULL || s->tenant_bucket == NULL ||
+        s->jobs == NULL)
+        goto fail;
+    for (int i = 0; i < cfg->nroutes; i++) {
+        s->routes[i].drr = sl_drr_new();
+        if (s->routes[i].drr == NULL)
+            goto fail;
+    }
+    rc = build_buckets(s, now_ms);
+    if (rc != SL_OK)
+        goto fail;
+    restore_t r = {s, NULL, SL_OK};
+    rc = sl_store_each_unfinished(store, restore_job, &r);
+    if (rc == SL_OK)
+        rc = r.rc;
+    if (rc != SL_OK) {
+        snprintf(err, errlen, "restoring unfinished jobs: %s", sl_strerror(rc));
+        goto fail;
+    }
+    if (sl_hmap_len(s->jobs) > 0)
+        sl_info("restored %zu unfinished jobs (%d leased)", sl_hmap_len(s->jobs), s->leased.n);
+    s->last_bucket_save_ms = now_ms;
+    *out = s;
+    return SL_OK;
+fail:
+    sl_sched_free(s);
+    return rc;
+}
+
+static void free_job_entry(const char *key, void *value, void *arg)
+{
+    (void)key;
+    (void)arg;
+    job_free(value);
+}
+
+void sl_sched_free(sl_sched_t *s)
+{
+    if (s == NULL)
+        return;
+    if (s->jobs != NULL) {
+        sl_hmap_each(s->jobs, free_job_entry, NULL);
+        sl_hmap_free(s->jobs);
+    }
+    for (int i = 0; s->routes != NULL && i < s->cfg->nroutes; i++)
+        sl_drr_free(s->routes[i].drr);
+    free(s->routes);
+    free(s->deps);
+    free(s->tenant_bucket);
+    free(s->delayed.items);
+    free(s->leased.items);
+    sl_ledger_free(s->ledger);
+    sl_schema_free(s->job_schema);
+    sl_schema_free(s->usage_schema);
+    sl_sched_msgs_free(s->out, s->nout);
+    free(s);
+}
+
+/* ---- results ---- */
+
+typedef struct {
+    const char *status;
+    const char *deployment;
+    json_t *response;   /* borrowed */
+    json_t *usage;      /* borrowed, canonical {input, output, cached, ...} */
+    double provider_ms;
+    const char *err_type, *err_reason, *decision;
+    char err_message[512];
+    const char *limiter, *scope;
+    int64_t retry_after_ms; /* -1 = none */
+    int retryable;
+} outcome_t;
+
+static void outcome_init(outcome_t *o, const char *status)
+{
+    memset(o, 0, sizeof *o);
+    o->status = status;
+    o->retry_after_ms = -1;
+}
+
+/* Writes the job's terminal state and result (outbox) and drops it from memory. */
+static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_ms)
+{
+    json_t *meta = NULL;
+    char *job_json = NULL;
+    if (sl_store_job_json(s->store, j->id, &job_json) == SL_OK) {
+        json_t *doc = json_loads(job_json, 0, NULL);
+        meta = json_incref(json_object_get(doc, "metadata"));
+        json_decref(doc);
+        free(job_json);
+    }
+    const sl_config_t *cfg = s->cfg;
+    json_t *res = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:I}", "v", 1,
+                            "job_id", j->id, "idempotency_key", j->idem ? j->idem : j->id,
+                            "tenant", cfg->tenants[j->tenant].name, "route",
+                            cfg->routes[j->route].name, "class",
+                            sl_class_name((sl_class_t)j->cls), "status", o->status, "attempts",
+                            j->attempts, "fallback_used", 0, "finished_ms",
+                            (json_int_t)now_ms);
+    if (res == NULL) {
+        json_decref(meta);
+        return SL_ENOMEM;
+    }
+    json_object_set_new(res, "deployment", o->deployment ? json_string(o->deployment)
+                                                         : json_null());
+    json_object_set(res, "response", o->response ? o->response : json_null());
+    json_object_set(res, "usage", o->usage ? o->usage : json_null());
+    json_object_set_new(res, "metadata", meta ? meta : json_null());
+    double queued = j->dispatched_ms > 0 ? (double)(j->dispatched_ms - j->submitted_ms) : 0;
+    json_object_set_new(res, "timings",
+                        json_pack("{s:f, s:f, s:f}", "queued_ms", queued, "provider_ms",
+                                  o->provider_ms, "total_ms",
+                                  (double)(now_ms - j->submitted_ms)));
+    if (o->err_type != NULL) {
+        json_t *e = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "type", o->err_type, "reason",
+                              o->err_reason, "message", o->err_message, "gateway_decision",
+                              o->decision, "retryable", o->retryable, "fallback_allowed", 0);
+        json_object_set_new(e, "limiter", o->limiter ? json_string(o->limiter) : json_null());
+        json_object_set_new(e, "scope", o->scope ? json_string(o->scope) : json_null());
+        json_object_set_new(e, "retry_after_ms", o->retry_after_ms >= 0
+                                                     ? json_integer(o->retry_after_ms)
+                                                     : json_null());
+        json_object_set_new(e, "trace_id", json_string(j->id));
+        json_object_set_new(res, "error", e);
+    } else {
+        json_object_set_new(res, "error", json_null());
+    }
+    char *value = json_dumps(res, JSON_COMPACT);
+    json_decref(res);
+    if (value == NULL)
+        return SL_ENOMEM;
+    int64_t seq = 0;
+    sl_err_t rc = sl_store_job_finish(s->store, j->id, o->status, value, cfg->kafka.topic_results,
+                                      now_ms, &seq);
+    if (rc != SL_OK) {
+        free(value);
+        return rc;
+    }
+    if (strcmp(o->status, "succeeded") == 0)
+        s->st.succeeded++;
+    else if (strcmp(o->status, "expired") == 0)
+        s->st.expired++;
+    else
+        s->st.failed++;
+    unplace(s, j);
+    sl_hmap_del(s->jobs, j->id);
+    rc = emit(s, SL_MSG_RESULT, cfg->kafka.topic_results, j->id, value, seq);
+    job_free(j);
+    return rc;
+}
+
+/* ---- taking jobs ---- */
+
+sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t now_ms)
+{
+    char why[512];
+    json_t *doc = json_loadb(json, len, 0, NULL);
+    if (doc == NULL || sl_schema_validate(s->job_schema, doc, why, sizeof why) != SL_OK) {
+        s->st.jobs_invalid++;
+        sl_warn("invalid job message ignored: %s", doc == NULL ? "malformed JSON" : why);
+        json_decref(doc);
+        return SL_OK;
+    }
+    s->st.jobs_received++;
+    const char *id = json_string_value(json_object_get(doc, "job_id"));
+    const char *tenant_name = json_string_value(json_object_get(doc, "tenant"));
+    const char *route_name = json_string_value(json_object_get(doc, "route"));
+    const char *cls_name = json_string_value(json_object_get(doc, "class"));
+    json_t *est = json_object_get(doc, "estimate");
+    sl_store_job_t row = {
+        .job_id = id,
+        .idempotency_key = json_string_value(json_object_get(doc, "idempotency_key")),
+        .tenant = tenant_name,
+        .app = json_string_value(json_object_get(doc, "app")),
+        .env = json_string_value(json_object_get(doc, "env")),
+        .key_id = json_string_value(json_object_get(doc, "key_id")),
+        .route = route_name,
+        .cls = cls_name,
+        .submitted_ms = json_integer_value(json_object_get(doc, "submitted_ms")),
+        .deadline_ms = json_integer_value(json_object_get(doc, "deadline_ms")),
+        .est_input = json_integer_value(json_object_get(est, "input")),
+        .est_output = json_integer_value(json_object_get(est, "output")),
+        .est_total = json_integer_value(json_object_get(est, "total")),
+    };
+    char *text = strndup(json, len);
+    row.job_json = text;
+    char *old_result = NULL;
+    sl_err_t rc = text != NULL ? sl_store_job_insert(s->store, &row, now_ms, &old_result)
+                               : SL_ENOMEM;
+    free(text);
+    if (rc == SL_EEXISTS) {
+        /* A redelivery or a resubmission: never run twice; a finished job's result is sent
+         * again so a client re-running after a crash gets it. */
+        s->st.jobs_duplicate++;
+        if (old_result != NULL) {
+            int64_t seq = 0;
+            rc = sl_store_outbox_add(s->store, s->cfg->kafka.topic_results, id, old_result,
+                                     now_ms, &seq);
+            if (rc == SL_OK)
+                rc = emit(s, SL_MSG_RESULT, s->cfg->kafka.topic_results, id, old_result, seq);
+            else
+                free(old_result);
+        } else {
+            rc = SL_OK;
+        }
+        json_decref(doc);
+        return rc;
+    }
+    if (rc != SL_OK) {
+        json_decref(doc);
+        return rc;
+    }
+    job_t *j = calloc(1, sizeof *j);
+    if (j == NULL) {
+        json_decref(doc);
+        return SL_ENOMEM;
+    }
+    snprintf(j->id, sizeof j->id, "%s", id);
+    j->idem = strdup(row.idempotency_key);
+    j->tenant = sl_config_tenant(s->cfg, tenant_name);
+    j->route = sl_config_route(s->cfg, route_name);
+    j->cls = sl_class_parse(cls_name);
+    j->submitted_ms = row.submitted_ms;
+    j->deadline_ms = row.deadline_ms;
+    j->est_input = row.est_input;
+    j->est_output = row.est_output;
+    j->est_total = row.est_total > 0 ? row.est_total : 1;
+    j->deployment = -1;
+    j->list_idx = -1;
+    json_decref(doc);
+    rc = j->idem != NULL ? sl_hmap_put(s->jobs, j->id, j) : SL_ENOMEM;
+    if (rc != SL_OK) {
+        job_free(j);
+        return rc;
+    }
+    if (j->tenant < 0 || j->route < 0 || j->cls < 0) {
+        /* Ingest and scheduler disagree about the config (a reload in between). */
+        j->tenant = j->tenant < 0 ? 0 : j->tenant;
+        j->route = j->route < 0 ? 0 : j->route;
+        j->cls = j->cls < 0 ? SL_CLASS_STANDARD : j->cls;
+        j->state = J_DELAYED;
+        j->list_idx = -1;
+        outcome_t o;
+        outcome_init(&o, "rejected");
+        o.err_type = "invalid_request";
+        o.err_reason = "unknown_tenant_or_route";
+        o.decision = "rejected_locally";
+        snprintf(o.err_message, sizeof o.err_message,
+                 "the scheduler's config does not know tenant \"%s\" or route \"%s\"",
+                 tenant_name, route_name);
+        return finish(s, j, &o, now_ms);
+    }
+    return enqueue(s, j, 0);
+}
+
+/* ---- scheduling ---- */
+
+static int64_t tpm_charge(const sl_deployment_cfg_t *d, const job_t *j)
+{
+    if (d->tpm_counting == SL_TPM_COUNT_SUM)
+        return j->est_input + j->est_output;
+    return j->est_input > j->est_output ? j->est_input : j->est_output;
+}
+
+/* Whether deployment d can ever take job j (its per-request ceilings). */
+static int dep_can_take(const sl_config_t *cfg, int d, const job_t *j)
+{
+    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
+    if (j->est_output > dc->max_output_tokens)
+        return 0;
+    return dc->tpm <= 0 || tpm_charge(dc, j) <= dc->tpm;
+}
+
+/* The share of a deployment's tightest bucket that is free now, for choosing where to go. */
+static double free_fraction(sl_sched_t *s, int d, int64_t now_ms)
+{
+    double f = 1.0;
+    int b[2] = {s->deps[d].rpm_bucket, s->deps[d].tpm_bucket};
+    for (int i = 0; i < 2; i++) {
+        if (b[i] < 0)
+            continue;
+        double x = sl_ledger_level(s->ledger, b[i], now_ms) / sl_ledger_capacity(s->ledger, b[i]);
+        if (x < f)
+            f = x;
+    }
+    return f;
+}
+
+static int build_charges(sl_sched_t *s, const job_t *j, int d, sl_charge_t *ch, rule_t *rules)
+{
+    int n = 0;
+    const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
+    if (s->tenant_bucket[j->tenant] >= 0) {
+        ch[n] = (sl_charge_t){s->tenant_bucket[j->tenant], (double)j->est_total};
+        rules[n++] = RULE_ACTUAL_TOTAL;
+    }
+    if (s->deps[d].rpm_bucket >= 0) {
+        ch[n] = (sl_charge_t){s->deps[d].rpm_bucket, 1};
+        rules[n++] = RULE_KEEP;
+    }
+    if (s->deps[d].tpm_bucket >= 0) {
+        ch[n] = (sl_charge_t){s->deps[d].tpm_bucket, (double)tpm_charge(dc, j)};
+        rules[n++] = RULE_KEEP;
+    }
+    return n;
+}
+
+/* Leases job j to deployment d with the charges already reserved: persists the reservation
+ * and the lease, and emits the signed dispatch. */
+static sl_err_t lease(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
+{
+    const sl_config_t *cfg = s->cfg;
+    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
+    sl_random_id(j->res_id, 16);
+    j->attempts++;
+    j->deployment = d;
+    j->lease_expires_ms = now_ms + cfg->lease_ms;
+    j->dispatched_ms = now_ms;
+    const char *bucket_ids[MAX_CHARGES];
+    double amounts[MAX_CHARGES];
+    const char *rules[MAX_CHARGES];
+    for (int i = 0; i < j->ncharges; i++) {
+        bucket_ids[i] = sl_ledger_id(s->ledger, j->charges[i].bucket);
+        amounts[i] = j->charges[i].amount;
+        rules[i] = rule_names[j->rules[i]];
+    }
+    sl_store_res_t res = {
+        .reservation_id = j->res_id,
+        .job_id = j->id,
+        .tenant = cfg->tenants[j->tenant].name,
+        .route = cfg->routes[j->route].name,
+        .cls = sl_class_name((sl_class_t)j->cls),
+        .deployment = dc->name,
+        .idempotency_key = j->idem,
+        .attempt = j->attempts,
+        .est_input = j->est_input,
+        .est_output = j->est_output,
+        .created_ms = now_ms,
+        .expires_ms = j->lease_expires_ms,
+        .queue_deadline_ms = j->deadline_ms,
+    };
+    sl_err_t rc = sl_store_res_open(s->store, &res, j->ncharges, bucket_ids, amounts, rules);
+    if (rc == SL_OK)
+        rc = sl_store_job_lease(s->store, j->id, j->attempts, j->lease_expires_ms, j->res_id,
+                                dc->name, now_ms);
+    char *job_json = NULL;
+    if (rc == SL_OK)
+        rc = sl_store_job_json(s->store, j->id, &job_json);
+    if (rc != SL_OK)
+        return rc;
+    json_t *doc = json_loads(job_json, 0, NULL);
+    free(job_json);
+    json_t *request = json_object_get(doc, "request");
+    if (request == NULL) {
+        json_decref(doc);
+        return SL_EDB;
+    }
+    json_object_set_new(request, "model", json_string(dc->model));
+    json_t *msg = json_pack("{s:i, s:s, s:i, s:s, s:I, s:I, s:s, s:s, s:O}", "v", 1, "job_id",
+                            j->id, "attempt", j->attempts, "reservation_id", j->res_id,
+                            "lease_expires_ms", (json_int_t)j->lease_expires_ms, "issued_ms",
+                            (json_int_t)now_ms, "deployment", dc->name, "idempotency_key",
+                            j->idem, "request", request);
+    json_decref(doc);
+    char *value = msg != NULL ? json_dumps(msg, JSON_COMPACT) : NULL;
+    json_decref(msg);
+    if (value == NULL)
+        return SL_ENOMEM;
+    j->state = J_LEASED;
+    j->node = NULL;
+    rc = list_add(&s->leased, j);
+    if (rc != SL_OK) {
+        free(value);
+        return rc;
+    }
+    s->st.dispatched++;
+    return emit(s, SL_MSG_DISPATCH, cfg->kafka.topic_dispatch, j->id, value, 0);
+}
+
+static sl_err_t fail_job(sl_sched_t *s, job_t *j, const char *status, const char *type,
+                         const char *reason, const char *decision, int retryable,
+                         const char *message, int64_t now_ms)
+{
+    outcome_t o;
+    outcome_init(&o, status);
+    o.err_type = type;
+    o.err_reason = reason;
+    o.decision = decision;
+    o.retryable = retryable;
+    snprintf(o.err_message, sizeof o.err_message, "%s", message);
+    if (j->deployment >= 0)
+        o.deployment = s->cfg->deployments[j->deployment].name;
+    return finish(s, j, &o, now_ms);
+}
+
+/* Serves one route by DRR until capacity or the per-tick budget runs out. */
+static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget)
+{
+    route_t *route = &s->routes[r];
+    const sl_route_cfg_t *rc_cfg = &s->cfg->routes[r];
+    if (route->blocked_until_ms > now_ms)
+        return SL_OK;
+    int skips = 0;
+    while (*budget > 0) {
+        int64_t cost = 0;
+        int flow = 0;
+        job_t *j = sl_drr_peek(route->drr, &cost, &flow);
+        if (j == NULL)
+            return SL_OK;
+        if (j->deadline_ms <= now_ms) {
+            sl_err_t rc = fail_job(s, j, "expired", "deadline", "deadline_exceeded",
+                                   "expired_in_queue", 0,
+                                   "the job's deadline passed while it waited for capacity",
+                                   now_ms);
+            if (rc != SL_OK)
+                return rc;
+            continue;
+        }
+        /* Candidates, most free capacity first (a simple spread; routing strategies come with
+         * the provider issue). */
+        int order[64];
+        int n = 0;
+        for (int i = 0; i < rc_cfg->ndeployments && n < 64; i++) {
+            int d = rc_cfg->deployments[i];
+            if (dep_can_take(s->cfg, d, j))
+                order[n++] = d;
+        }
+        if (n == 0) {
+            sl_err_t rc = fail_job(s, j, "rejected", "capacity", "request_too_large",
+                                   "rejected_locally", 0,
+                                   "no deployment of the route can take a request this large",
+                                   now_ms);
+            if (rc != SL_OK)
+                return rc;
+            continue;
+        }
+        double frac[64];
+        for (int i = 0; i < n; i++)
+            frac[i] = free_fraction(s, order[i], now_ms);
+        for (int i = 1; i < n; i++) {
+            for (int k = i; k > 0 && frac[k] > frac[k - 1]; k--) {
+                double tf = frac[k];
+                frac[k] = frac[k - 1];
+                frac[k - 1] = tf;
+                int td = order[k];
+                order[k] = order[k - 1];
+                order[k - 1] = td;
+            }
+        }
+        int64_t min_wait = INT64_MAX;
+        int tenant_blocked = 0, leased = 0;
+        for (int i = 0; i < n && !leased && !tenant_blocked; i++) {
+            int d = order[i];
+            if (s->deps[d].paused_until_ms > now_ms) {
+                int64_t w = s->deps[d].paused_until_ms - now_ms;
+                min_wait = w < min_wait ? w : min_wait;
+                continue;
+            }
+            j->ncharges = build_charges(s, j, d, j->charges, j->rules);
+            sl_refusal_t why;
+            sl_err_t rc = sl_ledger_reserve(s->ledger, j->charges, j->ncharges, now_ms, &why);
+            if (rc == SL_OK) {
+                sl_drr_pop(route->drr);
+                rc = lease(s, j, d, now_ms);
+                if (rc != SL_OK)
+                    return rc;
+                leased = 1;
+            } else if (why.bucket == s->tenant_bucket[j->tenant]) {
+                tenant_blocked = 1;
+            } else {
+                min_wait = why.wait_ms < min_wait ? why.wait_ms : min_wait;
+            }
+        }
+        if (leased) {
+            (*budget)--;
+            skips = 0;
+            continue;
+        }
+        if (tenant_blocked) {
+            /* This tenant's own budget is spent: serve the others meanwhile. */
+            sl_drr_skip(route->drr);
+            if (++skips > sl_drr_active_flows(route->drr))
+                return SL_OK;
+            continue;
+        }
+        /* The pool is full: wait until the earliest bucket has room, keeping DRR's place. */
+        if (min_wait == INT64_MAX)
+            min_wait = 1000;
+        route->blocked_until_ms = now_ms + (min_wait > 0 ? min_wait : 1);
+        return SL_OK;
+    }
+    return SL_OK;
+}
+
+/* ---- reconciliation ---- */
+
+static int64_t jint(json_t *obj, const char *key, int64_t def)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
+}
+
+/* Settles every charge of j's reservation against the real usage (total = -1: the provider did
+ * not process the request, so our own budgets get everything back). */
+static sl_err_t settle(sl_sched_t *s, job_t *j, int64_t total, int64_t now_ms)
+{
+    for (int i = 0; i < j->ncharges; i++) {
+        double settled = j->charges[i].amount;
+        if (j->rules[i] == RULE_ACTUAL_TOTAL) {
+            settled = total < 0 ? 0 : (double)total;
+            sl_ledger_credit(s->ledger, j->charges[i].bucket, j->charges[i].amount - settled,
+                             now_ms);
+        }
+        sl_err_t rc = sl_store_charge_settle(s->store, j->res_id,
+                                             sl_ledger_id(s->ledger, j->charges[i].bucket),
+                                             settled);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return SL_OK;
+}
+
+/* Gives every charge back: the call was never made. */
+static void release_all(sl_sched_t *s, job_t *j, int64_t now_ms)
+{
+    for (int i = 0; i < j->ncharges; i++)
+        sl_ledger_credit(s->ledger, j->charges[i].bucket, j->charges[i].amount, now_ms);
+}
+
+/* Backoff without a provider hint: capped exponential with full jitter. */
+static int64_t backoff_ms(int attempts)
+{
+    int64_t cap = 30000, base = 500;
+    int shift = attempts > 1 ? attempts - 1 : 0;
+    int64_t ceiling = shift >= 16 ? cap : base << shift;
+    if (ceiling > cap)
+        ceiling = cap;
+    return (int64_t)randombytes_uniform((uint32_t)ceiling + 1);
+}
+
+/* Puts a leased job back in line (retry), or fails it when its budget or deadline is spent. */
+static sl_err_t retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const char *reason,
+                              const char *message, int64_t now_ms)
+{
+    list_del(&s->leased, j);
+    if (j->attempts >= s->cfg->max_attempts)
+        return fail_job(s, j, "failed", "provider", reason, "attempts_exhausted", 0, message,
+                        now_ms);
+    if (now_ms + delay_ms >= j->deadline_ms)
+        return fail_job(s, j, "failed", "deadline", "deadline_before_retry",
+                        "admitted_provider_rejected", 0,
+                        "the next safe attempt would miss the job's deadline", now_ms);
+    s->st.retried++;
+    j->not_before_ms = now_ms + delay_ms;
+    j->res_id[0] = '\0';
+    sl_err_t rc = sl_store_job_requeue(s->store, j->id, j->attempts, j->not_before_ms, now_ms);
+    if (rc != SL_OK)
+        return rc;
+    if (delay_ms > 0) {
+        j->state = J_DELAYED;
+        return list_add(&s->delayed, j);
+    }
+    return enqueue(s, j, 1 /*front: a retry keeps its place*/);
+}
+
+sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t now_ms)
+{
+    char why[512];
+    json_t *doc = json_loadb(json, len, 0, NULL);
+    if (doc == NULL || sl_schema_validate(s->usage_schema, doc, why, sizeof why) != SL_OK) {
+        sl_warn("invalid usage event ignored: %s", doc == NULL ? "malformed JSON" : why);
+        json_decref(doc);
+        return SL_OK;
+    }
+    sl_err_t rc = SL_OK;
+    const char *job_id = json_string_value(json_object_get(doc, "job_id"));
+    const char *res_id = json_string_value(json_object_get(doc, "reservation_id"));
+    const char *outcome = json_string_value(json_object_get(doc, "outcome"));
+    json_t *usage = json_object_get(doc, "usage");
+    json_t *latency = json_object_get(doc, "latency");
+    job_t *j = sl_hmap_get(s->jobs, job_id);
+    int current = j != NULL && j->state == J_LEASED && strcmp(j->res_id, res_id) == 0;
+    int ok = strcmp(outcome, "ok") == 0;
+    int64_t in = json_is_object(usage) ? jint(usage, "input", 0) : -1;
+    int64_t out = json_is_object(usage) ? jint(usage, "output", 0) : -1;
+    int64_t cached = json_is_object(usage) ? jint(usage, "cached", 0) : -1;
+
+    if (!current) {
+        /* A late or repeated event: its reservation already expired (charged in full, since the
+         * call may have happened) or was reconciled. A late success still completes a job that
+         * is waiting for another attempt. */
+        s->st.usage_stale++;
+        if (j != NULL && ok) {
+            if (j->state == J_LEASED) {
+                rc = sl_store_res_close(s->store, j->res_id, "expired", -1, -1, -1, "superseded",
+                                        now_ms);
+                if (rc != SL_OK)
+                    goto out;
+            }
+            outcome_t o;
+            outcome_init(&o, "succeeded");
+            o.deployment = json_string_value(json_object_get(doc, "deployment"));
+            o.response = json_object_get(doc, "response");
+            o.usage = usage;
+            o.provider_ms = json_number_value(json_object_get(latency, "total_ms"));
+            rc = finish(s, j, &o, now_ms);
+        }
+        goto out;
+    }
+
+    rc = sl_store_res_close(s->store, j->res_id, "reconciled", in, out, cached, outcome, now_ms);
+    if (rc != SL_OK)
+        goto out;
+    const sl_deployment_cfg_t *dc = &s->cfg->deployments[j->deployment];
+    if (strcmp(outcome, "not_sent") == 0) {
+        /* The dispatcher refused the lease (expired, or it does not know the deployment): no
+         * call was made, so every bucket gets its charge back. */
+        release_all(s, j, now_ms);
+        rc = retry_or_fail(s, j, 0, "not_sent", "the dispatcher could not send the request",
+                           now_ms);
+        goto out;
+    }
+    rc = settle(s, j, in >= 0 ? in + out : -1, now_ms);
+    if (rc != SL_OK)
+        goto out;
+    if (in >= 0)
+        rc = sl_store_estimate_record(s->store, s->cfg->routes[j->route].name,
+                                      sl_class_name((sl_class_t)j->cls), dc->name, j->est_input,
+                                      in, j->est_output, out);
+    if (rc != SL_OK)
+        goto out;
+
+    int64_t retry_after = jint(doc, "retry_after_ms", -1);
+    json_t *err = json_object_get(doc, "error");
+    const char *perr = json_string_value(json_object_get(err, "message"));
+    char message[512];
+    snprintf(message, sizeof message, "%s (HTTP %lld from %s): %.300s", outcome,
+             (long long)jint(doc, "http_status", 0), dc->name, perr ? perr : "");
+    if (ok) {
+        outcome_t o;
+        outcome_init(&o, "succeeded");
+        o.deployment = dc->name;
+        o.response = json_object_get(doc, "response");
+        o.usage = usage;
+        o.provider_ms = json_number_value(json_object_get(latency, "total_ms"));
+        list_del(&s->leased, j);
+        rc = finish(s, j, &o, now_ms);
+    } else if (strcmp(outcome, "rate_limited") == 0) {
+        /* Retry-After is a lower bound: the deployment pauses at least that long, plus up to
+         * 10 % jitter so paused work does not come back in one synchronised wave. */
+        s->st.provider_429++;
+        int64_t pause = retry_after > 0 ? retry_after : 1000;
+        pause += (int64_t)randombytes_uniform((uint32_t)(pause / 10 + 1));
+        if (s->deps[j->deployment].paused_until_ms < now_ms + pause)
+            s->deps[j->deployment].paused_until_ms = now_ms + pause;
+        sl_warn("deployment %s answered 429; paused %lld ms", dc->name, (long long)pause);
+        rc = retry_or_fail(s, j, 0, "provider_rate_limited", message, now_ms);
+    } else if (strcmp(outcome, "quota_exhausted") == 0) {
+        s->deps[j->deployment].paused_until_ms = now_ms + s->cfg->minute_ms;
+        list_del(&s->leased, j);
+        rc = fail_job(s, j, "failed", "policy", "provider_quota_exhausted",
+                      "admitted_provider_rejected", 0, message, now_ms);
+    } else if (strcmp(outcome, "client_error") == 0 || strcmp(outcome, "auth_error") == 0) {
+        list_del(&s->leased, j);
+        rc = fail_job(s, j, "failed",
+                      strcmp(outcome, "auth_error") == 0 ? "authentication" : "invalid_request",
+                      strcmp(outcome, "auth_error") == 0 ? "provider_auth" : "provider_bad_request",
+                      "admitted_provider_rejected", 0, message, now_ms);
+    } else {
+        /* overloaded, server_error, timeout, transport, bad_response: retryable with backoff,
+         * or after the provider's hint when it gave one. */
+        s->st.provider_5xx++;
+        int64_t delay = retry_after > 0 ? retry_after : backoff_ms(j->attempts);
+        rc = retry_or_fail(s, j, delay, "provider_unavailable", message, now_ms);
+    }
+out:
+    json_decref(doc);
+    return rc;
+}
+
+/* ---- the tick ---- */
+
+static sl_err_t expire_leases(sl_sched_t *s, int64_t now_ms)
+{
+    for (int i = 0; i < s->leased.n;) {
+        job_t *j = s->leased.items[i];
+        if (j->lease_expires_ms > now_ms) {
+            i++;
+            continue;
+        }
+        /* The dispatcher died or lost the call: its reservation stays charged (the call may
+         * have reached the provider) and the job goes back in line. */
+        s->st.lease_expired++;
+        sl_warn("lease of job %s (attempt %d) expired", j->id, j->attempts);
+        sl_err_t rc = sl_store_res_close(s->store, j->res_id, "expired", -1, -1, -1,
+                                         "lease_expired", now_ms);
+        if (rc == SL_OK)
+            rc = retry_or_fail(s, j, 0, "lease_expired",
+                               "the dispatcher holding the job did not report back in time",
+                               now_ms);
+        if (rc != SL_OK)
+            return rc;
+        /* retry_or_fail removed j from the list, so index i now holds another job */
+    }
+    return SL_OK;
+}
+
+static sl_err_t release_delayed(sl_sched_t *s, int64_t now_ms, int64_t *next_ms)
+{
+    for (int i = 0; i < s->delayed.n;) {
+        job_t *j = s->delayed.items[i];
+        if (j->not_before_ms > now_ms) {
+            if (j->not_before_ms < *next_ms)
+                *next_ms = j->not_before_ms;
+            i++;
+            continue;
+        }
+        list_del(&s->delayed, j);
+        sl_err_t rc = enqueue(s, j, 1);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return SL_OK;
+}
+
+typedef struct {
+    sl_sched_t *s;
+    int64_t now_ms;
+    job_t **expired;
+    int n, cap;
+} deadline_scan_t;
+
+static void collect_expired(const char *key, void *value, void *arg)
+{
+    (void)key;
+    deadline_scan_t *d = arg;
+    job_t *j = value;
+    if (j->state == J_LEASED || j->deadline_ms > d->now_ms)
+        return;
+    if (d->n == d->cap) {
+        int ncap = d->cap ? d->cap * 2 : 64;
+        job_t **ne = realloc(d->expired, (size_t)ncap * sizeof *ne);
+        if (ne == NULL)
+            return; /* caught at the next scan */
+        d->expired = ne;
+        d->cap = ncap;
+    }
+    d->expired[d->n++] = j;
+}
+
+static sl_err_t expire_deadlines(sl_sched_t *s, int64_t now_ms)
+{
+    deadline_scan_t d = {s, now_ms, NULL, 0, 0};
+    sl_hmap_each(s->jobs, collect_expired, &d);
+    sl_err_t rc = SL_OK;
+    for (int i = 0; i < d.n && rc == SL_OK; i++)
+        rc = fail_job(s, d.expired[i], "expired", "deadline", "deadline_exceeded",
+                      "expired_in_queue", 0,
+                      "the job's deadline passed while it waited for capacity", now_ms);
+    free(d.expired);
+    return rc;
+}
+
+int64_t sl_sched_tick(sl_sched_t *s, int64_t now_ms)
+{
+    int64_t next_ms = now_ms + SCAN_EVERY_MS;
+    sl_err_t rc = SL_OK;
+    if (now_ms - s->last_scan_ms >= SCAN_EVERY_MS || s->delayed.n > 0) {
+        rc = expire_leases(s, now_ms);
+        if (rc == SL_OK)
+            rc = release_delayed(s, now_ms, &next_ms);
+        s->last_scan_ms = now_ms;
+    }
+    if (rc == SL_OK && now_ms - s->last_deadline_scan_ms >= DEADLINE_SCAN_EVERY_MS) {
+        rc = expire_deadlines(s, now_ms);
+        s->last_deadline_scan_ms = now_ms;
+    }
+    int budget = MAX_DISPATCH_PER_TICK;
+    for (int r = 0; rc == SL_OK && r < s->cfg->nroutes; r++) {
+        rc = schedule_route(s, r, now_ms, &budget);
+        route_t *route = &s->routes[r];
+        if (sl_drr_len(route->drr) > 0 && route->blocked_until_ms > now_ms &&
+            route->blocked_until_ms < next_ms)
+            next_ms = route->blocked_until_ms;
+    }
+    if (budget == 0)
+        next_ms = now_ms + 1;
+    if (rc == SL_OK && now_ms - s->last_bucket_save_ms >= BUCKET_SAVE_EVERY_MS) {
+        rc = save_buckets(s, now_ms);
+        s->last_bucket_save_ms = now_ms;
+    }
+    if (rc != SL_OK)
+        sl_error("scheduling step failed: %s", sl_strerror(rc));
+    for (int i = 0; i < s->leased.n; i++) {
+        if (s->leased.items[i]->lease_expires_ms < next_ms)
+            next_ms = s->leased.items[i]->lease_expires_ms;
+    }
+    int64_t wait = next_ms - now_ms;
+    return wait >= 1 ? wait : 1;
+}
+
+void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out)
+{
+    *out = s->st;
+    out->leased = s->leased.n;
+    out->delayed = s->delayed.n;
+    size_t queued = 0;
+    for (int r = 0; r < s->cfg->nroutes; r++)
+        queued += sl_drr_len(s->routes[r].drr);
+    out->queued = (int64_t)queued;
+}
+
+int sl_sched_bucket_count(const sl_sched_t *s)
+{
+    return sl_ledger_count(s->ledger);
+}
+
+void sl_sched_bucket(sl_sched_t *s, int i, int64_t now_ms, const char **id, double *level,
+                     double *capacity)
+{
+    *id = sl_ledger_id(s->ledger, i);
+    *level = sl_ledger_level(s->ledger, i, now_ms);
+    *capacity = sl_ledger_capacity(s->ledger, i);
+}

@@ -1,0 +1,487 @@
+/* store.c - SQLite persistence for the scheduler (see store.h).
+ *
+ * Statements are prepared once; bind() takes a small format string so each query reads as one
+ * line: 's' text, 'I' int64, 'i' int, 'd' double, 'n' NULL.
+ */
+#include "store.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+enum {
+    Q_JOB_INSERT,
+    Q_JOB_EXISTING,
+    Q_JOB_JSON,
+    Q_JOB_LEASE,
+    Q_JOB_REQUEUE,
+    Q_JOB_FINISH,
+    Q_UNFINISHED,
+    Q_RES_OPEN,
+    Q_CHARGE_ADD,
+    Q_RES_CLOSE,
+    Q_CHARGE_SETTLE,
+    Q_RES_CHARGES,
+    Q_BUCKET_SAVE,
+    Q_BUCKET_LOAD,
+    Q_OUTBOX_ADD,
+    Q_OUTBOX_DEL,
+    Q_OUTBOX_EACH,
+    Q_ESTIMATE,
+    Q_COUNT_JOBS,
+    Q_COUNT_RES,
+    Q_COUNT_
+};
+
+static const char *const sql_text[Q_COUNT_] = {
+    [Q_JOB_INSERT] = "INSERT INTO jobs (job_id, idempotency_key, tenant, app, env, key_id, route,"
+                     " class, state, submitted_ms, deadline_ms, est_input, est_output, est_total,"
+                     " job_json, updated_ms) VALUES (?,?,?,?,?,?,?,?,'queued',?,?,?,?,?,?,?)"
+                     " ON CONFLICT (job_id) DO NOTHING",
+    [Q_JOB_EXISTING] = "SELECT state, result_json FROM jobs WHERE job_id = ?",
+    [Q_JOB_JSON] = "SELECT job_json FROM jobs WHERE job_id = ?",
+    [Q_JOB_LEASE] = "UPDATE jobs SET state = 'leased', attempts = ?, lease_expires_ms = ?,"
+                    " reservation_id = ?, deployment = ?, updated_ms = ?,"
+                    " first_dispatch_ms = COALESCE(first_dispatch_ms, ?) WHERE job_id = ?",
+    [Q_JOB_REQUEUE] = "UPDATE jobs SET state = 'queued', attempts = ?, not_before_ms = ?,"
+                      " lease_expires_ms = NULL, reservation_id = NULL, updated_ms = ?"
+                      " WHERE job_id = ?",
+    [Q_JOB_FINISH] = "UPDATE jobs SET state = 'done', status = ?, result_json = ?,"
+                     " lease_expires_ms = NULL, updated_ms = ? WHERE job_id = ?",
+    [Q_UNFINISHED] = "SELECT job_id, tenant, route, class, state, reservation_id, deployment,"
+                     " attempts, submitted_ms, deadline_ms, not_before_ms, est_input, est_output,"
+                     " est_total, COALESCE(lease_expires_ms, 0) FROM jobs WHERE state <> 'done'"
+                     " ORDER BY submitted_ms",
+    [Q_RES_OPEN] = "INSERT INTO reservations (reservation_id, job_id, attempt, tenant, route,"
+                   " class, deployment, idempotency_key, est_input, est_output, created_ms,"
+                   " expires_ms, queue_deadline_ms, state) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                   "'open')",
+    [Q_CHARGE_ADD] = "INSERT INTO reservation_charges (reservation_id, bucket_id, amount, rule)"
+                     " VALUES (?,?,?,?)",
+    [Q_RES_CLOSE] = "UPDATE reservations SET state = ?, actual_input = ?, actual_output = ?,"
+                    " actual_cached = ?, outcome = ?, closed_ms = ? WHERE reservation_id = ?"
+                    " AND state = 'open'",
+    [Q_CHARGE_SETTLE] = "UPDATE reservation_charges SET settled = ? WHERE reservation_id = ?"
+                        " AND bucket_id = ?",
+    [Q_RES_CHARGES] = "SELECT bucket_id, amount, rule FROM reservation_charges"
+                      " WHERE reservation_id = ?",
+    [Q_BUCKET_SAVE] = "INSERT INTO buckets (bucket_id, scope, dimension, algorithm, unit, source,"
+                      " capacity, rate_per_min, level, updated_ms) VALUES (?,?,?,'token_bucket',"
+                      " ?, 'config', ?,?,?,?) ON CONFLICT (bucket_id) DO UPDATE SET"
+                      " capacity = excluded.capacity, rate_per_min = excluded.rate_per_min,"
+                      " level = excluded.level, updated_ms = excluded.updated_ms",
+    [Q_BUCKET_LOAD] = "SELECT level, updated_ms FROM buckets WHERE bucket_id = ?",
+    [Q_OUTBOX_ADD] = "INSERT INTO outbox (topic, msg_key, value, created_ms) VALUES (?,?,?,?)",
+    [Q_OUTBOX_DEL] = "DELETE FROM outbox WHERE seq = ?",
+    [Q_OUTBOX_EACH] = "SELECT seq, topic, msg_key, value FROM outbox ORDER BY seq",
+    [Q_ESTIMATE] = "INSERT INTO estimate_stats (route, class, deployment, n, est_input,"
+                   " real_input, est_output, real_output) VALUES (?,?,?,1,?,?,?,?)"
+                   " ON CONFLICT (route, class, deployment) DO UPDATE SET n = n + 1,"
+                   " est_input = est_input + excluded.est_input,"
+                   " real_input = real_input + excluded.real_input,"
+                   " est_output = est_output + excluded.est_output,"
+                   " real_output = real_output + excluded.real_output",
+    [Q_COUNT_JOBS] = "SELECT COUNT(*) FROM jobs WHERE state = ?",
+    [Q_COUNT_RES] = "SELECT COUNT(*) FROM reservations WHERE state = 'open'",
+};
+
+struct sl_store {
+    sqlite3 *db;
+    sqlite3_stmt *stmt[Q_COUNT_];
+    int lock_fd;
+    int is_new;
+};
+
+static sl_err_t db_err(sl_store_t *s, const char *what)
+{
+    sl_error("sqlite %s: %s", what, sqlite3_errmsg(s->db));
+    return SL_EDB;
+}
+
+/* Resets statement q and binds the arguments described by fmt. */
+static sqlite3_stmt *bind(sl_store_t *s, int q, const char *fmt, ...)
+{
+    sqlite3_stmt *st = s->stmt[q];
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    va_list ap;
+    va_start(ap, fmt);
+    for (int i = 0; fmt[i] != '\0'; i++) {
+        int col = i + 1;
+        switch (fmt[i]) {
+        case 's': {
+            const char *v = va_arg(ap, const char *);
+            if (v == NULL)
+                sqlite3_bind_null(st, col);
+            else
+                sqlite3_bind_text(st, col, v, -1, SQLITE_TRANSIENT);
+            break;
+        }
+        case 'I':
+            sqlite3_bind_int64(st, col, va_arg(ap, int64_t));
+            break;
+        case 'i':
+            sqlite3_bind_int(st, col, va_arg(ap, int));
+            break;
+        case 'd':
+            sqlite3_bind_double(st, col, va_arg(ap, double));
+            break;
+        default:
+            sqlite3_bind_null(st, col);
+            break;
+        }
+    }
+    va_end(ap);
+    return st;
+}
+
+/* Runs a statement that returns no rows. */
+static sl_err_t run(sl_store_t *s, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_OK : db_err(s, what);
+}
+
+static sl_err_t exec_sql(sl_store_t *s, const char *sql)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        sl_error("sqlite: %s", msg != NULL ? msg : "?");
+        sqlite3_free(msg);
+        return SL_EDB;
+    }
+    return SL_OK;
+}
+
+sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **out, char *err,
+                       size_t errlen)
+{
+    *out = NULL;
+    sl_store_t *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return SL_ENOMEM;
+    sl_err_t rc = SL_OK;
+    char *schema = NULL;
+    char lock_path[1024];
+    snprintf(lock_path, sizeof lock_path, "%s.lock", db_path);
+    s->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (s->lock_fd < 0) {
+        snprintf(err, errlen, "cannot open %s", lock_path);
+        rc = SL_EIO;
+        goto fail;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, errlen,
+                 "%s is in use by another scheduler: one scheduler owns a capacity domain",
+                 db_path);
+        rc = SL_EBUSY;
+        goto fail;
+    }
+    s->is_new = access(db_path, F_OK) != 0;
+    if (sqlite3_open_v2(db_path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+        SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s: %s", db_path,
+                 s->db ? sqlite3_errmsg(s->db) : "out of memory");
+        rc = SL_EDB;
+        goto fail;
+    }
+    sqlite3_busy_timeout(s->db, 5000);
+    rc = sl_read_file(sql_path, 1 << 20, &schema, NULL);
+    if (rc != SL_OK) {
+        snprintf(err, errlen, "cannot read SQL schema %s: %s", sql_path, sl_strerror(rc));
+        goto fail;
+    }
+    if (exec_sql(s, schema) != SL_OK) {
+        snprintf(err, errlen, "cannot apply SQL schema %s: %s", sql_path, sqlite3_errmsg(s->db));
+        rc = SL_EDB;
+        goto fail;
+    }
+    for (int q = 0; q < Q_COUNT_; q++) {
+        if (sqlite3_prepare_v3(s->db, sql_text[q], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[q],
+                               NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "prepare: %s", sqlite3_errmsg(s->db));
+            rc = SL_EDB;
+            goto fail;
+        }
+    }
+    free(schema);
+    *out = s;
+    return SL_OK;
+fail:
+    free(schema);
+    sl_store_close(s);
+    return rc;
+}
+
+void sl_store_close(sl_store_t *s)
+{
+    if (s == NULL)
+        return;
+    for (int q = 0; q < Q_COUNT_; q++)
+        sqlite3_finalize(s->stmt[q]);
+    sqlite3_close(s->db);
+    if (s->lock_fd > 0)
+        close(s->lock_fd);
+    free(s);
+}
+
+int sl_store_is_new(const sl_store_t *s)
+{
+    return s->is_new;
+}
+
+sl_err_t sl_store_begin(sl_store_t *s)
+{
+    return exec_sql(s, "BEGIN IMMEDIATE");
+}
+
+sl_err_t sl_store_commit(sl_store_t *s)
+{
+    return exec_sql(s, "COMMIT");
+}
+
+void sl_store_rollback(sl_store_t *s)
+{
+    exec_sql(s, "ROLLBACK");
+}
+
+static char *column_dup(sqlite3_stmt *st, int col)
+{
+    const unsigned char *v = sqlite3_column_text(st, col);
+    return v != NULL ? strdup((const char *)v) : NULL;
+}
+
+sl_err_t sl_store_job_insert(sl_store_t *s, const sl_store_job_t *j, int64_t now_ms,
+                             char **result_json)
+{
+    *result_json = NULL;
+    sqlite3_stmt *st = bind(s, Q_JOB_INSERT, "ssssssssIIIIIsI", j->job_id, j->idempotency_key,
+                            j->tenant, j->app, j->env, j->key_id, j->route, j->cls,
+                            j->submitted_ms, j->deadline_ms, j->est_input, j->est_output,
+                            j->est_total, j->job_json, now_ms);
+    sl_err_t rc = run(s, st, "job insert");
+    if (rc != SL_OK)
+        return rc;
+    if (sqlite3_changes(s->db) == 1)
+        return SL_OK;
+    st = bind(s, Q_JOB_EXISTING, "s", j->job_id);
+    if (sqlite3_step(st) == SQLITE_ROW &&
+        strcmp((const char *)sqlite3_column_text(st, 0), "done") == 0)
+        *result_json = column_dup(st, 1);
+    sqlite3_reset(st);
+    return SL_EEXISTS;
+}
+
+sl_err_t sl_store_job_json(sl_store_t *s, const char *job_id, char **json)
+{
+    *json = NULL;
+    sqlite3_stmt *st = bind(s, Q_JOB_JSON, "s", job_id);
+    sl_err_t rc = SL_ENOTFOUND;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *json = column_dup(st, 0);
+        rc = *json != NULL ? SL_OK : SL_ENOMEM;
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+sl_err_t sl_store_job_lease(sl_store_t *s, const char *job_id, int attempts,
+                            int64_t lease_expires_ms, const char *reservation_id,
+                            const char *deployment, int64_t now_ms)
+{
+    return run(s,
+               bind(s, Q_JOB_LEASE, "iIssIIs", attempts, lease_expires_ms, reservation_id,
+                    deployment, now_ms, now_ms, job_id),
+               "job lease");
+}
+
+sl_err_t sl_store_job_requeue(sl_store_t *s, const char *job_id, int attempts,
+                              int64_t not_before_ms, int64_t now_ms)
+{
+    return run(s, bind(s, Q_JOB_REQUEUE, "iIIs", attempts, not_before_ms, now_ms, job_id),
+               "job requeue");
+}
+
+sl_err_t sl_store_job_finish(sl_store_t *s, const char *job_id, const char *status,
+                             const char *result_json, const char *topic, int64_t now_ms,
+                             int64_t *seq)
+{
+    sl_err_t rc = run(s, bind(s, Q_JOB_FINISH, "ssIs", status, result_json, now_ms, job_id),
+                      "job finish");
+    if (rc != SL_OK)
+        return rc;
+    return sl_store_outbox_add(s, topic, job_id, result_json, now_ms, seq);
+}
+
+sl_err_t sl_store_each_unfinished(sl_store_t *s,
+                                  void (*fn)(const sl_store_row_t *row, void *arg), void *arg)
+{
+    sqlite3_stmt *st = bind(s, Q_UNFINISHED, "");
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sl_store_row_t row;
+        row.job_id = (const char *)sqlite3_column_text(st, 0);
+        row.tenant = (const char *)sqlite3_column_text(st, 1);
+        row.route = (const char *)sqlite3_column_text(st, 2);
+        row.cls = (const char *)sqlite3_column_text(st, 3);
+        row.state = (const char *)sqlite3_column_text(st, 4);
+        row.reservation_id = (const char *)sqlite3_column_text(st, 5);
+        row.deployment = (const char *)sqlite3_column_text(st, 6);
+        row.attempts = sqlite3_column_int(st, 7);
+        row.submitted_ms = sqlite3_column_int64(st, 8);
+        row.deadline_ms = sqlite3_column_int64(st, 9);
+        row.not_before_ms = sqlite3_column_int64(st, 10);
+        row.est_input = sqlite3_column_int64(st, 11);
+        row.est_output = sqlite3_column_int64(st, 12);
+        row.est_total = sqlite3_column_int64(st, 13);
+        row.lease_expires_ms = sqlite3_column_int64(st, 14);
+        fn(&row, arg);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_OK : db_err(s, "unfinished jobs");
+}
+
+sl_err_t sl_store_res_open(sl_store_t *s, const sl_store_res_t *r, int ncharges,
+                           const char *const *bucket_ids, const double *amounts,
+                           const char *const *rules)
+{
+    sl_err_t rc = run(s,
+                      bind(s, Q_RES_OPEN, "ssisssssIIIII", r->reservation_id, r->job_id,
+                           r->attempt, r->tenant, r->route, r->cls, r->deployment,
+                           r->idempotency_key, r->est_input, r->est_output, r->created_ms,
+                           r->expires_ms, r->queue_deadline_ms),
+                      "reservation open");
+    for (int i = 0; rc == SL_OK && i < ncharges; i++)
+        rc = run(s,
+                 bind(s, Q_CHARGE_ADD, "ssds", r->reservation_id, bucket_ids[i], amounts[i],
+                      rules[i]),
+                 "charge add");
+    return rc;
+}
+
+sl_err_t sl_store_res_close(sl_store_t *s, const char *reservation_id, const char *state,
+                            int64_t input, int64_t output, int64_t cached, const char *outcome,
+                            int64_t now_ms)
+{
+    sqlite3_stmt *st = bind(s, Q_RES_CLOSE, "sIIIsIs", state, input, output, cached, outcome,
+                            now_ms, reservation_id);
+    if (input < 0)
+        sqlite3_bind_null(st, 2);
+    if (output < 0)
+        sqlite3_bind_null(st, 3);
+    if (cached < 0)
+        sqlite3_bind_null(st, 4);
+    return run(s, st, "reservation close");
+}
+
+sl_err_t sl_store_charge_settle(sl_store_t *s, const char *reservation_id, const char *bucket_id,
+                                double settled)
+{
+    return run(s, bind(s, Q_CHARGE_SETTLE, "dss", settled, reservation_id, bucket_id),
+               "charge settle");
+}
+
+sl_err_t sl_store_res_charges(sl_store_t *s, const char *reservation_id,
+                              void (*fn)(const char *bucket_id, double amount, const char *rule,
+                                         void *arg),
+                              void *arg)
+{
+    sqlite3_stmt *st = bind(s, Q_RES_CHARGES, "s", reservation_id);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        fn((const char *)sqlite3_column_text(st, 0), sqlite3_column_double(st, 1),
+           (const char *)sqlite3_column_text(st, 2), arg);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_OK : db_err(s, "reservation charges");
+}
+
+sl_err_t sl_store_bucket_save(sl_store_t *s, const char *bucket_id, const char *scope,
+                              const char *dimension, double capacity, double rate_per_min,
+                              double level, int64_t updated_ms)
+{
+    return run(s,
+               bind(s, Q_BUCKET_SAVE, "ssssdddI", bucket_id, scope, dimension, dimension,
+                    capacity, rate_per_min, level, updated_ms),
+               "bucket save");
+}
+
+sl_err_t sl_store_bucket_load(sl_store_t *s, const char *bucket_id, double *level,
+                              int64_t *updated_ms)
+{
+    sqlite3_stmt *st = bind(s, Q_BUCKET_LOAD, "s", bucket_id);
+    sl_err_t rc = SL_ENOTFOUND;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *level = sqlite3_column_double(st, 0);
+        *updated_ms = sqlite3_column_int64(st, 1);
+        rc = SL_OK;
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+sl_err_t sl_store_outbox_add(sl_store_t *s, const char *topic, const char *key,
+                             const char *value, int64_t now_ms, int64_t *seq)
+{
+    sl_err_t rc = run(s, bind(s, Q_OUTBOX_ADD, "sssI", topic, key, value, now_ms), "outbox add");
+    if (rc == SL_OK && seq != NULL)
+        *seq = sqlite3_last_insert_rowid(s->db);
+    return rc;
+}
+
+sl_err_t sl_store_outbox_delete(sl_store_t *s, int64_t seq)
+{
+    return run(s, bind(s, Q_OUTBOX_DEL, "I", seq), "outbox delete");
+}
+
+sl_err_t sl_store_outbox_each(sl_store_t *s,
+                              void (*fn)(int64_t seq, const char *topic, const char *key,
+                                         const char *value, void *arg),
+                              void *arg)
+{
+    sqlite3_stmt *st = bind(s, Q_OUTBOX_EACH, "");
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        fn(sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
+           (const char *)sqlite3_column_text(st, 2), (const char *)sqlite3_column_text(st, 3),
+           arg);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_OK : db_err(s, "outbox scan");
+}
+
+sl_err_t sl_store_estimate_record(sl_store_t *s, const char *route, const char *cls,
+                                  const char *deployment, int64_t est_input, int64_t real_input,
+                                  int64_t est_output, int64_t real_output)
+{
+    return run(s,
+               bind(s, Q_ESTIMATE, "sssIIII", route, cls, deployment, est_input, real_input,
+                    est_output, real_output),
+               "estimate record");
+}
+
+static int64_t count(sqlite3_stmt *st)
+{
+    int64_t n = -1;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    return n;
+}
+
+int64_t sl_store_count_jobs(sl_store_t *s, const char *state)
+{
+    return count(bind(s, Q_COUNT_JOBS, "s", state));
+}
+
+int64_t sl_store_count_open_reservations(sl_store_t *s)
+{
+    return count(bind(s, Q_COUNT_RES, ""));
+}

@@ -1,0 +1,108 @@
+/* store.h - the scheduler's durable state in SQLite (WAL): jobs, reservations and their charges,
+ * bucket levels, the results outbox and estimate statistics. The SQL schema lives in
+ * schema/ledger.sql.
+ *
+ * Callers group changes in transactions (sl_store_begin/commit); Kafka offsets are committed
+ * only after the transaction that made their effects durable. One scheduler owns a database
+ * file: sl_store_open takes an exclusive lock on it.
+ */
+#ifndef SL_STORE_H
+#define SL_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+typedef struct sl_store sl_store_t;
+
+/* Opens (creating if needed) the database at db_path and applies the SQL schema file.
+ * *out set only on success. Fails with SL_EBUSY when another scheduler holds the file. */
+sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **out, char *err,
+                       size_t errlen);
+void sl_store_close(sl_store_t *s);
+
+sl_err_t sl_store_begin(sl_store_t *s);
+sl_err_t sl_store_commit(sl_store_t *s);
+void sl_store_rollback(sl_store_t *s);
+/* Whether the database was created by this open (no earlier state to distrust). */
+int sl_store_is_new(const sl_store_t *s);
+
+typedef struct {
+    const char *job_id, *idempotency_key, *tenant, *app, *env, *key_id, *route, *cls;
+    int64_t submitted_ms, deadline_ms, est_input, est_output, est_total;
+    const char *job_json;
+} sl_store_job_t;
+
+/* Inserts a new queued job. When the job id exists: SL_EEXISTS, and if that job is finished,
+ * *result_json (caller frees) holds its result so it can be sent again; else NULL. */
+sl_err_t sl_store_job_insert(sl_store_t *s, const sl_store_job_t *job, int64_t now_ms,
+                             char **result_json);
+/* The stored job message (caller frees). */
+sl_err_t sl_store_job_json(sl_store_t *s, const char *job_id, char **json);
+sl_err_t sl_store_job_lease(sl_store_t *s, const char *job_id, int attempts,
+                            int64_t lease_expires_ms, const char *reservation_id,
+                            const char *deployment, int64_t now_ms);
+sl_err_t sl_store_job_requeue(sl_store_t *s, const char *job_id, int attempts,
+                              int64_t not_before_ms, int64_t now_ms);
+/* Marks the job done with status and result, and queues the result in the outbox; *seq gets the
+ * outbox row. */
+sl_err_t sl_store_job_finish(sl_store_t *s, const char *job_id, const char *status,
+                             const char *result_json, const char *topic, int64_t now_ms,
+                             int64_t *seq);
+
+typedef struct {
+    const char *job_id, *tenant, *route, *cls, *state, *reservation_id, *deployment;
+    int attempts;
+    int64_t submitted_ms, deadline_ms, not_before_ms, est_input, est_output, est_total;
+    int64_t lease_expires_ms;
+} sl_store_row_t;
+
+/* Calls fn for each job not yet done (queued or leased), oldest first. */
+sl_err_t sl_store_each_unfinished(sl_store_t *s,
+                                  void (*fn)(const sl_store_row_t *row, void *arg), void *arg);
+
+typedef struct {
+    const char *reservation_id, *job_id, *tenant, *route, *cls, *deployment, *idempotency_key;
+    int attempt;
+    int64_t est_input, est_output, created_ms, expires_ms, queue_deadline_ms;
+} sl_store_res_t;
+
+sl_err_t sl_store_res_open(sl_store_t *s, const sl_store_res_t *res, int ncharges,
+                           const char *const *bucket_ids, const double *amounts,
+                           const char *const *rules);
+/* Closes a reservation as "reconciled" or "expired" with the real usage (-1 = unknown). */
+sl_err_t sl_store_res_close(sl_store_t *s, const char *reservation_id, const char *state,
+                            int64_t input, int64_t output, int64_t cached, const char *outcome,
+                            int64_t now_ms);
+sl_err_t sl_store_charge_settle(sl_store_t *s, const char *reservation_id, const char *bucket_id,
+                                double settled);
+/* Calls fn for each charge of a reservation. */
+sl_err_t sl_store_res_charges(sl_store_t *s, const char *reservation_id,
+                              void (*fn)(const char *bucket_id, double amount, const char *rule,
+                                         void *arg),
+                              void *arg);
+
+sl_err_t sl_store_bucket_save(sl_store_t *s, const char *bucket_id, const char *scope,
+                              const char *dimension, double capacity, double rate_per_min,
+                              double level, int64_t updated_ms);
+sl_err_t sl_store_bucket_load(sl_store_t *s, const char *bucket_id, double *level,
+                              int64_t *updated_ms);
+
+sl_err_t sl_store_outbox_add(sl_store_t *s, const char *topic, const char *key,
+                             const char *value, int64_t now_ms, int64_t *seq);
+sl_err_t sl_store_outbox_delete(sl_store_t *s, int64_t seq);
+sl_err_t sl_store_outbox_each(sl_store_t *s,
+                              void (*fn)(int64_t seq, const char *topic, const char *key,
+                                         const char *value, void *arg),
+                              void *arg);
+
+sl_err_t sl_store_estimate_record(sl_store_t *s, const char *route, const char *cls,
+                                  const char *deployment, int64_t est_input, int64_t real_input,
+                                  int64_t est_output, int64_t real_output);
+
+/* Counts of jobs by state ("queued", "leased", "done") and open reservations. */
+int64_t sl_store_count_jobs(sl_store_t *s, const char *state);
+int64_t sl_store_count_open_reservations(sl_store_t *s);
+
+#endif
