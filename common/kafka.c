@@ -150,6 +150,10 @@ sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const 
         return SL_EKAFKA;
     }
     rd_kafka_poll_set_consumer(rk);
+    if (ntopics == 0) {
+        *out = rk; /* the caller assigns partitions itself */
+        return SL_OK;
+    }
     rd_kafka_topic_partition_list_t *subs = rd_kafka_topic_partition_list_new(ntopics);
     for (int i = 0; i < ntopics; i++)
         rd_kafka_topic_partition_list_add(subs, topics[i], RD_KAFKA_PARTITION_UA);

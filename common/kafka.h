@@ -23,7 +23,7 @@ sl_err_t sl_kafka_producer_new(const sl_config_t *cfg, const char *client_id,
                                void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                                void *opaque, rd_kafka_t **out, char *err, size_t errlen);
 
-/* Creates a consumer in group, subscribed to the ntopics topics, with auto-commit off and
+/* Creates a consumer in group, subscribed to the ntopics topics (none: the caller assigns), with auto-commit off and
  * reading from the earliest offset when the group has none. extra_props (name, value pairs,
  * NULL-terminated, may be NULL) override defaults. */
 sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const char *client_id,
