@@ -515,3 +515,13 @@ int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route)
     }
     return 0;
 }
+
+int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d)
+{
+    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
+    if (dc->rpm <= 0 && dc->tpm <= 0)
+        return INT64_MAX;
+    double slice_ms = (double)cfg->minute_ms / (double)dc->slices_per_minute;
+    double ms = slice_ms * (1.0 - dc->burst_fraction) / dc->headroom;
+    return ms < 50 ? 50 : (int64_t)ms;
+}

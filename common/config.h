@@ -127,6 +127,13 @@ int sl_config_deployment(const sl_config_t *cfg, const char *name);
 int sl_config_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32]);
 int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route);
 
+/* How late a dispatch may reach the provider after the scheduler admitted it, for deployment d:
+ * the part of the provider's burst the ledger keeps unused (the margin) lasts this long at the
+ * planned rate. A dispatch older than this is not sent (its admission decision is stale: e.g.
+ * it waited in Kafka while no dispatcher was consuming), so a backlog of old dispatches can never
+ * reach the provider as one burst. INT64_MAX for a deployment without limits. */
+int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d);
+
 const char *sl_class_name(sl_class_t c);
 int sl_class_parse(const char *name); /* -1 when unknown */
 

@@ -274,14 +274,23 @@ void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char 
     const char *dep_name = json_string_value(json_object_get(doc, "deployment"));
     int attempt = (int)json_integer_value(json_object_get(doc, "attempt"));
     int64_t lease_expires = json_integer_value(json_object_get(doc, "lease_expires_ms"));
+    int64_t issued = json_integer_value(json_object_get(doc, "issued_ms"));
     int d = sl_config_deployment(e->cfg, dep_name);
     int64_t budget_ms = lease_expires - now_ms - LEASE_GUARD_MS;
-    if (d < 0 || budget_ms <= 0) {
-        /* Too late or unknown: the call must not happen after the scheduler stopped counting
-         * on it. The scheduler releases the reservation and retries. */
+    const char *why_not = NULL;
+    if (d < 0)
+        why_not = "unknown deployment";
+    else if (budget_ms <= 0)
+        why_not = "lease expired";
+    else if (now_ms - issued > sl_config_dispatch_max_age_ms(e->cfg, d))
+        why_not = "stale dispatch: it waited too long before reaching a dispatcher";
+    if (why_not != NULL) {
+        /* The call must not happen after the scheduler stopped counting on it, nor so late
+         * that it could join a burst the ledger did not plan. The scheduler releases the
+         * reservation and schedules the job again. */
         e->st.not_sent++;
         emit_usage(e, job_id, attempt, res_id, dep_name, "not_sent", 0, NULL, NULL, 0, 0,
-                   now_ms, now_ms, d < 0 ? "unknown deployment" : "lease expired");
+                   now_ms, now_ms, why_not);
         json_decref(doc);
         return;
     }

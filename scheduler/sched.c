@@ -918,13 +918,6 @@ static sl_err_t settle(sl_sched_t *s, job_t *j, int64_t total, int64_t now_ms)
     return SL_OK;
 }
 
-/* Gives every charge back: the call was never made. */
-static void release_all(sl_sched_t *s, job_t *j, int64_t now_ms)
-{
-    for (int i = 0; i < j->ncharges; i++)
-        sl_ledger_credit(s->ledger, j->charges[i].bucket, j->charges[i].amount, now_ms);
-}
-
 /* Backoff without a provider hint: capped exponential with full jitter. */
 static int64_t backoff_ms(int attempts)
 {
@@ -1011,11 +1004,15 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         goto out;
     const sl_deployment_cfg_t *dc = &s->cfg->deployments[j->deployment];
     if (strcmp(outcome, "not_sent") == 0) {
-        /* The dispatcher refused the lease (expired, or it does not know the deployment): no
-         * call was made, so every bucket gets its charge back. */
-        release_all(s, j, now_ms);
-        rc = retry_or_fail(s, j, 0, "not_sent", "the dispatcher could not send the request",
-                           now_ms);
+        /* The dispatcher refused the lease (stale, expired, or an unknown deployment): no call
+         * was made, so our own budgets get everything back. The provider-mirror buckets keep
+         * the charge: giving it back at once would let a fresh burst join dispatches that are
+         * still on their way (admitted just before, delayed by the same outage), and the
+         * provider would see both at once. */
+        rc = settle(s, j, -1, now_ms);
+        if (rc == SL_OK)
+            rc = retry_or_fail(s, j, 0, "not_sent", "the dispatcher could not send the request",
+                               now_ms);
         goto out;
     }
     rc = settle(s, j, in >= 0 ? in + out : -1, now_ms);

@@ -1,0 +1,287 @@
+/* e2e_pipeline - the whole pipeline over real processes and TCP: 2,000 jobs from 3 tenants,
+ * mixed with one of each kind of bad input, against two simulated deployments whose token limits
+ * are the bottleneck (minutes shortened to 3 s). Asserts: every job has exactly one terminal
+ * result, good jobs succeed, each bad input is rejected with its reason, the simulator refused
+ * nothing, throughput after warm-up is >= 90 % of the binding limit, and no reservation or job
+ * is left open. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "hmap.h"
+#include "sign.h"
+#include "util.h"
+
+enum { GOOD_JOBS = 2000, MINUTE_MS = 3000, TPM_A = 40000, TPM_B = 20000 };
+
+static void key_hash_hex(const char *key, char *hex)
+{
+    uint8_t h[32];
+    sl_keyhash(key, strlen(key), h);
+    sl_hex_encode(h, sizeof h, hex);
+}
+
+static const char *write_configs(int sim_port, char **sim_cfg, char **db)
+{
+    const char *dir = h_tmpdir();
+    char h1[65], h2[65], h3[65];
+    key_hash_hex("sk-e2e-tenant-one", h1);
+    key_hash_hex("sk-e2e-tenant-two", h2);
+    key_hash_hex("sk-e2e-tenant-three", h3);
+    static char dbpath[4096];
+    snprintf(dbpath, sizeof dbpath, "%s/sluice.db", dir);
+    *db = dbpath;
+    char sim[2048];
+    snprintf(sim, sizeof sim,
+             "{\"minute_ms\": %d, \"deployments\": ["
+             "{\"name\": \"sim-a\", \"model\": \"gpt-4o-mini\", \"rpm\": 60000, \"tpm\": %d,"
+             " \"slices_per_minute\": 10, \"ttft_ms\": 20, \"ms_per_token\": 0.2,"
+             " \"output_min\": 20, \"output_max\": 90, \"api_key\": \"e2e-provider-key\"},"
+             "{\"name\": \"sim-b\", \"model\": \"gpt-4o-mini\", \"rpm\": 60000, \"tpm\": %d,"
+             " \"slices_per_minute\": 10, \"ttft_ms\": 20, \"ms_per_token\": 0.2,"
+             " \"output_min\": 20, \"output_max\": 90, \"api_key\": \"e2e-provider-key\"}]}",
+             MINUTE_MS, TPM_A, TPM_B);
+    *sim_cfg = strdup(h_write("sim.json", sim));
+    char *keyfile = strdup(h_write("provider.key", "e2e-provider-key\n"));
+    char cfg[8192];
+    snprintf(cfg, sizeof cfg,
+             "{\"minute_ms\": %d,"
+             " \"kafka\": {\"bootstrap_file\": \"%s/bootstrap\"},"
+             " \"ingest\": {\"max_request_bytes\": 65536},"
+             " \"scheduler\": {\"db\": \"%s\", \"lease_ms\": 20000, \"max_attempts\": 5},"
+             " \"signing\": {\"secret_key_file\": \"%s/dispatch.key\","
+             "               \"public_key_file\": \"%s/dispatch.pub\"},"
+             " \"deployments\": ["
+             "  {\"name\": \"sim-a\", \"base_url\": \"http://127.0.0.1:%d/sim-a/v1\","
+             "   \"model\": \"gpt-4o-mini\", \"api_key_file\": \"%s\","
+             "   \"limits\": {\"rpm\": 60000, \"tpm\": %d}, \"slices_per_minute\": 10,"
+             "   \"max_output_tokens\": 4096},"
+             "  {\"name\": \"sim-b\", \"base_url\": \"http://127.0.0.1:%d/sim-b/v1\","
+             "   \"model\": \"gpt-4o-mini\", \"api_key_file\": \"%s\","
+             "   \"limits\": {\"rpm\": 60000, \"tpm\": %d}, \"slices_per_minute\": 10,"
+             "   \"max_output_tokens\": 4096}],"
+             " \"routes\": [{\"name\": \"chat\", \"deployments\": [\"sim-a\", \"sim-b\"],"
+             "               \"default_max_tokens\": 100},"
+             "             {\"name\": \"premium\", \"deployments\": [\"sim-a\"]}],"
+             " \"tenants\": [{\"name\": \"t1\"}, {\"name\": \"t2\"},"
+             "               {\"name\": \"t3\", \"routes\": [\"chat\"]}],"
+             " \"keys\": [{\"id\": \"k1\", \"tenant\": \"t1\", \"hash\": \"%s\"},"
+             "          {\"id\": \"k2\", \"tenant\": \"t2\", \"hash\": \"%s\"},"
+             "          {\"id\": \"k3\", \"tenant\": \"t3\", \"hash\": \"%s\"}]}",
+             MINUTE_MS, dir, dbpath, dir, dir, sim_port, keyfile, TPM_A, sim_port, keyfile, TPM_B,
+             h1, h2, h3);
+    free(keyfile);
+    return strdup(h_write("sluice.json", cfg));
+}
+
+static const char *const tenant_keys[3] = {"sk-e2e-tenant-one", "sk-e2e-tenant-two",
+                                           "sk-e2e-tenant-three"};
+
+/* One bad input: the message text, the idempotency key its result carries (NULL when the
+ * rejection cannot know it) and the reason expected. */
+typedef struct {
+    const char *idem;
+    const char *reason;
+    char *text;
+} bad_t;
+
+static int make_bad_inputs(bad_t *bad)
+{
+    int n = 0;
+    bad[n++] = (bad_t){NULL, "malformed_json", strdup("{\"api_key\": \"sk-e2e-tenant-one\", ")};
+    bad[n++] = (bad_t){"bad-schema", "schema_violation",
+                       strdup("{\"idempotency_key\": \"bad-schema\", \"api_key\": "
+                              "\"sk-e2e-tenant-one\", \"route\": \"chat\", \"tenant\": \"t2\", "
+                              "\"request\": {\"messages\": [{\"role\": \"user\", \"content\": "
+                              "\"hi\"}]}}")};
+    bad[n++] = (bad_t){"bad-key", "unknown_api_key",
+                       strdup("{\"idempotency_key\": \"bad-key\", \"api_key\": "
+                              "\"sk-nobody-at-all\", \"route\": \"chat\", \"request\": "
+                              "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}}")};
+    bad[n++] = (bad_t){"bad-route", "unknown_route",
+                       strdup("{\"idempotency_key\": \"bad-route\", \"api_key\": "
+                              "\"sk-e2e-tenant-two\", \"route\": \"nope\", \"request\": "
+                              "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}}")};
+    bad[n++] = (bad_t){"bad-allow", "route_not_allowed",
+                       strdup("{\"idempotency_key\": \"bad-allow\", \"api_key\": "
+                              "\"sk-e2e-tenant-three\", \"route\": \"premium\", \"request\": "
+                              "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}}")};
+    bad[n++] = (bad_t){"bad-large", "request_too_large",
+                       strdup("{\"idempotency_key\": \"bad-large\", \"api_key\": "
+                              "\"sk-e2e-tenant-one\", \"route\": \"chat\", \"request\": "
+                              "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+                              "\"max_tokens\": 50000}}")};
+    size_t big = 70000;
+    char *payload = malloc(big + 256);
+    int off = snprintf(payload, 256,
+                       "{\"idempotency_key\": \"bad-payload\", \"api_key\": "
+                       "\"sk-e2e-tenant-two\", \"route\": \"chat\", \"request\": {\"messages\": "
+                       "[{\"role\": \"user\", \"content\": \"");
+    memset(payload + off, 'x', big);
+    strcpy(payload + off + big, "\"}]}}");
+    bad[n++] = (bad_t){NULL, "payload_too_large", payload};
+    return n;
+}
+
+int main(void)
+{
+    sl_crypto_init();
+    printf("e2e pipeline: %d jobs from 3 tenants + bad inputs, token limits binding\n",
+           GOOD_JOBS);
+    int sim_port = h_free_port();
+    char *sim_cfg = NULL, *db = NULL;
+    const char *cfg = write_configs(sim_port, &sim_cfg, &db);
+    h_stack_t st;
+    h_stack_up(&st, cfg, sim_cfg, sim_port);
+    char stats_url[128];
+    snprintf(stats_url, sizeof stats_url, "http://127.0.0.1:%d/stats", sim_port);
+
+    rd_kafka_t *prod = h_producer(st.bootstrap);
+    rd_kafka_t *cons = h_consumer_from_start(st.bootstrap, "sluice.results");
+    bad_t bad[16];
+    int nbad = make_bad_inputs(bad);
+    for (int i = 0; i < GOOD_JOBS; i++) {
+        char req[1024], idem[32];
+        snprintf(idem, sizeof idem, "job-%05d", i);
+        int n = snprintf(req, sizeof req,
+                         "{\"idempotency_key\": \"%s\", \"api_key\": \"%s\", \"route\": \"chat\","
+                         " \"metadata\": {\"n\": %d}, \"request\": {\"messages\": ["
+                         "{\"role\": \"user\", \"content\": \"Question number %d: what is the "
+                         "capital of a country whose name has %d letters?\"}],"
+                         " \"max_tokens\": 100}}",
+                         idem, tenant_keys[i % 3], i, i, 4 + i % 7);
+        h_produce(prod, "sluice.requests", idem, req, (size_t)n);
+        if (i % 300 == 150 && i / 300 < nbad) {
+            bad_t *b = &bad[i / 300];
+            h_produce(prod, "sluice.requests", b->idem, b->text, strlen(b->text));
+        }
+    }
+    for (int i = GOOD_JOBS / 300 + 1; i < nbad; i++)
+        h_produce(prod, "sluice.requests", bad[i].idem, bad[i].text, strlen(bad[i].text));
+    rd_kafka_flush(prod, 30000);
+    double t_submitted = sl_mono_ms();
+    printf("  submitted %d good and %d bad requests\n", GOOD_JOBS, nbad);
+
+    sl_hmap_t *seen = sl_hmap_new(); /* job id -> status string (strdup) */
+    int good_done = 0, good_ok = 0, duplicates = 0, conflicting = 0, bad_found = 0;
+    int bad_ok[16] = {0};
+    json_t *s1 = NULL, *s2 = NULL;
+    double deadline = sl_mono_ms() + 180000;
+    while ((good_done < GOOD_JOBS || bad_found < nbad) && sl_mono_ms() < deadline) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, 200);
+        if (m == NULL)
+            continue;
+        if (m->err) {
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        json_t *r = json_loadb(m->payload, m->len, 0, NULL);
+        rd_kafka_message_destroy(m);
+        const char *id = json_string_value(json_object_get(r, "job_id"));
+        const char *idem = json_string_value(json_object_get(r, "idempotency_key"));
+        const char *status = json_string_value(json_object_get(r, "status"));
+        const char *reason =
+            json_string_value(json_object_get(json_object_get(r, "error"), "reason"));
+        if (id == NULL || status == NULL) {
+            json_decref(r);
+            continue;
+        }
+        char *prev = sl_hmap_get(seen, id);
+        if (prev != NULL) {
+            duplicates++;
+            if (strcmp(prev, status) != 0)
+                conflicting++;
+            json_decref(r);
+            continue;
+        }
+        sl_hmap_put(seen, id, strdup(status));
+        if (idem != NULL && strncmp(idem, "job-", 4) == 0) {
+            good_done++;
+            if (strcmp(status, "succeeded") == 0)
+                good_ok++;
+            else
+                printf("  job %s: %s %s\n", idem, status, reason ? reason : "");
+            if (good_done == GOOD_JOBS / 5)
+                s1 = h_http_json(stats_url);
+            if (good_done == GOOD_JOBS * 4 / 5)
+                s2 = h_http_json(stats_url);
+        } else {
+            for (int i = 0; i < nbad; i++) {
+                int match = bad[i].idem != NULL ? (idem != NULL && strcmp(idem, bad[i].idem) == 0)
+                                                : (reason != NULL &&
+                                                   strcmp(reason, bad[i].reason) == 0);
+                if (match && !bad_ok[i]) {
+                    bad_ok[i] = strcmp(status, "rejected") == 0 && reason != NULL &&
+                                        strcmp(reason, bad[i].reason) == 0
+                                    ? 1
+                                    : -1;
+                    bad_found++;
+                }
+            }
+        }
+        json_decref(r);
+    }
+    double elapsed_s = (sl_mono_ms() - t_submitted) / 1000.0;
+    /* Linger briefly: a duplicate result would arrive now. */
+    double linger = sl_mono_ms() + 1500;
+    while (sl_mono_ms() < linger) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, 100);
+        if (m == NULL)
+            continue;
+        json_t *r = m->err ? NULL : json_loadb(m->payload, m->len, 0, NULL);
+        const char *id = json_string_value(json_object_get(r, "job_id"));
+        if (id != NULL && sl_hmap_get(seen, id) != NULL)
+            duplicates++;
+        json_decref(r);
+        rd_kafka_message_destroy(m);
+    }
+    json_t *s3 = h_http_json(stats_url);
+
+    h_check(good_done == GOOD_JOBS, "every good job has a terminal result (%d/%d)", good_done,
+            GOOD_JOBS);
+    h_check(good_ok == GOOD_JOBS, "every good job succeeded (%d/%d)", good_ok, GOOD_JOBS);
+    h_check(duplicates == 0 && conflicting == 0,
+            "exactly one terminal result per job (duplicates %d, conflicting %d)", duplicates,
+            conflicting);
+    for (int i = 0; i < nbad; i++)
+        h_check(bad_ok[i] == 1, "bad input rejected with reason %s", bad[i].reason);
+    int64_t refused = h_sim_total(s3, "refused");
+    int64_t admitted = h_sim_total(s3, "admitted");
+    h_check(s3 != NULL && refused == 0, "the simulator refused zero requests (admitted %lld, "
+            "refused %lld)", (long long)admitted, (long long)refused);
+    h_check(admitted == GOOD_JOBS, "the simulator admitted each good job once (%lld)",
+            (long long)admitted);
+    double util = 0;
+    if (s1 != NULL && s2 != NULL) {
+        double dt = (double)(json_integer_value(json_object_get(s2, "now_ms")) -
+                             json_integer_value(json_object_get(s1, "now_ms")));
+        double tokens = (double)(h_sim_total(s2, "tokens_charged") -
+                                 h_sim_total(s1, "tokens_charged"));
+        util = tokens / ((double)(TPM_A + TPM_B) * dt / MINUTE_MS);
+        printf("  steady state: %.0f tokens in %.0f ms of simulator time\n", tokens, dt);
+    }
+    h_check(util >= 0.90, "throughput after warm-up is %.1f %% of the binding limit (TPM)",
+            util * 100);
+    printf("  figures: %d jobs in %.1f s end to end (%.0f jobs/s incl. start-up)\n", GOOD_JOBS,
+           elapsed_s, GOOD_JOBS / elapsed_s);
+
+    rd_kafka_destroy(prod);
+    rd_kafka_consumer_close(cons);
+    rd_kafka_destroy(cons);
+    h_stack_down(&st);
+    int64_t open_res = h_sql_count(db, "SELECT COUNT(*) FROM reservations WHERE state = 'open'");
+    int64_t open_jobs = h_sql_count(db, "SELECT COUNT(*) FROM jobs WHERE state <> 'done'");
+    int64_t outbox = h_sql_count(db, "SELECT COUNT(*) FROM outbox");
+    h_check(open_res == 0, "no reservation left open (%lld)", (long long)open_res);
+    h_check(open_jobs == 0, "no job left unfinished in the store (%lld)", (long long)open_jobs);
+    h_check(outbox == 0, "the results outbox is empty (%lld)", (long long)outbox);
+    json_decref(s1);
+    json_decref(s2);
+    json_decref(s3);
+    int rc = h_summary("pipeline");
+    h_cleanup(rc != 0);
+    return rc;
+}

@@ -1,0 +1,333 @@
+/* harness.c - end-to-end test helpers (see harness.h). */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int n_pass, n_fail;
+static char tmpdir[256];
+
+void h_check(int ok, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("  [%s] ", ok ? "PASS" : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+    if (ok)
+        n_pass++;
+    else
+        n_fail++;
+}
+
+int h_summary(const char *name)
+{
+    printf("e2e %s: %d passed, %d failed\n", name, n_pass, n_fail);
+    return n_fail == 0 && n_pass > 0 ? 0 : 1;
+}
+
+const char *h_tmpdir(void)
+{
+    if (tmpdir[0] == '\0') {
+        snprintf(tmpdir, sizeof tmpdir, "/tmp/sluice-e2e-XXXXXX");
+        if (mkdtemp(tmpdir) == NULL) {
+            perror("mkdtemp");
+            exit(2);
+        }
+    }
+    return tmpdir;
+}
+
+void h_cleanup(int keep)
+{
+    if (keep || tmpdir[0] == '\0') {
+        if (tmpdir[0] != '\0')
+            printf("  (logs and files kept in %s)\n", tmpdir);
+        return;
+    }
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+}
+
+int h_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        perror("free port");
+        exit(2);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+char *h_write(const char *name, const char *text)
+{
+    static char paths[16][PATH_MAX];
+    static int next;
+    char *path = paths[next++ % 16];
+    snprintf(path, PATH_MAX, "%s/%s", h_tmpdir(), name);
+    FILE *f = fopen(path, "w");
+    if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(2);
+    }
+    return path;
+}
+
+pid_t h_spawn(const char *prog, const char *logname, const char *config, const char *const *args)
+{
+    const char *bin = getenv("SLUICE_BIN");
+    char exe[PATH_MAX], log[PATH_MAX + 300];
+    snprintf(exe, sizeof exe, "%s/%s", bin != NULL ? bin : "bin", prog);
+    snprintf(log, sizeof log, "%s/%s.log", h_tmpdir(), logname);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        exit(2);
+    }
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+        if (config != NULL)
+            setenv("SLUICE_CONFIG", config, 1);
+        const char *argv[32];
+        int n = 0;
+        argv[n++] = exe;
+        for (int i = 0; args != NULL && args[i] != NULL && n < 31; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(exe, (char *const *)argv);
+        perror("execv");
+        _exit(127);
+    }
+    return pid;
+}
+
+int h_alive(pid_t pid)
+{
+    return waitpid(pid, NULL, WNOHANG) == 0;
+}
+
+int h_stop(pid_t pid, int sig, int timeout_ms)
+{
+    kill(pid, sig);
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            return 1;
+        usleep(20 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return 0;
+}
+
+int h_wait_file(const char *path, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 50) {
+        if (access(path, F_OK) == 0)
+            return 1;
+        usleep(50 * 1000);
+    }
+    return 0;
+}
+
+typedef struct {
+    char *data;
+    size_t len;
+} buf_t;
+
+static size_t on_data(char *p, size_t size, size_t n, void *arg)
+{
+    buf_t *b = arg;
+    char *nd = realloc(b->data, b->len + size * n + 1);
+    if (nd == NULL)
+        return 0;
+    b->data = nd;
+    memcpy(b->data + b->len, p, size * n);
+    b->len += size * n;
+    b->data[b->len] = '\0';
+    return size * n;
+}
+
+json_t *h_http_json(const char *url)
+{
+    CURL *c = curl_easy_init();
+    buf_t b = {NULL, 0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    CURLcode rc = curl_easy_perform(c);
+    curl_easy_cleanup(c);
+    json_t *doc = rc == CURLE_OK && b.data != NULL ? json_loads(b.data, 0, NULL) : NULL;
+    free(b.data);
+    return doc;
+}
+
+int64_t h_sim_total(json_t *stats, const char *field)
+{
+    int64_t total = 0;
+    const char *name;
+    json_t *dep;
+    json_object_foreach(json_object_get(stats, "deployments"), name, dep)
+    {
+        total += json_integer_value(json_object_get(dep, field));
+    }
+    return total;
+}
+
+rd_kafka_t *h_producer(const char *bootstrap)
+{
+    char err[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err, sizeof err);
+    rd_kafka_conf_set(conf, "linger.ms", "2", err, sizeof err);
+    rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof err);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (rk == NULL) {
+        fprintf(stderr, "producer: %s\n", err);
+        exit(2);
+    }
+    return rk;
+}
+
+void h_produce(rd_kafka_t *p, const char *topic, const char *key, const char *value, size_t len)
+{
+    for (;;) {
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
+            RD_KAFKA_V_VALUE((void *)value, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_END);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return;
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            fprintf(stderr, "produce: %s\n", rd_kafka_err2str(err));
+            exit(2);
+        }
+        rd_kafka_poll(p, 10);
+    }
+}
+
+rd_kafka_t *h_consumer_from_start(const char *bootstrap, const char *topic)
+{
+    char err[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err, sizeof err);
+    rd_kafka_conf_set(conf, "group.id", "sluice-e2e-reader", err, sizeof err);
+    rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof err);
+    rd_kafka_conf_set(conf, "fetch.wait.max.ms", "5", err, sizeof err);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+    if (rk == NULL) {
+        fprintf(stderr, "consumer: %s\n", err);
+        exit(2);
+    }
+    rd_kafka_poll_set_consumer(rk);
+    const rd_kafka_metadata_t *md = NULL;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        fprintf(stderr, "metadata for %s failed\n", topic);
+        exit(2);
+    }
+    rd_kafka_topic_destroy(rkt);
+    int np = md->topics[0].partition_cnt;
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(np);
+    for (int i = 0; i < np; i++)
+        rd_kafka_topic_partition_list_add(parts, topic, md->topics[0].partitions[i].id)->offset =
+            RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_metadata_destroy(md);
+    rd_kafka_assign(rk, parts);
+    rd_kafka_topic_partition_list_destroy(parts);
+    return rk;
+}
+
+int64_t h_sql_count(const char *db, const char *sql)
+{
+    sqlite3 *h = NULL;
+    int64_t n = -1;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            n = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(h);
+    return n;
+}
+
+void h_stack_up(h_stack_t *st, const char *config, const char *sim_config, int sim_port)
+{
+    memset(st, 0, sizeof *st);
+    st->config = config;
+    st->sim_port = sim_port;
+    snprintf(st->bootstrap_file, sizeof st->bootstrap_file, "%s/bootstrap", h_tmpdir());
+    const char *kafka_args[] = {"--partitions", "16", NULL};
+    st->kafka = h_spawn("sluice-devkafka", "devkafka", config, kafka_args);
+    if (!h_wait_file(st->bootstrap_file, 20000)) {
+        fprintf(stderr, "devkafka did not start\n");
+        exit(2);
+    }
+    FILE *f = fopen(st->bootstrap_file, "r");
+    if (f == NULL || fgets(st->bootstrap, sizeof st->bootstrap, f) == NULL) {
+        fprintf(stderr, "cannot read %s\n", st->bootstrap_file);
+        exit(2);
+    }
+    fclose(f);
+    st->bootstrap[strcspn(st->bootstrap, "\r\n")] = '\0';
+    char port[16];
+    snprintf(port, sizeof port, "%d", sim_port);
+    const char *sim_args[] = {"--config", sim_config, "--port", port, NULL};
+    st->sim = h_spawn("sluice-sim", "sim", NULL, sim_args);
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/stats", sim_port);
+    json_t *stats = NULL;
+    for (int i = 0; i < 200 && stats == NULL; i++) {
+        usleep(50 * 1000);
+        stats = h_http_json(url);
+    }
+    if (stats == NULL) {
+        fprintf(stderr, "sluice-sim did not start\n");
+        exit(2);
+    }
+    json_decref(stats);
+    st->sched = h_spawn("sluice-scheduler", "scheduler", config, NULL);
+    st->ingest = h_spawn("sluice-ingest", "ingest", config, NULL);
+    st->disp = h_spawn("sluice-dispatcher", "dispatcher", config, NULL);
+}
+
+void h_stack_down(h_stack_t *st)
+{
+    pid_t order[] = {st->disp, st->ingest, st->sched, st->sim, st->kafka};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        if (order[i] > 0)
+            h_stop(order[i], SIGTERM, 15000);
+    }
+}

@@ -1,0 +1,62 @@
+/* harness.h - helpers for end-to-end tests that run the real sluice processes: a temporary
+ * directory, spawning and killing processes, the dev Kafka broker, HTTP to the simulator,
+ * reading results and the scheduler's SQLite file, and a pass/fail tally. */
+#ifndef SL_HARNESS_H
+#define SL_HARNESS_H
+
+#include <jansson.h>
+#include <librdkafka/rdkafka.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Records one check; prints it. */
+void h_check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "e2e <name>: N passed, N failed" and returns the exit status. */
+int h_summary(const char *name);
+
+/* A fresh directory under /tmp for this run (kept on failure for inspection). */
+const char *h_tmpdir(void);
+void h_cleanup(int keep);
+/* A loopback TCP port that was free a moment ago. */
+int h_free_port(void);
+/* Writes text to dir/name; returns the full path (static buffer per call site: copy it). */
+char *h_write(const char *name, const char *text);
+
+/* Spawns bin/<prog> with args (NULL-terminated), SLUICE_CONFIG=config, output to
+ * <tmpdir>/<logname>.log. Returns the pid. */
+pid_t h_spawn(const char *prog, const char *logname, const char *config, const char *const *args);
+/* Sends sig and waits up to timeout_ms for the process to exit; returns 1 if it exited. */
+int h_stop(pid_t pid, int sig, int timeout_ms);
+int h_alive(pid_t pid);
+int h_wait_file(const char *path, int timeout_ms);
+
+/* GET url; returns the parsed JSON body or NULL. */
+json_t *h_http_json(const char *url);
+/* The sum over the simulator's deployments of a /stats field. */
+int64_t h_sim_total(json_t *stats, const char *field);
+
+rd_kafka_t *h_producer(const char *bootstrap);
+/* Produces value to topic (copy); blocks while the queue is full. */
+void h_produce(rd_kafka_t *p, const char *topic, const char *key, const char *value, size_t len);
+/* A consumer assigned to every partition of topic from the beginning. */
+rd_kafka_t *h_consumer_from_start(const char *bootstrap, const char *topic);
+
+/* Runs a single-integer SQL query on a SQLite file (read-only); -1 on error. */
+int64_t h_sql_count(const char *db, const char *sql);
+
+#endif
+
+/* The five processes of a local stack. */
+typedef struct {
+    pid_t kafka, sim, sched, ingest, disp;
+    char bootstrap[256];
+    char bootstrap_file[4096];
+    const char *config; /* sluice config path */
+    int sim_port;
+} h_stack_t;
+
+/* Starts devkafka (bootstrap file from the config's directory: <tmpdir>/bootstrap), the
+ * simulator on sim_port, then scheduler, ingest and dispatcher; exits the test on failure. */
+void h_stack_up(h_stack_t *st, const char *config, const char *sim_config, int sim_port);
+/* SIGTERMs everything still running, in reverse order. */
+void h_stack_down(h_stack_t *st);
