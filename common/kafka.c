@@ -134,7 +134,11 @@ sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const 
         return rc;
     static const char *const defaults[] = {"enable.auto.commit", "false", "auto.offset.reset",
                                            "earliest", "fetch.wait.max.ms", "5",
-                                           "enable.partition.eof", "false", NULL};
+                                           "enable.partition.eof", "false",
+                                           /* A crashed member's partitions move on within
+                                            * seconds, not the 45 s default. */
+                                           "session.timeout.ms", "6000",
+                                           "heartbeat.interval.ms", "1000", NULL};
     rc = set(conf, "group.id", group, err, errlen);
     for (int i = 0; rc == SL_OK && defaults[i] != NULL; i += 2)
         rc = set(conf, defaults[i], defaults[i + 1], err, errlen);

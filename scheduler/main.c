@@ -107,6 +107,16 @@ static void produce_outbox_row(int64_t seq, const char *topic, const char *key, 
     produce(sw->prod, topic, key, value, NULL, seq, sw->ob);
 }
 
+static int has_assignment(rd_kafka_t *cons)
+{
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    if (rd_kafka_assignment(cons, &parts) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return 0;
+    int n = parts->cnt;
+    rd_kafka_topic_partition_list_destroy(parts);
+    return n > 0;
+}
+
 static void ensure_signing_key(const sl_config_t *cfg)
 {
     char sk[1024], pk[1024];
@@ -176,6 +186,7 @@ int main(int argc, char **argv)
             cfg->ndeployments, cfg->nroutes, cfg->ntenants);
 
     int64_t next_wait = 1;
+    int64_t deaf_since = 0;
     int64_t last_stats = sl_now_ms();
     int exit_code = 0;
     rd_kafka_message_t **batch = calloc(BATCH_MAX, sizeof *batch);
@@ -203,8 +214,19 @@ int main(int argc, char **argv)
             else
                 rc = sl_sched_on_usage(sched, m->payload, m->len, now);
         }
-        if (rc == SL_OK)
+        /* Without partitions the scheduler hears no usage events: it then neither leases nor
+         * lets leases expire, and the silent time is added to the leases afterwards. */
+        int assigned = has_assignment(cons);
+        if (!assigned && deaf_since == 0)
+            deaf_since = now;
+        if (assigned && deaf_since != 0) {
+            sl_sched_extend_leases(sched, now - deaf_since);
+            deaf_since = 0;
+        }
+        if (rc == SL_OK && assigned)
             next_wait = sl_sched_tick(sched, now);
+        else
+            next_wait = 50;
         if (rc == SL_OK)
             rc = sl_store_commit(store);
         if (rc != SL_OK) {

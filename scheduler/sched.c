@@ -36,7 +36,8 @@ typedef struct job {
     char *idem;
     int tenant, cls, route;
     jstate_t state;
-    int attempts;
+    int attempts;  /* leases so far: numbers each attempt */
+    int not_sent;  /* leases a dispatcher refused without calling: not charged to the budget */
     int64_t submitted_ms, deadline_ms, not_before_ms;
     int64_t est_input, est_output, est_total;
     sl_drr_node_t *node; /* when queued */
@@ -934,7 +935,7 @@ static sl_err_t retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const c
                               const char *message, int64_t now_ms)
 {
     list_del(&s->leased, j);
-    if (j->attempts >= s->cfg->max_attempts)
+    if (j->attempts - j->not_sent >= s->cfg->max_attempts)
         return fail_job(s, j, "failed", "provider", reason, "attempts_exhausted", 0, message,
                         now_ms);
     if (now_ms + delay_ms >= j->deadline_ms)
@@ -1009,6 +1010,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
          * the charge: giving it back at once would let a fresh burst join dispatches that are
          * still on their way (admitted just before, delayed by the same outage), and the
          * provider would see both at once. */
+        j->not_sent++;
         rc = settle(s, j, -1, now_ms);
         if (rc == SL_OK)
             rc = retry_or_fail(s, j, 0, "not_sent", "the dispatcher could not send the request",
@@ -1192,6 +1194,12 @@ int64_t sl_sched_tick(sl_sched_t *s, int64_t now_ms)
     }
     int64_t wait = next_ms - now_ms;
     return wait >= 1 ? wait : 1;
+}
+
+void sl_sched_extend_leases(sl_sched_t *s, int64_t gap_ms)
+{
+    for (int i = 0; i < s->leased.n; i++)
+        s->leased.items[i]->lease_expires_ms += gap_ms;
 }
 
 void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out)

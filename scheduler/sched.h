@@ -44,6 +44,12 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
  * allows. Returns how many ms until it next needs to run (>= 1). */
 int64_t sl_sched_tick(sl_sched_t *s, int64_t now_ms);
 
+/* Moves every lease's expiry gap_ms later. The caller uses it after a time in which it could
+ * not hear usage events (no Kafka partitions assigned, e.g. while a restarted scheduler waits
+ * for its consumer group): leases must not expire for silence the scheduler caused itself,
+ * or every call in flight would be sent a second time. */
+void sl_sched_extend_leases(sl_sched_t *s, int64_t gap_ms);
+
 typedef enum { SL_MSG_DISPATCH = 0, SL_MSG_RESULT } sl_msg_kind_t;
 
 typedef struct {

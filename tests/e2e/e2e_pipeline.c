@@ -31,7 +31,7 @@ static const char *write_configs(int sim_port, char **sim_cfg, char **db)
     key_hash_hex("sk-e2e-tenant-one", h1);
     key_hash_hex("sk-e2e-tenant-two", h2);
     key_hash_hex("sk-e2e-tenant-three", h3);
-    static char dbpath[4096];
+    static char dbpath[512];
     snprintf(dbpath, sizeof dbpath, "%s/sluice.db", dir);
     *db = dbpath;
     char sim[2048];
