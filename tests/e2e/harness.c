@@ -243,7 +243,7 @@ rd_kafka_t *h_consumer_from_start(const char *bootstrap, const char *topic)
     rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err, sizeof err);
     rd_kafka_conf_set(conf, "group.id", "sluice-e2e-reader", err, sizeof err);
     rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof err);
-    rd_kafka_conf_set(conf, "fetch.wait.max.ms", "5", err, sizeof err);
+    rd_kafka_conf_set(conf, "fetch.wait.max.ms", "1", err, sizeof err);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
     if (rk == NULL) {
         fprintf(stderr, "consumer: %s\n", err);
@@ -330,4 +330,19 @@ void h_stack_down(h_stack_t *st)
         if (order[i] > 0)
             h_stop(order[i], SIGTERM, 15000);
     }
+}
+
+long h_peak_rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            kb = strtol(line + 6, NULL, 10);
+    }
+    if (f != NULL)
+        fclose(f);
+    return kb;
 }

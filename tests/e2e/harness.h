@@ -60,3 +60,6 @@ typedef struct {
 void h_stack_up(h_stack_t *st, const char *config, const char *sim_config, int sim_port);
 /* SIGTERMs everything still running, in reverse order. */
 void h_stack_down(h_stack_t *st);
+
+/* Peak resident memory (VmHWM) of a running process in KiB; -1 when unknown. */
+long h_peak_rss_kb(pid_t pid);

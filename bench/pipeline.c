@@ -1,0 +1,246 @@
+/* bench/pipeline - end-to-end figures of the pipeline on one machine, with an unlimited
+ * simulated provider (so sluice itself is what is measured):
+ *   1. throughput: N jobs produced at once, jobs/s from the first produce to the last result;
+ *   2. the raw one-hop Kafka rate of the same messages through the same broker (the ceiling);
+ *   3. added latency at a fixed arrival rate: submit -> result minus the provider's own time.
+ * Writes bench/results/pipeline-<time>.json and prints a table. Usage:
+ *   bench/pipeline [--jobs N] [--rate JOBS_PER_S] [--seconds S] */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "hmap.h"
+#include "sign.h"
+#include "util.h"
+
+static const char *write_configs(int sim_port, char **sim_cfg)
+{
+    const char *dir = h_tmpdir();
+    uint8_t h[32];
+    char hex[65];
+    sl_keyhash("sk-bench-key-0001", strlen("sk-bench-key-0001"), h);
+    sl_hex_encode(h, sizeof h, hex);
+    *sim_cfg = strdup(h_write("sim.json",
+                              "{\"minute_ms\": 60000, \"deployments\": [{\"name\": \"open\","
+                              " \"ttft_ms\": 5, \"ms_per_token\": 0, \"output_min\": 10,"
+                              " \"output_max\": 10}]}"));
+    char *keyfile = strdup(h_write("provider.key", "bench\n"));
+    char cfg[4096];
+    snprintf(cfg, sizeof cfg,
+             "{\"kafka\": {\"bootstrap_file\": \"%s/bootstrap\"},"
+             " \"scheduler\": {\"db\": \"%s/sluice.db\"},"
+             " \"dispatcher\": {\"max_in_flight\": 512},"
+             " \"signing\": {\"secret_key_file\": \"%s/dispatch.key\","
+             "               \"public_key_file\": \"%s/dispatch.pub\"},"
+             " \"deployments\": [{\"name\": \"open\","
+             "   \"base_url\": \"http://127.0.0.1:%d/open/v1\", \"model\": \"m\","
+             "   \"api_key_file\": \"%s\"}],"
+             " \"routes\": [{\"name\": \"chat\", \"deployments\": [\"open\"]}],"
+             " \"tenants\": [{\"name\": \"a\"}, {\"name\": \"b\"}],"
+             " \"keys\": [{\"id\": \"k\", \"tenant\": \"a\", \"hash\": \"%s\"}]}",
+             dir, dir, dir, dir, sim_port, keyfile, hex);
+    free(keyfile);
+    return strdup(h_write("sluice.json", cfg));
+}
+
+static int request(char *buf, size_t cap, const char *idem, double submit_ms)
+{
+    return snprintf(buf, cap,
+                    "{\"idempotency_key\": \"%s\", \"api_key\": \"sk-bench-key-0001\","
+                    " \"route\": \"chat\", \"metadata\": {\"t\": %.3f}, \"request\":"
+                    " {\"messages\": [{\"role\": \"user\", \"content\": \"Benchmark request "
+                    "%s: a short question of ordinary length for a chat model.\"}],"
+                    " \"max_tokens\": 16}}",
+                    idem, submit_ms, idem);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p)
+{
+    if (n == 0)
+        return NAN;
+    int i = (int)ceil(p * n) - 1;
+    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+/* Consumes results until `want` arrived; fills added latency (ms) per result when lat != NULL. */
+static int collect(rd_kafka_t *cons, int want, double timeout_ms, double *lat, int *nlat,
+                   double *last_ms)
+{
+    int got = 0;
+    double until = sl_mono_ms() + timeout_ms;
+    while (got < want && sl_mono_ms() < until) {
+        double left = until - sl_mono_ms();
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, left > 100 ? 100 : (int)left);
+        if (m == NULL)
+            continue;
+        double now = (double)sl_now_ms() + fmod(sl_mono_ms(), 1.0);
+        if (!m->err) {
+            json_t *r = json_loadb(m->payload, m->len, 0, NULL);
+            if (json_is_string(json_object_get(r, "status"))) {
+                got++;
+                *last_ms = sl_mono_ms();
+                json_t *t = json_object_get(json_object_get(r, "metadata"), "t");
+                double provider = json_number_value(
+                    json_object_get(json_object_get(r, "timings"), "provider_ms"));
+                if (lat != NULL && json_is_number(t))
+                    lat[(*nlat)++] = now - json_number_value(t) - provider;
+            }
+            json_decref(r);
+        }
+        rd_kafka_message_destroy(m);
+    }
+    return got;
+}
+
+/* Raw one-hop Kafka rate: produce n messages like the jobs to a scratch topic, consume them. */
+static double raw_kafka_rate(const char *bootstrap, int n)
+{
+    rd_kafka_t *p = h_producer(bootstrap);
+    char buf[1024];
+    double t0 = sl_mono_ms();
+    for (int i = 0; i < n; i++) {
+        char idem[32];
+        snprintf(idem, sizeof idem, "raw-%07d", i);
+        int len = request(buf, sizeof buf, idem, 0);
+        h_produce(p, "bench.raw", idem, buf, (size_t)len);
+    }
+    rd_kafka_flush(p, 60000);
+    rd_kafka_destroy(p);
+    rd_kafka_t *c = h_consumer_from_start(bootstrap, "bench.raw");
+    int got = 0;
+    double until = sl_mono_ms() + 60000;
+    while (got < n && sl_mono_ms() < until) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c, 100);
+        if (m != NULL) {
+            got += m->err == 0;
+            rd_kafka_message_destroy(m);
+        }
+    }
+    double secs = (sl_mono_ms() - t0) / 1000.0;
+    rd_kafka_consumer_close(c);
+    rd_kafka_destroy(c);
+    return got / secs;
+}
+
+int main(int argc, char **argv)
+{
+    int jobs = 20000, rate = 500, seconds = 10;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--jobs") == 0)
+            jobs = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--rate") == 0)
+            rate = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--seconds") == 0)
+            seconds = atoi(argv[i + 1]);
+    }
+    if (jobs <= 0 || rate <= 0 || seconds <= 0) {
+        fprintf(stderr, "usage: pipeline [--jobs N] [--rate JOBS_PER_S] [--seconds S]\n");
+        return 2;
+    }
+    sl_crypto_init();
+    int sim_port = h_free_port();
+    char *sim_cfg = NULL;
+    const char *cfg = write_configs(sim_port, &sim_cfg);
+    h_stack_t st;
+    h_stack_up(&st, cfg, sim_cfg, sim_port);
+    rd_kafka_t *prod = h_producer(st.bootstrap);
+    rd_kafka_t *cons = h_consumer_from_start(st.bootstrap, "sluice.results");
+    char buf[1024];
+
+    /* Warm-up: let every consumer group settle before measuring. */
+    for (int i = 0; i < 200; i++) {
+        char idem[32];
+        snprintf(idem, sizeof idem, "warm-%d", i);
+        int len = request(buf, sizeof buf, idem, (double)sl_now_ms());
+        h_produce(prod, "sluice.requests", idem, buf, (size_t)len);
+    }
+    rd_kafka_flush(prod, 10000);
+    double last = 0;
+    int warm = collect(cons, 200, 60000, NULL, NULL, &last);
+
+    /* 1. Throughput with a backlog. */
+    double t0 = sl_mono_ms();
+    for (int i = 0; i < jobs; i++) {
+        char idem[32];
+        snprintf(idem, sizeof idem, "tp-%07d", i);
+        int len = request(buf, sizeof buf, idem, (double)sl_now_ms());
+        h_produce(prod, "sluice.requests", idem, buf, (size_t)len);
+    }
+    rd_kafka_flush(prod, 60000);
+    int got = collect(cons, jobs, 300000, NULL, NULL, &last);
+    double tp = got / ((last - t0) / 1000.0);
+
+    /* 3. Added latency at a fixed rate. */
+    int n_lat_jobs = rate * seconds;
+    double *lat = calloc((size_t)n_lat_jobs + 1, sizeof *lat);
+    int nlat = 0;
+    double start = sl_mono_ms();
+    int sent = 0, got_lat = 0;
+    while (sent < n_lat_jobs) {
+        double due = start + sent * 1000.0 / rate;
+        while (sl_mono_ms() < due) {
+            got_lat += collect(cons, 1, 0.5, lat, &nlat, &last);
+        }
+        char idem[32];
+        snprintf(idem, sizeof idem, "lat-%07d", sent);
+        double now = (double)sl_now_ms() + fmod(sl_mono_ms(), 1.0);
+        int len = request(buf, sizeof buf, idem, now);
+        h_produce(prod, "sluice.requests", idem, buf, (size_t)len);
+        rd_kafka_poll(prod, 0);
+        sent++;
+    }
+    rd_kafka_flush(prod, 10000);
+    got_lat += collect(cons, n_lat_jobs - got_lat, 60000, lat, &nlat, &last);
+    qsort(lat, (size_t)nlat, sizeof *lat, cmp_double);
+
+    long rss[5] = {h_peak_rss_kb(st.kafka), h_peak_rss_kb(st.sim), h_peak_rss_kb(st.sched),
+                   h_peak_rss_kb(st.ingest), h_peak_rss_kb(st.disp)};
+    /* 2. The ceiling: raw produce -> consume through the same broker. */
+    double raw = raw_kafka_rate(st.bootstrap, jobs);
+
+    printf("\nsluice pipeline benchmark (unlimited simulated provider, 5 ms provider time)\n");
+    printf("  warm-up results              %d/200\n", warm);
+    printf("  end-to-end throughput        %.0f jobs/s (%d/%d jobs)\n", tp, got, jobs);
+    printf("  raw one-hop Kafka rate       %.0f msgs/s (same messages, same broker)\n", raw);
+    printf("  ratio sluice / raw           %.1f %%\n", 100.0 * tp / raw);
+    printf("  added latency at %d jobs/s  p50 %.1f ms  p99 %.1f ms  (n=%d)\n", rate,
+           pct(lat, nlat, 0.5), pct(lat, nlat, 0.99), nlat);
+    printf("  peak RSS (MiB)               devkafka %.0f sim %.0f scheduler %.0f ingest %.0f"
+           " dispatcher %.0f\n",
+           rss[0] / 1024.0, rss[1] / 1024.0, rss[2] / 1024.0, rss[3] / 1024.0, rss[4] / 1024.0);
+
+    mkdir("bench/results", 0755);
+    char path[256];
+    snprintf(path, sizeof path, "bench/results/pipeline-%lld.json", (long long)time(NULL));
+    FILE *f = fopen(path, "w");
+    if (f != NULL) {
+        fprintf(f,
+                "{\"jobs\": %d, \"throughput_jobs_per_s\": %.1f, \"raw_kafka_msgs_per_s\": %.1f,"
+                " \"ratio\": %.4f, \"latency_rate_jobs_per_s\": %d, \"added_latency_ms\":"
+                " {\"p50\": %.2f, \"p99\": %.2f, \"n\": %d}, \"peak_rss_kib\": {\"devkafka\": %ld,"
+                " \"sim\": %ld, \"scheduler\": %ld, \"ingest\": %ld, \"dispatcher\": %ld}}\n",
+                jobs, tp, raw, tp / raw, rate, pct(lat, nlat, 0.5), pct(lat, nlat, 0.99), nlat,
+                rss[0], rss[1], rss[2], rss[3], rss[4]);
+        fclose(f);
+        printf("  written to %s\n", path);
+    }
+    free(lat);
+    rd_kafka_destroy(prod);
+    rd_kafka_consumer_close(cons);
+    rd_kafka_destroy(cons);
+    h_stack_down(&st);
+    h_cleanup(0);
+    return got == jobs ? 0 : 1;
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs the benchmarks (from the repository root). BENCH_QUICK=1 runs a small variant.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export SLUICE_BIN=${SLUICE_BIN:-$PWD/bin}
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+  bin/bench/pipeline --jobs 2000 --rate 200 --seconds 3
+else
+  bin/bench/pipeline --jobs 20000 --rate 500 --seconds 10
+fi
