@@ -1,0 +1,418 @@
+/* test_sign.c - behaviour of the libsodium pieces (common/sign.h): key files, Ed25519
+ * signatures of dispatch messages, and API-key hashing.
+ */
+#include <check.h>
+#include <ftw.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/sign.h"
+
+/* ---- Helpers ---------------------------------------------------------------------------- */
+
+static char dir[64];
+static char sk_path[128], pk_path[128];
+
+static void make_keys(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/sluice-test-sign-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sk_path, sizeof sk_path, "%s/dispatch.key", dir);
+    snprintf(pk_path, sizeof pk_path, "%s/dispatch.pub", dir);
+    ck_assert_int_eq(sl_sign_keygen(sk_path, pk_path), SL_OK);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void remove_dir(void)
+{
+    if (dir[0] != '\0')
+        nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    dir[0] = '\0';
+}
+
+static sl_signer_t *signer(void)
+{
+    sl_signer_t *s = NULL;
+    ck_assert_int_eq(sl_signer_load(sk_path, &s), SL_OK);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+static sl_verifier_t *verifier(void)
+{
+    sl_verifier_t *v = NULL;
+    ck_assert_int_eq(sl_verifier_load(pk_path, &v), SL_OK);
+    ck_assert_ptr_nonnull(v);
+    return v;
+}
+
+static const char MSG[] =
+    "{\"v\":1,\"job_id\":\"0123abcd\",\"attempt\":1,\"deployment\":\"sim-a\"}";
+
+static sl_err_t check_sig(const sl_verifier_t *v, const char *msg, size_t len, const char *sig)
+{
+    return sl_verifier_check(v, msg, len, sig, strlen(sig));
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* ---- Key files -------------------------------------------------------------------------- */
+
+START_TEST(keygen_writes_hex_key_files_with_a_private_secret)
+{
+    make_keys();
+    struct stat st;
+    ck_assert_int_eq(stat(sk_path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+    ck_assert_int_eq(stat(pk_path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0077 & ~0044, 0); /* public: nobody else may write */
+
+    char buf[256];
+    FILE *f = fopen(sk_path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(buf, sizeof buf, f));
+    fclose(f);
+    size_t n = strcspn(buf, "\n");
+    ck_assert_uint_eq(n, 2 * crypto_sign_SECRETKEYBYTES);
+    ck_assert_uint_eq(strspn(buf, "0123456789abcdef"), n);
+
+    f = fopen(pk_path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(buf, sizeof buf, f));
+    fclose(f);
+    n = strcspn(buf, "\n");
+    ck_assert_uint_eq(n, 2 * crypto_sign_PUBLICKEYBYTES);
+    ck_assert_uint_eq(strspn(buf, "0123456789abcdef"), n);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(keygen_makes_a_new_pair_each_time)
+{
+    make_keys();
+    char first[256], second[256];
+    FILE *f = fopen(pk_path, "r");
+    ck_assert_ptr_nonnull(fgets(first, sizeof first, f));
+    fclose(f);
+    ck_assert_int_eq(sl_sign_keygen(sk_path, pk_path), SL_OK);
+    f = fopen(pk_path, "r");
+    ck_assert_ptr_nonnull(fgets(second, sizeof second, f));
+    fclose(f);
+    ck_assert_str_ne(first, second);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(keygen_into_a_missing_folder_fails)
+{
+    ck_assert_int_ne(sl_sign_keygen("/nonexistent-sluice-dir/k", "/nonexistent-sluice-dir/p"),
+                     SL_OK);
+}
+END_TEST
+
+START_TEST(loading_a_missing_or_malformed_key_fails)
+{
+    make_keys();
+    char path[160];
+    sl_signer_t *s = (sl_signer_t *)0x1;
+    sl_verifier_t *v = (sl_verifier_t *)0x1;
+    snprintf(path, sizeof path, "%s/absent", dir);
+    ck_assert_int_ne(sl_signer_load(path, &s), SL_OK);
+    ck_assert_ptr_null(s);
+    ck_assert_int_ne(sl_verifier_load(path, &v), SL_OK);
+    ck_assert_ptr_null(v);
+
+    snprintf(path, sizeof path, "%s/garbage", dir);
+    write_text(path, "not hex at all\n");
+    s = (sl_signer_t *)0x1;
+    ck_assert_int_ne(sl_signer_load(path, &s), SL_OK);
+    ck_assert_ptr_null(s);
+    v = (sl_verifier_t *)0x1;
+    ck_assert_int_ne(sl_verifier_load(path, &v), SL_OK);
+    ck_assert_ptr_null(v);
+
+    /* A key of the wrong length: the public key file is not a secret key, and vice versa. */
+    s = (sl_signer_t *)0x1;
+    ck_assert_int_ne(sl_signer_load(pk_path, &s), SL_OK);
+    ck_assert_ptr_null(s);
+    v = (sl_verifier_t *)0x1;
+    ck_assert_int_ne(sl_verifier_load(sk_path, &v), SL_OK);
+    ck_assert_ptr_null(v);
+    remove_dir();
+}
+END_TEST
+
+/* ---- Signatures ------------------------------------------------------------------------- */
+
+START_TEST(signature_round_trips)
+{
+    make_keys();
+    sl_signer_t *s = signer();
+    sl_verifier_t *v = verifier();
+    char sig[SL_SIG_B64_LEN];
+    memset(sig, 'x', sizeof sig);
+    sl_signer_sign(s, MSG, strlen(MSG), sig);
+    ck_assert_uint_eq(strlen(sig), SL_SIG_B64_LEN - 1);
+    ck_assert_ptr_null(strchr(sig, '\n'));
+    ck_assert_int_eq(check_sig(v, MSG, strlen(MSG), sig), SL_OK);
+    /* Ed25519 is deterministic: the same message gives the same signature. */
+    char again[SL_SIG_B64_LEN];
+    sl_signer_sign(s, MSG, strlen(MSG), again);
+    ck_assert_str_eq(sig, again);
+    /* The empty message can be signed too. */
+    sl_signer_sign(s, "", 0, again);
+    ck_assert_int_eq(check_sig(v, "", 0, again), SL_OK);
+    ck_assert_int_eq(check_sig(v, MSG, strlen(MSG), again), SL_ECRYPTO);
+    sl_signer_free(s);
+    sl_verifier_free(v);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(signature_need_not_be_nul_terminated)
+{
+    make_keys();
+    sl_signer_t *s = signer();
+    sl_verifier_t *v = verifier();
+    char sig[SL_SIG_B64_LEN];
+    sl_signer_sign(s, MSG, strlen(MSG), sig);
+    /* As a Kafka header value arrives: a length, no NUL. */
+    char header[SL_SIG_B64_LEN + 8];
+    memcpy(header, sig, SL_SIG_B64_LEN - 1);
+    memcpy(header + SL_SIG_B64_LEN - 1, "JUNKJUNK", 8);
+    ck_assert_int_eq(sl_verifier_check(v, MSG, strlen(MSG), header, SL_SIG_B64_LEN - 1), SL_OK);
+    /* ... but the junk is not part of a valid signature. */
+    ck_assert_int_eq(sl_verifier_check(v, MSG, strlen(MSG), header, sizeof header), SL_ECRYPTO);
+    sl_signer_free(s);
+    sl_verifier_free(v);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(flipped_byte_in_message_fails)
+{
+    make_keys();
+    sl_signer_t *s = signer();
+    sl_verifier_t *v = verifier();
+    char sig[SL_SIG_B64_LEN];
+    sl_signer_sign(s, MSG, strlen(MSG), sig);
+    char msg[sizeof MSG];
+    for (size_t i = 0; i < strlen(MSG); i++) {
+        memcpy(msg, MSG, sizeof MSG);
+        msg[i] ^= 0x01;
+        if (check_sig(v, msg, strlen(MSG), sig) != SL_ECRYPTO)
+            ck_abort_msg("a message changed at byte %zu still verifies", i);
+    }
+    /* A truncated or extended message fails too. */
+    ck_assert_int_eq(check_sig(v, MSG, strlen(MSG) - 1, sig), SL_ECRYPTO);
+    ck_assert_int_eq(check_sig(v, MSG, sizeof MSG, sig), SL_ECRYPTO); /* with the NUL */
+    sl_signer_free(s);
+    sl_verifier_free(v);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(flipped_byte_in_signature_fails)
+{
+    make_keys();
+    sl_signer_t *s = signer();
+    sl_verifier_t *v = verifier();
+    char sig[SL_SIG_B64_LEN];
+    sl_signer_sign(s, MSG, strlen(MSG), sig);
+    unsigned char bin[crypto_sign_BYTES];
+    size_t bin_len = 0;
+    ck_assert_int_eq(sodium_base642bin(bin, sizeof bin, sig, strlen(sig), NULL, &bin_len, NULL,
+                                       sodium_base64_VARIANT_ORIGINAL),
+                     0);
+    ck_assert_uint_eq(bin_len, sizeof bin);
+    for (size_t i = 0; i < sizeof bin; i++) {
+        for (int bit = 0; bit < 8; bit += 7) {
+            unsigned char bad[crypto_sign_BYTES];
+            char bad_b64[SL_SIG_B64_LEN];
+            memcpy(bad, bin, sizeof bad);
+            bad[i] ^= (unsigned char)(1u << bit);
+            sodium_bin2base64(bad_b64, sizeof bad_b64, bad, sizeof bad,
+                              sodium_base64_VARIANT_ORIGINAL);
+            if (check_sig(v, MSG, strlen(MSG), bad_b64) != SL_ECRYPTO)
+                ck_abort_msg("a signature changed at byte %zu bit %d still verifies", i, bit);
+        }
+    }
+    sl_signer_free(s);
+    sl_verifier_free(v);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(signature_from_another_key_fails)
+{
+    make_keys();
+    sl_signer_t *s = signer();
+    char other_sk[160], other_pk[160];
+    snprintf(other_sk, sizeof other_sk, "%s/other.key", dir);
+    snprintf(other_pk, sizeof other_pk, "%s/other.pub", dir);
+    ck_assert_int_eq(sl_sign_keygen(other_sk, other_pk), SL_OK);
+    sl_verifier_t *other = NULL;
+    ck_assert_int_eq(sl_verifier_load(other_pk, &other), SL_OK);
+    char sig[SL_SIG_B64_LEN];
+    sl_signer_sign(s, MSG, strlen(MSG), sig);
+    ck_assert_int_eq(check_sig(other, MSG, strlen(MSG), sig), SL_ECRYPTO);
+    sl_signer_free(s);
+    sl_verifier_free(other);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(garbage_base64_fails)
+{
+    make_keys();
+    sl_signer_t *s = signer();
+    sl_verifier_t *v = verifier();
+    char sig[SL_SIG_B64_LEN];
+    sl_signer_sign(s, MSG, strlen(MSG), sig);
+
+    ck_assert_int_eq(check_sig(v, MSG, strlen(MSG), ""), SL_ECRYPTO);
+    ck_assert_int_eq(check_sig(v, MSG, strlen(MSG), "!!!!not base64!!!!"), SL_ECRYPTO);
+    ck_assert_int_eq(check_sig(v, MSG, strlen(MSG), "AAAA"), SL_ECRYPTO); /* valid, too short */
+
+    /* 88 characters of valid base64 that decode to zeros: the right length, a wrong signature. */
+    char zeros[SL_SIG_B64_LEN];
+    unsigned char zero_bin[crypto_sign_BYTES] = {0};
+    sodium_bin2base64(zeros, sizeof zeros, zero_bin, sizeof zero_bin,
+                      sodium_base64_VARIANT_ORIGINAL);
+    ck_assert_int_eq(check_sig(v, MSG, strlen(MSG), zeros), SL_ECRYPTO);
+
+    /* The real signature, cut short, with a stray character, or in the URL-safe alphabet. */
+    ck_assert_int_eq(sl_verifier_check(v, MSG, strlen(MSG), sig, strlen(sig) - 4), SL_ECRYPTO);
+    char bad[SL_SIG_B64_LEN];
+    memcpy(bad, sig, sizeof bad);
+    bad[10] = '*';
+    ck_assert_int_eq(check_sig(v, MSG, strlen(MSG), bad), SL_ECRYPTO);
+    char longer[SL_SIG_B64_LEN + 4];
+    snprintf(longer, sizeof longer, "%sAAAA", sig);
+    ck_assert_int_eq(check_sig(v, MSG, strlen(MSG), longer), SL_ECRYPTO);
+    sl_signer_free(s);
+    sl_verifier_free(v);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(free_of_null_is_a_no_op)
+{
+    sl_signer_free(NULL);
+    sl_verifier_free(NULL);
+}
+END_TEST
+
+/* ---- API-key hashing -------------------------------------------------------------------- */
+
+START_TEST(keyhash_is_deterministic_and_differs_between_keys)
+{
+    const char *a = "sk-acme-demo-0001";
+    const char *b = "sk-acme-demo-0002";
+    uint8_t h1[32], h2[32], h3[32];
+    sl_keyhash(a, strlen(a), h1);
+    sl_keyhash(a, strlen(a), h2);
+    ck_assert_mem_eq(h1, h2, 32);
+    sl_keyhash(b, strlen(b), h3);
+    ck_assert(memcmp(h1, h3, 32) != 0);
+    /* len is honoured: a prefix hashes like the shorter key, not like the full one. */
+    sl_keyhash("sk-acme-demo-00019999", strlen(a), h2);
+    ck_assert_mem_eq(h1, h2, 32);
+    sl_keyhash(a, strlen(a) - 1, h2);
+    ck_assert(memcmp(h1, h2, 32) != 0);
+    /* It is a keyed hash, not a plain BLAKE2b of the key. */
+    uint8_t plain[32];
+    crypto_generichash(plain, 32, (const unsigned char *)a, strlen(a), NULL, 0);
+    ck_assert(memcmp(h1, plain, 32) != 0);
+}
+END_TEST
+
+START_TEST(keyhash_matches_the_example_config)
+{
+    /* The hash in examples/sluice.json for the demo key: the config format is stable. */
+    static const uint8_t want[32] = {0x0b, 0xf5, 0x8a, 0x74, 0x19, 0xd8, 0x50, 0xb2,
+                                     0x59, 0x63, 0x1d, 0x1b, 0xb3, 0x5e, 0x14, 0xe2,
+                                     0xb7, 0x6d, 0xa5, 0x13, 0xab, 0xc6, 0xe8, 0x75,
+                                     0x21, 0x18, 0xe9, 0xaf, 0x0b, 0x2c, 0xb5, 0x92};
+    const char *a = "sk-acme-demo-0001";
+    uint8_t h[32];
+    sl_keyhash(a, strlen(a), h);
+    ck_assert_mem_eq(h, want, 32);
+}
+END_TEST
+
+START_TEST(keyhash_of_many_keys_has_no_collisions)
+{
+    enum { COUNT = 2000 };
+    uint8_t(*h)[32] = malloc(COUNT * sizeof *h);
+    ck_assert_ptr_nonnull(h);
+    char key[32];
+    for (int i = 0; i < COUNT; i++) {
+        snprintf(key, sizeof key, "sk-test-%d", i);
+        sl_keyhash(key, strlen(key), h[i]);
+    }
+    for (int i = 0; i < COUNT; i++) {
+        for (int j = i + 1; j < COUNT; j++) {
+            if (memcmp(h[i], h[j], 32) == 0)
+                ck_abort_msg("keys %d and %d hash alike", i, j);
+        }
+    }
+    free(h);
+}
+END_TEST
+
+static Suite *sign_suite(void)
+{
+    Suite *s = suite_create("sign");
+    TCase *keys = tcase_create("keys");
+    tcase_add_test(keys, keygen_writes_hex_key_files_with_a_private_secret);
+    tcase_add_test(keys, keygen_makes_a_new_pair_each_time);
+    tcase_add_test(keys, keygen_into_a_missing_folder_fails);
+    tcase_add_test(keys, loading_a_missing_or_malformed_key_fails);
+    suite_add_tcase(s, keys);
+
+    TCase *sig = tcase_create("signatures");
+    tcase_add_test(sig, signature_round_trips);
+    tcase_add_test(sig, signature_need_not_be_nul_terminated);
+    tcase_add_test(sig, flipped_byte_in_message_fails);
+    tcase_add_test(sig, flipped_byte_in_signature_fails);
+    tcase_add_test(sig, signature_from_another_key_fails);
+    tcase_add_test(sig, garbage_base64_fails);
+    tcase_add_test(sig, free_of_null_is_a_no_op);
+    suite_add_tcase(s, sig);
+
+    TCase *hash = tcase_create("keyhash");
+    tcase_add_test(hash, keyhash_is_deterministic_and_differs_between_keys);
+    tcase_add_test(hash, keyhash_matches_the_example_config);
+    tcase_add_test(hash, keyhash_of_many_keys_has_no_collisions);
+    suite_add_tcase(s, hash);
+    return s;
+}
+
+int main(void)
+{
+    if (sl_crypto_init() != SL_OK)
+        return 1;
+    SRunner *sr = srunner_create(sign_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
