@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -280,8 +281,11 @@ static void load_routes(ctx_t *c, sl_config_t *cfg, json_t *arr)
             continue;
         }
         check_keys(c, rj, where, keys);
-        sl_route_cfg_t *r = &cfg->routes[cfg->nroutes++];
+        sl_route_cfg_t *r = &cfg->routes[cfg->nroutes];
         r->name = get_str(c, rj, where, "name", NULL);
+        if (r->name != NULL && sl_config_route(cfg, r->name) >= 0)
+            fail(c, "%s: duplicate route name \"%s\"", where, r->name);
+        cfg->nroutes++;
         r->default_max_tokens = get_int(c, rj, where, "default_max_tokens", 1024, 1, 10000000);
         json_t *dj = get_arr(c, rj, where, "deployments");
         size_t nd = json_array_size(dj);
@@ -313,8 +317,11 @@ static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
             continue;
         }
         check_keys(c, tj, where, keys);
-        sl_tenant_cfg_t *t = &cfg->tenants[cfg->ntenants++];
+        sl_tenant_cfg_t *t = &cfg->tenants[cfg->ntenants];
         t->name = get_str(c, tj, where, "name", NULL);
+        if (t->name != NULL && sl_config_tenant(cfg, t->name) >= 0)
+            fail(c, "%s: duplicate tenant name \"%s\"", where, t->name);
+        cfg->ntenants++;
         t->weight = get_int(c, tj, where, "weight", 1, 1, 1000000);
         t->tokens_per_min = get_int(c, tj, where, "tokens_per_min", 0, 0, I64MAX);
         json_t *rj = get_arr(c, tj, where, "routes");
@@ -354,9 +361,18 @@ static void load_keys(ctx_t *c, sl_config_t *cfg, json_t *arr)
         k->tenant = tenant != NULL ? sl_config_tenant(cfg, tenant) : -1;
         if (tenant != NULL && k->tenant < 0)
             fail(c, "%s: unknown tenant \"%s\"", where, tenant);
+        for (int j = 0; j < cfg->nkeys - 1 && k->id != NULL; j++) {
+            if (cfg->keys[j].id != NULL && strcmp(cfg->keys[j].id, k->id) == 0)
+                fail(c, "%s: duplicate key id \"%s\"", where, k->id);
+            else if (memcmp(cfg->keys[j].hash, k->hash, sizeof k->hash) == 0)
+                fail(c, "%s: duplicate key hash (ids \"%s\" and \"%s\" have the same key)",
+                     where, cfg->keys[j].id ? cfg->keys[j].id : "?", k->id);
+        }
         k->app = get_str(c, kj, where, "app", "default");
         k->env = get_str(c, kj, where, "env", "prod");
         json_t *p = json_object_get(kj, "paused");
+        if (p != NULL && !json_is_boolean(p))
+            fail(c, "%s: \"paused\" must be true or false", where);
         k->paused = p != NULL && json_is_true(p);
     }
 }
@@ -374,6 +390,12 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
     *out = NULL;
     ctx_t c = {err, errlen, 0};
     json_error_t jerr;
+    FILE *probe = fopen(path, "r");
+    if (probe == NULL) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return SL_EIO;
+    }
+    fclose(probe);
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {
         snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);

@@ -367,6 +367,12 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
     }
     json_t *body = c->resp != NULL ? json_loadb(c->resp, c->resp_len, 0, NULL) : NULL;
     const char *outcome = c->too_big ? "bad_response" : sl_openai_classify(transport, status, body);
+    /* OpenAI's x-should-retry: false overrides the status: e.g. a 429 "Request too large" can
+     * never succeed by waiting, so it is a request error, not a capacity one. */
+    if (c->rl.should_retry == 0 &&
+        (strcmp(outcome, "rate_limited") == 0 || strcmp(outcome, "overloaded") == 0 ||
+         strcmp(outcome, "server_error") == 0 || strcmp(outcome, "timeout") == 0))
+        outcome = "client_error";
     emit_usage(e, c->job_id, c->attempt, c->res_id, e->cfg->deployments[c->deployment].name,
                outcome, status, &c->rl, body, ttft_s * 1000.0, total_s * 1000.0, c->started_ms,
                sl_now_ms(), detail);

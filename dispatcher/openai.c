@@ -42,6 +42,14 @@ int64_t sl_go_duration_ms(const char *s, size_t len)
         } else if (i + 1 < len && (s[i] == 'u' || s[i] == 'n') && s[i + 1] == 's') {
             unit = s[i] == 'u' ? 1e-3 : 1e-6;
             i += 2;
+        } else if (i + 2 < len && (unsigned char)s[i] == 0xC2 && (unsigned char)s[i + 1] == 0xB5 &&
+                   s[i + 2] == 's') {
+            unit = 1e-3; /* "µs" with U+00B5 MICRO SIGN, as Go prints it */
+            i += 3;
+        } else if (i + 2 < len && (unsigned char)s[i] == 0xCE && (unsigned char)s[i + 1] == 0xBC &&
+                   s[i + 2] == 's') {
+            unit = 1e-3; /* "μs" with U+03BC GREEK SMALL LETTER MU */
+            i += 3;
         } else if (i < len && s[i] == 'h') {
             unit = 3600000;
             i++;
@@ -139,7 +147,8 @@ void sl_ratelimit_to_json(const sl_ratelimit_t *rl, json_t *obj)
              {"remaining_requests", rl->remaining_requests},
              {"remaining_tokens", rl->remaining_tokens},
              {"reset_requests_ms", rl->reset_requests_ms},
-             {"reset_tokens_ms", rl->reset_tokens_ms}};
+             {"reset_tokens_ms", rl->reset_tokens_ms},
+             {"should_retry", rl->should_retry}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         if (f[i].v >= 0)
             json_object_set_new(obj, f[i].name, json_integer(f[i].v));

@@ -73,7 +73,7 @@ static sl_err_t reject(sl_ingest_t *ing, sl_ingest_out_t *out, const sl_ingest_s
         sl_random_id(fresh_id, 16);
         job_id = fresh_id;
     }
-    json_t *res = json_pack("{s:i, s:s, s:s?, s:s?, s:s, s:i, s:i, s:{s:s, s:s, s:s, s:s, s:b}}",
+    json_t *res = json_pack("{s:i, s:s, s:s?, s:s?, s:s, s:i, s:I, s:{s:s, s:s, s:s, s:s, s:b}}",
                             "v", 1, "job_id", job_id, "idempotency_key", idem, "tenant", tenant,
                             "status", "rejected", "attempts", 0, "finished_ms", (json_int_t)now_ms,
                             "error", "type", type, "reason", reason, "message", message,
@@ -150,9 +150,10 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
                       "malformed_json", why);
     }
     /* The idempotency key is echoed even on a schema violation when it is usable, so the
-     * producer can match the rejection. */
+     * producer can match the rejection. The schema bounds it at 200 characters; 800 bytes is
+     * that in UTF-8 at most (a byte count must not cut valid keys short). */
     const json_t *idem_j = json_object_get(req, "idempotency_key");
-    const char *idem = json_is_string(idem_j) && json_string_length(idem_j) <= 200
+    const char *idem = json_is_string(idem_j) && json_string_length(idem_j) <= 800
                            ? json_string_value(idem_j)
                            : NULL;
     if (sl_schema_validate(ing->schema, req, why, sizeof why) != SL_OK) {

@@ -285,6 +285,7 @@ static sl_err_t save_buckets(sl_sched_t *s, int64_t now_ms)
 typedef struct {
     sl_sched_t *s;
     job_t *job;
+    int64_t now_ms;
     sl_err_t rc;
 } restore_t;
 
@@ -357,7 +358,7 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         r->job = j;
         sl_store_res_charges(s->store, j->res_id, restore_charge, r);
         r->rc = list_add(&s->leased, j);
-    } else if (row->not_before_ms > sl_now_ms()) {
+    } else if (row->not_before_ms > r->now_ms) {
         j->state = J_DELAYED;
         r->rc = list_add(&s->delayed, j);
     } else {
@@ -408,7 +409,7 @@ sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_signer
     rc = build_buckets(s, now_ms);
     if (rc != SL_OK)
         goto fail;
-    restore_t r = {s, NULL, SL_OK};
+    restore_t r = {s, NULL, now_ms, SL_OK};
     rc = sl_store_each_unfinished(store, restore_job, &r);
     if (rc == SL_OK)
         rc = r.rc;
