@@ -313,7 +313,11 @@ void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char 
     c->attempt = attempt;
     c->deployment = d;
     c->started_ms = now_ms;
-    c->body = json_dumps(json_object_get(doc, "request"), JSON_COMPACT);
+    /* The deployment's own model name goes to the provider, whatever the caller asked for:
+     * the route decided where the job runs. */
+    json_t *request = json_object_get(doc, "request");
+    json_object_set_new(request, "model", json_string(dc->model));
+    c->body = json_dumps(request, JSON_COMPACT);
     /* The provider sees the job id as idempotency key: unique per tenant and job, unlike the
      * client's own key, which two tenants may both use. */
     char idem_header[128];

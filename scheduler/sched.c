@@ -85,6 +85,15 @@ struct sl_sched {
 
 /* ---- small helpers ---- */
 
+/* s as a JSON string literal, quotes included (caller frees); NULL when out of memory. */
+static char *json_quote(const char *s)
+{
+    json_t *str = json_string(s);
+    char *out = str != NULL ? json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    json_decref(str);
+    return out;
+}
+
 static sl_err_t list_add(joblist_t *l, job_t *j)
 {
     if (l->n == l->cap) {
@@ -482,13 +491,10 @@ static void outcome_init(outcome_t *o, const char *status)
 static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_ms)
 {
     json_t *meta = NULL;
-    char *job_json = NULL;
-    if (sl_store_job_json(s->store, j->id, &job_json) == SL_OK) {
-        json_t *doc = json_loads(job_json, 0, NULL);
-        meta = json_incref(json_object_get(doc, "metadata"));
-        json_decref(doc);
-        free(job_json);
-    }
+    char *meta_json = NULL;
+    if (sl_store_job_parts(s->store, j->id, NULL, &meta_json) == SL_OK && meta_json != NULL)
+        meta = json_loads(meta_json, 0, NULL);
+    free(meta_json);
     const sl_config_t *cfg = s->cfg;
     json_t *res = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:I}", "v", 1,
                             "job_id", j->id, "idempotency_key", j->idem ? j->idem : j->id,
@@ -582,12 +588,22 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
         .est_output = json_integer_value(json_object_get(est, "output")),
         .est_total = json_integer_value(json_object_get(est, "total")),
     };
+    /* The request body and metadata are kept as text of their own, so dispatching and
+     * finishing the job never parse the whole job again. */
     char *text = strndup(json, len);
+    char *request_json = json_dumps(json_object_get(doc, "request"), JSON_COMPACT);
+    json_t *meta = json_object_get(doc, "metadata");
+    char *metadata_json = meta != NULL ? json_dumps(meta, JSON_COMPACT) : NULL;
     row.job_json = text;
+    row.request_json = request_json;
+    row.metadata_json = metadata_json;
     char *old_result = NULL;
-    sl_err_t rc = text != NULL ? sl_store_job_insert(s->store, &row, now_ms, &old_result)
-                               : SL_ENOMEM;
+    sl_err_t rc = text != NULL && request_json != NULL && (meta == NULL || metadata_json != NULL)
+                      ? sl_store_job_insert(s->store, &row, now_ms, &old_result)
+                      : SL_ENOMEM;
     free(text);
+    free(request_json);
+    free(metadata_json);
     if (rc == SL_EEXISTS) {
         /* A redelivery or a resubmission: never run twice; a finished job's result is sent
          * again so a client re-running after a crash gets it. */
@@ -743,27 +759,30 @@ static sl_err_t lease(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
     if (rc == SL_OK)
         rc = sl_store_job_lease(s->store, j->id, j->attempts, j->lease_expires_ms, j->res_id,
                                 dc->name, now_ms);
-    char *job_json = NULL;
+    char *request_json = NULL;
     if (rc == SL_OK)
-        rc = sl_store_job_json(s->store, j->id, &job_json);
+        rc = sl_store_job_parts(s->store, j->id, &request_json, NULL);
+    if (rc == SL_OK && request_json == NULL)
+        rc = SL_EDB;
     if (rc != SL_OK)
         return rc;
-    json_t *doc = json_loads(job_json, 0, NULL);
-    free(job_json);
-    json_t *request = json_object_get(doc, "request");
-    if (request == NULL) {
-        json_decref(doc);
-        return SL_EDB;
-    }
-    json_object_set_new(request, "model", json_string(dc->model));
-    json_t *msg = json_pack("{s:i, s:s, s:i, s:s, s:I, s:I, s:s, s:s, s:O}", "v", 1, "job_id",
-                            j->id, "attempt", j->attempts, "reservation_id", j->res_id,
-                            "lease_expires_ms", (json_int_t)j->lease_expires_ms, "issued_ms",
-                            (json_int_t)now_ms, "deployment", dc->name, "idempotency_key",
-                            j->idem, "request", request);
-    json_decref(doc);
-    char *value = msg != NULL ? json_dumps(msg, JSON_COMPACT) : NULL;
-    json_decref(msg);
+    /* Assembled as text around the stored request body: job ids are [A-Za-z0-9_-] (job.json),
+     * reservation ids hex, and the two free strings are escaped by jansson. The dispatcher
+     * sets the deployment's model itself. */
+    char *dep_q = json_quote(dc->name);
+    char *idem_q = json_quote(j->idem);
+    char *value = NULL;
+    if (dep_q != NULL && idem_q != NULL &&
+        asprintf(&value,
+                 "{\"v\":1,\"job_id\":\"%s\",\"attempt\":%d,\"reservation_id\":\"%s\","
+                 "\"lease_expires_ms\":%lld,\"issued_ms\":%lld,\"deployment\":%s,"
+                 "\"idempotency_key\":%s,\"request\":%s}",
+                 j->id, j->attempts, j->res_id, (long long)j->lease_expires_ms, (long long)now_ms,
+                 dep_q, idem_q, request_json) < 0)
+        value = NULL;
+    free(dep_q);
+    free(idem_q);
+    free(request_json);
     if (value == NULL)
         return SL_ENOMEM;
     j->state = J_LEASED;

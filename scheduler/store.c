@@ -21,6 +21,7 @@ enum {
     Q_JOB_INSERT,
     Q_JOB_EXISTING,
     Q_JOB_JSON,
+    Q_JOB_PARTS,
     Q_JOB_LEASE,
     Q_JOB_REQUEUE,
     Q_JOB_FINISH,
@@ -44,10 +45,12 @@ enum {
 static const char *const sql_text[Q_COUNT_] = {
     [Q_JOB_INSERT] = "INSERT INTO jobs (job_id, idempotency_key, tenant, app, env, key_id, route,"
                      " class, state, submitted_ms, deadline_ms, est_input, est_output, est_total,"
-                     " job_json, updated_ms) VALUES (?,?,?,?,?,?,?,?,'queued',?,?,?,?,?,?,?)"
+                     " job_json, request_json, metadata_json, updated_ms)"
+                     " VALUES (?,?,?,?,?,?,?,?,'queued',?,?,?,?,?,?,?,?,?)"
                      " ON CONFLICT (job_id) DO NOTHING",
     [Q_JOB_EXISTING] = "SELECT state, result_json FROM jobs WHERE job_id = ?",
     [Q_JOB_JSON] = "SELECT job_json FROM jobs WHERE job_id = ?",
+    [Q_JOB_PARTS] = "SELECT request_json, metadata_json FROM jobs WHERE job_id = ?",
     [Q_JOB_LEASE] = "UPDATE jobs SET state = 'leased', attempts = ?, lease_expires_ms = ?,"
                     " reservation_id = ?, deployment = ?, updated_ms = ?,"
                     " first_dispatch_ms = COALESCE(first_dispatch_ms, ?) WHERE job_id = ?",
@@ -200,6 +203,22 @@ sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **o
         snprintf(err, errlen, "cannot read SQL schema %s: %s", sql_path, sl_strerror(rc));
         goto fail;
     }
+    if (!s->is_new) {
+        sqlite3_stmt *vst = NULL;
+        int version = -1;
+        if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &vst, NULL) == SQLITE_OK &&
+            sqlite3_step(vst) == SQLITE_ROW)
+            version = sqlite3_column_int(vst, 0);
+        sqlite3_finalize(vst);
+        if (version != SL_STORE_SCHEMA_VERSION) {
+            snprintf(err, errlen,
+                     "%s has schema version %d, this scheduler needs %d: move the file away "
+                     "(its queued jobs are in the jobs table) or migrate it",
+                     db_path, version, SL_STORE_SCHEMA_VERSION);
+            rc = SL_EDB;
+            goto fail;
+        }
+    }
     if (exec_sql(s, schema) != SL_OK) {
         snprintf(err, errlen, "cannot apply SQL schema %s: %s", sql_path, sqlite3_errmsg(s->db));
         rc = SL_EDB;
@@ -264,10 +283,10 @@ sl_err_t sl_store_job_insert(sl_store_t *s, const sl_store_job_t *j, int64_t now
                              char **result_json)
 {
     *result_json = NULL;
-    sqlite3_stmt *st = bind(s, Q_JOB_INSERT, "ssssssssIIIIIsI", j->job_id, j->idempotency_key,
-                            j->tenant, j->app, j->env, j->key_id, j->route, j->cls,
-                            j->submitted_ms, j->deadline_ms, j->est_input, j->est_output,
-                            j->est_total, j->job_json, now_ms);
+    sqlite3_stmt *st = bind(s, Q_JOB_INSERT, "ssssssssIIIIIsssI", j->job_id,
+                            j->idempotency_key, j->tenant, j->app, j->env, j->key_id, j->route,
+                            j->cls, j->submitted_ms, j->deadline_ms, j->est_input, j->est_output,
+                            j->est_total, j->job_json, j->request_json, j->metadata_json, now_ms);
     sl_err_t rc = run(s, st, "job insert");
     if (rc != SL_OK)
         return rc;
@@ -289,6 +308,26 @@ sl_err_t sl_store_job_json(sl_store_t *s, const char *job_id, char **json)
     if (sqlite3_step(st) == SQLITE_ROW) {
         *json = column_dup(st, 0);
         rc = *json != NULL ? SL_OK : SL_ENOMEM;
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+sl_err_t sl_store_job_parts(sl_store_t *s, const char *job_id, char **request_json,
+                            char **metadata_json)
+{
+    if (request_json != NULL)
+        *request_json = NULL;
+    if (metadata_json != NULL)
+        *metadata_json = NULL;
+    sqlite3_stmt *st = bind(s, Q_JOB_PARTS, "s", job_id);
+    sl_err_t rc = SL_ENOTFOUND;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        rc = SL_OK;
+        if (request_json != NULL)
+            *request_json = column_dup(st, 0);
+        if (metadata_json != NULL)
+            *metadata_json = column_dup(st, 1);
     }
     sqlite3_reset(st);
     return rc;

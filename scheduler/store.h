@@ -16,6 +16,9 @@
 
 typedef struct sl_store sl_store_t;
 
+/* The PRAGMA user_version that schema/ledger.sql sets. */
+#define SL_STORE_SCHEMA_VERSION 1
+
 /* Opens (creating if needed) the database at db_path and applies the SQL schema file.
  * *out set only on success. Fails with SL_EBUSY when another scheduler holds the file. */
 sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **out, char *err,
@@ -32,6 +35,8 @@ typedef struct {
     const char *job_id, *idempotency_key, *tenant, *app, *env, *key_id, *route, *cls;
     int64_t submitted_ms, deadline_ms, est_input, est_output, est_total;
     const char *job_json;
+    const char *request_json;  /* the request body alone (may be NULL: read from job_json) */
+    const char *metadata_json; /* NULL when the job has none */
 } sl_store_job_t;
 
 /* Inserts a new queued job. When the job id exists: SL_EEXISTS, and if that job is finished,
@@ -40,6 +45,10 @@ sl_err_t sl_store_job_insert(sl_store_t *s, const sl_store_job_t *job, int64_t n
                              char **result_json);
 /* The stored job message (caller frees). */
 sl_err_t sl_store_job_json(sl_store_t *s, const char *job_id, char **json);
+/* The job's request body and metadata as stored (caller frees both; either comes back NULL
+ * when absent). Pass NULL for a part that is not wanted. */
+sl_err_t sl_store_job_parts(sl_store_t *s, const char *job_id, char **request_json,
+                            char **metadata_json);
 sl_err_t sl_store_job_lease(sl_store_t *s, const char *job_id, int attempts,
                             int64_t lease_expires_ms, const char *reservation_id,
                             const char *deployment, int64_t now_ms);

@@ -5,6 +5,13 @@
 PRAGMA journal_mode = WAL;
 PRAGMA synchronous = NORMAL;
 PRAGMA foreign_keys = ON;
+-- A large page cache and memory-mapped reads: the scheduler re-reads each job's row to build its
+-- dispatch and result, and without these most of its time went to pread().
+PRAGMA cache_size = -65536;
+PRAGMA mmap_size = 268435456;
+PRAGMA temp_store = MEMORY;
+-- Version of this schema; the scheduler refuses a database made by another version.
+PRAGMA user_version = 1;
 
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
@@ -35,7 +42,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     reservation_id   TEXT,
     deployment       TEXT,
     first_dispatch_ms INTEGER,
-    job_json         TEXT NOT NULL,
+    job_json         TEXT NOT NULL,           -- the job message as received
+    request_json     TEXT,                    -- its request body, ready to dispatch
+    metadata_json    TEXT,                    -- its metadata, copied into the result
     result_json      TEXT,
     updated_ms       INTEGER NOT NULL
 );
