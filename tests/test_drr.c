@@ -1,0 +1,412 @@
+/* test_drr.c - behaviour of deficit round-robin with token costs (scheduler/drr.h): shares are
+ * fair in tokens (not request counts) and follow the weights, big jobs are served without
+ * starving others, idle flows bank nothing, and skip/remove/push-front keep the rotation sane.
+ *
+ * Items are small integers cast to pointers; an item's flow and cost are encoded in it where a
+ * test needs them back.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../scheduler/drr.h"
+#include "sign.h"
+
+/* Offset so that item 0 is not a NULL pointer (NULL means "nothing queued"). */
+#define ITEM(x) ((void *)(intptr_t)((x) + 1000000))
+#define VAL(p) ((int)((intptr_t)(p)-1000000))
+
+static sl_drr_t *new_drr(void)
+{
+    sl_drr_t *d = sl_drr_new();
+    ck_assert_ptr_nonnull(d);
+    return d;
+}
+
+static void push(sl_drr_t *d, int flow, int64_t quantum, int item, int64_t cost, int front)
+{
+    ck_assert_ptr_nonnull(sl_drr_push(d, flow, quantum, ITEM(item), cost, front));
+}
+
+/* Peeks and pops; returns the item and its flow/cost. */
+static int serve(sl_drr_t *d, int *flow, int64_t *cost)
+{
+    int64_t c = -1;
+    int f = -1;
+    void *item = sl_drr_peek(d, &c, &f);
+    ck_assert_ptr_nonnull(item);
+    sl_drr_pop(d);
+    if (flow != NULL)
+        *flow = f;
+    if (cost != NULL)
+        *cost = c;
+    return VAL(item);
+}
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 2685821657736338717ULL;
+}
+
+/* Keeps nflows flows backlogged (a new job replaces each served one) and serves until `total`
+ * tokens went out; tokens[f] gets each flow's share. cost_of(f) gives the next job's cost. */
+static void run_backlogged(sl_drr_t *d, int nflows, const int64_t *quantum,
+                           int64_t (*cost_of)(int flow), int64_t total, int64_t *tokens,
+                           int64_t *count)
+{
+    for (int f = 0; f < nflows; f++) {
+        tokens[f] = 0;
+        count[f] = 0;
+        for (int i = 0; i < 8; i++)
+            push(d, f, quantum[f], f, cost_of(f), 0);
+    }
+    int64_t served = 0;
+    while (served < total) {
+        int flow = -1;
+        int64_t cost = 0;
+        int item = serve(d, &flow, &cost);
+        ck_assert_int_eq(item, flow); /* items carry their flow */
+        tokens[flow] += cost;
+        count[flow]++;
+        served += cost;
+        push(d, flow, quantum[flow], flow, cost_of(flow), 0);
+    }
+}
+
+static int64_t cost_a100_b1000(int flow)
+{
+    return flow == 0 ? 100 : 1000;
+}
+
+START_TEST(equal_quanta_give_equal_token_shares_not_equal_request_counts)
+{
+    sl_drr_t *d = new_drr();
+    const int64_t quantum[2] = {500, 500};
+    int64_t tokens[2], count[2];
+    run_backlogged(d, 2, quantum, cost_a100_b1000, 1000000, tokens, count);
+    double share_a = (double)tokens[0] / (double)(tokens[0] + tokens[1]);
+    ck_assert_msg(fabs(share_a - 0.5) < 0.02, "token share of A %.4f", share_a);
+    /* A sent about ten times as many requests as B */
+    double ratio = (double)count[0] / (double)count[1];
+    ck_assert_msg(ratio > 9 && ratio < 11, "request ratio %.3f", ratio);
+    sl_drr_free(d);
+}
+END_TEST
+
+static int64_t cost_random(int flow)
+{
+    (void)flow;
+    return 50 + (int64_t)(rnd() % 451); /* 50..500 */
+}
+
+START_TEST(weights_3_to_1_give_75_25_token_shares)
+{
+    rng_state = 0x1234567;
+    sl_drr_t *d = new_drr();
+    const int64_t quantum[2] = {3 * 256, 256};
+    int64_t tokens[2], count[2];
+    run_backlogged(d, 2, quantum, cost_random, 2000000, tokens, count);
+    double share = (double)tokens[0] / (double)(tokens[0] + tokens[1]);
+    ck_assert_msg(fabs(share - 0.75) <= 0.03, "share of the weight-3 flow %.4f", share);
+    sl_drr_free(d);
+}
+END_TEST
+
+START_TEST(huge_job_is_served_without_starving_others)
+{
+    sl_drr_t *d = new_drr();
+    push(d, 0, 100, -1, 10000, 0); /* 100 quanta */
+    for (int i = 0; i < 1000; i++)
+        push(d, 1, 100, i, 50, 0);
+    int b_before = 0, pops = 0, huge_served = 0;
+    while (!huge_served) {
+        int flow = -1;
+        int item = serve(d, &flow, NULL);
+        pops++;
+        ck_assert_int_lt(pops, 1000);
+        if (item == -1)
+            huge_served = 1;
+        else
+            b_before++;
+    }
+    /* B got its two jobs per round while A saved up for 100 rounds */
+    ck_assert_int_ge(b_before, 190);
+    ck_assert_int_le(b_before, 202);
+    /* and B goes on afterwards */
+    int flow = -1;
+    serve(d, &flow, NULL);
+    ck_assert_int_eq(flow, 1);
+    ck_assert_int_eq(sl_drr_active_flows(d), 1);
+    sl_drr_free(d);
+}
+END_TEST
+
+START_TEST(emptied_flow_loses_its_deficit)
+{
+    sl_drr_t *d = new_drr();
+    push(d, 0, 1000, 1, 100, 0);
+    for (int i = 0; i < 10; i++)
+        push(d, 1, 1000, 100 + i, 1000, 0);
+    int flow = -1;
+    ck_assert_int_eq(serve(d, &flow, NULL), 1); /* A had 1000, used 100, then emptied */
+    ck_assert_int_eq(sl_drr_active_flows(d), 1);
+    ck_assert_uint_eq(sl_drr_flow_len(d, 0), 0);
+    /* A comes back with a 1500-token job: with 900 banked it would go after one B job; without,
+     * it needs two visits (1000, then 2000), so two B jobs go first. */
+    push(d, 0, 1000, 2, 1500, 0);
+    ck_assert_int_eq(serve(d, &flow, NULL), 100);
+    ck_assert_int_eq(serve(d, &flow, NULL), 101);
+    ck_assert_int_eq(serve(d, &flow, NULL), 2);
+    sl_drr_free(d);
+}
+END_TEST
+
+START_TEST(skip_moves_on_and_resets_the_deficit)
+{
+    sl_drr_t *d = new_drr();
+    for (int i = 0; i < 100; i++) {
+        push(d, 0, 1000, i, 100, 0);
+        push(d, 1, 1000, 1000 + i, 100, 0);
+    }
+    int64_t cost = 0;
+    int flow = -1;
+    ck_assert_ptr_nonnull(sl_drr_peek(d, &cost, &flow));
+    ck_assert_int_eq(flow, 0);
+    sl_drr_skip(d); /* A cannot be served now (its own limit): move on, bank nothing */
+    ck_assert_int_eq(VAL(sl_drr_peek(d, &cost, &flow)), 1000);
+    ck_assert_int_eq(flow, 1);
+    sl_drr_pop(d);
+    sl_drr_skip(d); /* B had 900 left: gone */
+    /* A's next visit brings exactly one quantum: ten 100-token jobs, then B again */
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(serve(d, &flow, NULL), i);
+        ck_assert_int_eq(flow, 0);
+    }
+    ck_assert_int_eq(serve(d, &flow, NULL), 1001);
+    ck_assert_int_eq(flow, 1);
+    /* B's deficit was reset by the skip: one quantum = ten jobs on this visit */
+    for (int i = 2; i < 11; i++) {
+        ck_assert_int_eq(serve(d, &flow, NULL), 1000 + i);
+        ck_assert_int_eq(flow, 1);
+    }
+    ck_assert_int_eq(serve(d, &flow, NULL), 10);
+    ck_assert_int_eq(flow, 0);
+    /* skipping the only flow comes back to it; skip on an empty scheduler is harmless */
+    sl_drr_t *e = new_drr();
+    sl_drr_skip(e);
+    push(e, 3, 10, 7, 5, 0);
+    sl_drr_skip(e);
+    ck_assert_int_eq(serve(e, &flow, NULL), 7);
+    ck_assert_int_eq(flow, 3);
+    sl_drr_free(e);
+    sl_drr_free(d);
+}
+END_TEST
+
+START_TEST(peek_without_pop_keeps_the_place)
+{
+    sl_drr_t *d = new_drr();
+    push(d, 0, 100, 1, 250, 0);
+    push(d, 1, 100, 2, 100, 0);
+    /* A needs three visits; B fits on its first */
+    int64_t cost = 0;
+    int flow = -1;
+    ck_assert_int_eq(VAL(sl_drr_peek(d, &cost, &flow)), 2);
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(VAL(sl_drr_peek(d, &cost, &flow)), 2); /* no quantum added again */
+        ck_assert_int_eq(cost, 100);
+        ck_assert_int_eq(flow, 1);
+    }
+    sl_drr_pop(d);
+    ck_assert_int_eq(VAL(sl_drr_peek(d, &cost, &flow)), 1);
+    ck_assert_int_eq(cost, 250);
+    sl_drr_free(d);
+}
+END_TEST
+
+START_TEST(remove_takes_out_a_queued_item_without_charging)
+{
+    sl_drr_t *d = new_drr();
+    sl_drr_node_t *n1 = sl_drr_push(d, 0, 300, ITEM(1), 100, 0);
+    sl_drr_node_t *n2 = sl_drr_push(d, 0, 300, ITEM(2), 100, 0);
+    sl_drr_node_t *n3 = sl_drr_push(d, 0, 300, ITEM(3), 100, 0);
+    sl_drr_node_t *b1 = sl_drr_push(d, 1, 300, ITEM(10), 100, 0);
+    ck_assert_ptr_nonnull(n1);
+    ck_assert_ptr_nonnull(n3);
+    ck_assert_uint_eq(sl_drr_len(d), 4);
+    sl_drr_remove(d, n2);
+    ck_assert_uint_eq(sl_drr_len(d), 3);
+    ck_assert_uint_eq(sl_drr_flow_len(d, 0), 2);
+    int flow = -1;
+    ck_assert_int_eq(serve(d, &flow, NULL), 1);
+    /* removing did not charge A: 300 - 100 left, so 3 still goes before B */
+    ck_assert_int_eq(serve(d, &flow, NULL), 3);
+    ck_assert_int_eq(sl_drr_active_flows(d), 1);
+    /* removing a flow's last item takes the flow out of the round */
+    sl_drr_remove(d, b1);
+    ck_assert_int_eq(sl_drr_active_flows(d), 0);
+    ck_assert_uint_eq(sl_drr_len(d), 0);
+    ck_assert_ptr_null(sl_drr_peek(d, NULL, NULL));
+    sl_drr_remove(d, NULL);
+    /* removing the head of the flow being visited, between peek and pop */
+    push(d, 0, 300, 4, 100, 0);
+    sl_drr_node_t *n5 = sl_drr_push(d, 1, 300, ITEM(5), 100, 0);
+    push(d, 1, 300, 6, 100, 0);
+    ck_assert_int_eq(VAL(sl_drr_peek(d, NULL, NULL)), 4);
+    sl_drr_pop(d);
+    ck_assert_int_eq(VAL(sl_drr_peek(d, NULL, &flow)), 5);
+    sl_drr_remove(d, n5);
+    ck_assert_int_eq(VAL(sl_drr_peek(d, NULL, &flow)), 6);
+    sl_drr_pop(d);
+    ck_assert_uint_eq(sl_drr_len(d), 0);
+    sl_drr_free(d);
+}
+END_TEST
+
+START_TEST(push_front_puts_a_retry_at_the_head_of_its_flow)
+{
+    sl_drr_t *d = new_drr();
+    push(d, 0, 1000, 1, 100, 0);
+    push(d, 0, 1000, 2, 100, 0);
+    push(d, 0, 1000, 9, 100, 1 /*front*/);
+    push(d, 1, 1000, 20, 100, 0);
+    push(d, 1, 1000, 21, 100, 1 /*front*/);
+    int flow = -1;
+    ck_assert_int_eq(serve(d, &flow, NULL), 9);
+    ck_assert_int_eq(serve(d, &flow, NULL), 1);
+    ck_assert_int_eq(serve(d, &flow, NULL), 2);
+    ck_assert_int_eq(serve(d, &flow, NULL), 21);
+    ck_assert_int_eq(serve(d, &flow, NULL), 20);
+    /* front on an empty flow just queues it */
+    push(d, 2, 1000, 30, 100, 1);
+    ck_assert_int_eq(serve(d, &flow, NULL), 30);
+    ck_assert_int_eq(flow, 2);
+    ck_assert_ptr_null(sl_drr_peek(d, NULL, NULL));
+    sl_drr_free(d);
+}
+END_TEST
+
+START_TEST(a_flow_can_appear_and_vanish)
+{
+    sl_drr_t *d = new_drr();
+    for (int i = 0; i < 50; i++) {
+        push(d, 0, 200, 0, 100, 0);
+        push(d, 1, 200, 1, 100, 0);
+    }
+    ck_assert_int_eq(sl_drr_active_flows(d), 2);
+    int served[64] = {0};
+    int flow = -1;
+    for (int i = 0; i < 8; i++)
+        served[serve(d, &flow, NULL)]++;
+    /* a high flow id appears mid-round, gets its turn, and leaves when empty */
+    push(d, 40, 200, 40, 100, 0);
+    push(d, 40, 200, 40, 100, 0);
+    ck_assert_int_eq(sl_drr_active_flows(d), 3);
+    ck_assert_uint_eq(sl_drr_flow_len(d, 40), 2);
+    int pops = 0;
+    while (sl_drr_flow_len(d, 40) > 0) {
+        served[serve(d, &flow, NULL)]++;
+        ck_assert_int_lt(++pops, 10);
+    }
+    ck_assert_int_eq(served[40], 2);
+    ck_assert_int_eq(sl_drr_active_flows(d), 2);
+    /* the others go on, alternating fairly */
+    for (int i = 0; i < 40; i++)
+        served[serve(d, &flow, NULL)]++;
+    ck_assert_int_le(abs(served[0] - served[1]), 2);
+    /* and it can come back */
+    push(d, 40, 200, 40, 100, 0);
+    pops = 0;
+    while (sl_drr_flow_len(d, 40) > 0) {
+        serve(d, &flow, NULL);
+        ck_assert_int_lt(++pops, 10);
+    }
+    ck_assert_uint_eq(sl_drr_flow_len(d, 99), 0); /* never seen */
+    ck_assert_uint_eq(sl_drr_flow_len(d, -1), 0);
+    ck_assert_ptr_null(sl_drr_push(d, -1, 100, ITEM(1), 1, 0));
+    sl_drr_free(d);
+}
+END_TEST
+
+START_TEST(peek_on_empty_returns_null)
+{
+    sl_drr_t *d = new_drr();
+    int64_t cost = 77;
+    int flow = 77;
+    ck_assert_ptr_null(sl_drr_peek(d, &cost, &flow));
+    sl_drr_pop(d); /* harmless */
+    ck_assert_uint_eq(sl_drr_len(d), 0);
+    ck_assert_int_eq(sl_drr_active_flows(d), 0);
+    push(d, 0, 10, 5, 30, 0);
+    ck_assert_int_eq(serve(d, &flow, &cost), 5);
+    ck_assert_int_eq(cost, 30);
+    ck_assert_ptr_null(sl_drr_peek(d, &cost, &flow));
+    ck_assert_uint_eq(sl_drr_len(d), 0);
+    sl_drr_free(d);
+    sl_drr_free(NULL);
+}
+END_TEST
+
+static int64_t cost_wide(int flow)
+{
+    (void)flow;
+    return 1 + (int64_t)(rnd() % 2000);
+}
+
+START_TEST(four_equal_flows_have_jain_index_at_least_0_99)
+{
+    rng_state = 0xfeedface;
+    sl_drr_t *d = new_drr();
+    const int64_t quantum[4] = {1024, 1024, 1024, 1024};
+    int64_t tokens[4], count[4];
+    run_backlogged(d, 4, quantum, cost_wide, 4000000, tokens, count);
+    double sum = 0, sq = 0;
+    for (int f = 0; f < 4; f++) {
+        sum += (double)tokens[f];
+        sq += (double)tokens[f] * (double)tokens[f];
+    }
+    double jain = sum * sum / (4 * sq);
+    ck_assert_msg(jain >= 0.99, "Jain index %.5f", jain);
+    /* ... and each flow's share is close to a quarter */
+    for (int f = 0; f < 4; f++)
+        ck_assert_double_le(fabs((double)tokens[f] / sum - 0.25), 0.02);
+    sl_drr_free(d);
+}
+END_TEST
+
+static Suite *drr_suite(void)
+{
+    Suite *s = suite_create("drr");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, equal_quanta_give_equal_token_shares_not_equal_request_counts);
+    tcase_add_test(tc, weights_3_to_1_give_75_25_token_shares);
+    tcase_add_test(tc, huge_job_is_served_without_starving_others);
+    tcase_add_test(tc, emptied_flow_loses_its_deficit);
+    tcase_add_test(tc, skip_moves_on_and_resets_the_deficit);
+    tcase_add_test(tc, peek_without_pop_keeps_the_place);
+    tcase_add_test(tc, remove_takes_out_a_queued_item_without_charging);
+    tcase_add_test(tc, push_front_puts_a_retry_at_the_head_of_its_flow);
+    tcase_add_test(tc, a_flow_can_appear_and_vanish);
+    tcase_add_test(tc, peek_on_empty_returns_null);
+    tcase_add_test(tc, four_equal_flows_have_jain_index_at_least_0_99);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (sl_crypto_init() != SL_OK)
+        return 1;
+    SRunner *sr = srunner_create(drr_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,1377 @@
+/* test_sched.c - behaviour of the scheduler core (scheduler/sched.h) with the real store, ledger
+ * and DRR, driven by hand-made job messages and usage events and an explicit clock.
+ *
+ * Each test writes a small config into its own mkdtemp() directory (the database lives there
+ * too) and drives the core the way scheduler/main.c does: every input and every tick inside a
+ * store transaction, then the produced messages are taken. Every dispatch taken is validated
+ * against schema/dispatch.json and every result against schema/result.json. Tests run from the
+ * repository root ("schema" is relative to it).
+ *
+ * The default deployments (slices_per_minute 20, headroom 0.9, burst_fraction 0.5) and job
+ * (150 input + 100 output tokens, so a "max" TPM charge of 150) give:
+ *   dep-a: rpm 120 -> bucket 6, margin 3;  tpm 12000 -> bucket 600, margin 300, 0.18 tokens/ms
+ *   dep-b: rpm  60 -> bucket 3, margin 1.5; tpm 6000 -> bucket 300, margin 150, 0.09 tokens/ms
+ * so at a cold start dep-a takes two jobs (600 -> 450 -> 300) and dep-b one (300 -> 150).
+ */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../scheduler/sched.h"
+#include "../scheduler/store.h"
+#include "config.h"
+#include "jsonschema.h"
+#include "sign.h"
+#include "util.h"
+
+#define T0 ((int64_t)1000000000) /* the tests' clock origin (ms) */
+#define HOUR ((int64_t)3600000)
+
+/* ---- environment -------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *deployments; /* route "chat" uses these, in this order */
+    int64_t globex_tokens_per_min;
+    int64_t lease_ms;
+    int64_t max_attempts;
+    int drop_globex; /* leave tenant globex out of the config */
+} opts_t;
+
+static const char *const DEP_A =
+    "{'name': 'dep-a', 'base_url': 'http://127.0.0.1:9/a/v1', 'model': 'model-a',"
+    " 'limits': {'rpm': 120, 'tpm': 12000}, 'slices_per_minute': 20, 'headroom': 0.9}";
+static const char *const DEP_B =
+    "{'name': 'dep-b', 'base_url': 'http://127.0.0.1:9/b/v1', 'model': 'model-b',"
+    " 'limits': {'rpm': 60, 'tpm': 6000}, 'slices_per_minute': 20, 'headroom': 0.9}";
+static const char *const DEP_BIG =
+    "{'name': 'dep-big', 'base_url': 'http://127.0.0.1:9/big/v1', 'model': 'model-big',"
+    " 'limits': {'rpm': 6000, 'tpm': 600000}, 'burst_fraction': 1.0}";
+
+typedef struct {
+    char dir[256];
+    char cfg_path[300];
+    char sql[1024];
+    sl_config_t *cfg;
+    sl_store_t *store;
+    sl_sched_t *sched;
+    sl_schema_t *dispatch_schema, *result_schema;
+} env_t;
+
+/* Turns ' into " so configs read without escapes (no test text contains an apostrophe). */
+static void unquote(char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\'')
+            *s = '"';
+    }
+}
+
+static void open_core(env_t *e, int64_t now_ms)
+{
+    char err[512] = "";
+    ck_assert_msg(sl_store_open(e->cfg->db_path, e->sql, &e->store, err, sizeof err) == SL_OK,
+                  "store: %s", err);
+    ck_assert_msg(sl_sched_new(e->cfg, e->store, NULL, now_ms, &e->sched, err, sizeof err) ==
+                      SL_OK,
+                  "sched: %s", err);
+}
+
+static void close_core(env_t *e)
+{
+    sl_sched_free(e->sched);
+    e->sched = NULL;
+    sl_store_close(e->store);
+    e->store = NULL;
+}
+
+/* Writes the config for o into the test directory and loads it into e->cfg. */
+static void load_config(env_t *e, const opts_t *o)
+{
+    char text[8192];
+    /* the route lists the deployments named in o->deployments, in that order */
+    const char *names[3] = {"dep-a", "dep-b", "dep-big"};
+    const char *defs[3] = {DEP_A, DEP_B, DEP_BIG};
+    char dep_defs[4096] = "";
+    for (int i = 0; i < 3; i++) {
+        if (strstr(o->deployments, names[i]) == NULL)
+            continue;
+        if (dep_defs[0] != '\0')
+            strcat(dep_defs, ", ");
+        strcat(dep_defs, defs[i]);
+    }
+    char globex[128] = "";
+    if (!o->drop_globex)
+        snprintf(globex, sizeof globex, ", {'name': 'globex', 'weight': 1, 'tokens_per_min': %lld}",
+                 (long long)o->globex_tokens_per_min);
+    int n = snprintf(text, sizeof text,
+                     "{'minute_ms': 60000, 'schema_dir': 'schema',"
+                     " 'scheduler': {'db': '%s/t.db', 'lease_ms': %lld, 'max_attempts': %lld},"
+                     " 'deployments': [%s],"
+                     " 'routes': [{'name': 'chat', 'deployments': [%s]}],"
+                     " 'tenants': [{'name': 'acme', 'weight': 1}%s]}",
+                     e->dir, (long long)(o->lease_ms ? o->lease_ms : 600000),
+                     (long long)(o->max_attempts ? o->max_attempts : 5), dep_defs, o->deployments,
+                     globex);
+    ck_assert_int_lt(n, (int)sizeof text);
+    unquote(text);
+    FILE *f = fopen(e->cfg_path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    char err[512] = "";
+    ck_assert_msg(sl_config_load(e->cfg_path, &e->cfg, err, sizeof err) == SL_OK, "config: %s",
+                  err);
+}
+
+static void env_init(env_t *e, const opts_t *o, int64_t now_ms)
+{
+    memset(e, 0, sizeof *e);
+    snprintf(e->dir, sizeof e->dir, "/tmp/sluice-test-sched-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(e->dir));
+    snprintf(e->cfg_path, sizeof e->cfg_path, "%s/config.json", e->dir);
+    sl_resolve_path("schema/ledger.sql", e->sql, sizeof e->sql);
+    load_config(e, o);
+    char err[512] = "";
+    ck_assert_int_eq(sl_schema_load_file("schema/dispatch.json", &e->dispatch_schema, err,
+                                         sizeof err),
+                     SL_OK);
+    ck_assert_int_eq(sl_schema_load_file("schema/result.json", &e->result_schema, err,
+                                         sizeof err),
+                     SL_OK);
+    open_core(e, now_ms);
+    ck_assert_int_eq(sl_store_is_new(e->store), 1);
+}
+
+static void env_done(env_t *e)
+{
+    char path[400];
+    close_core(e);
+    static const char *const files[] = {"t.db", "t.db-wal", "t.db-shm", "t.db.lock",
+                                        "t.db-journal", "config.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", e->dir, files[i]);
+        unlink(path);
+    }
+    rmdir(e->dir);
+    sl_schema_free(e->dispatch_schema);
+    sl_schema_free(e->result_schema);
+    sl_config_free(e->cfg);
+}
+
+/* A restart with another config: the core and store go away without finishing anything,
+ * the config is reloaded from o, and both come back at now_ms. */
+static void restart_with(env_t *e, const opts_t *o, int64_t now_ms)
+{
+    close_core(e);
+    sl_config_free(e->cfg);
+    e->cfg = NULL;
+    load_config(e, o);
+    open_core(e, now_ms);
+}
+
+/* Runs a one-value query on a second connection (committed state only). */
+static const char *peek_sql(const env_t *e, const char *fmt, const char *arg)
+{
+    static char out[512];
+    char sql[512];
+    snprintf(sql, sizeof sql, fmt, arg);
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open_v2(e->cfg->db_path, &db, SQLITE_OPEN_READONLY, NULL),
+                     SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s", sql);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL)
+        snprintf(out, sizeof out, "%s", (const char *)sqlite3_column_text(st, 0));
+    else
+        snprintf(out, sizeof out, "<none>");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return out;
+}
+
+/* ---- messages in ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *id, *tenant, *route;
+    int64_t submitted_ms, deadline_ms, input, output;
+} jobspec_t;
+
+static char *job_text(const jobspec_t *j)
+{
+    char idem[96];
+    snprintf(idem, sizeof idem, "idem-%s", j->id);
+    json_t *doc = json_pack(
+        "{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:{s:I, s:I, s:I},"
+        " s:{s:s, s:[{s:s, s:s}], s:I}, s:{s:s}}",
+        "v", 1, "job_id", j->id, "idempotency_key", idem, "tenant", j->tenant ? j->tenant : "acme",
+        "app", "web", "env", "prod", "key_id", "key-1", "route", j->route ? j->route : "chat",
+        "class", "standard", "submitted_ms", (json_int_t)j->submitted_ms, "deadline_ms",
+        (json_int_t)j->deadline_ms, "estimate", "input", (json_int_t)j->input, "output",
+        (json_int_t)j->output, "total", (json_int_t)(j->input + j->output), "request", "model",
+        "chat", "messages", "role", "user", "content", "hello", "max_tokens",
+        (json_int_t)j->output, "metadata", "ticket", j->id);
+    ck_assert_ptr_nonnull(doc);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    ck_assert_ptr_nonnull(text);
+    return text;
+}
+
+/* Feeds one job message inside a transaction. */
+static void feed_text(env_t *e, const char *text, int64_t now_ms)
+{
+    ck_assert_int_eq(sl_store_begin(e->store), SL_OK);
+    ck_assert_int_eq(sl_sched_on_job(e->sched, text, strlen(text), now_ms), SL_OK);
+    ck_assert_int_eq(sl_store_commit(e->store), SL_OK);
+}
+
+/* A standard job of acme (150 + 100 tokens) submitted at now, due in an hour. */
+static void feed_job(env_t *e, const char *id, const char *tenant, int64_t now_ms)
+{
+    jobspec_t j = {id, tenant, NULL, now_ms, now_ms + HOUR, 150, 100};
+    char *text = job_text(&j);
+    feed_text(e, text, now_ms);
+    free(text);
+}
+
+static void feed_spec(env_t *e, const jobspec_t *j, int64_t now_ms)
+{
+    char *text = job_text(j);
+    feed_text(e, text, now_ms);
+    free(text);
+}
+
+typedef struct {
+    const char *outcome;
+    int http_status;
+    int64_t input, output; /* input < 0: no usage object */
+    int64_t retry_after_ms; /* < 0: none */
+} usagespec_t;
+
+static void feed_usage(env_t *e, const char *job_id, int attempt, const char *res_id,
+                       const char *deployment, const usagespec_t *u, int64_t now_ms)
+{
+    json_t *doc = json_pack("{s:i, s:s, s:i, s:s, s:s, s:s, s:i, s:I, s:I, s:{s:f, s:f}}", "v", 1,
+                            "job_id", job_id, "attempt", attempt, "reservation_id", res_id,
+                            "deployment", deployment, "outcome", u->outcome, "http_status",
+                            u->http_status, "started_ms", (json_int_t)(now_ms - 50),
+                            "finished_ms", (json_int_t)now_ms, "latency", "ttft_ms", 10.0,
+                            "total_ms", 50.0);
+    ck_assert_ptr_nonnull(doc);
+    if (u->input >= 0)
+        json_object_set_new(doc, "usage",
+                            json_pack("{s:I, s:I, s:I}", "input", (json_int_t)u->input, "output",
+                                      (json_int_t)u->output, "cached", (json_int_t)0));
+    else
+        json_object_set_new(doc, "usage", json_null());
+    if (u->retry_after_ms >= 0)
+        json_object_set_new(doc, "retry_after_ms", json_integer(u->retry_after_ms));
+    if (strcmp(u->outcome, "ok") == 0)
+        json_object_set_new(doc, "response",
+                            json_pack("{s:s, s:s, s:[{s:i, s:{s:s, s:s}}]}", "id", "cmpl-1",
+                                      "object", "chat.completion", "choices", "index", 0,
+                                      "message", "role", "assistant", "content", "hi there"));
+    else
+        json_object_set_new(doc, "error",
+                            json_pack("{s:s, s:s}", "type", "provider", "message", "no luck"));
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    ck_assert_int_eq(sl_store_begin(e->store), SL_OK);
+    ck_assert_int_eq(sl_sched_on_usage(e->sched, text, strlen(text), now_ms), SL_OK);
+    ck_assert_int_eq(sl_store_commit(e->store), SL_OK);
+    free(text);
+}
+
+/* ---- messages out --------------------------------------------------------------------------- */
+
+typedef struct {
+    int n;
+    sl_sched_msg_t *m;
+    json_t **doc;
+} batch_t;
+
+/* Takes what the core produced, checking every message against its schema. */
+static batch_t take(env_t *e)
+{
+    batch_t b = {0};
+    b.n = sl_sched_take(e->sched, &b.m);
+    b.doc = calloc((size_t)b.n + 1, sizeof *b.doc);
+    for (int i = 0; i < b.n; i++) {
+        json_error_t jerr;
+        b.doc[i] = json_loads(b.m[i].value, 0, &jerr);
+        ck_assert_msg(b.doc[i] != NULL, "message is not JSON: %s", b.m[i].value);
+        char why[512] = "";
+        const char *jid = json_string_value(json_object_get(b.doc[i], "job_id"));
+        ck_assert_ptr_nonnull(jid);
+        ck_assert_str_eq(b.m[i].key, jid);
+        if (b.m[i].kind == SL_MSG_DISPATCH) {
+            ck_assert_str_eq(b.m[i].topic, e->cfg->kafka.topic_dispatch);
+            ck_assert_msg(sl_schema_validate(e->dispatch_schema, b.doc[i], why, sizeof why) ==
+                              SL_OK,
+                          "dispatch invalid (%s): %s", why, b.m[i].value);
+        } else {
+            ck_assert_int_eq(b.m[i].kind, SL_MSG_RESULT);
+            ck_assert_str_eq(b.m[i].topic, e->cfg->kafka.topic_results);
+            ck_assert_int_gt(b.m[i].seq, 0);
+            ck_assert_msg(sl_schema_validate(e->result_schema, b.doc[i], why, sizeof why) ==
+                              SL_OK,
+                          "result invalid (%s): %s", why, b.m[i].value);
+        }
+    }
+    return b;
+}
+
+static void batch_free(batch_t *b)
+{
+    for (int i = 0; i < b->n; i++)
+        json_decref(b->doc[i]);
+    free(b->doc);
+    sl_sched_msgs_free(b->m, b->n);
+    memset(b, 0, sizeof *b);
+}
+
+/* One scheduler turn: tick inside a transaction, then take the output. */
+static batch_t step(env_t *e, int64_t now_ms)
+{
+    ck_assert_int_eq(sl_store_begin(e->store), SL_OK);
+    int64_t next = sl_sched_tick(e->sched, now_ms);
+    ck_assert_int_ge(next, 1);
+    ck_assert_int_eq(sl_store_commit(e->store), SL_OK);
+    return take(e);
+}
+
+static int count_kind(const batch_t *b, sl_msg_kind_t kind)
+{
+    int n = 0;
+    for (int i = 0; i < b->n; i++)
+        n += b->m[i].kind == kind;
+    return n;
+}
+
+/* The first message of a kind (for a job, or any job when job_id is NULL). */
+static json_t *find(const batch_t *b, sl_msg_kind_t kind, const char *job_id)
+{
+    for (int i = 0; i < b->n; i++) {
+        if (b->m[i].kind == kind && (job_id == NULL || strcmp(b->m[i].key, job_id) == 0))
+            return b->doc[i];
+    }
+    return NULL;
+}
+
+static const char *sget(json_t *obj, const char *key)
+{
+    const char *v = json_string_value(json_object_get(obj, key));
+    return v != NULL ? v : "<none>";
+}
+
+static int64_t iget(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    ck_assert_msg(json_is_integer(v), "%s is not an integer", key);
+    return (int64_t)json_integer_value(v);
+}
+
+/* A copy of a dispatch's reservation id / deployment (the batch dies before use). */
+typedef struct {
+    char job[65], res[65], dep[32];
+    int attempt;
+    int64_t at_ms;
+} lease_t;
+
+static lease_t lease_of(json_t *dispatch, int64_t now_ms)
+{
+    lease_t l;
+    ck_assert_ptr_nonnull(dispatch);
+    snprintf(l.job, sizeof l.job, "%s", sget(dispatch, "job_id"));
+    snprintf(l.res, sizeof l.res, "%s", sget(dispatch, "reservation_id"));
+    snprintf(l.dep, sizeof l.dep, "%s", sget(dispatch, "deployment"));
+    l.attempt = (int)iget(dispatch, "attempt");
+    l.at_ms = now_ms;
+    return l;
+}
+
+static double bucket_level(env_t *e, const char *id, int64_t now_ms)
+{
+    for (int i = 0; i < sl_sched_bucket_count(e->sched); i++) {
+        const char *bid;
+        double level, cap;
+        sl_sched_bucket(e->sched, i, now_ms, &bid, &level, &cap);
+        if (strcmp(bid, id) == 0)
+            return level;
+    }
+    ck_abort_msg("no bucket %s", id);
+    return 0;
+}
+
+static const usagespec_t OK_USAGE = {"ok", 200, 120, 40, -1};
+
+/* ---- tests ------------------------------------------------------------------------------------ */
+
+START_TEST(job_is_dispatched_once_with_an_open_reservation)
+{
+    env_t e;
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(b.n, 1);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 1);
+    json_t *d = find(&b, SL_MSG_DISPATCH, "job-1");
+    ck_assert_ptr_nonnull(d);
+    lease_t l = lease_of(d, T0);
+    ck_assert_int_eq(l.attempt, 1);
+    ck_assert_msg(strcmp(l.dep, "dep-a") == 0 || strcmp(l.dep, "dep-b") == 0, "deployment %s",
+                  l.dep);
+    ck_assert_str_eq(sget(d, "idempotency_key"), "idem-job-1");
+    ck_assert_int_eq(iget(d, "lease_expires_ms"), T0 + 600000);
+    ck_assert_int_eq(iget(d, "issued_ms"), T0);
+    /* the job's request body goes out as it came (the dispatcher sets the model) */
+    json_t *req = json_object_get(d, "request");
+    json_t *msg0 = json_array_get(json_object_get(req, "messages"), 0);
+    ck_assert_int_eq(json_array_size(json_object_get(req, "messages")), 1);
+    ck_assert_str_eq(sget(msg0, "content"), "hello");
+    ck_assert_int_eq(iget(req, "max_tokens"), 100);
+    ck_assert_str_eq(b.m[0].sig, ""); /* no signer in tests */
+    batch_free(&b);
+    /* its reservation is open and durable */
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
+    ck_assert_str_eq(peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = '%s'",
+                              l.res),
+                     "open");
+    ck_assert_str_eq(peek_sql(&e, "SELECT deployment FROM reservations WHERE reservation_id ="
+                                  " '%s'",
+                              l.res),
+                     l.dep);
+    ck_assert_str_eq(peek_sql(&e, "SELECT state FROM jobs WHERE job_id = '%s'", "job-1"),
+                     "leased");
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM reservation_charges WHERE"
+                                  " reservation_id = '%s'",
+                              l.res),
+                     "2"); /* rpm and tpm of the deployment */
+    /* nothing more happens while the lease runs */
+    for (int64_t t = T0 + 100; t < T0 + 5000; t += 100) {
+        b = step(&e, t);
+        ck_assert_int_eq(b.n, 0);
+        batch_free(&b);
+    }
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.dispatched, 1);
+    ck_assert_int_eq(st.leased, 1);
+    ck_assert_int_eq(st.queued, 0);
+    env_done(&e);
+}
+END_TEST
+
+enum { MAX_LOG = 2000 };
+
+typedef struct {
+    int64_t t[MAX_LOG];
+    int n;
+} dlog_t;
+
+/* Largest number of entries of log within any closed window [t, t + w]. */
+static int max_in_window(const dlog_t *log, int64_t w)
+{
+    int best = 0, hi = 0;
+    for (int lo = 0; lo < log->n; lo++) {
+        while (hi < log->n && log->t[hi] <= log->t[lo] + w)
+            hi++;
+        if (hi - lo > best)
+            best = hi - lo;
+    }
+    return best;
+}
+
+START_TEST(capacity_is_the_bottleneck_and_no_window_exceeds_the_limits)
+{
+    env_t e;
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    enum { NJOBS = 300 };
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    for (int i = 0; i < NJOBS; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "job-%03d", i);
+        jobspec_t j = {id, i % 2 ? "acme" : "globex", NULL, T0, T0 + HOUR, 150, 100};
+        char *text = job_text(&j);
+        ck_assert_int_eq(sl_sched_on_job(e.sched, text, strlen(text), T0), SL_OK);
+        free(text);
+    }
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    /* at T0 only what the buckets hold goes out: 2 on dep-a, 1 on dep-b */
+    static dlog_t per_dep[2];
+    memset(per_dep, 0, sizeof per_dep);
+    static char seen[NJOBS];
+    memset(seen, 0, sizeof seen);
+    int total = 0;
+    const int64_t end = T0 + 150000;
+    for (int64_t t = T0; t <= end; t += 25) {
+        batch_t b = step(&e, t);
+        for (int i = 0; i < b.n; i++) {
+            ck_assert_int_eq(b.m[i].kind, SL_MSG_DISPATCH);
+            lease_t l = lease_of(b.doc[i], t);
+            ck_assert_int_eq(l.attempt, 1);
+            int k = atoi(l.job + 4);
+            ck_assert_int_eq(seen[k], 0); /* each job once */
+            seen[k] = 1;
+            int d = strcmp(l.dep, "dep-a") == 0 ? 0 : 1;
+            ck_assert_int_lt(per_dep[d].n, MAX_LOG);
+            per_dep[d].t[per_dep[d].n++] = t;
+            total++;
+        }
+        if (t == T0) {
+            ck_assert_int_eq(b.n, 3);
+            ck_assert_int_eq(per_dep[0].n, 2);
+            ck_assert_int_eq(per_dep[1].n, 1);
+        }
+        if (t == T0 + 200)
+            ck_assert_int_eq(total, 3); /* nothing refilled enough yet */
+        if (t == T0 + 2000)
+            ck_assert_int_gt(total, 3); /* advancing the clock lets more through */
+        batch_free(&b);
+    }
+    /* never more than the configured limit in any minute (every job charges 1 request and
+     * 150 tokens) */
+    static const int64_t rpm[2] = {120, 60}, tpm[2] = {12000, 6000};
+    for (int d = 0; d < 2; d++) {
+        int most = max_in_window(&per_dep[d], 60000);
+        ck_assert_msg(most <= rpm[d], "deployment %d: %d requests in a minute", d, most);
+        ck_assert_msg(most * 150 <= tpm[d], "deployment %d: %d tokens in a minute", d,
+                      most * 150);
+        /* nor more than the provider's burst in one slice (3 s) plus its refill */
+        int slice = max_in_window(&per_dep[d], 3000);
+        ck_assert_msg(slice * 150 <= tpm[d] / 20 + (int)(tpm[d] * 3000 / 60000),
+                      "deployment %d: %d jobs in a 3 s slice", d, slice);
+    }
+    /* and the limits are used, not wasted: about 90 % of 80 + 40 jobs per minute */
+    ck_assert_msg(total >= 250, "only %d dispatched in 150 s", total);
+    ck_assert_int_le(total, NJOBS);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.dispatched, total);
+    ck_assert_int_eq(st.queued, NJOBS - total);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), total);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(ok_usage_succeeds_with_usage_and_response_and_closes_the_reservation)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
+    batch_free(&b);
+    feed_usage(&e, "job-1", 1, l.res, l.dep, &OK_USAGE, T0 + 700);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 1);
+    json_t *r = find(&b, SL_MSG_RESULT, "job-1");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "succeeded");
+    ck_assert_str_eq(sget(r, "deployment"), "dep-a");
+    ck_assert_str_eq(sget(r, "tenant"), "acme");
+    ck_assert_str_eq(sget(r, "idempotency_key"), "idem-job-1");
+    ck_assert_int_eq(iget(r, "attempts"), 1);
+    ck_assert_int_eq(iget(r, "finished_ms"), T0 + 700);
+    json_t *usage = json_object_get(r, "usage");
+    ck_assert_int_eq(iget(usage, "input"), 120);
+    ck_assert_int_eq(iget(usage, "output"), 40);
+    json_t *resp = json_object_get(r, "response");
+    ck_assert_str_eq(sget(resp, "id"), "cmpl-1");
+    json_t *choice = json_array_get(json_object_get(resp, "choices"), 0);
+    ck_assert_str_eq(sget(json_object_get(choice, "message"), "content"), "hi there");
+    ck_assert_str_eq(sget(json_object_get(r, "metadata"), "ticket"), "job-1");
+    ck_assert(json_is_null(json_object_get(r, "error")));
+    batch_free(&b);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
+    ck_assert_str_eq(peek_sql(&e, "SELECT state || ',' || actual_input || ',' || actual_output"
+                                  " FROM reservations WHERE reservation_id = '%s'",
+                              l.res),
+                     "reconciled,120,40");
+    ck_assert_str_eq(peek_sql(&e, "SELECT status FROM jobs WHERE job_id = '%s'", "job-1"),
+                     "succeeded");
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM outbox WHERE msg_key = '%s'", "job-1"),
+                     "1");
+    ck_assert_str_eq(peek_sql(&e, "SELECT n FROM estimate_stats WHERE deployment = '%s'",
+                              "dep-a"),
+                     "1");
+    /* the same usage event again (a redelivery) changes nothing */
+    feed_usage(&e, "job-1", 1, l.res, l.dep, &OK_USAGE, T0 + 800);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.succeeded, 1);
+    ck_assert_int_eq(st.leased, 0);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(retry_after_is_a_lower_bound_and_the_job_moves_to_another_deployment)
+{
+    env_t e;
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-0", "acme", T0);
+    batch_t b = step(&e, T0);
+    lease_t first = lease_of(find(&b, SL_MSG_DISPATCH, "job-0"), T0);
+    batch_free(&b);
+    const int64_t t429 = T0 + 10;
+    usagespec_t u = {"rate_limited", 429, -1, 0, 5000};
+    feed_usage(&e, "job-0", 1, first.res, first.dep, &u, t429);
+    /* the retry goes to the other deployment at once */
+    b = step(&e, t429);
+    lease_t second = lease_of(find(&b, SL_MSG_DISPATCH, "job-0"), t429);
+    ck_assert_int_eq(second.attempt, 2);
+    ck_assert_str_ne(second.dep, first.dep);
+    ck_assert_str_ne(second.res, first.res);
+    batch_free(&b);
+    /* more work arrives; the paused deployment gets none of it before t429 + 5000 */
+    for (int i = 1; i <= 30; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "job-%d", i);
+        feed_job(&e, id, "acme", T0 + 20);
+    }
+    int64_t first_on_paused = -1;
+    int other = 0;
+    for (int64_t t = T0 + 20; t <= T0 + 9000; t += 20) {
+        b = step(&e, t);
+        for (int i = 0; i < b.n; i++) {
+            lease_t l = lease_of(b.doc[i], t);
+            if (strcmp(l.dep, first.dep) == 0) {
+                ck_assert_msg(t >= t429 + 5000, "dispatch to the paused deployment at +%lld ms",
+                              (long long)(t - t429));
+                if (first_on_paused < 0)
+                    first_on_paused = t;
+            } else {
+                other++;
+            }
+        }
+        batch_free(&b);
+    }
+    ck_assert_int_gt(other, 0);
+    /* the pause ends (5000 ms plus at most 10 % jitter) and the deployment is used again */
+    ck_assert_int_ge(first_on_paused, t429 + 5000);
+    ck_assert_int_le(first_on_paused, t429 + 5500 + 40);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.provider_429, 1);
+    ck_assert_int_eq(st.retried, 1);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(retry_after_is_a_lower_bound_with_a_single_deployment)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    lease_t first = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
+    batch_free(&b);
+    const int64_t t429 = T0 + 10;
+    usagespec_t u = {"rate_limited", 429, -1, 0, 5000};
+    feed_usage(&e, "job-1", 1, first.res, first.dep, &u, t429);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 0); /* not failed: retried */
+    batch_free(&b);
+    int64_t again = -1;
+    for (int64_t t = t429; t <= T0 + 8000 && again < 0; t += 10) {
+        b = step(&e, t);
+        json_t *d = find(&b, SL_MSG_DISPATCH, "job-1");
+        if (d != NULL) {
+            lease_t l = lease_of(d, t);
+            ck_assert_int_eq(l.attempt, 2);
+            again = t;
+        }
+        ck_assert_int_eq(count_kind(&b, SL_MSG_RESULT), 0);
+        batch_free(&b);
+    }
+    ck_assert_int_ge(again, t429 + 5000);
+    ck_assert_int_le(again, t429 + 5500 + 10);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(expired_lease_dispatches_again_with_a_new_reservation)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 1000 /*lease_ms*/, 0, 0};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    lease_t first = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
+    ck_assert_int_eq(first.attempt, 1);
+    batch_free(&b);
+    b = step(&e, T0 + 999);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    /* the lease ran out with no usage event: attempt 2, new reservation */
+    lease_t second = {0};
+    for (int64_t t = T0 + 1000; t <= T0 + 1200 && second.attempt == 0; t += 10) {
+        b = step(&e, t);
+        json_t *d = find(&b, SL_MSG_DISPATCH, "job-1");
+        if (d != NULL)
+            second = lease_of(d, t);
+        batch_free(&b);
+    }
+    ck_assert_int_eq(second.attempt, 2);
+    ck_assert_str_ne(second.res, first.res);
+    ck_assert_str_eq(peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = '%s'",
+                              first.res),
+                     "expired");
+    ck_assert_str_eq(peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = '%s'",
+                              second.res),
+                     "open");
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.lease_expired, 1);
+    /* the current lease is reconciled normally */
+    feed_usage(&e, "job-1", 2, second.res, second.dep, &OK_USAGE, second.at_ms + 100);
+    b = take(&e);
+    json_t *r = find(&b, SL_MSG_RESULT, "job-1");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "succeeded");
+    ck_assert_int_eq(iget(r, "attempts"), 2);
+    batch_free(&b);
+    /* and a late report of the expired attempt changes nothing */
+    feed_usage(&e, "job-1", 1, first.res, first.dep, &OK_USAGE, second.at_ms + 200);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(deadline_passing_in_the_queue_expires_the_job)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    feed_job(&e, "job-2", "acme", T0);
+    jobspec_t late = {"job-3", "acme", NULL, T0, T0 + 500, 150, 100};
+    feed_spec(&e, &late, T0);
+    jobspec_t dead = {"job-4", "globex", NULL, T0 - 2000, T0 - 1, 150, 100}; /* already due */
+    feed_spec(&e, &dead, T0);
+    batch_t b = step(&e, T0);
+    /* dep-a holds two; job-4 is past its deadline already */
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_DISPATCH, "job-1"));
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_DISPATCH, "job-2"));
+    ck_assert_ptr_null(find(&b, SL_MSG_DISPATCH, "job-3"));
+    ck_assert_ptr_null(find(&b, SL_MSG_DISPATCH, "job-4"));
+    json_t *r4 = find(&b, SL_MSG_RESULT, "job-4");
+    ck_assert_ptr_nonnull(r4);
+    ck_assert_str_eq(sget(r4, "status"), "expired");
+    batch_free(&b);
+    b = step(&e, T0 + 400);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    int expired_at = 0;
+    for (int64_t t = T0 + 500; t <= T0 + 3000; t += 50) {
+        b = step(&e, t);
+        ck_assert_ptr_null(find(&b, SL_MSG_DISPATCH, "job-3"));
+        json_t *r = find(&b, SL_MSG_RESULT, "job-3");
+        if (r != NULL) {
+            ck_assert_int_eq(expired_at, 0);
+            expired_at = 1;
+            ck_assert_str_eq(sget(r, "status"), "expired");
+            json_t *err = json_object_get(r, "error");
+            ck_assert_str_eq(sget(err, "reason"), "deadline_exceeded");
+            ck_assert_str_eq(sget(err, "type"), "deadline");
+            ck_assert_str_eq(sget(err, "gateway_decision"), "expired_in_queue");
+            ck_assert(json_is_false(json_object_get(err, "retryable")));
+            ck_assert_int_eq(iget(r, "attempts"), 0);
+        }
+        batch_free(&b);
+    }
+    ck_assert_int_eq(expired_at, 1);
+    ck_assert_str_eq(peek_sql(&e, "SELECT status FROM jobs WHERE job_id = '%s'", "job-3"),
+                     "expired");
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.expired, 2);
+    ck_assert_int_eq(st.queued, 0);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(duplicate_job_is_not_dispatched_twice_and_gets_the_stored_result)
+{
+    env_t e;
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    jobspec_t j = {"job-1", "acme", NULL, T0, T0 + HOUR, 150, 100};
+    char *text = job_text(&j);
+    feed_text(&e, text, T0);
+    feed_text(&e, text, T0); /* redelivered before it ran */
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(b.n, 1);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
+    batch_free(&b);
+    feed_text(&e, text, T0 + 5); /* redelivered while leased */
+    b = step(&e, T0 + 5);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    feed_usage(&e, "job-1", 1, l.res, l.dep, &OK_USAGE, T0 + 100);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 1);
+    ck_assert_int_eq(b.m[0].kind, SL_MSG_RESULT);
+    char *stored = strdup(b.m[0].value);
+    int64_t seq1 = b.m[0].seq;
+    batch_free(&b);
+    /* after it finished, a duplicate re-emits the stored result and runs nothing */
+    feed_text(&e, text, T0 + 200);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 1);
+    ck_assert_int_eq(b.m[0].kind, SL_MSG_RESULT);
+    ck_assert_str_eq(b.m[0].value, stored);
+    ck_assert_int_gt(b.m[0].seq, seq1); /* a new outbox row */
+    batch_free(&b);
+    for (int64_t t = T0 + 200; t < T0 + 3000; t += 100) {
+        b = step(&e, t);
+        ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0);
+        batch_free(&b);
+    }
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.jobs_duplicate, 3);
+    ck_assert_int_eq(st.dispatched, 1);
+    ck_assert_int_eq(st.succeeded, 1);
+    free(stored);
+    free(text);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(client_error_fails_the_job_without_retry)
+{
+    env_t e;
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
+    batch_free(&b);
+    usagespec_t u = {"client_error", 400, 20, 0, -1};
+    feed_usage(&e, "job-1", 1, l.res, l.dep, &u, T0 + 50);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 1);
+    json_t *r = find(&b, SL_MSG_RESULT, "job-1");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "failed");
+    json_t *err = json_object_get(r, "error");
+    ck_assert_str_eq(sget(err, "type"), "invalid_request");
+    ck_assert_str_eq(sget(err, "gateway_decision"), "admitted_provider_rejected");
+    ck_assert(json_is_false(json_object_get(err, "retryable")));
+    ck_assert_str_eq(sget(r, "deployment"), l.dep);
+    batch_free(&b);
+    for (int64_t t = T0 + 50; t < T0 + 20000; t += 250) {
+        b = step(&e, t);
+        ck_assert_int_eq(b.n, 0);
+        batch_free(&b);
+    }
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.failed, 1);
+    ck_assert_int_eq(st.retried, 0);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(exhausted_attempts_fail_the_job)
+{
+    env_t e;
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 2 /*max_attempts*/, 0};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    lease_t l1 = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
+    batch_free(&b);
+    usagespec_t u = {"server_error", 500, -1, 0, 100};
+    feed_usage(&e, "job-1", 1, l1.res, l1.dep, &u, T0 + 10);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    /* the provider asked for 100 ms: not before */
+    b = step(&e, T0 + 60);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    lease_t l2 = {0};
+    for (int64_t t = T0 + 110; t <= T0 + 300 && l2.attempt == 0; t += 10) {
+        b = step(&e, t);
+        json_t *d = find(&b, SL_MSG_DISPATCH, "job-1");
+        if (d != NULL)
+            l2 = lease_of(d, t);
+        batch_free(&b);
+    }
+    ck_assert_int_eq(l2.attempt, 2);
+    feed_usage(&e, "job-1", 2, l2.res, l2.dep, &u, l2.at_ms + 10);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 1);
+    json_t *r = find(&b, SL_MSG_RESULT, "job-1");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "failed");
+    ck_assert_int_eq(iget(r, "attempts"), 2);
+    json_t *err = json_object_get(r, "error");
+    ck_assert_str_eq(sget(err, "gateway_decision"), "attempts_exhausted");
+    batch_free(&b);
+    b = step(&e, l2.at_ms + 5000);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
+    env_done(&e);
+}
+END_TEST
+
+/* The dispatcher refused the lease without calling the provider. sched.c (on_usage, "not_sent")
+ * gives our own budgets everything back but lets the provider-mirror buckets keep the charge
+ * (dispatches of the same outage may still be on their way), and such attempts do not count
+ * against max_attempts. */
+START_TEST(not_sent_gives_the_budget_back_and_dispatches_again)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 5000 /*globex budget*/, 0, 2 /*max_attempts*/, 0};
+    env_init(&e, &o, T0);
+    const char *ids[3] = {"tenant:globex:tokens", "deployment:dep-a:rpm", "deployment:dep-a:tpm"};
+    const double charge[3] = {250, 1, 150};
+    double before[3];
+    /* start from partly used buckets so that a give-back is visible */
+    feed_job(&e, "job-0", "globex", T0);
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(b.n, 1);
+    batch_free(&b);
+    int64_t t = T0 + 300;
+    feed_job(&e, "job-1", "globex", t);
+    for (int i = 0; i < 3; i++)
+        before[i] = bucket_level(&e, ids[i], t);
+    b = step(&e, t);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), t);
+    batch_free(&b);
+    for (int i = 0; i < 3; i++)
+        ck_assert_double_eq_tol(bucket_level(&e, ids[i], t), before[i] - charge[i], 1e-6);
+    usagespec_t u = {"not_sent", 0, -1, 0, -1};
+    feed_usage(&e, "job-1", 1, l.res, l.dep, &u, t);
+    /* the tenant's budget is whole again; the deployment's buckets keep the charge */
+    ck_assert_double_eq_tol(bucket_level(&e, ids[0], t), before[0], 1e-6);
+    ck_assert_double_eq_tol(bucket_level(&e, ids[1], t), before[1] - charge[1], 1e-6);
+    ck_assert_double_eq_tol(bucket_level(&e, ids[2], t), before[2] - charge[2], 1e-6);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1); /* job-0's */
+    ck_assert_str_eq(peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = '%s'",
+                              l.res),
+                     "reconciled");
+    ck_assert_str_eq(peek_sql(&e, "SELECT settled FROM reservation_charges WHERE reservation_id"
+                                  " = '%s' AND bucket_id LIKE 'tenant:%%'",
+                              l.res),
+                     "0.0");
+    /* dispatched again, as often as the dispatcher refuses: not_sent is no attempt */
+    for (int round = 2; round <= 4; round++) {
+        lease_t next = {0};
+        for (int64_t k = t; k <= t + 10000 && next.attempt == 0; k += 10) {
+            b = step(&e, k);
+            ck_assert_int_eq(count_kind(&b, SL_MSG_RESULT), 0);
+            json_t *d = find(&b, SL_MSG_DISPATCH, "job-1");
+            if (d != NULL)
+                next = lease_of(d, k);
+            batch_free(&b);
+        }
+        ck_assert_int_eq(next.attempt, round);
+        ck_assert_str_ne(next.res, l.res);
+        l = next;
+        t = next.at_ms;
+        if (round < 4)
+            feed_usage(&e, "job-1", round, l.res, l.dep, &u, t);
+    }
+    feed_usage(&e, "job-1", 4, l.res, l.dep, &OK_USAGE, t + 10);
+    b = take(&e);
+    json_t *r = find(&b, SL_MSG_RESULT, "job-1");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "succeeded");
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(extended_leases_do_not_expire_for_the_gap)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 1000 /*lease_ms*/, 0, 0};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 1);
+    batch_free(&b);
+    /* the scheduler could not hear usage events for 5 s: the lease moves 5 s later */
+    sl_sched_extend_leases(e.sched, 5000);
+    int64_t again = -1;
+    for (int64_t t = T0 + 100; t <= T0 + 8000 && again < 0; t += 50) {
+        b = step(&e, t);
+        if (find(&b, SL_MSG_DISPATCH, "job-1") != NULL)
+            again = t;
+        batch_free(&b);
+    }
+    ck_assert_int_ge(again, T0 + 6000);
+    ck_assert_int_le(again, T0 + 6200);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(restart_restores_queued_and_leased_jobs_with_empty_buckets)
+{
+    env_t e;
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    enum { N = 8 };
+    for (int i = 0; i < N; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "job-%d", i);
+        feed_job(&e, id, i % 2 ? "acme" : "globex", T0);
+    }
+    lease_t leased[N];
+    int nleased = 0;
+    for (int64_t t = T0; t <= T0 + 1500; t += 500) {
+        batch_t b = step(&e, t);
+        for (int i = 0; i < b.n; i++)
+            leased[nleased++] = lease_of(b.doc[i], t);
+        batch_free(&b);
+    }
+    ck_assert_int_ge(nleased, 3);
+    ck_assert_int_lt(nleased, N);
+    /* crash: nothing is finished, the core and the store go away */
+    close_core(&e);
+    const int64_t t1 = T0 + 2000;
+    open_core(&e, t1);
+    ck_assert_int_eq(sl_store_is_new(e.store), 0);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.leased, nleased);
+    ck_assert_int_eq(st.queued + st.delayed, N - nleased);
+    /* every deployment bucket starts empty: the worst case */
+    for (int i = 0; i < sl_sched_bucket_count(e.sched); i++) {
+        const char *id;
+        double level, cap;
+        sl_sched_bucket(e.sched, i, t1, &id, &level, &cap);
+        if (strncmp(id, "deployment:", 11) == 0)
+            ck_assert_msg(level <= 0, "%s starts at %.3f", id, level);
+    }
+    batch_t b = step(&e, t1);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    /* the queued jobs come back and go out, once each, on their first attempt */
+    char seen[N] = {0};
+    for (int i = 0; i < nleased; i++)
+        seen[atoi(leased[i].job + 4)] = 1;
+    int redispatched = 0;
+    for (int64_t t = t1; t <= t1 + 30000; t += 100) {
+        b = step(&e, t);
+        for (int i = 0; i < b.n; i++) {
+            lease_t l = lease_of(b.doc[i], t);
+            ck_assert_int_eq(l.attempt, 1);
+            int k = atoi(l.job + 4);
+            ck_assert_msg(!seen[k], "%s dispatched twice", l.job);
+            seen[k] = 1;
+            redispatched++;
+        }
+        batch_free(&b);
+    }
+    ck_assert_int_eq(redispatched, N - nleased);
+    /* a lease taken before the crash is still reconciled by its usage event */
+    feed_usage(&e, leased[0].job, 1, leased[0].res, leased[0].dep, &OK_USAGE, t1 + 30100);
+    b = take(&e);
+    json_t *r = find(&b, SL_MSG_RESULT, leased[0].job);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "succeeded");
+    batch_free(&b);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), N - 1);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(delayed_retry_keeps_its_backoff_across_restart)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
+    batch_free(&b);
+    usagespec_t u = {"overloaded", 503, -1, 0, 30000};
+    feed_usage(&e, "job-1", 1, l.res, l.dep, &u, T0 + 10);
+    close_core(&e);
+    open_core(&e, T0 + 20);
+    /* the provider asked for 30 s: the restart must not shorten that */
+    int64_t again = -1;
+    for (int64_t t = T0 + 20; t <= T0 + 40000 && again < 0; t += 100) {
+        b = step(&e, t);
+        if (find(&b, SL_MSG_DISPATCH, "job-1") != NULL)
+            again = t;
+        batch_free(&b);
+    }
+    ck_assert_msg(again >= T0 + 10 + 30000, "retried %lld ms after the 503 (Retry-After 30000)",
+                  (long long)(again - T0 - 10));
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(spent_tenant_budget_does_not_block_other_tenants)
+{
+    env_t e;
+    opts_t o = {"'dep-big'", 1000 /*globex tokens per minute*/, 0, 0, 0};
+    env_init(&e, &o, T0);
+    /* globex's ten jobs of 400 tokens come first; its budget holds two */
+    for (int i = 0; i < 10; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "g-%d", i);
+        jobspec_t j = {id, "globex", NULL, T0, T0 + HOUR, 300, 100};
+        feed_spec(&e, &j, T0);
+    }
+    for (int i = 0; i < 10; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "a-%d", i);
+        feed_job(&e, id, "acme", T0);
+    }
+    batch_t b = step(&e, T0);
+    int g = 0, a = 0;
+    lease_t gl = {0};
+    for (int i = 0; i < b.n; i++) {
+        lease_t l = lease_of(b.doc[i], T0);
+        if (l.job[0] == 'g') {
+            g++;
+            gl = l;
+        } else {
+            a++;
+        }
+    }
+    batch_free(&b);
+    ck_assert_int_eq(g, 2);
+    ck_assert_int_eq(a, 10);
+    const char *tb = "tenant:globex:tokens";
+    ck_assert_double_eq_tol(bucket_level(&e, tb, T0), 200, 1e-6);
+    b = step(&e, T0 + 10);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    /* reconciliation gives back what a job did not use: 400 reserved, 100 used */
+    double before = bucket_level(&e, tb, T0 + 20);
+    usagespec_t u = {"ok", 200, 60, 40, -1};
+    feed_usage(&e, gl.job, 1, gl.res, gl.dep, &u, T0 + 20);
+    ck_assert_double_eq_tol(bucket_level(&e, tb, T0 + 20), before + 300, 1e-6);
+    b = take(&e);
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_RESULT, gl.job));
+    batch_free(&b);
+    b = step(&e, T0 + 20);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 1);
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(job_for_an_unknown_route_is_rejected_locally)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    jobspec_t j = {"job-x", "acme", "no-such-route", T0, T0 + HOUR, 150, 100};
+    feed_spec(&e, &j, T0);
+    batch_t b = take(&e);
+    ck_assert_int_eq(b.n, 1);
+    json_t *r = find(&b, SL_MSG_RESULT, "job-x");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "rejected");
+    json_t *err = json_object_get(r, "error");
+    ck_assert_msg(json_is_object(err), "no error object in %s", b.m[0].value);
+    ck_assert_str_eq(sget(err, "gateway_decision"), "rejected_locally");
+    ck_assert_str_eq(sget(err, "reason"), "unknown_tenant_or_route");
+    ck_assert_ptr_nonnull(strstr(sget(err, "message"), "no-such-route"));
+    batch_free(&b);
+    b = step(&e, T0);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(rejected_job_result_does_not_name_another_route_or_tenant)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    jobspec_t j1 = {"job-r", "acme", "no-such-route", T0, T0 + HOUR, 150, 100};
+    jobspec_t j2 = {"job-t", "initech", NULL, T0, T0 + HOUR, 150, 100};
+    feed_spec(&e, &j1, T0);
+    feed_spec(&e, &j2, T0);
+    batch_t b = take(&e);
+    ck_assert_int_eq(b.n, 2);
+    json_t *r1 = find(&b, SL_MSG_RESULT, "job-r");
+    json_t *r2 = find(&b, SL_MSG_RESULT, "job-t");
+    ck_assert_ptr_nonnull(r1);
+    ck_assert_ptr_nonnull(r2);
+    /* the job's own names, or null; never another configured route or tenant */
+    ck_assert_str_ne(sget(r1, "route"), "chat");
+    ck_assert_str_ne(sget(r2, "tenant"), "acme");
+    ck_assert_str_ne(sget(r2, "tenant"), "globex");
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(invalid_input_is_counted_and_ignored)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    feed_text(&e, "{not json", T0);
+    feed_text(&e, "{\"v\": 1, \"job_id\": \"x\"}", T0);
+    ck_assert_int_eq(sl_sched_on_usage(e.sched, "[]", 2, T0), SL_OK);
+    ck_assert_int_eq(sl_sched_on_usage(e.sched, "{", 1, T0), SL_OK);
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.jobs_invalid, 2);
+    ck_assert_int_eq(st.jobs_received, 0);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), 0);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(usage_for_a_lease_on_a_removed_deployment_is_reconciled)
+{
+    env_t e;
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "job-%d", i);
+        feed_job(&e, id, "acme", T0);
+    }
+    /* dep-b takes one job at a cold start and one more once refilled (1.7 s) */
+    lease_t on_b[2];
+    int nb = 0;
+    for (int64_t t = T0; t <= T0 + 1700; t += 1700) {
+        batch_t b = step(&e, t);
+        for (int i = 0; i < b.n; i++) {
+            lease_t l = lease_of(b.doc[i], t);
+            if (strcmp(l.dep, "dep-b") == 0 && nb < 2)
+                on_b[nb++] = l;
+        }
+        batch_free(&b);
+    }
+    ck_assert_int_eq(nb, 2);
+    /* dep-b leaves the config while two calls on it are in flight */
+    opts_t o2 = {"'dep-a'", 0, 0, 0, 0};
+    const int64_t t1 = T0 + 2000;
+    restart_with(&e, &o2, t1);
+    feed_usage(&e, on_b[0].job, 1, on_b[0].res, on_b[0].dep, &OK_USAGE, t1 + 10);
+    batch_t b = take(&e);
+    json_t *r = find(&b, SL_MSG_RESULT, on_b[0].job);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "succeeded");
+    ck_assert_str_ne(sget(r, "deployment"), "dep-a");
+    batch_free(&b);
+    ck_assert_str_eq(peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = '%s'",
+                              on_b[0].res),
+                     "reconciled");
+    /* the other one is refused by the removed deployment: retried on the remaining one */
+    usagespec_t u = {"rate_limited", 429, -1, 0, 5000};
+    feed_usage(&e, on_b[1].job, 1, on_b[1].res, on_b[1].dep, &u, t1 + 20);
+    lease_t again = {0};
+    for (int64_t t = t1 + 20; t <= t1 + 20000 && again.attempt == 0; t += 100) {
+        b = step(&e, t);
+        json_t *d = find(&b, SL_MSG_DISPATCH, on_b[1].job);
+        if (d != NULL)
+            again = lease_of(d, t);
+        batch_free(&b);
+    }
+    ck_assert_int_eq(again.attempt, 2);
+    ck_assert_str_eq(again.dep, "dep-a");
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(restored_job_of_a_removed_tenant_does_not_run_as_another_tenant)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    env_init(&e, &o, T0);
+    /* dep-a holds two jobs at once: the third (globex) stays queued */
+    feed_job(&e, "job-1", "acme", T0);
+    feed_job(&e, "job-2", "acme", T0);
+    feed_job(&e, "job-g", "globex", T0);
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(b.n, 2);
+    ck_assert_ptr_null(find(&b, SL_MSG_DISPATCH, "job-g"));
+    batch_free(&b);
+    opts_t o2 = {"'dep-a'", 0, 0, 0, 1 /*no globex*/};
+    restart_with(&e, &o2, T0 + 100);
+    int finished = 0;
+    for (int64_t t = T0 + 100; t <= T0 + 20000; t += 100) {
+        b = step(&e, t);
+        json_t *d = find(&b, SL_MSG_DISPATCH, "job-g");
+        ck_assert_msg(d == NULL, "job-g of a removed tenant was dispatched (as tenant acme)");
+        json_t *r = find(&b, SL_MSG_RESULT, "job-g");
+        if (r != NULL) {
+            finished = 1;
+            ck_assert_str_ne(sget(r, "status"), "succeeded");
+            ck_assert_str_ne(sget(r, "tenant"), "acme");
+        }
+        batch_free(&b);
+    }
+    ck_assert_msg(finished, "job-g was neither run nor finished");
+    env_done(&e);
+}
+END_TEST
+
+static Suite *sched_suite(void)
+{
+    Suite *s = suite_create("sched");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, job_is_dispatched_once_with_an_open_reservation);
+    tcase_add_test(tc, capacity_is_the_bottleneck_and_no_window_exceeds_the_limits);
+    tcase_add_test(tc, ok_usage_succeeds_with_usage_and_response_and_closes_the_reservation);
+    tcase_add_test(tc, retry_after_is_a_lower_bound_and_the_job_moves_to_another_deployment);
+    tcase_add_test(tc, retry_after_is_a_lower_bound_with_a_single_deployment);
+    tcase_add_test(tc, expired_lease_dispatches_again_with_a_new_reservation);
+    tcase_add_test(tc, deadline_passing_in_the_queue_expires_the_job);
+    tcase_add_test(tc, duplicate_job_is_not_dispatched_twice_and_gets_the_stored_result);
+    tcase_add_test(tc, client_error_fails_the_job_without_retry);
+    tcase_add_test(tc, exhausted_attempts_fail_the_job);
+    tcase_add_test(tc, not_sent_gives_the_budget_back_and_dispatches_again);
+    tcase_add_test(tc, extended_leases_do_not_expire_for_the_gap);
+    tcase_add_test(tc, restart_restores_queued_and_leased_jobs_with_empty_buckets);
+    tcase_add_test(tc, delayed_retry_keeps_its_backoff_across_restart);
+    tcase_add_test(tc, spent_tenant_budget_does_not_block_other_tenants);
+    tcase_add_test(tc, job_for_an_unknown_route_is_rejected_locally);
+    tcase_add_test(tc, rejected_job_result_does_not_name_another_route_or_tenant);
+    tcase_add_test(tc, invalid_input_is_counted_and_ignored);
+    tcase_add_test(tc, usage_for_a_lease_on_a_removed_deployment_is_reconciled);
+    tcase_add_test(tc, restored_job_of_a_removed_tenant_does_not_run_as_another_tenant);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (sl_crypto_init() != SL_OK)
+        return 1;
+    SRunner *sr = srunner_create(sched_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,633 @@
+/* test_store.c - behaviour of the scheduler's SQLite store (scheduler/store.h): idempotent job
+ * insert, the job state machine and its restore scan, reservations and their charges, the
+ * outbox, bucket levels, estimate statistics, transactions and the one-owner lock.
+ *
+ * Each test opens a fresh database in its own mkdtemp() directory with the real schema
+ * (schema/ledger.sql); tests run from the repository root. What the store has no reader for is
+ * checked with a second, plain SQLite connection.
+ */
+#include <check.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../scheduler/store.h"
+#include "sign.h"
+#include "util.h"
+
+typedef struct {
+    char dir[256];
+    char db[300];
+    char sql[1024];
+    sl_store_t *store;
+} env_t;
+
+static void env_open(env_t *e)
+{
+    char err[512] = "";
+    ck_assert_int_eq(sl_store_open(e->db, e->sql, &e->store, err, sizeof err), SL_OK);
+    ck_assert_ptr_nonnull(e->store);
+}
+
+static void env_init(env_t *e)
+{
+    memset(e, 0, sizeof *e);
+    snprintf(e->dir, sizeof e->dir, "/tmp/sluice-test-store-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(e->dir));
+    snprintf(e->db, sizeof e->db, "%s/t.db", e->dir);
+    sl_resolve_path("schema/ledger.sql", e->sql, sizeof e->sql);
+    env_open(e);
+}
+
+static void env_done(env_t *e)
+{
+    sl_store_close(e->store);
+    e->store = NULL;
+    static const char *const suffixes[] = {"", "-wal", "-shm", ".lock", "-journal"};
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        char path[400];
+        snprintf(path, sizeof path, "%s%s", e->db, suffixes[i]);
+        unlink(path);
+    }
+    rmdir(e->dir);
+}
+
+/* Runs a one-value query on a separate connection; returns the value as text (static) or
+ * "NULL" / "<no row>". */
+static const char *peek_sql(const env_t *e, const char *sql)
+{
+    static char out[512];
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open_v2(e->db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(db));
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *v = sqlite3_column_text(st, 0);
+        snprintf(out, sizeof out, "%s", v != NULL ? (const char *)v : "NULL");
+    } else {
+        snprintf(out, sizeof out, "<no row>");
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return out;
+}
+
+static sl_store_job_t job_row(const char *id, const char *tenant, int64_t submitted_ms)
+{
+    sl_store_job_t j = {
+        .job_id = id,
+        .idempotency_key = "idem-1",
+        .tenant = tenant,
+        .app = "web",
+        .env = "prod",
+        .key_id = "k1",
+        .route = "chat",
+        .cls = "standard",
+        .submitted_ms = submitted_ms,
+        .deadline_ms = submitted_ms + 60000,
+        .est_input = 120,
+        .est_output = 80,
+        .est_total = 200,
+        .job_json = "{\"job_id\":\"x\"}",
+    };
+    return j;
+}
+
+/* ---- jobs --------------------------------------------------------------------------------- */
+
+START_TEST(duplicate_insert_returns_the_result_only_once_finished)
+{
+    env_t e;
+    env_init(&e);
+    ck_assert_int_eq(sl_store_is_new(e.store), 1);
+    sl_store_job_t j = job_row("job-1", "acme", 1000);
+    char *result = (char *)"garbage";
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j, 1000, &result), SL_OK);
+    ck_assert_ptr_null(result);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), 1);
+    /* while unfinished: exists, nothing to re-send */
+    result = (char *)"garbage";
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j, 1001, &result), SL_EEXISTS);
+    ck_assert_ptr_null(result);
+    ck_assert_int_eq(sl_store_job_lease(e.store, "job-1", 1, 5000, "res-1", "dep-a", 1002), SL_OK);
+    result = (char *)"garbage";
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j, 1003, &result), SL_EEXISTS);
+    ck_assert_ptr_null(result);
+    /* the duplicate did not overwrite anything */
+    ck_assert_str_eq(peek_sql(&e, "SELECT state FROM jobs WHERE job_id = 'job-1'"), "leased");
+    ck_assert_str_eq(peek_sql(&e, "SELECT updated_ms FROM jobs WHERE job_id = 'job-1'"), "1002");
+    /* once finished: the stored result comes back */
+    int64_t seq = -1;
+    const char *res_json = "{\"job_id\":\"job-1\",\"status\":\"succeeded\"}";
+    ck_assert_int_eq(sl_store_job_finish(e.store, "job-1", "succeeded", res_json, "sluice.results",
+                                         1004, &seq),
+                     SL_OK);
+    ck_assert_int_gt(seq, 0);
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j, 1005, &result), SL_EEXISTS);
+    ck_assert_ptr_nonnull(result);
+    ck_assert_str_eq(result, res_json);
+    free(result);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "done"), 1);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), 0);
+    env_done(&e);
+}
+END_TEST
+
+typedef struct {
+    int n;
+    char ids[8][32];
+    sl_store_row_t rows[8];
+    char strs[8][6][64]; /* copies of the row's strings (they die after the callback) */
+} rows_t;
+
+static void copy_str(char *dst, const char *src)
+{
+    snprintf(dst, 64, "%s", src != NULL ? src : "(null)");
+}
+
+static void collect_row(const sl_store_row_t *row, void *arg)
+{
+    rows_t *r = arg;
+    ck_assert_int_lt(r->n, 8);
+    int i = r->n++;
+    r->rows[i] = *row;
+    copy_str(r->ids[i], row->job_id);
+    copy_str(r->strs[i][0], row->tenant);
+    copy_str(r->strs[i][1], row->route);
+    copy_str(r->strs[i][2], row->cls);
+    copy_str(r->strs[i][3], row->state);
+    copy_str(r->strs[i][4], row->reservation_id);
+    copy_str(r->strs[i][5], row->deployment);
+}
+
+START_TEST(lease_requeue_finish_and_each_unfinished_restores_fields)
+{
+    env_t e;
+    env_init(&e);
+    char *result = NULL;
+    sl_store_job_t j1 = job_row("job-1", "acme", 1000);
+    sl_store_job_t j2 = job_row("job-2", "globex", 900); /* older: comes first */
+    sl_store_job_t j3 = job_row("job-3", "acme", 1100);
+    j2.cls = "batch";
+    j2.est_input = 7;
+    j2.est_output = 8;
+    j2.est_total = 15;
+    j2.job_json = "{\"job_id\":\"job-2\",\"idempotency_key\":\"i2\"}";
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j1, 1000, &result), SL_OK);
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j2, 1000, &result), SL_OK);
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j3, 1000, &result), SL_OK);
+    char *json = NULL;
+    ck_assert_int_eq(sl_store_job_json(e.store, "job-2", &json), SL_OK);
+    ck_assert_str_eq(json, j2.job_json);
+    free(json);
+    json = (char *)"garbage";
+    ck_assert_int_eq(sl_store_job_json(e.store, "nope", &json), SL_ENOTFOUND);
+    ck_assert_ptr_null(json);
+
+    ck_assert_int_eq(sl_store_job_lease(e.store, "job-1", 1, 61000, "res-a", "dep-a", 1010), SL_OK);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "leased"), 1);
+    rows_t r = {0};
+    ck_assert_int_eq(sl_store_each_unfinished(e.store, collect_row, &r), SL_OK);
+    ck_assert_int_eq(r.n, 3);
+    ck_assert_str_eq(r.ids[0], "job-2");
+    ck_assert_str_eq(r.ids[1], "job-1");
+    ck_assert_str_eq(r.ids[2], "job-3");
+    /* every field comes back */
+    ck_assert_str_eq(r.strs[0][0], "globex");
+    ck_assert_str_eq(r.strs[0][1], "chat");
+    ck_assert_str_eq(r.strs[0][2], "batch");
+    ck_assert_str_eq(r.strs[0][3], "queued");
+    ck_assert_str_eq(r.strs[0][4], "(null)");
+    ck_assert_int_eq(r.rows[0].attempts, 0);
+    ck_assert_int_eq(r.rows[0].submitted_ms, 900);
+    ck_assert_int_eq(r.rows[0].deadline_ms, 60900);
+    ck_assert_int_eq(r.rows[0].not_before_ms, 0);
+    ck_assert_int_eq(r.rows[0].est_input, 7);
+    ck_assert_int_eq(r.rows[0].est_output, 8);
+    ck_assert_int_eq(r.rows[0].est_total, 15);
+    ck_assert_str_eq(r.strs[1][3], "leased");
+    ck_assert_str_eq(r.strs[1][4], "res-a");
+    ck_assert_str_eq(r.strs[1][5], "dep-a");
+    ck_assert_int_eq(r.rows[1].attempts, 1);
+    ck_assert_int_eq(r.rows[1].lease_expires_ms, 61000);
+
+    /* a retry: queued again with its attempt count and backoff, no reservation */
+    ck_assert_int_eq(sl_store_job_requeue(e.store, "job-1", 1, 3000, 1020), SL_OK);
+    memset(&r, 0, sizeof r);
+    ck_assert_int_eq(sl_store_each_unfinished(e.store, collect_row, &r), SL_OK);
+    ck_assert_int_eq(r.n, 3);
+    ck_assert_str_eq(r.ids[1], "job-1");
+    ck_assert_str_eq(r.strs[1][3], "queued");
+    ck_assert_str_eq(r.strs[1][4], "(null)");
+    ck_assert_int_eq(r.rows[1].attempts, 1);
+    ck_assert_int_eq(r.rows[1].not_before_ms, 3000);
+    ck_assert_int_eq(r.rows[1].lease_expires_ms, 0);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "leased"), 0);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), 3);
+
+    /* second attempt, then done: it leaves the scan and its result is in the outbox */
+    ck_assert_int_eq(sl_store_job_lease(e.store, "job-1", 2, 62000, "res-b", "dep-b", 3000), SL_OK);
+    ck_assert_str_eq(peek_sql(&e, "SELECT first_dispatch_ms FROM jobs WHERE job_id = 'job-1'"),
+                     "1010");
+    int64_t seq = 0;
+    ck_assert_int_eq(sl_store_job_finish(e.store, "job-1", "failed", "{\"r\":1}", "results", 3100,
+                                         &seq),
+                     SL_OK);
+    ck_assert_str_eq(peek_sql(&e, "SELECT status FROM jobs WHERE job_id = 'job-1'"), "failed");
+    ck_assert_str_eq(peek_sql(&e, "SELECT attempts FROM jobs WHERE job_id = 'job-1'"), "2");
+    ck_assert_str_eq(peek_sql(&e, "SELECT lease_expires_ms FROM jobs WHERE job_id = 'job-1'"),
+                     "NULL");
+    ck_assert_str_eq(peek_sql(&e, "SELECT value FROM outbox WHERE msg_key = 'job-1'"),
+                     "{\"r\":1}");
+    memset(&r, 0, sizeof r);
+    ck_assert_int_eq(sl_store_each_unfinished(e.store, collect_row, &r), SL_OK);
+    ck_assert_int_eq(r.n, 2);
+    ck_assert_str_eq(r.ids[0], "job-2");
+    ck_assert_str_eq(r.ids[1], "job-3");
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "done"), 1);
+
+    /* the state survives a reopen */
+    sl_store_close(e.store);
+    env_open(&e);
+    ck_assert_int_eq(sl_store_is_new(e.store), 0);
+    memset(&r, 0, sizeof r);
+    ck_assert_int_eq(sl_store_each_unfinished(e.store, collect_row, &r), SL_OK);
+    ck_assert_int_eq(r.n, 2);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "done"), 1);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(job_parts_come_back_as_stored)
+{
+    env_t e;
+    env_init(&e);
+    char *result = NULL;
+    sl_store_job_t j1 = job_row("job-1", "acme", 1000);
+    j1.request_json = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    j1.metadata_json = "{\"ticket\":7}";
+    sl_store_job_t j2 = job_row("job-2", "acme", 1000); /* no request text, no metadata */
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j1, 1000, &result), SL_OK);
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j2, 1000, &result), SL_OK);
+    char *req = NULL, *meta = NULL;
+    ck_assert_int_eq(sl_store_job_parts(e.store, "job-1", &req, &meta), SL_OK);
+    ck_assert_str_eq(req, j1.request_json);
+    ck_assert_str_eq(meta, j1.metadata_json);
+    free(req);
+    free(meta);
+    ck_assert_int_eq(sl_store_job_parts(e.store, "job-1", NULL, &meta), SL_OK);
+    ck_assert_str_eq(meta, j1.metadata_json);
+    free(meta);
+    req = meta = (char *)"garbage";
+    ck_assert_int_eq(sl_store_job_parts(e.store, "job-2", &req, &meta), SL_OK);
+    ck_assert_ptr_null(meta);
+    free(req);
+    req = meta = (char *)"garbage";
+    ck_assert_int_eq(sl_store_job_parts(e.store, "nope", &req, &meta), SL_ENOTFOUND);
+    ck_assert_ptr_null(req);
+    ck_assert_ptr_null(meta);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(database_of_another_schema_version_is_refused)
+{
+    env_t e;
+    env_init(&e);
+    sl_store_close(e.store);
+    e.store = NULL;
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open(e.db, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    char err[512] = "";
+    sl_store_t *s = (sl_store_t *)&e;
+    ck_assert_int_eq(sl_store_open(e.db, e.sql, &s, err, sizeof err), SL_EDB);
+    ck_assert_ptr_null(s);
+    ck_assert_msg(strstr(err, "99") != NULL, "err: %s", err);
+    /* the refused database was left alone */
+    ck_assert_str_eq(peek_sql(&e, "PRAGMA user_version"), "99");
+    env_done(&e);
+}
+END_TEST
+
+/* ---- reservations ------------------------------------------------------------------------- */
+
+typedef struct {
+    int n;
+    char bucket[4][64];
+    double amount[4];
+    char rule[4][32];
+} charges_t;
+
+static void collect_charge(const char *bucket_id, double amount, const char *rule, void *arg)
+{
+    charges_t *c = arg;
+    ck_assert_int_lt(c->n, 4);
+    snprintf(c->bucket[c->n], sizeof c->bucket[0], "%s", bucket_id);
+    c->amount[c->n] = amount;
+    snprintf(c->rule[c->n], sizeof c->rule[0], "%s", rule);
+    c->n++;
+}
+
+static int charge_index(const charges_t *c, const char *bucket)
+{
+    for (int i = 0; i < c->n; i++) {
+        if (strcmp(c->bucket[i], bucket) == 0)
+            return i;
+    }
+    return -1;
+}
+
+START_TEST(reservation_open_charges_settle_and_close)
+{
+    env_t e;
+    env_init(&e);
+    sl_store_res_t res = {
+        .reservation_id = "res-1",
+        .job_id = "job-1",
+        .tenant = "acme",
+        .route = "chat",
+        .cls = "standard",
+        .deployment = "dep-a",
+        .idempotency_key = "idem-1",
+        .attempt = 1,
+        .est_input = 100,
+        .est_output = 50,
+        .created_ms = 1000,
+        .expires_ms = 61000,
+        .queue_deadline_ms = 90000,
+    };
+    const char *buckets[3] = {"tenant:acme:tokens", "deployment:dep-a:rpm",
+                              "deployment:dep-a:tpm"};
+    const double amounts[3] = {150, 1, 100.5};
+    const char *rules[3] = {"actual_total", "keep", "keep"};
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
+    ck_assert_int_eq(sl_store_res_open(e.store, &res, 3, buckets, amounts, rules), SL_OK);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
+    /* a reservation id is unique */
+    ck_assert_int_ne(sl_store_res_open(e.store, &res, 0, NULL, NULL, NULL), SL_OK);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
+
+    charges_t c = {0};
+    ck_assert_int_eq(sl_store_res_charges(e.store, "res-1", collect_charge, &c), SL_OK);
+    ck_assert_int_eq(c.n, 3);
+    for (int i = 0; i < 3; i++) {
+        int k = charge_index(&c, buckets[i]);
+        ck_assert_int_ge(k, 0);
+        ck_assert_double_eq(c.amount[k], amounts[i]);
+        ck_assert_str_eq(c.rule[k], rules[i]);
+    }
+    memset(&c, 0, sizeof c);
+    ck_assert_int_eq(sl_store_res_charges(e.store, "nope", collect_charge, &c), SL_OK);
+    ck_assert_int_eq(c.n, 0);
+
+    ck_assert_int_eq(sl_store_charge_settle(e.store, "res-1", "tenant:acme:tokens", 120), SL_OK);
+    ck_assert_str_eq(peek_sql(&e, "SELECT settled FROM reservation_charges WHERE bucket_id ="
+                                  " 'tenant:acme:tokens'"),
+                     "120.0");
+    ck_assert_str_eq(peek_sql(&e, "SELECT settled FROM reservation_charges WHERE bucket_id ="
+                                  " 'deployment:dep-a:rpm'"),
+                     "NULL");
+
+    ck_assert_int_eq(sl_store_res_close(e.store, "res-1", "reconciled", 90, 30, -1, "ok", 2000),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
+    ck_assert_str_eq(peek_sql(&e, "SELECT state || ',' || actual_input || ',' || actual_output"
+                                  " || ',' || outcome || ',' || closed_ms FROM reservations"),
+                     "reconciled,90,30,ok,2000");
+    ck_assert_str_eq(peek_sql(&e, "SELECT actual_cached FROM reservations"), "NULL");
+    /* a closed reservation stays closed: a late second close changes nothing */
+    ck_assert_int_eq(sl_store_res_close(e.store, "res-1", "expired", -1, -1, -1, "late", 3000),
+                     SL_OK);
+    ck_assert_str_eq(peek_sql(&e, "SELECT state || ',' || closed_ms FROM reservations"),
+                     "reconciled,2000");
+
+    /* expiry with unknown usage */
+    res.reservation_id = "res-2";
+    res.attempt = 2;
+    ck_assert_int_eq(sl_store_res_open(e.store, &res, 1, buckets + 1, amounts + 1, rules + 1),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
+    ck_assert_int_eq(sl_store_res_close(e.store, "res-2", "expired", -1, -1, -1, "lease_expired",
+                                        4000),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
+    ck_assert_str_eq(peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = 'res-2'"),
+                     "expired");
+    ck_assert_str_eq(peek_sql(&e, "SELECT actual_input FROM reservations WHERE reservation_id ="
+                                  " 'res-2'"),
+                     "NULL");
+    env_done(&e);
+}
+END_TEST
+
+/* ---- outbox ------------------------------------------------------------------------------- */
+
+typedef struct {
+    int n;
+    int64_t seq[8];
+    char text[8][128];
+} outbox_rows_t;
+
+static void collect_outbox(int64_t seq, const char *topic, const char *key, const char *value,
+                           void *arg)
+{
+    outbox_rows_t *o = arg;
+    ck_assert_int_lt(o->n, 8);
+    o->seq[o->n] = seq;
+    snprintf(o->text[o->n], sizeof o->text[0], "%s|%s|%s", topic, key, value);
+    o->n++;
+}
+
+START_TEST(outbox_add_each_delete)
+{
+    env_t e;
+    env_init(&e);
+    int64_t s1 = 0, s2 = 0, s3 = 0;
+    ck_assert_int_eq(sl_store_outbox_add(e.store, "sluice.results", "j1", "{\"a\":1}", 10, &s1),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_outbox_add(e.store, "sluice.results", "j2", "{\"a\":2}", 11, &s2),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_outbox_add(e.store, "other", "j3", "{\"a\":3}", 12, &s3), SL_OK);
+    ck_assert_int_eq(sl_store_outbox_add(e.store, "other", "j4", "{}", 13, NULL), SL_OK);
+    ck_assert_int_lt(s1, s2);
+    ck_assert_int_lt(s2, s3);
+    outbox_rows_t o = {0};
+    ck_assert_int_eq(sl_store_outbox_each(e.store, collect_outbox, &o), SL_OK);
+    ck_assert_int_eq(o.n, 4);
+    ck_assert_int_eq(o.seq[0], s1);
+    ck_assert_str_eq(o.text[0], "sluice.results|j1|{\"a\":1}");
+    ck_assert_str_eq(o.text[2], "other|j3|{\"a\":3}");
+    ck_assert_int_eq(sl_store_outbox_delete(e.store, s2), SL_OK);
+    ck_assert_int_eq(sl_store_outbox_delete(e.store, s2), SL_OK); /* idempotent ack */
+    memset(&o, 0, sizeof o);
+    ck_assert_int_eq(sl_store_outbox_each(e.store, collect_outbox, &o), SL_OK);
+    ck_assert_int_eq(o.n, 3);
+    ck_assert_int_eq(o.seq[0], s1);
+    ck_assert_int_eq(o.seq[1], s3);
+    /* sequence numbers are never reused, even after the newest row was deleted */
+    ck_assert_int_eq(sl_store_outbox_delete(e.store, o.seq[2]), SL_OK);
+    int64_t s5 = 0;
+    ck_assert_int_eq(sl_store_outbox_add(e.store, "t", "j5", "{}", 14, &s5), SL_OK);
+    ck_assert_int_gt(s5, o.seq[2]);
+    env_done(&e);
+}
+END_TEST
+
+/* ---- ownership, buckets, estimates, transactions ------------------------------------------ */
+
+START_TEST(second_open_of_the_same_db_is_ebusy)
+{
+    env_t e;
+    env_init(&e);
+    char err[512] = "";
+    sl_store_t *other = (sl_store_t *)&e; /* must be reset to NULL */
+    ck_assert_int_eq(sl_store_open(e.db, e.sql, &other, err, sizeof err), SL_EBUSY);
+    ck_assert_ptr_null(other);
+    ck_assert_msg(strlen(err) > 0, "no reason given");
+    /* the first owner is unaffected */
+    sl_store_job_t j = job_row("job-1", "acme", 1000);
+    char *result = NULL;
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j, 1000, &result), SL_OK);
+    /* once it closes, the file can be taken over */
+    sl_store_close(e.store);
+    e.store = NULL;
+    ck_assert_int_eq(sl_store_open(e.db, e.sql, &other, err, sizeof err), SL_OK);
+    ck_assert_int_eq(sl_store_count_jobs(other, "queued"), 1);
+    e.store = other;
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(open_with_a_missing_schema_fails_cleanly)
+{
+    env_t e;
+    env_init(&e);
+    char db2[400], err[512] = "";
+    snprintf(db2, sizeof db2, "%s/u.db", e.dir);
+    sl_store_t *s = (sl_store_t *)&e;
+    ck_assert_int_ne(sl_store_open(db2, "/nonexistent/ledger.sql", &s, err, sizeof err), SL_OK);
+    ck_assert_ptr_null(s);
+    ck_assert_msg(strstr(err, "ledger.sql") != NULL, "err: %s", err);
+    /* the failed open released its lock, and left nothing that blocks the next open (it may
+     * have created an empty database file) */
+    ck_assert_msg(sl_store_open(db2, e.sql, &s, err, sizeof err) == SL_OK, "reopen: %s", err);
+    sl_store_close(s);
+    sl_store_close(NULL);
+    char path[450];
+    static const char *const suffixes[] = {"", "-wal", "-shm", ".lock"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s%s", db2, suffixes[i]);
+        unlink(path);
+    }
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(bucket_save_and_load)
+{
+    env_t e;
+    env_init(&e);
+    double level = 123;
+    int64_t updated = 456;
+    ck_assert_int_eq(sl_store_bucket_load(e.store, "deployment:a:tpm", &level, &updated),
+                     SL_ENOTFOUND);
+    ck_assert_int_eq(sl_store_bucket_save(e.store, "deployment:a:tpm", "deployment:a", "tpm", 1000,
+                                          60000, 512.25, 7000),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_bucket_load(e.store, "deployment:a:tpm", &level, &updated), SL_OK);
+    ck_assert_double_eq(level, 512.25);
+    ck_assert_int_eq(updated, 7000);
+    /* saving again updates the row; debt (negative) is kept */
+    ck_assert_int_eq(sl_store_bucket_save(e.store, "deployment:a:tpm", "deployment:a", "tpm", 2000,
+                                          120000, -42.5, 8000),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_bucket_load(e.store, "deployment:a:tpm", &level, &updated), SL_OK);
+    ck_assert_double_eq(level, -42.5);
+    ck_assert_int_eq(updated, 8000);
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM buckets"), "1");
+    ck_assert_str_eq(peek_sql(&e, "SELECT capacity FROM buckets"), "2000.0");
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(estimate_record_accumulates)
+{
+    env_t e;
+    env_init(&e);
+    ck_assert_int_eq(sl_store_estimate_record(e.store, "chat", "standard", "dep-a", 100, 90, 50, 70),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_estimate_record(e.store, "chat", "standard", "dep-a", 200, 210, 60, 20),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_estimate_record(e.store, "chat", "batch", "dep-a", 1, 2, 3, 4), SL_OK);
+    ck_assert_str_eq(peek_sql(&e, "SELECT n || ',' || est_input || ',' || real_input || ',' ||"
+                                  " est_output || ',' || real_output FROM estimate_stats WHERE"
+                                  " class = 'standard'"),
+                     "2,300,300,110,90");
+    ck_assert_str_eq(peek_sql(&e, "SELECT n || ',' || est_input || ',' || real_output FROM"
+                                  " estimate_stats WHERE class = 'batch'"),
+                     "1,1,4");
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(rollback_discards_and_commit_keeps)
+{
+    env_t e;
+    env_init(&e);
+    char *result = NULL;
+    sl_store_job_t j1 = job_row("job-1", "acme", 1000);
+    sl_store_job_t j2 = job_row("job-2", "acme", 1000);
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j1, 1000, &result), SL_OK);
+    ck_assert_int_eq(sl_store_outbox_add(e.store, "t", "k", "v", 1000, NULL), SL_OK);
+    sl_store_rollback(e.store);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), 0);
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM outbox"), "0");
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j2, 1000, &result), SL_OK);
+    /* uncommitted work is invisible to other connections */
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM jobs"), "0");
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM jobs"), "1");
+    sl_store_close(e.store);
+    env_open(&e);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), 1);
+    env_done(&e);
+}
+END_TEST
+
+static Suite *store_suite(void)
+{
+    Suite *s = suite_create("store");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, duplicate_insert_returns_the_result_only_once_finished);
+    tcase_add_test(tc, lease_requeue_finish_and_each_unfinished_restores_fields);
+    tcase_add_test(tc, job_parts_come_back_as_stored);
+    tcase_add_test(tc, database_of_another_schema_version_is_refused);
+    tcase_add_test(tc, reservation_open_charges_settle_and_close);
+    tcase_add_test(tc, outbox_add_each_delete);
+    tcase_add_test(tc, second_open_of_the_same_db_is_ebusy);
+    tcase_add_test(tc, open_with_a_missing_schema_fails_cleanly);
+    tcase_add_test(tc, bucket_save_and_load);
+    tcase_add_test(tc, estimate_record_accumulates);
+    tcase_add_test(tc, rollback_discards_and_commit_keeps);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (sl_crypto_init() != SL_OK)
+        return 1;
+    SRunner *sr = srunner_create(store_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
