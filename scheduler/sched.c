@@ -29,11 +29,13 @@ enum { MAX_CHARGES = 4, MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100,
 typedef enum { RULE_KEEP = 0, RULE_ACTUAL_TOTAL } rule_t;
 static const char *const rule_names[] = {"keep", "actual_total"};
 
-typedef enum { J_QUEUED = 0, J_DELAYED, J_LEASED } jstate_t;
+/* J_ORPHAN: the config no longer knows the job's tenant or route; it is only ever finished. */
+typedef enum { J_QUEUED = 0, J_DELAYED, J_LEASED, J_ORPHAN } jstate_t;
 
 typedef struct job {
     char id[65];
     char *idem;
+    char *orphan_tenant, *orphan_route; /* the job's own names when the config lacks them */
     int tenant, cls, route;
     jstate_t state;
     int attempts;  /* leases so far: numbers each attempt */
@@ -76,12 +78,14 @@ struct sl_sched {
     route_t *routes;
     int *tenant_bucket;
     sl_hmap_t *jobs; /* id -> job_t*, every unfinished job */
-    joblist_t delayed, leased;
+    joblist_t delayed, leased, orphans;
     int64_t last_scan_ms, last_deadline_scan_ms, last_bucket_save_ms;
     sl_sched_msg_t *out;
     int nout, capout;
     sl_sched_stats_t st;
 };
+
+static sl_err_t fail_orphans(sl_sched_t *s, int64_t now_ms);
 
 /* ---- small helpers ---- */
 
@@ -191,6 +195,8 @@ static void job_free(job_t *j)
     if (j == NULL)
         return;
     free(j->idem);
+    free(j->orphan_tenant);
+    free(j->orphan_route);
     free(j);
 }
 
@@ -204,6 +210,8 @@ static void unplace(sl_sched_t *s, job_t *j)
         list_del(&s->delayed, j);
     } else if (j->state == J_LEASED) {
         list_del(&s->leased, j);
+    } else if (j->state == J_ORPHAN) {
+        list_del(&s->orphans, j);
     }
 }
 
@@ -347,19 +355,31 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         json_decref(doc);
         free(json);
     }
-    if (tenant < 0 || route < 0 || j->idem == NULL) {
-        /* The config no longer knows its tenant or route: it is failed at the next tick. */
-        sl_warn("restored job %s has tenant/route unknown to the config", j->id);
+    if (j->idem == NULL)
+        j->idem = strdup(j->id);
+    int orphan = tenant < 0 || route < 0;
+    if (orphan) {
+        /* The config no longer knows its tenant or route: it must not run as anyone else. It is
+         * failed once restoring is over (sl_sched_new). */
+        sl_warn("restored job %s has tenant \"%s\" or route \"%s\" unknown to the config", j->id,
+                row->tenant, row->route);
+        j->orphan_tenant = strdup(row->tenant);
+        j->orphan_route = strdup(row->route);
         j->tenant = 0;
-        j->route = route < 0 ? 0 : route;
+        j->route = 0;
     }
-    sl_err_t rc = sl_hmap_put(s->jobs, j->id, j);
+    sl_err_t rc = j->idem != NULL ? sl_hmap_put(s->jobs, j->id, j) : SL_ENOMEM;
     if (rc != SL_OK) {
         job_free(j);
         r->rc = rc;
         return;
     }
-    if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL) {
+    if (orphan) {
+        if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL)
+            snprintf(j->res_id, sizeof j->res_id, "%s", row->reservation_id);
+        j->state = J_ORPHAN;
+        r->rc = list_add(&s->orphans, j);
+    } else if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL) {
         snprintf(j->res_id, sizeof j->res_id, "%s", row->reservation_id);
         j->deployment = row->deployment ? sl_config_deployment(s->cfg, row->deployment) : -1;
         j->lease_expires_ms = row->lease_expires_ms;
@@ -428,6 +448,11 @@ sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_signer
     }
     if (sl_hmap_len(s->jobs) > 0)
         sl_info("restored %zu unfinished jobs (%d leased)", sl_hmap_len(s->jobs), s->leased.n);
+    rc = fail_orphans(s, now_ms);
+    if (rc != SL_OK) {
+        snprintf(err, errlen, "failing jobs the config no longer knows: %s", sl_strerror(rc));
+        goto fail;
+    }
     s->last_bucket_save_ms = now_ms;
     *out = s;
     return SL_OK;
@@ -458,6 +483,7 @@ void sl_sched_free(sl_sched_t *s)
     free(s->tenant_bucket);
     free(s->delayed.items);
     free(s->leased.items);
+    free(s->orphans.items);
     sl_ledger_free(s->ledger);
     sl_schema_free(s->job_schema);
     sl_schema_free(s->usage_schema);
@@ -498,8 +524,10 @@ static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_
     const sl_config_t *cfg = s->cfg;
     json_t *res = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:I}", "v", 1,
                             "job_id", j->id, "idempotency_key", j->idem ? j->idem : j->id,
-                            "tenant", cfg->tenants[j->tenant].name, "route",
-                            cfg->routes[j->route].name, "class",
+                            "tenant",
+                            j->orphan_tenant ? j->orphan_tenant : cfg->tenants[j->tenant].name,
+                            "route", j->orphan_route ? j->orphan_route : cfg->routes[j->route].name,
+                            "class",
                             sl_class_name((sl_class_t)j->cls), "status", o->status, "attempts",
                             j->attempts, "fallback_used", 0, "finished_ms",
                             (json_int_t)now_ms);
@@ -552,6 +580,35 @@ static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_
     sl_hmap_del(s->jobs, j->id);
     rc = emit(s, SL_MSG_RESULT, cfg->kafka.topic_results, j->id, value, seq);
     job_free(j);
+    return rc;
+}
+
+/* Refuses a job whose tenant or route the config does not know (see J_ORPHAN). A lease it
+ * still held is closed as expired: the call may have happened. */
+static sl_err_t fail_orphan(sl_sched_t *s, job_t *j, const char *status, int64_t now_ms)
+{
+    if (j->res_id[0] != '\0') {
+        sl_err_t rc = sl_store_res_close(s->store, j->res_id, "expired", -1, -1, -1,
+                                         "config_changed", now_ms);
+        if (rc != SL_OK)
+            return rc;
+    }
+    outcome_t o;
+    outcome_init(&o, status);
+    o.err_type = "invalid_request";
+    o.err_reason = "unknown_tenant_or_route";
+    o.decision = "rejected_locally";
+    snprintf(o.err_message, sizeof o.err_message,
+             "the scheduler's config does not know tenant \"%.100s\" or route \"%.100s\"",
+             j->orphan_tenant ? j->orphan_tenant : "?", j->orphan_route ? j->orphan_route : "?");
+    return finish(s, j, &o, now_ms);
+}
+
+static sl_err_t fail_orphans(sl_sched_t *s, int64_t now_ms)
+{
+    sl_err_t rc = SL_OK;
+    while (rc == SL_OK && s->orphans.n > 0)
+        rc = fail_orphan(s, s->orphans.items[s->orphans.n - 1], "failed", now_ms);
     return rc;
 }
 
@@ -643,29 +700,24 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     j->est_total = row.est_total > 0 ? row.est_total : 1;
     j->deployment = -1;
     j->list_idx = -1;
+    int orphan = j->tenant < 0 || j->route < 0;
+    if (orphan) {
+        /* Ingest and scheduler disagree about the config (a change in between): the job is
+         * refused under its own names, never run as another tenant or route. */
+        j->orphan_tenant = strdup(tenant_name);
+        j->orphan_route = strdup(route_name);
+        j->tenant = 0;
+        j->route = 0;
+        j->state = J_ORPHAN;
+    }
     json_decref(doc);
     rc = j->idem != NULL ? sl_hmap_put(s->jobs, j->id, j) : SL_ENOMEM;
     if (rc != SL_OK) {
         job_free(j);
         return rc;
     }
-    if (j->tenant < 0 || j->route < 0 || j->cls < 0) {
-        /* Ingest and scheduler disagree about the config (a reload in between). */
-        j->tenant = j->tenant < 0 ? 0 : j->tenant;
-        j->route = j->route < 0 ? 0 : j->route;
-        j->cls = j->cls < 0 ? SL_CLASS_STANDARD : j->cls;
-        j->state = J_DELAYED;
-        j->list_idx = -1;
-        outcome_t o;
-        outcome_init(&o, "rejected");
-        o.err_type = "invalid_request";
-        o.err_reason = "unknown_tenant_or_route";
-        o.decision = "rejected_locally";
-        snprintf(o.err_message, sizeof o.err_message,
-                 "the scheduler's config does not know tenant \"%s\" or route \"%s\"",
-                 tenant_name, route_name);
-        return finish(s, j, &o, now_ms);
-    }
+    if (orphan)
+        return fail_orphan(s, j, "rejected", now_ms);
     return enqueue(s, j, 0);
 }
 
@@ -1023,7 +1075,11 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     rc = sl_store_res_close(s->store, j->res_id, "reconciled", in, out, cached, outcome, now_ms);
     if (rc != SL_OK)
         goto out;
-    const sl_deployment_cfg_t *dc = &s->cfg->deployments[j->deployment];
+    /* A lease restored after its deployment left the config is still reconciled; only the
+     * deployment's own state (pauses) has nowhere to go. */
+    int dep = j->deployment;
+    const char *dep_name = dep >= 0 ? s->cfg->deployments[dep].name
+                                    : json_string_value(json_object_get(doc, "deployment"));
     if (strcmp(outcome, "not_sent") == 0) {
         /* The dispatcher refused the lease (stale, expired, or an unknown deployment): no call
          * was made, so our own budgets get everything back. The provider-mirror buckets keep
@@ -1042,7 +1098,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         goto out;
     if (in >= 0)
         rc = sl_store_estimate_record(s->store, s->cfg->routes[j->route].name,
-                                      sl_class_name((sl_class_t)j->cls), dc->name, j->est_input,
+                                      sl_class_name((sl_class_t)j->cls), dep_name, j->est_input,
                                       in, j->est_output, out);
     if (rc != SL_OK)
         goto out;
@@ -1052,11 +1108,11 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     const char *perr = json_string_value(json_object_get(err, "message"));
     char message[512];
     snprintf(message, sizeof message, "%s (HTTP %lld from %s): %.300s", outcome,
-             (long long)jint(doc, "http_status", 0), dc->name, perr ? perr : "");
+             (long long)jint(doc, "http_status", 0), dep_name, perr ? perr : "");
     if (ok) {
         outcome_t o;
         outcome_init(&o, "succeeded");
-        o.deployment = dc->name;
+        o.deployment = dep_name;
         o.response = json_object_get(doc, "response");
         o.usage = usage;
         o.provider_ms = json_number_value(json_object_get(latency, "total_ms"));
@@ -1068,12 +1124,13 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         s->st.provider_429++;
         int64_t pause = retry_after > 0 ? retry_after : 1000;
         pause += (int64_t)randombytes_uniform((uint32_t)(pause / 10 + 1));
-        if (s->deps[j->deployment].paused_until_ms < now_ms + pause)
-            s->deps[j->deployment].paused_until_ms = now_ms + pause;
-        sl_warn("deployment %s answered 429; paused %lld ms", dc->name, (long long)pause);
+        if (dep >= 0 && s->deps[dep].paused_until_ms < now_ms + pause)
+            s->deps[dep].paused_until_ms = now_ms + pause;
+        sl_warn("deployment %s answered 429; paused %lld ms", dep_name, (long long)pause);
         rc = retry_or_fail(s, j, 0, "provider_rate_limited", message, now_ms);
     } else if (strcmp(outcome, "quota_exhausted") == 0) {
-        s->deps[j->deployment].paused_until_ms = now_ms + s->cfg->minute_ms;
+        if (dep >= 0)
+            s->deps[dep].paused_until_ms = now_ms + s->cfg->minute_ms;
         list_del(&s->leased, j);
         rc = fail_job(s, j, "failed", "policy", "provider_quota_exhausted",
                       "admitted_provider_rejected", 0, message, now_ms);

@@ -165,6 +165,17 @@ static sl_err_t exec_sql(sl_store_t *s, const char *sql)
     return SL_OK;
 }
 
+/* Runs a query that yields one integer; -1 on error. */
+static int64_t pragma_int(sl_store_t *s, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **out, char *err,
                        size_t errlen)
 {
@@ -204,13 +215,12 @@ sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **o
         goto fail;
     }
     if (!s->is_new) {
-        sqlite3_stmt *vst = NULL;
-        int version = -1;
-        if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &vst, NULL) == SQLITE_OK &&
-            sqlite3_step(vst) == SQLITE_ROW)
-            version = sqlite3_column_int(vst, 0);
-        sqlite3_finalize(vst);
-        if (version != SL_STORE_SCHEMA_VERSION) {
+        /* A file with no tables (e.g. left by an open that failed) is as good as new. */
+        int version = (int)pragma_int(s, "PRAGMA user_version");
+        if (version == 0 &&
+            pragma_int(s, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'jobs'") == 0)
+            s->is_new = 1;
+        else if (version != SL_STORE_SCHEMA_VERSION) {
             snprintf(err, errlen,
                      "%s has schema version %d, this scheduler needs %d: move the file away "
                      "(its queued jobs are in the jobs table) or migrate it",
