@@ -31,7 +31,7 @@ UNIT_TESTS := $(patsubst tests/%.c,$(BIN)/tests/%,$(wildcard tests/test_*.c))
 E2E_DRIVERS := $(patsubst tests/e2e/%.c,$(BIN)/tests/%,$(wildcard tests/e2e/e2e_*.c))
 BENCH := $(patsubst bench/%.c,$(BIN)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all deps run test test-unit test-e2e asan bench clean format
+.PHONY: all deps run test test-unit test-e2e asan asan-e2e bench clean format
 all: $(PROGRAMS) $(UNIT_TESTS) $(E2E_DRIVERS) $(BENCH)
 
 deps:
@@ -76,17 +76,24 @@ test-unit: $(UNIT_TESTS)
 test-e2e: $(PROGRAMS) $(E2E_DRIVERS)
 	@SLUICE_BIN=$(abspath $(BIN)) bash tests/run-e2e.sh $(E2E_DRIVERS)
 
-# All tests: unit tests, end-to-end tests of the real processes, then the unit tests again
-# under AddressSanitizer + UndefinedBehaviorSanitizer.
+# All tests: unit tests, end-to-end tests of the real processes, then both again with every
+# binary built with AddressSanitizer + UndefinedBehaviorSanitizer (leaks included).
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-e2e
 	@$(MAKE) --no-print-directory asan
+	@$(MAKE) --no-print-directory asan-e2e
 
+# CK_FORK=no runs each suite in one process so LeakSanitizer sees leaks at exit.
+ASAN_VARS := BUILD=build-asan BIN=bin-asan OPT=-O1 \
+	SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 asan:
-	@$(MAKE) --no-print-directory BUILD=build-asan BIN=bin-asan OPT=-O1 \
-	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-unit
+	@CK_FORK=no $(MAKE) --no-print-directory $(ASAN_VARS) test-unit
+
+# The end-to-end tests with every process built with the sanitizers.
+asan-e2e:
+	@$(MAKE) --no-print-directory $(ASAN_VARS) test-e2e
 
 bench: $(PROGRAMS) $(BENCH)
 	@bash bench/run.sh

@@ -109,6 +109,18 @@ static double raw_kafka_rate(const char *bootstrap, int n)
 {
     rd_kafka_t *p = h_producer(bootstrap);
     char buf[1024];
+    /* The topic and the consumer's assignment exist before the clock starts. */
+    h_produce(p, "bench.raw", "init", "{}", 2);
+    rd_kafka_flush(p, 10000);
+    rd_kafka_t *c = h_consumer_from_start(bootstrap, "bench.raw");
+    int got = -1; /* the init message */
+    rd_kafka_message_t *first = NULL;
+    for (int i = 0; i < 100 && first == NULL; i++)
+        first = rd_kafka_consumer_poll(c, 100);
+    if (first != NULL) {
+        got = 0;
+        rd_kafka_message_destroy(first);
+    }
     double t0 = sl_mono_ms();
     for (int i = 0; i < n; i++) {
         char idem[32];
@@ -118,8 +130,6 @@ static double raw_kafka_rate(const char *bootstrap, int n)
     }
     rd_kafka_flush(p, 60000);
     rd_kafka_destroy(p);
-    rd_kafka_t *c = h_consumer_from_start(bootstrap, "bench.raw");
-    int got = 0;
     double until = sl_mono_ms() + 60000;
     while (got < n && sl_mono_ms() < until) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c, 100);
@@ -171,6 +181,10 @@ int main(int argc, char **argv)
     int warm = collect(cons, 200, 60000, NULL, NULL, &last);
 
     /* 1. Throughput with a backlog. */
+    pid_t procs[5] = {st.kafka, st.sim, st.sched, st.ingest, st.disp};
+    double cpu0[5], cpu1[5];
+    for (int i = 0; i < 5; i++)
+        cpu0[i] = h_cpu_seconds(procs[i]);
     double t0 = sl_mono_ms();
     for (int i = 0; i < jobs; i++) {
         char idem[32];
@@ -181,6 +195,9 @@ int main(int argc, char **argv)
     rd_kafka_flush(prod, 60000);
     int got = collect(cons, jobs, 300000, NULL, NULL, &last);
     double tp = got / ((last - t0) / 1000.0);
+    for (int i = 0; i < 5; i++)
+        cpu1[i] = h_cpu_seconds(procs[i]);
+    double wall_s = (last - t0) / 1000.0;
 
     /* 3. Added latency at a fixed rate. */
     int n_lat_jobs = rate * seconds;
@@ -217,6 +234,11 @@ int main(int argc, char **argv)
     printf("  ratio sluice / raw           %.1f %%\n", 100.0 * tp / raw);
     printf("  added latency at %d jobs/s  p50 %.1f ms  p99 %.1f ms  (n=%d)\n", rate,
            pct(lat, nlat, 0.5), pct(lat, nlat, 0.99), nlat);
+    printf("  CPU share during throughput  devkafka %.0f%% sim %.0f%% scheduler %.0f%% ingest %.0f%%"
+           " dispatcher %.0f%% (of one core)\n",
+           100 * (cpu1[0] - cpu0[0]) / wall_s, 100 * (cpu1[1] - cpu0[1]) / wall_s,
+           100 * (cpu1[2] - cpu0[2]) / wall_s, 100 * (cpu1[3] - cpu0[3]) / wall_s,
+           100 * (cpu1[4] - cpu0[4]) / wall_s);
     printf("  peak RSS (MiB)               devkafka %.0f sim %.0f scheduler %.0f ingest %.0f"
            " dispatcher %.0f\n",
            rss[0] / 1024.0, rss[1] / 1024.0, rss[2] / 1024.0, rss[3] / 1024.0, rss[4] / 1024.0);
@@ -240,7 +262,8 @@ int main(int argc, char **argv)
     rd_kafka_destroy(prod);
     rd_kafka_consumer_close(cons);
     rd_kafka_destroy(cons);
-    h_stack_down(&st);
+    if (h_stack_down(&st) != 0)
+        printf("  some process did not stop cleanly\n");
     h_cleanup(0);
     return got == jobs ? 0 : 1;
 }

@@ -139,11 +139,15 @@ int main(void)
     rd_kafka_destroy(prod);
     rd_kafka_consumer_close(cons);
     rd_kafka_destroy(cons);
-    h_stack_down(&st);
+    int unclean = h_stack_down(&st);
+    h_check(unclean == 0, "every process stopped cleanly on SIGTERM (%d did not)", unclean);
     int64_t open_res = h_sql_count(db, "SELECT COUNT(*) FROM reservations WHERE state = 'open'");
     int64_t open_jobs = h_sql_count(db, "SELECT COUNT(*) FROM jobs WHERE state <> 'done'");
     h_check(open_res == 0, "no reservation left open (%lld)", (long long)open_res);
     h_check(open_jobs == 0, "no job left unfinished in the store (%lld)", (long long)open_jobs);
+    h_free_string_map(seen);
+    free(sim_cfg);
+    free((char *)cfg);
     int rc = h_summary("crash");
     h_cleanup(rc != 0 || getenv("E2E_KEEP") != NULL);
     return rc;

@@ -271,7 +271,8 @@ int main(void)
     rd_kafka_destroy(prod);
     rd_kafka_consumer_close(cons);
     rd_kafka_destroy(cons);
-    h_stack_down(&st);
+    int unclean = h_stack_down(&st);
+    h_check(unclean == 0, "every process stopped cleanly on SIGTERM (%d did not)", unclean);
     int64_t open_res = h_sql_count(db, "SELECT COUNT(*) FROM reservations WHERE state = 'open'");
     int64_t open_jobs = h_sql_count(db, "SELECT COUNT(*) FROM jobs WHERE state <> 'done'");
     int64_t outbox = h_sql_count(db, "SELECT COUNT(*) FROM outbox");
@@ -281,6 +282,11 @@ int main(void)
     json_decref(s1);
     json_decref(s2);
     json_decref(s3);
+    h_free_string_map(seen);
+    for (int i = 0; i < nbad; i++)
+        free(bad[i].text);
+    free(sim_cfg);
+    free((char *)cfg);
     int rc = h_summary("pipeline");
     h_cleanup(rc != 0);
     return rc;

@@ -140,13 +140,14 @@ int h_stop(pid_t pid, int sig, int timeout_ms)
 {
     kill(pid, sig);
     for (int waited = 0; waited < timeout_ms; waited += 20) {
-        if (waitpid(pid, NULL, WNOHANG) == pid)
-            return 1;
+        int status = 0;
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         usleep(20 * 1000);
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    return 0;
+    return -1;
 }
 
 int h_wait_file(const char *path, int timeout_ms)
@@ -323,13 +324,37 @@ void h_stack_up(h_stack_t *st, const char *config, const char *sim_config, int s
     st->disp = h_spawn("sluice-dispatcher", "dispatcher", config, NULL);
 }
 
-void h_stack_down(h_stack_t *st)
+int h_stack_down(h_stack_t *st)
 {
     pid_t order[] = {st->disp, st->ingest, st->sched, st->sim, st->kafka};
+    const char *names[] = {"dispatcher", "ingest", "scheduler", "sim", "devkafka"};
+    int bad = 0;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        if (order[i] > 0)
-            h_stop(order[i], SIGTERM, 15000);
+        if (order[i] <= 0)
+            continue;
+        int status = h_stop(order[i], SIGTERM, 15000);
+        if (status != 0) {
+            printf("  %s exited with status %d on SIGTERM (see %s/%s.log)\n", names[i], status,
+                   h_tmpdir(), names[i]);
+            bad++;
+        }
     }
+    return bad;
+}
+
+static void free_value(const char *key, void *value, void *arg)
+{
+    (void)key;
+    (void)arg;
+    free(value);
+}
+
+void h_free_string_map(sl_hmap_t *m)
+{
+    if (m == NULL)
+        return;
+    sl_hmap_each(m, free_value, NULL);
+    sl_hmap_free(m);
 }
 
 long h_peak_rss_kb(pid_t pid)
@@ -345,4 +370,24 @@ long h_peak_rss_kb(pid_t pid)
     if (f != NULL)
         fclose(f);
     return kb;
+}
+
+double h_cpu_seconds(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    char buf[1024];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* Fields after the ")" that closes the command name: state is field 3; utime 14, stime 15. */
+    char *p = strrchr(buf, ')');
+    unsigned long ut = 0, st = 0;
+    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+                            &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "hmap.h"
+
 /* Records one check; prints it. */
 void h_check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints "e2e <name>: N passed, N failed" and returns the exit status. */
@@ -25,7 +27,8 @@ char *h_write(const char *name, const char *text);
 /* Spawns bin/<prog> with args (NULL-terminated), SLUICE_CONFIG=config, output to
  * <tmpdir>/<logname>.log. Returns the pid. */
 pid_t h_spawn(const char *prog, const char *logname, const char *config, const char *const *args);
-/* Sends sig and waits up to timeout_ms for the process to exit; returns 1 if it exited. */
+/* Sends sig and waits up to timeout_ms for the process to exit. Returns its exit status,
+ * 128 + the signal that ended it, or -1 when it had to be killed after the timeout. */
 int h_stop(pid_t pid, int sig, int timeout_ms);
 int h_alive(pid_t pid);
 int h_wait_file(const char *path, int timeout_ms);
@@ -58,8 +61,14 @@ typedef struct {
 /* Starts devkafka (bootstrap file from the config's directory: <tmpdir>/bootstrap), the
  * simulator on sim_port, then scheduler, ingest and dispatcher; exits the test on failure. */
 void h_stack_up(h_stack_t *st, const char *config, const char *sim_config, int sim_port);
-/* SIGTERMs everything still running, in reverse order. */
-void h_stack_down(h_stack_t *st);
+/* SIGTERMs everything, in reverse order; returns how many did not exit with status 0 (a
+ * sanitizer build exits non-zero on a leak or error), naming them on stdout. */
+int h_stack_down(h_stack_t *st);
+
+/* Frees a map whose values are malloc'd strings, and the map. */
+void h_free_string_map(sl_hmap_t *m);
 
 /* Peak resident memory (VmHWM) of a running process in KiB; -1 when unknown. */
 long h_peak_rss_kb(pid_t pid);
+/* CPU seconds (user + system) a running process has used so far; -1 when unknown. */
+double h_cpu_seconds(pid_t pid);
