@@ -192,6 +192,27 @@ sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const 
     return SL_OK;
 }
 
+sl_err_t sl_kafka_produce(rd_kafka_t *rk, const char *topic, const char *key, const void *value,
+                          size_t len, rd_kafka_headers_t *hdrs, void *opaque)
+{
+    size_t key_len = key != NULL ? strlen(key) : 0;
+    for (;;) {
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key_len),
+            RD_KAFKA_V_VALUE((void *)value, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return SL_OK;
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            sl_error("produce to %s: %s", topic, rd_kafka_err2str(err));
+            if (hdrs != NULL)
+                rd_kafka_headers_destroy(hdrs);
+            return SL_EKAFKA;
+        }
+        rd_kafka_poll(rk, 10);
+    }
+}
+
 sl_err_t sl_kafka_header(const rd_kafka_message_t *msg, const char *name, const char **val,
                          size_t *len)
 {

@@ -31,6 +31,13 @@ sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const 
                                const char *const *extra_props, rd_kafka_t **out, char *err,
                                size_t errlen);
 
+/* Produces a copy of value to topic with an optional key, headers and delivery opaque; while
+ * the local queue is full it serves delivery reports and tries again, so it never drops a
+ * message for back-pressure. On success hdrs (may be NULL) belong to the message; on failure
+ * they are destroyed and SL_EKAFKA is returned (logged). */
+sl_err_t sl_kafka_produce(rd_kafka_t *rk, const char *topic, const char *key, const void *value,
+                          size_t len, rd_kafka_headers_t *hdrs, void *opaque);
+
 /* Finds header name on msg; returns SL_ENOTFOUND when absent. The value is not NUL-terminated
  * and lives as long as msg. */
 sl_err_t sl_kafka_header(const rd_kafka_message_t *msg, const char *name, const char **val,

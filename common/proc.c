@@ -29,6 +29,20 @@ void sl_proc_parse(int argc, char **argv, sl_proc_opts_t *opts)
     }
 }
 
+void sl_proc_parse_daemon(int argc, char **argv, const char *prog, const char *usage,
+                          sl_proc_opts_t *opts)
+{
+    sl_proc_parse(argc, argv, opts);
+    if (opts->help) {
+        fputs(usage, stdout);
+        exit(0);
+    }
+    if (opts->nrest > 0) {
+        fprintf(stderr, "%s: unknown argument %s\n%s", prog, opts->rest[0], usage);
+        exit(2);
+    }
+}
+
 sl_config_t *sl_proc_start(const char *component, const sl_proc_opts_t *opts)
 {
     int level = sl_log_level_parse(opts->log_level);

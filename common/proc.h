@@ -17,6 +17,11 @@ typedef struct {
  * --help/-h; other arguments are left in rest. */
 void sl_proc_parse(int argc, char **argv, sl_proc_opts_t *opts);
 
+/* sl_proc_parse for a daemon that takes only the common options: --help prints usage and
+ * exits 0; any other argument prints it on stderr and exits 2. */
+void sl_proc_parse_daemon(int argc, char **argv, const char *prog, const char *usage,
+                          sl_proc_opts_t *opts);
+
 /* Starts a daemon: logging as component, signals, libsodium, then loads the config. On any
  * failure prints why on stderr and exits with status 2. Returns the config (caller frees). */
 sl_config_t *sl_proc_start(const char *component, const sl_proc_opts_t *opts);

@@ -43,32 +43,13 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
 static void emit_usage(const char *key, const char *value, void *arg)
 {
     emit_ctx_t *ctx = arg;
-    for (;;) {
-        rd_kafka_resp_err_t err = rd_kafka_producev(
-            ctx->prod, RD_KAFKA_V_TOPIC(ctx->topic), RD_KAFKA_V_KEY(key, strlen(key)),
-            RD_KAFKA_V_VALUE((void *)value, strlen(value)),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-            if (err)
-                sl_error("produce usage event: %s", rd_kafka_err2str(err));
-            return;
-        }
-        rd_kafka_poll(ctx->prod, 10);
-    }
+    sl_kafka_produce(ctx->prod, ctx->topic, key, value, strlen(value), NULL, NULL);
 }
 
 int main(int argc, char **argv)
 {
     sl_proc_opts_t opts;
-    sl_proc_parse(argc, argv, &opts);
-    if (opts.help) {
-        fputs(usage_text, stdout);
-        return 0;
-    }
-    if (opts.nrest > 0) {
-        fprintf(stderr, "sluice-dispatcher: unknown argument %s\n%s", opts.rest[0], usage_text);
-        return 2;
-    }
+    sl_proc_parse_daemon(argc, argv, "sluice-dispatcher", usage_text, &opts);
     sl_config_t *cfg = sl_proc_start("dispatcher", &opts);
     char err[512] = "";
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

@@ -44,25 +44,14 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
     }
 }
 
-/* Produces value to topic; blocks (serving delivery reports) while the local queue is full. */
+/* Produces value to topic, counted in the batch b. */
 static int produce(rd_kafka_t *prod, const char *topic, const char *key, const char *value,
                    batch_t *b)
 {
-    for (;;) {
-        rd_kafka_resp_err_t err = rd_kafka_producev(
-            prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
-            RD_KAFKA_V_VALUE((void *)value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_OPAQUE(b), RD_KAFKA_V_END);
-        if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            b->pending++;
-            return 0;
-        }
-        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-            sl_error("produce to %s: %s", topic, rd_kafka_err2str(err));
-            return -1;
-        }
-        rd_kafka_poll(prod, 10);
-    }
+    if (sl_kafka_produce(prod, topic, key, value, strlen(value), NULL, b) != SL_OK)
+        return -1;
+    b->pending++;
+    return 0;
 }
 
 typedef struct {
@@ -74,15 +63,7 @@ typedef struct {
 int main(int argc, char **argv)
 {
     sl_proc_opts_t opts;
-    sl_proc_parse(argc, argv, &opts);
-    if (opts.help) {
-        fputs(usage_text, stdout);
-        return 0;
-    }
-    if (opts.nrest > 0) {
-        fprintf(stderr, "sluice-ingest: unknown argument %s\n%s", opts.rest[0], usage_text);
-        return 2;
-    }
+    sl_proc_parse_daemon(argc, argv, "sluice-ingest", usage_text, &opts);
     sl_config_t *cfg = sl_proc_start("ingest", &opts);
     char err[512] = "";
     sl_ingest_t *ing = NULL;

@@ -65,6 +65,7 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
     ob->acked[ob->nacked++] = (int64_t)(intptr_t)msg->_private;
 }
 
+/* Produces one message; results carry their outbox row (seq > 0) as delivery opaque. */
 static void produce(rd_kafka_t *prod, const char *topic, const char *key, const char *value,
                     const char *sig, int64_t seq, outbox_t *ob)
 {
@@ -73,26 +74,14 @@ static void produce(rd_kafka_t *prod, const char *topic, const char *key, const 
         hdrs = rd_kafka_headers_new(1);
         rd_kafka_header_add(hdrs, "sluice-sig", -1, sig, (ssize_t)strlen(sig));
     }
-    for (;;) {
-        rd_kafka_resp_err_t err = rd_kafka_producev(
-            prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
-            RD_KAFKA_V_VALUE((void *)value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_OPAQUE((void *)(intptr_t)seq), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
-        if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            if (seq > 0)
-                ob->inflight++;
-            return;
-        }
-        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-            sl_error("produce to %s: %s", topic, rd_kafka_err2str(err));
-            if (hdrs != NULL)
-                rd_kafka_headers_destroy(hdrs);
-            if (seq > 0)
-                ob->resweep = 1;
-            return;
-        }
-        rd_kafka_poll(prod, 10);
+    if (sl_kafka_produce(prod, topic, key, value, strlen(value), hdrs,
+                         (void *)(intptr_t)seq) != SL_OK) {
+        if (seq > 0)
+            ob->resweep = 1;
+        return;
     }
+    if (seq > 0)
+        ob->inflight++;
 }
 
 typedef struct {
@@ -137,15 +126,7 @@ static void ensure_signing_key(const sl_config_t *cfg)
 int main(int argc, char **argv)
 {
     sl_proc_opts_t opts;
-    sl_proc_parse(argc, argv, &opts);
-    if (opts.help) {
-        fputs(usage_text, stdout);
-        return 0;
-    }
-    if (opts.nrest > 0) {
-        fprintf(stderr, "sluice-scheduler: unknown argument %s\n%s", opts.rest[0], usage_text);
-        return 2;
-    }
+    sl_proc_parse_daemon(argc, argv, "sluice-scheduler", usage_text, &opts);
     sl_config_t *cfg = sl_proc_start("scheduler", &opts);
     char err[512] = "";
     ensure_signing_key(cfg);

@@ -262,20 +262,14 @@ int sl_cli_submit(const sl_config_t *cfg, int argc, char **argv)
             sl_hmap_put(mine, key, (void *)1);
             p.total++;
         }
-        for (;;) {
-            rd_kafka_resp_err_t kerr = rd_kafka_producev(
-                prod, RD_KAFKA_V_TOPIC(cfg->kafka.topic_requests),
-                RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(value, strlen(value)),
-                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_FREE), RD_KAFKA_V_END);
-            if (kerr == RD_KAFKA_RESP_ERR_NO_ERROR)
-                break;
-            if (kerr != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-                fprintf(stderr, "sluice submit: produce: %s\n", rd_kafka_err2str(kerr));
-                free(value);
-                break;
-            }
-            rd_kafka_poll(prod, 50);
+        if (sl_kafka_produce(prod, cfg->kafka.topic_requests, key, value, strlen(value), NULL,
+                             NULL) != SL_OK) {
+            fprintf(stderr, "sluice submit: line %ld could not be sent\n", lineno);
+            bad_lines++;
+            if (sl_hmap_del(mine, key) != NULL)
+                p.total--;
         }
+        free(value);
     }
     free(data);
     if (rd_kafka_flush(prod, 60000) != RD_KAFKA_RESP_ERR_NO_ERROR)
