@@ -131,6 +131,21 @@ pid_t h_spawn(const char *prog, const char *logname, const char *config, const c
     return pid;
 }
 
+int h_run(const char *prog, const char *logname, const char *config, const char *const *args,
+          int timeout_ms)
+{
+    pid_t pid = h_spawn(prog, logname, config, args);
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+        int status = 0;
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        usleep(20 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
 int h_alive(pid_t pid)
 {
     return waitpid(pid, NULL, WNOHANG) == 0;

@@ -31,6 +31,10 @@ pid_t h_spawn(const char *prog, const char *logname, const char *config, const c
  * 128 + the signal that ended it, or -1 when it had to be killed after the timeout. */
 int h_stop(pid_t pid, int sig, int timeout_ms);
 int h_alive(pid_t pid);
+/* Runs bin/<prog> like h_spawn and waits for it (at most timeout_ms); returns its exit status,
+ * or -1 when it had to be killed. */
+int h_run(const char *prog, const char *logname, const char *config, const char *const *args,
+          int timeout_ms);
 int h_wait_file(const char *path, int timeout_ms);
 
 /* GET url; returns the parsed JSON body or NULL. */
