@@ -113,8 +113,11 @@ sl_err_t sl_kafka_producer_new(const sl_config_t *cfg, const char *client_id,
     sl_err_t rc = base_conf(cfg, client_id, &conf, err, errlen);
     if (rc != SL_OK)
         return rc;
+    /* linger.ms 0: each hop sends at once (messages that queue up while a request is in
+     * flight still travel together). Against 1 ms it cut the added p50 from 17 to 13 ms for
+     * 6 % less peak throughput, which is far above what provider limits let through. */
     static const char *const defaults[] = {"enable.idempotence", "true", "acks", "all",
-                                           "linger.ms", "1", "compression.type", "lz4",
+                                           "linger.ms", "0", "compression.type", "lz4",
                                            "message.max.bytes", "16777216", NULL};
     for (int i = 0; rc == SL_OK && defaults[i] != NULL; i += 2)
         rc = set(conf, defaults[i], defaults[i + 1], err, errlen);
