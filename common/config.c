@@ -191,7 +191,46 @@ static void load_kafka(ctx_t *c, sl_config_t *cfg, json_t *root)
     json_decref(empty);
 }
 
-static void load_deployment(ctx_t *c, json_t *dj, int i, sl_deployment_cfg_t *d)
+/* Element i of a config array, which must be an object with only the allowed keys; writes
+ * its label ("routes[2]") into where. NULL (and a failure recorded) when it is not an object. */
+static json_t *array_object(ctx_t *c, json_t *arr, size_t i, const char *section,
+                            const char *const *keys, char *where, size_t wherecap)
+{
+    json_t *obj = json_array_get(arr, i);
+    snprintf(where, wherecap, "%s[%zu]", section, i);
+    if (!json_is_object(obj)) {
+        fail(c, "%s must be an object", where);
+        return NULL;
+    }
+    check_keys(c, obj, where, keys);
+    return obj;
+}
+
+/* Resolves obj[key], an array of names, into indexes with lookup (names of `what` it does not
+ * know are failures). *out gets a malloc'd array (freed with the config), *n its length. */
+static void resolve_names(ctx_t *c, const sl_config_t *cfg, json_t *obj, const char *where,
+                          const char *key, const char *what,
+                          int (*lookup)(const sl_config_t *, const char *), int **out, int *n)
+{
+    json_t *arr = get_arr(c, obj, where, key);
+    size_t len = json_array_size(arr);
+    *n = 0;
+    *out = calloc(len + 1, sizeof **out);
+    if (*out == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    for (size_t j = 0; j < len; j++) {
+        json_t *name = json_array_get(arr, j);
+        int idx = json_is_string(name) ? lookup(cfg, json_string_value(name)) : -1;
+        if (idx < 0)
+            fail(c, "%s: unknown %s at %s[%zu]", where, what, key, j);
+        else
+            (*out)[(*n)++] = idx;
+    }
+}
+
+static void load_deployment(ctx_t *c, json_t *arr, size_t i, sl_deployment_cfg_t *d)
 {
     static const char *const keys[] = {
         "name",       "provider",          "base_url", "model",        "api_key_env",
@@ -199,12 +238,9 @@ static void load_deployment(ctx_t *c, json_t *dj, int i, sl_deployment_cfg_t *d)
         "tpm_counting", "max_output_tokens", "timeout_ms", NULL};
     static const char *const limit_keys[] = {"rpm", "tpm", NULL};
     char where[64];
-    snprintf(where, sizeof where, "deployments[%d]", i);
-    if (!json_is_object(dj)) {
-        fail(c, "%s must be an object", where);
+    json_t *dj = array_object(c, arr, i, "deployments", keys, where, sizeof where);
+    if (dj == NULL)
         return;
-    }
-    check_keys(c, dj, where, keys);
     d->name = get_str(c, dj, where, "name", NULL);
     d->provider = get_str(c, dj, where, "provider", "openai");
     if (strcmp(d->provider, "openai") != 0)
@@ -272,34 +308,25 @@ static void load_routes(ctx_t *c, sl_config_t *cfg, json_t *arr)
     static const char *const keys[] = {"name", "deployments", "default_max_tokens", NULL};
     size_t n = json_array_size(arr);
     cfg->routes = calloc(n + 1, sizeof *cfg->routes);
+    if (cfg->routes == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
-        json_t *rj = json_array_get(arr, i);
         char where[64];
-        snprintf(where, sizeof where, "routes[%zu]", i);
-        if (!json_is_object(rj)) {
-            fail(c, "%s must be an object", where);
+        json_t *rj = array_object(c, arr, i, "routes", keys, where, sizeof where);
+        if (rj == NULL)
             continue;
-        }
-        check_keys(c, rj, where, keys);
         sl_route_cfg_t *r = &cfg->routes[cfg->nroutes];
         r->name = get_str(c, rj, where, "name", NULL);
         if (r->name != NULL && sl_config_route(cfg, r->name) >= 0)
             fail(c, "%s: duplicate route name \"%s\"", where, r->name);
         cfg->nroutes++;
         r->default_max_tokens = get_int(c, rj, where, "default_max_tokens", 1024, 1, 10000000);
-        json_t *dj = get_arr(c, rj, where, "deployments");
-        size_t nd = json_array_size(dj);
-        if (nd == 0)
+        resolve_names(c, cfg, rj, where, "deployments", "deployment", sl_config_deployment,
+                      &r->deployments, &r->ndeployments);
+        if (r->ndeployments == 0)
             fail(c, "%s: needs at least one deployment", where);
-        r->deployments = calloc(nd + 1, sizeof *r->deployments);
-        for (size_t j = 0; j < nd; j++) {
-            json_t *name = json_array_get(dj, j);
-            int d = json_is_string(name) ? sl_config_deployment(cfg, json_string_value(name)) : -1;
-            if (d < 0)
-                fail(c, "%s: unknown deployment at index %zu", where, j);
-            else
-                r->deployments[r->ndeployments++] = d;
-        }
     }
 }
 
@@ -308,15 +335,15 @@ static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
     static const char *const keys[] = {"name", "weight", "tokens_per_min", "routes", NULL};
     size_t n = json_array_size(arr);
     cfg->tenants = calloc(n + 1, sizeof *cfg->tenants);
+    if (cfg->tenants == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
-        json_t *tj = json_array_get(arr, i);
         char where[64];
-        snprintf(where, sizeof where, "tenants[%zu]", i);
-        if (!json_is_object(tj)) {
-            fail(c, "%s must be an object", where);
+        json_t *tj = array_object(c, arr, i, "tenants", keys, where, sizeof where);
+        if (tj == NULL)
             continue;
-        }
-        check_keys(c, tj, where, keys);
         sl_tenant_cfg_t *t = &cfg->tenants[cfg->ntenants];
         t->name = get_str(c, tj, where, "name", NULL);
         if (t->name != NULL && sl_config_tenant(cfg, t->name) >= 0)
@@ -324,17 +351,8 @@ static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
         cfg->ntenants++;
         t->weight = get_int(c, tj, where, "weight", 1, 1, 1000000);
         t->tokens_per_min = get_int(c, tj, where, "tokens_per_min", 0, 0, I64MAX);
-        json_t *rj = get_arr(c, tj, where, "routes");
-        size_t nr = json_array_size(rj);
-        t->routes = calloc(nr + 1, sizeof *t->routes);
-        for (size_t j = 0; j < nr; j++) {
-            json_t *name = json_array_get(rj, j);
-            int r = json_is_string(name) ? sl_config_route(cfg, json_string_value(name)) : -1;
-            if (r < 0)
-                fail(c, "%s: unknown route at index %zu", where, j);
-            else
-                t->routes[t->nroutes++] = r;
-        }
+        resolve_names(c, cfg, tj, where, "routes", "route", sl_config_route, &t->routes,
+                      &t->nroutes);
     }
 }
 
@@ -343,15 +361,15 @@ static void load_keys(ctx_t *c, sl_config_t *cfg, json_t *arr)
     static const char *const keys[] = {"id", "hash", "tenant", "app", "env", "paused", NULL};
     size_t n = json_array_size(arr);
     cfg->keys = calloc(n + 1, sizeof *cfg->keys);
+    if (cfg->keys == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
-        json_t *kj = json_array_get(arr, i);
         char where[64];
-        snprintf(where, sizeof where, "keys[%zu]", i);
-        if (!json_is_object(kj)) {
-            fail(c, "%s must be an object", where);
+        json_t *kj = array_object(c, arr, i, "keys", keys, where, sizeof where);
+        if (kj == NULL)
             continue;
-        }
-        check_keys(c, kj, where, keys);
         sl_key_cfg_t *k = &cfg->keys[cfg->nkeys++];
         k->id = get_str(c, kj, where, "id", NULL);
         const char *hash = get_str(c, kj, where, "hash", NULL);
@@ -451,7 +469,7 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
     size_t nd = json_array_size(deps);
     cfg->deployments = calloc(nd + 1, sizeof *cfg->deployments);
     for (size_t i = 0; i < nd; i++) {
-        load_deployment(&c, json_array_get(deps, i), (int)i, &cfg->deployments[i]);
+        load_deployment(&c, deps, i, &cfg->deployments[i]);
         cfg->ndeployments++;
         if (!c.failed && sl_config_deployment(cfg, cfg->deployments[i].name) != (int)i)
             fail(&c, "deployments[%zu]: duplicate name \"%s\"", i, cfg->deployments[i].name);
