@@ -85,6 +85,7 @@ int main(int argc, char **argv)
 
     outmsg_t *outs = calloc(BATCH_MAX, sizeof *outs);
     long long n_jobs = 0, n_rejected = 0;
+    int64_t last_stats = sl_now_ms();
     int exit_code = 0;
     while (!sl_stop_requested()) {
         int n = 0;
@@ -105,7 +106,9 @@ int main(int argc, char **argv)
                 }
                 if (out.kind == SL_INGEST_REJECT) {
                     n_rejected++;
-                    sl_logf(SL_LOG_INFO, "job", out.key, "rejected: %s", out.reason);
+                    /* Per message at debug only: a flood of bad input must not flood the log;
+                     * the totals come every 10 s. */
+                    sl_logf(SL_LOG_DEBUG, "job", out.key, "rejected: %s", out.reason);
                 } else {
                     n_jobs++;
                 }
@@ -152,7 +155,11 @@ int main(int argc, char **argv)
             free(outs[i].key);
             free(outs[i].value);
         }
-        sl_debug("batch of %d: jobs %lld rejected %lld", n, n_jobs, n_rejected);
+        int64_t now = sl_now_ms();
+        if (now - last_stats >= 10000) {
+            sl_info("jobs %lld, rejected %lld", n_jobs, n_rejected);
+            last_stats = now;
+        }
     }
 stop:
     sl_info("ingest stopping: %lld jobs, %lld rejected", n_jobs, n_rejected);
