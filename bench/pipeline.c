@@ -74,9 +74,16 @@ static double pct(double *v, int n, double p)
     return v[i < 0 ? 0 : i >= n ? n - 1 : i];
 }
 
-/* Consumes results until `want` arrived; fills added latency (ms) per result when lat != NULL. */
-static int collect(rd_kafka_t *cons, int want, double timeout_ms, double *lat, int *nlat,
-                   double *last_ms)
+/* Latency samples (ms) per result: added = end to end minus the provider's time, split into
+ * the edge hops (client -> ingest and scheduler -> client), ingest -> dispatch decision, and
+ * dispatch -> provider -> usage back at the scheduler minus the provider's time. */
+typedef struct {
+    double *added, *edge, *to_dispatch, *round_trip;
+    int n;
+} lat_t;
+
+/* Consumes results until `want` arrived; records latency samples when lat != NULL. */
+static int collect(rd_kafka_t *cons, int want, double timeout_ms, lat_t *lat, double *last_ms)
 {
     int got = 0;
     double until = sl_mono_ms() + timeout_ms;
@@ -85,17 +92,25 @@ static int collect(rd_kafka_t *cons, int want, double timeout_ms, double *lat, i
         rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, left > 100 ? 100 : (int)left);
         if (m == NULL)
             continue;
-        double now = (double)sl_now_ms() + fmod(sl_mono_ms(), 1.0);
+        double now = h_wall_ms();
         if (!m->err) {
             json_t *r = json_loadb(m->payload, m->len, 0, NULL);
             if (json_is_string(json_object_get(r, "status"))) {
                 got++;
                 *last_ms = sl_mono_ms();
                 json_t *t = json_object_get(json_object_get(r, "metadata"), "t");
-                double provider = json_number_value(
-                    json_object_get(json_object_get(r, "timings"), "provider_ms"));
-                if (lat != NULL && json_is_number(t))
-                    lat[(*nlat)++] = now - json_number_value(t) - provider;
+                json_t *tm = json_object_get(r, "timings");
+                double provider = json_number_value(json_object_get(tm, "provider_ms"));
+                double total = json_number_value(json_object_get(tm, "total_ms"));
+                double queued = json_number_value(json_object_get(tm, "queued_ms"));
+                if (lat != NULL && json_is_number(t)) {
+                    double all = now - json_number_value(t);
+                    lat->added[lat->n] = all - provider;
+                    lat->edge[lat->n] = all - total;
+                    lat->to_dispatch[lat->n] = queued;
+                    lat->round_trip[lat->n] = total - queued - provider;
+                    lat->n++;
+                }
             }
             json_decref(r);
         }
@@ -181,7 +196,7 @@ int main(int argc, char **argv)
     }
     rd_kafka_flush(prod, 10000);
     double last = 0;
-    int warm = collect(cons, 200, 60000, NULL, NULL, &last);
+    int warm = collect(cons, 200, 60000, NULL, &last);
 
     /* 1. Throughput with a backlog, `trials` times; the median is reported. */
     pid_t procs[5] = {st.kafka, st.sim, st.sched, st.ingest, st.disp};
@@ -200,7 +215,7 @@ int main(int argc, char **argv)
             h_produce(prod, "sluice.requests", idem, buf, (size_t)len);
         }
         rd_kafka_flush(prod, 60000);
-        got = collect(cons, jobs, 300000, NULL, NULL, &last);
+        got = collect(cons, jobs, 300000, NULL, &last);
         all_got = all_got && got == jobs;
         wall_s = (last - t0) / 1000.0;
         tps[t] = got / wall_s;
@@ -212,26 +227,30 @@ int main(int argc, char **argv)
 
     /* 3. Added latency at a fixed rate. */
     int n_lat_jobs = rate * seconds;
-    double *lat = calloc((size_t)n_lat_jobs + 1, sizeof *lat);
-    int nlat = 0;
+    lat_t lat = {calloc((size_t)n_lat_jobs + 1, sizeof(double)),
+                 calloc((size_t)n_lat_jobs + 1, sizeof(double)),
+                 calloc((size_t)n_lat_jobs + 1, sizeof(double)),
+                 calloc((size_t)n_lat_jobs + 1, sizeof(double)), 0};
     double start = sl_mono_ms();
     int sent = 0, got_lat = 0;
     while (sent < n_lat_jobs) {
         double due = start + sent * 1000.0 / rate;
         while (sl_mono_ms() < due) {
-            got_lat += collect(cons, 1, 0.5, lat, &nlat, &last);
+            got_lat += collect(cons, 1, 0.5, &lat, &last);
         }
         char idem[32];
         snprintf(idem, sizeof idem, "lat-%07d", sent);
-        double now = (double)sl_now_ms() + fmod(sl_mono_ms(), 1.0);
-        int len = request(buf, sizeof buf, idem, now);
+        int len = request(buf, sizeof buf, idem, h_wall_ms());
         h_produce(prod, "sluice.requests", idem, buf, (size_t)len);
         rd_kafka_poll(prod, 0);
         sent++;
     }
     rd_kafka_flush(prod, 10000);
-    got_lat += collect(cons, n_lat_jobs - got_lat, 60000, lat, &nlat, &last);
-    qsort(lat, (size_t)nlat, sizeof *lat, cmp_double);
+    got_lat += collect(cons, n_lat_jobs - got_lat, 60000, &lat, &last);
+    double *series[4] = {lat.added, lat.edge, lat.to_dispatch, lat.round_trip};
+    for (int i = 0; i < 4; i++)
+        qsort(series[i], (size_t)lat.n, sizeof(double), cmp_double);
+    int nlat = lat.n;
 
     long rss[5] = {h_peak_rss_kb(st.kafka), h_peak_rss_kb(st.sim), h_peak_rss_kb(st.sched),
                    h_peak_rss_kb(st.ingest), h_peak_rss_kb(st.disp)};
@@ -254,7 +273,11 @@ int main(int argc, char **argv)
            raw);
     printf("  ratio sluice / raw           %.1f %%\n", 100.0 * tp / raw);
     printf("  added latency at %d jobs/s  p50 %.1f ms  p99 %.1f ms  (n=%d)\n", rate,
-           pct(lat, nlat, 0.5), pct(lat, nlat, 0.99), nlat);
+           pct(lat.added, nlat, 0.5), pct(lat.added, nlat, 0.99), nlat);
+    printf("    of which (p50)             client->ingest + scheduler->client %.1f ms,"
+           " ingest->dispatch %.1f ms, dispatch->usage back minus provider %.1f ms\n",
+           pct(lat.edge, nlat, 0.5), pct(lat.to_dispatch, nlat, 0.5),
+           pct(lat.round_trip, nlat, 0.5));
     printf("  CPU share during the last run devkafka %.0f%% sim %.0f%% scheduler %.0f%% ingest %.0f%%"
            " dispatcher %.0f%% (of one core)\n",
            100 * (cpu1[0] - cpu0[0]) / wall_s, 100 * (cpu1[1] - cpu0[1]) / wall_s,
@@ -274,12 +297,14 @@ int main(int argc, char **argv)
                 " \"ratio\": %.4f, \"latency_rate_jobs_per_s\": %d, \"added_latency_ms\":"
                 " {\"p50\": %.2f, \"p99\": %.2f, \"n\": %d}, \"peak_rss_kib\": {\"devkafka\": %ld,"
                 " \"sim\": %ld, \"scheduler\": %ld, \"ingest\": %ld, \"dispatcher\": %ld}}\n",
-                jobs, tp, raw, tp / raw, rate, pct(lat, nlat, 0.5), pct(lat, nlat, 0.99), nlat,
+                jobs, tp, raw, tp / raw, rate, pct(lat.added, nlat, 0.5),
+                pct(lat.added, nlat, 0.99), nlat,
                 rss[0], rss[1], rss[2], rss[3], rss[4]);
         fclose(f);
         printf("  written to %s\n", path);
     }
-    free(lat);
+    for (int i = 0; i < 4; i++)
+        free(series[i]);
     rd_kafka_destroy(prod);
     rd_kafka_consumer_close(cons);
     rd_kafka_destroy(cons);

@@ -225,7 +225,7 @@ rd_kafka_t *h_producer(const char *bootstrap)
     char err[256];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err, sizeof err);
-    rd_kafka_conf_set(conf, "linger.ms", "2", err, sizeof err);
+    rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof err);
     rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof err);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
     if (rk == NULL) {
@@ -370,6 +370,13 @@ void h_free_string_map(sl_hmap_t *m)
         return;
     sl_hmap_each(m, free_value, NULL);
     sl_hmap_free(m);
+}
+
+double h_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
 }
 
 long h_peak_rss_kb(pid_t pid)

@@ -72,6 +72,9 @@ int h_stack_down(h_stack_t *st);
 /* Frees a map whose values are malloc'd strings, and the map. */
 void h_free_string_map(sl_hmap_t *m);
 
+/* Wall-clock time in milliseconds with sub-millisecond precision. */
+double h_wall_ms(void);
+
 /* Peak resident memory (VmHWM) of a running process in KiB; -1 when unknown. */
 long h_peak_rss_kb(pid_t pid);
 /* CPU seconds (user + system) a running process has used so far; -1 when unknown. */
