@@ -59,8 +59,8 @@ $(BIN)/tests/e2e_%: $(BUILD)/tests/e2e/e2e_%.o $(BUILD)/tests/e2e/harness.o $(CO
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bench/%.o: CFLAGS += -Itests/e2e
-$(BIN)/bench/%: $(BUILD)/bench/%.o $(BUILD)/tests/e2e/harness.o $(COMMON_OBJ)
+$(BUILD)/bench/%.o: CFLAGS += -Itests/e2e -Ischeduler
+$(BIN)/bench/%: $(BUILD)/bench/%.o $(BUILD)/tests/e2e/harness.o $(MODULE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

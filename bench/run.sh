@@ -5,6 +5,8 @@ cd "$(dirname "$0")/.."
 export SLUICE_BIN=${SLUICE_BIN:-$PWD/bin}
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
   bin/bench/pipeline --jobs 2000 --rate 200 --seconds 3
+  bin/bench/ledger --decisions 20000
 else
   bin/bench/pipeline --jobs 20000 --rate 500 --seconds 10
+  bin/bench/ledger --decisions 200000
 fi

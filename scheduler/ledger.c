@@ -1,8 +1,11 @@
 /* ledger.c - continuous token buckets with all-or-nothing reservations (see ledger.h). */
 #include "ledger.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "hmap.h"
 
 typedef struct {
     char *id;
@@ -16,11 +19,20 @@ typedef struct {
 struct sl_ledger {
     bucket_t *buckets;
     int n, cap;
+    sl_hmap_t *index; /* id -> bucket index + 1, so lookups stay O(1) at 100,000 tenants */
 };
 
 sl_ledger_t *sl_ledger_new(void)
 {
-    return calloc(1, sizeof(sl_ledger_t));
+    sl_ledger_t *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return NULL;
+    l->index = sl_hmap_new();
+    if (l->index == NULL) {
+        free(l);
+        return NULL;
+    }
+    return l;
 }
 
 void sl_ledger_free(sl_ledger_t *l)
@@ -30,16 +42,14 @@ void sl_ledger_free(sl_ledger_t *l)
     for (int i = 0; i < l->n; i++)
         free(l->buckets[i].id);
     free(l->buckets);
+    sl_hmap_free(l->index);
     free(l);
 }
 
 int sl_ledger_find(const sl_ledger_t *l, const char *id)
 {
-    for (int i = 0; i < l->n; i++) {
-        if (strcmp(l->buckets[i].id, id) == 0)
-            return i;
-    }
-    return -1;
+    intptr_t v = (intptr_t)sl_hmap_get(l->index, id);
+    return v > 0 ? (int)(v - 1) : -1;
 }
 
 int sl_ledger_add(sl_ledger_t *l, const char *id, double capacity, double rate_per_ms,
@@ -57,8 +67,10 @@ int sl_ledger_add(sl_ledger_t *l, const char *id, double capacity, double rate_p
         l->cap = ncap;
     }
     char *copy = strdup(id);
-    if (copy == NULL)
+    if (copy == NULL || sl_hmap_put(l->index, id, (void *)(intptr_t)(l->n + 1)) != SL_OK) {
+        free(copy);
         return -1;
+    }
     bucket_t *b = &l->buckets[l->n];
     b->id = copy;
     b->capacity = capacity;

@@ -503,6 +503,28 @@ START_TEST(random_sequences_keep_the_ledger_invariants)
 }
 END_TEST
 
+/* Regression: lookups by id were a linear scan, so adding 100,000 tenant buckets took
+ * quadratic time. Now an index answers; this checks it answers right at that size. */
+START_TEST(find_resolves_every_id_among_100000_buckets)
+{
+    sl_ledger_t *l = sl_ledger_new();
+    char id[64];
+    for (int i = 0; i < 100000; i++) {
+        snprintf(id, sizeof id, "tenant:t%d:tokens", i);
+        ck_assert_int_eq(sl_ledger_add(l, id, 100, 1, 0, 100, 0), i);
+    }
+    for (int i = 0; i < 100000; i += 7) {
+        snprintf(id, sizeof id, "tenant:t%d:tokens", i);
+        ck_assert_int_eq(sl_ledger_find(l, id), i);
+        ck_assert_str_eq(sl_ledger_id(l, i), id);
+    }
+    ck_assert_int_eq(sl_ledger_find(l, "tenant:t100000:tokens"), -1);
+    ck_assert_int_eq(sl_ledger_add(l, "tenant:t5:tokens", 100, 1, 0, 100, 0), -1);
+    ck_assert_int_eq(sl_ledger_count(l), 100000);
+    sl_ledger_free(l);
+}
+END_TEST
+
 static Suite *ledger_suite(void)
 {
     Suite *s = suite_create("ledger");
@@ -518,6 +540,7 @@ static Suite *ledger_suite(void)
     tcase_add_test(tc, credit_never_exceeds_capacity);
     tcase_add_test(tc, clock_going_backwards_refills_nothing);
     tcase_add_test(tc, set_limits_keeps_the_level_clamped);
+    tcase_add_test(tc, find_resolves_every_id_among_100000_buckets);
     suite_add_tcase(s, tc);
     TCase *prop = tcase_create("property");
     tcase_set_timeout(prop, 30);
