@@ -325,8 +325,9 @@ static void load_routes(ctx_t *c, sl_config_t *cfg, json_t *arr)
         r->default_max_tokens = get_int(c, rj, where, "default_max_tokens", 1024, 1, 10000000);
         resolve_names(c, cfg, rj, where, "deployments", "deployment", sl_config_deployment,
                       &r->deployments, &r->ndeployments);
-        if (r->ndeployments == 0)
-            fail(c, "%s: needs at least one deployment", where);
+        if (r->ndeployments == 0 || r->ndeployments > SL_ROUTE_MAX_DEPLOYMENTS)
+            fail(c, "%s: needs at least one deployment and at most %d", where,
+                 SL_ROUTE_MAX_DEPLOYMENTS);
     }
 }
 
@@ -554,6 +555,20 @@ int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route)
             return 1;
     }
     return 0;
+}
+
+int64_t sl_deployment_tpm_charge(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens)
+{
+    if (d->tpm_counting == SL_TPM_COUNT_SUM)
+        return input + max_tokens;
+    return input > max_tokens ? input : max_tokens;
+}
+
+int sl_deployment_can_take(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens)
+{
+    if (max_tokens > d->max_output_tokens)
+        return 0;
+    return d->tpm <= 0 || sl_deployment_tpm_charge(d, input, max_tokens) <= d->tpm;
 }
 
 int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d)

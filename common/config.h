@@ -43,6 +43,9 @@ typedef struct {
     int64_t timeout_ms;        /* provider call timeout */
 } sl_deployment_cfg_t;
 
+/* The most deployments one route (pool) may have. */
+#define SL_ROUTE_MAX_DEPLOYMENTS 64
+
 typedef struct {
     const char *name;
     int ndeployments;
@@ -126,6 +129,12 @@ int sl_config_deployment(const sl_config_t *cfg, const char *name);
 /* Finds the key whose hash matches; returns its index or -1 (constant time per candidate). */
 int sl_config_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32]);
 int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route);
+
+/* The tokens deployment d's TPM limit counts for a request at receipt, by its rule. */
+int64_t sl_deployment_tpm_charge(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens);
+/* Whether deployment d can ever take such a request: max_tokens within its output ceiling and
+ * its TPM charge within the whole per-minute limit. */
+int sl_deployment_can_take(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens);
 
 /* How late a dispatch may reach the provider after the scheduler admitted it, for deployment d:
  * the part of the provider's burst the ledger keeps unused (the margin) lasts this long at the

@@ -97,14 +97,6 @@ static sl_err_t reject(sl_ingest_t *ing, sl_ingest_out_t *out, const sl_ingest_s
     return SL_OK;
 }
 
-/* The token charge a deployment's TPM limit would take for this request, by its rule. */
-static int64_t tpm_charge(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens)
-{
-    if (d->tpm_counting == SL_TPM_COUNT_SUM)
-        return input + max_tokens;
-    return input > max_tokens ? input : max_tokens;
-}
-
 /* Returns 1 when at least one deployment of the route can ever take the request, and the
  * tenant's own budget is not smaller than it. */
 static int fits_any_limit(const sl_config_t *cfg, int route, int tenant, int64_t input,
@@ -115,12 +107,8 @@ static int fits_any_limit(const sl_config_t *cfg, int route, int tenant, int64_t
     if (t->tokens_per_min > 0 && input + max_tokens > t->tokens_per_min)
         return 0;
     for (int i = 0; i < r->ndeployments; i++) {
-        const sl_deployment_cfg_t *d = &cfg->deployments[r->deployments[i]];
-        if (max_tokens > d->max_output_tokens)
-            continue;
-        if (d->tpm > 0 && tpm_charge(d, input, max_tokens) > d->tpm)
-            continue;
-        return 1;
+        if (sl_deployment_can_take(&cfg->deployments[r->deployments[i]], input, max_tokens))
+            return 1;
     }
     return 0;
 }

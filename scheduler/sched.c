@@ -723,22 +723,6 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
 
 /* ---- scheduling ---- */
 
-static int64_t tpm_charge(const sl_deployment_cfg_t *d, const job_t *j)
-{
-    if (d->tpm_counting == SL_TPM_COUNT_SUM)
-        return j->est_input + j->est_output;
-    return j->est_input > j->est_output ? j->est_input : j->est_output;
-}
-
-/* Whether deployment d can ever take job j (its per-request ceilings). */
-static int dep_can_take(const sl_config_t *cfg, int d, const job_t *j)
-{
-    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
-    if (j->est_output > dc->max_output_tokens)
-        return 0;
-    return dc->tpm <= 0 || tpm_charge(dc, j) <= dc->tpm;
-}
-
 /* The share of a deployment's tightest bucket that is free now, for choosing where to go. */
 static double free_fraction(sl_sched_t *s, int d, int64_t now_ms)
 {
@@ -767,7 +751,8 @@ static int build_charges(sl_sched_t *s, const job_t *j, int d, sl_charge_t *ch, 
         rules[n++] = RULE_KEEP;
     }
     if (s->deps[d].tpm_bucket >= 0) {
-        ch[n] = (sl_charge_t){s->deps[d].tpm_bucket, (double)tpm_charge(dc, j)};
+        ch[n] = (sl_charge_t){s->deps[d].tpm_bucket,
+                              (double)sl_deployment_tpm_charge(dc, j->est_input, j->est_output)};
         rules[n++] = RULE_KEEP;
     }
     return n;
@@ -889,11 +874,11 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
         }
         /* Candidates, most free capacity first (a simple spread; routing strategies come with
          * the provider issue). */
-        int order[64];
+        int order[SL_ROUTE_MAX_DEPLOYMENTS];
         int n = 0;
-        for (int i = 0; i < rc_cfg->ndeployments && n < 64; i++) {
+        for (int i = 0; i < rc_cfg->ndeployments; i++) {
             int d = rc_cfg->deployments[i];
-            if (dep_can_take(s->cfg, d, j))
+            if (sl_deployment_can_take(&s->cfg->deployments[d], j->est_input, j->est_output))
                 order[n++] = d;
         }
         if (n == 0) {
@@ -905,7 +890,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 return rc;
             continue;
         }
-        double frac[64];
+        double frac[SL_ROUTE_MAX_DEPLOYMENTS];
         for (int i = 0; i < n; i++)
             frac[i] = free_fraction(s, order[i], now_ms);
         for (int i = 1; i < n; i++) {
