@@ -25,6 +25,15 @@ static uint64_t next_rand(void)
     return rng;
 }
 
+/* The next random decision: which tenant, class and deployment. */
+static void next_decision(int tenants, int *tenant, int *cls, int *dep)
+{
+    uint64_t r = next_rand();
+    *tenant = (int)(r % (uint64_t)tenants);
+    *cls = (int)((r >> 20) % CLASSES);
+    *dep = (int)((r >> 32) % DEPLOYMENTS);
+}
+
 static const char *const class_names[CLASSES] = {"interactive", "standard", "partner", "batch"};
 
 typedef struct {
@@ -89,9 +98,8 @@ static int run_size(int tenants, int64_t decisions, result_t *out)
     int64_t admitted = 0;
     double t0 = sl_mono_ms();
     for (int64_t i = 0; i < decisions; i++) {
-        uint64_t r = next_rand();
-        int tenant = (int)(r % (uint64_t)tenants);
-        int dep = (int)((r >> 32) % DEPLOYMENTS);
+        int tenant, cls, dep;
+        next_decision(tenants, &tenant, &cls, &dep);
         sl_charge_t ch[3] = {{tb[tenant], 500}, {rpm[dep], 1}, {tpm[dep], 300}};
         if (sl_ledger_reserve(l, ch, 3, now + i / 1000, NULL) == SL_OK)
             admitted++;
@@ -111,10 +119,8 @@ static int run_size(int tenants, int64_t decisions, result_t *out)
     t0 = sl_mono_ms();
     sl_store_begin(st);
     for (int64_t i = 0; i < decisions; i++) {
-        uint64_t r = next_rand();
-        int tenant = (int)(r % (uint64_t)tenants);
-        int cls = (int)((r >> 20) % CLASSES);
-        int dep = (int)((r >> 32) % DEPLOYMENTS);
+        int tenant, cls, dep;
+        next_decision(tenants, &tenant, &cls, &dep);
         sl_charge_t ch[3] = {{tb[tenant], 500}, {rpm[dep], 1}, {tpm[dep], 300}};
         if (sl_ledger_reserve(l, ch, 3, base + i / 1000, NULL) == SL_OK)
             write_record(st, l, i, tenant, cls, dep, ch, 3, base + i / 1000);
@@ -134,10 +140,8 @@ static int run_size(int tenants, int64_t decisions, result_t *out)
     t0 = sl_mono_ms();
     sl_store_begin(st);
     for (int64_t i = 0; i < decisions; i++) {
-        uint64_t r = next_rand();
-        int tenant = (int)(r % (uint64_t)tenants);
-        int cls = (int)((r >> 20) % CLASSES);
-        int dep = (int)((r >> 32) % DEPLOYMENTS);
+        int tenant, cls, dep;
+        next_decision(tenants, &tenant, &cls, &dep);
         sl_charge_t ch[3] = {{tb[tenant], 500}, {rpm[dep], 1}, {tpm[dep], 300}};
         write_record(st, l, i, tenant, cls, dep, ch, 3, now);
         if (i % BATCH == BATCH - 1) {
