@@ -215,7 +215,7 @@ int main(int argc, char **argv)
             h_produce(prod, "sluice.requests", idem, buf, (size_t)len);
         }
         rd_kafka_flush(prod, 60000);
-        got = collect(cons, jobs, 300000, NULL, &last);
+        got = collect(cons, jobs, 120000, NULL, &last);
         all_got = all_got && got == jobs;
         wall_s = (last - t0) / 1000.0;
         tps[t] = got / wall_s;

@@ -205,14 +205,15 @@ int main(int argc, char **argv)
             deaf_since = 0;
         }
         if (rc == SL_OK && assigned)
-            next_wait = sl_sched_tick(sched, now);
+            rc = sl_sched_tick(sched, now, &next_wait);
         else
             next_wait = 50;
         if (rc == SL_OK)
             rc = sl_store_commit(store);
         if (rc != SL_OK) {
-            /* The database refused the transaction: stop without committing offsets, so the
-             * input is redelivered to the next run. */
+            /* The transaction could not be completed (database, memory): stop without
+             * committing offsets, so the input is redelivered to the next run, which rebuilds
+             * the core from the store. */
             sl_error("transaction failed (%s); stopping", sl_strerror(rc));
             sl_store_rollback(store);
             exit_code = 1;

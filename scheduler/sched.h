@@ -41,8 +41,10 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
 sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t now_ms);
 
 /* Expires leases and deadlines, releases delayed retries and schedules as many jobs as capacity
- * allows. Returns how many ms until it next needs to run (>= 1). */
-int64_t sl_sched_tick(sl_sched_t *s, int64_t now_ms);
+ * allows; *wait_ms gets how long until it next needs to run (>= 1). An error (SL_EDB,
+ * SL_ENOMEM, ...) means the transaction must be abandoned and the core rebuilt from the store:
+ * the in-memory state may be ahead of it. */
+sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms);
 
 /* Moves every lease's expiry gap_ms later. The caller uses it after a time in which it could
  * not hear usage events (no Kafka partitions assigned, e.g. while a restarted scheduler waits

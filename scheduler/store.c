@@ -6,6 +6,8 @@
 #include "store.h"
 
 #include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,9 +29,7 @@ enum {
     Q_JOB_FINISH,
     Q_UNFINISHED,
     Q_RES_OPEN,
-    Q_CHARGE_ADD,
     Q_RES_CLOSE,
-    Q_CHARGE_SETTLE,
     Q_RES_CHARGES,
     Q_BUCKET_SAVE,
     Q_BUCKET_LOAD,
@@ -65,17 +65,12 @@ static const char *const sql_text[Q_COUNT_] = {
                      " ORDER BY submitted_ms",
     [Q_RES_OPEN] = "INSERT INTO reservations (reservation_id, job_id, attempt, tenant, route,"
                    " class, deployment, idempotency_key, est_input, est_output, created_ms,"
-                   " expires_ms, queue_deadline_ms, state) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,"
-                   "'open')",
-    [Q_CHARGE_ADD] = "INSERT INTO reservation_charges (reservation_id, bucket_id, amount, rule)"
-                     " VALUES (?,?,?,?)",
+                   " expires_ms, queue_deadline_ms, charges, state)"
+                   " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,'open')",
     [Q_RES_CLOSE] = "UPDATE reservations SET state = ?, actual_input = ?, actual_output = ?,"
-                    " actual_cached = ?, outcome = ?, closed_ms = ? WHERE reservation_id = ?"
-                    " AND state = 'open'",
-    [Q_CHARGE_SETTLE] = "UPDATE reservation_charges SET settled = ? WHERE reservation_id = ?"
-                        " AND bucket_id = ?",
-    [Q_RES_CHARGES] = "SELECT bucket_id, amount, rule FROM reservation_charges"
-                      " WHERE reservation_id = ?",
+                    " actual_cached = ?, outcome = ?, closed_ms = ?, settled = ?"
+                    " WHERE reservation_id = ? AND state = 'open'",
+    [Q_RES_CHARGES] = "SELECT charges FROM reservations WHERE reservation_id = ?",
     [Q_BUCKET_SAVE] = "INSERT INTO buckets (bucket_id, scope, dimension, algorithm, unit, source,"
                       " capacity, rate_per_min, level, updated_ms) VALUES (?,?,?,'token_bucket',"
                       " ?, 'config', ?,?,?,?) ON CONFLICT (bucket_id) DO UPDATE SET"
@@ -125,7 +120,9 @@ static sqlite3_stmt *bind(sl_store_t *s, int q, const char *fmt, ...)
             if (v == NULL)
                 sqlite3_bind_null(st, col);
             else
-                sqlite3_bind_text(st, col, v, -1, SQLITE_TRANSIENT);
+                /* SQLITE_STATIC, no copy: every caller steps and resets the statement before
+                 * the strings it bound go out of scope, and bind() clears old bindings. */
+                sqlite3_bind_text(st, col, v, -1, SQLITE_STATIC);
             break;
         }
         case 'I':
@@ -399,30 +396,90 @@ sl_err_t sl_store_each_unfinished(sl_store_t *s,
     return rc == SQLITE_DONE ? SL_OK : db_err(s, "unfinished jobs");
 }
 
+enum { MAX_CHARGES_PER_RESERVATION = 16, CHARGES_TEXT_MAX = 8192 };
+
+/* Appends s to buf as a JSON string literal; returns 0, or -1 when buf (cap) is too small. */
+static int append_json_string(char *buf, size_t *len, size_t cap, const char *str)
+{
+    size_t n = *len;
+    if (n + 2 >= cap)
+        return -1;
+    buf[n++] = '"';
+    for (const unsigned char *p = (const unsigned char *)str; *p; p++) {
+        if (n + 8 >= cap)
+            return -1;
+        if (*p == '"' || *p == '\\') {
+            buf[n++] = '\\';
+            buf[n++] = (char)*p;
+        } else if (*p < 0x20) {
+            n += (size_t)snprintf(buf + n, cap - n, "\\u%04x", *p);
+        } else {
+            buf[n++] = (char)*p;
+        }
+    }
+    buf[n++] = '"';
+    *len = n;
+    return 0;
+}
+
 sl_err_t sl_store_res_open(sl_store_t *s, const sl_store_res_t *r, int ncharges,
                            const char *const *bucket_ids, const double *amounts,
                            const char *const *rules)
 {
-    sl_err_t rc = run(s,
-                      bind(s, Q_RES_OPEN, "ssisssssIIIII", r->reservation_id, r->job_id,
-                           r->attempt, r->tenant, r->route, r->cls, r->deployment,
-                           r->idempotency_key, r->est_input, r->est_output, r->created_ms,
-                           r->expires_ms, r->queue_deadline_ms),
-                      "reservation open");
-    for (int i = 0; rc == SL_OK && i < ncharges; i++)
-        rc = run(s,
-                 bind(s, Q_CHARGE_ADD, "ssds", r->reservation_id, bucket_ids[i], amounts[i],
-                      rules[i]),
-                 "charge add");
-    return rc;
+    if (ncharges < 0 || ncharges > MAX_CHARGES_PER_RESERVATION)
+        return SL_EINVAL;
+    /* [["<bucket>", amount, "<rule>"], ...], built by hand: this runs on every admission. */
+    char text[CHARGES_TEXT_MAX];
+    size_t len = 0;
+    text[len++] = '[';
+    for (int i = 0; i < ncharges; i++) {
+        if (len + 2 >= sizeof text)
+            return SL_ETOOBIG;
+        if (i > 0)
+            text[len++] = ',';
+        text[len++] = '[';
+        if (append_json_string(text, &len, sizeof text, bucket_ids[i]) != 0)
+            return SL_ETOOBIG;
+        int w = snprintf(text + len, sizeof text - len, ",%.17g,", amounts[i]);
+        if (w < 0 || (size_t)w >= sizeof text - len)
+            return SL_ETOOBIG;
+        len += (size_t)w;
+        if (append_json_string(text, &len, sizeof text, rules[i]) != 0 || len + 3 >= sizeof text)
+            return SL_ETOOBIG;
+        text[len++] = ']';
+    }
+    text[len++] = ']';
+    text[len] = '\0';
+    return run(s,
+               bind(s, Q_RES_OPEN, "ssisssssIIIIIs", r->reservation_id, r->job_id, r->attempt,
+                    r->tenant, r->route, r->cls, r->deployment, r->idempotency_key,
+                    r->est_input, r->est_output, r->created_ms, r->expires_ms,
+                    r->queue_deadline_ms, text),
+               "reservation open");
 }
 
 sl_err_t sl_store_res_close(sl_store_t *s, const char *reservation_id, const char *state,
                             int64_t input, int64_t output, int64_t cached, const char *outcome,
-                            int64_t now_ms)
+                            int64_t now_ms, const double *settled, int nsettled)
 {
-    sqlite3_stmt *st = bind(s, Q_RES_CLOSE, "sIIIsIs", state, input, output, cached, outcome,
-                            now_ms, reservation_id);
+    char text[64 * MAX_CHARGES_PER_RESERVATION];
+    const char *settled_text = NULL;
+    if (settled != NULL && nsettled > 0 && nsettled <= MAX_CHARGES_PER_RESERVATION) {
+        size_t len = 0;
+        text[len++] = '[';
+        for (int i = 0; i < nsettled; i++) {
+            int w = isnan(settled[i])
+                        ? snprintf(text + len, sizeof text - len, "%snull", i ? "," : "")
+                        : snprintf(text + len, sizeof text - len, "%s%.17g", i ? "," : "",
+                                   settled[i]);
+            len += (size_t)w;
+        }
+        text[len++] = ']';
+        text[len] = '\0';
+        settled_text = text;
+    }
+    sqlite3_stmt *st = bind(s, Q_RES_CLOSE, "sIIIsIss", state, input, output, cached, outcome,
+                            now_ms, settled_text, reservation_id);
     if (input < 0)
         sqlite3_bind_null(st, 2);
     if (output < 0)
@@ -432,25 +489,34 @@ sl_err_t sl_store_res_close(sl_store_t *s, const char *reservation_id, const cha
     return run(s, st, "reservation close");
 }
 
-sl_err_t sl_store_charge_settle(sl_store_t *s, const char *reservation_id, const char *bucket_id,
-                                double settled)
-{
-    return run(s, bind(s, Q_CHARGE_SETTLE, "dss", settled, reservation_id, bucket_id),
-               "charge settle");
-}
-
 sl_err_t sl_store_res_charges(sl_store_t *s, const char *reservation_id,
                               void (*fn)(const char *bucket_id, double amount, const char *rule,
                                          void *arg),
                               void *arg)
 {
     sqlite3_stmt *st = bind(s, Q_RES_CHARGES, "s", reservation_id);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        fn((const char *)sqlite3_column_text(st, 0), sqlite3_column_double(st, 1),
-           (const char *)sqlite3_column_text(st, 2), arg);
+    sl_err_t rc = SL_OK;
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        /* Read only at restart, so jansson is fine here. */
+        json_t *charges = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
+        size_t i;
+        json_t *c;
+        json_array_foreach(charges, i, c)
+        {
+            const char *bucket = json_string_value(json_array_get(c, 0));
+            const char *rule = json_string_value(json_array_get(c, 2));
+            if (bucket != NULL && rule != NULL)
+                fn(bucket, json_number_value(json_array_get(c, 1)), rule, arg);
+        }
+        if (charges == NULL)
+            rc = db_err(s, "reservation charges are not valid JSON");
+        json_decref(charges);
+    } else if (step != SQLITE_DONE) {
+        rc = db_err(s, "reservation charges");
+    }
     sqlite3_reset(st);
-    return rc == SQLITE_DONE ? SL_OK : db_err(s, "reservation charges");
+    return rc;
 }
 
 sl_err_t sl_store_bucket_save(sl_store_t *s, const char *bucket_id, const char *scope,

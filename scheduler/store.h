@@ -17,7 +17,7 @@
 typedef struct sl_store sl_store_t;
 
 /* The PRAGMA user_version that schema/ledger.sql sets. */
-#define SL_STORE_SCHEMA_VERSION 1
+#define SL_STORE_SCHEMA_VERSION 2
 
 /* Opens (creating if needed) the database at db_path and applies the SQL schema file.
  * *out set only on success. Fails with SL_EBUSY when another scheduler holds the file. */
@@ -77,16 +77,18 @@ typedef struct {
     int64_t est_input, est_output, created_ms, expires_ms, queue_deadline_ms;
 } sl_store_res_t;
 
+/* Records an open reservation with its charges (bucket id, amount and rule each) in one row.
+ * ncharges is 0..16 (0: nothing on the job's path is limited). */
 sl_err_t sl_store_res_open(sl_store_t *s, const sl_store_res_t *res, int ncharges,
                            const char *const *bucket_ids, const double *amounts,
                            const char *const *rules);
-/* Closes a reservation as "reconciled" or "expired" with the real usage (-1 = unknown). */
+/* Closes an open reservation as "reconciled" or "expired" with the real usage (-1 = unknown)
+ * and, when settled is not NULL, what each charge was settled at (nsettled values in the order
+ * the charges were opened; NAN = not settled). A closed reservation is left as it is. */
 sl_err_t sl_store_res_close(sl_store_t *s, const char *reservation_id, const char *state,
                             int64_t input, int64_t output, int64_t cached, const char *outcome,
-                            int64_t now_ms);
-sl_err_t sl_store_charge_settle(sl_store_t *s, const char *reservation_id, const char *bucket_id,
-                                double settled);
-/* Calls fn for each charge of a reservation. */
+                            int64_t now_ms, const double *settled, int nsettled);
+/* Calls fn for each charge of a reservation, in the order they were opened. */
 sl_err_t sl_store_res_charges(sl_store_t *s, const char *reservation_id,
                               void (*fn)(const char *bucket_id, double amount, const char *rule,
                                          void *arg),

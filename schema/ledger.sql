@@ -11,7 +11,7 @@ PRAGMA cache_size = -65536;
 PRAGMA mmap_size = 268435456;
 PRAGMA temp_store = MEMORY;
 -- Version of this schema; the scheduler refuses a database made by another version.
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
@@ -65,6 +65,11 @@ CREATE TABLE IF NOT EXISTS buckets (
 );
 
 -- A reservation: one attempt of one job, charged in every bucket on its path, all or nothing.
+-- Its charges travel in the row itself (one write per admission decision):
+--   charges: [["<bucket id>", <amount>, "keep" | "actual_total"], ...]
+--   settled: what reconciliation made of each charge, in the same order (null: not settled,
+--            e.g. an expired reservation stays charged in full). 'keep' means the provider
+--            counted the amount at receipt, so it stays; 'actual_total' charges the real usage.
 CREATE TABLE IF NOT EXISTS reservations (
     reservation_id  TEXT PRIMARY KEY,
     job_id          TEXT NOT NULL,
@@ -79,6 +84,8 @@ CREATE TABLE IF NOT EXISTS reservations (
     created_ms      INTEGER NOT NULL,
     expires_ms      INTEGER NOT NULL,
     queue_deadline_ms INTEGER NOT NULL,
+    charges         TEXT NOT NULL,
+    settled         TEXT,
     state           TEXT NOT NULL CHECK (state IN ('open', 'reconciled', 'expired')),
     actual_input    INTEGER,
     actual_output   INTEGER,
@@ -87,17 +94,6 @@ CREATE TABLE IF NOT EXISTS reservations (
     closed_ms       INTEGER
 );
 CREATE INDEX IF NOT EXISTS reservations_open ON reservations (state) WHERE state = 'open';
-
--- What each reservation took from each bucket, and what reconciliation gave back (positive) or
--- charged extra (negative).
-CREATE TABLE IF NOT EXISTS reservation_charges (
-    reservation_id TEXT NOT NULL REFERENCES reservations (reservation_id),
-    bucket_id      TEXT NOT NULL,
-    amount         REAL NOT NULL,
-    rule           TEXT NOT NULL,         -- keep | actual_total (how reconciliation settles it)
-    settled        REAL,
-    PRIMARY KEY (reservation_id, bucket_id)
-);
 
 -- Results written in the same transaction as the job's terminal state, produced to Kafka after
 -- commit and deleted once the broker acknowledged them: a crash never loses a result.

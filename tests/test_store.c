@@ -7,6 +7,7 @@
  * checked with a second, plain SQLite connection.
  */
 #include <check.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,6 +343,29 @@ static int charge_index(const charges_t *c, const char *bucket)
     return -1;
 }
 
+/* Bucket ids come from the config (deployment and tenant names): any character must survive
+ * the trip through the packed charges. */
+START_TEST(charges_with_quotes_and_backslashes_round_trip)
+{
+    env_t e;
+    env_init(&e);
+    sl_store_res_t res = {.reservation_id = "res-q", .job_id = "job-q", .tenant = "t",
+                          .route = "r", .cls = "batch", .deployment = "d",
+                          .idempotency_key = "k", .attempt = 1};
+    const char *buckets[2] = {"tenant:we\"ird\\name:tokens", "deployment:tab\there:rpm"};
+    const double amounts[2] = {12.25, 1};
+    const char *rules[2] = {"actual_total", "keep"};
+    ck_assert_int_eq(sl_store_res_open(e.store, &res, 2, buckets, amounts, rules), SL_OK);
+    charges_t c = {0};
+    ck_assert_int_eq(sl_store_res_charges(e.store, "res-q", collect_charge, &c), SL_OK);
+    ck_assert_int_eq(c.n, 2);
+    ck_assert_int_eq(charge_index(&c, buckets[0]), 0);
+    ck_assert_int_eq(charge_index(&c, buckets[1]), 1);
+    ck_assert_double_eq(c.amount[0], 12.25);
+    env_done(&e);
+}
+END_TEST
+
 START_TEST(reservation_open_charges_settle_and_close)
 {
     env_t e;
@@ -369,39 +393,52 @@ START_TEST(reservation_open_charges_settle_and_close)
     ck_assert_int_eq(sl_store_res_open(e.store, &res, 3, buckets, amounts, rules), SL_OK);
     ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
     /* a reservation id is unique */
-    ck_assert_int_ne(sl_store_res_open(e.store, &res, 0, NULL, NULL, NULL), SL_OK);
+    ck_assert_int_ne(sl_store_res_open(e.store, &res, 3, buckets, amounts, rules), SL_OK);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
+    /* a job whose path has no limits at all still has its reservation record (regression: it
+     * was refused, and the scheduler retried the same failing step forever) */
+    sl_store_res_t unlimited = res;
+    unlimited.reservation_id = "res-0";
+    ck_assert_int_eq(sl_store_res_open(e.store, &unlimited, 0, NULL, NULL, NULL), SL_OK);
+    ck_assert_str_eq(peek_sql(&e, "SELECT charges FROM reservations WHERE reservation_id ="
+                                  " 'res-0'"),
+                     "[]");
+    ck_assert_int_eq(sl_store_res_close(e.store, "res-0", "reconciled", 1, 1, 0, "ok", 1500,
+                                        NULL, 0),
+                     SL_OK);
     ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
 
     charges_t c = {0};
     ck_assert_int_eq(sl_store_res_charges(e.store, "res-1", collect_charge, &c), SL_OK);
     ck_assert_int_eq(c.n, 3);
     for (int i = 0; i < 3; i++) {
-        int k = charge_index(&c, buckets[i]);
-        ck_assert_int_ge(k, 0);
-        ck_assert_double_eq(c.amount[k], amounts[i]);
-        ck_assert_str_eq(c.rule[k], rules[i]);
+        /* charges come back in the order they were opened (settlements refer to it) */
+        ck_assert_int_eq(charge_index(&c, buckets[i]), i);
+        ck_assert_double_eq(c.amount[i], amounts[i]);
+        ck_assert_str_eq(c.rule[i], rules[i]);
     }
     memset(&c, 0, sizeof c);
     ck_assert_int_eq(sl_store_res_charges(e.store, "nope", collect_charge, &c), SL_OK);
     ck_assert_int_eq(c.n, 0);
 
-    ck_assert_int_eq(sl_store_charge_settle(e.store, "res-1", "tenant:acme:tokens", 120), SL_OK);
-    ck_assert_str_eq(peek_sql(&e, "SELECT settled FROM reservation_charges WHERE bucket_id ="
-                                  " 'tenant:acme:tokens'"),
-                     "120.0");
-    ck_assert_str_eq(peek_sql(&e, "SELECT settled FROM reservation_charges WHERE bucket_id ="
-                                  " 'deployment:dep-a:rpm'"),
+    ck_assert_str_eq(peek_sql(&e, "SELECT settled FROM reservations WHERE reservation_id ="
+                                  " 'res-1'"),
                      "NULL");
-
-    ck_assert_int_eq(sl_store_res_close(e.store, "res-1", "reconciled", 90, 30, -1, "ok", 2000),
+    const double settled[3] = {120, 1, NAN};
+    ck_assert_int_eq(sl_store_res_close(e.store, "res-1", "reconciled", 90, 30, -1, "ok", 2000,
+                                        settled, 3),
                      SL_OK);
+    ck_assert_str_eq(peek_sql(&e, "SELECT settled FROM reservations WHERE reservation_id ="
+                                  " 'res-1'"),
+                     "[120,1,null]");
     ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
     ck_assert_str_eq(peek_sql(&e, "SELECT state || ',' || actual_input || ',' || actual_output"
                                   " || ',' || outcome || ',' || closed_ms FROM reservations"),
                      "reconciled,90,30,ok,2000");
     ck_assert_str_eq(peek_sql(&e, "SELECT actual_cached FROM reservations"), "NULL");
     /* a closed reservation stays closed: a late second close changes nothing */
-    ck_assert_int_eq(sl_store_res_close(e.store, "res-1", "expired", -1, -1, -1, "late", 3000),
+    ck_assert_int_eq(sl_store_res_close(e.store, "res-1", "expired", -1, -1, -1, "late", 3000,
+                                        NULL, 0),
                      SL_OK);
     ck_assert_str_eq(peek_sql(&e, "SELECT state || ',' || closed_ms FROM reservations"),
                      "reconciled,2000");
@@ -413,8 +450,11 @@ START_TEST(reservation_open_charges_settle_and_close)
                      SL_OK);
     ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
     ck_assert_int_eq(sl_store_res_close(e.store, "res-2", "expired", -1, -1, -1, "lease_expired",
-                                        4000),
+                                        4000, NULL, 0),
                      SL_OK);
+    ck_assert_str_eq(peek_sql(&e, "SELECT settled FROM reservations WHERE reservation_id ="
+                                  " 'res-2'"),
+                     "NULL");
     ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
     ck_assert_str_eq(peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = 'res-2'"),
                      "expired");
@@ -611,6 +651,7 @@ static Suite *store_suite(void)
     tcase_add_test(tc, job_parts_come_back_as_stored);
     tcase_add_test(tc, database_of_another_schema_version_is_refused);
     tcase_add_test(tc, reservation_open_charges_settle_and_close);
+    tcase_add_test(tc, charges_with_quotes_and_backslashes_round_trip);
     tcase_add_test(tc, outbox_add_each_delete);
     tcase_add_test(tc, second_open_of_the_same_db_is_ebusy);
     tcase_add_test(tc, open_with_a_missing_schema_fails_cleanly);
