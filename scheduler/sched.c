@@ -863,6 +863,73 @@ static sl_err_t fail_job(sl_sched_t *s, job_t *j, const char *status, const char
     return finish(s, j, &o, now_ms);
 }
 
+/* Names what a queued job is waiting for: among the deployments that could take it, the one
+ * that frees up first, and on it the bucket (or the pause) that holds the job back longest.
+ * Writes the bucket id (e.g. "deployment:sim-a:tpm", or "deployment:sim-a:paused") into
+ * limiter and returns the wait in ms (-1 when nothing limits it). */
+static int64_t why_waiting(sl_sched_t *s, job_t *j, int64_t now_ms, char *limiter, size_t cap)
+{
+    const sl_route_cfg_t *r = &s->cfg->routes[j->route];
+    int64_t best = INT64_MAX;
+    limiter[0] = '\0';
+    for (int i = 0; i < r->ndeployments; i++) {
+        int d = r->deployments[i];
+        const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
+        if (!sl_deployment_can_take(dc, j->est_input, j->est_output))
+            continue;
+        int64_t worst = 0;
+        char label[200] = "";
+        if (s->deps[d].paused_until_ms > now_ms) {
+            worst = s->deps[d].paused_until_ms - now_ms;
+            snprintf(label, sizeof label, "deployment:%s:paused", dc->name);
+        }
+        sl_charge_t ch[MAX_CHARGES];
+        rule_t rules[MAX_CHARGES];
+        int n = build_charges(s, j, d, ch, rules);
+        for (int k = 0; k < n; k++) {
+            int64_t w = sl_ledger_wait_ms(s->ledger, ch[k].bucket, ch[k].amount, now_ms);
+            if (w > worst) {
+                worst = w;
+                snprintf(label, sizeof label, "%s", sl_ledger_id(s->ledger, ch[k].bucket));
+            }
+        }
+        if (worst < best) {
+            best = worst;
+            snprintf(limiter, cap, "%s", label);
+        }
+    }
+    return limiter[0] != '\0' ? best : -1;
+}
+
+/* Expires a job whose deadline passed while it was queued, naming what held it back. */
+static sl_err_t expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms)
+{
+    char limiter[200], scope[200];
+    int64_t wait = why_waiting(s, j, now_ms, limiter, sizeof limiter);
+    outcome_t o;
+    outcome_init(&o, "expired");
+    o.err_type = "deadline";
+    o.err_reason = "deadline_exceeded";
+    o.decision = "expired_in_queue";
+    if (wait >= 0) {
+        /* the scope is the bucket id without its last part: "deployment:sim-a" */
+        snprintf(scope, sizeof scope, "%s", limiter);
+        char *last = strrchr(scope, ':');
+        if (last != NULL)
+            *last = '\0';
+        o.limiter = limiter;
+        o.scope = scope;
+        o.retry_after_ms = wait;
+        snprintf(o.err_message, sizeof o.err_message,
+                 "the job's deadline passed while it waited for capacity (held back by %s)",
+                 limiter);
+    } else {
+        snprintf(o.err_message, sizeof o.err_message,
+                 "the job's deadline passed while it waited for its turn");
+    }
+    return finish(s, j, &o, now_ms);
+}
+
 /* Serves one route by DRR until capacity or the per-tick budget runs out. */
 static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget)
 {
@@ -878,10 +945,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
         if (j == NULL)
             return SL_OK;
         if (j->deadline_ms <= now_ms) {
-            sl_err_t rc = fail_job(s, j, "expired", "deadline", "deadline_exceeded",
-                                   "expired_in_queue", 0,
-                                   "the job's deadline passed while it waited for capacity",
-                                   now_ms);
+            sl_err_t rc = expire_in_queue(s, j, now_ms);
             if (rc != SL_OK)
                 return rc;
             continue;
@@ -1224,9 +1288,7 @@ static sl_err_t expire_deadlines(sl_sched_t *s, int64_t now_ms)
     sl_hmap_each(s->jobs, collect_expired, &d);
     sl_err_t rc = SL_OK;
     for (int i = 0; i < d.n && rc == SL_OK; i++)
-        rc = fail_job(s, d.expired[i], "expired", "deadline", "deadline_exceeded",
-                      "expired_in_queue", 0,
-                      "the job's deadline passed while it waited for capacity", now_ms);
+        rc = expire_in_queue(s, d.expired[i], now_ms);
     free(d.expired);
     return rc;
 }

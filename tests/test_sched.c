@@ -823,6 +823,11 @@ START_TEST(deadline_passing_in_the_queue_expires_the_job)
             ck_assert_str_eq(sget(err, "gateway_decision"), "expired_in_queue");
             ck_assert(json_is_false(json_object_get(err, "retryable")));
             ck_assert_int_eq(iget(r, "attempts"), 0);
+            /* the expiry names what held the job back: dep-a's token bucket, full with the
+             * two jobs before it, and when it would have had room */
+            ck_assert_str_eq(sget(err, "limiter"), "deployment:dep-a:tpm");
+            ck_assert_str_eq(sget(err, "scope"), "deployment:dep-a");
+            ck_assert_int_gt(iget(err, "retry_after_ms"), 0);
         }
         batch_free(&b);
     }
