@@ -349,17 +349,7 @@ static void restore_job(const sl_store_row_t *row, void *arg)
     j->est_total = row->est_total;
     j->deployment = -1;
     j->list_idx = -1;
-    /* The idempotency key is read back from the job message when it is needed. */
-    char *json = NULL;
-    if (sl_store_job_json(s->store, j->id, &json) == SL_OK) {
-        json_t *doc = json_loads(json, 0, NULL);
-        const char *idem = json_string_value(json_object_get(doc, "idempotency_key"));
-        j->idem = strdup(idem != NULL ? idem : j->id);
-        json_decref(doc);
-        free(json);
-    }
-    if (j->idem == NULL)
-        j->idem = strdup(j->id);
+    j->idem = strdup(row->idempotency_key != NULL ? row->idempotency_key : j->id);
     int orphan = tenant < 0 || route < 0;
     if (orphan) {
         /* The config no longer knows its tenant or route: it must not run as anyone else. It is

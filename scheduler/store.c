@@ -61,8 +61,8 @@ static const char *const sql_text[Q_COUNT_] = {
                      " lease_expires_ms = NULL, updated_ms = ? WHERE job_id = ?",
     [Q_UNFINISHED] = "SELECT job_id, tenant, route, class, state, reservation_id, deployment,"
                      " attempts, submitted_ms, deadline_ms, not_before_ms, est_input, est_output,"
-                     " est_total, COALESCE(lease_expires_ms, 0) FROM jobs WHERE state <> 'done'"
-                     " ORDER BY submitted_ms",
+                     " est_total, COALESCE(lease_expires_ms, 0), idempotency_key FROM jobs"
+                     " WHERE state <> 'done' ORDER BY submitted_ms",
     [Q_RES_OPEN] = "INSERT INTO reservations (reservation_id, job_id, attempt, tenant, route,"
                    " class, deployment, idempotency_key, est_input, est_output, created_ms,"
                    " expires_ms, queue_deadline_ms, charges, state)"
@@ -390,6 +390,7 @@ sl_err_t sl_store_each_unfinished(sl_store_t *s,
         row.est_output = sqlite3_column_int64(st, 12);
         row.est_total = sqlite3_column_int64(st, 13);
         row.lease_expires_ms = sqlite3_column_int64(st, 14);
+        row.idempotency_key = (const char *)sqlite3_column_text(st, 15);
         fn(&row, arg);
     }
     sqlite3_reset(st);

@@ -62,6 +62,7 @@ sl_err_t sl_store_job_finish(sl_store_t *s, const char *job_id, const char *stat
 
 typedef struct {
     const char *job_id, *tenant, *route, *cls, *state, *reservation_id, *deployment;
+    const char *idempotency_key;
     int attempts;
     int64_t submitted_ms, deadline_ms, not_before_ms, est_input, est_output, est_total;
     int64_t lease_expires_ms;

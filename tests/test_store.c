@@ -141,7 +141,7 @@ typedef struct {
     int n;
     char ids[8][32];
     sl_store_row_t rows[8];
-    char strs[8][6][64]; /* copies of the row's strings (they die after the callback) */
+    char strs[8][7][64]; /* copies of the row's strings (they die after the callback) */
 } rows_t;
 
 static void copy_str(char *dst, const char *src)
@@ -162,6 +162,7 @@ static void collect_row(const sl_store_row_t *row, void *arg)
     copy_str(r->strs[i][3], row->state);
     copy_str(r->strs[i][4], row->reservation_id);
     copy_str(r->strs[i][5], row->deployment);
+    copy_str(r->strs[i][6], row->idempotency_key);
 }
 
 START_TEST(lease_requeue_finish_and_each_unfinished_restores_fields)
@@ -202,6 +203,7 @@ START_TEST(lease_requeue_finish_and_each_unfinished_restores_fields)
     ck_assert_str_eq(r.strs[0][2], "batch");
     ck_assert_str_eq(r.strs[0][3], "queued");
     ck_assert_str_eq(r.strs[0][4], "(null)");
+    ck_assert_str_eq(r.strs[0][6], "idem-1");
     ck_assert_int_eq(r.rows[0].attempts, 0);
     ck_assert_int_eq(r.rows[0].submitted_ms, 900);
     ck_assert_int_eq(r.rows[0].deadline_ms, 60900);
