@@ -22,10 +22,8 @@
 static const char *write_configs(int sim_port, char **sim_cfg)
 {
     const char *dir = h_tmpdir();
-    uint8_t h[32];
     char hex[65];
-    sl_keyhash("sk-bench-key-0001", strlen("sk-bench-key-0001"), h);
-    sl_hex_encode(h, sizeof h, hex);
+    h_key_hash_hex("sk-bench-key-0001", hex);
     *sim_cfg = strdup(h_write("sim.json",
                               "{\"minute_ms\": 60000, \"deployments\": [{\"name\": \"open\","
                               " \"ttft_ms\": 5, \"ms_per_token\": 0, \"output_min\": 10,"

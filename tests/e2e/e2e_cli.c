@@ -84,8 +84,7 @@ int main(void)
     const char *cfg = write_configs(sim_port, &sim_cfg);
     h_stack_t st;
     h_stack_up(&st, cfg, sim_cfg, sim_port);
-    char stats_url[128], out1[512], out2[512];
-    snprintf(stats_url, sizeof stats_url, "http://127.0.0.1:%d/stats", sim_port);
+    char out1[512], out2[512];
     snprintf(out1, sizeof out1, "%s/first.jsonl", h_tmpdir());
     snprintf(out2, sizeof out2, "%s/second.jsonl", h_tmpdir());
 
@@ -97,7 +96,7 @@ int main(void)
     h_check(rc1 == 1, "submit --follow exits 1 when some jobs are rejected (%d)", rc1);
     h_check(n == 7 && ok == 4 && rej == 3,
             "one result per line: %d results, %d succeeded, %d rejected", n, ok, rej);
-    json_t *s1 = h_http_json(stats_url);
+    json_t *s1 = h_http_json(st.stats_url);
     int64_t admitted1 = h_sim_total(s1, "admitted");
     h_check(admitted1 == 4, "the provider saw the 4 good jobs (%lld)", (long long)admitted1);
 
@@ -105,7 +104,7 @@ int main(void)
                            "--timeout", "120", NULL};
     int rc2 = h_run("sluice", "cli-second", cfg, args2, 150000);
     n = read_results(out2, &ok, &rej);
-    json_t *s2 = h_http_json(stats_url);
+    json_t *s2 = h_http_json(st.stats_url);
     int64_t admitted2 = h_sim_total(s2, "admitted");
     h_check(rc2 == 1 && n == 7 && ok == 4 && rej == 3,
             "re-running the file gets every result again (%d results, exit %d)", n, rc2);

@@ -19,10 +19,8 @@ enum { JOBS = 1200, MINUTE_MS = 3000, TPM = 60000 };
 static const char *write_configs(int sim_port, char **sim_cfg, char **db)
 {
     const char *dir = h_tmpdir();
-    uint8_t h[32];
     char hex[65];
-    sl_keyhash("sk-e2e-crash-key", strlen("sk-e2e-crash-key"), h);
-    sl_hex_encode(h, sizeof h, hex);
+    h_key_hash_hex("sk-e2e-crash-key", hex);
     static char dbpath[512];
     snprintf(dbpath, sizeof dbpath, "%s/sluice.db", dir);
     *db = dbpath;
@@ -61,8 +59,6 @@ int main(void)
     const char *cfg = write_configs(sim_port, &sim_cfg, &db);
     h_stack_t st;
     h_stack_up(&st, cfg, sim_cfg, sim_port);
-    char stats_url[128];
-    snprintf(stats_url, sizeof stats_url, "http://127.0.0.1:%d/stats", sim_port);
 
     rd_kafka_t *prod = h_producer(st.bootstrap);
     rd_kafka_t *cons = h_consumer_from_start(st.bootstrap, "sluice.results");
@@ -84,7 +80,7 @@ int main(void)
     double deadline = sl_mono_ms() + 240000;
     while (done < JOBS && sl_mono_ms() < deadline) {
         if (!killed_disp && done >= JOBS / 3) {
-            json_t *s = h_http_json(stats_url);
+            json_t *s = h_http_json(st.stats_url);
             inflight_at_kill = (int)h_sim_total(s, "in_flight");
             json_decref(s);
             kill(st.disp, SIGKILL);
@@ -122,7 +118,7 @@ int main(void)
         }
         json_decref(r);
     }
-    json_t *stats = h_http_json(stats_url);
+    json_t *stats = h_http_json(st.stats_url);
     h_check(killed_disp && inflight_at_kill > 0,
             "the dispatcher was killed with calls in flight (%d)", inflight_at_kill);
     h_check(killed_sched, "the scheduler was killed and restarted");

@@ -17,20 +17,13 @@
 
 enum { GOOD_JOBS = 2000, MINUTE_MS = 3000, TPM_A = 40000, TPM_B = 20000 };
 
-static void key_hash_hex(const char *key, char *hex)
-{
-    uint8_t h[32];
-    sl_keyhash(key, strlen(key), h);
-    sl_hex_encode(h, sizeof h, hex);
-}
-
 static const char *write_configs(int sim_port, char **sim_cfg, char **db)
 {
     const char *dir = h_tmpdir();
     char h1[65], h2[65], h3[65];
-    key_hash_hex("sk-e2e-tenant-one", h1);
-    key_hash_hex("sk-e2e-tenant-two", h2);
-    key_hash_hex("sk-e2e-tenant-three", h3);
+    h_key_hash_hex("sk-e2e-tenant-one", h1);
+    h_key_hash_hex("sk-e2e-tenant-two", h2);
+    h_key_hash_hex("sk-e2e-tenant-three", h3);
     static char dbpath[512];
     snprintf(dbpath, sizeof dbpath, "%s/sluice.db", dir);
     *db = dbpath;
@@ -136,8 +129,6 @@ int main(void)
     const char *cfg = write_configs(sim_port, &sim_cfg, &db);
     h_stack_t st;
     h_stack_up(&st, cfg, sim_cfg, sim_port);
-    char stats_url[128];
-    snprintf(stats_url, sizeof stats_url, "http://127.0.0.1:%d/stats", sim_port);
 
     rd_kafka_t *prod = h_producer(st.bootstrap);
     rd_kafka_t *cons = h_consumer_from_start(st.bootstrap, "sluice.results");
@@ -205,9 +196,9 @@ int main(void)
             else
                 printf("  job %s: %s %s\n", idem, status, reason ? reason : "");
             if (good_done == GOOD_JOBS / 5)
-                s1 = h_http_json(stats_url);
+                s1 = h_http_json(st.stats_url);
             if (good_done == GOOD_JOBS * 4 / 5)
-                s2 = h_http_json(stats_url);
+                s2 = h_http_json(st.stats_url);
         } else {
             for (int i = 0; i < nbad; i++) {
                 int match = bad[i].idem != NULL ? (idem != NULL && strcmp(idem, bad[i].idem) == 0)
@@ -238,7 +229,7 @@ int main(void)
         json_decref(r);
         rd_kafka_message_destroy(m);
     }
-    json_t *s3 = h_http_json(stats_url);
+    json_t *s3 = h_http_json(st.stats_url);
 
     h_check(good_done == GOOD_JOBS, "every good job has a terminal result (%d/%d)", good_done,
             GOOD_JOBS);

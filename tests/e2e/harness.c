@@ -1,6 +1,9 @@
 /* harness.c - end-to-end test helpers (see harness.h). */
 #include "harness.h"
 
+#include "sign.h"
+#include "util.h"
+
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -65,6 +68,13 @@ void h_cleanup(int keep)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", tmpdir);
+}
+
+void h_key_hash_hex(const char *api_key, char hex[65])
+{
+    uint8_t h[32];
+    sl_keyhash(api_key, strlen(api_key), h);
+    sl_hex_encode(h, sizeof h, hex);
 }
 
 int h_free_port(void)
@@ -322,12 +332,11 @@ void h_stack_up(h_stack_t *st, const char *config, const char *sim_config, int s
     snprintf(port, sizeof port, "%d", sim_port);
     const char *sim_args[] = {"--config", sim_config, "--port", port, NULL};
     st->sim = h_spawn("sluice-sim", "sim", NULL, sim_args);
-    char url[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/stats", sim_port);
+    snprintf(st->stats_url, sizeof st->stats_url, "http://127.0.0.1:%d/stats", sim_port);
     json_t *stats = NULL;
     for (int i = 0; i < 200 && stats == NULL; i++) {
         usleep(50 * 1000);
-        stats = h_http_json(url);
+        stats = h_http_json(st->stats_url);
     }
     if (stats == NULL) {
         fprintf(stderr, "sluice-sim did not start\n");

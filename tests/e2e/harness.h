@@ -19,6 +19,8 @@ int h_summary(const char *name);
 /* A fresh directory under /tmp for this run (kept on failure for inspection). */
 const char *h_tmpdir(void);
 void h_cleanup(int keep);
+/* The hash the config stores for an API key, as 64 hex digits plus NUL (see sl_keyhash). */
+void h_key_hash_hex(const char *api_key, char hex[65]);
 /* A loopback TCP port that was free a moment ago. */
 int h_free_port(void);
 /* Writes text to dir/name; returns the full path (static buffer per call site: copy it). */
@@ -60,6 +62,7 @@ typedef struct {
     char bootstrap_file[4096];
     const char *config; /* sluice config path */
     int sim_port;
+    char stats_url[64]; /* the simulator's GET /stats */
 } h_stack_t;
 
 /* Starts devkafka (bootstrap file from the config's directory: <tmpdir>/bootstrap), the
