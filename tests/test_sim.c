@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../ops/sim/http.h"
 #include "../ops/sim/idem.h"
@@ -820,6 +821,398 @@ START_TEST(stats_report_and_reset_counters_not_buckets)
 }
 END_TEST
 
+/* ---- Anthropic-style limits, cache reads and the daily quota ------------------------------ */
+
+/* usage.prompt_tokens_details.cached_tokens of a 200. */
+static long long cached_tokens_of(const sl_sim_response_t *resp)
+{
+    json_t *js = body_json(resp);
+    json_t *details = json_object_get(json_object_get(js, "usage"), "prompt_tokens_details");
+    json_t *cached = json_object_get(details, "cached_tokens");
+    ck_assert_msg(json_is_integer(cached), "no cached_tokens: %s",
+                  sl_sim_response_body(resp, NULL));
+    long long n = json_integer_value(cached);
+    json_decref(js);
+    return n;
+}
+
+/* Checks that resp is a 429 of error type `type` whose message contains `text`. */
+static void expect_rate_limited(const sl_sim_response_t *resp, const char *type, const char *text)
+{
+    ck_assert_msg(sl_sim_response_status(resp) == 429, "want 429, got %d: %s",
+                  sl_sim_response_status(resp), sl_sim_response_body(resp, NULL));
+    json_t *js = body_json(resp);
+    json_t *err = json_object_get(js, "error");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "type")), type);
+    ck_assert_str_eq(json_string_value(json_object_get(err, "code")), "rate_limit_exceeded");
+    const char *msg = json_string_value(json_object_get(err, "message"));
+    ck_assert_msg(msg != NULL && strstr(msg, text) != NULL, "message: %s", msg);
+    json_decref(js);
+}
+
+START_TEST(itpm_excludes_cache_reads)
+{
+    /* ITPM burst 100 tokens; "hit" reads half of every prompt from the cache, "miss" none. */
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'hit','model':'claude','itpm':100,"
+                             "'slices_per_minute':1,'cache_hit_share':1,'cache_read_fraction':0.5},"
+                             "{'name':'miss','model':'claude','itpm':100,'slices_per_minute':1}]}");
+    char *body = body_with_prompt(80, 10);
+
+    /* Charged 40 of 80 each time, so a second 80-token prompt still fits in the 100. */
+    for (int i = 0; i < 2; i++) {
+        sl_sim_response_t *resp = chat(sim, "hit", body, NULL, 0);
+        ck_assert_int_eq(sl_sim_response_status(resp), 200);
+        ck_assert_int_eq(cached_tokens_of(resp), 40);
+        sl_sim_finish(sim, resp);
+        sl_sim_response_free(resp);
+    }
+    ck_assert_int_eq(stat(sim, "hit", "input_tokens_charged"), 80);
+    ck_assert_int_eq(stat(sim, "hit", "cached_tokens"), 80);
+    ck_assert_int_eq(stat(sim, "hit", "prompt_tokens"), 160);
+
+    /* Without cache reads the same second request exceeds ITPM: 60 more tokens at 100 per
+     * 60000 ms is 36 s. */
+    sl_sim_response_t *resp = chat(sim, "miss", body, NULL, 0);
+    ck_assert_int_eq(sl_sim_response_status(resp), 200);
+    ck_assert_int_eq(cached_tokens_of(resp), 0);
+    sl_sim_finish(sim, resp);
+    sl_sim_response_free(resp);
+    resp = chat(sim, "miss", body, NULL, 0);
+    expect_rate_limited(resp, "tokens",
+                        "Rate limit reached for claude in organization org-sim on input tokens "
+                        "per min (ITPM): Limit 100, Used 80, Requested 80. Please try again in "
+                        "36s.");
+    ck_assert_int_eq(header_ll(resp, "retry-after-ms"), 36000);
+    ck_assert_int_eq(header_ll(resp, "retry-after"), 36);
+    sl_sim_response_free(resp);
+    ck_assert_int_eq(stat(sim, "miss", "refused_itpm_dim"), 1);
+    ck_assert_int_eq(stat(sim, "miss", "input_tokens_charged"), 80);
+    free(body);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(cache_hits_are_deterministic_and_follow_the_share)
+{
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'s','cache_hit_share':0.25,"
+                             "'cache_read_fraction':0.5}]}");
+    char body[512];
+    int hits = 0;
+    for (int i = 0; i < 400; i++) {
+        /* Prompts of 101 tokens: a hit reads floor(50.5) = 50 of them. */
+        snprintf(body, sizeof body, "{'messages':[{'role':'user','content':'%03d%0401d'}]}", i, 0);
+        long long first = -1;
+        for (int again = 0; again < 2; again++) {
+            sl_sim_response_t *resp = chat(sim, "s", body, NULL, 0);
+            long long cached = cached_tokens_of(resp);
+            ck_assert_msg(cached == 0 || cached == 50, "cached %lld", cached);
+            if (first < 0)
+                first = cached;
+            ck_assert_int_eq(cached, first);
+            sl_sim_finish(sim, resp);
+            sl_sim_response_free(resp);
+        }
+        hits += first > 0;
+    }
+    /* A quarter of 400 is 100; a fair draw stays well inside 60..140. */
+    ck_assert_msg(hits > 60 && hits < 140, "%d hits", hits);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(otpm_generated_charges_completion_tokens_and_refuses_when_empty)
+{
+    /* Every completion is 100 tokens; OTPM burst 250. max_tokens (1000) does not matter. */
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'s','model':'claude','otpm':250,"
+                             "'slices_per_minute':1,'output_min':100,'output_max':100}]}");
+    const char *body = "{'messages':[{'role':'user','content':'x'}],'max_tokens':1000}";
+    chat_expect(sim, "s", body, 0, 200);
+    chat_expect(sim, "s", body, 0, 200);
+    ck_assert_int_eq(stat(sim, "s", "output_tokens_charged"), 200);
+
+    /* 50 left, 100 needed: 50 more at 250 per 60000 ms is 12 s. */
+    sl_sim_response_t *resp = chat(sim, "s", body, NULL, 0);
+    expect_rate_limited(resp, "tokens",
+                        "on output tokens per min (OTPM): Limit 250, Used 200, Requested 100. "
+                        "Please try again in 12s.");
+    ck_assert_int_eq(header_ll(resp, "retry-after-ms"), 12000);
+    sl_sim_response_free(resp);
+    chat_expect(sim, "s", body, 11999, 429);
+    chat_expect(sim, "s", body, 12000, 200);
+    ck_assert_int_eq(stat(sim, "s", "refused_otpm_dim"), 2);
+    ck_assert_int_eq(stat(sim, "s", "output_tokens_charged"), 300);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(otpm_max_tokens_refunds_the_unused_part)
+{
+    /* OTPM burst 1000, charged max_tokens up front; every completion is 100 tokens. */
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'s','otpm':1000,'slices_per_minute':1,"
+                             "'otpm_counting':'max_tokens','output_min':100,'output_max':100}]}");
+    sl_sim_response_t *first =
+        chat(sim, "s", "{'messages':[{'role':'user','content':'x'}],'max_tokens':400}", NULL, 0);
+    ck_assert_int_eq(sl_sim_response_status(first), 200);
+    ck_assert_int_eq(stat(sim, "s", "output_tokens_charged"), 400);
+
+    /* While the first is in flight its 400 are held: 700 more do not fit in the 600 left. */
+    const char *big = "{'messages':[{'role':'user','content':'y'}],'max_tokens':700}";
+    chat_expect(sim, "s", big, 0, 429);
+
+    /* Sending it gives back the 300 it did not generate, so now they do. */
+    sl_sim_finish(sim, first);
+    sl_sim_finish(sim, first); /* only once */
+    sl_sim_response_free(first);
+    ck_assert_int_eq(stat(sim, "s", "output_tokens_charged"), 100);
+    sl_sim_response_t *second = chat(sim, "s", big, NULL, 0);
+    ck_assert_int_eq(sl_sim_response_status(second), 200);
+    ck_assert_int_eq(stat(sim, "s", "output_tokens_charged"), 800);
+    sl_sim_finish(sim, second);
+    sl_sim_response_free(second);
+    ck_assert_int_eq(stat(sim, "s", "output_tokens_charged"), 200);
+
+    /* 1000 - 100 - 100 = 800 held now: exactly room for 800 more, not 801. */
+    chat_expect(sim, "s", "{'messages':[{'role':'user','content':'z'}],'max_tokens':801}", 0, 429);
+    chat_expect(sim, "s", "{'messages':[{'role':'user','content':'z'}],'max_tokens':800}", 0, 200);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(token_costs_above_a_whole_limit_are_too_large)
+{
+    sl_sim_t *sim =
+        sim_from("{'deployments':[{'name':'i','model':'claude','itpm':100},"
+                 "{'name':'o','model':'claude','otpm':100,'otpm_counting':'max_tokens'}]}");
+    char *body = body_with_prompt(101, 10);
+    sl_sim_response_t *resp = chat(sim, "i", body, NULL, 0);
+    expect_rate_limited(resp, "tokens",
+                        "Request too large for claude in organization org-sim on input tokens "
+                        "per min (ITPM): Limit 100, Requested 101.");
+    ck_assert_str_eq(sl_sim_response_header_get(resp, "x-should-retry"), "false");
+    ck_assert_ptr_null(sl_sim_response_header_get(resp, "retry-after"));
+    sl_sim_response_free(resp);
+    free(body);
+    resp = chat(sim, "o", "{'messages':[{'role':'user','content':'x'}],'max_tokens':101}", NULL, 0);
+    expect_rate_limited(resp, "tokens",
+                        "on output tokens per min (OTPM): Limit 100, Requested 101");
+    sl_sim_response_free(resp);
+    ck_assert_int_eq(stat(sim, "i", "refused_itpm_dim"), 1);
+    ck_assert_int_eq(stat(sim, "o", "refused_otpm_dim"), 1);
+    ck_assert_int_eq(stat(sim, "o", "output_tokens_charged"), 0);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(rpd_refuses_past_the_quota_until_the_next_day_window)
+{
+    /* Three requests per 10 s "day"; the windows start when the simulator does. */
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'s','model':'claude','rpd':3,"
+                             "'day_ms':10000}]}");
+    const char *body = "{'messages':[{'role':'user','content':'x'}]}";
+    for (int t = 0; t < 3; t++)
+        chat_expect(sim, "s", body, t, 200);
+    sl_sim_response_t *resp = chat(sim, "s", body, NULL, 1000);
+    expect_rate_limited(resp, "requests",
+                        "Rate limit reached for claude in organization org-sim on requests per "
+                        "day (RPD): Limit 3, Used 3, Requested 1. Please try again in 9s. ");
+    ck_assert_int_eq(header_ll(resp, "retry-after-ms"), 9000);
+    ck_assert_int_eq(header_ll(resp, "retry-after"), 9);
+    /* The reset is near, so the SDK may retry on its own. */
+    ck_assert_ptr_null(sl_sim_response_header_get(resp, "x-should-retry"));
+    sl_sim_response_free(resp);
+
+    resp = chat(sim, "s", body, NULL, 9999);
+    ck_assert_int_eq(header_ll(resp, "retry-after-ms"), 1);
+    sl_sim_response_free(resp);
+    ck_assert_int_eq(stat(sim, "s", "refused_rpd_dim"), 2);
+
+    /* A new window: three more, then refused until 20000. */
+    for (int t = 10000; t < 10003; t++)
+        chat_expect(sim, "s", body, t, 200);
+    resp = chat(sim, "s", body, NULL, 15000);
+    ck_assert_int_eq(header_ll(resp, "retry-after-ms"), 5000);
+    sl_sim_response_free(resp);
+    ck_assert_int_eq(stat(sim, "s", "admitted"), 6);
+    sl_sim_free(sim);
+
+    /* A real day: the reset is hours away, so the refusal says not to retry. */
+    sim = sim_from("{'deployments':[{'name':'s','rpd':1}]}");
+    chat_expect(sim, "s", body, 0, 200);
+    resp = chat(sim, "s", body, NULL, 0);
+    expect_rate_limited(resp, "requests",
+                        "Limit 1, Used 1, Requested 1. Please try again in "
+                        "24h0m0s.");
+    ck_assert_int_eq(header_ll(resp, "retry-after-ms"), 86400000);
+    ck_assert_int_eq(header_ll(resp, "retry-after"), 86400);
+    ck_assert_str_eq(sl_sim_response_header_get(resp, "x-should-retry"), "false");
+    sl_sim_response_free(resp);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(limits_are_all_or_nothing)
+{
+    /* Bursts: 10 requests, 100 tokens, 100 input tokens, 50 output tokens; 5 requests a day.
+     * Every completion is 40 tokens (unless max_tokens is lower). */
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'s','rpm':600,'tpm':6000,'itpm':6000,"
+                             "'otpm':3000,'rpd':5,'output_min':40,'output_max':40,"
+                             "'headers':'anthropic'}]}");
+    /* Prompt 10 tokens, max_tokens 50: TPM 50, ITPM 10, OTPM 40. */
+    char *body = body_with_prompt(10, 50);
+    chat_expect(sim, "s", body, 0, 200);
+
+    /* OTPM has 10 left and refuses the same again; nothing else is charged. */
+    sl_sim_response_t *resp = chat(sim, "s", body, NULL, 0);
+    expect_rate_limited(resp, "tokens",
+                        "on output tokens per min (OTPM): Limit 3000, Used 2990, "
+                        "Requested 40. Please try again in 600ms.");
+    ck_assert_int_eq(header_ll(resp, "anthropic-ratelimit-requests-remaining"), 9);
+    ck_assert_int_eq(header_ll(resp, "anthropic-ratelimit-input-tokens-remaining"), 90);
+    ck_assert_int_eq(header_ll(resp, "anthropic-ratelimit-output-tokens-remaining"), 10);
+    sl_sim_response_free(resp);
+    ck_assert_int_eq(stat(sim, "s", "requests_today"), 1);
+    ck_assert_int_eq(stat(sim, "s", "tokens_charged"), 50);
+    ck_assert_int_eq(stat(sim, "s", "input_tokens_charged"), 10);
+
+    /* Had the refusal charged its 50 TPM, this one (TPM 10, OTPM 5) would not fit. */
+    free(body);
+    body = body_with_prompt(10, 5);
+    chat_expect(sim, "s", body, 0, 200);
+    ck_assert_int_eq(stat(sim, "s", "requests_today"), 2);
+    ck_assert_int_eq(stat(sim, "s", "refused"), 1);
+    free(body);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(anthropic_headers_replace_openai_ones)
+{
+    time_t before = time(NULL);
+    /* Bursts of a whole minute: 2 requests, 100000 input and 1500 output tokens. */
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'s','rpm':2,'tpm':1000000,'itpm':100000,"
+                             "'otpm':1500,'slices_per_minute':1,'output_min':600,'output_max':600,"
+                             "'headers':'anthropic'}]}");
+    time_t after = time(NULL);
+    char *body = body_with_prompt(1234, 1000);
+    sl_sim_response_t *resp = chat(sim, "s", body, NULL, 0);
+    ck_assert_int_eq(sl_sim_response_status(resp), 200);
+    ck_assert_int_eq(header_ll(resp, "anthropic-ratelimit-requests-limit"), 2);
+    ck_assert_int_eq(header_ll(resp, "anthropic-ratelimit-requests-remaining"), 1);
+    ck_assert_int_eq(header_ll(resp, "anthropic-ratelimit-input-tokens-limit"), 100000);
+    /* 98766 left is reported as 98000; below 1000 the count is exact. */
+    ck_assert_int_eq(header_ll(resp, "anthropic-ratelimit-input-tokens-remaining"), 98000);
+    ck_assert_int_eq(header_ll(resp, "anthropic-ratelimit-output-tokens-limit"), 1500);
+    ck_assert_int_eq(header_ll(resp, "anthropic-ratelimit-output-tokens-remaining"), 900);
+
+    /* The request bucket is full again in 30 s (one of 2 per minute): an RFC 3339 UTC time. */
+    const char *reset = sl_sim_response_header_get(resp, "anthropic-ratelimit-requests-reset");
+    ck_assert_ptr_nonnull(reset);
+    ck_assert_uint_eq(strlen(reset), strlen("2026-12-02T12:40:59Z"));
+    struct tm tm = {0};
+    const char *end = strptime(reset, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    ck_assert_msg(end != NULL && *end == '\0', "reset %s", reset);
+    time_t reset_s = timegm(&tm);
+    ck_assert_msg(reset_s >= before + 30 && reset_s <= after + 31, "reset %s", reset);
+    ck_assert_ptr_nonnull(
+        sl_sim_response_header_get(resp, "anthropic-ratelimit-input-tokens-reset"));
+    ck_assert_ptr_nonnull(
+        sl_sim_response_header_get(resp, "anthropic-ratelimit-output-tokens-reset"));
+    for (size_t i = 0; i < sl_sim_response_header_count(resp); i++) {
+        const char *value;
+        const char *name = sl_sim_response_header(resp, i, &value);
+        ck_assert_msg(!starts_with(name, "x-ratelimit-"), "%s: %s", name, value);
+    }
+    sl_sim_finish(sim, resp);
+    sl_sim_response_free(resp);
+    free(body);
+
+    /* A 429 carries retry-after in seconds, and no OpenAI headers. */
+    const char *small = "{'messages':[{'role':'user','content':'x'}],'max_tokens':1}";
+    chat_expect(sim, "s", small, 0, 200);
+    resp = chat(sim, "s", small, NULL, 0);
+    expect_rate_limited(resp, "requests", "on requests per min (RPM)");
+    ck_assert_int_eq(header_ll(resp, "retry-after"), 30);
+    ck_assert_ptr_null(sl_sim_response_header_get(resp, "retry-after-ms"));
+    ck_assert_ptr_null(sl_sim_response_header_get(resp, "x-ratelimit-remaining-requests"));
+    ck_assert_int_eq(header_ll(resp, "anthropic-ratelimit-requests-remaining"), 0);
+    sl_sim_response_free(resp);
+
+    /* TPM has no Anthropic header. */
+    resp = chat(sim, "s", small, NULL, 0);
+    ck_assert_ptr_null(sl_sim_response_header_get(resp, "anthropic-ratelimit-tokens-limit"));
+    sl_sim_response_free(resp);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(rfc3339_rounds_up_to_whole_seconds)
+{
+    char buf[32];
+    ck_assert_uint_eq(sl_sim_rfc3339(1796215259000LL, buf, sizeof buf), 20);
+    ck_assert_str_eq(buf, "2026-12-02T12:40:59Z");
+    sl_sim_rfc3339(1796215258001LL, buf, sizeof buf);
+    ck_assert_str_eq(buf, "2026-12-02T12:40:59Z");
+    sl_sim_rfc3339(0, buf, sizeof buf);
+    ck_assert_str_eq(buf, "1970-01-01T00:00:00Z");
+}
+END_TEST
+
+START_TEST(stats_count_new_limits_and_reset_keeps_the_day)
+{
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'s','rpm':600,'itpm':60,'otpm':6000,"
+                             "'rpd':4,'otpm_counting':'max_tokens','output_min':5,"
+                             "'output_max':5,'cache_hit_share':1,'cache_read_fraction':0.5}]}");
+    /* Bursts: 10 requests, 1 input token (60 / 60 slices, one more per second), 100 output
+     * tokens. This prompt is 2 tokens, 1 of them cached: ITPM 1, OTPM 60 up front. */
+    const char *body = "{'messages':[{'role':'user','content':'12345678'}],'max_tokens':60}";
+    sl_sim_response_t *held = chat(sim, "s", body, NULL, 0);
+    ck_assert_int_eq(sl_sim_response_status(held), 200);
+    chat_expect(sim, "s", body, 0, 429); /* ITPM: its one token is spent */
+    /* An empty prompt costs no ITPM, but 50 output tokens do not fit in the 40 left. */
+    chat_expect(sim, "s", "{'messages':[{'role':'user','content':''}],'max_tokens':50}", 0, 429);
+    chat_expect(sim, "s", body, 1000, 200);
+    chat_expect(sim, "s", body, 2000, 200);
+    chat_expect(sim, "s", body, 3000, 200);
+    chat_expect(sim, "s", body, 4000, 429); /* RPD */
+
+    sl_sim_response_t *resp = request(sim, "GET", "/stats", NULL, NULL, NULL, 4000);
+    json_t *js = body_json(resp);
+    json_t *s = json_object_get(json_object_get(js, "deployments"), "s");
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "itpm")), 60);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "otpm")), 6000);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "rpd")), 4);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "admitted")), 4);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "refused")), 3);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "refused_itpm_dim")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "refused_otpm_dim")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "refused_rpd_dim")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "refused_requests_dim")) +
+                         json_integer_value(json_object_get(s, "refused_tokens_dim")),
+                     0);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "input_tokens_charged")), 4);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "cached_tokens")), 4);
+    /* Three sent (5 each, net), one still holding its 60. */
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "output_tokens_charged")), 60 + 15);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "requests_today")), 4);
+    json_decref(js);
+    sl_sim_response_free(resp);
+
+    /* Reset zeroes the counters, not the day: the quota is still spent. A refund that settles
+     * a charge from before the reset does not drive the new counters negative. */
+    resp = request(sim, "POST", "/stats/reset", NULL, NULL, NULL, 4000);
+    sl_sim_response_free(resp);
+    sl_sim_finish(sim, held);
+    sl_sim_response_free(held);
+    ck_assert_int_eq(stat(sim, "s", "output_tokens_charged"), 0);
+    ck_assert_int_eq(stat(sim, "s", "refused_rpd_dim"), 0);
+    ck_assert_int_eq(stat(sim, "s", "cached_tokens"), 0);
+    ck_assert_int_eq(stat(sim, "s", "requests_today"), 4);
+    chat_expect(sim, "s", body, 6000, 429);
+    ck_assert_int_eq(stat(sim, "s", "refused_rpd_dim"), 1);
+    sl_sim_free(sim);
+}
+END_TEST
+
 /* ---- Config ------------------------------------------------------------------------------ */
 
 START_TEST(unknown_config_key_is_rejected)
@@ -859,6 +1252,31 @@ START_TEST(invalid_config_values_are_rejected)
     config_error("{'deployments':[]}");
     config_error("{'deployments':[{'name':'s'}]");
     config_error("{'deployments':[{'name':'s','rpm':1,'rpm':2}]}");
+}
+END_TEST
+
+START_TEST(anthropic_config_keys_are_validated)
+{
+    const char *err = config_error("{'deployments':[{'name':'s','otpm_counting':'all'}]}");
+    ck_assert_msg(strstr(err, "\"otpm_counting\" must be \"generated\" or \"max_tokens\"") != NULL,
+                  "%s", err);
+    err = config_error("{'deployments':[{'name':'s','headers':'gemini'}]}");
+    ck_assert_msg(strstr(err, "\"headers\" must be \"openai\" or \"anthropic\"") != NULL, "%s",
+                  err);
+    err = config_error("{'deployments':[{'name':'s','cache_hit_share':1.5}]}");
+    ck_assert_msg(strstr(err, "cache_hit_share") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','cache_read_fraction':-0.1}]}");
+    ck_assert_msg(strstr(err, "cache_read_fraction") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','day_ms':0}]}");
+    ck_assert_msg(strstr(err, "day_ms") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','itpm':-1}]}");
+    ck_assert_msg(strstr(err, "\"itpm\" must not be negative") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','otpm':'many'}]}");
+    ck_assert_msg(strstr(err, "\"otpm\" must be an integer") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','rpd':1.5}]}");
+    ck_assert_msg(strstr(err, "\"rpd\" must be an integer") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','itpmm':1}]}");
+    ck_assert_msg(strstr(err, "unknown key \"itpmm\"") != NULL, "%s", err);
 }
 END_TEST
 
@@ -1042,8 +1460,19 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, any_bearer_token_passes_without_api_key);
     tcase_add_test(tc, pending_responses_are_capped);
     tcase_add_test(tc, stats_report_and_reset_counters_not_buckets);
+    tcase_add_test(tc, itpm_excludes_cache_reads);
+    tcase_add_test(tc, cache_hits_are_deterministic_and_follow_the_share);
+    tcase_add_test(tc, otpm_generated_charges_completion_tokens_and_refuses_when_empty);
+    tcase_add_test(tc, otpm_max_tokens_refunds_the_unused_part);
+    tcase_add_test(tc, token_costs_above_a_whole_limit_are_too_large);
+    tcase_add_test(tc, rpd_refuses_past_the_quota_until_the_next_day_window);
+    tcase_add_test(tc, limits_are_all_or_nothing);
+    tcase_add_test(tc, anthropic_headers_replace_openai_ones);
+    tcase_add_test(tc, rfc3339_rounds_up_to_whole_seconds);
+    tcase_add_test(tc, stats_count_new_limits_and_reset_keeps_the_day);
     tcase_add_test(tc, unknown_config_key_is_rejected);
     tcase_add_test(tc, invalid_config_values_are_rejected);
+    tcase_add_test(tc, anthropic_config_keys_are_validated);
     tcase_add_test(tc, config_defaults_and_minute_override);
     suite_add_tcase(s, tc);
 

@@ -33,7 +33,10 @@
 #define IDEMPOTENCY_KEY_MAX_LEN 255
 #define MAX_TOKENS_MAX 1000000000LL
 #define BODY_CAP 4096
-#define MAX_HEADERS 16
+#define MAX_HEADERS 24
+#define DAY_MS_DEFAULT 86400000LL
+/* SDKs retry a 429 on their own; past this wait a daily quota tells them not to. */
+#define SHOULD_NOT_RETRY_AFTER_MS 120000
 
 /* ---- Configuration ---------------------------------------------------------------------- */
 
@@ -50,7 +53,15 @@ typedef struct {
     double ms_per_token;
     int64_t output_min;
     int64_t output_max;
-    char *api_key; /* NULL: any non-empty bearer token */
+    char *api_key;              /* NULL: any non-empty bearer token */
+    int64_t itpm;               /* input tokens per minute, cache reads excluded; 0 = unlimited */
+    int64_t otpm;               /* output tokens per minute; 0 = unlimited */
+    bool otpm_max_tokens;       /* charge max_tokens up front, refund the unused part when sent */
+    double cache_hit_share;     /* share of request bodies that hit the prompt cache */
+    double cache_read_fraction; /* share of a hit's prompt that is read from the cache */
+    int64_t rpd;                /* requests per day window; 0 = unlimited */
+    int64_t day_ms;             /* length of a day window */
+    bool anthropic_headers;     /* anthropic-ratelimit-* instead of x-ratelimit-* */
 } dep_config_t;
 
 struct sl_sim_config {
@@ -76,6 +87,14 @@ static const char *const dep_keys[] = {"name",
                                        "output_min",
                                        "output_max",
                                        "api_key",
+                                       "itpm",
+                                       "otpm",
+                                       "otpm_counting",
+                                       "cache_hit_share",
+                                       "cache_read_fraction",
+                                       "rpd",
+                                       "day_ms",
+                                       "headers",
                                        NULL};
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -217,6 +236,30 @@ static bool get_string(json_t *obj, const char *key, const char *where, char **o
     return true;
 }
 
+/* Reads an optional string member that must be one of choices (NULL-terminated; absent or null =
+ * the first): *out gets its index. */
+static bool get_choice(json_t *obj, const char *key, const char *const *choices, const char *where,
+                       int *out, char *err, size_t errlen)
+{
+    *out = 0;
+    json_t *val = json_object_get(obj, key);
+    if (val == NULL || json_is_null(val))
+        return true;
+    for (int i = 0; json_is_string(val) && choices[i] != NULL; i++) {
+        if (strcmp(json_string_value(val), choices[i]) == 0) {
+            *out = i;
+            return true;
+        }
+    }
+    char list[128] = "";
+    for (int i = 0; choices[i] != NULL; i++) {
+        size_t used = strlen(list);
+        snprintf(list + used, sizeof list - used, "%s\"%s\"", i == 0 ? "" : " or ", choices[i]);
+    }
+    set_err(err, errlen, "%s: \"%s\" must be %s", where, key, list);
+    return false;
+}
+
 static void dep_config_clear(dep_config_t *dep)
 {
     free(dep->name);
@@ -259,19 +302,19 @@ static bool parse_deployment(json_t *obj, size_t index, dep_config_t *dep, char 
         return false;
     }
 
-    char *counting = NULL;
-    if (!get_string(obj, "tpm_counting", where, &counting, err, errlen))
+    static const char *const tpm_counting[] = {"max", "sum", NULL};
+    static const char *const otpm_counting[] = {"generated", "max_tokens", NULL};
+    static const char *const headers[] = {"openai", "anthropic", NULL};
+    int choice = 0;
+    if (!get_choice(obj, "tpm_counting", tpm_counting, where, &choice, err, errlen))
         return false;
-    dep->tpm_sum = false;
-    if (counting != NULL) {
-        bool ok = strcmp(counting, "max") == 0 || strcmp(counting, "sum") == 0;
-        dep->tpm_sum = strcmp(counting, "sum") == 0;
-        free(counting);
-        if (!ok) {
-            set_err(err, errlen, "%s: \"tpm_counting\" must be \"max\" or \"sum\"", where);
-            return false;
-        }
-    }
+    dep->tpm_sum = choice == 1;
+    if (!get_choice(obj, "otpm_counting", otpm_counting, where, &choice, err, errlen))
+        return false;
+    dep->otpm_max_tokens = choice == 1;
+    if (!get_choice(obj, "headers", headers, where, &choice, err, errlen))
+        return false;
+    dep->anthropic_headers = choice == 1;
 
     json_t *key = json_object_get(obj, "api_key");
     if (key != NULL && !json_is_null(key) &&
@@ -292,7 +335,15 @@ static bool parse_deployment(json_t *obj, size_t index, dep_config_t *dep, char 
         !get_number(obj, "ttft_ms", 20.0, 3600000.0, where, &dep->ttft_ms, err, errlen) ||
         !get_number(obj, "ms_per_token", 0.5, 100000.0, where, &dep->ms_per_token, err, errlen) ||
         !get_int(obj, "output_min", 10, 0, MAX_TOKENS_MAX, where, &dep->output_min, err, errlen) ||
-        !get_int(obj, "output_max", 200, 0, MAX_TOKENS_MAX, where, &dep->output_max, err, errlen))
+        !get_int(obj, "output_max", 200, 0, MAX_TOKENS_MAX, where, &dep->output_max, err, errlen) ||
+        !get_int(obj, "itpm", 0, 0, SL_SIM_LIMIT_MAX, where, &dep->itpm, err, errlen) ||
+        !get_int(obj, "otpm", 0, 0, SL_SIM_LIMIT_MAX, where, &dep->otpm, err, errlen) ||
+        !get_number(obj, "cache_hit_share", 0.0, 1.0, where, &dep->cache_hit_share, err, errlen) ||
+        !get_number(obj, "cache_read_fraction", 0.0, 1.0, where, &dep->cache_read_fraction, err,
+                    errlen) ||
+        !get_int(obj, "rpd", 0, 0, SL_SIM_LIMIT_MAX, where, &dep->rpd, err, errlen) ||
+        !get_int(obj, "day_ms", DAY_MS_DEFAULT, 1, SL_SIM_DAY_MS_MAX, where, &dep->day_ms, err,
+                 errlen))
         return false;
     if (dep->output_min > dep->output_max) {
         set_err(err, errlen, "%s: \"output_min\" (%lld) exceeds \"output_max\" (%lld)", where,
@@ -430,16 +481,38 @@ size_t sl_sim_config_deployment_count(const sl_sim_config_t *cfg)
 typedef struct {
     int64_t admitted;
     int64_t refused;
-    int64_t refused_requests_dim;
-    int64_t refused_tokens_dim;
+    int64_t refused_by[SL_SIM_DIM_COUNT_]; /* the dimension each refusal reported */
     int64_t replayed;
     int64_t errors;
     int64_t tokens_charged;
+    int64_t input_tokens_charged;  /* what ITPM is charged: prompt minus cache reads */
+    int64_t output_tokens_charged; /* what OTPM is charged, net of refunds */
     int64_t prompt_tokens;
     int64_t completion_tokens;
+    int64_t cached_tokens;
     int64_t first_admit_ms; /* -1 = none since the last reset */
     int64_t last_admit_ms;
 } counters_t;
+
+/* How each dimension appears in 429 messages, error types, /stats and logs. */
+typedef struct {
+    const char *what;        /* "... in organization org-sim on <what>: Limit ..." */
+    const char *error_type;  /* OpenAI's error.type */
+    const char *stats_field; /* its refused_*_dim counter */
+    const char *log_name;
+} dim_info_t;
+
+static const dim_info_t dim_info[SL_SIM_DIM_COUNT_] = {
+    [SL_SIM_DIM_REQUESTS] = {"requests per min (RPM)", "requests", "refused_requests_dim",
+                             "requests"},
+    [SL_SIM_DIM_TOKENS] = {"tokens per min (TPM)", "tokens", "refused_tokens_dim", "tokens"},
+    [SL_SIM_DIM_INPUT_TOKENS] = {"input tokens per min (ITPM)", "tokens", "refused_itpm_dim",
+                                 "input tokens"},
+    [SL_SIM_DIM_OUTPUT_TOKENS] = {"output tokens per min (OTPM)", "tokens", "refused_otpm_dim",
+                                  "output tokens"},
+    [SL_SIM_DIM_REQUESTS_DAY] = {"requests per day (RPD)", "requests", "refused_rpd_dim",
+                                 "requests per day"},
+};
 
 typedef struct {
     const dep_config_t *cfg;
@@ -455,6 +528,7 @@ typedef struct {
     int64_t created_s;
     int64_t prompt_tokens;
     int64_t completion_tokens;
+    int64_t cached_tokens;
     int64_t processing_ms;
     bool hit_max_tokens;
 } completion_t;
@@ -463,16 +537,18 @@ struct sl_sim {
     sl_sim_config_t *cfg;
     deployment_t *deps;
     pthread_mutex_t lock;
-    int64_t in_flight; /* across deployments; under lock */
-    uint64_t seq;      /* completions so far; under lock */
+    int64_t in_flight;    /* across deployments; under lock */
+    uint64_t seq;         /* completions so far; under lock */
+    uint64_t stats_epoch; /* POST /stats/reset calls so far; under lock */
     atomic_uint_fast64_t request_seq;
     uint64_t salt; /* makes ids differ between runs */
     int64_t origin_ms;
     int64_t origin_unix_s;
+    int64_t origin_unix_ms; /* the wall clock at origin_ms, for Anthropic's reset times */
 };
 
 typedef struct {
-    char name[32];
+    char name[48]; /* fits anthropic-ratelimit-output-tokens-remaining */
     char value[64];
 } header_t;
 
@@ -484,6 +560,8 @@ struct sl_sim_response {
     size_t n_headers;
     int64_t delay_ms;
     deployment_t *in_flight_on; /* set while this 200 counts as in flight */
+    int64_t output_refund;      /* OTPM tokens to give back when it is finished */
+    uint64_t stats_epoch;       /* of the counters its charges went to */
 };
 
 static void counters_reset(counters_t *count)
@@ -504,14 +582,15 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
-static uint64_t hash_bytes(const char *data, size_t len)
+/* FNV-1a; mixed differently for each thing derived from a body, so those are independent. */
+static uint64_t fnv1a(const char *data, size_t len)
 {
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < len; i++) {
         h ^= (unsigned char)data[i];
         h *= 1099511628211ULL;
     }
-    return mix64(h);
+    return h;
 }
 
 sl_err_t sl_sim_new(sl_sim_config_t *cfg, int64_t now_ms, sl_sim_t **out)
@@ -533,8 +612,20 @@ sl_err_t sl_sim_new(sl_sim_config_t *cfg, int64_t now_ms, sl_sim_t **out)
         deployment_t *dep = &sim->deps[i];
         dep->cfg = dc;
         counters_reset(&dep->count);
-        rc = sl_sim_limiter_new(dc->rpm, dc->tpm, dc->slices_per_minute, cfg->minute_ms, now_ms,
-                                &dep->lim);
+        sl_sim_limits_t limits = {
+            .limit =
+                {
+                    [SL_SIM_DIM_REQUESTS] = dc->rpm,
+                    [SL_SIM_DIM_TOKENS] = dc->tpm,
+                    [SL_SIM_DIM_INPUT_TOKENS] = dc->itpm,
+                    [SL_SIM_DIM_OUTPUT_TOKENS] = dc->otpm,
+                    [SL_SIM_DIM_REQUESTS_DAY] = dc->rpd,
+                },
+            .slices_per_minute = dc->slices_per_minute,
+            .minute_ms = cfg->minute_ms,
+            .day_ms = dc->day_ms,
+        };
+        rc = sl_sim_limiter_new_limits(&limits, now_ms, &dep->lim);
         if (rc == SL_OK)
             rc = sl_sim_idem_new((size_t)cfg->idempotency_keys, sizeof(completion_t), &dep->idem);
     }
@@ -554,6 +645,7 @@ sl_err_t sl_sim_new(sl_sim_config_t *cfg, int64_t now_ms, sl_sim_t **out)
     sim->cfg = cfg;
     sim->origin_ms = now_ms;
     sim->origin_unix_s = (int64_t)ts.tv_sec;
+    sim->origin_unix_ms = (int64_t)ts.tv_sec * 1000 + (int64_t)ts.tv_nsec / 1000000;
     sim->salt = mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid());
     atomic_init(&sim->request_seq, 0);
     *out = sim;
@@ -668,27 +760,28 @@ static void error_body(sl_sim_response_t *resp, int status, const char *type, co
              type, param_json, code_json);
 }
 
-/* OpenAI's x-ratelimit-* headers; a dimension without a limit has none. Caller holds the lock. */
-static void limit_headers(sl_sim_response_t *resp, const deployment_t *dep, int64_t now_ms)
+/* OpenAI's x-ratelimit-* headers for RPM and TPM; a dimension without a limit has none. */
+static void openai_limit_headers(sl_sim_response_t *resp, const deployment_t *dep, int64_t now_ms)
 {
-    static const char *const suffix[SL_SIM_DIM_COUNT_] = {"requests", "tokens"};
+    enum { N_OPENAI_DIMS = 2 };
+    static const char *const suffix[N_OPENAI_DIMS] = {"requests", "tokens"};
     char name[32];
     char dur[32];
-    for (int d = 0; d < SL_SIM_DIM_COUNT_; d++) {
+    for (int d = 0; d < N_OPENAI_DIMS; d++) {
         int64_t limit = sl_sim_limiter_limit(dep->lim, (sl_sim_dim_t)d);
         if (limit == 0)
             continue;
         snprintf(name, sizeof name, "x-ratelimit-limit-%s", suffix[d]);
         add_header(resp, name, "%lld", (long long)limit);
     }
-    for (int d = 0; d < SL_SIM_DIM_COUNT_; d++) {
+    for (int d = 0; d < N_OPENAI_DIMS; d++) {
         if (sl_sim_limiter_limit(dep->lim, (sl_sim_dim_t)d) == 0)
             continue;
         snprintf(name, sizeof name, "x-ratelimit-remaining-%s", suffix[d]);
         add_header(resp, name, "%lld",
                    (long long)sl_sim_limiter_remaining(dep->lim, (sl_sim_dim_t)d, now_ms));
     }
-    for (int d = 0; d < SL_SIM_DIM_COUNT_; d++) {
+    for (int d = 0; d < N_OPENAI_DIMS; d++) {
         if (sl_sim_limiter_limit(dep->lim, (sl_sim_dim_t)d) == 0)
             continue;
         snprintf(name, sizeof name, "x-ratelimit-reset-%s", suffix[d]);
@@ -696,6 +789,51 @@ static void limit_headers(sl_sim_response_t *resp, const deployment_t *dep, int6
                            sizeof dur);
         add_header(resp, name, "%s", dur);
     }
+}
+
+/* Anthropic's anthropic-ratelimit-{requests,input-tokens,output-tokens}-{limit,remaining,reset}
+ * for RPM, ITPM and OTPM; a dimension without a limit has none. */
+static void anthropic_limit_headers(sl_sim_t *sim, sl_sim_response_t *resp, const deployment_t *dep,
+                                    int64_t now_ms)
+{
+    static const struct {
+        sl_sim_dim_t dim;
+        const char *group;
+    } groups[] = {{SL_SIM_DIM_REQUESTS, "requests"},
+                  {SL_SIM_DIM_INPUT_TOKENS, "input-tokens"},
+                  {SL_SIM_DIM_OUTPUT_TOKENS, "output-tokens"}};
+    char name[48];
+    char reset[32];
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
+        sl_sim_dim_t dim = groups[i].dim;
+        int64_t limit = sl_sim_limiter_limit(dep->lim, dim);
+        if (limit == 0)
+            continue;
+        int64_t remaining = sl_sim_limiter_remaining(dep->lim, dim, now_ms);
+        /* Anthropic rounds token counts to the nearest thousand; rounding down instead means
+         * the simulator never promises more than the bucket holds. */
+        if (dim != SL_SIM_DIM_REQUESTS && remaining >= 1000)
+            remaining = remaining / 1000 * 1000;
+        int64_t full_ms = sim->origin_unix_ms + (now_ms - sim->origin_ms) +
+                          sl_sim_limiter_reset_ms(dep->lim, dim, now_ms);
+        sl_sim_rfc3339(full_ms, reset, sizeof reset);
+        snprintf(name, sizeof name, "anthropic-ratelimit-%s-limit", groups[i].group);
+        add_header(resp, name, "%lld", (long long)limit);
+        snprintf(name, sizeof name, "anthropic-ratelimit-%s-remaining", groups[i].group);
+        add_header(resp, name, "%lld", (long long)remaining);
+        snprintf(name, sizeof name, "anthropic-ratelimit-%s-reset", groups[i].group);
+        add_header(resp, name, "%s", reset);
+    }
+}
+
+/* The rate-limit headers of the deployment's style. Caller holds the lock. */
+static void limit_headers(sl_sim_t *sim, sl_sim_response_t *resp, const deployment_t *dep,
+                          int64_t now_ms)
+{
+    if (dep->cfg->anthropic_headers)
+        anthropic_limit_headers(sim, resp, dep, now_ms);
+    else
+        openai_limit_headers(resp, dep, now_ms);
 }
 
 static void completion_body(sl_sim_t *sim, sl_sim_response_t *resp, const deployment_t *dep,
@@ -708,7 +846,7 @@ static void completion_body(sl_sim_t *sim, sl_sim_response_t *resp, const deploy
              "\"content\":\"Simulated reply from %s (%lld completion tokens).\","
              "\"refusal\":null,\"annotations\":[]},\"logprobs\":null,\"finish_reason\":\"%s\"}],"
              "\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
-             "\"total_tokens\":%lld,\"prompt_tokens_details\":{\"cached_tokens\":0,"
+             "\"total_tokens\":%lld,\"prompt_tokens_details\":{\"cached_tokens\":%lld,"
              "\"audio_tokens\":0},\"completion_tokens_details\":{\"reasoning_tokens\":0,"
              "\"audio_tokens\":0,\"accepted_prediction_tokens\":0,"
              "\"rejected_prediction_tokens\":0}},\"service_tier\":\"default\","
@@ -717,7 +855,8 @@ static void completion_body(sl_sim_t *sim, sl_sim_response_t *resp, const deploy
              dep->cfg->model, dep->cfg->name, (long long)done->completion_tokens,
              done->hit_max_tokens ? "length" : "stop", (long long)done->prompt_tokens,
              (long long)done->completion_tokens,
-             (long long)(done->prompt_tokens + done->completion_tokens));
+             (long long)(done->prompt_tokens + done->completion_tokens),
+             (long long)done->cached_tokens);
 }
 
 /* ---- Request parsing -------------------------------------------------------------------- */
@@ -772,7 +911,10 @@ int64_t sl_sim_prompt_estimate(const char *body, size_t len)
 typedef struct {
     int64_t max_tokens; /* effective: the request's or the deployment default */
     int64_t prompt_tokens;
-    int64_t cost_tokens; /* what TPM is charged */
+    int64_t cost_tokens;   /* what TPM is charged */
+    int64_t cached_tokens; /* prompt tokens read from the cache */
+    int64_t input_tokens;  /* what ITPM is charged: the prompt without its cache reads */
+    int64_t output_tokens; /* what OTPM is charged at receipt */
     int64_t completion_tokens;
     bool hit_max_tokens;
     int64_t delay_ms;
@@ -858,11 +1000,24 @@ static bool parse_chat(const dep_config_t *dc, const sl_sim_request_t *req, sl_s
         chat->cost_tokens =
             chat->max_tokens > chat->prompt_tokens ? chat->max_tokens : chat->prompt_tokens;
 
-    /* The same body always yields the same completion length, so runs are reproducible. */
+    /* The same body always yields the same completion length and cache outcome, so runs are
+     * reproducible; the two come from differently mixed hashes, so they are independent. */
+    uint64_t body_hash = fnv1a(req->body, req->body_len);
     uint64_t span = (uint64_t)(dc->output_max - dc->output_min) + 1;
-    int64_t drawn = dc->output_min + (int64_t)(hash_bytes(req->body, req->body_len) % span);
+    int64_t drawn = dc->output_min + (int64_t)(mix64(body_hash) % span);
     chat->hit_max_tokens = drawn >= chat->max_tokens;
     chat->completion_tokens = chat->hit_max_tokens ? chat->max_tokens : drawn;
+    double cache_draw = (double)(mix64(body_hash ^ 0x9e3779b97f4a7c15ULL) >> 11) * 0x1p-53;
+    chat->cached_tokens = 0;
+    if (cache_draw < dc->cache_hit_share) {
+        /* The epsilon keeps floor(100 * 0.29) at 29, not 28 from binary rounding. */
+        chat->cached_tokens =
+            (int64_t)floor((double)chat->prompt_tokens * dc->cache_read_fraction + 1e-9);
+        if (chat->cached_tokens > chat->prompt_tokens)
+            chat->cached_tokens = chat->prompt_tokens;
+    }
+    chat->input_tokens = chat->prompt_tokens - chat->cached_tokens;
+    chat->output_tokens = dc->otpm_max_tokens ? chat->max_tokens : chat->completion_tokens;
     chat->delay_ms = llround(dc->ttft_ms + dc->ms_per_token * (double)chat->completion_tokens);
     ok = true;
 out:
@@ -892,58 +1047,67 @@ static void finish_error(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *re
 {
     pthread_mutex_lock(&sim->lock);
     dep->count.errors++;
-    limit_headers(resp, dep, now_ms);
+    limit_headers(sim, resp, dep, now_ms);
     pthread_mutex_unlock(&sim->lock);
 }
 
-static void refuse(deployment_t *dep, sl_sim_response_t *resp, const chat_t *chat, sl_sim_dim_t dim,
-                   int64_t wait_ms, int64_t now_ms)
+/* Counts a refusal reported for dim and applies count_refused. Caller holds the lock. */
+static void count_refusal(deployment_t *dep, sl_sim_dim_t dim, int64_t now_ms)
+{
+    dep->count.refused++;
+    dep->count.refused_by[dim]++;
+    if (dep->cfg->count_refused)
+        sl_sim_limiter_charge_request(dep->lim, now_ms);
+}
+
+/* A 429 for a request that dim has no room for yet; cost[dim] is what it asked of dim and
+ * wait_ms how long until it would have room. Caller holds the lock. */
+static void refuse(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp,
+                   const int64_t cost[SL_SIM_DIM_COUNT_], sl_sim_dim_t dim, int64_t wait_ms,
+                   int64_t now_ms)
 {
     const dep_config_t *dc = dep->cfg;
     int64_t limit = sl_sim_limiter_limit(dep->lim, dim);
     int64_t used = limit - sl_sim_limiter_remaining(dep->lim, dim, now_ms);
-    int64_t requested = dim == SL_SIM_DIM_TOKENS ? chat->cost_tokens : 1;
     char dur[32];
     char msg[512];
     sl_sim_go_duration(wait_ms, dur, sizeof dur);
     snprintf(msg, sizeof msg,
              "Rate limit reached for %s in organization " ORGANIZATION " on %s: Limit %lld, "
              "Used %lld, Requested %lld. Please try again in %s. " RATE_LIMIT_HELP,
-             dc->model,
-             dim == SL_SIM_DIM_TOKENS ? "tokens per min (TPM)" : "requests per min (RPM)",
-             (long long)limit, (long long)used, (long long)requested, dur);
-    error_body(resp, 429, dim == SL_SIM_DIM_TOKENS ? "tokens" : "requests", NULL,
-               "rate_limit_exceeded", msg);
-    dep->count.refused++;
-    if (dim == SL_SIM_DIM_TOKENS)
-        dep->count.refused_tokens_dim++;
-    else
-        dep->count.refused_requests_dim++;
-    if (dc->count_refused)
-        sl_sim_limiter_charge_request(dep->lim, now_ms);
-    limit_headers(resp, dep, now_ms);
+             dc->model, dim_info[dim].what, (long long)limit, (long long)used, (long long)cost[dim],
+             dur);
+    error_body(resp, 429, dim_info[dim].error_type, NULL, "rate_limit_exceeded", msg);
+    count_refusal(dep, dim, now_ms);
+    limit_headers(sim, resp, dep, now_ms);
     add_header(resp, "retry-after", "%lld", (long long)((wait_ms + 999) / 1000));
-    add_header(resp, "retry-after-ms", "%lld", (long long)wait_ms);
+    /* Anthropic sends only retry-after. */
+    if (!dc->anthropic_headers)
+        add_header(resp, "retry-after-ms", "%lld", (long long)wait_ms);
+    /* A client that retries within its SDK would wait for hours; tell it to give up instead. */
+    if (dim == SL_SIM_DIM_REQUESTS_DAY && wait_ms > SHOULD_NOT_RETRY_AFTER_MS)
+        add_header(resp, "x-should-retry", "false");
     sl_logf(SL_LOG_DEBUG, "deployment", dc->name, "429 on %s, retry in %lld ms",
-            dim == SL_SIM_DIM_TOKENS ? "tokens" : "requests", (long long)wait_ms);
+            dim_info[dim].log_name, (long long)wait_ms);
 }
 
-static void refuse_too_large(deployment_t *dep, sl_sim_response_t *resp, const chat_t *chat,
+/* A 429 for a request that asks more of dim than its whole per-minute limit. Caller holds the
+ * lock. */
+static void refuse_too_large(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp,
+                             const int64_t cost[SL_SIM_DIM_COUNT_], sl_sim_dim_t dim,
                              int64_t now_ms)
 {
     const dep_config_t *dc = dep->cfg;
     char msg[512];
     snprintf(msg, sizeof msg,
              "Request too large for %s in organization " ORGANIZATION
-             " on tokens per min (TPM): Limit %lld, Requested %lld. The input or output tokens "
+             " on %s: Limit %lld, Requested %lld. The input or output tokens "
              "must be reduced in order to run successfully. " RATE_LIMIT_HELP,
-             dc->model, (long long)dc->tpm, (long long)chat->cost_tokens);
-    error_body(resp, 429, "tokens", NULL, "rate_limit_exceeded", msg);
-    dep->count.refused++;
-    dep->count.refused_tokens_dim++;
-    if (dc->count_refused)
-        sl_sim_limiter_charge_request(dep->lim, now_ms);
-    limit_headers(resp, dep, now_ms);
+             dc->model, dim_info[dim].what, (long long)sl_sim_limiter_limit(dep->lim, dim),
+             (long long)cost[dim]);
+    error_body(resp, 429, dim_info[dim].error_type, NULL, "rate_limit_exceeded", msg);
+    count_refusal(dep, dim, now_ms);
+    limit_headers(sim, resp, dep, now_ms);
     /* Waiting cannot help, so there is no retry-after; OpenAI's SDKs honour this header. */
     add_header(resp, "x-should-retry", "false");
 }
@@ -1006,7 +1170,7 @@ static void handle_chat(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t
         /* A retry of a call already charged: same answer, no charge, no wait. */
         dep->count.replayed++;
         completion_body(sim, resp, dep, seen);
-        limit_headers(resp, dep, now_ms);
+        limit_headers(sim, resp, dep, now_ms);
         add_header(resp, "openai-processing-ms", "%lld", (long long)seen->processing_ms);
         pthread_mutex_unlock(&sim->lock);
         return;
@@ -1015,20 +1179,34 @@ static void handle_chat(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t
         error_body(resp, 503, "server_error", NULL, NULL,
                    "The server is overloaded or not ready yet.");
         dep->count.errors++;
-        limit_headers(resp, dep, now_ms);
+        limit_headers(sim, resp, dep, now_ms);
         add_header(resp, "retry-after", "1");
         pthread_mutex_unlock(&sim->lock);
         return;
     }
-    if (dc->tpm > 0 && chat.cost_tokens > dc->tpm) {
-        refuse_too_large(dep, resp, &chat, now_ms);
-        pthread_mutex_unlock(&sim->lock);
-        return;
+    int64_t cost[SL_SIM_DIM_COUNT_] = {
+        [SL_SIM_DIM_REQUESTS] = 1,
+        [SL_SIM_DIM_TOKENS] = chat.cost_tokens,
+        [SL_SIM_DIM_INPUT_TOKENS] = chat.input_tokens,
+        [SL_SIM_DIM_OUTPUT_TOKENS] = chat.output_tokens,
+        [SL_SIM_DIM_REQUESTS_DAY] = 1,
+    };
+    /* Token costs above a whole per-minute limit can never pass (and the limiter expects them
+     * to be refused before it is asked). */
+    static const sl_sim_dim_t token_dims[] = {SL_SIM_DIM_TOKENS, SL_SIM_DIM_INPUT_TOKENS,
+                                              SL_SIM_DIM_OUTPUT_TOKENS};
+    for (size_t i = 0; i < sizeof token_dims / sizeof token_dims[0]; i++) {
+        int64_t limit = sl_sim_limiter_limit(dep->lim, token_dims[i]);
+        if (limit > 0 && cost[token_dims[i]] > limit) {
+            refuse_too_large(sim, dep, resp, cost, token_dims[i], now_ms);
+            pthread_mutex_unlock(&sim->lock);
+            return;
+        }
     }
     sl_sim_dim_t dim = SL_SIM_DIM_REQUESTS;
     int64_t wait_ms = 0;
-    if (!sl_sim_limiter_admit(dep->lim, chat.cost_tokens, now_ms, &dim, &wait_ms)) {
-        refuse(dep, resp, &chat, dim, wait_ms, now_ms);
+    if (!sl_sim_limiter_admit_all(dep->lim, cost, now_ms, &dim, &wait_ms)) {
+        refuse(sim, dep, resp, cost, dim, wait_ms, now_ms);
         pthread_mutex_unlock(&sim->lock);
         return;
     }
@@ -1037,6 +1215,7 @@ static void handle_chat(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t
         .created_s = sim->origin_unix_s + (now_ms - sim->origin_ms) / 1000,
         .prompt_tokens = chat.prompt_tokens,
         .completion_tokens = chat.completion_tokens,
+        .cached_tokens = chat.cached_tokens,
         .processing_ms = chat.delay_ms,
         .hit_max_tokens = chat.hit_max_tokens,
     };
@@ -1046,17 +1225,22 @@ static void handle_chat(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t
     counters_t *count = &dep->count;
     count->admitted++;
     count->tokens_charged += chat.cost_tokens;
+    count->input_tokens_charged += chat.input_tokens;
+    count->output_tokens_charged += chat.output_tokens;
     count->prompt_tokens += chat.prompt_tokens;
     count->completion_tokens += chat.completion_tokens;
+    count->cached_tokens += chat.cached_tokens;
     if (count->first_admit_ms < 0)
         count->first_admit_ms = now_ms - sim->origin_ms;
     count->last_admit_ms = now_ms - sim->origin_ms;
     dep->in_flight++;
     sim->in_flight++;
     resp->in_flight_on = dep;
+    resp->output_refund = chat.output_tokens - chat.completion_tokens;
+    resp->stats_epoch = sim->stats_epoch;
     resp->delay_ms = chat.delay_ms;
     completion_body(sim, resp, dep, &done);
-    limit_headers(resp, dep, now_ms);
+    limit_headers(sim, resp, dep, now_ms);
     add_header(resp, "openai-processing-ms", "%lld", (long long)chat.delay_ms);
     pthread_mutex_unlock(&sim->lock);
 }
@@ -1085,18 +1269,49 @@ static sl_err_t stats_body(sl_sim_t *sim, sl_sim_response_t *resp, int64_t now_m
     for (size_t i = 0; i < sim->cfg->n_deps && ok; i++) {
         const deployment_t *dep = &sim->deps[i];
         const counters_t *c = &dep->count;
+        const dep_config_t *dc = dep->cfg;
+        const struct {
+            const char *name;
+            int64_t value;
+        } fields[] = {
+            {"rpm", dc->rpm},
+            {"tpm", dc->tpm},
+            {"itpm", dc->itpm},
+            {"otpm", dc->otpm},
+            {"rpd", dc->rpd},
+            {"admitted", c->admitted},
+            {"refused", c->refused},
+            {dim_info[SL_SIM_DIM_REQUESTS].stats_field, c->refused_by[SL_SIM_DIM_REQUESTS]},
+            {dim_info[SL_SIM_DIM_TOKENS].stats_field, c->refused_by[SL_SIM_DIM_TOKENS]},
+            {dim_info[SL_SIM_DIM_INPUT_TOKENS].stats_field, c->refused_by[SL_SIM_DIM_INPUT_TOKENS]},
+            {dim_info[SL_SIM_DIM_OUTPUT_TOKENS].stats_field,
+             c->refused_by[SL_SIM_DIM_OUTPUT_TOKENS]},
+            {dim_info[SL_SIM_DIM_REQUESTS_DAY].stats_field, c->refused_by[SL_SIM_DIM_REQUESTS_DAY]},
+            {"replayed", c->replayed},
+            {"errors", c->errors},
+            {"tokens_charged", c->tokens_charged},
+            {"input_tokens_charged", c->input_tokens_charged},
+            {"output_tokens_charged", c->output_tokens_charged},
+            {"prompt_tokens", c->prompt_tokens},
+            {"completion_tokens", c->completion_tokens},
+            {"cached_tokens", c->cached_tokens},
+            {"in_flight", dep->in_flight},
+            {"requests_today", sl_sim_limiter_day_count(dep->lim, now_ms)},
+        };
+        json_t *one = json_pack("{s:s}", "model", dc->model);
+        for (size_t f = 0; one != NULL && f < sizeof fields / sizeof fields[0]; f++) {
+            if (json_object_set_new(one, fields[f].name, json_integer(fields[f].value)) != 0) {
+                json_decref(one);
+                one = NULL;
+            }
+        }
         json_t *first = c->first_admit_ms < 0 ? json_null() : json_integer(c->first_admit_ms);
         json_t *last = c->last_admit_ms < 0 ? json_null() : json_integer(c->last_admit_ms);
-        json_t *one = json_pack(
-            "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o*, s:o*}",
-            "model", dep->cfg->model, "rpm", (json_int_t)dep->cfg->rpm, "tpm",
-            (json_int_t)dep->cfg->tpm, "admitted", (json_int_t)c->admitted, "refused",
-            (json_int_t)c->refused, "refused_requests_dim", (json_int_t)c->refused_requests_dim,
-            "refused_tokens_dim", (json_int_t)c->refused_tokens_dim, "replayed",
-            (json_int_t)c->replayed, "errors", (json_int_t)c->errors, "tokens_charged",
-            (json_int_t)c->tokens_charged, "prompt_tokens", (json_int_t)c->prompt_tokens,
-            "completion_tokens", (json_int_t)c->completion_tokens, "in_flight",
-            (json_int_t)dep->in_flight, "first_admit_ms", first, "last_admit_ms", last);
+        if (one != NULL && (json_object_set_new(one, "first_admit_ms", first) != 0 ||
+                            json_object_set_new(one, "last_admit_ms", last) != 0)) {
+            json_decref(one);
+            one = NULL;
+        }
         ok = one != NULL && json_object_set_new(deps, dep->cfg->name, one) == 0;
     }
     pthread_mutex_unlock(&sim->lock);
@@ -1173,6 +1388,7 @@ sl_err_t sl_sim_handle(sl_sim_t *sim, const sl_sim_request_t *req, int64_t now_m
             pthread_mutex_lock(&sim->lock);
             for (size_t i = 0; i < sim->cfg->n_deps; i++)
                 counters_reset(&sim->deps[i].count);
+            sim->stats_epoch++;
             pthread_mutex_unlock(&sim->lock);
             common_headers(sim, resp, "application/json");
             resp->status = 200;
@@ -1205,8 +1421,15 @@ void sl_sim_finish(sl_sim_t *sim, sl_sim_response_t *resp)
     if (resp == NULL || resp->in_flight_on == NULL)
         return;
     pthread_mutex_lock(&sim->lock);
-    resp->in_flight_on->in_flight--;
+    deployment_t *dep = resp->in_flight_on;
+    dep->in_flight--;
     sim->in_flight--;
+    if (resp->output_refund > 0) {
+        sl_sim_limiter_refund(dep->lim, SL_SIM_DIM_OUTPUT_TOKENS, resp->output_refund);
+        /* A refund for a charge made before POST /stats/reset belongs to the zeroed counters. */
+        if (resp->stats_epoch == sim->stats_epoch)
+            dep->count.output_tokens_charged -= resp->output_refund;
+    }
     pthread_mutex_unlock(&sim->lock);
     resp->in_flight_on = NULL;
 }
@@ -1295,4 +1518,18 @@ size_t sl_sim_go_duration(int64_t ms, char *buf, size_t len)
     if (len > 0)
         snprintf(buf, len, "%s", tmp);
     return n < 0 ? 0 : (size_t)n;
+}
+
+size_t sl_sim_rfc3339(int64_t unix_ms, char *buf, size_t len)
+{
+    char tmp[64] = "";
+    int64_t unix_s = unix_ms / 1000 + (unix_ms % 1000 > 0 ? 1 : 0);
+    time_t t = (time_t)unix_s;
+    struct tm tm;
+    size_t n = 0;
+    if ((int64_t)t == unix_s && gmtime_r(&t, &tm) != NULL)
+        n = strftime(tmp, sizeof tmp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (len > 0)
+        snprintf(buf, len, "%s", tmp);
+    return n;
 }

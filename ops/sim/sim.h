@@ -10,6 +10,9 @@
  * tokens the way OpenAI documents (max of max_tokens and a character-based prompt estimate, or
  * their sum), answers with OpenAI's bodies and x-ratelimit-* headers, replays responses for a
  * repeated Idempotency-Key without charging again, and counts everything for GET /stats.
+ * Optionally it also enforces Anthropic-style limits: input tokens per minute (ITPM, cache reads
+ * excluded), output tokens per minute (OTPM) and a daily request quota (RPD), simulates cache
+ * reads, and sends anthropic-ratelimit-* headers instead of OpenAI's.
  *
  * Thread-safety: an sl_sim_t may be used from several threads at once (one internal mutex).
  * A config is immutable once passed to sl_sim_new.
@@ -82,8 +85,10 @@ typedef struct {
 sl_err_t sl_sim_handle(sl_sim_t *sim, const sl_sim_request_t *req, int64_t now_ms,
                        sl_sim_response_t **out);
 
-/* Ends resp's in-flight count: call when it has been handed to the network (or abandoned).
- * Calling it again, or for a response that was never in flight, is a no-op. */
+/* Ends resp's in-flight count: call when it has been handed to the network (or abandoned). With
+ * "otpm_counting": "max_tokens" this is also when the output tokens charged beyond the
+ * completion are given back. Calling it again, or for a response that was never in flight, is a
+ * no-op. */
 void sl_sim_finish(sl_sim_t *sim, sl_sim_response_t *resp);
 
 /* ---- Responses (owned by the caller of sl_sim_handle) ----------------------------------- */
@@ -113,6 +118,12 @@ void sl_sim_response_free(sl_sim_response_t *resp);
  * OpenAI's x-ratelimit-reset-* headers, into buf (always NUL-terminated when len > 0). Returns
  * the length the full string needs, like snprintf. Negative ms are written as 0s. */
 size_t sl_sim_go_duration(int64_t ms, char *buf, size_t len);
+
+/* Writes the UTC time unix_ms (milliseconds since 1970), rounded up to a whole second, as
+ * RFC 3339 ("2026-12-02T12:40:59Z"), the format of Anthropic's anthropic-ratelimit-*-reset
+ * headers, into buf (always NUL-terminated when len > 0). Returns the length the full string
+ * needs, like snprintf; 0 when the time cannot be represented. */
+size_t sl_sim_rfc3339(int64_t unix_ms, char *buf, size_t len);
 
 /* OpenAI-style prompt estimate: ceil(characters / 4) over every message's "content" (a string or
  * an array of {"type":"text","text":...} parts), counting UTF-8 code points. body must be a JSON
