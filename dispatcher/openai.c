@@ -2,17 +2,24 @@
 #include "openai.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "util.h"
+
 void sl_ratelimit_init(sl_ratelimit_t *rl)
 {
     rl->limit_requests = rl->limit_tokens = -1;
+    rl->limit_input_tokens = rl->limit_output_tokens = -1;
     rl->remaining_requests = rl->remaining_tokens = -1;
+    rl->remaining_input_tokens = rl->remaining_output_tokens = -1;
     rl->reset_requests_ms = rl->reset_tokens_ms = -1;
+    rl->reset_input_tokens_ms = rl->reset_output_tokens_ms = -1;
     rl->retry_after_ms = -1;
     rl->should_retry = -1;
+    rl->now_ms = -1;
 }
 
 int64_t sl_go_duration_ms(const char *s, size_t len)
@@ -95,6 +102,146 @@ static int64_t integer(const char *v, size_t len)
     return (end == buf || *end != '\0') ? -1 : (int64_t)x;
 }
 
+/* Reads exactly n decimal digits at s (no sign); -1 when any is not a digit. */
+static int digits(const char *s, size_t n)
+{
+    int v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i]))
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* Days from 1970-01-01 to the proleptic Gregorian date y-m-d (m 1..12); Howard Hinnant's
+ * days_from_civil, exact for every year of four digits. */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int days_in_month(int y, int m)
+{
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return m == 2 && leap ? 29 : days[m - 1];
+}
+
+int64_t sl_rfc3339_ms(const char *s, size_t len)
+{
+    /* "YYYY-MM-DDTHH:MM:SS" is 19 bytes; a fraction and a zone follow. */
+    if (s == NULL || len < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
+        s[13] != ':' || s[16] != ':')
+        return -1;
+    int year = digits(s, 4);
+    int mon = digits(s + 5, 2);
+    int day = digits(s + 8, 2);
+    int hour = digits(s + 11, 2);
+    int min = digits(s + 14, 2);
+    int sec = digits(s + 17, 2);
+    /* Second 60 is a leap second; it counts as the next minute's first second. */
+    if (year < 0 || mon < 1 || mon > 12 || day < 1 || day > days_in_month(year, mon) || hour < 0 ||
+        hour > 23 || min < 0 || min > 59 || sec < 0 || sec > 60)
+        return -1;
+    size_t i = 19;
+    int64_t frac_ms = 0;
+    if (s[i] == '.') {
+        size_t first = ++i;
+        while (i < len && isdigit((unsigned char)s[i])) {
+            if (i - first < 3)
+                frac_ms = frac_ms * 10 + (s[i] - '0');
+            i++;
+        }
+        if (i == first)
+            return -1;
+        for (size_t n = i - first; n < 3; n++)
+            frac_ms *= 10;
+    }
+    int64_t offset_s;
+    if (i + 1 == len && (s[i] == 'Z' || s[i] == 'z')) {
+        offset_s = 0;
+    } else if (i + 6 == len && (s[i] == '+' || s[i] == '-') && s[i + 3] == ':') {
+        int oh = digits(s + i + 1, 2);
+        int om = digits(s + i + 4, 2);
+        if (oh < 0 || oh > 23 || om < 0 || om > 59)
+            return -1;
+        offset_s = (s[i] == '-' ? -1 : 1) * (int64_t)(oh * 3600 + om * 60);
+    } else {
+        return -1;
+    }
+    int64_t epoch_s =
+        days_from_civil(year, mon, day) * 86400 + hour * 3600 + min * 60 + sec - offset_s;
+    if (epoch_s < 0)
+        return -1;
+    return epoch_s * 1000 + frac_ms;
+}
+
+/* How a rate-limit header's value is read. */
+typedef enum {
+    VALUE_COUNT,       /* a non-negative integer */
+    VALUE_GO_DURATION, /* OpenAI's reset: time until restored, "6m0s" */
+    VALUE_RFC3339,     /* Anthropic's reset: the instant it is restored */
+} value_kind_t;
+
+#define FIELD(member) offsetof(sl_ratelimit_t, member)
+
+static const struct {
+    const char *name;
+    value_kind_t kind;
+    size_t field; /* offset of the int64_t member */
+} ratelimit_headers[] = {
+    {"x-ratelimit-limit-requests", VALUE_COUNT, FIELD(limit_requests)},
+    {"x-ratelimit-limit-tokens", VALUE_COUNT, FIELD(limit_tokens)},
+    {"x-ratelimit-remaining-requests", VALUE_COUNT, FIELD(remaining_requests)},
+    {"x-ratelimit-remaining-tokens", VALUE_COUNT, FIELD(remaining_tokens)},
+    {"x-ratelimit-reset-requests", VALUE_GO_DURATION, FIELD(reset_requests_ms)},
+    {"x-ratelimit-reset-tokens", VALUE_GO_DURATION, FIELD(reset_tokens_ms)},
+    {"anthropic-ratelimit-requests-limit", VALUE_COUNT, FIELD(limit_requests)},
+    {"anthropic-ratelimit-requests-remaining", VALUE_COUNT, FIELD(remaining_requests)},
+    {"anthropic-ratelimit-requests-reset", VALUE_RFC3339, FIELD(reset_requests_ms)},
+    {"anthropic-ratelimit-tokens-limit", VALUE_COUNT, FIELD(limit_tokens)},
+    {"anthropic-ratelimit-tokens-remaining", VALUE_COUNT, FIELD(remaining_tokens)},
+    {"anthropic-ratelimit-tokens-reset", VALUE_RFC3339, FIELD(reset_tokens_ms)},
+    {"anthropic-ratelimit-input-tokens-limit", VALUE_COUNT, FIELD(limit_input_tokens)},
+    {"anthropic-ratelimit-input-tokens-remaining", VALUE_COUNT, FIELD(remaining_input_tokens)},
+    {"anthropic-ratelimit-input-tokens-reset", VALUE_RFC3339, FIELD(reset_input_tokens_ms)},
+    {"anthropic-ratelimit-output-tokens-limit", VALUE_COUNT, FIELD(limit_output_tokens)},
+    {"anthropic-ratelimit-output-tokens-remaining", VALUE_COUNT, FIELD(remaining_output_tokens)},
+    {"anthropic-ratelimit-output-tokens-reset", VALUE_RFC3339, FIELD(reset_output_tokens_ms)},
+};
+
+#undef FIELD
+
+/* Reads one rate-limit value; -1 when malformed or negative. Azure OpenAI sends -1 for a
+ * remaining count it does not track: that is "not reported", like any other negative. */
+static int64_t ratelimit_value(const sl_ratelimit_t *rl, value_kind_t kind, const char *v,
+                               size_t vlen)
+{
+    switch (kind) {
+    case VALUE_COUNT: {
+        int64_t n = integer(v, vlen);
+        return n >= 0 ? n : -1;
+    }
+    case VALUE_GO_DURATION:
+        return sl_go_duration_ms(v, vlen);
+    case VALUE_RFC3339: {
+        int64_t at_ms = sl_rfc3339_ms(v, vlen);
+        if (at_ms < 0)
+            return -1;
+        int64_t now_ms = rl->now_ms >= 0 ? rl->now_ms : sl_now_ms();
+        /* A reset already behind us (clock skew, a slow response) means "restored now". */
+        return at_ms > now_ms ? at_ms - now_ms : 0;
+    }
+    }
+    return -1;
+}
+
 void sl_openai_header(sl_ratelimit_t *rl, const char *line, size_t len)
 {
     const char *colon = memchr(line, ':', len);
@@ -109,32 +256,46 @@ void sl_openai_header(sl_ratelimit_t *rl, const char *line, size_t len)
     }
     while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
         vlen--;
-#define IS(name) (nlen == sizeof(name) - 1 && strncasecmp(line, name, nlen) == 0)
+#define IS(name) (nlen == strlen(name) && strncasecmp(line, name, nlen) == 0)
     if (IS("retry-after-ms")) {
         int64_t ms = seconds_ms(v, vlen);
         if (ms >= 0)
             rl->retry_after_ms = ms / 1000; /* seconds_ms scaled by 1000 */
-    } else if (IS("retry-after")) {
+        return;
+    }
+    if (IS("retry-after")) {
         /* retry-after-ms is more precise; keep it when it came first. */
         int64_t ms = seconds_ms(v, vlen);
         if (ms >= 0 && rl->retry_after_ms < 0)
             rl->retry_after_ms = ms;
-    } else if (IS("x-ratelimit-limit-requests")) {
-        rl->limit_requests = integer(v, vlen);
-    } else if (IS("x-ratelimit-limit-tokens")) {
-        rl->limit_tokens = integer(v, vlen);
-    } else if (IS("x-ratelimit-remaining-requests")) {
-        rl->remaining_requests = integer(v, vlen);
-    } else if (IS("x-ratelimit-remaining-tokens")) {
-        rl->remaining_tokens = integer(v, vlen);
-    } else if (IS("x-ratelimit-reset-requests")) {
-        rl->reset_requests_ms = sl_go_duration_ms(v, vlen);
-    } else if (IS("x-ratelimit-reset-tokens")) {
-        rl->reset_tokens_ms = sl_go_duration_ms(v, vlen);
-    } else if (IS("x-should-retry")) {
+        return;
+    }
+    if (IS("x-should-retry")) {
         rl->should_retry = vlen == 4 && strncasecmp(v, "true", 4) == 0 ? 1 : 0;
+        return;
+    }
+    for (size_t i = 0; i < sizeof ratelimit_headers / sizeof ratelimit_headers[0]; i++) {
+        if (IS(ratelimit_headers[i].name)) {
+            int64_t x = ratelimit_value(rl, ratelimit_headers[i].kind, v, vlen);
+            if (x >= 0)
+                *(int64_t *)((char *)rl + ratelimit_headers[i].field) = x;
+            return;
+        }
     }
 #undef IS
+}
+
+/* Azure OpenAI reports remaining -1 or 0 on some APIs where it tracks nothing (PROVIDERS.md);
+ * -1 never reaches the struct (see ratelimit_value). A 0 is only believed when the same response
+ * also reported a positive limit for that dimension: a real exhausted bucket comes with its
+ * limit (OpenAI and Anthropic send both), while a lone 0 would make the scheduler stop
+ * sending to a deployment that has capacity. Applied here rather than at parse time so that the
+ * order of the headers does not matter. */
+static int64_t reported_remaining(int64_t remaining, int64_t limit)
+{
+    if (remaining > 0)
+        return remaining;
+    return remaining == 0 && limit > 0 ? 0 : -1;
 }
 
 void sl_ratelimit_to_json(const sl_ratelimit_t *rl, json_t *obj)
@@ -142,13 +303,23 @@ void sl_ratelimit_to_json(const sl_ratelimit_t *rl, json_t *obj)
     struct {
         const char *name;
         int64_t v;
-    } f[] = {{"limit_requests", rl->limit_requests},
-             {"limit_tokens", rl->limit_tokens},
-             {"remaining_requests", rl->remaining_requests},
-             {"remaining_tokens", rl->remaining_tokens},
-             {"reset_requests_ms", rl->reset_requests_ms},
-             {"reset_tokens_ms", rl->reset_tokens_ms},
-             {"should_retry", rl->should_retry}};
+    } f[] = {
+        {"limit_requests", rl->limit_requests},
+        {"limit_tokens", rl->limit_tokens},
+        {"limit_input_tokens", rl->limit_input_tokens},
+        {"limit_output_tokens", rl->limit_output_tokens},
+        {"remaining_requests", reported_remaining(rl->remaining_requests, rl->limit_requests)},
+        {"remaining_tokens", reported_remaining(rl->remaining_tokens, rl->limit_tokens)},
+        {"remaining_input_tokens",
+         reported_remaining(rl->remaining_input_tokens, rl->limit_input_tokens)},
+        {"remaining_output_tokens",
+         reported_remaining(rl->remaining_output_tokens, rl->limit_output_tokens)},
+        {"reset_requests_ms", rl->reset_requests_ms},
+        {"reset_tokens_ms", rl->reset_tokens_ms},
+        {"reset_input_tokens_ms", rl->reset_input_tokens_ms},
+        {"reset_output_tokens_ms", rl->reset_output_tokens_ms},
+        {"should_retry", rl->should_retry},
+    };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         if (f[i].v >= 0)
             json_object_set_new(obj, f[i].name, json_integer(f[i].v));

@@ -7,6 +7,7 @@ PKGS=(
   librdkafka-dev libsqlite3-dev libcurl4-openssl-dev libjansson-dev libsodium-dev
   libmicrohttpd-dev check libsubunit-dev
   sqlite3 curl kafkacat python3 python3-confluent-kafka
+  tzdata  # /usr/share/zoneinfo, read by scheduler/calendar.c
 )
 missing=()
 for p in "${PKGS[@]}"; do

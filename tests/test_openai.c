@@ -1,5 +1,6 @@
-/* test_openai.c - behaviour of the OpenAI dialect (dispatcher/openai.h): rate-limit headers,
- * Go durations, Retry-After, classification of finished calls and usage normalisation.
+/* test_openai.c - behaviour of the OpenAI dialect (dispatcher/openai.h): rate-limit headers
+ * (OpenAI, Azure OpenAI's quirks, Anthropic's), Go durations, RFC 3339 times, Retry-After,
+ * classification of finished calls and usage normalisation.
  *
  * Recorded responses live in tests/fixtures/openai/ (one .http file each) as raw HTTP/1.1 responses
  * (status line, CRLF header lines, blank line, body), shaped after PROVIDERS.md and OpenAI's API.
@@ -61,6 +62,20 @@ static int64_t dur(const char *s)
     return sl_go_duration_ms(s, strlen(s));
 }
 
+static int64_t rfc3339(const char *s)
+{
+    return sl_rfc3339_ms(s, strlen(s));
+}
+
+/* The JSON sl_ratelimit_to_json makes of rl; the caller frees it. */
+static json_t *to_json(const sl_ratelimit_t *rl)
+{
+    json_t *obj = json_object();
+    ck_assert_ptr_nonnull(obj);
+    sl_ratelimit_to_json(rl, obj);
+    return obj;
+}
+
 static json_t *parse(const char *text)
 {
     json_t *v = json_loads(text, 0, NULL);
@@ -84,12 +99,19 @@ START_TEST(init_marks_every_field_unreported)
     sl_ratelimit_init(&rl);
     ck_assert_int_eq(rl.limit_requests, -1);
     ck_assert_int_eq(rl.limit_tokens, -1);
+    ck_assert_int_eq(rl.limit_input_tokens, -1);
+    ck_assert_int_eq(rl.limit_output_tokens, -1);
     ck_assert_int_eq(rl.remaining_requests, -1);
     ck_assert_int_eq(rl.remaining_tokens, -1);
+    ck_assert_int_eq(rl.remaining_input_tokens, -1);
+    ck_assert_int_eq(rl.remaining_output_tokens, -1);
     ck_assert_int_eq(rl.reset_requests_ms, -1);
     ck_assert_int_eq(rl.reset_tokens_ms, -1);
+    ck_assert_int_eq(rl.reset_input_tokens_ms, -1);
+    ck_assert_int_eq(rl.reset_output_tokens_ms, -1);
     ck_assert_int_eq(rl.retry_after_ms, -1);
     ck_assert_int_eq(rl.should_retry, -1);
+    ck_assert_int_eq(rl.now_ms, -1); /* the real clock */
 }
 END_TEST
 
@@ -315,14 +337,256 @@ START_TEST(ratelimit_json_has_only_reported_fields)
     json_decref(obj);
     json_decref(r.body);
 
-    /* Remaining 0 is reported (it is the most important value of all). */
+    /* Remaining 0 is reported (it is the most important value of all) when it comes with its
+     * limit, as OpenAI always sends it; a lone 0 is Azure's quirk (see the Azure tests). */
     sl_ratelimit_init(&rl);
     header(&rl, "x-ratelimit-remaining-requests: 0\r\n");
-    obj = json_object();
-    sl_ratelimit_to_json(&rl, obj);
+    header(&rl, "x-ratelimit-limit-requests: 60\r\n");
+    obj = to_json(&rl);
+    ck_assert_uint_eq(json_object_size(obj), 2);
+    ck_assert_int_eq(jint(obj, "remaining_requests"), 0);
+    ck_assert_int_eq(jint(obj, "limit_requests"), 60);
+    json_decref(obj);
+}
+END_TEST
+
+/* ---- Anthropic -------------------------------------------------------------------------- */
+
+/* 2025-08-21T12:40:00Z, the fixed clock of the Anthropic tests. */
+#define ANTHROPIC_NOW_MS INT64_C(1755780000000)
+
+START_TEST(anthropic_headers_fill_their_fields_with_a_fixed_clock)
+{
+    sl_ratelimit_t rl;
+    sl_ratelimit_init(&rl);
+    rl.now_ms = ANTHROPIC_NOW_MS;
+    header(&rl, "anthropic-ratelimit-requests-limit: 50\r\n");
+    header(&rl, "anthropic-ratelimit-requests-remaining: 49\r\n");
+    header(&rl, "anthropic-ratelimit-requests-reset: 2025-08-21T12:40:01Z\r\n");
+    header(&rl, "anthropic-ratelimit-tokens-limit: 90000\r\n");
+    header(&rl, "anthropic-ratelimit-tokens-remaining: 89000\r\n");
+    header(&rl, "anthropic-ratelimit-tokens-reset: 2025-08-21T12:40:59Z\r\n");
+    header(&rl, "Anthropic-RateLimit-Input-Tokens-Limit: 40000\r\n");
+    header(&rl, "anthropic-ratelimit-input-tokens-remaining: 39000\r\n");
+    header(&rl, "anthropic-ratelimit-input-tokens-reset: 2025-08-21T12:40:00.250Z\r\n");
+    header(&rl, "anthropic-ratelimit-output-tokens-limit: 8000\r\n");
+    header(&rl, "anthropic-ratelimit-output-tokens-remaining: 0\r\n");
+    header(&rl, "anthropic-ratelimit-output-tokens-reset: 2025-08-21T14:41:30+02:00\r\n");
+    header(&rl, "retry-after: 90\r\n");
+    header(&rl, "request-id: req_018EeWyXxfu5pfWkrYcMdjWG\r\n");
+
+    ck_assert_int_eq(rl.limit_requests, 50);
+    ck_assert_int_eq(rl.remaining_requests, 49);
+    ck_assert_int_eq(rl.reset_requests_ms, 1000);
+    ck_assert_int_eq(rl.limit_tokens, 90000);
+    ck_assert_int_eq(rl.remaining_tokens, 89000);
+    ck_assert_int_eq(rl.reset_tokens_ms, 59000);
+    ck_assert_int_eq(rl.limit_input_tokens, 40000);
+    ck_assert_int_eq(rl.remaining_input_tokens, 39000);
+    ck_assert_int_eq(rl.reset_input_tokens_ms, 250);
+    ck_assert_int_eq(rl.limit_output_tokens, 8000);
+    ck_assert_int_eq(rl.remaining_output_tokens, 0);
+    ck_assert_int_eq(rl.reset_output_tokens_ms, 90000);
+    ck_assert_int_eq(rl.retry_after_ms, 90000);
+
+    json_t *obj = to_json(&rl);
+    ck_assert_uint_eq(json_object_size(obj), 12);
+    ck_assert_int_eq(jint(obj, "limit_input_tokens"), 40000);
+    ck_assert_int_eq(jint(obj, "remaining_input_tokens"), 39000);
+    ck_assert_int_eq(jint(obj, "reset_input_tokens_ms"), 250);
+    ck_assert_int_eq(jint(obj, "limit_output_tokens"), 8000);
+    ck_assert_int_eq(jint(obj, "remaining_output_tokens"), 0);
+    ck_assert_int_eq(jint(obj, "reset_output_tokens_ms"), 90000);
+    ck_assert_int_eq(jint(obj, "reset_tokens_ms"), 59000);
+    json_decref(obj);
+}
+END_TEST
+
+START_TEST(anthropic_reset_in_the_past_is_zero)
+{
+    sl_ratelimit_t rl;
+    sl_ratelimit_init(&rl);
+    rl.now_ms = ANTHROPIC_NOW_MS;
+    header(&rl, "anthropic-ratelimit-requests-reset: 2025-08-21T12:39:59Z\r\n");
+    header(&rl, "anthropic-ratelimit-tokens-reset: 2025-08-21T12:40:00Z\r\n");
+    header(&rl, "anthropic-ratelimit-input-tokens-reset: 2020-01-01T00:00:00Z\r\n");
+    ck_assert_int_eq(rl.reset_requests_ms, 0);
+    ck_assert_int_eq(rl.reset_tokens_ms, 0);
+    ck_assert_int_eq(rl.reset_input_tokens_ms, 0);
+}
+END_TEST
+
+START_TEST(anthropic_reset_uses_the_real_clock_by_default)
+{
+    sl_ratelimit_t rl;
+    sl_ratelimit_init(&rl);
+    header(&rl, "anthropic-ratelimit-requests-reset: 2025-08-21T12:40:01Z\r\n"); /* long past */
+    header(&rl, "anthropic-ratelimit-tokens-reset: 9999-12-31T23:59:59Z\r\n");
+    ck_assert_int_eq(rl.reset_requests_ms, 0);
+    ck_assert_int_gt(rl.reset_tokens_ms, 0);
+    ck_assert_int_le(rl.reset_tokens_ms, rfc3339("9999-12-31T23:59:59Z") - ANTHROPIC_NOW_MS);
+}
+END_TEST
+
+START_TEST(anthropic_malformed_or_unknown_headers_are_not_reported)
+{
+    sl_ratelimit_t rl;
+    sl_ratelimit_init(&rl);
+    rl.now_ms = ANTHROPIC_NOW_MS;
+    header(&rl, "anthropic-ratelimit-requests-reset: 1s\r\n"); /* OpenAI's form, wrong here */
+    header(&rl, "anthropic-ratelimit-tokens-reset: 2025-08-21T12:40:59\r\n"); /* no zone */
+    header(&rl, "anthropic-ratelimit-input-tokens-limit: many\r\n");
+    header(&rl, "anthropic-ratelimit-output-tokens-remaining: -1\r\n");
+    header(&rl, "anthropic-ratelimit-tokens: 5\r\n");
+    header(&rl, "anthropic-ratelimit-images-limit: 5\r\n");
+    header(&rl, "anthropic-ratelimit-requests-limit-extra: 5\r\n");
+    ck_assert_int_eq(rl.reset_requests_ms, -1);
+    ck_assert_int_eq(rl.reset_tokens_ms, -1);
+    ck_assert_int_eq(rl.limit_input_tokens, -1);
+    ck_assert_int_eq(rl.remaining_output_tokens, -1);
+    ck_assert_int_eq(rl.limit_tokens, -1);
+    ck_assert_int_eq(rl.limit_requests, -1);
+    json_t *obj = to_json(&rl);
+    ck_assert_uint_eq(json_object_size(obj), 0);
+    json_decref(obj);
+}
+END_TEST
+
+/* ---- Azure OpenAI ----------------------------------------------------------------------- */
+
+START_TEST(azure_remaining_of_minus_one_is_not_reported)
+{
+    sl_ratelimit_t rl;
+    sl_ratelimit_init(&rl);
+    header(&rl, "x-ratelimit-limit-requests: 60\r\n");
+    header(&rl, "x-ratelimit-remaining-requests: -1\r\n");
+    header(&rl, "x-ratelimit-remaining-tokens: -1\r\n");
+    header(&rl, "retry-after-ms: 2000\r\n");
+    header(&rl, "retry-after: 2\r\n");
+    ck_assert_int_eq(rl.remaining_requests, -1);
+    ck_assert_int_eq(rl.remaining_tokens, -1);
+    ck_assert_int_eq(rl.retry_after_ms, 2000);
+    json_t *obj = to_json(&rl);
     ck_assert_uint_eq(json_object_size(obj), 1);
+    ck_assert_int_eq(jint(obj, "limit_requests"), 60);
+    json_decref(obj);
+
+    /* A -1 does not wipe out a count seen before it either. */
+    header(&rl, "x-ratelimit-remaining-requests: 12\r\n");
+    header(&rl, "x-ratelimit-remaining-requests: -1\r\n");
+    ck_assert_int_eq(rl.remaining_requests, 12);
+}
+END_TEST
+
+START_TEST(azure_remaining_of_zero_needs_a_positive_limit)
+{
+    /* In either order, a 0 with a positive limit for the same dimension is kept. */
+    sl_ratelimit_t rl;
+    sl_ratelimit_init(&rl);
+    header(&rl, "x-ratelimit-remaining-tokens: 0\r\n");
+    header(&rl, "x-ratelimit-limit-tokens: 30000\r\n");
+    header(&rl, "x-ratelimit-limit-requests: 180\r\n");
+    header(&rl, "x-ratelimit-remaining-requests: 0\r\n");
+    json_t *obj = to_json(&rl);
+    ck_assert_uint_eq(json_object_size(obj), 4);
+    ck_assert_int_eq(jint(obj, "remaining_tokens"), 0);
     ck_assert_int_eq(jint(obj, "remaining_requests"), 0);
     json_decref(obj);
+
+    /* A 0 with no limit, a limit of 0 or an unreported (-1) limit is not believed. */
+    sl_ratelimit_init(&rl);
+    header(&rl, "x-ratelimit-remaining-requests: 0\r\n");
+    header(&rl, "x-ratelimit-remaining-tokens: 0\r\n");
+    header(&rl, "x-ratelimit-limit-tokens: 0\r\n");
+    header(&rl, "anthropic-ratelimit-input-tokens-remaining: 0\r\n");
+    header(&rl, "anthropic-ratelimit-input-tokens-limit: -1\r\n");
+    ck_assert_int_eq(rl.remaining_requests, 0); /* kept raw; filtered when reported */
+    obj = to_json(&rl);
+    ck_assert_ptr_null(json_object_get(obj, "remaining_requests"));
+    ck_assert_ptr_null(json_object_get(obj, "remaining_tokens"));
+    ck_assert_ptr_null(json_object_get(obj, "remaining_input_tokens"));
+    ck_assert_uint_eq(json_object_size(obj), 1);
+    ck_assert_int_eq(jint(obj, "limit_tokens"), 0);
+    json_decref(obj);
+
+    /* The limit must be the same dimension's: a requests limit does not vouch for tokens. */
+    sl_ratelimit_init(&rl);
+    header(&rl, "x-ratelimit-limit-requests: 180\r\n");
+    header(&rl, "x-ratelimit-remaining-tokens: 0\r\n");
+    obj = to_json(&rl);
+    ck_assert_ptr_null(json_object_get(obj, "remaining_tokens"));
+    json_decref(obj);
+}
+END_TEST
+
+/* ---- RFC 3339 --------------------------------------------------------------------------- */
+
+START_TEST(rfc3339_times_are_parsed)
+{
+    ck_assert_int_eq(rfc3339("2025-08-21T12:40:59Z"), INT64_C(1755780059000));
+    ck_assert_int_eq(rfc3339("2025-08-21t12:40:59z"), INT64_C(1755780059000));
+    ck_assert_int_eq(rfc3339("2025-08-21T12:40:59+00:00"), INT64_C(1755780059000));
+    ck_assert_int_eq(rfc3339("2025-08-21T14:40:59+02:00"), INT64_C(1755780059000));
+    ck_assert_int_eq(rfc3339("2025-08-21T05:10:59-07:30"), INT64_C(1755780059000));
+    ck_assert_int_eq(rfc3339("1970-01-01T00:00:00Z"), 0);
+    ck_assert_int_eq(rfc3339("2024-02-29T23:59:59Z"), INT64_C(1709251199000));
+    /* A leap second is the next minute's first second. */
+    ck_assert_int_eq(rfc3339("2016-12-31T23:59:60Z"), INT64_C(1483228800000));
+}
+END_TEST
+
+START_TEST(rfc3339_fractions_are_truncated_to_milliseconds)
+{
+    ck_assert_int_eq(rfc3339("2025-08-21T12:40:59.5Z"), INT64_C(1755780059500));
+    ck_assert_int_eq(rfc3339("2025-08-21T12:40:59.25Z"), INT64_C(1755780059250));
+    ck_assert_int_eq(rfc3339("2025-08-21T12:40:59.123Z"), INT64_C(1755780059123));
+    ck_assert_int_eq(rfc3339("2025-08-21T12:40:59.123999999Z"), INT64_C(1755780059123));
+    ck_assert_int_eq(rfc3339("2025-08-21T14:40:59.007+02:00"), INT64_C(1755780059007));
+    /* Only the given length is read. */
+    ck_assert_int_eq(sl_rfc3339_ms("2025-08-21T12:40:59Z and more", 20), INT64_C(1755780059000));
+}
+END_TEST
+
+START_TEST(malformed_rfc3339_times_are_rejected)
+{
+    static const char *const bad[] = {
+        "",
+        "Z",
+        "2025-08-21",
+        "2025-08-21T12:40:59",       /* no zone */
+        "2025-08-21 12:40:59Z",      /* RFC 3339 allows the space, HTTP headers do not use it */
+        "2025-08-21T12:40Z",         /* no seconds */
+        "2025-8-21T12:40:59Z",       /* one-digit month */
+        "2025/08/21T12:40:59Z",      /* wrong separators */
+        "+025-08-21T12:40:59Z",      /* a sign is not a digit */
+        "2025-13-01T00:00:00Z",      /* month 13 */
+        "2025-00-01T00:00:00Z",      /* month 0 */
+        "2025-02-29T00:00:00Z",      /* not a leap year */
+        "2025-04-31T00:00:00Z",      /* April has 30 days */
+        "2025-08-00T00:00:00Z",      /* day 0 */
+        "2025-08-21T24:00:00Z",      /* hour 24 */
+        "2025-08-21T12:60:00Z",      /* minute 60 */
+        "2025-08-21T12:40:61Z",      /* second 61 */
+        "2025-08-21T12:40:59.Z",     /* empty fraction */
+        "2025-08-21T12:40:59,5Z",    /* comma fraction */
+        "2025-08-21T12:40:59+2:00",  /* one-digit offset */
+        "2025-08-21T12:40:59+02",    /* offset without minutes */
+        "2025-08-21T12:40:59+0200",  /* offset without colon */
+        "2025-08-21T12:40:59+24:00", /* offset hour 24 */
+        "2025-08-21T12:40:59+02:60", /* offset minute 60 */
+        "2025-08-21T12:40:59ZZ",     /* trailing bytes */
+        "2025-08-21T12:40:59Z ",     /* trailing blank */
+        "2025-08-21T12:40:59 Z",     /* blank before the zone */
+        "1969-12-31T23:59:59Z",      /* before the epoch */
+        "1970-01-01T01:00:00+02:00", /* before the epoch once the offset is applied */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (rfc3339(bad[i]) != -1)
+            ck_abort_msg("\"%s\" parsed as %lld", bad[i], (long long)rfc3339(bad[i]));
+    }
+    ck_assert_int_eq(sl_rfc3339_ms(NULL, 0), -1);
+    /* A length that cuts the zone off is malformed too. */
+    ck_assert_int_eq(sl_rfc3339_ms("2025-08-21T12:40:59Z", 19), -1);
 }
 END_TEST
 
@@ -540,6 +804,18 @@ static Suite *openai_suite(void)
     tcase_add_test(h, should_retry_header_is_read);
     tcase_add_test(h, ratelimit_json_has_only_reported_fields);
     suite_add_tcase(s, h);
+
+    TCase *a = tcase_create("anthropic_azure");
+    tcase_add_test(a, anthropic_headers_fill_their_fields_with_a_fixed_clock);
+    tcase_add_test(a, anthropic_reset_in_the_past_is_zero);
+    tcase_add_test(a, anthropic_reset_uses_the_real_clock_by_default);
+    tcase_add_test(a, anthropic_malformed_or_unknown_headers_are_not_reported);
+    tcase_add_test(a, azure_remaining_of_minus_one_is_not_reported);
+    tcase_add_test(a, azure_remaining_of_zero_needs_a_positive_limit);
+    tcase_add_test(a, rfc3339_times_are_parsed);
+    tcase_add_test(a, rfc3339_fractions_are_truncated_to_milliseconds);
+    tcase_add_test(a, malformed_rfc3339_times_are_rejected);
+    suite_add_tcase(s, a);
 
     TCase *c = tcase_create("classify");
     tcase_add_test(c, recorded_responses_are_classified);
