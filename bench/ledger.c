@@ -1,9 +1,14 @@
 /* bench/ledger - admission decisions per second on one core: the ledger's all-or-nothing
- * reservation over a job's buckets (tenant budget + deployment RPM + TPM), alone and with its
- * durable write (the reservation and its charges in SQLite, committed every 1,000 decisions),
- * and in the same run the raw rate of SQLite inserts of the same records without the ledger.
- * Sizes: 10 to 100,000 tenants, 4 classes, 50 deployments. Usage:
- *   bench/ledger [--decisions N] */
+ * reservation over the six buckets on a job's path (key requests/min, tenant tokens/min, tenant
+ * requests/day, deployment requests/min and tokens/min, provider project tokens/min), alone and
+ * with its durable write (the reservation row with its six charges in SQLite, committed every
+ * 1,000 decisions), and in the same run the raw rate of SQLite inserts of the same records
+ * without the ledger. Sizes: 10 to 100,000 tenants, 4 classes, 50 deployments in 10 projects.
+ * Usage:
+ *   bench/ledger [--decisions N] [--tenants T] [--batch B]
+ * --tenants runs that one size instead of the four; --batch sets the decisions per transaction
+ * (default 1,000), to see what smaller commits cost.
+ */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +19,12 @@
 #include "store.h"
 #include "util.h"
 
-enum { DEPLOYMENTS = 50, CLASSES = 4, BATCH = 1000 };
+enum { DEPLOYMENTS = 50, PROJECTS = 10, CLASSES = 4, CHARGES = 6 };
 
-static uint64_t rng = 0x9E3779B97F4A7C15ULL;
+/* Decisions per transaction (--batch). */
+static int64_t batch = 1000;
+
+static uint64_t rng;
 static uint64_t next_rand(void)
 {
     rng ^= rng << 13;
@@ -25,37 +33,106 @@ static uint64_t next_rand(void)
     return rng;
 }
 
-/* The next random decision: which tenant, class and deployment. */
-static void next_decision(int tenants, int *tenant, int *cls, int *dep)
-{
-    uint64_t r = next_rand();
-    *tenant = (int)(r % (uint64_t)tenants);
-    *cls = (int)((r >> 20) % CLASSES);
-    *dep = (int)((r >> 32) % DEPLOYMENTS);
-}
-
 static const char *const class_names[CLASSES] = {"interactive", "standard", "partner", "batch"};
 
+/* The buckets: three per tenant (its key's requests/min, its tokens/min and requests/day), two
+ * per deployment, and one per provider project (5 deployments each); and the tenant and
+ * deployment names, which the scheduler has from its config. */
 typedef struct {
-    double ledger_only, durable, raw_insert; /* decisions (or inserts) per second */
-    double admitted_share;
-} result_t;
+    sl_ledger_t *ledger;
+    int *key_rpm, *tenant_tpm, *tenant_rpd;
+    int dep_rpm[DEPLOYMENTS], dep_tpm[DEPLOYMENTS], project_tpm[PROJECTS];
+    char (*tenant_name)[16];
+    char dep_name[DEPLOYMENTS][16];
+} buckets_t;
 
-/* One reservation record as the scheduler writes it. */
-static sl_err_t write_record(sl_store_t *st, const sl_ledger_t *l, int64_t n, int tenant,
-                             int cls, int dep, const sl_charge_t *ch, int nch, int64_t now)
+/* One decision: which tenant, class and deployment, and what it charges. */
+typedef struct {
+    int tenant, cls, dep;
+    sl_charge_t ch[CHARGES];
+} decision_t;
+
+/* Charge rules as the scheduler writes them: token charges on our own budgets are settled at
+ * the real usage, requests and the provider's counters keep what they counted at receipt. */
+static const char *const rules[CHARGES] = {"keep", "actual_total", "keep", "keep", "keep", "keep"};
+
+static void next_decision(const buckets_t *b, int tenants, decision_t *d)
 {
-    char res_id[33], job_id[40], tname[32], dname[32];
-    snprintf(res_id, sizeof res_id, "r%031lld", (long long)n);
-    snprintf(job_id, sizeof job_id, "j%lld", (long long)n);
-    snprintf(tname, sizeof tname, "t%d", tenant);
-    snprintf(dname, sizeof dname, "d%d", dep);
+    uint64_t r = next_rand();
+    d->tenant = (int)(r % (uint64_t)tenants);
+    d->cls = (int)((r >> 20) % CLASSES);
+    d->dep = (int)((r >> 32) % DEPLOYMENTS);
+    d->ch[0] = (sl_charge_t){b->key_rpm[d->tenant], 1};
+    d->ch[1] = (sl_charge_t){b->tenant_tpm[d->tenant], 500};
+    d->ch[2] = (sl_charge_t){b->tenant_rpd[d->tenant], 1};
+    d->ch[3] = (sl_charge_t){b->dep_rpm[d->dep], 1};
+    d->ch[4] = (sl_charge_t){b->dep_tpm[d->dep], 500};
+    d->ch[5] = (sl_charge_t){b->project_tpm[d->dep % PROJECTS], 500};
+}
+
+/* Adds a bucket with room for every decision of the run: the benchmark measures the cost of a
+ * decision, not refusals. */
+static int add_bucket(sl_ledger_t *l, const char *fmt, int n, int64_t now)
+{
+    char id[64];
+    snprintf(id, sizeof id, fmt, n);
+    return sl_ledger_add(l, id, 1e12, 1e12 / 60000, 0, 1e12, now);
+}
+
+static int buckets_init(buckets_t *b, int tenants, int64_t now)
+{
+    memset(b, 0, sizeof *b);
+    b->ledger = sl_ledger_new();
+    b->key_rpm = malloc((size_t)tenants * sizeof *b->key_rpm);
+    b->tenant_tpm = malloc((size_t)tenants * sizeof *b->tenant_tpm);
+    b->tenant_rpd = malloc((size_t)tenants * sizeof *b->tenant_rpd);
+    b->tenant_name = malloc((size_t)tenants * sizeof *b->tenant_name);
+    if (b->ledger == NULL || b->key_rpm == NULL || b->tenant_tpm == NULL || b->tenant_rpd == NULL ||
+        b->tenant_name == NULL)
+        return -1;
+    for (int p = 0; p < PROJECTS; p++)
+        b->project_tpm[p] = add_bucket(b->ledger, "project:p%d:tpm", p, now);
+    for (int d = 0; d < DEPLOYMENTS; d++) {
+        snprintf(b->dep_name[d], sizeof b->dep_name[d], "d%d", d);
+        b->dep_rpm[d] = add_bucket(b->ledger, "deployment:d%d:rpm", d, now);
+        b->dep_tpm[d] = add_bucket(b->ledger, "deployment:d%d:tpm", d, now);
+    }
+    for (int t = 0; t < tenants; t++) {
+        snprintf(b->tenant_name[t], sizeof b->tenant_name[t], "t%d", t);
+        b->key_rpm[t] = add_bucket(b->ledger, "key:t%d-main:rpm", t, now);
+        b->tenant_tpm[t] = add_bucket(b->ledger, "tenant:t%d:tpm", t, now);
+        b->tenant_rpd[t] = add_bucket(b->ledger, "tenant:t%d:rpd", t, now);
+        if (b->key_rpm[t] < 0 || b->tenant_tpm[t] < 0 || b->tenant_rpd[t] < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void buckets_free(buckets_t *b)
+{
+    sl_ledger_free(b->ledger);
+    free(b->key_rpm);
+    free(b->tenant_tpm);
+    free(b->tenant_rpd);
+    free(b->tenant_name);
+}
+
+/* One reservation record as the scheduler writes it, with an id made as the scheduler makes
+ * them: 12 hex digits of the clock, 4 of a counter, 16 random. */
+static sl_err_t write_record(sl_store_t *st, const buckets_t *b, int64_t n, const decision_t *d,
+                             int64_t now)
+{
+    char res_id[33], job_id[40];
+    snprintf(res_id, sizeof res_id, "%012llx%04x%016llx",
+             (unsigned long long)now & 0xffffffffffffULL, (unsigned)(n & 0xffff),
+             (unsigned long long)next_rand());
+    snprintf(job_id, sizeof job_id, "job-%lld", (long long)n);
     sl_store_res_t r = {.reservation_id = res_id,
                         .job_id = job_id,
-                        .tenant = tname,
+                        .tenant = b->tenant_name[d->tenant],
                         .route = "chat",
-                        .cls = class_names[cls],
-                        .deployment = dname,
+                        .cls = class_names[d->cls],
+                        .deployment = b->dep_name[d->dep],
                         .idempotency_key = job_id,
                         .attempt = 1,
                         .est_input = 200,
@@ -63,14 +140,58 @@ static sl_err_t write_record(sl_store_t *st, const sl_ledger_t *l, int64_t n, in
                         .created_ms = now,
                         .expires_ms = now + 180000,
                         .queue_deadline_ms = now + 600000};
-    const char *ids[3];
-    double amounts[3];
-    const char *rules[3] = {"actual_total", "keep", "keep"};
-    for (int i = 0; i < nch; i++) {
-        ids[i] = sl_ledger_id(l, ch[i].bucket);
-        amounts[i] = ch[i].amount;
+    const char *ids[CHARGES];
+    double amounts[CHARGES];
+    for (int i = 0; i < CHARGES; i++) {
+        ids[i] = sl_ledger_id(b->ledger, d->ch[i].bucket);
+        amounts[i] = d->ch[i].amount;
     }
-    return sl_store_res_open(st, &r, nch, ids, amounts, rules);
+    return sl_store_res_open(st, &r, CHARGES, ids, amounts, rules);
+}
+
+typedef struct {
+    double ledger_only, durable, raw_insert; /* decisions (or inserts) per second */
+    double admitted_share;
+} result_t;
+
+/* Decisions (with their writes when `ledger` is set) or the same writes alone, from the same
+ * random sequence; the clock advances 1 ms every 1,000 decisions. Returns decisions/s or -1. */
+static double run_phase(buckets_t *b, int tenants, int64_t decisions, sl_store_t *st, int ledger,
+                        int64_t t_start, int64_t *admitted)
+{
+    rng = 0x9E3779B97F4A7C15ULL;
+    *admitted = 0;
+    double t0 = sl_mono_ms();
+    if (st != NULL && sl_store_begin(st) != SL_OK)
+        return -1;
+    for (int64_t i = 0; i < decisions; i++) {
+        decision_t d;
+        next_decision(b, tenants, &d);
+        int64_t now = t_start + i / 1000;
+        if (ledger && sl_ledger_reserve(b->ledger, d.ch, CHARGES, now, NULL) != SL_OK)
+            continue;
+        (*admitted)++;
+        if (st != NULL && write_record(st, b, i, &d, now) != SL_OK)
+            return -1;
+        if (st != NULL && i % batch == batch - 1 &&
+            (sl_store_commit(st) != SL_OK || sl_store_begin(st) != SL_OK))
+            return -1;
+    }
+    if (st != NULL && sl_store_commit(st) != SL_OK)
+        return -1;
+    return (double)decisions / ((sl_mono_ms() - t0) / 1000.0);
+}
+
+static sl_store_t *open_store(const char *dir, const char *name)
+{
+    char db[160], err[256];
+    snprintf(db, sizeof db, "%s/%s", dir, name);
+    sl_store_t *st = NULL;
+    if (sl_store_open(db, "schema/ledger.sql", &st, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "store: %s\n", err);
+        return NULL;
+    }
+    return st;
 }
 
 static int run_size(int tenants, int64_t decisions, result_t *out)
@@ -78,104 +199,67 @@ static int run_size(int tenants, int64_t decisions, result_t *out)
     char dir[] = "/tmp/sluice-ledger-bench-XXXXXX";
     if (mkdtemp(dir) == NULL)
         return -1;
-    char db[128], cmd[160];
-    int64_t now = 1800000000000LL;
-    sl_ledger_t *l = sl_ledger_new();
-    int *tb = malloc((size_t)tenants * sizeof *tb);
-    int rpm[DEPLOYMENTS], tpm[DEPLOYMENTS];
-    char id[64];
-    for (int d = 0; d < DEPLOYMENTS; d++) {
-        snprintf(id, sizeof id, "deployment:d%d:rpm", d);
-        rpm[d] = sl_ledger_add(l, id, 10000, 10000.0 / 60000, 0, 10000, now);
-        snprintf(id, sizeof id, "deployment:d%d:tpm", d);
-        tpm[d] = sl_ledger_add(l, id, 2e7, 2e7 / 60000, 0, 2e7, now);
-    }
-    for (int t = 0; t < tenants; t++) {
-        snprintf(id, sizeof id, "tenant:t%d:tokens", t);
-        tb[t] = sl_ledger_add(l, id, 1e9, 1e9 / 60000, 0, 1e9, now);
-    }
-    /* The decisions: random tenant, class and deployment; the clock advances 1 us each. */
-    int64_t admitted = 0;
-    double t0 = sl_mono_ms();
-    for (int64_t i = 0; i < decisions; i++) {
-        int tenant, cls, dep;
-        next_decision(tenants, &tenant, &cls, &dep);
-        sl_charge_t ch[3] = {{tb[tenant], 500}, {rpm[dep], 1}, {tpm[dep], 300}};
-        if (sl_ledger_reserve(l, ch, 3, now + i / 1000, NULL) == SL_OK)
-            admitted++;
-    }
-    out->ledger_only = (double)decisions / ((sl_mono_ms() - t0) / 1000.0);
-    out->admitted_share = (double)admitted / (double)decisions;
-
-    /* Decisions with their durable write. */
-    snprintf(db, sizeof db, "%s/ledger.db", dir);
+    int64_t now = 1800000000000LL, admitted;
+    buckets_t b;
+    int rc = -1;
     sl_store_t *st = NULL;
-    char err[256];
-    if (sl_store_open(db, "schema/ledger.sql", &st, err, sizeof err) != SL_OK) {
-        fprintf(stderr, "store: %s\n", err);
-        return -1;
-    }
-    int64_t base = now + decisions;
-    t0 = sl_mono_ms();
-    sl_store_begin(st);
-    for (int64_t i = 0; i < decisions; i++) {
-        int tenant, cls, dep;
-        next_decision(tenants, &tenant, &cls, &dep);
-        sl_charge_t ch[3] = {{tb[tenant], 500}, {rpm[dep], 1}, {tpm[dep], 300}};
-        if (sl_ledger_reserve(l, ch, 3, base + i / 1000, NULL) == SL_OK)
-            write_record(st, l, i, tenant, cls, dep, ch, 3, base + i / 1000);
-        if (i % BATCH == BATCH - 1) {
-            sl_store_commit(st);
-            sl_store_begin(st);
-        }
-    }
-    sl_store_commit(st);
-    out->durable = (double)decisions / ((sl_mono_ms() - t0) / 1000.0);
+    if (buckets_init(&b, tenants, now) != 0)
+        goto out;
+    out->ledger_only = run_phase(&b, tenants, decisions, NULL, 1, now, &admitted);
+    out->admitted_share = (double)admitted / (double)decisions;
+    /* Decisions with their durable write, later on the same ledger. */
+    st = open_store(dir, "ledger.db");
+    if (st == NULL)
+        goto out;
+    out->durable = run_phase(&b, tenants, decisions, st, 1, now + 3600000, &admitted);
     sl_store_close(st);
-
     /* The same records inserted without the ledger: the storage ceiling. */
-    snprintf(db, sizeof db, "%s/raw.db", dir);
-    if (sl_store_open(db, "schema/ledger.sql", &st, err, sizeof err) != SL_OK)
-        return -1;
-    t0 = sl_mono_ms();
-    sl_store_begin(st);
-    for (int64_t i = 0; i < decisions; i++) {
-        int tenant, cls, dep;
-        next_decision(tenants, &tenant, &cls, &dep);
-        sl_charge_t ch[3] = {{tb[tenant], 500}, {rpm[dep], 1}, {tpm[dep], 300}};
-        write_record(st, l, i, tenant, cls, dep, ch, 3, now);
-        if (i % BATCH == BATCH - 1) {
-            sl_store_commit(st);
-            sl_store_begin(st);
-        }
-    }
-    sl_store_commit(st);
-    out->raw_insert = (double)decisions / ((sl_mono_ms() - t0) / 1000.0);
+    st = open_store(dir, "raw.db");
+    if (st == NULL)
+        goto out;
+    out->raw_insert = run_phase(&b, tenants, decisions, st, 0, now + 3600000, &admitted);
     sl_store_close(st);
-    sl_ledger_free(l);
-    free(tb);
+    rc = out->durable > 0 && out->raw_insert > 0 ? 0 : -1;
+out:
+    buckets_free(&b);
+    char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     int64_t decisions = 200000;
-    if (argc == 3 && strcmp(argv[1], "--decisions") == 0)
-        decisions = atoll(argv[2]);
-    if (decisions < 1000) {
-        fprintf(stderr, "usage: ledger [--decisions N (>= 1000)]\n");
+    int only_tenants = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--decisions") == 0)
+            decisions = atoll(argv[i + 1]);
+        else if (strcmp(argv[i], "--tenants") == 0)
+            only_tenants = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--batch") == 0)
+            batch = atoll(argv[i + 1]);
+        else
+            decisions = 0;
+    }
+    if (decisions < 1000 || argc % 2 == 0 || only_tenants < 0 || batch < 1) {
+        fprintf(stderr, "usage: ledger [--decisions N (>= 1000)] [--tenants T] [--batch B]\n");
         return 2;
     }
-    static const int sizes[] = {10, 1000, 10000, 100000};
-    printf("\nsluice ledger benchmark: %lld decisions per size, one core, 50 deployments,"
-           " 4 classes\n",
-           (long long)decisions);
+    static const int all_sizes[] = {10, 1000, 10000, 100000};
+    const int *sizes = all_sizes;
+    size_t nsizes = sizeof all_sizes / sizeof all_sizes[0];
+    if (only_tenants > 0) {
+        sizes = &only_tenants;
+        nsizes = 1;
+    }
+    printf("\nsluice ledger benchmark: %lld decisions per size, one core, 6 buckets per decision,"
+           " 50 deployments, 4 classes, %lld decisions per commit\n",
+           (long long)decisions, (long long)batch);
     printf("  %8s %16s %16s %16s %8s %9s\n", "tenants", "ledger only/s", "with writes/s",
            "raw inserts/s", "ratio", "admitted");
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    for (size_t i = 0; i < nsizes; i++) {
         result_t r;
         if (run_size(sizes[i], decisions, &r) != 0)
             return 1;

@@ -2,6 +2,10 @@
  *
  * Statements are prepared once; bind() takes a small format string so each query reads as one
  * line: 's' text, 'I' int64, 'i' int, 'd' double, 'n' NULL.
+ *
+ * The reservation row is written on every admission decision, so its path is kept short: the
+ * charges are packed as JSON by hand, the table has no secondary index, and the number of open
+ * reservations is a counter moved at commit (open_delta) instead of an index on state.
  */
 #include "store.h"
 
@@ -31,14 +35,17 @@ enum {
     Q_RES_OPEN,
     Q_RES_CLOSE,
     Q_RES_CHARGES,
+    Q_RES_SINCE,
     Q_BUCKET_SAVE,
-    Q_BUCKET_LOAD,
+    Q_BUCKET_PUT,
+    Q_BUCKET_GET,
     Q_OUTBOX_ADD,
     Q_OUTBOX_DEL,
     Q_OUTBOX_EACH,
     Q_ESTIMATE,
     Q_COUNT_JOBS,
     Q_COUNT_RES,
+    Q_COUNTER_ADD,
     Q_COUNT_
 };
 
@@ -61,22 +68,27 @@ static const char *const sql_text[Q_COUNT_] = {
                      " lease_expires_ms = NULL, updated_ms = ? WHERE job_id = ?",
     [Q_UNFINISHED] = "SELECT job_id, tenant, route, class, state, reservation_id, deployment,"
                      " attempts, submitted_ms, deadline_ms, not_before_ms, est_input, est_output,"
-                     " est_total, COALESCE(lease_expires_ms, 0), idempotency_key FROM jobs"
+                     " est_total, COALESCE(lease_expires_ms, 0), idempotency_key, key_id FROM jobs"
                      " WHERE state <> 'done' ORDER BY submitted_ms",
-    [Q_RES_OPEN] = "INSERT INTO reservations (reservation_id, job_id, attempt, tenant, route,"
-                   " class, deployment, idempotency_key, est_input, est_output, created_ms,"
-                   " expires_ms, queue_deadline_ms, charges, state)"
-                   " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,'open')",
+    [Q_RES_OPEN] = "INSERT INTO reservations (reservation_id, job_id, attempt, deployment,"
+                   " est_input, est_output, created_ms, expires_ms, charges, state)"
+                   " VALUES (?,?,?,?,?,?,?,?,?,'open')",
     [Q_RES_CLOSE] = "UPDATE reservations SET state = ?, actual_input = ?, actual_output = ?,"
                     " actual_cached = ?, outcome = ?, closed_ms = ?, settled = ?"
                     " WHERE reservation_id = ? AND state = 'open'",
     [Q_RES_CHARGES] = "SELECT charges FROM reservations WHERE reservation_id = ?",
+    /* A range of the primary key: ids begin with their created_ms in hex (see res_open). */
+    [Q_RES_SINCE] = "SELECT charges, settled, created_ms FROM reservations"
+                    " WHERE reservation_id >= ? AND created_ms >= ? ORDER BY reservation_id",
     [Q_BUCKET_SAVE] = "INSERT INTO buckets (bucket_id, scope, dimension, algorithm, unit, source,"
                       " capacity, rate_per_min, level, updated_ms) VALUES (?,?,?,'token_bucket',"
                       " ?, 'config', ?,?,?,?) ON CONFLICT (bucket_id) DO UPDATE SET"
                       " capacity = excluded.capacity, rate_per_min = excluded.rate_per_min,"
                       " level = excluded.level, updated_ms = excluded.updated_ms",
-    [Q_BUCKET_LOAD] = "SELECT level, updated_ms FROM buckets WHERE bucket_id = ?",
+    [Q_BUCKET_PUT] = "INSERT OR REPLACE INTO buckets (bucket_id, scope, dimension, algorithm, unit,"
+                     " source, capacity, rate_per_min, level, updated_ms, state)"
+                     " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+    [Q_BUCKET_GET] = "SELECT level, updated_ms, state FROM buckets WHERE bucket_id = ?",
     [Q_OUTBOX_ADD] = "INSERT INTO outbox (topic, msg_key, value, created_ms) VALUES (?,?,?,?)",
     [Q_OUTBOX_DEL] = "DELETE FROM outbox WHERE seq = ?",
     [Q_OUTBOX_EACH] = "SELECT seq, topic, msg_key, value FROM outbox ORDER BY seq",
@@ -88,7 +100,8 @@ static const char *const sql_text[Q_COUNT_] = {
                    " est_output = est_output + excluded.est_output,"
                    " real_output = real_output + excluded.real_output",
     [Q_COUNT_JOBS] = "SELECT COUNT(*) FROM jobs WHERE state = ?",
-    [Q_COUNT_RES] = "SELECT COUNT(*) FROM reservations WHERE state = 'open'",
+    [Q_COUNT_RES] = "SELECT n FROM counters WHERE name = 'open_reservations'",
+    [Q_COUNTER_ADD] = "UPDATE counters SET n = n + ? WHERE name = 'open_reservations'",
 };
 
 struct sl_store {
@@ -96,6 +109,10 @@ struct sl_store {
     sqlite3_stmt *stmt[Q_COUNT_];
     int lock_fd;
     int is_new;
+    /* Reservations opened minus closed by the current transaction, added to the counter at
+     * commit. Meaningful only while a transaction is open: SQLite rolls one back by itself on
+     * some errors (full disk, I/O), so whenever none is open the delta is dropped. */
+    int64_t open_delta;
 };
 
 static sl_err_t db_err(sl_store_t *s, const char *what)
@@ -198,8 +215,10 @@ sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **o
         goto fail;
     }
     s->is_new = access(db_path, F_OK) != 0;
-    if (sqlite3_open_v2(db_path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-        SQLITE_OK) {
+    /* NOMUTEX: one thread uses a store (store.h), so SQLite's per-call locking is pure cost. */
+    if (sqlite3_open_v2(db_path, &s->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open %s: %s", db_path,
                  s->db ? sqlite3_errmsg(s->db) : "out of memory");
         rc = SL_EDB;
@@ -267,17 +286,32 @@ int sl_store_is_new(const sl_store_t *s)
 
 sl_err_t sl_store_begin(sl_store_t *s)
 {
-    return exec_sql(s, "BEGIN IMMEDIATE");
+    sl_err_t rc = exec_sql(s, "BEGIN IMMEDIATE");
+    if (rc == SL_OK)
+        s->open_delta = 0; /* left by a transaction SQLite rolled back by itself */
+    return rc;
 }
 
+/* Writes the open-reservations counter before COMMIT, in the same transaction as the rows it
+ * counts. Once written the delta is cleared: a failed COMMIT leaves the transaction to the
+ * caller's rollback, which undoes the counter with the rows. */
 sl_err_t sl_store_commit(sl_store_t *s)
 {
+    if (sqlite3_get_autocommit(s->db))
+        s->open_delta = 0;
+    if (s->open_delta != 0) {
+        sl_err_t rc = run(s, bind(s, Q_COUNTER_ADD, "I", s->open_delta), "open count");
+        if (rc != SL_OK)
+            return rc;
+        s->open_delta = 0;
+    }
     return exec_sql(s, "COMMIT");
 }
 
 void sl_store_rollback(sl_store_t *s)
 {
     exec_sql(s, "ROLLBACK");
+    s->open_delta = 0;
 }
 
 static char *column_dup(sqlite3_stmt *st, int col)
@@ -391,6 +425,7 @@ sl_err_t sl_store_each_unfinished(sl_store_t *s,
         row.est_total = sqlite3_column_int64(st, 13);
         row.lease_expires_ms = sqlite3_column_int64(st, 14);
         row.idempotency_key = (const char *)sqlite3_column_text(st, 15);
+        row.key_id = (const char *)sqlite3_column_text(st, 16);
         fn(&row, arg);
     }
     sqlite3_reset(st);
@@ -399,35 +434,114 @@ sl_err_t sl_store_each_unfinished(sl_store_t *s,
 
 enum { MAX_CHARGES_PER_RESERVATION = 16, CHARGES_TEXT_MAX = 8192 };
 
-/* Appends s to buf as a JSON string literal; returns 0, or -1 when buf (cap) is too small. */
+/* Appends str to buf as a JSON string literal; returns 0, or -1 when buf (cap) is too small.
+ * Runs of characters that need no escape are copied at once: bucket ids rarely have any. */
 static int append_json_string(char *buf, size_t *len, size_t cap, const char *str)
 {
     size_t n = *len;
     if (n + 2 >= cap)
         return -1;
     buf[n++] = '"';
-    for (const unsigned char *p = (const unsigned char *)str; *p; p++) {
-        if (n + 8 >= cap)
+    for (const char *p = str; *p != '\0';) {
+        size_t run = 0;
+        while (p[run] != '\0' && p[run] != '"' && p[run] != '\\' && (unsigned char)p[run] >= 0x20)
+            run++;
+        if (n + run + 8 >= cap)
             return -1;
+        memcpy(buf + n, p, run);
+        n += run;
+        p += run;
+        if (*p == '\0')
+            break;
         if (*p == '"' || *p == '\\') {
             buf[n++] = '\\';
-            buf[n++] = (char)*p;
-        } else if (*p < 0x20) {
-            n += (size_t)snprintf(buf + n, cap - n, "\\u%04x", *p);
+            buf[n++] = *p;
         } else {
-            buf[n++] = (char)*p;
+            n += (size_t)snprintf(buf + n, cap - n, "\\u%04x", (unsigned char)*p);
         }
+        p++;
     }
     buf[n++] = '"';
     *len = n;
     return 0;
 }
 
+/* Appends a number as JSON: whole amounts (token and request counts, nearly all of them) as
+ * integers written by hand, the rest with %.17g so they read back exactly. Returns 0, or -1
+ * when buf (cap) is too small. snprintf's floating-point path was a tenth of a reservation's
+ * write. */
+static int append_json_number(char *buf, size_t *len, size_t cap, double v)
+{
+    if (cap - *len < 32)
+        return -1;
+    if (v == v && v > -1e15 && v < 1e15 && v == (double)(int64_t)v) {
+        int64_t x = (int64_t)v;
+        uint64_t u = x < 0 ? (uint64_t)-x : (uint64_t)x;
+        char digits[24];
+        int nd = 0;
+        do {
+            digits[nd++] = (char)('0' + u % 10);
+            u /= 10;
+        } while (u != 0);
+        if (x < 0)
+            buf[(*len)++] = '-';
+        while (nd > 0)
+            buf[(*len)++] = digits[--nd];
+        return 0;
+    }
+    int w = snprintf(buf + *len, cap - *len, "%.17g", v);
+    if (w < 0 || (size_t)w >= cap - *len)
+        return -1;
+    *len += (size_t)w;
+    return 0;
+}
+
+/* Whether id begins with ms as 12 lowercase hex digits, as sl_store_res_t requires: what keeps
+ * the reservations sorted by time and lets res_each_since read a range of the primary key. */
+static int id_begins_with_ms(const char *id, int64_t ms)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (id == NULL || strnlen(id, 12) < 12)
+        return 0;
+    uint64_t v = (uint64_t)ms & 0xffffffffffffULL;
+    for (int i = 11; i >= 0; i--) {
+        if (id[i] != hex[v & 15])
+            return 0;
+        v >>= 4;
+    }
+    return 1;
+}
+
+/* Runs st, a change to one reservation, and moves the open count by delta when it changed a
+ * row. In the caller's transaction the count is written at commit; outside one, the change and
+ * the count get a transaction of their own. On failure nothing changed. */
+static sl_err_t change_reservation(sl_store_t *s, sqlite3_stmt *st, int delta, const char *what)
+{
+    int own = sqlite3_get_autocommit(s->db);
+    if (own) {
+        /* st is bound already; BEGIN is a statement of its own and leaves it as it is. */
+        sl_err_t rc = sl_store_begin(s);
+        if (rc != SL_OK)
+            return rc;
+    }
+    sl_err_t rc = run(s, st, what);
+    if (rc == SL_OK && sqlite3_changes(s->db) == 1)
+        s->open_delta += delta;
+    if (own) {
+        if (rc == SL_OK)
+            rc = sl_store_commit(s);
+        if (rc != SL_OK)
+            sl_store_rollback(s);
+    }
+    return rc;
+}
+
 sl_err_t sl_store_res_open(sl_store_t *s, const sl_store_res_t *r, int ncharges,
                            const char *const *bucket_ids, const double *amounts,
                            const char *const *rules)
 {
-    if (ncharges < 0 || ncharges > MAX_CHARGES_PER_RESERVATION)
+    if (ncharges < 0 || ncharges > MAX_CHARGES_PER_RESERVATION ||
+        !id_begins_with_ms(r->reservation_id, r->created_ms))
         return SL_EINVAL;
     /* [["<bucket>", amount, "<rule>"], ...], built by hand: this runs on every admission. */
     char text[CHARGES_TEXT_MAX];
@@ -441,22 +555,20 @@ sl_err_t sl_store_res_open(sl_store_t *s, const sl_store_res_t *r, int ncharges,
         text[len++] = '[';
         if (append_json_string(text, &len, sizeof text, bucket_ids[i]) != 0)
             return SL_ETOOBIG;
-        int w = snprintf(text + len, sizeof text - len, ",%.17g,", amounts[i]);
-        if (w < 0 || (size_t)w >= sizeof text - len)
+        text[len++] = ',';
+        if (append_json_number(text, &len, sizeof text, amounts[i]) != 0)
             return SL_ETOOBIG;
-        len += (size_t)w;
+        text[len++] = ',';
         if (append_json_string(text, &len, sizeof text, rules[i]) != 0 || len + 3 >= sizeof text)
             return SL_ETOOBIG;
         text[len++] = ']';
     }
     text[len++] = ']';
     text[len] = '\0';
-    return run(s,
-               bind(s, Q_RES_OPEN, "ssisssssIIIIIs", r->reservation_id, r->job_id, r->attempt,
-                    r->tenant, r->route, r->cls, r->deployment, r->idempotency_key,
-                    r->est_input, r->est_output, r->created_ms, r->expires_ms,
-                    r->queue_deadline_ms, text),
-               "reservation open");
+    sqlite3_stmt *st =
+        bind(s, Q_RES_OPEN, "ssisIIIIs", r->reservation_id, r->job_id, r->attempt, r->deployment,
+             r->est_input, r->est_output, r->created_ms, r->expires_ms, text);
+    return change_reservation(s, st, +1, "reservation open");
 }
 
 sl_err_t sl_store_res_close(sl_store_t *s, const char *reservation_id, const char *state,
@@ -469,11 +581,14 @@ sl_err_t sl_store_res_close(sl_store_t *s, const char *reservation_id, const cha
         size_t len = 0;
         text[len++] = '[';
         for (int i = 0; i < nsettled; i++) {
-            int w = isnan(settled[i])
-                        ? snprintf(text + len, sizeof text - len, "%snull", i ? "," : "")
-                        : snprintf(text + len, sizeof text - len, "%s%.17g", i ? "," : "",
-                                   settled[i]);
-            len += (size_t)w;
+            if (i > 0)
+                text[len++] = ',';
+            if (isnan(settled[i])) {
+                memcpy(text + len, "null", 4);
+                len += 4;
+            } else if (append_json_number(text, &len, sizeof text, settled[i]) != 0) {
+                return SL_ETOOBIG; /* cannot happen: 16 numbers of at most 32 characters */
+            }
         }
         text[len++] = ']';
         text[len] = '\0';
@@ -487,7 +602,9 @@ sl_err_t sl_store_res_close(sl_store_t *s, const char *reservation_id, const cha
         sqlite3_bind_null(st, 3);
     if (cached < 0)
         sqlite3_bind_null(st, 4);
-    return run(s, st, "reservation close");
+    /* Closing "as open" would leave the row open: the count moves only when the state does. */
+    int delta = state != NULL && strcmp(state, "open") != 0 ? -1 : 0;
+    return change_reservation(s, st, delta, "reservation close");
 }
 
 sl_err_t sl_store_res_charges(sl_store_t *s, const char *reservation_id,
@@ -520,6 +637,94 @@ sl_err_t sl_store_res_charges(sl_store_t *s, const char *reservation_id,
     return rc;
 }
 
+sl_err_t sl_store_res_each_since(sl_store_t *s, int64_t since_ms,
+                                 void (*fn)(const char *bucket_id, double amount,
+                                            int64_t created_ms, void *arg),
+                                 void *arg)
+{
+    /* The smallest id created at since_ms: its 12 hex digits of time. Every id sorts after a
+     * prefix of itself, and "" before all of them. */
+    char lower[16] = "";
+    if (since_ms > (int64_t)0xffffffffffffLL)
+        return SL_OK; /* after the year 10889: nothing yet */
+    if (since_ms > 0)
+        snprintf(lower, sizeof lower, "%012llx", (unsigned long long)since_ms);
+    sqlite3_stmt *st = bind(s, Q_RES_SINCE, "sI", lower, since_ms);
+    sl_err_t rc = SL_OK;
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        /* Read only at restart, so jansson is fine here. */
+        json_t *charges = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
+        const char *settled_text = (const char *)sqlite3_column_text(st, 1);
+        json_t *settled = settled_text != NULL ? json_loads(settled_text, 0, NULL) : NULL;
+        int64_t created_ms = sqlite3_column_int64(st, 2);
+        if (charges == NULL || (settled_text != NULL && settled == NULL)) {
+            /* Reported, and the replay goes on: the other rows are still worth counting. */
+            sl_error("reservation created at %lld: charges or settled are not valid JSON",
+                     (long long)created_ms);
+            rc = SL_EDB;
+        }
+        size_t i;
+        json_t *c;
+        json_array_foreach(charges, i, c)
+        {
+            const char *bucket = json_string_value(json_array_get(c, 0));
+            json_t *amount = json_array_get(settled, i);
+            if (!json_is_number(amount))
+                amount = json_array_get(c, 1);
+            if (bucket != NULL)
+                fn(bucket, json_number_value(amount), created_ms, arg);
+        }
+        json_decref(charges);
+        json_decref(settled);
+    }
+    if (step != SQLITE_DONE)
+        rc = db_err(s, "reservations since");
+    sqlite3_reset(st);
+    return rc;
+}
+
+sl_err_t sl_store_bucket_put(sl_store_t *s, const sl_store_bucket_t *b)
+{
+    if (b->bucket_id == NULL || b->scope == NULL || b->dimension == NULL || b->algorithm == NULL ||
+        b->unit == NULL || b->source == NULL)
+        return SL_EINVAL;
+    return run(s,
+               bind(s, Q_BUCKET_PUT, "ssssssdddIs", b->bucket_id, b->scope, b->dimension,
+                    b->algorithm, b->unit, b->source, b->capacity, b->rate_per_min, b->level,
+                    b->updated_ms, b->state),
+               "bucket put");
+}
+
+sl_err_t sl_store_bucket_get(sl_store_t *s, const char *bucket_id, double *level,
+                             int64_t *updated_ms, char **state)
+{
+    if (state != NULL)
+        *state = NULL;
+    sqlite3_stmt *st = bind(s, Q_BUCKET_GET, "s", bucket_id);
+    sl_err_t rc = SL_ENOTFOUND;
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        char *text = NULL;
+        rc = SL_OK;
+        if (state != NULL && sqlite3_column_type(st, 2) != SQLITE_NULL) {
+            text = column_dup(st, 2);
+            if (text == NULL)
+                rc = SL_ENOMEM;
+        }
+        if (rc == SL_OK) {
+            *level = sqlite3_column_double(st, 0);
+            *updated_ms = sqlite3_column_int64(st, 1);
+            if (state != NULL)
+                *state = text;
+        }
+    } else if (step != SQLITE_DONE) {
+        rc = db_err(s, "bucket get");
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
 sl_err_t sl_store_bucket_save(sl_store_t *s, const char *bucket_id, const char *scope,
                               const char *dimension, double capacity, double rate_per_min,
                               double level, int64_t updated_ms)
@@ -533,15 +738,7 @@ sl_err_t sl_store_bucket_save(sl_store_t *s, const char *bucket_id, const char *
 sl_err_t sl_store_bucket_load(sl_store_t *s, const char *bucket_id, double *level,
                               int64_t *updated_ms)
 {
-    sqlite3_stmt *st = bind(s, Q_BUCKET_LOAD, "s", bucket_id);
-    sl_err_t rc = SL_ENOTFOUND;
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        *level = sqlite3_column_double(st, 0);
-        *updated_ms = sqlite3_column_int64(st, 1);
-        rc = SL_OK;
-    }
-    sqlite3_reset(st);
-    return rc;
+    return sl_store_bucket_get(s, bucket_id, level, updated_ms, NULL);
 }
 
 sl_err_t sl_store_outbox_add(sl_store_t *s, const char *topic, const char *key,
@@ -599,5 +796,8 @@ int64_t sl_store_count_jobs(sl_store_t *s, const char *state)
 
 int64_t sl_store_count_open_reservations(sl_store_t *s)
 {
-    return count(bind(s, Q_COUNT_RES, ""));
+    int64_t n = count(bind(s, Q_COUNT_RES, ""));
+    if (n >= 0 && !sqlite3_get_autocommit(s->db))
+        n += s->open_delta; /* this transaction's, written at commit */
+    return n;
 }

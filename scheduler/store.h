@@ -4,7 +4,8 @@
  *
  * Callers group changes in transactions (sl_store_begin/commit); Kafka offsets are committed
  * only after the transaction that made their effects durable. One scheduler owns a database
- * file: sl_store_open takes an exclusive lock on it.
+ * file: sl_store_open takes an exclusive lock on it. A store is used by one thread at a time
+ * (its connection is opened without SQLite's mutexes).
  */
 #ifndef SL_STORE_H
 #define SL_STORE_H
@@ -17,10 +18,11 @@
 typedef struct sl_store sl_store_t;
 
 /* The PRAGMA user_version that schema/ledger.sql sets. */
-#define SL_STORE_SCHEMA_VERSION 2
+#define SL_STORE_SCHEMA_VERSION 3
 
 /* Opens (creating if needed) the database at db_path and applies the SQL schema file.
- * *out set only on success. Fails with SL_EBUSY when another scheduler holds the file. */
+ * *out set only on success. Fails with SL_EBUSY when another scheduler holds the file, and with
+ * SL_EDB for a database of another schema version (left as it is). */
 sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **out, char *err,
                        size_t errlen);
 void sl_store_close(sl_store_t *s);
@@ -62,7 +64,7 @@ sl_err_t sl_store_job_finish(sl_store_t *s, const char *job_id, const char *stat
 
 typedef struct {
     const char *job_id, *tenant, *route, *cls, *state, *reservation_id, *deployment;
-    const char *idempotency_key;
+    const char *idempotency_key, *key_id;
     int attempts;
     int64_t submitted_ms, deadline_ms, not_before_ms, est_input, est_output, est_total;
     int64_t lease_expires_ms;
@@ -72,6 +74,10 @@ typedef struct {
 sl_err_t sl_store_each_unfinished(sl_store_t *s,
                                   void (*fn)(const sl_store_row_t *row, void *arg), void *arg);
 
+/* One attempt of one job. reservation_id begins with created_ms as 12 lowercase hex digits
+ * ("%012llx" of created_ms & 0xffffffffffff; the scheduler adds a counter and random digits),
+ * so ids sort by creation time. tenant, route, cls, idempotency_key and queue_deadline_ms are
+ * the job's own: they are not stored again (the job's row has them). */
 typedef struct {
     const char *reservation_id, *job_id, *tenant, *route, *cls, *deployment, *idempotency_key;
     int attempt;
@@ -79,13 +85,16 @@ typedef struct {
 } sl_store_res_t;
 
 /* Records an open reservation with its charges (bucket id, amount and rule each) in one row.
- * ncharges is 0..16 (0: nothing on the job's path is limited). */
+ * ncharges is 0..16 (0: nothing on the job's path is limited). SL_EINVAL when the id does not
+ * begin with its created_ms as above; SL_EDB when the id exists. Outside a transaction it runs
+ * in one of its own. */
 sl_err_t sl_store_res_open(sl_store_t *s, const sl_store_res_t *res, int ncharges,
                            const char *const *bucket_ids, const double *amounts,
                            const char *const *rules);
 /* Closes an open reservation as "reconciled" or "expired" with the real usage (-1 = unknown)
  * and, when settled is not NULL, what each charge was settled at (nsettled values in the order
- * the charges were opened; NAN = not settled). A closed reservation is left as it is. */
+ * the charges were opened; NAN = not settled). A closed reservation is left as it is. Outside a
+ * transaction it runs in one of its own. */
 sl_err_t sl_store_res_close(sl_store_t *s, const char *reservation_id, const char *state,
                             int64_t input, int64_t output, int64_t cached, const char *outcome,
                             int64_t now_ms, const double *settled, int nsettled);
@@ -95,9 +104,42 @@ sl_err_t sl_store_res_charges(sl_store_t *s, const char *reservation_id,
                                          void *arg),
                               void *arg);
 
+/* Calls fn for every charge of every reservation created at or after since_ms (any state),
+ * oldest first: the bucket id, the amount as settled when the reservation was settled (the
+ * "settled" array value, when not null), else the amount charged, and the reservation's
+ * created_ms. Used after a restart to replay what was admitted after a bucket's last save.
+ * Reads only the reservations since since_ms (a range of the time-sorted ids). The strings
+ * passed to fn live until fn returns. SL_EDB when a row cannot be read (the others are still
+ * replayed). */
+sl_err_t sl_store_res_each_since(sl_store_t *s, int64_t since_ms,
+                                 void (*fn)(const char *bucket_id, double amount,
+                                            int64_t created_ms, void *arg),
+                                 void *arg);
+
+/* One bucket's durable state. state is opaque text (JSON) with the algorithm's window counters;
+ * NULL when the algorithm keeps none. */
+typedef struct {
+    const char *bucket_id, *scope, *dimension, *algorithm, *unit, *source;
+    double capacity, rate_per_min, level;
+    int64_t updated_ms;
+    const char *state;
+} sl_store_bucket_t;
+
+/* Inserts or replaces the bucket's row (every column, state included). SL_EINVAL when one of
+ * the strings other than state is NULL. */
+sl_err_t sl_store_bucket_put(sl_store_t *s, const sl_store_bucket_t *b);
+/* Reads a bucket's saved level, time and state (*state: caller frees; NULL when none; pass
+ * state = NULL when it is not wanted). SL_ENOTFOUND when the bucket was never saved; the outputs
+ * are assigned only on success (*state is NULL on entry). */
+sl_err_t sl_store_bucket_get(sl_store_t *s, const char *bucket_id, double *level,
+                             int64_t *updated_ms, char **state);
+
+/* Saves a token bucket's limits and level: a new row gets algorithm "token_bucket", unit =
+ * dimension and source "config"; an existing row keeps those and its state. */
 sl_err_t sl_store_bucket_save(sl_store_t *s, const char *bucket_id, const char *scope,
                               const char *dimension, double capacity, double rate_per_min,
                               double level, int64_t updated_ms);
+/* sl_store_bucket_get without the state. */
 sl_err_t sl_store_bucket_load(sl_store_t *s, const char *bucket_id, double *level,
                               int64_t *updated_ms);
 
@@ -113,7 +155,8 @@ sl_err_t sl_store_estimate_record(sl_store_t *s, const char *route, const char *
                                   const char *deployment, int64_t est_input, int64_t real_input,
                                   int64_t est_output, int64_t real_output);
 
-/* Counts of jobs by state ("queued", "leased", "done") and open reservations. */
+/* Counts of jobs by state ("queued", "leased", "done") and open reservations (the latter kept
+ * as a counter, including this transaction's changes: no table scan); -1 on error. */
 int64_t sl_store_count_jobs(sl_store_t *s, const char *state);
 int64_t sl_store_count_open_reservations(sl_store_t *s);
 

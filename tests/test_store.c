@@ -1,6 +1,7 @@
 /* test_store.c - behaviour of the scheduler's SQLite store (scheduler/store.h): idempotent job
  * insert, the job state machine and its restore scan, reservations and their charges, the
- * outbox, bucket levels, estimate statistics, transactions and the one-owner lock.
+ * open-reservation count and the replay of charges since a time, the outbox, bucket levels and
+ * state, estimate statistics, transactions and the one-owner lock.
  *
  * Each test opens a fresh database in its own mkdtemp() directory with the real schema
  * (schema/ledger.sql); tests run from the repository root. What the store has no reader for is
@@ -141,7 +142,7 @@ typedef struct {
     int n;
     char ids[8][32];
     sl_store_row_t rows[8];
-    char strs[8][7][64]; /* copies of the row's strings (they die after the callback) */
+    char strs[8][8][64]; /* copies of the row's strings (they die after the callback) */
 } rows_t;
 
 static void copy_str(char *dst, const char *src)
@@ -163,6 +164,7 @@ static void collect_row(const sl_store_row_t *row, void *arg)
     copy_str(r->strs[i][4], row->reservation_id);
     copy_str(r->strs[i][5], row->deployment);
     copy_str(r->strs[i][6], row->idempotency_key);
+    copy_str(r->strs[i][7], row->key_id);
 }
 
 START_TEST(lease_requeue_finish_and_each_unfinished_restores_fields)
@@ -204,6 +206,7 @@ START_TEST(lease_requeue_finish_and_each_unfinished_restores_fields)
     ck_assert_str_eq(r.strs[0][3], "queued");
     ck_assert_str_eq(r.strs[0][4], "(null)");
     ck_assert_str_eq(r.strs[0][6], "idem-1");
+    ck_assert_str_eq(r.strs[0][7], "k1");
     ck_assert_int_eq(r.rows[0].attempts, 0);
     ck_assert_int_eq(r.rows[0].submitted_ms, 900);
     ck_assert_int_eq(r.rows[0].deadline_ms, 60900);
@@ -319,6 +322,13 @@ END_TEST
 
 /* ---- reservations ------------------------------------------------------------------------- */
 
+/* Reservation ids as the scheduler makes them: 12 hex digits of the creation ms, 4 of a counter,
+ * 16 random. RES_Q's is 0 ms, the others' 1000 ms (0x3e8). */
+#define RES_Q "0000000000000000aaaaaaaaaaaaaaaa"
+#define RES_0 "0000000003e80000bbbbbbbbbbbbbbbb"
+#define RES_1 "0000000003e80001cccccccccccccccc"
+#define RES_2 "0000000003e80002dddddddddddddddd"
+
 typedef struct {
     int n;
     char bucket[4][64];
@@ -351,15 +361,20 @@ START_TEST(charges_with_quotes_and_backslashes_round_trip)
 {
     env_t e;
     env_init(&e);
-    sl_store_res_t res = {.reservation_id = "res-q", .job_id = "job-q", .tenant = "t",
-                          .route = "r", .cls = "batch", .deployment = "d",
-                          .idempotency_key = "k", .attempt = 1};
+    sl_store_res_t res = {.reservation_id = RES_Q,
+                          .job_id = "job-q",
+                          .tenant = "t",
+                          .route = "r",
+                          .cls = "batch",
+                          .deployment = "d",
+                          .idempotency_key = "k",
+                          .attempt = 1};
     const char *buckets[2] = {"tenant:we\"ird\\name:tokens", "deployment:tab\there:rpm"};
     const double amounts[2] = {12.25, 1};
     const char *rules[2] = {"actual_total", "keep"};
     ck_assert_int_eq(sl_store_res_open(e.store, &res, 2, buckets, amounts, rules), SL_OK);
     charges_t c = {0};
-    ck_assert_int_eq(sl_store_res_charges(e.store, "res-q", collect_charge, &c), SL_OK);
+    ck_assert_int_eq(sl_store_res_charges(e.store, RES_Q, collect_charge, &c), SL_OK);
     ck_assert_int_eq(c.n, 2);
     ck_assert_int_eq(charge_index(&c, buckets[0]), 0);
     ck_assert_int_eq(charge_index(&c, buckets[1]), 1);
@@ -373,7 +388,7 @@ START_TEST(reservation_open_charges_settle_and_close)
     env_t e;
     env_init(&e);
     sl_store_res_t res = {
-        .reservation_id = "res-1",
+        .reservation_id = RES_1,
         .job_id = "job-1",
         .tenant = "acme",
         .route = "chat",
@@ -400,18 +415,17 @@ START_TEST(reservation_open_charges_settle_and_close)
     /* a job whose path has no limits at all still has its reservation record (regression: it
      * was refused, and the scheduler retried the same failing step forever) */
     sl_store_res_t unlimited = res;
-    unlimited.reservation_id = "res-0";
+    unlimited.reservation_id = RES_0;
     ck_assert_int_eq(sl_store_res_open(e.store, &unlimited, 0, NULL, NULL, NULL), SL_OK);
     ck_assert_str_eq(peek_sql(&e, "SELECT charges FROM reservations WHERE reservation_id ="
-                                  " 'res-0'"),
+                                  " '" RES_0 "'"),
                      "[]");
-    ck_assert_int_eq(sl_store_res_close(e.store, "res-0", "reconciled", 1, 1, 0, "ok", 1500,
-                                        NULL, 0),
+    ck_assert_int_eq(sl_store_res_close(e.store, RES_0, "reconciled", 1, 1, 0, "ok", 1500, NULL, 0),
                      SL_OK);
     ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
 
     charges_t c = {0};
-    ck_assert_int_eq(sl_store_res_charges(e.store, "res-1", collect_charge, &c), SL_OK);
+    ck_assert_int_eq(sl_store_res_charges(e.store, RES_1, collect_charge, &c), SL_OK);
     ck_assert_int_eq(c.n, 3);
     for (int i = 0; i < 3; i++) {
         /* charges come back in the order they were opened (settlements refer to it) */
@@ -424,45 +438,280 @@ START_TEST(reservation_open_charges_settle_and_close)
     ck_assert_int_eq(c.n, 0);
 
     ck_assert_str_eq(peek_sql(&e, "SELECT settled FROM reservations WHERE reservation_id ="
-                                  " 'res-1'"),
+                                  " '" RES_1 "'"),
                      "NULL");
     const double settled[3] = {120, 1, NAN};
-    ck_assert_int_eq(sl_store_res_close(e.store, "res-1", "reconciled", 90, 30, -1, "ok", 2000,
-                                        settled, 3),
-                     SL_OK);
+    ck_assert_int_eq(
+        sl_store_res_close(e.store, RES_1, "reconciled", 90, 30, -1, "ok", 2000, settled, 3),
+        SL_OK);
     ck_assert_str_eq(peek_sql(&e, "SELECT settled FROM reservations WHERE reservation_id ="
-                                  " 'res-1'"),
+                                  " '" RES_1 "'"),
                      "[120,1,null]");
     ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
     ck_assert_str_eq(peek_sql(&e, "SELECT state || ',' || actual_input || ',' || actual_output"
-                                  " || ',' || outcome || ',' || closed_ms FROM reservations"),
+                                  " || ',' || outcome || ',' || closed_ms FROM reservations"
+                                  " WHERE reservation_id = '" RES_1 "'"),
                      "reconciled,90,30,ok,2000");
-    ck_assert_str_eq(peek_sql(&e, "SELECT actual_cached FROM reservations"), "NULL");
+    ck_assert_str_eq(
+        peek_sql(&e, "SELECT actual_cached FROM reservations WHERE reservation_id = '" RES_1 "'"),
+        "NULL");
     /* a closed reservation stays closed: a late second close changes nothing */
-    ck_assert_int_eq(sl_store_res_close(e.store, "res-1", "expired", -1, -1, -1, "late", 3000,
-                                        NULL, 0),
-                     SL_OK);
-    ck_assert_str_eq(peek_sql(&e, "SELECT state || ',' || closed_ms FROM reservations"),
+    ck_assert_int_eq(
+        sl_store_res_close(e.store, RES_1, "expired", -1, -1, -1, "late", 3000, NULL, 0), SL_OK);
+    ck_assert_str_eq(peek_sql(&e, "SELECT state || ',' || closed_ms FROM reservations WHERE"
+                                  " reservation_id = '" RES_1 "'"),
                      "reconciled,2000");
 
     /* expiry with unknown usage */
-    res.reservation_id = "res-2";
+    res.reservation_id = RES_2;
     res.attempt = 2;
     ck_assert_int_eq(sl_store_res_open(e.store, &res, 1, buckets + 1, amounts + 1, rules + 1),
                      SL_OK);
     ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
-    ck_assert_int_eq(sl_store_res_close(e.store, "res-2", "expired", -1, -1, -1, "lease_expired",
-                                        4000, NULL, 0),
-                     SL_OK);
+    ck_assert_int_eq(
+        sl_store_res_close(e.store, RES_2, "expired", -1, -1, -1, "lease_expired", 4000, NULL, 0),
+        SL_OK);
     ck_assert_str_eq(peek_sql(&e, "SELECT settled FROM reservations WHERE reservation_id ="
-                                  " 'res-2'"),
+                                  " '" RES_2 "'"),
                      "NULL");
     ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
-    ck_assert_str_eq(peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = 'res-2'"),
-                     "expired");
+    ck_assert_str_eq(
+        peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = '" RES_2 "'"),
+        "expired");
     ck_assert_str_eq(peek_sql(&e, "SELECT actual_input FROM reservations WHERE reservation_id ="
-                                  " 'res-2'"),
+                                  " '" RES_2 "'"),
                      "NULL");
+    env_done(&e);
+}
+END_TEST
+
+/* The store relies on ids that begin with their creation time (the range in res_each_since):
+ * an id that does not is a caller's bug, refused before anything is written. */
+START_TEST(reservation_id_must_begin_with_its_creation_time)
+{
+    env_t e;
+    env_init(&e);
+    sl_store_res_t res = {.job_id = "job-1",
+                          .deployment = "dep-a",
+                          .attempt = 1,
+                          .created_ms = 1000,
+                          .expires_ms = 61000};
+    const char *buckets[1] = {"deployment:dep-a:rpm"};
+    const double amounts[1] = {1};
+    const char *rules[1] = {"keep"};
+    static const char *const bad[] = {
+        "res-1",                            /* no time at all */
+        "0000000003e90001cccccccccccccccc", /* 1001 ms */
+        "0000000003E80001CCCCCCCCCCCCCCCC", /* upper case sorts before lower case */
+        "0000000003e",                      /* too short */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        res.reservation_id = bad[i];
+        ck_assert_int_eq(sl_store_res_open(e.store, &res, 1, buckets, amounts, rules), SL_EINVAL);
+    }
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM reservations"), "0");
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
+    res.reservation_id = RES_1;
+    ck_assert_int_eq(sl_store_res_open(e.store, &res, 1, buckets, amounts, rules), SL_OK);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
+    env_done(&e);
+}
+END_TEST
+
+static const char *const COUNTER_SQL = "SELECT n FROM counters WHERE name = 'open_reservations'";
+
+/* Open reservations are counted by a counter written with the rows (there is no index on state
+ * to count them): it follows commits, rollbacks, failed and repeated changes and reopening, and
+ * always equals the rows in state 'open'. */
+START_TEST(open_count_follows_commit_rollback_and_reopen)
+{
+    env_t e;
+    env_init(&e);
+    sl_store_res_t res = {.job_id = "job-1",
+                          .deployment = "dep-a",
+                          .attempt = 1,
+                          .created_ms = 1000,
+                          .expires_ms = 61000};
+    const char *buckets[1] = {"deployment:dep-a:rpm"};
+    const double amounts[1] = {1};
+    const char *rules[1] = {"keep"};
+    /* in a transaction: counted at once, written at commit */
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    res.reservation_id = RES_0;
+    ck_assert_int_eq(sl_store_res_open(e.store, &res, 1, buckets, amounts, rules), SL_OK);
+    res.reservation_id = RES_1;
+    ck_assert_int_eq(sl_store_res_open(e.store, &res, 1, buckets, amounts, rules), SL_OK);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 2);
+    ck_assert_str_eq(peek_sql(&e, COUNTER_SQL), "0");
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    ck_assert_str_eq(peek_sql(&e, COUNTER_SQL), "2");
+    /* a rolled-back transaction takes its changes to the count along */
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    ck_assert_int_eq(sl_store_res_close(e.store, RES_0, "reconciled", 1, 1, 0, "ok", 2000, NULL, 0),
+                     SL_OK);
+    res.reservation_id = RES_2;
+    ck_assert_int_eq(sl_store_res_open(e.store, &res, 1, buckets, amounts, rules), SL_OK);
+    ck_assert_int_eq(sl_store_res_close(e.store, RES_2, "expired", -1, -1, -1, "x", 2000, NULL, 0),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
+    sl_store_rollback(e.store);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 2);
+    ck_assert_str_eq(peek_sql(&e, COUNTER_SQL), "2");
+    /* outside a transaction each change commits with its count; closing a closed reservation,
+     * or opening an id twice, changes nothing */
+    ck_assert_int_eq(sl_store_res_close(e.store, RES_0, "reconciled", 1, 1, 0, "ok", 3000, NULL, 0),
+                     SL_OK);
+    ck_assert_str_eq(peek_sql(&e, COUNTER_SQL), "1");
+    ck_assert_int_eq(
+        sl_store_res_close(e.store, RES_0, "expired", -1, -1, -1, "late", 3001, NULL, 0), SL_OK);
+    res.reservation_id = RES_1;
+    ck_assert_int_ne(sl_store_res_open(e.store, &res, 1, buckets, amounts, rules), SL_OK);
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    ck_assert_int_ne(sl_store_res_open(e.store, &res, 1, buckets, amounts, rules), SL_OK);
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
+    /* reopened, the count is what was committed, and matches the rows */
+    sl_store_close(e.store);
+    env_open(&e);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM reservations WHERE state = 'open'"), "1");
+    env_done(&e);
+}
+END_TEST
+
+typedef struct {
+    int n;
+    char bucket[16][64];
+    double amount[16];
+    int64_t created_ms[16];
+} replay_t;
+
+static void collect_replay(const char *bucket_id, double amount, int64_t created_ms, void *arg)
+{
+    replay_t *r = arg;
+    ck_assert_int_lt(r->n, 16);
+    snprintf(r->bucket[r->n], sizeof r->bucket[0], "%s", bucket_id);
+    r->amount[r->n] = amount;
+    r->created_ms[r->n] = created_ms;
+    r->n++;
+}
+
+static replay_t replay_since(env_t *e, int64_t since_ms)
+{
+    replay_t r;
+    memset(&r, 0, sizeof r);
+    ck_assert_int_eq(sl_store_res_each_since(e->store, since_ms, collect_replay, &r), SL_OK);
+    return r;
+}
+
+/* After a restart the ledger replays what was admitted since a bucket's last save: every charge
+ * of the reservations created at or after a time, oldest first, at the settled amount when
+ * there is one. The ids' hex time must order correctly across digit boundaries (255 = 0xff ms
+ * before 256 = 0x100 ms) and at today's clock. */
+START_TEST(each_since_replays_charges_from_a_time_on_oldest_first)
+{
+    env_t e;
+    env_init(&e);
+    /* opened out of time order: the replay follows creation time, not insertion */
+    static const int64_t created[] = {4096, 255, 1800000000000LL, 256, 256};
+    char ids[5][33];
+    const char *buckets[2] = {"tenant:acme:tpm", "deployment:dep-a:rpm"};
+    const char *rules[2] = {"actual_total", "keep"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(ids[i], sizeof ids[i], "%012llx%04x%016x", (unsigned long long)created[i], i,
+                 0xabcdefu);
+        sl_store_res_t res = {.reservation_id = ids[i],
+                              .job_id = "job-1",
+                              .deployment = "dep-a",
+                              .attempt = 1,
+                              .created_ms = created[i],
+                              .expires_ms = 61000};
+        const double amounts[2] = {100.0 + i, 1};
+        ck_assert_int_eq(sl_store_res_open(e.store, &res, 2, buckets, amounts, rules), SL_OK);
+    }
+    /* ids[3] (256 ms) settled at 40 tokens, its request kept as charged; ids[0] expired */
+    const double settled[2] = {40, NAN};
+    ck_assert_int_eq(
+        sl_store_res_close(e.store, ids[3], "reconciled", 30, 10, 0, "ok", 900, settled, 2), SL_OK);
+    ck_assert_int_eq(
+        sl_store_res_close(e.store, ids[0], "expired", -1, -1, -1, "lease_expired", 5000, NULL, 0),
+        SL_OK);
+
+    replay_t r = replay_since(&e, 256);
+    ck_assert_int_eq(r.n, 8);
+    static const int64_t want_ms[] = {
+        256, 256, 256, 256, 4096, 4096, 1800000000000LL, 1800000000000LL};
+    static const double want_amount[] = {40, 1, 104, 1, 100, 1, 102, 1};
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(r.created_ms[i], want_ms[i]);
+        ck_assert_double_eq(r.amount[i], want_amount[i]);
+        ck_assert_str_eq(r.bucket[i], buckets[i % 2]);
+    }
+    r = replay_since(&e, 0);
+    ck_assert_int_eq(r.n, 10);
+    ck_assert_int_eq(r.created_ms[0], 255);
+    ck_assert_double_eq(r.amount[0], 101);
+    r = replay_since(&e, 257);
+    ck_assert_int_eq(r.n, 4);
+    ck_assert_int_eq(r.created_ms[0], 4096);
+    r = replay_since(&e, 1800000000000LL);
+    ck_assert_int_eq(r.n, 2);
+    r = replay_since(&e, 1800000000001LL);
+    ck_assert_int_eq(r.n, 0);
+    env_done(&e);
+}
+END_TEST
+
+/* The schema's CHECKs are written with = instead of IN (...) for speed: they must still refuse
+ * an unknown state and accept every known one. */
+START_TEST(state_checks_refuse_unknown_states)
+{
+    env_t e;
+    env_init(&e);
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open(e.db, &db), SQLITE_OK);
+    static const char *const refused[] = {
+        "INSERT INTO reservations (reservation_id, job_id, attempt, deployment, est_input,"
+        " est_output, created_ms, expires_ms, charges, state) VALUES ('x', 'j', 1, 'd', 0, 0,"
+        " 0, 0, '[]', 'closed')",
+        "INSERT INTO jobs (job_id, idempotency_key, tenant, app, env, key_id, route, class,"
+        " state, submitted_ms, deadline_ms, est_input, est_output, est_total, job_json,"
+        " updated_ms) VALUES ('j', 'i', 't', 'a', 'e', 'k', 'r', 'c', 'running', 0, 0, 0, 0, 0,"
+        " '{}', 0)",
+        "INSERT INTO jobs (job_id, idempotency_key, tenant, app, env, key_id, route, class,"
+        " state, status, submitted_ms, deadline_ms, est_input, est_output, est_total, job_json,"
+        " updated_ms) VALUES ('j', 'i', 't', 'a', 'e', 'k', 'r', 'c', 'done', 'ok', 0, 0, 0, 0,"
+        " 0, '{}', 0)",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        ck_assert_int_eq(sqlite3_exec(db, refused[i], NULL, NULL, NULL), SQLITE_CONSTRAINT);
+    static const char *const states[] = {"open", "reconciled", "expired"};
+    for (int i = 0; i < 3; i++) {
+        char sql[512];
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO reservations (reservation_id, job_id, attempt, deployment,"
+                 " est_input, est_output, created_ms, expires_ms, charges, state) VALUES"
+                 " ('r%d', 'j', 1, 'd', 0, 0, 0, 0, '[]', '%s')",
+                 i, states[i]);
+        ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    }
+    static const char *const statuses[] = {"succeeded", "failed", "rejected", "expired",
+                                           "cancelled"};
+    for (int i = 0; i < 5; i++) {
+        char sql[512];
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO jobs (job_id, idempotency_key, tenant, app, env, key_id, route,"
+                 " class, state, status, submitted_ms, deadline_ms, est_input, est_output,"
+                 " est_total, job_json, updated_ms) VALUES ('j%d', 'i', 't', 'a', 'e', 'k', 'r',"
+                 " 'c', '%s', %s%s%s, 0, 0, 0, 0, 0, '{}', 0)",
+                 i,
+                 i < 3    ? "done"
+                 : i == 3 ? "queued"
+                          : "leased",
+                 i == 4 ? "" : "'", i == 4 ? "NULL" : statuses[i], i == 4 ? "" : "'");
+        ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK, "%s", sql);
+    }
+    sqlite3_close(db);
     env_done(&e);
 }
 END_TEST
@@ -597,6 +846,75 @@ START_TEST(bucket_save_and_load)
 }
 END_TEST
 
+/* A bucket's full row with the state its algorithm keeps (window counters), read back after a
+ * restart; the scheduler's bucket_save at start must not wipe that state. */
+START_TEST(bucket_put_and_get_keep_the_state)
+{
+    env_t e;
+    env_init(&e);
+    sl_store_bucket_t b = {.bucket_id = "tenant:acme:rpd",
+                           .scope = "tenant:acme",
+                           .dimension = "requests",
+                           .algorithm = "sliding_window",
+                           .unit = "requests",
+                           .source = "config",
+                           .capacity = 1000,
+                           .rate_per_min = 1000.0 / 1440,
+                           .level = 250.5,
+                           .updated_ms = 9000,
+                           .state = "{\"windows\":[3,4]}"};
+    double level = 1;
+    int64_t updated = 2;
+    char *state = (char *)"garbage";
+    ck_assert_int_eq(sl_store_bucket_get(e.store, b.bucket_id, &level, &updated, &state),
+                     SL_ENOTFOUND);
+    ck_assert_ptr_null(state);
+    ck_assert_double_eq(level, 1);
+    ck_assert_int_eq(updated, 2);
+
+    ck_assert_int_eq(sl_store_bucket_put(e.store, &b), SL_OK);
+    ck_assert_int_eq(sl_store_bucket_get(e.store, b.bucket_id, &level, &updated, &state), SL_OK);
+    ck_assert_double_eq(level, 250.5);
+    ck_assert_int_eq(updated, 9000);
+    ck_assert_str_eq(state, "{\"windows\":[3,4]}");
+    free(state);
+    ck_assert_str_eq(peek_sql(&e, "SELECT algorithm || ',' || unit || ',' || source FROM buckets"),
+                     "sliding_window,requests,config");
+
+    /* bucket_save (the scheduler's start) updates limits and level, and keeps the rest */
+    ck_assert_int_eq(
+        sl_store_bucket_save(e.store, b.bucket_id, b.scope, "requests", 2000, 60, 100, 9500),
+        SL_OK);
+    ck_assert_int_eq(sl_store_bucket_get(e.store, b.bucket_id, &level, &updated, &state), SL_OK);
+    ck_assert_double_eq(level, 100);
+    ck_assert_int_eq(updated, 9500);
+    ck_assert_str_eq(state, "{\"windows\":[3,4]}");
+    free(state);
+    ck_assert_str_eq(peek_sql(&e, "SELECT algorithm || ',' || capacity FROM buckets"),
+                     "sliding_window,2000.0");
+    /* load is get without the state; so is get with state = NULL */
+    level = 0;
+    ck_assert_int_eq(sl_store_bucket_load(e.store, b.bucket_id, &level, &updated), SL_OK);
+    ck_assert_double_eq(level, 100);
+    ck_assert_int_eq(sl_store_bucket_get(e.store, b.bucket_id, &level, &updated, NULL), SL_OK);
+
+    /* put replaces the whole row: no state now */
+    b.state = NULL;
+    b.level = -7.25;
+    ck_assert_int_eq(sl_store_bucket_put(e.store, &b), SL_OK);
+    state = (char *)"garbage";
+    ck_assert_int_eq(sl_store_bucket_get(e.store, b.bucket_id, &level, &updated, &state), SL_OK);
+    ck_assert_ptr_null(state);
+    ck_assert_double_eq(level, -7.25);
+    ck_assert_str_eq(peek_sql(&e, "SELECT capacity FROM buckets"), "1000.0");
+    /* a row without its strings is refused */
+    b.algorithm = NULL;
+    ck_assert_int_eq(sl_store_bucket_put(e.store, &b), SL_EINVAL);
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM buckets"), "1");
+    env_done(&e);
+}
+END_TEST
+
 START_TEST(estimate_record_accumulates)
 {
     env_t e;
@@ -654,10 +972,15 @@ static Suite *store_suite(void)
     tcase_add_test(tc, database_of_another_schema_version_is_refused);
     tcase_add_test(tc, reservation_open_charges_settle_and_close);
     tcase_add_test(tc, charges_with_quotes_and_backslashes_round_trip);
+    tcase_add_test(tc, reservation_id_must_begin_with_its_creation_time);
+    tcase_add_test(tc, open_count_follows_commit_rollback_and_reopen);
+    tcase_add_test(tc, each_since_replays_charges_from_a_time_on_oldest_first);
+    tcase_add_test(tc, state_checks_refuse_unknown_states);
     tcase_add_test(tc, outbox_add_each_delete);
     tcase_add_test(tc, second_open_of_the_same_db_is_ebusy);
     tcase_add_test(tc, open_with_a_missing_schema_fails_cleanly);
     tcase_add_test(tc, bucket_save_and_load);
+    tcase_add_test(tc, bucket_put_and_get_keep_the_state);
     tcase_add_test(tc, estimate_record_accumulates);
     tcase_add_test(tc, rollback_discards_and_commit_keeps);
     suite_add_tcase(s, tc);
