@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calendar.h"
 #include "util.h"
 
 static const char *const class_names[SL_CLASS_COUNT] = {"interactive", "standard", "partner",
@@ -230,13 +231,237 @@ static void resolve_names(ctx_t *c, const sl_config_t *cfg, json_t *obj, const c
     }
 }
 
-static void load_deployment(ctx_t *c, json_t *arr, size_t i, sl_deployment_cfg_t *d)
+static const char *const dimension_names[SL_DIM_COUNT] = {
+    "requests",    "input_tokens",     "output_tokens",  "total_tokens", "concurrency",
+    "spend",       "requests_per_day", "tokens_per_day", "ramp"};
+static const char *const limit_alg_names[SL_LIMIT_ALG_COUNT] = {
+    "token_bucket", "sliding_window", "calendar", "gauge", "rolling", "ramp"};
+
+const char *sl_dimension_name(sl_dimension_t d)
+{
+    return (unsigned)d < SL_DIM_COUNT ? dimension_names[d] : "unknown";
+}
+
+const char *sl_limit_alg_name(sl_limit_alg_t a)
+{
+    return (unsigned)a < SL_LIMIT_ALG_COUNT ? limit_alg_names[a] : "unknown";
+}
+
+int sl_dimension_is_tokens(sl_dimension_t d)
+{
+    return d == SL_DIM_INPUT_TOKENS || d == SL_DIM_OUTPUT_TOKENS || d == SL_DIM_TOTAL_TOKENS ||
+           d == SL_DIM_TOKENS_PER_DAY;
+}
+
+static int name_index(const char *const *names, int n, const char *name)
+{
+    for (int i = 0; i < n; i++) {
+        if (strcmp(names[i], name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Defaults a scope gives its limits: deployments plan with their own slices, headroom and burst
+ * share; callers' budgets (tenants, keys) are plain budgets: the whole limit, usable at once. */
+typedef struct {
+    int64_t slices;
+    double headroom, burst_fraction;
+} limit_defaults_t;
+
+static const limit_defaults_t caller_defaults = {1, 1.0, 1.0};
+static const limit_defaults_t provider_defaults = {60, 0.97, 0.5};
+
+/* A growable list of limits while a scope is parsed. */
+typedef struct {
+    sl_limit_cfg_t *items;
+    int n, cap;
+} limits_t;
+
+static sl_limit_cfg_t *limits_push(ctx_t *c, limits_t *ls, const char *where, const char *name)
+{
+    for (int i = 0; i < ls->n; i++) {
+        if (strcmp(ls->items[i].name, name) == 0) {
+            fail(c, "%s: two limits named \"%s\"", where, name);
+            return NULL;
+        }
+    }
+    if (ls->n == ls->cap) {
+        int ncap = ls->cap ? ls->cap * 2 : 8;
+        sl_limit_cfg_t *ni = realloc(ls->items, (size_t)ncap * sizeof *ni);
+        if (ni == NULL) {
+            fail(c, "out of memory");
+            return NULL;
+        }
+        ls->items = ni;
+        ls->cap = ncap;
+    }
+    sl_limit_cfg_t *l = &ls->items[ls->n++];
+    memset(l, 0, sizeof *l);
+    l->name = name;
+    return l;
+}
+
+/* Fills the defaults of a limit of dimension dim in a scope with defaults def. */
+static void limit_defaults(const sl_config_t *cfg, sl_limit_cfg_t *l, sl_dimension_t dim,
+                           const limit_defaults_t *def)
+{
+    l->dimension = dim;
+    l->slices = def->slices;
+    l->headroom = def->headroom;
+    l->burst_fraction = def->burst_fraction;
+    l->burst = 1.0;
+    l->reset_tz = "";
+    l->period_ms = cfg->minute_ms;
+    l->ramp_unit = SL_DIM_REQUESTS;
+    switch (dim) {
+    case SL_DIM_CONCURRENCY:
+        l->algorithm = SL_LIMIT_GAUGE;
+        break;
+    case SL_DIM_SPEND:
+        l->algorithm = SL_LIMIT_ROLLING;
+        l->period_ms = 30 * 1440 * cfg->minute_ms;
+        l->slices = 30;
+        l->strict = 1;
+        break;
+    case SL_DIM_REQUESTS_PER_DAY:
+    case SL_DIM_TOKENS_PER_DAY:
+        l->algorithm = SL_LIMIT_CALENDAR;
+        l->period_ms = 86400000;
+        l->reset_tz = "UTC";
+        l->strict = 1;
+        break;
+    case SL_DIM_RAMP:
+        l->algorithm = SL_LIMIT_RAMP;
+        l->growth = 0.5;
+        break;
+    default:
+        l->algorithm = SL_LIMIT_TOKEN_BUCKET;
+        break;
+    }
+}
+
+/* Parses one entry of a scope's "buckets" array into ls. */
+static void load_limit(ctx_t *c, const sl_config_t *cfg, json_t *arr, size_t i, const char *owner,
+                       const limit_defaults_t *def, limits_t *ls)
 {
     static const char *const keys[] = {
-        "name",       "provider",          "base_url", "model",        "api_key_env",
-        "api_key_file", "limits",          "slices_per_minute", "headroom", "burst_fraction",
-        "tpm_counting", "max_output_tokens", "timeout_ms", NULL};
-    static const char *const limit_keys[] = {"rpm", "tpm", NULL};
+        "name",     "dimension", "algorithm", "capacity", "period",   "period_ms", "slices",
+        "burst",    "headroom",  "burst_fraction", "reset_tz", "growth", "unit", "strict", NULL};
+    char section[128], where[160];
+    snprintf(section, sizeof section, "%s.buckets", owner);
+    json_t *lj = array_object(c, arr, i, section, keys, where, sizeof where);
+    if (lj == NULL)
+        return;
+    const char *dim_name = get_str(c, lj, where, "dimension", NULL);
+    int dim = dim_name != NULL ? name_index(dimension_names, SL_DIM_COUNT, dim_name) : -1;
+    if (dim < 0) {
+        fail(c, "%s: \"dimension\" must be one of requests, input_tokens, output_tokens, "
+                "total_tokens, concurrency, spend, requests_per_day, tokens_per_day, ramp",
+             where);
+        return;
+    }
+    sl_limit_cfg_t *l = limits_push(c, ls, where, get_str(c, lj, where, "name", dim_name));
+    if (l == NULL)
+        return;
+    limit_defaults(cfg, l, (sl_dimension_t)dim, def);
+    const char *alg = get_str(c, lj, where, "algorithm", limit_alg_names[l->algorithm]);
+    int a = name_index(limit_alg_names, SL_LIMIT_ALG_COUNT, alg);
+    if (a < 0)
+        fail(c, "%s: unknown algorithm \"%s\"", where, alg);
+    else
+        l->algorithm = (sl_limit_alg_t)a;
+    if ((l->algorithm == SL_LIMIT_GAUGE) != (l->dimension == SL_DIM_CONCURRENCY))
+        fail(c, "%s: concurrency is counted by a gauge, and a gauge counts only concurrency",
+             where);
+    if ((l->algorithm == SL_LIMIT_RAMP) != (l->dimension == SL_DIM_RAMP))
+        fail(c, "%s: a ramp limit needs dimension \"ramp\" and algorithm \"ramp\"", where);
+    l->capacity = get_real(c, lj, where, "capacity", -1, 0, 1e15);
+    if (!(l->capacity > 0))
+        fail(c, "%s: needs a \"capacity\" > 0", where);
+    const char *period = get_str(c, lj, where, "period", "");
+    static const char *const periods[] = {"second", "minute", "hour", "day", "month"};
+    int p = period[0] != '\0' ? name_index(periods, 5, period) : -2;
+    const int64_t scaled[] = {cfg->minute_ms / 60, cfg->minute_ms, 60 * cfg->minute_ms,
+                              1440 * cfg->minute_ms, 30 * 1440 * cfg->minute_ms};
+    if (p == -1)
+        fail(c, "%s: \"period\" must be second, minute, hour, day or month", where);
+    else if (p >= 0)
+        l->period_ms = scaled[p] > 0 ? scaled[p] : 1;
+    /* A calendar "day" is a real local day in reset_tz (a daily quota resets at midnight there,
+     * however long a test's minute is); other calendar periods are fixed windows from the epoch. */
+    if (l->algorithm == SL_LIMIT_CALENDAR && p != -2 && p != 3)
+        l->reset_tz = "";
+    l->period_ms = get_int(c, lj, where, "period_ms", l->period_ms, 1, I64MAX);
+    if (l->algorithm == SL_LIMIT_CALENDAR && json_object_get(lj, "period_ms") != NULL)
+        l->reset_tz = "";
+    l->reset_tz = get_str(c, lj, where, "reset_tz", l->reset_tz);
+    if (l->reset_tz[0] != '\0' && l->algorithm != SL_LIMIT_CALENDAR)
+        fail(c, "%s: \"reset_tz\" is for calendar limits", where);
+    if (l->reset_tz[0] != '\0' && !sl_calendar_zone_ok(l->reset_tz))
+        fail(c, "%s: unknown time zone \"%s\" (install tzdata?)", where, l->reset_tz);
+    l->slices = get_int(c, lj, where, "slices", l->slices, 1, 256);
+    if ((l->algorithm == SL_LIMIT_SLIDING_WINDOW || l->algorithm == SL_LIMIT_ROLLING) &&
+        l->period_ms < l->slices)
+        fail(c, "%s: a period of %lld ms cannot hold %lld slices", where,
+             (long long)l->period_ms, (long long)l->slices);
+    l->burst = get_real(c, lj, where, "burst", l->burst, 1.0, 1e6);
+    l->headroom = get_real(c, lj, where, "headroom", l->headroom, 0.01, 1.0);
+    l->burst_fraction = get_real(c, lj, where, "burst_fraction", l->burst_fraction, 0.01, 1.0);
+    l->growth = get_real(c, lj, where, "growth", l->growth, 0, 100);
+    const char *unit = get_str(c, lj, where, "unit", "requests");
+    if (strcmp(unit, "requests") == 0)
+        l->ramp_unit = SL_DIM_REQUESTS;
+    else if (strcmp(unit, "tokens") == 0)
+        l->ramp_unit = SL_DIM_TOTAL_TOKENS;
+    else
+        fail(c, "%s: \"unit\" must be \"requests\" or \"tokens\"", where);
+    json_t *st = json_object_get(lj, "strict");
+    if (st != NULL && !json_is_boolean(st))
+        fail(c, "%s: \"strict\" must be true or false", where);
+    else if (st != NULL)
+        l->strict = json_is_true(st);
+}
+
+/* A shorthand limit (e.g. a deployment's "rpm"): dimension dim per period with defaults. */
+static void add_shorthand(ctx_t *c, const sl_config_t *cfg, limits_t *ls, const char *where,
+                          const char *name, sl_dimension_t dim, double capacity,
+                          const limit_defaults_t *def)
+{
+    if (!(capacity > 0))
+        return;
+    sl_limit_cfg_t *l = limits_push(c, ls, where, name);
+    if (l == NULL)
+        return;
+    limit_defaults(cfg, l, dim, def);
+    l->capacity = capacity;
+}
+
+/* Parses obj["buckets"] into ls (after any shorthands already there) and hands the list over. */
+static void finish_limits(ctx_t *c, const sl_config_t *cfg, json_t *obj, const char *where,
+                          const limit_defaults_t *def, limits_t *ls, sl_limit_cfg_t **out,
+                          int *n)
+{
+    json_t *arr = get_arr(c, obj, where, "buckets");
+    for (size_t i = 0; i < json_array_size(arr); i++)
+        load_limit(c, cfg, arr, i, where, def, ls);
+    *out = ls->items;
+    *n = ls->n;
+}
+
+static void load_deployment(ctx_t *c, sl_config_t *cfg, json_t *arr, size_t i,
+                            sl_deployment_cfg_t *d)
+{
+    static const char *const keys[] = {
+        "name",           "provider",          "base_url",      "model",
+        "api_key_env",    "api_key_file",      "limits",        "slices_per_minute",
+        "headroom",       "burst_fraction",    "tpm_counting",  "input_counting",
+        "output_counting", "price",            "parent",        "buckets",
+        "max_output_tokens", "timeout_ms",     NULL};
+    static const char *const limit_keys[] = {"rpm", "tpm", "itpm", "otpm", "rpd", "tpd",
+                                             "max_in_flight", NULL};
+    static const char *const price_keys[] = {"input_per_mtok", "cached_input_per_mtok",
+                                             "output_per_mtok", NULL};
     char where[64];
     json_t *dj = array_object(c, arr, i, "deployments", keys, where, sizeof where);
     if (dj == NULL)
@@ -249,22 +474,65 @@ static void load_deployment(ctx_t *c, json_t *arr, size_t i, sl_deployment_cfg_t
     d->model = get_str(c, dj, where, "model", NULL);
     d->api_key_env = get_str(c, dj, where, "api_key_env", "");
     d->api_key_file = get_str(c, dj, where, "api_key_file", "");
+    d->slices_per_minute = get_int(c, dj, where, "slices_per_minute", 60, 1, 256);
+    d->headroom = get_real(c, dj, where, "headroom", 0.97, 0.01, 1.0);
+    d->burst_fraction = get_real(c, dj, where, "burst_fraction", 0.5, 0.01, 1.0);
+    const limit_defaults_t def = {d->slices_per_minute, d->headroom, d->burst_fraction};
+    limits_t ls = {0};
     json_t *lj = get_obj(c, dj, where, "limits");
     if (lj != NULL) {
         check_keys(c, lj, where, limit_keys);
         d->rpm = get_int(c, lj, where, "rpm", 0, 0, I64MAX);
         d->tpm = get_int(c, lj, where, "tpm", 0, 0, I64MAX);
+        add_shorthand(c, cfg, &ls, where, "rpm", SL_DIM_REQUESTS, (double)d->rpm, &def);
+        add_shorthand(c, cfg, &ls, where, "tpm", SL_DIM_TOTAL_TOKENS, (double)d->tpm, &def);
+        add_shorthand(c, cfg, &ls, where, "itpm", SL_DIM_INPUT_TOKENS,
+                      (double)get_int(c, lj, where, "itpm", 0, 0, I64MAX), &def);
+        add_shorthand(c, cfg, &ls, where, "otpm", SL_DIM_OUTPUT_TOKENS,
+                      (double)get_int(c, lj, where, "otpm", 0, 0, I64MAX), &def);
+        add_shorthand(c, cfg, &ls, where, "rpd", SL_DIM_REQUESTS_PER_DAY,
+                      (double)get_int(c, lj, where, "rpd", 0, 0, I64MAX), &def);
+        add_shorthand(c, cfg, &ls, where, "tpd", SL_DIM_TOKENS_PER_DAY,
+                      (double)get_int(c, lj, where, "tpd", 0, 0, I64MAX), &def);
+        add_shorthand(c, cfg, &ls, where, "max_in_flight", SL_DIM_CONCURRENCY,
+                      (double)get_int(c, lj, where, "max_in_flight", 0, 0, I64MAX), &def);
     }
-    d->slices_per_minute = get_int(c, dj, where, "slices_per_minute", 60, 1, 60000);
-    d->headroom = get_real(c, dj, where, "headroom", 0.97, 0.01, 1.0);
-    d->burst_fraction = get_real(c, dj, where, "burst_fraction", 0.5, 0.01, 1.0);
+    finish_limits(c, cfg, dj, where, &def, &ls, &d->limits, &d->nlimits);
     const char *counting = get_str(c, dj, where, "tpm_counting", "max");
     if (strcmp(counting, "max") == 0)
         d->tpm_counting = SL_TPM_COUNT_MAX;
     else if (strcmp(counting, "sum") == 0)
         d->tpm_counting = SL_TPM_COUNT_SUM;
+    else if (strcmp(counting, "actual") == 0)
+        d->tpm_counting = SL_TPM_COUNT_ACTUAL;
     else
-        fail(c, "%s: tpm_counting must be \"max\" or \"sum\"", where);
+        fail(c, "%s: tpm_counting must be \"max\", \"sum\" or \"actual\"", where);
+    counting = get_str(c, dj, where, "input_counting", "all");
+    if (strcmp(counting, "all") == 0)
+        d->input_counting = SL_INPUT_COUNT_ALL;
+    else if (strcmp(counting, "exclude_cache_reads") == 0)
+        d->input_counting = SL_INPUT_COUNT_EXCLUDE_CACHE_READS;
+    else
+        fail(c, "%s: input_counting must be \"all\" or \"exclude_cache_reads\"", where);
+    counting = get_str(c, dj, where, "output_counting", "generated");
+    if (strcmp(counting, "generated") == 0)
+        d->output_counting = SL_OUTPUT_COUNT_GENERATED;
+    else if (strcmp(counting, "max_tokens") == 0)
+        d->output_counting = SL_OUTPUT_COUNT_MAX_TOKENS;
+    else
+        fail(c, "%s: output_counting must be \"generated\" or \"max_tokens\"", where);
+    json_t *pj = get_obj(c, dj, where, "price");
+    if (pj != NULL) {
+        check_keys(c, pj, where, price_keys);
+        d->price.input_per_mtok = get_real(c, pj, where, "input_per_mtok", 0, 0, 1e6);
+        d->price.output_per_mtok = get_real(c, pj, where, "output_per_mtok", 0, 0, 1e6);
+        d->price.cached_input_per_mtok = get_real(c, pj, where, "cached_input_per_mtok",
+                                                  d->price.input_per_mtok, 0, 1e6);
+    }
+    const char *parent = get_str(c, dj, where, "parent", "");
+    d->parent = parent[0] != '\0' ? sl_config_scope(cfg, parent) : -1;
+    if (parent[0] != '\0' && d->parent < 0)
+        fail(c, "%s: unknown parent scope \"%s\"", where, parent);
     d->max_output_tokens = get_int(c, dj, where, "max_output_tokens", 16384, 1, 10000000);
     d->timeout_ms = get_int(c, dj, where, "timeout_ms", 120000, 100, 3600000);
 }
@@ -333,7 +601,8 @@ static void load_routes(ctx_t *c, sl_config_t *cfg, json_t *arr)
 
 static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
 {
-    static const char *const keys[] = {"name", "weight", "tokens_per_min", "routes", NULL};
+    static const char *const keys[] = {"name", "weight", "tokens_per_min", "routes", "parent",
+                                       "buckets", NULL};
     size_t n = json_array_size(arr);
     cfg->tenants = calloc(n + 1, sizeof *cfg->tenants);
     if (cfg->tenants == NULL) {
@@ -352,6 +621,14 @@ static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
         cfg->ntenants++;
         t->weight = get_int(c, tj, where, "weight", 1, 1, 1000000);
         t->tokens_per_min = get_int(c, tj, where, "tokens_per_min", 0, 0, I64MAX);
+        limits_t ls = {0};
+        add_shorthand(c, cfg, &ls, where, "tokens", SL_DIM_TOTAL_TOKENS,
+                      (double)t->tokens_per_min, &caller_defaults);
+        finish_limits(c, cfg, tj, where, &caller_defaults, &ls, &t->limits, &t->nlimits);
+        const char *parent = get_str(c, tj, where, "parent", "");
+        t->parent = parent[0] != '\0' ? sl_config_scope(cfg, parent) : -1;
+        if (parent[0] != '\0' && t->parent < 0)
+            fail(c, "%s: unknown parent scope \"%s\"", where, parent);
         resolve_names(c, cfg, tj, where, "routes", "route", sl_config_route, &t->routes,
                       &t->nroutes);
     }
@@ -359,7 +636,8 @@ static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
 
 static void load_keys(ctx_t *c, sl_config_t *cfg, json_t *arr)
 {
-    static const char *const keys[] = {"id", "hash", "tenant", "app", "env", "paused", NULL};
+    static const char *const keys[] = {"id",     "hash",          "tenant",  "app", "env",
+                                       "paused", "max_in_flight", "buckets", NULL};
     size_t n = json_array_size(arr);
     cfg->keys = calloc(n + 1, sizeof *cfg->keys);
     if (cfg->keys == NULL) {
@@ -393,6 +671,93 @@ static void load_keys(ctx_t *c, sl_config_t *cfg, json_t *arr)
         if (p != NULL && !json_is_boolean(p))
             fail(c, "%s: \"paused\" must be true or false", where);
         k->paused = p != NULL && json_is_true(p);
+        limits_t ls = {0};
+        add_shorthand(c, cfg, &ls, where, "max_in_flight", SL_DIM_CONCURRENCY,
+                      (double)get_int(c, kj, where, "max_in_flight", 0, 0, I64MAX),
+                      &caller_defaults);
+        finish_limits(c, cfg, kj, where, &caller_defaults, &ls, &k->limits, &k->nlimits);
+    }
+}
+
+/* The scope hierarchy above deployments and tenants. Names first, so parents may be named in any
+ * order; then parents, checked for cycles; then limits, with provider-side defaults for scopes
+ * above deployments. */
+static void load_scopes(ctx_t *c, sl_config_t *cfg, json_t *arr)
+{
+    static const char *const keys[] = {"name", "parent", "buckets", NULL};
+    size_t n = json_array_size(arr);
+    cfg->scopes = calloc(n + 1, sizeof *cfg->scopes);
+    if (cfg->scopes == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char where[64];
+        json_t *sj = array_object(c, arr, i, "scopes", keys, where, sizeof where);
+        sl_scope_cfg_t *sc = &cfg->scopes[cfg->nscopes];
+        sc->parent = -1;
+        sc->name = sj != NULL ? get_str(c, sj, where, "name", NULL) : NULL;
+        if (sc->name == NULL)
+            continue;
+        const char *colon = strchr(sc->name, ':');
+        if (colon == NULL || colon == sc->name || colon[1] == '\0')
+            fail(c, "%s: a scope is named \"<kind>:<name>\", e.g. \"project:main\"", where);
+        static const char *const reserved[] = {"deployment:", "tenant:", "key:"};
+        for (int r = 0; r < 3; r++) {
+            if (strncmp(sc->name, reserved[r], strlen(reserved[r])) == 0)
+                fail(c, "%s: \"%s\" scopes are configured in their own section", where,
+                     reserved[r]);
+        }
+        if (sl_config_scope(cfg, sc->name) >= 0)
+            fail(c, "%s: duplicate scope \"%s\"", where, sc->name);
+        cfg->nscopes++;
+    }
+    for (int i = 0; i < cfg->nscopes; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "scopes[%d]", i);
+        const char *parent = get_str(c, json_array_get(arr, (size_t)i), where, "parent", "");
+        if (parent[0] == '\0')
+            continue;
+        cfg->scopes[i].parent = sl_config_scope(cfg, parent);
+        if (cfg->scopes[i].parent < 0)
+            fail(c, "%s: unknown parent scope \"%s\"", where, parent);
+    }
+    for (int i = 0; i < cfg->nscopes; i++) {
+        int p = cfg->scopes[i].parent, steps = 0;
+        while (p >= 0 && steps++ <= cfg->nscopes)
+            p = cfg->scopes[p].parent;
+        if (p >= 0)
+            fail(c, "scopes: \"%s\" is its own ancestor", cfg->scopes[i].name);
+    }
+}
+
+/* Marks the scopes above deployments as provider-side, checks no scope is on both sides, and
+ * parses every scope's limits with its side's defaults. */
+static void load_scope_limits(ctx_t *c, sl_config_t *cfg, json_t *arr)
+{
+    for (int d = 0; d < cfg->ndeployments; d++) {
+        for (int p = cfg->deployments[d].parent, steps = 0; p >= 0 && steps < cfg->nscopes;
+             p = cfg->scopes[p].parent, steps++)
+            cfg->scopes[p].provider_side = 1;
+    }
+    for (int t = 0; t < cfg->ntenants; t++) {
+        for (int p = cfg->tenants[t].parent, steps = 0; p >= 0 && steps < cfg->nscopes;
+             p = cfg->scopes[p].parent, steps++) {
+            if (cfg->scopes[p].provider_side)
+                fail(c, "scopes: \"%s\" is above both a deployment and a tenant",
+                     cfg->scopes[p].name);
+        }
+    }
+    for (int i = 0; i < cfg->nscopes; i++) {
+        sl_scope_cfg_t *sc = &cfg->scopes[i];
+        if (sc->provider_side && strncmp(sc->name, "app:", 4) == 0)
+            fail(c, "scopes: \"%s\": app scopes are on the callers' side", sc->name);
+        char where[64];
+        snprintf(where, sizeof where, "scopes[%d]", i);
+        limits_t ls = {0};
+        finish_limits(c, cfg, json_array_get(arr, (size_t)i), where,
+                      sc->provider_side ? &provider_defaults : &caller_defaults, &ls,
+                      &sc->limits, &sc->nlimits);
     }
 }
 
@@ -400,7 +765,7 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
 {
     static const char *const keys[] = {
         "minute_ms", "schema_dir", "kafka", "ingest", "scheduler", "dispatcher", "signing",
-        "classes", "deployments", "routes", "tenants", "keys", "$comment", NULL};
+        "classes", "scopes", "deployments", "routes", "tenants", "keys", "$comment", NULL};
     static const char *const ingest_keys[] = {"max_request_bytes", NULL};
     static const char *const sched_keys[] = {"db", "lease_ms", "max_attempts",
                                              "drr_quantum_tokens", NULL};
@@ -466,11 +831,13 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
     json_decref(empty);
 
     load_classes(&c, cfg, root);
+    json_t *scopes = get_arr(&c, root, "config", "scopes");
+    load_scopes(&c, cfg, scopes);
     json_t *deps = get_arr(&c, root, "config", "deployments");
     size_t nd = json_array_size(deps);
     cfg->deployments = calloc(nd + 1, sizeof *cfg->deployments);
     for (size_t i = 0; i < nd; i++) {
-        load_deployment(&c, deps, i, &cfg->deployments[i]);
+        load_deployment(&c, cfg, deps, i, &cfg->deployments[i]);
         cfg->ndeployments++;
         if (!c.failed && sl_config_deployment(cfg, cfg->deployments[i].name) != (int)i)
             fail(&c, "deployments[%zu]: duplicate name \"%s\"", i, cfg->deployments[i].name);
@@ -478,6 +845,8 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
     load_routes(&c, cfg, get_arr(&c, root, "config", "routes"));
     load_tenants(&c, cfg, get_arr(&c, root, "config", "tenants"));
     load_keys(&c, cfg, get_arr(&c, root, "config", "keys"));
+    if (!c.failed)
+        load_scope_limits(&c, cfg, scopes);
     if (!c.failed && cfg->nroutes == 0)
         fail(&c, "config: at least one route is needed");
 out:
@@ -495,8 +864,17 @@ void sl_config_free(sl_config_t *cfg)
         return;
     for (int i = 0; i < cfg->nroutes; i++)
         free(cfg->routes[i].deployments);
-    for (int i = 0; i < cfg->ntenants; i++)
+    for (int i = 0; i < cfg->ntenants; i++) {
         free(cfg->tenants[i].routes);
+        free(cfg->tenants[i].limits);
+    }
+    for (int i = 0; i < cfg->ndeployments; i++)
+        free(cfg->deployments[i].limits);
+    for (int i = 0; i < cfg->nkeys; i++)
+        free(cfg->keys[i].limits);
+    for (int i = 0; i < cfg->nscopes; i++)
+        free(cfg->scopes[i].limits);
+    free(cfg->scopes);
     free(cfg->routes);
     free(cfg->tenants);
     free(cfg->keys);
@@ -530,6 +908,24 @@ int sl_config_deployment(const sl_config_t *cfg, const char *name)
 {
     for (int i = 0; i < cfg->ndeployments; i++) {
         if (cfg->deployments[i].name != NULL && strcmp(cfg->deployments[i].name, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+int sl_config_scope(const sl_config_t *cfg, const char *name)
+{
+    for (int i = 0; i < cfg->nscopes; i++) {
+        if (cfg->scopes[i].name != NULL && strcmp(cfg->scopes[i].name, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+int sl_config_key_by_id(const sl_config_t *cfg, const char *id)
+{
+    for (int i = 0; i < cfg->nkeys; i++) {
+        if (cfg->keys[i].id != NULL && strcmp(cfg->keys[i].id, id) == 0)
             return i;
     }
     return -1;

@@ -24,7 +24,71 @@ typedef enum {
 /* How a deployment's token-per-minute limit counts a request at the time it is received,
  * mirroring the provider (PROVIDERS.md): OpenAI charges max(max_tokens, input estimate), an
  * older rule and Azure charge input estimate + max_tokens. */
-typedef enum { SL_TPM_COUNT_MAX = 0, SL_TPM_COUNT_SUM } sl_tpm_counting_t;
+typedef enum { SL_TPM_COUNT_MAX = 0, SL_TPM_COUNT_SUM, SL_TPM_COUNT_ACTUAL } sl_tpm_counting_t;
+/* What an input-token limit counts: all input, or (Anthropic ITPM) input without cache reads. */
+typedef enum { SL_INPUT_COUNT_ALL = 0, SL_INPUT_COUNT_EXCLUDE_CACHE_READS } sl_input_counting_t;
+/* What an output-token limit counts: tokens generated (reserved at the learned estimate, settled
+ * at the real count) or max_tokens at receipt (settled at the real count at the end). */
+typedef enum { SL_OUTPUT_COUNT_GENERATED = 0, SL_OUTPUT_COUNT_MAX_TOKENS } sl_output_counting_t;
+
+/* What a limit counts (DESIGN §4). */
+typedef enum {
+    SL_DIM_REQUESTS = 0,
+    SL_DIM_INPUT_TOKENS,
+    SL_DIM_OUTPUT_TOKENS,
+    SL_DIM_TOTAL_TOKENS,
+    SL_DIM_CONCURRENCY,
+    SL_DIM_SPEND, /* USD */
+    SL_DIM_REQUESTS_PER_DAY,
+    SL_DIM_TOKENS_PER_DAY,
+    SL_DIM_RAMP,
+    SL_DIM_COUNT
+} sl_dimension_t;
+
+/* How a limit turns what was admitted back into room; the same order as the ledger's sl_alg_t
+ * (scheduler/ledger.h explains each). */
+typedef enum {
+    SL_LIMIT_TOKEN_BUCKET = 0,
+    SL_LIMIT_SLIDING_WINDOW,
+    SL_LIMIT_CALENDAR,
+    SL_LIMIT_GAUGE,
+    SL_LIMIT_ROLLING,
+    SL_LIMIT_RAMP,
+    SL_LIMIT_ALG_COUNT
+} sl_limit_alg_t;
+
+/* One limit of one scope; the scheduler makes a ledger bucket "<scope>:<name>" of it. */
+typedef struct {
+    const char *name;         /* unique in its scope; default: the dimension's name */
+    sl_dimension_t dimension;
+    sl_limit_alg_t algorithm;
+    double capacity;          /* per period; in flight (concurrency); ramp: starting allowance */
+    int64_t period_ms;        /* real ms: "minute" is minute_ms long */
+    int64_t slices;           /* token bucket: burst = capacity / slices; windows: slots */
+    double burst;             /* sliding window: one slot may take burst x capacity / slices */
+    double headroom;          /* share of the limit sluice plans to use, (0, 1] */
+    double burst_fraction;    /* token bucket: share of the burst usable at once */
+    const char *reset_tz;     /* calendar: local days in this zone; "" = windows of period_ms */
+    double growth;            /* ramp: growth allowed per period */
+    sl_dimension_t ramp_unit; /* ramp: requests or total tokens */
+    int strict;               /* a quota: never admits more than it holds, even when unused */
+} sl_limit_cfg_t;
+
+/* A node of the scope hierarchy that is not a deployment, tenant or key: a provider workspace,
+ * project or organisation above deployments, a partner above tenants, or an app/env under a
+ * tenant ("app:<tenant>/<app>/<env>"). */
+typedef struct {
+    const char *name; /* "<kind>:<name>", e.g. "project:openai-main" */
+    int parent;       /* index into scopes, or -1 */
+    int provider_side; /* 1: above deployments; 0: on the callers' side */
+    int nlimits;
+    sl_limit_cfg_t *limits;
+} sl_scope_cfg_t;
+
+/* Prices of a deployment, USD per million tokens, for spend limits. */
+typedef struct {
+    double input_per_mtok, cached_input_per_mtok, output_per_mtok;
+} sl_price_cfg_t;
 
 typedef struct {
     const char *name;
@@ -39,8 +103,14 @@ typedef struct {
     double headroom;           /* fraction of the limit sluice plans to use, (0, 1] */
     double burst_fraction;     /* fraction of the provider's burst sluice may use at once */
     sl_tpm_counting_t tpm_counting;
+    sl_input_counting_t input_counting;
+    sl_output_counting_t output_counting;
+    sl_price_cfg_t price;
     int64_t max_output_tokens; /* largest max_tokens the deployment accepts */
     int64_t timeout_ms;        /* provider call timeout */
+    int parent;                /* its workspace/project/org scope (index into scopes), or -1 */
+    int nlimits;               /* every limit of the deployment, shorthands included */
+    sl_limit_cfg_t *limits;
 } sl_deployment_cfg_t;
 
 /* The most deployments one route (pool) may have. */
@@ -65,6 +135,9 @@ typedef struct {
     int64_t tokens_per_min; /* tenant budget in total tokens; 0 = not limited */
     int nroutes;            /* 0 = every route allowed */
     int *routes;
+    int parent;             /* its partner scope (index into scopes), or -1 */
+    int nlimits;            /* every limit of the tenant, tokens_per_min included */
+    sl_limit_cfg_t *limits;
 } sl_tenant_cfg_t;
 
 typedef struct {
@@ -74,6 +147,8 @@ typedef struct {
     const char *app;
     const char *env;
     int paused;
+    int nlimits;
+    sl_limit_cfg_t *limits;
 } sl_key_cfg_t;
 
 typedef struct {
@@ -112,6 +187,8 @@ typedef struct sl_config {
     sl_tenant_cfg_t *tenants;
     int nkeys;
     sl_key_cfg_t *keys;
+    int nscopes;
+    sl_scope_cfg_t *scopes;
 
     void *priv_; /* the parsed JSON the strings point into */
 } sl_config_t;
@@ -142,6 +219,14 @@ int sl_deployment_can_take(const sl_deployment_cfg_t *d, int64_t input, int64_t 
  * it waited in Kafka while no dispatcher was consuming), so a backlog of old dispatches can never
  * reach the provider as one burst. INT64_MAX for a deployment without limits. */
 int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d);
+
+int sl_config_scope(const sl_config_t *cfg, const char *name);
+int sl_config_key_by_id(const sl_config_t *cfg, const char *id);
+
+const char *sl_dimension_name(sl_dimension_t d);
+const char *sl_limit_alg_name(sl_limit_alg_t a);
+/* Whether a dimension counts tokens (input, output, total, per day). */
+int sl_dimension_is_tokens(sl_dimension_t d);
 
 const char *sl_class_name(sl_class_t c);
 int sl_class_parse(const char *name); /* -1 when unknown */

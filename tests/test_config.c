@@ -389,9 +389,9 @@ START_TEST(unknown_key_anywhere_is_refused_and_named)
     expect_config_error(root, "\"rate\"", "deployments[1]");
 
     root = example();
-    json_object_set_new(json_object_get(at(root, "deployments", 0), "limits"), "rpd",
+    json_object_set_new(json_object_get(at(root, "deployments", 0), "limits"), "rph",
                         json_integer(1));
-    expect_config_error(root, "rpd", "deployments[0]");
+    expect_config_error(root, "rph", "deployments[0]");
 
     root = example();
     json_object_set_new(at(root, "routes", 0), "strategy", json_string("waterfall"));
