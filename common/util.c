@@ -165,11 +165,18 @@ void sl_resolve_path(const char *path, char *out, size_t cap)
 }
 
 static volatile sig_atomic_t stop_flag = 0;
+static volatile sig_atomic_t reload_flag = 0;
 
 static void on_stop_signal(int sig)
 {
     (void)sig;
     stop_flag = 1;
+}
+
+static void on_reload_signal(int sig)
+{
+    (void)sig;
+    reload_flag = 1;
 }
 
 void sl_signals_install(void)
@@ -180,7 +187,16 @@ void sl_signals_install(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_reload_signal;
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+int sl_reload_requested(void)
+{
+    int r = reload_flag != 0;
+    reload_flag = 0;
+    return r;
 }
 
 int sl_stop_requested(void)

@@ -40,6 +40,8 @@ void sl_resolve_path(const char *path, char *out, size_t cap);
  * ignores SIGPIPE. */
 void sl_signals_install(void);
 int sl_stop_requested(void);
+/* Whether SIGHUP arrived since the last call (a daemon then reloads its config). */
+int sl_reload_requested(void);
 
 /* Parses a non-negative integer option value; returns -1 when it is not one. */
 long long sl_parse_count(const char *s);

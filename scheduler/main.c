@@ -26,7 +26,11 @@ static const char usage_text[] =
     "between tenants by deficit round-robin, reserves every bucket of a job before it is sent,\n"
     "leases it to a dispatcher with a signed dispatch message, reconciles usage events, retries\n"
     "after 429s and expires jobs past their deadline. Run one scheduler per database: it takes\n"
-    "a lock on the file. The signing key (signing.secret_key_file) is created on first start.\n";
+    "a lock on the file. The signing key (signing.secret_key_file) is created on first start.\n"
+    "\n"
+    "SIGHUP reloads the config file: limits, quotas, weights, tenants and keys change without\n"
+    "losing queued jobs (bucket levels and counters carry over; a lowered limit applies from\n"
+    "the next admission). SIGTERM/SIGINT stop it cleanly.\n";
 
 /* Outbox rows whose delivery is acknowledged, to delete in the next transaction. */
 typedef struct {
@@ -121,6 +125,52 @@ static void ensure_signing_key(const sl_config_t *cfg)
         exit(2);
     }
     sl_info("created a dispatch signing key pair: %s (secret), %s (public)", sk, pk);
+}
+
+/* SIGHUP: applies the config file again without losing queued work (quotas, weights, limits,
+ * tenants, keys). Kafka, database and signing settings need a restart: a change there is refused
+ * and the running config stays. */
+static void reload(sl_config_t **cfgp, sl_store_t *store,
+                   sl_sched_t **sched)
+{
+    sl_config_t *old = *cfgp, *fresh = NULL;
+    char err[512] = "";
+    if (sl_config_load(old->path, &fresh, err, sizeof err) != SL_OK) {
+        sl_error("reload refused, keeping the running config: %s", err);
+        return;
+    }
+    if (strcmp(fresh->db_path, old->db_path) != 0 ||
+        strcmp(fresh->kafka.topic_jobs, old->kafka.topic_jobs) != 0 ||
+        strcmp(fresh->kafka.topic_usage, old->kafka.topic_usage) != 0 ||
+        strcmp(fresh->kafka.topic_dispatch, old->kafka.topic_dispatch) != 0 ||
+        strcmp(fresh->kafka.topic_results, old->kafka.topic_results) != 0 ||
+        strcmp(fresh->signing_secret_key_file, old->signing_secret_key_file) != 0 ||
+        strcmp(fresh->schema_dir, old->schema_dir) != 0) {
+        sl_error("reload refused: the database, topics, schema or signing key changed; those "
+                 "need a restart");
+        sl_config_free(fresh);
+        return;
+    }
+    int64_t now = sl_now_ms();
+    sl_err_t rc = sl_store_begin(store);
+    if (rc == SL_OK)
+        rc = sl_sched_save(*sched, now);
+    if (rc == SL_OK)
+        rc = sl_store_commit(store);
+    else
+        sl_store_rollback(store);
+    if (rc == SL_OK)
+        rc = sl_sched_reload(sched, fresh, now, err, sizeof err);
+    if (rc != SL_OK) {
+        sl_error("reload failed, keeping the running config: %s",
+                 err[0] != '\0' ? err : sl_strerror(rc));
+        sl_config_free(fresh);
+        return;
+    }
+    *cfgp = fresh;
+    sl_config_free(old);
+    sl_info("config reloaded from %s: %d deployments, %d routes, %d tenants", fresh->path,
+            fresh->ndeployments, fresh->nroutes, fresh->ntenants);
 }
 
 int main(int argc, char **argv)
@@ -241,6 +291,8 @@ int main(int argc, char **argv)
             ob.resweep = 0;
             sl_store_outbox_each(store, produce_outbox_row, &sw);
         }
+        if (sl_reload_requested())
+            reload(&cfg, store, &sched);
         if (now - last_stats >= STATS_EVERY_MS) {
             sl_sched_stats_t st;
             sl_sched_stats(sched, &st);

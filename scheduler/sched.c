@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calib.h"
 #include "drr.h"
 #include "hmap.h"
 #include "jsonschema.h"
@@ -20,41 +21,81 @@
 #include "log.h"
 #include "util.h"
 
-enum { MAX_CHARGES = 4, MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100,
-       DEADLINE_SCAN_EVERY_MS = 500, BUCKET_SAVE_EVERY_MS = 1000 };
+enum { MAX_CHARGES = 16, MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100,
+       DEADLINE_SCAN_EVERY_MS = 500, BUCKET_SAVE_EVERY_MS = 1000, STATE_TEXT_MAX = 8192 };
 
-/* How reconciliation settles a charge. KEEP: the provider counted the reserved amount at
- * receipt (OpenAI-style TPM, requests), so nothing comes back. ACTUAL_TOTAL: our own budgets are
- * charged what was really used: unused tokens come back, overage becomes debt. */
-typedef enum { RULE_KEEP = 0, RULE_ACTUAL_TOTAL } rule_t;
-static const char *const rule_names[] = {"keep", "actual_total"};
+/* How reconciliation settles a charge, by what the limit counts:
+ *   KEEP: the provider counted the reserved amount at receipt (OpenAI-style TPM, requests), so
+ *         it stays whatever the call used;
+ *   ACTUAL_*: what was really used replaces the estimate: unused tokens come back, overage
+ *         becomes debt (total, input, input without cache reads, output, spend in USD);
+ *   RELEASE: a gauge's slot comes back when the call ends. */
+typedef enum {
+    RULE_KEEP = 0,
+    RULE_ACTUAL_TOTAL,
+    RULE_ACTUAL_INPUT,
+    RULE_ACTUAL_INPUT_UNCACHED,
+    RULE_ACTUAL_OUTPUT,
+    RULE_ACTUAL_SPEND,
+    RULE_RELEASE,
+    RULE_COUNT_
+} rule_t;
+static const char *const rule_names[RULE_COUNT_] = {
+    "keep", "actual_total", "actual_input", "actual_input_uncached", "actual_output",
+    "actual_spend", "release"};
 
 /* J_ORPHAN: the config no longer knows the job's tenant or route; it is only ever finished. */
 typedef enum { J_QUEUED = 0, J_DELAYED, J_LEASED, J_ORPHAN } jstate_t;
+
+/* What one lease holds in the ledger: its charges, how each is settled, and each bucket's
+ * reserved total just before it (to read provider headers against). Allocated at lease. */
+typedef struct {
+    int n;
+    sl_charge_t ch[MAX_CHARGES];
+    uint8_t rule[MAX_CHARGES];
+    double before[MAX_CHARGES];
+    int64_t charged_ms;
+    int64_t est_input, est_output; /* what was reserved for input and output */
+} held_t;
 
 typedef struct job {
     char id[65];
     char *idem;
     char *orphan_tenant, *orphan_route; /* the job's own names when the config lacks them */
-    int tenant, cls, route;
+    int tenant, cls, route, key; /* key: -1 when the config no longer knows it */
     jstate_t state;
     int attempts;  /* leases so far: numbers each attempt */
     int not_sent;  /* leases a dispatcher refused without calling: not charged to the budget */
     int64_t submitted_ms, deadline_ms, not_before_ms;
-    int64_t est_input, est_output, est_total;
+    int64_t est_input, est_output, est_total; /* from ingest: est_output is max_tokens */
     sl_drr_node_t *node; /* when queued */
     int list_idx;        /* index in the delayed or leased array */
     /* the current lease */
     char res_id[33];
     int deployment;
     int64_t lease_expires_ms, dispatched_ms;
-    int ncharges;
-    sl_charge_t charges[MAX_CHARGES];
-    rule_t rules[MAX_CHARGES];
+    held_t *held;
 } job_t;
 
+/* The buckets on one side of a job's path, narrowest scope first. */
 typedef struct {
-    int rpm_bucket, tpm_bucket; /* -1 when not limited */
+    int n;
+    int *b;
+} path_t;
+
+/* Per bucket: the limit it enforces and on which side of the path it sits. */
+typedef struct {
+    const sl_limit_cfg_t *limit;
+    int provider_side;
+} binfo_t;
+
+/* Provider rate-limit headers name four dimensions; each maps to the deployment's own
+ * per-minute bucket of that dimension. */
+enum { HDR_REQUESTS = 0, HDR_TOKENS, HDR_INPUT, HDR_OUTPUT, HDR_COUNT };
+
+typedef struct {
+    path_t path;                 /* the deployment's limits, then its parent scopes' */
+    int header_bucket[HDR_COUNT]; /* -1 when there is none */
     int64_t paused_until_ms;
 } dep_t;
 
@@ -74,9 +115,13 @@ struct sl_sched {
     const sl_signer_t *signer;
     sl_schema_t *job_schema, *usage_schema;
     sl_ledger_t *ledger;
+    binfo_t *binfo;
+    int nbinfo;
+    sl_calib_t *calib;
     dep_t *deps;
     route_t *routes;
-    int *tenant_bucket;
+    path_t *tenant_paths; /* the tenant's limits, then its partner's */
+    path_t *key_paths;    /* the key's, its app/env's, then its tenant's path */
     sl_hmap_t *jobs; /* id -> job_t*, every unfinished job */
     joblist_t delayed, leased, orphans;
     int64_t last_scan_ms, last_deadline_scan_ms, last_bucket_save_ms;
@@ -196,6 +241,7 @@ static void job_free(job_t *j)
     if (j == NULL)
         return;
     free(j->idem);
+    free(j->held);
     free(j->orphan_tenant);
     free(j->orphan_route);
     free(j);
@@ -218,82 +264,240 @@ static void unplace(sl_sched_t *s, job_t *j)
 
 /* ---- buckets ---- */
 
-static int add_limit_bucket(sl_sched_t *s, const char *id, int64_t limit, int64_t slices,
-                            double headroom, double burst_fraction, int64_t now_ms)
+/* The ledger spec of a configured limit. Per-minute provider limits are planned at headroom x
+ * the limit; a token bucket's burst is the provider's slice (limit / slices), part of which is
+ * kept unused (burst_fraction) for the jitter between our decision and the provider's receipt. */
+static sl_bucket_spec_t limit_spec(const sl_limit_cfg_t *lc)
 {
-    double capacity = (double)limit / (double)slices;
-    if (capacity < 1)
-        capacity = 1;
-    double rate = (double)limit * headroom / (double)s->cfg->minute_ms;
-    double margin = capacity * (1.0 - burst_fraction);
-    return sl_ledger_add(s->ledger, id, capacity, rate, margin, capacity, now_ms);
+    sl_bucket_spec_t spec = {.alg = (sl_alg_t)lc->algorithm, .strict = lc->strict};
+    double slices = (double)lc->slices;
+    switch (lc->algorithm) {
+    case SL_LIMIT_TOKEN_BUCKET:
+        spec.capacity = lc->capacity / slices;
+        if (spec.capacity < 1 && !sl_dimension_is_tokens(lc->dimension) &&
+            lc->dimension != SL_DIM_SPEND)
+            spec.capacity = 1;
+        spec.rate_per_ms = lc->capacity * lc->headroom / (double)lc->period_ms;
+        spec.margin = spec.capacity * (1.0 - lc->burst_fraction);
+        break;
+    case SL_LIMIT_SLIDING_WINDOW:
+        spec.capacity = lc->capacity * lc->headroom;
+        spec.window_ms = lc->period_ms;
+        spec.sub_windows = (int)lc->slices;
+        spec.sub_capacity = lc->burst * spec.capacity / slices;
+        break;
+    case SL_LIMIT_ROLLING:
+        spec.capacity = lc->capacity;
+        spec.window_ms = lc->period_ms;
+        spec.sub_windows = (int)lc->slices;
+        break;
+    case SL_LIMIT_CALENDAR:
+        spec.capacity = lc->capacity;
+        spec.window_ms = lc->period_ms;
+        spec.tz = lc->reset_tz[0] != '\0' ? lc->reset_tz : NULL;
+        break;
+    case SL_LIMIT_RAMP:
+        spec.capacity = lc->capacity;
+        spec.window_ms = lc->period_ms;
+        spec.growth = lc->growth;
+        break;
+    default: /* gauge */
+        spec.capacity = lc->capacity;
+        break;
+    }
+    return spec;
 }
 
-static sl_err_t build_buckets(sl_sched_t *s, int64_t now_ms)
+/* Adds the buckets of one scope's limits and appends them to path. */
+static sl_err_t add_scope(sl_sched_t *s, const char *scope, const sl_limit_cfg_t *limits, int n,
+                          int provider_side, path_t *path, int64_t now_ms, char *err,
+                          size_t errlen)
 {
-    const sl_config_t *cfg = s->cfg;
-    char id[256];
-    for (int i = 0; i < cfg->ndeployments; i++) {
-        const sl_deployment_cfg_t *d = &cfg->deployments[i];
-        dep_t *dep = &s->deps[i];
-        dep->rpm_bucket = dep->tpm_bucket = -1;
-        if (d->rpm > 0) {
-            snprintf(id, sizeof id, "deployment:%s:rpm", d->name);
-            dep->rpm_bucket = add_limit_bucket(s, id, d->rpm, d->slices_per_minute, d->headroom,
-                                               d->burst_fraction, now_ms);
-            if (dep->rpm_bucket < 0)
-                return SL_ENOMEM;
+    for (int i = 0; i < n; i++) {
+        char id[512];
+        snprintf(id, sizeof id, "%s:%s", scope, limits[i].name);
+        int b = sl_ledger_find(s->ledger, id);
+        if (b < 0) {
+            sl_bucket_spec_t spec = limit_spec(&limits[i]);
+            b = sl_ledger_add_spec(s->ledger, id, &spec, now_ms);
+            if (b < 0) {
+                snprintf(err, errlen, "bucket %s: invalid limit or out of memory", id);
+                return SL_ECONFIG;
+            }
+            if (b >= s->nbinfo) {
+                int ncap = s->nbinfo ? s->nbinfo * 2 : 64;
+                while (ncap <= b)
+                    ncap *= 2;
+                binfo_t *nb = realloc(s->binfo, (size_t)ncap * sizeof *nb);
+                if (nb == NULL)
+                    return SL_ENOMEM;
+                s->binfo = nb;
+                s->nbinfo = ncap;
+            }
+            s->binfo[b].limit = &limits[i];
+            s->binfo[b].provider_side = provider_side;
         }
-        if (d->tpm > 0) {
-            snprintf(id, sizeof id, "deployment:%s:tpm", d->name);
-            dep->tpm_bucket = add_limit_bucket(s, id, d->tpm, d->slices_per_minute, d->headroom,
-                                               d->burst_fraction, now_ms);
-            if (dep->tpm_bucket < 0)
-                return SL_ENOMEM;
+        if (path->n >= MAX_CHARGES) {
+            snprintf(err, errlen, "scope %s: more than %d limits on one path", scope,
+                     MAX_CHARGES);
+            return SL_ECONFIG;
         }
-    }
-    for (int i = 0; i < cfg->ntenants; i++) {
-        const sl_tenant_cfg_t *t = &cfg->tenants[i];
-        s->tenant_bucket[i] = -1;
-        if (t->tokens_per_min <= 0)
-            continue;
-        snprintf(id, sizeof id, "tenant:%s:tokens", t->name);
-        double cap = (double)t->tokens_per_min;
-        s->tenant_bucket[i] =
-            sl_ledger_add(s->ledger, id, cap, cap / (double)cfg->minute_ms, 0, cap, now_ms);
-        if (s->tenant_bucket[i] < 0)
-            return SL_ENOMEM;
-    }
-    /* After a restart nothing tells how much of each limit was used just before: assume the
-     * worst (empty), keeping any debt that was recorded. A new database starts full. */
-    if (!sl_store_is_new(s->store)) {
-        for (int b = 0; b < sl_ledger_count(s->ledger); b++) {
-            double level;
-            int64_t updated;
-            if (sl_store_bucket_load(s->store, sl_ledger_id(s->ledger, b), &level, &updated) !=
-                SL_OK)
-                level = 0;
-            sl_ledger_set_level(s->ledger, b, level < 0 ? level : 0, now_ms);
-        }
+        path->b[path->n++] = b;
     }
     return SL_OK;
 }
 
-static sl_err_t save_buckets(sl_sched_t *s, int64_t now_ms)
+static sl_err_t add_parents(sl_sched_t *s, int parent, int provider_side, path_t *path,
+                            int64_t now_ms, char *err, size_t errlen)
 {
+    sl_err_t rc = SL_OK;
+    for (int p = parent, steps = 0; rc == SL_OK && p >= 0 && steps < s->cfg->nscopes;
+         p = s->cfg->scopes[p].parent, steps++) {
+        const sl_scope_cfg_t *sc = &s->cfg->scopes[p];
+        rc = add_scope(s, sc->name, sc->limits, sc->nlimits, provider_side, path, now_ms, err,
+                       errlen);
+    }
+    return rc;
+}
+
+static sl_err_t path_alloc(path_t *p)
+{
+    p->b = calloc(MAX_CHARGES, sizeof *p->b);
+    p->n = 0;
+    return p->b != NULL ? SL_OK : SL_ENOMEM;
+}
+
+/* Builds every bucket of the config and each deployment's, tenant's and key's path. */
+static sl_err_t build_buckets(sl_sched_t *s, int64_t now_ms, char *err, size_t errlen)
+{
+    const sl_config_t *cfg = s->cfg;
+    char scope[512];
+    sl_err_t rc = SL_OK;
+    int longest_dep = 0, longest_key = 0;
+    for (int i = 0; rc == SL_OK && i < cfg->ndeployments; i++) {
+        const sl_deployment_cfg_t *d = &cfg->deployments[i];
+        dep_t *dep = &s->deps[i];
+        for (int h = 0; h < HDR_COUNT; h++)
+            dep->header_bucket[h] = -1;
+        snprintf(scope, sizeof scope, "deployment:%s", d->name);
+        rc = path_alloc(&dep->path);
+        if (rc == SL_OK)
+            rc = add_scope(s, scope, d->limits, d->nlimits, 1, &dep->path, now_ms, err, errlen);
+        /* Headers describe the deployment's per-minute limits (its own buckets). */
+        for (int k = 0; rc == SL_OK && k < d->nlimits; k++) {
+            const sl_limit_cfg_t *lc = &d->limits[k];
+            int h = lc->dimension == SL_DIM_REQUESTS       ? HDR_REQUESTS
+                    : lc->dimension == SL_DIM_TOTAL_TOKENS  ? HDR_TOKENS
+                    : lc->dimension == SL_DIM_INPUT_TOKENS  ? HDR_INPUT
+                    : lc->dimension == SL_DIM_OUTPUT_TOKENS ? HDR_OUTPUT
+                                                            : -1;
+            if (h >= 0 && dep->header_bucket[h] < 0 &&
+                (lc->algorithm == SL_LIMIT_TOKEN_BUCKET ||
+                 lc->algorithm == SL_LIMIT_SLIDING_WINDOW))
+                dep->header_bucket[h] = dep->path.b[k];
+        }
+        if (rc == SL_OK)
+            rc = add_parents(s, d->parent, 1, &dep->path, now_ms, err, errlen);
+        if (dep->path.n > longest_dep)
+            longest_dep = dep->path.n;
+    }
+    for (int i = 0; rc == SL_OK && i < cfg->ntenants; i++) {
+        const sl_tenant_cfg_t *t = &cfg->tenants[i];
+        snprintf(scope, sizeof scope, "tenant:%s", t->name);
+        rc = path_alloc(&s->tenant_paths[i]);
+        if (rc == SL_OK)
+            rc = add_scope(s, scope, t->limits, t->nlimits, 0, &s->tenant_paths[i], now_ms, err,
+                           errlen);
+        if (rc == SL_OK)
+            rc = add_parents(s, t->parent, 0, &s->tenant_paths[i], now_ms, err, errlen);
+    }
+    for (int i = 0; rc == SL_OK && i < cfg->nkeys; i++) {
+        const sl_key_cfg_t *k = &cfg->keys[i];
+        path_t *path = &s->key_paths[i];
+        snprintf(scope, sizeof scope, "key:%s", k->id);
+        rc = path_alloc(path);
+        if (rc == SL_OK)
+            rc = add_scope(s, scope, k->limits, k->nlimits, 0, path, now_ms, err, errlen);
+        snprintf(scope, sizeof scope, "app:%s/%s/%s", cfg->tenants[k->tenant].name, k->app,
+                 k->env);
+        int app = sl_config_scope(cfg, scope);
+        if (rc == SL_OK && app >= 0)
+            rc = add_scope(s, scope, cfg->scopes[app].limits, cfg->scopes[app].nlimits, 0, path,
+                           now_ms, err, errlen);
+        const path_t *tp = &s->tenant_paths[k->tenant];
+        for (int j = 0; rc == SL_OK && j < tp->n; j++) {
+            if (path->n >= MAX_CHARGES) {
+                snprintf(err, errlen, "key %s: more than %d limits on its path", k->id,
+                         MAX_CHARGES);
+                rc = SL_ECONFIG;
+            } else {
+                path->b[path->n++] = tp->b[j];
+            }
+        }
+        if (path->n > longest_key)
+            longest_key = path->n;
+    }
+    for (int i = 0; i < cfg->ntenants; i++) {
+        if (s->tenant_paths[i].n > longest_key)
+            longest_key = s->tenant_paths[i].n;
+    }
+    if (rc == SL_OK && longest_dep + longest_key > MAX_CHARGES) {
+        snprintf(err, errlen,
+                 "a job's path could cross %d limits (%d on the callers' side, %d on the "
+                 "provider side); at most %d are supported",
+                 longest_dep + longest_key, longest_key, longest_dep, MAX_CHARGES);
+        rc = SL_ECONFIG;
+    }
+    return rc;
+}
+
+/* "<scope>:<name>" -> scope and name (the part after the last colon). */
+static void split_bucket_id(const char *id, char *scope, size_t cap, const char **name)
+{
+    snprintf(scope, cap, "%s", id);
+    char *last = strrchr(scope, ':');
+    *name = "";
+    if (last != NULL) {
+        *last = '\0';
+        *name = id + (last - scope) + 1;
+    }
+}
+
+/* Writes the buckets that changed since the last save: level (token buckets) and counters. */
+static sl_err_t save_buckets(sl_sched_t *s, int64_t now_ms, int all)
+{
+    char state[STATE_TEXT_MAX];
     for (int b = 0; b < sl_ledger_count(s->ledger); b++) {
+        if (!all && !sl_ledger_dirty(s->ledger, b))
+            continue;
         const char *id = sl_ledger_id(s->ledger, b);
-        /* ids are "<scope kind>:<name>:<dimension>" */
-        char scope[256];
-        snprintf(scope, sizeof scope, "%s", id);
-        char *dim = strrchr(scope, ':');
-        if (dim != NULL)
-            *dim++ = '\0';
-        double level = sl_ledger_level(s->ledger, b, now_ms);
-        sl_err_t rc = sl_store_bucket_save(s->store, id, scope, dim != NULL ? dim : "tokens",
-                                           sl_ledger_capacity(s->ledger, b), 0, level, now_ms);
+        const sl_limit_cfg_t *lc = s->binfo[b].limit;
+        char scope[512];
+        const char *name;
+        split_bucket_id(id, scope, sizeof scope, &name);
+        if (sl_ledger_state_save(s->ledger, b, now_ms, state, sizeof state) != SL_OK)
+            state[0] = '\0';
+        sl_store_bucket_t row = {
+            .bucket_id = id,
+            .scope = scope,
+            .dimension = sl_dimension_name(lc->dimension),
+            .algorithm = sl_limit_alg_name(lc->algorithm),
+            .unit = lc->dimension == SL_DIM_SPEND           ? "usd"
+                    : lc->dimension == SL_DIM_CONCURRENCY   ? "calls"
+                    : sl_dimension_is_tokens(lc->dimension) ? "tokens"
+                                                            : "requests",
+            .source = "config",
+            .capacity = sl_ledger_capacity(s->ledger, b),
+            .rate_per_min = lc->capacity * lc->headroom * (double)s->cfg->minute_ms /
+                            (double)lc->period_ms,
+            .level = sl_ledger_level(s->ledger, b, now_ms),
+            .updated_ms = now_ms,
+            .state = state[0] != '\0' ? state : NULL,
+        };
+        sl_err_t rc = sl_store_bucket_put(s->store, &row);
         if (rc != SL_OK)
             return rc;
+        sl_ledger_clear_dirty(s->ledger, b);
     }
     return SL_OK;
 }
@@ -310,16 +514,104 @@ typedef struct {
 static void restore_charge(const char *bucket_id, double amount, const char *rule, void *arg)
 {
     restore_t *r = arg;
-    job_t *j = r->job;
-    if (j->ncharges >= MAX_CHARGES)
+    held_t *h = r->job->held;
+    if (h == NULL || h->n >= MAX_CHARGES)
         return;
     /* A bucket removed from the config stays as a placeholder (bucket -1), so the charges keep
      * the order they were stored in. */
     int b = sl_ledger_find(r->s->ledger, bucket_id);
-    j->charges[j->ncharges].bucket = b;
-    j->charges[j->ncharges].amount = amount;
-    j->rules[j->ncharges] = strcmp(rule, "actual_total") == 0 ? RULE_ACTUAL_TOTAL : RULE_KEEP;
-    j->ncharges++;
+    h->ch[h->n].bucket = b;
+    h->ch[h->n].amount = amount;
+    h->rule[h->n] = RULE_KEEP;
+    for (int k = 0; k < RULE_COUNT_; k++) {
+        if (strcmp(rule, rule_names[k]) == 0)
+            h->rule[h->n] = (uint8_t)k;
+    }
+    h->before[h->n] = b >= 0 ? sl_ledger_reserved_total(r->s->ledger, b) : 0;
+    /* A call in flight holds its gauge slot again. */
+    if (b >= 0 && h->rule[h->n] == RULE_RELEASE)
+        sl_ledger_settle(r->s->ledger, b, -amount, r->now_ms, r->now_ms);
+    h->n++;
+}
+
+typedef struct {
+    sl_sched_t *s;
+    int64_t now_ms;
+    const uint8_t *replay; /* per bucket: replay charges made after its last save */
+    const int64_t *since;  /* per bucket: that save's time */
+} replay_t;
+
+static void replay_charge(const char *bucket_id, double amount, int64_t created_ms, void *arg)
+{
+    replay_t *r = arg;
+    int b = sl_ledger_find(r->s->ledger, bucket_id);
+    if (b >= 0 && r->replay[b] && created_ms >= r->since[b] && amount > 0)
+        sl_ledger_settle(r->s->ledger, b, -amount, created_ms, r->now_ms);
+}
+
+/* Restores what the buckets had admitted before this start.
+ *   exact (a config reload: everything was saved a moment ago): levels and counters as saved;
+ *   after a restart, per algorithm: calendar and rolling counters (daily quotas, spend) exactly,
+ *   as saved plus every reservation made after the save; gauges from the calls in flight
+ *   (restore_job); everything else as the worst case for the rest of its window, since nothing
+ *   tells how much of a per-minute limit was used just before. A new database starts unused. */
+static sl_err_t restore_buckets(sl_sched_t *s, int exact, int64_t now_ms)
+{
+    if (sl_store_is_new(s->store))
+        return SL_OK;
+    int n = sl_ledger_count(s->ledger);
+    uint8_t *replay = calloc((size_t)n + 1, 1);
+    int64_t *since = calloc((size_t)n + 1, sizeof *since);
+    if (replay == NULL || since == NULL) {
+        free(replay);
+        free(since);
+        return SL_ENOMEM;
+    }
+    int64_t oldest = INT64_MAX;
+    sl_err_t rc = SL_OK;
+    for (int b = 0; b < n && rc == SL_OK; b++) {
+        double level = 0;
+        int64_t updated = 0;
+        char *state = NULL;
+        sl_err_t got = sl_store_bucket_get(s->store, sl_ledger_id(s->ledger, b), &level,
+                                           &updated, &state);
+        sl_alg_t alg = sl_ledger_alg(s->ledger, b);
+        if (got != SL_OK && got != SL_ENOTFOUND) {
+            rc = got;
+        } else if (alg == SL_ALG_CALENDAR || alg == SL_ALG_ROLLING) {
+            if (got == SL_OK && sl_ledger_state_load(s->ledger, b, state, now_ms) != SL_OK)
+                sl_warn("bucket %s: saved counters unreadable; replaying its window",
+                        sl_ledger_id(s->ledger, b));
+            /* Without a save, replay the whole window (at most one period back). */
+            since[b] = got == SL_OK ? updated : now_ms - s->binfo[b].limit->period_ms;
+            if (!exact) {
+                replay[b] = 1;
+                if (since[b] < oldest)
+                    oldest = since[b];
+            }
+        } else if (alg == SL_ALG_GAUGE) {
+            /* rebuilt from the leases */
+        } else if (exact && got == SL_OK) {
+            if (alg == SL_ALG_TOKEN_BUCKET) {
+                sl_ledger_set_level(s->ledger, b, level, updated);
+            } else {
+                sl_ledger_state_load(s->ledger, b, state, now_ms);
+            }
+        } else {
+            if (alg == SL_ALG_TOKEN_BUCKET)
+                sl_ledger_set_level(s->ledger, b, got == SL_OK && level < 0 ? level : 0, now_ms);
+            else
+                sl_ledger_assume_worst(s->ledger, b, now_ms);
+        }
+        free(state);
+    }
+    if (rc == SL_OK && oldest != INT64_MAX) {
+        replay_t r = {s, now_ms, replay, since};
+        rc = sl_store_res_each_since(s->store, oldest, replay_charge, &r);
+    }
+    free(replay);
+    free(since);
+    return rc;
 }
 
 static void restore_job(const sl_store_row_t *row, void *arg)
@@ -349,6 +641,9 @@ static void restore_job(const sl_store_row_t *row, void *arg)
     j->est_total = row->est_total;
     j->deployment = -1;
     j->list_idx = -1;
+    j->key = row->key_id != NULL ? sl_config_key_by_id(s->cfg, row->key_id) : -1;
+    if (j->key >= 0 && s->cfg->keys[j->key].tenant != tenant)
+        j->key = -1;
     j->idem = strdup(row->idempotency_key != NULL ? row->idempotency_key : j->id);
     int orphan = tenant < 0 || route < 0;
     if (orphan) {
@@ -376,8 +671,17 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         snprintf(j->res_id, sizeof j->res_id, "%s", row->reservation_id);
         j->deployment = row->deployment ? sl_config_deployment(s->cfg, row->deployment) : -1;
         j->lease_expires_ms = row->lease_expires_ms;
+        j->dispatched_ms = row->lease_expires_ms - s->cfg->lease_ms;
         j->state = J_LEASED;
         r->job = j;
+        j->held = calloc(1, sizeof *j->held);
+        if (j->held == NULL) {
+            r->rc = SL_ENOMEM;
+            return;
+        }
+        j->held->charged_ms = j->dispatched_ms;
+        j->held->est_input = j->est_input;
+        j->held->est_output = j->est_output;
         sl_store_res_charges(s->store, j->res_id, restore_charge, r);
         r->rc = list_add(&s->leased, j);
     } else if (row->not_before_ms > r->now_ms) {
@@ -399,8 +703,9 @@ static sl_err_t load_schema(const sl_config_t *cfg, const char *name, sl_schema_
     return sl_schema_load_file(path, out, err, errlen);
 }
 
-sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_signer_t *signer,
-                      int64_t now_ms, sl_sched_t **out, char *err, size_t errlen)
+/* Builds the core; exact: the store's bucket state was saved a moment ago (a reload). */
+static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_signer_t *signer,
+                          int64_t now_ms, int exact, sl_sched_t **out, char *err, size_t errlen)
 {
     *out = NULL;
     sl_sched_t *s = calloc(1, sizeof *s);
@@ -415,22 +720,30 @@ sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_signer
     if (rc != SL_OK)
         goto fail;
     s->ledger = sl_ledger_new();
+    s->calib = sl_calib_new(cfg->nroutes, SL_CLASS_COUNT);
     s->deps = calloc((size_t)cfg->ndeployments + 1, sizeof *s->deps);
     s->routes = calloc((size_t)cfg->nroutes + 1, sizeof *s->routes);
-    s->tenant_bucket = calloc((size_t)cfg->ntenants + 1, sizeof *s->tenant_bucket);
+    s->tenant_paths = calloc((size_t)cfg->ntenants + 1, sizeof *s->tenant_paths);
+    s->key_paths = calloc((size_t)cfg->nkeys + 1, sizeof *s->key_paths);
     s->jobs = sl_hmap_new();
     rc = SL_ENOMEM;
-    if (s->ledger == NULL || s->deps == NULL || s->routes == NULL || s->tenant_bucket == NULL ||
-        s->jobs == NULL)
+    if (s->ledger == NULL || s->calib == NULL || s->deps == NULL || s->routes == NULL ||
+        s->tenant_paths == NULL || s->key_paths == NULL || s->jobs == NULL)
         goto fail;
     for (int i = 0; i < cfg->nroutes; i++) {
         s->routes[i].drr = sl_drr_new();
         if (s->routes[i].drr == NULL)
             goto fail;
     }
-    rc = build_buckets(s, now_ms);
-    if (rc != SL_OK)
+    err[0] = '\0';
+    rc = build_buckets(s, now_ms, err, errlen);
+    if (rc == SL_OK)
+        rc = restore_buckets(s, exact, now_ms);
+    if (rc != SL_OK) {
+        if (err[0] == '\0')
+            snprintf(err, errlen, "building the ledger: %s", sl_strerror(rc));
         goto fail;
+    }
     restore_t r = {s, NULL, now_ms, SL_OK};
     rc = sl_store_each_unfinished(store, restore_job, &r);
     if (rc == SL_OK)
@@ -454,6 +767,45 @@ fail:
     return rc;
 }
 
+sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_signer_t *signer,
+                      int64_t now_ms, sl_sched_t **out, char *err, size_t errlen)
+{
+    return sched_new(cfg, store, signer, now_ms, 0, out, err, errlen);
+}
+
+sl_err_t sl_sched_save(sl_sched_t *s, int64_t now_ms)
+{
+    return save_buckets(s, now_ms, 1 /*all*/);
+}
+
+sl_err_t sl_sched_reload(sl_sched_t **sp, const sl_config_t *cfg, int64_t now_ms, char *err,
+                         size_t errlen)
+{
+    sl_sched_t *old = *sp;
+    sl_sched_t *fresh = NULL;
+    if (old->nout > 0) {
+        /* Their topics point into the old config. */
+        snprintf(err, errlen, "messages not yet taken (sl_sched_take first)");
+        return SL_EBUSY;
+    }
+    sl_err_t rc = sched_new(cfg, old->store, old->signer, now_ms, 1 /*exact*/, &fresh, err,
+                            errlen);
+    if (rc != SL_OK)
+        return rc;
+    /* What only lived in memory carries over by name: provider pauses after a 429, counters. */
+    for (int d = 0; d < old->cfg->ndeployments; d++) {
+        int nd = sl_config_deployment(cfg, old->cfg->deployments[d].name);
+        if (nd >= 0)
+            fresh->deps[nd].paused_until_ms = old->deps[d].paused_until_ms;
+    }
+    fresh->st = old->st;
+    fresh->st.queued = fresh->st.delayed = fresh->st.leased = 0;
+    fresh->res_counter = old->res_counter;
+    sl_sched_free(old);
+    *sp = fresh;
+    return SL_OK;
+}
+
 static void free_job_entry(const char *key, void *value, void *arg)
 {
     (void)key;
@@ -472,8 +824,17 @@ void sl_sched_free(sl_sched_t *s)
     for (int i = 0; s->routes != NULL && i < s->cfg->nroutes; i++)
         sl_drr_free(s->routes[i].drr);
     free(s->routes);
+    for (int i = 0; s->deps != NULL && i < s->cfg->ndeployments; i++)
+        free(s->deps[i].path.b);
     free(s->deps);
-    free(s->tenant_bucket);
+    for (int i = 0; s->tenant_paths != NULL && i < s->cfg->ntenants; i++)
+        free(s->tenant_paths[i].b);
+    free(s->tenant_paths);
+    for (int i = 0; s->key_paths != NULL && i < s->cfg->nkeys; i++)
+        free(s->key_paths[i].b);
+    free(s->key_paths);
+    free(s->binfo);
+    sl_calib_free(s->calib);
     free(s->delayed.items);
     free(s->leased.items);
     free(s->orphans.items);
@@ -686,6 +1047,9 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     j->tenant = sl_config_tenant(s->cfg, tenant_name);
     j->route = sl_config_route(s->cfg, route_name);
     j->cls = sl_class_parse(cls_name);
+    j->key = sl_config_key_by_id(s->cfg, row.key_id);
+    if (j->key >= 0 && s->cfg->keys[j->key].tenant != j->tenant)
+        j->key = -1;
     j->submitted_ms = row.submitted_ms;
     j->deadline_ms = row.deadline_ms;
     j->est_input = row.est_input;
@@ -716,39 +1080,153 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
 
 /* ---- scheduling ---- */
 
-/* The share of a deployment's tightest bucket that is free now, for choosing where to go. */
+/* The share of a deployment's tightest own bucket that is free now, for choosing where to go. */
 static double free_fraction(sl_sched_t *s, int d, int64_t now_ms)
 {
     double f = 1.0;
-    int b[2] = {s->deps[d].rpm_bucket, s->deps[d].tpm_bucket};
-    for (int i = 0; i < 2; i++) {
-        if (b[i] < 0)
-            continue;
-        double x = sl_ledger_level(s->ledger, b[i], now_ms) / sl_ledger_capacity(s->ledger, b[i]);
+    const path_t *p = &s->deps[d].path;
+    for (int i = 0; i < p->n; i++) {
+        double x = sl_ledger_level(s->ledger, p->b[i], now_ms) /
+                   sl_ledger_capacity(s->ledger, p->b[i]);
         if (x < f)
             f = x;
     }
     return f;
 }
 
-static int build_charges(sl_sched_t *s, const job_t *j, int d, sl_charge_t *ch, rule_t *rules)
+/* What a job asks for, as the ledger reserves it: the deterministic estimates from ingest, and
+ * what the scheduler learned (calib.h). */
+typedef struct {
+    int64_t input_raw;  /* ingest's count: what a provider counting at receipt sees */
+    int64_t input;      /* corrected by what real inputs of the route looked like */
+    int64_t max_tokens; /* the request's max_tokens */
+    int64_t output;     /* min(max_tokens, p95 of recent outputs) */
+} demand_t;
+
+static demand_t job_demand(const sl_sched_t *s, const job_t *j)
 {
-    int n = 0;
+    demand_t dm;
+    dm.input_raw = j->est_input;
+    dm.input = sl_calib_input(s->calib, j->route, j->est_input);
+    dm.max_tokens = j->est_output;
+    dm.output = sl_calib_output(s->calib, j->route, j->cls, j->est_output);
+    return dm;
+}
+
+static double spend_usd(const sl_price_cfg_t *p, int64_t input, int64_t cached, int64_t output)
+{
+    if (cached > input)
+        cached = input;
+    return ((double)(input - cached) * p->input_per_mtok +
+            (double)cached * p->cached_input_per_mtok + (double)output * p->output_per_mtok) /
+           1e6;
+}
+
+/* The amount and settlement rule of one bucket for a job going to deployment dc, by what the
+ * bucket counts and on which side it sits. Provider-side buckets count the way the provider
+ * does (PROVIDERS.md); the callers' budgets count the learned estimate, settled at real use. */
+static void charge_of(const binfo_t *bi, const sl_deployment_cfg_t *dc, const demand_t *dm,
+                      double *amount, rule_t *rule)
+{
+    sl_dimension_t dim = bi->limit->dimension;
+    if (dim == SL_DIM_RAMP)
+        dim = bi->limit->ramp_unit;
+    switch (dim) {
+    case SL_DIM_REQUESTS:
+    case SL_DIM_REQUESTS_PER_DAY:
+        *amount = 1;
+        *rule = RULE_KEEP;
+        return;
+    case SL_DIM_CONCURRENCY:
+        *amount = 1;
+        *rule = RULE_RELEASE;
+        return;
+    case SL_DIM_INPUT_TOKENS:
+        if (bi->provider_side) {
+            /* Counted at receipt from the real prompt: reserve ingest's conservative count. */
+            *amount = (double)dm->input_raw;
+            *rule = dc->input_counting == SL_INPUT_COUNT_EXCLUDE_CACHE_READS
+                        ? RULE_ACTUAL_INPUT_UNCACHED
+                        : RULE_ACTUAL_INPUT;
+        } else {
+            *amount = (double)dm->input;
+            *rule = RULE_ACTUAL_INPUT;
+        }
+        return;
+    case SL_DIM_OUTPUT_TOKENS:
+        *amount = (double)(bi->provider_side && dc->output_counting == SL_OUTPUT_COUNT_MAX_TOKENS
+                               ? dm->max_tokens
+                               : dm->output);
+        *rule = RULE_ACTUAL_OUTPUT;
+        return;
+    case SL_DIM_SPEND:
+        *amount = spend_usd(&dc->price, dm->input, 0, dm->output);
+        *rule = RULE_ACTUAL_SPEND;
+        return;
+    default: /* total tokens, per minute or per day */
+        if (bi->provider_side && dc->tpm_counting == SL_TPM_COUNT_MAX) {
+            *amount = (double)(dm->input_raw > dm->max_tokens ? dm->input_raw : dm->max_tokens);
+            *rule = RULE_KEEP;
+        } else if (bi->provider_side && dc->tpm_counting == SL_TPM_COUNT_SUM) {
+            *amount = (double)(dm->input_raw + dm->max_tokens);
+            *rule = RULE_KEEP;
+        } else {
+            *amount = (double)(dm->input + dm->output);
+            *rule = RULE_ACTUAL_TOTAL;
+        }
+        return;
+    }
+}
+
+/* The callers' side of j's path: its key's (with app/env and tenant), or its tenant's when the
+ * config no longer knows the key. */
+static const path_t *caller_path(const sl_sched_t *s, const job_t *j)
+{
+    return j->key >= 0 ? &s->key_paths[j->key] : &s->tenant_paths[j->tenant];
+}
+
+/* Every charge of job j on deployment d, callers' side first. */
+static void build_charges(sl_sched_t *s, const job_t *j, int d, held_t *h)
+{
     const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
-    if (s->tenant_bucket[j->tenant] >= 0) {
-        ch[n] = (sl_charge_t){s->tenant_bucket[j->tenant], (double)j->est_total};
-        rules[n++] = RULE_ACTUAL_TOTAL;
+    demand_t dm = job_demand(s, j);
+    const path_t *sides[2] = {caller_path(s, j), &s->deps[d].path};
+    h->n = 0;
+    h->est_input = dm.input;
+    h->est_output = dm.output;
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < sides[k]->n && h->n < MAX_CHARGES; i++) {
+            int b = sides[k]->b[i];
+            double amount;
+            rule_t rule;
+            charge_of(&s->binfo[b], dc, &dm, &amount, &rule);
+            h->ch[h->n].bucket = b;
+            h->ch[h->n].amount = amount;
+            h->rule[h->n] = (uint8_t)rule;
+            h->n++;
+        }
     }
-    if (s->deps[d].rpm_bucket >= 0) {
-        ch[n] = (sl_charge_t){s->deps[d].rpm_bucket, 1};
-        rules[n++] = RULE_KEEP;
+}
+
+/* Whether deployment d could ever take job j: its max_tokens within the deployment's output
+ * ceiling, and each provider-side charge within what its limit allows in a whole period
+ * (a request above a whole limit is "too large" at the provider, whatever the wait). */
+static int dep_can_take(sl_sched_t *s, const job_t *j, int d)
+{
+    const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
+    if (j->est_output > dc->max_output_tokens)
+        return 0;
+    demand_t dm = job_demand(s, j);
+    const path_t *p = &s->deps[d].path;
+    for (int i = 0; i < p->n; i++) {
+        const binfo_t *bi = &s->binfo[p->b[i]];
+        double amount;
+        rule_t rule;
+        charge_of(bi, dc, &dm, &amount, &rule);
+        if (bi->limit->algorithm != SL_LIMIT_RAMP && amount > bi->limit->capacity)
+            return 0;
     }
-    if (s->deps[d].tpm_bucket >= 0) {
-        ch[n] = (sl_charge_t){s->deps[d].tpm_bucket,
-                              (double)sl_deployment_tpm_charge(dc, j->est_input, j->est_output)};
-        rules[n++] = RULE_KEEP;
-    }
-    return n;
+    return 1;
 }
 
 /* A reservation id (32 hex digits) that sorts by creation: 12 digits of the clock, 4 of a
@@ -773,13 +1251,14 @@ static sl_err_t lease(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
     j->deployment = d;
     j->lease_expires_ms = now_ms + cfg->lease_ms;
     j->dispatched_ms = now_ms;
+    const held_t *h = j->held;
     const char *bucket_ids[MAX_CHARGES];
     double amounts[MAX_CHARGES];
     const char *rules[MAX_CHARGES];
-    for (int i = 0; i < j->ncharges; i++) {
-        bucket_ids[i] = sl_ledger_id(s->ledger, j->charges[i].bucket);
-        amounts[i] = j->charges[i].amount;
-        rules[i] = rule_names[j->rules[i]];
+    for (int i = 0; i < h->n; i++) {
+        bucket_ids[i] = sl_ledger_id(s->ledger, h->ch[i].bucket);
+        amounts[i] = h->ch[i].amount;
+        rules[i] = rule_names[h->rule[i]];
     }
     sl_store_res_t res = {
         .reservation_id = j->res_id,
@@ -790,13 +1269,13 @@ static sl_err_t lease(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
         .deployment = dc->name,
         .idempotency_key = j->idem,
         .attempt = j->attempts,
-        .est_input = j->est_input,
-        .est_output = j->est_output,
+        .est_input = h->est_input,
+        .est_output = h->est_output,
         .created_ms = now_ms,
         .expires_ms = j->lease_expires_ms,
         .queue_deadline_ms = j->deadline_ms,
     };
-    sl_err_t rc = sl_store_res_open(s->store, &res, j->ncharges, bucket_ids, amounts, rules);
+    sl_err_t rc = sl_store_res_open(s->store, &res, h->n, bucket_ids, amounts, rules);
     if (rc == SL_OK)
         rc = sl_store_job_lease(s->store, j->id, j->attempts, j->lease_expires_ms, j->res_id,
                                 dc->name, now_ms);
@@ -865,7 +1344,7 @@ static int64_t why_waiting(sl_sched_t *s, job_t *j, int64_t now_ms, char *limite
     for (int i = 0; i < r->ndeployments; i++) {
         int d = r->deployments[i];
         const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
-        if (!sl_deployment_can_take(dc, j->est_input, j->est_output))
+        if (!dep_can_take(s, j, d))
             continue;
         int64_t worst = 0;
         char label[200] = "";
@@ -873,14 +1352,13 @@ static int64_t why_waiting(sl_sched_t *s, job_t *j, int64_t now_ms, char *limite
             worst = s->deps[d].paused_until_ms - now_ms;
             snprintf(label, sizeof label, "deployment:%s:paused", dc->name);
         }
-        sl_charge_t ch[MAX_CHARGES];
-        rule_t rules[MAX_CHARGES];
-        int n = build_charges(s, j, d, ch, rules);
-        for (int k = 0; k < n; k++) {
-            int64_t w = sl_ledger_wait_ms(s->ledger, ch[k].bucket, ch[k].amount, now_ms);
-            if (w > worst) {
+        held_t h;
+        build_charges(s, j, d, &h);
+        for (int k = 0; k < h.n; k++) {
+            int64_t w = sl_ledger_wait_ms(s->ledger, h.ch[k].bucket, h.ch[k].amount, now_ms);
+            if (w > worst || (w == worst && w > 0 && label[0] == '\0')) {
                 worst = w;
-                snprintf(label, sizeof label, "%s", sl_ledger_id(s->ledger, ch[k].bucket));
+                snprintf(label, sizeof label, "%s", sl_ledger_id(s->ledger, h.ch[k].bucket));
             }
         }
         if (worst < best) {
@@ -920,6 +1398,39 @@ static sl_err_t expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms)
     return finish(s, j, &o, now_ms);
 }
 
+/* Whether a bucket is a quota: a count that only comes back at a reset (daily requests or
+ * tokens, spend), so waiting for it past a job's deadline is pointless. */
+static int is_quota(const sl_sched_t *s, int b)
+{
+    sl_alg_t alg = sl_ledger_alg(s->ledger, b);
+    return alg == SL_ALG_CALENDAR || alg == SL_ALG_ROLLING;
+}
+
+/* Refuses a job that a quota keeps out until after its deadline: a clear, final answer naming
+ * the quota, instead of waiting for the deadline or retrying. */
+static sl_err_t fail_quota(sl_sched_t *s, job_t *j, int b, int64_t wait_ms, int64_t now_ms)
+{
+    char scope[256];
+    const char *name;
+    split_bucket_id(sl_ledger_id(s->ledger, b), scope, sizeof scope, &name);
+    outcome_t o;
+    outcome_init(&o, "rejected");
+    o.err_type = "policy";
+    o.err_reason = "quota_exhausted";
+    o.decision = "rejected_locally";
+    o.limiter = sl_ledger_id(s->ledger, b);
+    o.scope = scope;
+    o.retry_after_ms = wait_ms != INT64_MAX ? wait_ms : -1;
+    if (wait_ms != INT64_MAX)
+        snprintf(o.err_message, sizeof o.err_message,
+                 "quota %s is used up until it resets in %lld ms, after the job's deadline",
+                 o.limiter, (long long)wait_ms);
+    else
+        snprintf(o.err_message, sizeof o.err_message,
+                 "quota %s cannot hold this job before the job's deadline", o.limiter);
+    return finish(s, j, &o, now_ms);
+}
+
 /* Serves one route by DRR until capacity or the per-tick budget runs out. */
 static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget)
 {
@@ -946,7 +1457,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
         int n = 0;
         for (int i = 0; i < rc_cfg->ndeployments; i++) {
             int d = rc_cfg->deployments[i];
-            if (sl_deployment_can_take(&s->cfg->deployments[d], j->est_input, j->est_output))
+            if (dep_can_take(s, j, d))
                 order[n++] = d;
         }
         if (n == 0) {
@@ -972,26 +1483,49 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             }
         }
         int64_t min_wait = INT64_MAX;
-        int tenant_blocked = 0, leased = 0;
-        for (int i = 0; i < n && !leased && !tenant_blocked; i++) {
+        int caller_blocked = 0, leased = 0, quota_out = 0, quota_bucket = -1;
+        int64_t quota_wait = 0;
+        for (int i = 0; i < n && !leased && !caller_blocked; i++) {
             int d = order[i];
             if (s->deps[d].paused_until_ms > now_ms) {
                 int64_t w = s->deps[d].paused_until_ms - now_ms;
                 min_wait = w < min_wait ? w : min_wait;
                 continue;
             }
-            j->ncharges = build_charges(s, j, d, j->charges, j->rules);
+            held_t h;
+            build_charges(s, j, d, &h);
+            for (int k = 0; k < h.n; k++)
+                h.before[k] = sl_ledger_reserved_total(s->ledger, h.ch[k].bucket);
             sl_refusal_t why;
-            sl_err_t rc = sl_ledger_reserve(s->ledger, j->charges, j->ncharges, now_ms, &why);
+            sl_err_t rc = sl_ledger_reserve(s->ledger, h.ch, h.n, now_ms, &why);
             if (rc == SL_OK) {
+                h.charged_ms = now_ms;
+                free(j->held);
+                j->held = malloc(sizeof *j->held);
+                if (j->held == NULL)
+                    return SL_ENOMEM;
+                *j->held = h;
                 sl_drr_pop(route->drr);
                 rc = lease(s, j, d, now_ms);
                 if (rc != SL_OK)
                     return rc;
                 leased = 1;
-            } else if (why.bucket == s->tenant_bucket[j->tenant]) {
-                tenant_blocked = 1;
-            } else {
+                break;
+            }
+            if (rc != SL_ENOROOM)
+                return rc;
+            int quota_beyond = is_quota(s, why.bucket) &&
+                               (why.wait_ms == INT64_MAX || now_ms + why.wait_ms > j->deadline_ms);
+            if (quota_beyond) {
+                quota_out++;
+                if (quota_bucket < 0) {
+                    quota_bucket = why.bucket;
+                    quota_wait = why.wait_ms;
+                }
+            }
+            if (!s->binfo[why.bucket].provider_side) {
+                caller_blocked = 1;
+            } else if (!quota_beyond) {
                 min_wait = why.wait_ms < min_wait ? why.wait_ms : min_wait;
             }
         }
@@ -1000,14 +1534,24 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             skips = 0;
             continue;
         }
-        if (tenant_blocked) {
-            /* This tenant's own budget is spent: serve the others meanwhile. */
+        if (quota_out > 0 && (caller_blocked || quota_out == n)) {
+            /* A quota on the callers' side, or on every deployment that could take the job,
+             * is spent past the job's deadline. */
+            sl_err_t rc = fail_quota(s, j, quota_bucket, quota_wait, now_ms);
+            if (rc != SL_OK)
+                return rc;
+            continue;
+        }
+        if (caller_blocked) {
+            /* This caller's own budget is spent: serve the others meanwhile. */
             sl_drr_skip(route->drr);
             if (++skips > sl_drr_active_flows(route->drr))
                 return SL_OK;
             continue;
         }
-        /* The pool is full: wait until the earliest bucket has room, keeping DRR's place. */
+        /* The pool is full: wait until the earliest bucket has room, keeping DRR's place. A
+         * gauge has room again when a call ends (usage events unblock the route), so its wait
+         * is only a fallback poll. */
         if (min_wait == INT64_MAX)
             min_wait = 1000;
         route->blocked_until_ms = now_ms + (min_wait > 0 ? min_wait : 1);
@@ -1024,24 +1568,140 @@ static int64_t jint(json_t *obj, const char *key, int64_t def)
     return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
 }
 
-/* Closes j's reservation as reconciled with the real usage (in/out/cached, -1 = unknown):
- * settles every charge (total = -1: the provider did not process the request, so our own
- * budgets get everything back) and records how, in one write. */
-static sl_err_t reconcile(sl_sched_t *s, job_t *j, int64_t in, int64_t out, int64_t cached,
-                          const char *outcome, int64_t total, int64_t now_ms)
+/* How an attempt ended, for settling its charges. */
+typedef enum {
+    END_USAGE = 0, /* the provider reported real usage */
+    END_NO_USAGE,  /* it failed without usage: the call may still have counted */
+    END_NOT_SENT,  /* the dispatcher never called */
+    END_EXPIRED    /* nobody reported back: the call may have happened */
+} end_t;
+
+/* What charge i of h settles at (see rule_t): the real use where known; a provider-side charge
+ * stays whole when the provider may have counted it; the callers' budgets get back what no
+ * provider processed; gauges always come back. */
+static double settled_amount(const sl_sched_t *s, const held_t *h, int i, end_t end,
+                             const sl_deployment_cfg_t *dc, int64_t in, int64_t out,
+                             int64_t cached)
 {
-    double settled[MAX_CHARGES];
-    for (int i = 0; i < j->ncharges; i++) {
-        settled[i] = j->charges[i].amount;
-        /* bucket < 0: restored after its bucket left the config; nothing to give back to. */
-        if (j->rules[i] != RULE_ACTUAL_TOTAL || j->charges[i].bucket < 0)
-            continue;
-        settled[i] = total < 0 ? 0 : (double)total;
-        sl_ledger_credit(s->ledger, j->charges[i].bucket, j->charges[i].amount - settled[i],
-                         now_ms);
+    double charged = h->ch[i].amount;
+    rule_t rule = (rule_t)h->rule[i];
+    int b = h->ch[i].bucket;
+    int provider_side = b >= 0 && s->binfo[b].provider_side;
+    if (rule == RULE_RELEASE)
+        return 0;
+    if (end == END_EXPIRED)
+        return charged;
+    if (end == END_NOT_SENT || end == END_NO_USAGE) {
+        /* A quota (requests or tokens per day, spend) never saw a request that was not sent;
+         * per-minute buckets keep it (see sl_sched_on_usage on not_sent). */
+        if (provider_side && end == END_NOT_SENT && b >= 0 &&
+            (sl_ledger_alg(s->ledger, b) == SL_ALG_CALENDAR ||
+             sl_ledger_alg(s->ledger, b) == SL_ALG_ROLLING))
+            return 0;
+        if (provider_side)
+            return charged;
+        /* A request the provider refused still counts as a request for the caller. */
+        return end == END_NO_USAGE && rule == RULE_KEEP ? charged : 0;
     }
-    return sl_store_res_close(s->store, j->res_id, "reconciled", in, out, cached, outcome, now_ms,
-                              settled, j->ncharges);
+    if (cached < 0)
+        cached = 0;
+    switch (rule) {
+    case RULE_ACTUAL_TOTAL:
+        return (double)(in + out);
+    case RULE_ACTUAL_INPUT:
+        return (double)in;
+    case RULE_ACTUAL_INPUT_UNCACHED:
+        return (double)(in > cached ? in - cached : 0);
+    case RULE_ACTUAL_OUTPUT:
+        return (double)out;
+    case RULE_ACTUAL_SPEND:
+        return dc != NULL ? spend_usd(&dc->price, in, cached, out) : charged;
+    default:
+        return charged;
+    }
+}
+
+/* Settles every charge j holds and closes its reservation as `state` ("reconciled" or
+ * "expired") in one write; counts what over-reservation held back (tokens reserved above real
+ * use, on buckets settled at real use) and what it missed (overage). */
+static sl_err_t settle(sl_sched_t *s, job_t *j, end_t end, const char *state, int64_t in,
+                       int64_t out, int64_t cached, const char *outcome, int64_t now_ms)
+{
+    held_t *h = j->held;
+    double settled[MAX_CHARGES];
+    int n = h != NULL ? h->n : 0;
+    const sl_deployment_cfg_t *dc = j->deployment >= 0 ? &s->cfg->deployments[j->deployment]
+                                                       : NULL;
+    for (int i = 0; i < n; i++) {
+        settled[i] = settled_amount(s, h, i, end, dc, in, out, cached);
+        int b = h->ch[i].bucket;
+        /* b < 0: restored after its bucket left the config; nothing to give back to. */
+        if (b < 0)
+            continue;
+        double diff = h->ch[i].amount - settled[i];
+        if (diff != 0)
+            sl_ledger_settle(s->ledger, b, diff, h->charged_ms, now_ms);
+        rule_t rule = (rule_t)h->rule[i];
+        if (end == END_USAGE && rule != RULE_KEEP && rule != RULE_RELEASE &&
+            rule != RULE_ACTUAL_SPEND && s->binfo[b].provider_side) {
+            s->st.tokens_reserved += (int64_t)h->ch[i].amount;
+            s->st.tokens_settled += (int64_t)settled[i];
+            if (diff > 0)
+                s->st.tokens_over_reserved += (int64_t)diff;
+            else
+                s->st.tokens_under_reserved += (int64_t)-diff;
+        }
+    }
+    sl_err_t rc = sl_store_res_close(s->store, j->res_id, state, in, out, cached, outcome, now_ms,
+                                     n > 0 ? settled : NULL, n);
+    free(j->held);
+    j->held = NULL;
+    /* A gauge slot or refund may let queued work of the route in. */
+    s->routes[j->route].blocked_until_ms = 0;
+    return rc;
+}
+
+/* Provider headers of a response clamp the deployment's own per-minute buckets to what the
+ * provider said it had left when it received the request (never raising them). */
+static void apply_headers(sl_sched_t *s, job_t *j, json_t *ratelimit, int64_t now_ms)
+{
+    static const struct {
+        const char *remaining, *limit, *reset;
+    } names[HDR_COUNT] = {
+        [HDR_REQUESTS] = {"remaining_requests", "limit_requests", "reset_requests_ms"},
+        [HDR_TOKENS] = {"remaining_tokens", "limit_tokens", "reset_tokens_ms"},
+        [HDR_INPUT] = {"remaining_input_tokens", "limit_input_tokens", "reset_input_tokens_ms"},
+        [HDR_OUTPUT] = {"remaining_output_tokens", "limit_output_tokens",
+                        "reset_output_tokens_ms"},
+    };
+    const held_t *h = j->held;
+    if (!json_is_object(ratelimit) || h == NULL || j->deployment < 0)
+        return;
+    for (int k = 0; k < HDR_COUNT; k++) {
+        int b = s->deps[j->deployment].header_bucket[k];
+        json_t *rem = json_object_get(ratelimit, names[k].remaining);
+        json_t *reset = json_object_get(ratelimit, names[k].reset);
+        if (b < 0 || !json_is_integer(rem) || !json_is_integer(reset))
+            continue;
+        int i = 0;
+        while (i < h->n && h->ch[i].bucket != b)
+            i++;
+        if (i == h->n)
+            continue;
+        const sl_limit_cfg_t *lc = s->binfo[b].limit;
+        double limit = json_is_integer(json_object_get(ratelimit, names[k].limit))
+                           ? (double)json_integer_value(json_object_get(ratelimit, names[k].limit))
+                           : lc->capacity;
+        sl_clamp_t c = {
+            .remaining = (double)json_integer_value(rem),
+            .limit = limit,
+            .rate_per_ms = limit / (double)lc->period_ms,
+            .observed_ms = h->charged_ms,
+            .reserved_before = h->before[i] + h->ch[i].amount,
+            .until_ms = now_ms + json_integer_value(reset),
+        };
+        sl_ledger_clamp(s->ledger, b, &c, now_ms);
+    }
 }
 
 /* Backoff without a provider hint: capped exponential with full jitter. */
@@ -1109,8 +1769,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         s->st.usage_stale++;
         if (j != NULL && ok) {
             if (j->state == J_LEASED) {
-                rc = sl_store_res_close(s->store, j->res_id, "expired", -1, -1, -1, "superseded",
-                                        now_ms, NULL, 0);
+                rc = settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "superseded", now_ms);
                 if (rc != SL_OK)
                     goto out;
             }
@@ -1137,19 +1796,25 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
          * still on their way (admitted just before, delayed by the same outage), and the
          * provider would see both at once. */
         j->not_sent++;
-        rc = reconcile(s, j, in, out, cached, outcome, -1, now_ms);
+        rc = settle(s, j, END_NOT_SENT, "reconciled", in, out, cached, outcome, now_ms);
         if (rc == SL_OK)
             rc = retry_or_fail(s, j, 0, "not_sent", "the dispatcher could not send the request",
                                now_ms);
         goto out;
     }
-    rc = reconcile(s, j, in, out, cached, outcome, in >= 0 ? in + out : -1, now_ms);
+    apply_headers(s, j, json_object_get(doc, "ratelimit"), now_ms);
+    int64_t reserved_input = j->held != NULL ? j->held->est_input : j->est_input;
+    int64_t reserved_output = j->held != NULL ? j->held->est_output : j->est_output;
+    rc = settle(s, j, in >= 0 ? END_USAGE : END_NO_USAGE, "reconciled", in, out, cached, outcome,
+                now_ms);
     if (rc != SL_OK)
         goto out;
-    if (in >= 0)
+    if (in >= 0) {
+        sl_calib_observe(s->calib, j->route, j->cls, j->est_input, in, out);
         rc = sl_store_estimate_record(s->store, s->cfg->routes[j->route].name,
-                                      sl_class_name((sl_class_t)j->cls), dep_name, j->est_input,
-                                      in, j->est_output, out);
+                                      sl_class_name((sl_class_t)j->cls), dep_name,
+                                      reserved_input, in, reserved_output, out);
+    }
     if (rc != SL_OK)
         goto out;
 
@@ -1216,8 +1881,7 @@ static sl_err_t expire_leases(sl_sched_t *s, int64_t now_ms)
          * have reached the provider) and the job goes back in line. */
         s->st.lease_expired++;
         sl_warn("lease of job %s (attempt %d) expired", j->id, j->attempts);
-        sl_err_t rc = sl_store_res_close(s->store, j->res_id, "expired", -1, -1, -1,
-                                         "lease_expired", now_ms, NULL, 0);
+        sl_err_t rc = settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "lease_expired", now_ms);
         if (rc == SL_OK)
             rc = retry_or_fail(s, j, 0, "lease_expired",
                                "the dispatcher holding the job did not report back in time",
@@ -1308,7 +1972,7 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
     if (budget == 0)
         next_ms = now_ms + 1;
     if (rc == SL_OK && now_ms - s->last_bucket_save_ms >= BUCKET_SAVE_EVERY_MS) {
-        rc = save_buckets(s, now_ms);
+        rc = save_buckets(s, now_ms, 0);
         s->last_bucket_save_ms = now_ms;
     }
     if (rc != SL_OK) {

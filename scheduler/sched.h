@@ -32,6 +32,19 @@ sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_signer
                       int64_t now_ms, sl_sched_t **out, char *err, size_t errlen);
 void sl_sched_free(sl_sched_t *s);
 
+/* Writes every bucket's level and counters to the store (inside the caller's transaction). */
+sl_err_t sl_sched_save(sl_sched_t *s, int64_t now_ms);
+
+/* Applies a new config at run time without losing queued work: the caller has saved the buckets
+ * (sl_sched_save) and committed; a new core is built from cfg and the store, restoring bucket
+ * levels and counters exactly as saved (a lowered limit applies from the next admission), every
+ * unfinished job, and the providers' pauses by deployment name. Messages must have been taken
+ * (sl_sched_take) before: SL_EBUSY otherwise. On success *s is replaced (the old core freed,
+ * and the old config may be freed too); on failure *s is left as it was and err says why. cfg
+ * must outlive the new core. */
+sl_err_t sl_sched_reload(sl_sched_t **s, const sl_config_t *cfg, int64_t now_ms, char *err,
+                         size_t errlen);
+
 /* Takes one job message (JSON from sluice.jobs). Invalid jobs are logged and counted, never
  * fatal. Returns SL_EDB/SL_ENOMEM only when the transaction must be abandoned. */
 sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t now_ms);
@@ -73,6 +86,10 @@ typedef struct {
     int64_t dispatched, succeeded, failed, expired, retried;
     int64_t provider_429, provider_5xx, lease_expired, usage_stale;
     int64_t queued, delayed, leased;
+    /* Tokens on provider-side buckets settled at real use: reserved, what they settled at,
+     * and the difference either way. over_reserved is the capacity over-reservation held
+     * back for nothing (until the call ended); under_reserved became debt. */
+    int64_t tokens_reserved, tokens_settled, tokens_over_reserved, tokens_under_reserved;
 } sl_sched_stats_t;
 
 void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out);

@@ -40,6 +40,8 @@ typedef struct {
     int64_t lease_ms;
     int64_t max_attempts;
     int drop_globex; /* leave tenant globex out of the config */
+    const char *extra_defs; /* more deployment definitions (route them via deployments) */
+    const char *extra_top;  /* more top-level members, e.g. "'scopes': [...]," */
 } opts_t;
 
 static const char *const DEP_A =
@@ -106,17 +108,23 @@ static void load_config(env_t *e, const opts_t *o)
             strcat(dep_defs, ", ");
         strcat(dep_defs, defs[i]);
     }
+    if (o->extra_defs != NULL) {
+        if (dep_defs[0] != '\0')
+            strcat(dep_defs, ", ");
+        strcat(dep_defs, o->extra_defs);
+    }
     char globex[128] = "";
     if (!o->drop_globex)
         snprintf(globex, sizeof globex, ", {'name': 'globex', 'weight': 1, 'tokens_per_min': %lld}",
                  (long long)o->globex_tokens_per_min);
     int n = snprintf(text, sizeof text,
-                     "{'minute_ms': 60000, 'schema_dir': 'schema',"
+                     "{'minute_ms': 60000, 'schema_dir': 'schema', %s"
                      " 'scheduler': {'db': '%s/t.db', 'lease_ms': %lld, 'max_attempts': %lld},"
                      " 'deployments': [%s],"
                      " 'routes': [{'name': 'chat', 'deployments': [%s]}],"
                      " 'tenants': [{'name': 'acme', 'weight': 1}%s]}",
-                     e->dir, (long long)(o->lease_ms ? o->lease_ms : 600000),
+                     o->extra_top ? o->extra_top : "", e->dir,
+                     (long long)(o->lease_ms ? o->lease_ms : 600000),
                      (long long)(o->max_attempts ? o->max_attempts : 5), dep_defs, o->deployments,
                      globex);
     ck_assert_int_lt(n, (int)sizeof text);
@@ -253,6 +261,8 @@ typedef struct {
     int http_status;
     int64_t input, output; /* input < 0: no usage object */
     int64_t retry_after_ms; /* < 0: none */
+    int64_t cached;         /* cache reads among the input tokens */
+    const char *ratelimit;  /* the event's normalised headers (JSON text), or NULL */
 } usagespec_t;
 
 static void feed_usage(env_t *e, const char *job_id, int attempt, const char *res_id,
@@ -268,9 +278,11 @@ static void feed_usage(env_t *e, const char *job_id, int attempt, const char *re
     if (u->input >= 0)
         json_object_set_new(doc, "usage",
                             json_pack("{s:I, s:I, s:I}", "input", (json_int_t)u->input, "output",
-                                      (json_int_t)u->output, "cached", (json_int_t)0));
+                                      (json_int_t)u->output, "cached", (json_int_t)u->cached));
     else
         json_object_set_new(doc, "usage", json_null());
+    if (u->ratelimit != NULL)
+        json_object_set_new(doc, "ratelimit", json_loads(u->ratelimit, 0, NULL));
     if (u->retry_after_ms >= 0)
         json_object_set_new(doc, "retry_after_ms", json_integer(u->retry_after_ms));
     if (strcmp(u->outcome, "ok") == 0)
@@ -411,14 +423,14 @@ static double bucket_level(env_t *e, const char *id, int64_t now_ms)
     return 0;
 }
 
-static const usagespec_t OK_USAGE = {"ok", 200, 120, 40, -1};
+static const usagespec_t OK_USAGE = {"ok", 200, 120, 40, -1, 0, NULL};
 
 /* ---- tests ------------------------------------------------------------------------------------ */
 
 START_TEST(job_is_dispatched_once_with_an_open_reservation)
 {
     env_t e;
-    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     feed_job(&e, "job-1", "acme", T0);
     batch_t b = step(&e, T0);
@@ -494,7 +506,7 @@ static int max_in_window(const dlog_t *log, int64_t w)
 START_TEST(capacity_is_the_bottleneck_and_no_window_exceeds_the_limits)
 {
     env_t e;
-    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     enum { NJOBS = 300 };
     ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
@@ -570,7 +582,7 @@ END_TEST
 START_TEST(job_on_an_unlimited_path_is_dispatched_and_reconciled)
 {
     env_t e;
-    opts_t o = {"'dep-open'", 0, 0, 0, 0};
+    opts_t o = {"'dep-open'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     ck_assert_int_eq(sl_sched_bucket_count(e.sched), 0);
     feed_job(&e, "job-1", "acme", T0);
@@ -593,7 +605,7 @@ END_TEST
 START_TEST(ok_usage_succeeds_with_usage_and_response_and_closes_the_reservation)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     feed_job(&e, "job-1", "acme", T0);
     batch_t b = step(&e, T0);
@@ -648,14 +660,14 @@ END_TEST
 START_TEST(retry_after_is_a_lower_bound_and_the_job_moves_to_another_deployment)
 {
     env_t e;
-    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     feed_job(&e, "job-0", "acme", T0);
     batch_t b = step(&e, T0);
     lease_t first = lease_of(find(&b, SL_MSG_DISPATCH, "job-0"), T0);
     batch_free(&b);
     const int64_t t429 = T0 + 10;
-    usagespec_t u = {"rate_limited", 429, -1, 0, 5000};
+    usagespec_t u = {"rate_limited", 429, -1, 0, 5000, 0, NULL};
     feed_usage(&e, "job-0", 1, first.res, first.dep, &u, t429);
     /* the retry goes to the other deployment at once */
     b = step(&e, t429);
@@ -702,14 +714,14 @@ END_TEST
 START_TEST(retry_after_is_a_lower_bound_with_a_single_deployment)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     feed_job(&e, "job-1", "acme", T0);
     batch_t b = step(&e, T0);
     lease_t first = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
     batch_free(&b);
     const int64_t t429 = T0 + 10;
-    usagespec_t u = {"rate_limited", 429, -1, 0, 5000};
+    usagespec_t u = {"rate_limited", 429, -1, 0, 5000, 0, NULL};
     feed_usage(&e, "job-1", 1, first.res, first.dep, &u, t429);
     b = take(&e);
     ck_assert_int_eq(b.n, 0); /* not failed: retried */
@@ -735,7 +747,7 @@ END_TEST
 START_TEST(expired_lease_dispatches_again_with_a_new_reservation)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 0, 1000 /*lease_ms*/, 0, 0};
+    opts_t o = {"'dep-a'", 0, 1000 /*lease_ms*/, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     feed_job(&e, "job-1", "acme", T0);
     batch_t b = step(&e, T0);
@@ -787,7 +799,7 @@ END_TEST
 START_TEST(deadline_passing_in_the_queue_expires_the_job)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     feed_job(&e, "job-1", "acme", T0);
     feed_job(&e, "job-2", "acme", T0);
@@ -845,7 +857,7 @@ END_TEST
 START_TEST(duplicate_job_is_not_dispatched_twice_and_gets_the_stored_result)
 {
     env_t e;
-    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     jobspec_t j = {"job-1", "acme", NULL, T0, T0 + HOUR, 150, 100};
     char *text = job_text(&j);
@@ -893,13 +905,13 @@ END_TEST
 START_TEST(client_error_fails_the_job_without_retry)
 {
     env_t e;
-    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     feed_job(&e, "job-1", "acme", T0);
     batch_t b = step(&e, T0);
     lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
     batch_free(&b);
-    usagespec_t u = {"client_error", 400, 20, 0, -1};
+    usagespec_t u = {"client_error", 400, 20, 0, -1, 0, NULL};
     feed_usage(&e, "job-1", 1, l.res, l.dep, &u, T0 + 50);
     b = take(&e);
     ck_assert_int_eq(b.n, 1);
@@ -929,13 +941,13 @@ END_TEST
 START_TEST(exhausted_attempts_fail_the_job)
 {
     env_t e;
-    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 2 /*max_attempts*/, 0};
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 2 /*max_attempts*/, 0, NULL, NULL};
     env_init(&e, &o, T0);
     feed_job(&e, "job-1", "acme", T0);
     batch_t b = step(&e, T0);
     lease_t l1 = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
     batch_free(&b);
-    usagespec_t u = {"server_error", 500, -1, 0, 100};
+    usagespec_t u = {"server_error", 500, -1, 0, 100, 0, NULL};
     feed_usage(&e, "job-1", 1, l1.res, l1.dep, &u, T0 + 10);
     b = take(&e);
     ck_assert_int_eq(b.n, 0);
@@ -978,7 +990,7 @@ END_TEST
 START_TEST(not_sent_gives_the_budget_back_and_dispatches_again)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 5000 /*globex budget*/, 0, 2 /*max_attempts*/, 0};
+    opts_t o = {"'dep-a'", 5000 /*globex budget*/, 0, 2 /*max_attempts*/, 0, NULL, NULL};
     env_init(&e, &o, T0);
     const char *ids[3] = {"tenant:globex:tokens", "deployment:dep-a:rpm", "deployment:dep-a:tpm"};
     const double charge[3] = {250, 1, 150};
@@ -997,7 +1009,7 @@ START_TEST(not_sent_gives_the_budget_back_and_dispatches_again)
     batch_free(&b);
     for (int i = 0; i < 3; i++)
         ck_assert_double_eq_tol(bucket_level(&e, ids[i], t), before[i] - charge[i], 1e-6);
-    usagespec_t u = {"not_sent", 0, -1, 0, -1};
+    usagespec_t u = {"not_sent", 0, -1, 0, -1, 0, NULL};
     feed_usage(&e, "job-1", 1, l.res, l.dep, &u, t);
     /* the tenant's budget is whole again; the deployment's buckets keep the charge */
     ck_assert_double_eq_tol(bucket_level(&e, ids[0], t), before[0], 1e-6);
@@ -1043,7 +1055,7 @@ END_TEST
 START_TEST(extended_leases_do_not_expire_for_the_gap)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 0, 1000 /*lease_ms*/, 0, 0};
+    opts_t o = {"'dep-a'", 0, 1000 /*lease_ms*/, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     feed_job(&e, "job-1", "acme", T0);
     batch_t b = step(&e, T0);
@@ -1067,7 +1079,7 @@ END_TEST
 START_TEST(restart_restores_queued_and_leased_jobs_with_empty_buckets)
 {
     env_t e;
-    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     enum { N = 8 };
     for (int i = 0; i < N; i++) {
@@ -1138,13 +1150,13 @@ END_TEST
 START_TEST(delayed_retry_keeps_its_backoff_across_restart)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     feed_job(&e, "job-1", "acme", T0);
     batch_t b = step(&e, T0);
     lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
     batch_free(&b);
-    usagespec_t u = {"overloaded", 503, -1, 0, 30000};
+    usagespec_t u = {"overloaded", 503, -1, 0, 30000, 0, NULL};
     feed_usage(&e, "job-1", 1, l.res, l.dep, &u, T0 + 10);
     close_core(&e);
     open_core(&e, T0 + 20);
@@ -1165,7 +1177,7 @@ END_TEST
 START_TEST(spent_tenant_budget_does_not_block_other_tenants)
 {
     env_t e;
-    opts_t o = {"'dep-big'", 1000 /*globex tokens per minute*/, 0, 0, 0};
+    opts_t o = {"'dep-big'", 1000 /*globex tokens per minute*/, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     /* globex's ten jobs of 400 tokens come first; its budget holds two */
     for (int i = 0; i < 10; i++) {
@@ -1201,7 +1213,7 @@ START_TEST(spent_tenant_budget_does_not_block_other_tenants)
     batch_free(&b);
     /* reconciliation gives back what a job did not use: 400 reserved, 100 used */
     double before = bucket_level(&e, tb, T0 + 20);
-    usagespec_t u = {"ok", 200, 60, 40, -1};
+    usagespec_t u = {"ok", 200, 60, 40, -1, 0, NULL};
     feed_usage(&e, gl.job, 1, gl.res, gl.dep, &u, T0 + 20);
     ck_assert_double_eq_tol(bucket_level(&e, tb, T0 + 20), before + 300, 1e-6);
     b = take(&e);
@@ -1217,7 +1229,7 @@ END_TEST
 START_TEST(job_for_an_unknown_route_is_rejected_locally)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     jobspec_t j = {"job-x", "acme", "no-such-route", T0, T0 + HOUR, 150, 100};
     feed_spec(&e, &j, T0);
@@ -1242,7 +1254,7 @@ END_TEST
 START_TEST(rejected_job_result_does_not_name_another_route_or_tenant)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     jobspec_t j1 = {"job-r", "acme", "no-such-route", T0, T0 + HOUR, 150, 100};
     jobspec_t j2 = {"job-t", "initech", NULL, T0, T0 + HOUR, 150, 100};
@@ -1266,7 +1278,7 @@ END_TEST
 START_TEST(invalid_input_is_counted_and_ignored)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     feed_text(&e, "{not json", T0);
     feed_text(&e, "{\"v\": 1, \"job_id\": \"x\"}", T0);
@@ -1287,7 +1299,7 @@ END_TEST
 START_TEST(usage_for_a_lease_on_a_removed_deployment_is_reconciled)
 {
     env_t e;
-    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     for (int i = 0; i < 5; i++) {
         char id[16];
@@ -1308,7 +1320,7 @@ START_TEST(usage_for_a_lease_on_a_removed_deployment_is_reconciled)
     }
     ck_assert_int_eq(nb, 2);
     /* dep-b leaves the config while two calls on it are in flight */
-    opts_t o2 = {"'dep-a'", 0, 0, 0, 0};
+    opts_t o2 = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
     const int64_t t1 = T0 + 2000;
     restart_with(&e, &o2, t1);
     feed_usage(&e, on_b[0].job, 1, on_b[0].res, on_b[0].dep, &OK_USAGE, t1 + 10);
@@ -1322,7 +1334,7 @@ START_TEST(usage_for_a_lease_on_a_removed_deployment_is_reconciled)
                               on_b[0].res),
                      "reconciled");
     /* the other one is refused by the removed deployment: retried on the remaining one */
-    usagespec_t u = {"rate_limited", 429, -1, 0, 5000};
+    usagespec_t u = {"rate_limited", 429, -1, 0, 5000, 0, NULL};
     feed_usage(&e, on_b[1].job, 1, on_b[1].res, on_b[1].dep, &u, t1 + 20);
     lease_t again = {0};
     for (int64_t t = t1 + 20; t <= t1 + 20000 && again.attempt == 0; t += 100) {
@@ -1341,7 +1353,7 @@ END_TEST
 START_TEST(restored_job_of_a_removed_tenant_does_not_run_as_another_tenant)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 0, 0, 0, 0};
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     /* dep-a holds two jobs at once: the third (globex) stays queued */
     feed_job(&e, "job-1", "acme", T0);
@@ -1351,7 +1363,7 @@ START_TEST(restored_job_of_a_removed_tenant_does_not_run_as_another_tenant)
     ck_assert_int_eq(b.n, 2);
     ck_assert_ptr_null(find(&b, SL_MSG_DISPATCH, "job-g"));
     batch_free(&b);
-    opts_t o2 = {"'dep-a'", 0, 0, 0, 1 /*no globex*/};
+    opts_t o2 = {"'dep-a'", 0, 0, 0, 1 /*no globex*/, NULL, NULL};
     restart_with(&e, &o2, T0 + 100);
     int finished = 0;
     for (int64_t t = T0 + 100; t <= T0 + 20000; t += 100) {
@@ -1367,6 +1379,263 @@ START_TEST(restored_job_of_a_removed_tenant_does_not_run_as_another_tenant)
         batch_free(&b);
     }
     ck_assert_msg(finished, "job-g was neither run nor finished");
+    env_done(&e);
+}
+END_TEST
+
+
+/* ---- the capacity ledger's rules, through the core ----------------------------------------- */
+
+/* Steps until no more dispatches come out; returns how many jobs were dispatched and fills
+ * leases (up to max). */
+static int drain(env_t *e, int64_t from, int64_t to, int64_t every, lease_t *leases, int max)
+{
+    int n = 0;
+    for (int64_t t = from; t <= to; t += every) {
+        batch_t b = step(e, t);
+        for (int i = 0; i < b.n; i++) {
+            if (b.m[i].kind == SL_MSG_DISPATCH && n < max)
+                leases[n] = lease_of(b.doc[i], t);
+            n += b.m[i].kind == SL_MSG_DISPATCH;
+        }
+        batch_free(&b);
+    }
+    return n;
+}
+
+static const char *const DEP_QUOTA =
+    "{'name': 'dep-q', 'base_url': 'http://127.0.0.1:9/q/v1', 'model': 'model-q',"
+    " 'limits': {'rpm': 6000, 'tpm': 600000, 'rpd': 2}}";
+
+START_TEST(daily_quota_rejects_past_the_quota_naming_it)
+{
+    env_t e;
+    opts_t o = {"'dep-q'", 0, 0, 0, 0, DEP_QUOTA, NULL};
+    env_init(&e, &o, T0);
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "job-%d", i);
+        feed_job(&e, id, "acme", T0);
+    }
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 2);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_RESULT), 1);
+    json_t *r = find(&b, SL_MSG_RESULT, NULL);
+    json_t *err = json_object_get(r, "error");
+    ck_assert_str_eq(sget(r, "status"), "rejected");
+    ck_assert_str_eq(sget(err, "reason"), "quota_exhausted");
+    ck_assert_str_eq(sget(err, "limiter"), "deployment:dep-q:rpd");
+    ck_assert_str_eq(sget(err, "scope"), "deployment:dep-q");
+    ck_assert_str_eq(sget(err, "gateway_decision"), "rejected_locally");
+    ck_assert(json_is_false(json_object_get(err, "retryable")));
+    ck_assert_int_gt(iget(err, "retry_after_ms"), 0); /* when the day resets */
+    ck_assert_int_eq(iget(r, "attempts"), 0);
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(daily_quota_survives_a_restart)
+{
+    env_t e;
+    opts_t o = {"'dep-q'", 0, 0, 0, 0, DEP_QUOTA, NULL};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-0", "acme", T0);
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 1);
+    batch_free(&b);
+    /* the count of the day was not even saved yet: the reservation row tells */
+    close_core(&e);
+    open_core(&e, T0 + 10);
+    feed_job(&e, "job-1", "acme", T0 + 10);
+    feed_job(&e, "job-2", "acme", T0 + 10);
+    lease_t l[4];
+    int n = drain(&e, T0 + 10, T0 + 70000, 500, l, 4);
+    ck_assert_int_eq(n, 1); /* one of the two; the other is rejected */
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.failed, 1);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(cache_reads_are_not_charged_to_input_limits)
+{
+    env_t e;
+    const char *dep = "{'name': 'dep-c', 'base_url': 'http://127.0.0.1:9/c/v1', 'model': 'm',"
+                      " 'limits': {'rpm': 6000, 'itpm': 60000}, 'slices_per_minute': 1,"
+                      " 'input_counting': 'exclude_cache_reads'}";
+    opts_t o = {"'dep-c'", 0, 0, 0, 0, dep, NULL};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
+    batch_free(&b);
+    /* reserved at ingest's count (150) */
+    ck_assert_double_eq_tol(bucket_level(&e, "deployment:dep-c:itpm", T0), 60000 - 150, 1e-6);
+    /* 140 real input tokens of which 100 cache reads: ITPM keeps only the 40 others */
+    usagespec_t u = {"ok", 200, 140, 30, -1, 100, NULL};
+    feed_usage(&e, "job-1", 1, l.res, l.dep, &u, T0);
+    ck_assert_double_eq_tol(bucket_level(&e, "deployment:dep-c:itpm", T0), 60000 - 40, 1e-6);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(concurrency_gauge_is_released_when_the_call_ends)
+{
+    env_t e;
+    const char *dep = "{'name': 'dep-g', 'base_url': 'http://127.0.0.1:9/g/v1', 'model': 'm',"
+                      " 'limits': {'max_in_flight': 1}}";
+    opts_t o = {"'dep-g'", 0, 1000 /*lease_ms*/, 0, 0, dep, NULL};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    feed_job(&e, "job-2", "acme", T0);
+    feed_job(&e, "job-3", "acme", T0);
+    lease_t l[4];
+    ck_assert_int_eq(drain(&e, T0, T0 + 500, 100, l, 4), 1);
+    /* the call ends: the slot comes back and the next job goes at once */
+    feed_usage(&e, l[0].job, 1, l[0].res, l[0].dep, &OK_USAGE, T0 + 500);
+    batch_t b = take(&e);
+    batch_free(&b);
+    ck_assert_int_eq(drain(&e, T0 + 501, T0 + 600, 100, l, 4), 1);
+    /* a lease that expires gives its slot back too */
+    ck_assert_int_eq(drain(&e, T0 + 601, T0 + 1700, 100, l, 4), 1);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(concurrent_jobs_never_bypass_the_token_limit)
+{
+    /* Regression for gateways that charge usage only after the response (LiteLLM #18730,
+     * Envoy AI Gateway #680): 50 jobs arriving at once must not all see the same budget. */
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    for (int i = 0; i < 50; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "job-%d", i);
+        feed_job(&e, id, "acme", T0);
+    }
+    batch_t b = step(&e, T0);
+    /* dep-a's token bucket holds 600 with a margin of 300: two jobs of 150 */
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 2);
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(provider_headers_clamp_but_never_raise)
+{
+    env_t e;
+    opts_t o = {"'dep-big'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
+    batch_free(&b);
+    /* The provider had nothing left when it got job-1 (sent at T0), and refills 600000 tokens
+     * a minute, 10 a ms: a job of 150 fits again only at T0 + 15, although our own bucket
+     * has room. */
+    usagespec_t u = {"ok", 200, 120, 40, -1, 0,
+                     "{\"remaining_tokens\": 0, \"limit_tokens\": 600000,"
+                     " \"reset_tokens_ms\": 5000}"};
+    feed_usage(&e, "job-1", 1, l.res, l.dep, &u, T0 + 10);
+    b = take(&e);
+    batch_free(&b);
+    feed_job(&e, "job-2", "acme", T0 + 10);
+    lease_t l2[2];
+    ck_assert_int_eq(drain(&e, T0 + 10, T0 + 14, 1, l2, 2), 0);
+    ck_assert_int_eq(drain(&e, T0 + 15, T0 + 30, 1, l2, 2), 1);
+    /* a report of more than the bucket holds changes nothing */
+    double level = bucket_level(&e, "deployment:dep-big:tpm", T0 + 30);
+    u.ratelimit = "{\"remaining_tokens\": 9000000, \"reset_tokens_ms\": 5000}";
+    feed_usage(&e, "job-2", 1, l2[0].res, l2[0].dep, &u, T0 + 30);
+    ck_assert_double_le(bucket_level(&e, "deployment:dep-big:tpm", T0 + 30), level + 1e-6);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(learned_output_replaces_max_tokens_in_the_reservation)
+{
+    env_t e;
+    const char *dep = "{'name': 'dep-o', 'base_url': 'http://127.0.0.1:9/o/v1', 'model': 'm',"
+                      " 'limits': {'otpm': 6000000}, 'slices_per_minute': 1}";
+    opts_t o = {"'dep-o'", 0, 0, 0, 0, dep, NULL};
+    env_init(&e, &o, T0);
+    int64_t t = T0;
+    for (int i = 0; i < 40; i++, t += 10) {
+        char id[16];
+        snprintf(id, sizeof id, "job-%d", i);
+        feed_job(&e, id, "acme", t);
+        double before = bucket_level(&e, "deployment:dep-o:otpm", t);
+        batch_t b = step(&e, t);
+        lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, id), t);
+        batch_free(&b);
+        double charged = before - bucket_level(&e, "deployment:dep-o:otpm", t);
+        /* max_tokens (100) until 32 outputs were seen, then their p95 (30) */
+        ck_assert_double_eq_tol(charged, i < 32 ? 100 : 30, 1.0);
+        usagespec_t u = {"ok", 200, 150, 20 + i % 11, -1, 0, NULL};
+        feed_usage(&e, id, 1, l.res, l.dep, &u, t);
+        b = take(&e);
+        batch_free(&b);
+    }
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_gt(st.tokens_over_reserved, 0);
+    ck_assert_int_eq(st.tokens_reserved - st.tokens_settled,
+                     st.tokens_over_reserved - st.tokens_under_reserved);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(reload_keeps_queued_jobs_and_applies_a_lower_limit)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    for (int i = 0; i < 6; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "job-%d", i);
+        feed_job(&e, id, "acme", T0);
+    }
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 2);
+    batch_free(&b);
+    double level = bucket_level(&e, "deployment:dep-a:tpm", T0);
+    /* the same config with dep-a's TPM halved */
+    sl_config_t *old = e.cfg;
+    FILE *f = fopen(e.cfg_path, "r");
+    char text[8192];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    char *tpm = strstr(text, "\"tpm\": 12000");
+    ck_assert_ptr_nonnull(tpm);
+    memcpy(tpm, "\"tpm\":  6000", 12);
+    f = fopen(e.cfg_path, "w");
+    fputs(text, f);
+    fclose(f);
+    char err[512] = "";
+    sl_config_t *fresh = NULL;
+    ck_assert_int_eq(sl_config_load(e.cfg_path, &fresh, err, sizeof err), SL_OK);
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    ck_assert_int_eq(sl_sched_save(e.sched, T0), SL_OK);
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    ck_assert_msg(sl_sched_reload(&e.sched, fresh, T0, err, sizeof err) == SL_OK, "%s", err);
+    e.cfg = fresh;
+    sl_config_free(old);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.queued, 4);
+    ck_assert_int_eq(st.leased, 2);
+    /* the level carried over (clamped to the new burst of 300) */
+    double now_level = bucket_level(&e, "deployment:dep-a:tpm", T0);
+    ck_assert_double_eq_tol(now_level, level < 300 ? level : 300, 1e-6);
+    /* the new limit applies from the next admission: dep-a refills at 0.09 tokens/ms now */
+    lease_t l[8];
+    int n = drain(&e, T0 + 1, T0 + 10000, 100, l, 8);
+    ck_assert_int_le(n, (int)((300 + 0.09 * 10000) / 150) + 1);
+    ck_assert_int_ge(n, 1);
     env_done(&e);
 }
 END_TEST
@@ -1397,6 +1666,14 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, invalid_input_is_counted_and_ignored);
     tcase_add_test(tc, usage_for_a_lease_on_a_removed_deployment_is_reconciled);
     tcase_add_test(tc, restored_job_of_a_removed_tenant_does_not_run_as_another_tenant);
+    tcase_add_test(tc, daily_quota_rejects_past_the_quota_naming_it);
+    tcase_add_test(tc, daily_quota_survives_a_restart);
+    tcase_add_test(tc, cache_reads_are_not_charged_to_input_limits);
+    tcase_add_test(tc, concurrency_gauge_is_released_when_the_call_ends);
+    tcase_add_test(tc, concurrent_jobs_never_bypass_the_token_limit);
+    tcase_add_test(tc, provider_headers_clamp_but_never_raise);
+    tcase_add_test(tc, learned_output_replaces_max_tokens_in_the_reservation);
+    tcase_add_test(tc, reload_keeps_queued_jobs_and_applies_a_lower_limit);
     suite_add_tcase(s, tc);
     return s;
 }
