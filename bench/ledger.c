@@ -1,14 +1,17 @@
 /* bench/ledger - admission decisions per second on one core: the ledger's all-or-nothing
  * reservation over the six buckets on a job's path (key requests/min, tenant tokens/min, tenant
- * requests/day, deployment requests/min and tokens/min, provider project tokens/min), alone and
+ * requests/day in a calendar window, deployment requests/min and tokens/min, provider project
+ * tokens/min in a sliding window), alone and
  * with its durable write (the reservation row with its six charges in SQLite, committed every
  * 1,000 decisions), and in the same run the raw rate of SQLite inserts of the same records
  * without the ledger. Sizes: 10 to 100,000 tenants, 4 classes, 50 deployments in 10 projects.
  * Usage:
- *   bench/ledger [--decisions N] [--tenants T] [--batch B]
+ *   bench/ledger [--decisions N] [--tenants T] [--batch B] [--trials K]
  * --tenants runs that one size instead of the four; --batch sets the decisions per transaction
- * (default 1,000), to see what smaller commits cost.
+ * (default 1,000), to see what smaller commits cost; each size runs K times (default 3) and the
+ * median of each column is printed, since the machine is shared and noisy.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,13 +73,24 @@ static void next_decision(const buckets_t *b, int tenants, decision_t *d)
     d->ch[5] = (sl_charge_t){b->project_tpm[d->dep % PROJECTS], 500};
 }
 
-/* Adds a bucket with room for every decision of the run: the benchmark measures the cost of a
- * decision, not refusals. */
+/* Adds a bucket with room for every decision of the run (the benchmark measures the cost of a
+ * decision, not refusals), of the algorithm the scheduler would use: token buckets for
+ * per-minute limits, a calendar window for a daily quota (local days in a time zone, as
+ * "requests per day reset at midnight US Pacific"), a sliding window of 60 slots for a
+ * project's tokens per minute. */
 static int add_bucket(sl_ledger_t *l, const char *fmt, int n, int64_t now)
 {
     char id[64];
     snprintf(id, sizeof id, fmt, n);
-    return sl_ledger_add(l, id, 1e12, 1e12 / 60000, 0, 1e12, now);
+    sl_bucket_spec_t spec = {.alg = SL_ALG_TOKEN_BUCKET, .capacity = 1e12,
+                             .rate_per_ms = 1e12 / 60000};
+    if (strstr(fmt, ":rpd") != NULL)
+        spec = (sl_bucket_spec_t){.alg = SL_ALG_CALENDAR, .capacity = 1e12,
+                                  .tz = "America/Los_Angeles", .strict = 1};
+    else if (strncmp(fmt, "project:", 8) == 0)
+        spec = (sl_bucket_spec_t){.alg = SL_ALG_SLIDING_WINDOW, .capacity = 1e12,
+                                  .window_ms = 60000, .sub_windows = 60};
+    return sl_ledger_add_spec(l, id, &spec, now);
 }
 
 static int buckets_init(buckets_t *b, int tenants, int64_t now)
@@ -229,10 +243,26 @@ out:
     return rc;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of one column (the double at offset) of n results. */
+static double median_of(const result_t *runs, int n, size_t offset)
+{
+    double v[99];
+    for (int i = 0; i < n; i++)
+        memcpy(&v[i], (const char *)&runs[i] + offset, sizeof v[i]);
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 int main(int argc, char **argv)
 {
     int64_t decisions = 200000;
-    int only_tenants = 0;
+    int only_tenants = 0, trials = 3;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--decisions") == 0)
             decisions = atoll(argv[i + 1]);
@@ -240,11 +270,15 @@ int main(int argc, char **argv)
             only_tenants = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--batch") == 0)
             batch = atoll(argv[i + 1]);
+        else if (strcmp(argv[i], "--trials") == 0)
+            trials = atoi(argv[i + 1]);
         else
             decisions = 0;
     }
-    if (decisions < 1000 || argc % 2 == 0 || only_tenants < 0 || batch < 1) {
-        fprintf(stderr, "usage: ledger [--decisions N (>= 1000)] [--tenants T] [--batch B]\n");
+    if (decisions < 1000 || argc % 2 == 0 || only_tenants < 0 || batch < 1 || trials < 1 ||
+        trials > 99) {
+        fprintf(stderr, "usage: ledger [--decisions N (>= 1000)] [--tenants T] [--batch B]"
+                        " [--trials K (1-99)]\n");
         return 2;
     }
     static const int all_sizes[] = {10, 1000, 10000, 100000};
@@ -255,14 +289,20 @@ int main(int argc, char **argv)
         nsizes = 1;
     }
     printf("\nsluice ledger benchmark: %lld decisions per size, one core, 6 buckets per decision,"
-           " 50 deployments, 4 classes, %lld decisions per commit\n",
-           (long long)decisions, (long long)batch);
+           " 50 deployments, 4 classes, %lld decisions per commit; median of %d trials\n",
+           (long long)decisions, (long long)batch, trials);
     printf("  %8s %16s %16s %16s %8s %9s\n", "tenants", "ledger only/s", "with writes/s",
            "raw inserts/s", "ratio", "admitted");
     for (size_t i = 0; i < nsizes; i++) {
-        result_t r;
-        if (run_size(sizes[i], decisions, &r) != 0)
-            return 1;
+        result_t r, runs[99];
+        for (int k = 0; k < trials; k++) {
+            if (run_size(sizes[i], decisions, &runs[k]) != 0)
+                return 1;
+        }
+        r.ledger_only = median_of(runs, trials, offsetof(result_t, ledger_only));
+        r.durable = median_of(runs, trials, offsetof(result_t, durable));
+        r.raw_insert = median_of(runs, trials, offsetof(result_t, raw_insert));
+        r.admitted_share = runs[0].admitted_share;
         printf("  %8d %16.0f %16.0f %16.0f %7.1f%% %8.0f%%\n", sizes[i], r.ledger_only,
                r.durable, r.raw_insert, 100.0 * r.durable / r.raw_insert,
                100.0 * r.admitted_share);

@@ -298,13 +298,16 @@ int main(int argc, char **argv)
             sl_sched_stats(sched, &st);
             sl_info("jobs in %lld (dup %lld, invalid %lld) | queued %lld delayed %lld leased %lld |"
                     " dispatched %lld succeeded %lld failed %lld expired %lld retried %lld |"
-                    " provider 429 %lld 5xx %lld | leases expired %lld",
+                    " provider 429 %lld 5xx %lld | leases expired %lld | tokens reserved %lld,"
+                    " used %lld, over-reserved %lld, under-reserved %lld",
                     (long long)st.jobs_received, (long long)st.jobs_duplicate,
                     (long long)st.jobs_invalid, (long long)st.queued, (long long)st.delayed,
                     (long long)st.leased, (long long)st.dispatched, (long long)st.succeeded,
                     (long long)st.failed, (long long)st.expired, (long long)st.retried,
                     (long long)st.provider_429, (long long)st.provider_5xx,
-                    (long long)st.lease_expired);
+                    (long long)st.lease_expired, (long long)st.tokens_reserved,
+                    (long long)st.tokens_settled, (long long)st.tokens_over_reserved,
+                    (long long)st.tokens_under_reserved);
             last_stats = now;
         }
     }
