@@ -557,7 +557,7 @@ static void replay_charge(const char *bucket_id, double amount, int64_t created_
  *   tells how much of a per-minute limit was used just before. A new database starts unused. */
 static sl_err_t restore_buckets(sl_sched_t *s, int exact, int64_t now_ms)
 {
-    if (sl_store_is_new(s->store))
+    if (!exact && sl_store_is_new(s->store))
         return SL_OK;
     int n = sl_ledger_count(s->ledger);
     uint8_t *replay = calloc((size_t)n + 1, 1);

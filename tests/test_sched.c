@@ -1602,7 +1602,7 @@ START_TEST(reload_keeps_queued_jobs_and_applies_a_lower_limit)
     ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 2);
     batch_free(&b);
     double level = bucket_level(&e, "deployment:dep-a:tpm", T0);
-    /* the same config with dep-a's TPM halved */
+    /* the same config with dep-a's TPM lowered from 12000 to 9000 */
     sl_config_t *old = e.cfg;
     FILE *f = fopen(e.cfg_path, "r");
     char text[8192];
@@ -1611,7 +1611,7 @@ START_TEST(reload_keeps_queued_jobs_and_applies_a_lower_limit)
     text[len] = '\0';
     char *tpm = strstr(text, "\"tpm\": 12000");
     ck_assert_ptr_nonnull(tpm);
-    memcpy(tpm, "\"tpm\":  6000", 12);
+    memcpy(tpm, "\"tpm\":  9000", 12);
     f = fopen(e.cfg_path, "w");
     fputs(text, f);
     fclose(f);
@@ -1628,13 +1628,13 @@ START_TEST(reload_keeps_queued_jobs_and_applies_a_lower_limit)
     sl_sched_stats(e.sched, &st);
     ck_assert_int_eq(st.queued, 4);
     ck_assert_int_eq(st.leased, 2);
-    /* the level carried over (clamped to the new burst of 300) */
-    double now_level = bucket_level(&e, "deployment:dep-a:tpm", T0);
-    ck_assert_double_eq_tol(now_level, level < 300 ? level : 300, 1e-6);
-    /* the new limit applies from the next admission: dep-a refills at 0.09 tokens/ms now */
-    lease_t l[8];
-    int n = drain(&e, T0 + 1, T0 + 10000, 100, l, 8);
-    ck_assert_int_le(n, (int)((300 + 0.09 * 10000) / 150) + 1);
+    /* the level carried over (a fresh bucket would start full, at the new burst of 450) */
+    ck_assert_double_eq_tol(level, 300, 1e-6);
+    ck_assert_double_eq_tol(bucket_level(&e, "deployment:dep-a:tpm", T0), 300, 1e-6);
+    /* the new limit applies from the next admission: dep-a refills at 0.135 tokens/ms now */
+    lease_t l[16];
+    int n = drain(&e, T0 + 1, T0 + 10000, 100, l, 16);
+    ck_assert_int_le(n, (int)((300 + 0.135 * 10000) / 150) + 1);
     ck_assert_int_ge(n, 1);
     env_done(&e);
 }
