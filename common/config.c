@@ -970,7 +970,11 @@ int sl_deployment_can_take(const sl_deployment_cfg_t *d, int64_t input, int64_t 
 int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d)
 {
     const sl_deployment_cfg_t *dc = &cfg->deployments[d];
-    if (dc->rpm <= 0 && dc->tpm <= 0)
+    int per_minute = 0;
+    for (int i = 0; i < dc->nlimits; i++)
+        per_minute |= dc->limits[i].algorithm == SL_LIMIT_TOKEN_BUCKET ||
+                      dc->limits[i].algorithm == SL_LIMIT_SLIDING_WINDOW;
+    if (!per_minute)
         return INT64_MAX;
     double slice_ms = (double)cfg->minute_ms / (double)dc->slices_per_minute;
     double ms = slice_ms * (1.0 - dc->burst_fraction) / dc->headroom;

@@ -217,7 +217,7 @@ int sl_deployment_can_take(const sl_deployment_cfg_t *d, int64_t input, int64_t 
  * the part of the provider's burst the ledger keeps unused (the margin) lasts this long at the
  * planned rate. A dispatch older than this is not sent (its admission decision is stale: e.g.
  * it waited in Kafka while no dispatcher was consuming), so a backlog of old dispatches can never
- * reach the provider as one burst. INT64_MAX for a deployment without limits. */
+ * reach the provider as one burst. INT64_MAX for a deployment without per-minute limits. */
 int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d);
 
 int sl_config_scope(const sl_config_t *cfg, const char *name);
