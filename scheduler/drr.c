@@ -1,33 +1,59 @@
-/* drr.c - deficit round-robin (Shreedhar & Varghese) with token costs (see drr.h). */
+/* drr.c - hierarchical deficit round-robin (Shreedhar & Varghese) with token costs (see drr.h).
+ *
+ * Two rings of the same algorithm: groups (workload classes) take turns by their quanta, and
+ * within the group being visited, its flows (tenants) take turns by theirs. An item is served
+ * when its cost fits both its flow's and its group's deficit. */
 #include "drr.h"
 
 #include <stdlib.h>
 
 typedef struct flow flow_t;
+typedef struct ring ring_t;
 
 struct sl_drr_node {
     sl_drr_node_t *prev, *next;
     flow_t *flow;
     void *item;
     int64_t cost;
+    int64_t key; /* served in ascending key order within the flow (deadlines) */
 };
 
-struct flow {
-    int id;
+/* A member of a ring: a flow in its group's ring, or a group in the top ring. */
+typedef struct member member_t;
+struct member {
     int64_t quantum;
     int64_t deficit;
     int visited; /* quantum already added on the current visit */
     int active;
+    member_t *ring_prev, *ring_next;
+};
+
+struct ring {
+    member_t *cur; /* the member being visited; NULL when the ring is empty */
+    int active;
+};
+
+typedef struct group {
+    member_t m; /* first: a member_t * of the top ring is its group */
+    ring_t flows;
+    size_t len;
+} group_t;
+
+struct flow {
+    member_t m; /* first: a member_t * of a group's ring is its flow */
+    int id;
+    group_t *group;
     size_t len;
     sl_drr_node_t *head, *tail;
-    flow_t *ring_prev, *ring_next;
 };
 
 struct sl_drr {
     flow_t **flows; /* indexed by flow id */
     int nflows;
-    flow_t *cur; /* the flow being visited; NULL when the ring is empty */
-    int active;
+    group_t **groups; /* indexed by group id */
+    int ngroups;
+    ring_t top;
+    int active; /* flows with items */
     size_t len;
 };
 
@@ -52,126 +78,195 @@ void sl_drr_free(sl_drr_t *d)
         }
         free(f);
     }
+    for (int i = 0; i < d->ngroups; i++)
+        free(d->groups[i]);
     free(d->flows);
+    free(d->groups);
     free(d);
 }
 
-static flow_t *get_flow(sl_drr_t *d, int id)
+/* Grows an array of pointers indexed by id so that id fits; NULL-fills the new slots. */
+static int fit_index(void ***arr, int *n, int id)
 {
-    if (id >= d->nflows) {
-        int n = d->nflows ? d->nflows : 8;
-        while (n <= id)
-            n *= 2;
-        flow_t **nf = realloc(d->flows, (size_t)n * sizeof *nf);
-        if (nf == NULL)
-            return NULL;
-        for (int i = d->nflows; i < n; i++)
-            nf[i] = NULL;
-        d->flows = nf;
-        d->nflows = n;
-    }
+    if (id < *n)
+        return 0;
+    int nn = *n ? *n : 8;
+    while (nn <= id)
+        nn *= 2;
+    void **na = realloc(*arr, (size_t)nn * sizeof *na);
+    if (na == NULL)
+        return -1;
+    for (int i = *n; i < nn; i++)
+        na[i] = NULL;
+    *arr = na;
+    *n = nn;
+    return 0;
+}
+
+static group_t *get_group(sl_drr_t *d, int id)
+{
+    if (fit_index((void ***)&d->groups, &d->ngroups, id) != 0)
+        return NULL;
+    if (d->groups[id] == NULL)
+        d->groups[id] = calloc(1, sizeof(group_t));
+    return d->groups[id];
+}
+
+static flow_t *get_flow(sl_drr_t *d, int id, group_t *g)
+{
+    if (fit_index((void ***)&d->flows, &d->nflows, id) != 0)
+        return NULL;
     if (d->flows[id] == NULL) {
         flow_t *f = calloc(1, sizeof *f);
         if (f == NULL)
             return NULL;
         f->id = id;
+        f->group = g;
         d->flows[id] = f;
     }
     return d->flows[id];
 }
 
-/* Joins the round just before the current flow, i.e. at the end of this round. */
-static void activate(sl_drr_t *d, flow_t *f)
+/* Joins the ring just before the current member, i.e. at the end of this round. */
+static void activate(ring_t *r, member_t *m)
 {
-    f->active = 1;
-    f->deficit = 0;
-    f->visited = 0;
-    d->active++;
-    if (d->cur == NULL) {
-        f->ring_prev = f->ring_next = f;
-        d->cur = f;
+    m->active = 1;
+    m->deficit = 0;
+    m->visited = 0;
+    r->active++;
+    if (r->cur == NULL) {
+        m->ring_prev = m->ring_next = m;
+        r->cur = m;
         return;
     }
-    f->ring_next = d->cur;
-    f->ring_prev = d->cur->ring_prev;
-    d->cur->ring_prev->ring_next = f;
-    d->cur->ring_prev = f;
+    m->ring_next = r->cur;
+    m->ring_prev = r->cur->ring_prev;
+    r->cur->ring_prev->ring_next = m;
+    r->cur->ring_prev = m;
 }
 
-static void deactivate(sl_drr_t *d, flow_t *f)
+static void deactivate(ring_t *r, member_t *m)
 {
-    f->active = 0;
-    f->deficit = 0;
-    f->visited = 0;
-    d->active--;
-    if (f->ring_next == f) {
-        d->cur = NULL;
+    m->active = 0;
+    m->deficit = 0;
+    m->visited = 0;
+    r->active--;
+    if (m->ring_next == m) {
+        r->cur = NULL;
     } else {
-        f->ring_prev->ring_next = f->ring_next;
-        f->ring_next->ring_prev = f->ring_prev;
-        if (d->cur == f)
-            d->cur = f->ring_next;
+        m->ring_prev->ring_next = m->ring_next;
+        m->ring_next->ring_prev = m->ring_prev;
+        if (r->cur == m)
+            r->cur = m->ring_next;
     }
-    f->ring_next = f->ring_prev = NULL;
+    m->ring_next = m->ring_prev = NULL;
+}
+
+static void advance(ring_t *r)
+{
+    r->cur->visited = 0;
+    r->cur = r->cur->ring_next;
+}
+
+sl_drr_node_t *sl_drr_push_at(sl_drr_t *d, const sl_drr_place_t *p, void *item, int front)
+{
+    if (p->flow < 0 || p->group < 0)
+        return NULL;
+    group_t *g = get_group(d, p->group);
+    flow_t *f = g != NULL ? get_flow(d, p->flow, g) : NULL;
+    sl_drr_node_t *n = calloc(1, sizeof *n);
+    if (f == NULL || n == NULL || f->group != g) {
+        /* a flow belongs to one group for its whole life */
+        free(n);
+        return NULL;
+    }
+    f->m.quantum = p->quantum > 0 ? p->quantum : 1;
+    g->m.quantum = p->group_quantum > 0 ? p->group_quantum : 1;
+    n->flow = f;
+    n->item = item;
+    n->cost = p->cost > 0 ? p->cost : 1;
+    n->key = p->key;
+    if (f->head == NULL) {
+        f->head = f->tail = n;
+    } else if (front || n->key < f->head->key) {
+        n->next = f->head;
+        f->head->prev = n;
+        f->head = n;
+    } else {
+        /* Earliest key first; equal keys keep their arrival order. Arrivals mostly come in
+         * key order, so the walk from the tail is short. */
+        sl_drr_node_t *after = f->tail;
+        while (after->key > n->key)
+            after = after->prev;
+        n->prev = after;
+        n->next = after->next;
+        if (after->next != NULL)
+            after->next->prev = n;
+        else
+            f->tail = n;
+        after->next = n;
+    }
+    f->len++;
+    g->len++;
+    d->len++;
+    if (!f->m.active) {
+        activate(&g->flows, &f->m);
+        d->active++;
+    }
+    if (!g->m.active)
+        activate(&d->top, &g->m);
+    return n;
 }
 
 sl_drr_node_t *sl_drr_push(sl_drr_t *d, int flow, int64_t quantum, void *item, int64_t cost,
                            int front)
 {
-    if (flow < 0)
-        return NULL;
-    flow_t *f = get_flow(d, flow);
-    sl_drr_node_t *n = calloc(1, sizeof *n);
-    if (f == NULL || n == NULL) {
-        free(n);
-        return NULL;
-    }
-    f->quantum = quantum > 0 ? quantum : 1;
-    n->flow = f;
-    n->item = item;
-    n->cost = cost > 0 ? cost : 1;
-    if (f->head == NULL) {
-        f->head = f->tail = n;
-    } else if (front) {
-        n->next = f->head;
-        f->head->prev = n;
-        f->head = n;
-    } else {
-        n->prev = f->tail;
-        f->tail->next = n;
-        f->tail = n;
-    }
-    f->len++;
-    d->len++;
-    if (!f->active)
-        activate(d, f);
-    return n;
+    sl_drr_place_t p = {.group = 0, .group_quantum = 1, .flow = flow, .quantum = quantum,
+                        .cost = cost, .key = 0};
+    return sl_drr_push_at(d, &p, item, front);
 }
 
-static void advance(sl_drr_t *d)
+/* The flow of group g whose head is served next within g (adding quanta as flows are
+ * visited); NULL when g is empty. */
+static flow_t *group_peek(group_t *g)
 {
-    d->cur->visited = 0;
-    d->cur = d->cur->ring_next;
+    ring_t *r = &g->flows;
+    for (long guard = 0; r->cur != NULL && guard < 100000000L; guard++) {
+        flow_t *f = (flow_t *)r->cur;
+        if (!f->m.visited) {
+            f->m.deficit += f->m.quantum;
+            f->m.visited = 1;
+        }
+        if (f->head->cost <= f->m.deficit)
+            return f;
+        advance(r);
+    }
+    return NULL;
 }
 
 void *sl_drr_peek(sl_drr_t *d, int64_t *cost, int *flow)
 {
-    /* Each pass round the ring adds a quantum to every flow, so the loop ends; the bound only
-     * guards against a corrupted state. */
-    for (long guard = 0; d->cur != NULL && guard < 100000000L; guard++) {
-        flow_t *f = d->cur;
-        if (!f->visited) {
-            f->deficit += f->quantum;
-            f->visited = 1;
+    /* Each pass round a ring adds a quantum to every member, so the loops end; the bounds only
+     * guard against a corrupted state. */
+    for (long guard = 0; d->top.cur != NULL && guard < 100000000L; guard++) {
+        group_t *g = (group_t *)d->top.cur;
+        /* A group alone has nothing to share with: its deficit does not hold it back. */
+        int alone = d->top.active == 1;
+        if (alone)
+            g->m.deficit = 0;
+        else if (!g->m.visited) {
+            g->m.deficit += g->m.quantum;
+            g->m.visited = 1;
         }
-        if (f->head->cost <= f->deficit) {
+        flow_t *f = group_peek(g);
+        if (f != NULL && (alone || f->head->cost <= g->m.deficit)) {
             if (cost != NULL)
                 *cost = f->head->cost;
             if (flow != NULL)
                 *flow = f->id;
             return f->head->item;
         }
-        advance(d);
+        advance(&d->top);
     }
     return NULL;
 }
@@ -179,6 +274,7 @@ void *sl_drr_peek(sl_drr_t *d, int64_t *cost, int *flow)
 static void unlink_node(sl_drr_t *d, sl_drr_node_t *n)
 {
     flow_t *f = n->flow;
+    group_t *g = f->group;
     if (n->prev != NULL)
         n->prev->next = n->next;
     else
@@ -188,27 +284,44 @@ static void unlink_node(sl_drr_t *d, sl_drr_node_t *n)
     else
         f->tail = n->prev;
     f->len--;
+    g->len--;
     d->len--;
     free(n);
-    if (f->head == NULL)
-        deactivate(d, f);
+    if (f->head == NULL) {
+        deactivate(&g->flows, &f->m);
+        d->active--;
+    }
+    if (g->len == 0)
+        deactivate(&d->top, &g->m);
 }
 
 void sl_drr_pop(sl_drr_t *d)
 {
-    flow_t *f = d->cur;
+    if (d->top.cur == NULL)
+        return;
+    group_t *g = (group_t *)d->top.cur;
+    flow_t *f = (flow_t *)g->flows.cur;
     if (f == NULL || f->head == NULL)
         return;
-    f->deficit -= f->head->cost;
+    f->m.deficit -= f->head->cost;
+    g->m.deficit -= f->head->cost;
     unlink_node(d, f->head);
 }
 
 void sl_drr_skip(sl_drr_t *d)
 {
-    if (d->cur == NULL)
+    if (d->top.cur == NULL)
         return;
-    d->cur->deficit = 0;
-    advance(d);
+    group_t *g = (group_t *)d->top.cur;
+    if (g->flows.cur != NULL) {
+        g->flows.cur->deficit = 0;
+        advance(&g->flows);
+    }
+    /* The group's turn ends too, so that a blocked flow cannot hold every other group up;
+     * it keeps at most one quantum of credit for its next turn, so it cannot bank either. */
+    if (g->m.deficit > g->m.quantum)
+        g->m.deficit = g->m.quantum;
+    advance(&d->top);
 }
 
 void sl_drr_remove(sl_drr_t *d, sl_drr_node_t *node)

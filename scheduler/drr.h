@@ -1,10 +1,14 @@
-/* drr.h - deficit round-robin over flows, with costs in tokens.
+/* drr.h - hierarchical deficit round-robin over groups and flows, with costs in tokens.
  *
  * One sl_drr_t per provider pool. A flow is a queue of items (jobs) of one tenant and class,
- * identified by a small non-negative int. Each visit of a flow adds its quantum to its deficit;
- * the flow is served while its head item's cost fits in the deficit. Fairness therefore holds
- * in tokens, not in request counts (LiteLLM PR #35422). An emptied flow leaves the round and
- * loses its deficit, so idle flows cannot bank credit.
+ * identified by a small non-negative int; it belongs to one group (its workload class). Groups
+ * take turns by their quanta (class weights), and within a group its flows by theirs (tenant
+ * weights): each visit adds the quantum to the deficit, and an item is served while its cost
+ * fits both its flow's and its group's deficit. Shares therefore hold in tokens, not in request
+ * counts (LiteLLM PR #35422), and ten batch tenants do not outweigh one interactive one: the
+ * classes share first. Within a flow, items are served by ascending key (earliest deadline
+ * first). An emptied flow or group leaves its round and loses its deficit, so idle ones cannot
+ * bank credit.
  *
  * Usage: peek the item DRR would serve; if the caller can serve it, pop; if the caller cannot
  * serve anything of this flow now (its own limit), skip; if the pool itself is out of capacity,
@@ -23,9 +27,23 @@ sl_drr_t *sl_drr_new(void);
 /* Frees the scheduler and its nodes, not the items. NULL is a no-op. */
 void sl_drr_free(sl_drr_t *d);
 
-/* Queues item on flow (>= 0) with cost (> 0 tokens); quantum (> 0) is the flow's current
- * quantum. front = 1 puts it at the head of its flow (a retry keeps its place). Returns the
- * node (for sl_drr_remove) or NULL when out of memory. */
+/* Where an item goes: its group and flow (>= 0; a flow stays in the group it was first pushed
+ * to), their current quanta (> 0; the latest push sets them, so weights change at run time),
+ * its cost (> 0 tokens) and its key (order within the flow, e.g. its deadline). */
+typedef struct {
+    int group;
+    int64_t group_quantum;
+    int flow;
+    int64_t quantum;
+    int64_t cost;
+    int64_t key;
+} sl_drr_place_t;
+
+/* Queues item at p; front = 1 puts it at the head of its flow whatever its key (a retry keeps
+ * its place). Returns the node (for sl_drr_remove), or NULL when out of memory or the flow
+ * belongs to another group. */
+sl_drr_node_t *sl_drr_push_at(sl_drr_t *d, const sl_drr_place_t *p, void *item, int front);
+/* sl_drr_push_at in group 0 with key 0 (one level, arrival order). */
 sl_drr_node_t *sl_drr_push(sl_drr_t *d, int flow, int64_t quantum, void *item, int64_t cost,
                            int front);
 
@@ -33,8 +51,9 @@ sl_drr_node_t *sl_drr_push(sl_drr_t *d, int flow, int64_t quantum, void *item, i
 void *sl_drr_peek(sl_drr_t *d, int64_t *cost, int *flow);
 /* Serves the item the last peek returned: removes it and charges its cost to the flow. */
 void sl_drr_pop(sl_drr_t *d);
-/* Moves on to the next flow without serving the current one; its deficit is reset so a flow
- * blocked by its own limit does not bank credit. */
+/* Moves on without serving the current flow: its deficit is reset so a flow blocked by its own
+ * limit does not bank credit, and its group's turn ends (keeping at most one quantum), so a
+ * blocked flow never holds up the other groups. */
 void sl_drr_skip(sl_drr_t *d);
 /* Removes a queued item (expiry, cancellation) without charging its flow. */
 void sl_drr_remove(sl_drr_t *d, sl_drr_node_t *node);

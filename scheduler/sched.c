@@ -222,17 +222,23 @@ static int flow_of(const job_t *j)
     return j->tenant * SL_CLASS_COUNT + j->cls;
 }
 
-static int64_t quantum_of(const sl_sched_t *s, const job_t *j)
-{
-    return s->cfg->drr_quantum_tokens * s->cfg->tenants[j->tenant].weight *
-           s->cfg->classes[j->cls].weight;
-}
+static int64_t job_cost(const sl_sched_t *s, const job_t *j);
 
+/* Queues j in its route's DRR: classes share by class weight, tenants within a class by tenant
+ * weight, each job costs the tokens it will reserve, earliest deadline first within a flow. */
 static sl_err_t enqueue(sl_sched_t *s, job_t *j, int front)
 {
+    const sl_config_t *cfg = s->cfg;
+    sl_drr_place_t p = {
+        .group = j->cls,
+        .group_quantum = cfg->drr_quantum_tokens * cfg->classes[j->cls].weight,
+        .flow = flow_of(j),
+        .quantum = cfg->drr_quantum_tokens * cfg->tenants[j->tenant].weight,
+        .cost = job_cost(s, j),
+        .key = j->deadline_ms,
+    };
     j->state = J_QUEUED;
-    j->node = sl_drr_push(s->routes[j->route].drr, flow_of(j), quantum_of(s, j), j, j->est_total,
-                          front);
+    j->node = sl_drr_push_at(s->routes[j->route].drr, &p, j, front);
     return j->node != NULL ? SL_OK : SL_ENOMEM;
 }
 
@@ -1111,6 +1117,13 @@ static demand_t job_demand(const sl_sched_t *s, const job_t *j)
     dm.max_tokens = j->est_output;
     dm.output = sl_calib_output(s->calib, j->route, j->cls, j->est_output);
     return dm;
+}
+
+/* What a job costs in the DRR: the tokens it will reserve as learned so far. */
+static int64_t job_cost(const sl_sched_t *s, const job_t *j)
+{
+    demand_t dm = job_demand(s, j);
+    return dm.input + dm.output > 0 ? dm.input + dm.output : 1;
 }
 
 static double spend_usd(const sl_price_cfg_t *p, int64_t input, int64_t cached, int64_t output)

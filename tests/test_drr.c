@@ -381,6 +381,88 @@ START_TEST(four_equal_flows_have_jain_index_at_least_0_99)
 }
 END_TEST
 
+
+/* Classes share first: one interactive tenant (class weight 8) against ten batch tenants (class
+ * weight 1), all backlogged, gets 8/9 of the tokens; the ten batch tenants split the rest
+ * evenly. A flat ring would have given the interactive tenant 8/18. */
+START_TEST(classes_share_by_weight_before_tenants)
+{
+    sl_drr_t *d = new_drr();
+    enum { BATCH = 10, COST = 300 };
+    int64_t tokens[BATCH + 1] = {0};
+    for (int f = 0; f <= BATCH; f++) {
+        for (int k = 0; k < 4; k++) {
+            sl_drr_place_t p = {.group = f == 0 ? 0 : 3, .group_quantum = f == 0 ? 8000 : 1000,
+                                .flow = f, .quantum = 1000, .cost = COST, .key = 0};
+            ck_assert_ptr_nonnull(sl_drr_push_at(d, &p, ITEM(f), 0));
+        }
+    }
+    for (int i = 0; i < 30000; i++) {
+        int flow = -1;
+        int64_t cost = 0;
+        serve(d, &flow, &cost);
+        tokens[flow] += cost;
+        sl_drr_place_t p = {.group = flow == 0 ? 0 : 3, .group_quantum = flow == 0 ? 8000 : 1000,
+                            .flow = flow, .quantum = 1000, .cost = COST, .key = 0};
+        ck_assert_ptr_nonnull(sl_drr_push_at(d, &p, ITEM(flow), 0));
+    }
+    double total = 0;
+    for (int f = 0; f <= BATCH; f++)
+        total += (double)tokens[f];
+    ck_assert_double_eq_tol((double)tokens[0] / total, 8.0 / 9.0, 0.01);
+    for (int f = 1; f <= BATCH; f++)
+        ck_assert_double_eq_tol((double)tokens[f] / total, 1.0 / 90.0, 0.003);
+    sl_drr_free(d);
+}
+END_TEST
+
+/* Within a flow, the earliest key goes first; equal keys keep their arrival order; a push to
+ * the front (a retry) goes first whatever its key. */
+START_TEST(earliest_key_first_within_a_flow)
+{
+    sl_drr_t *d = new_drr();
+    const int64_t keys[] = {50, 10, 30, 30, 20};
+    for (int i = 0; i < 5; i++) {
+        sl_drr_place_t p = {.group = 0, .group_quantum = 1000, .flow = 1, .quantum = 1000,
+                            .cost = 10, .key = keys[i]};
+        ck_assert_ptr_nonnull(sl_drr_push_at(d, &p, ITEM(i), 0));
+    }
+    sl_drr_place_t retry = {.group = 0, .group_quantum = 1000, .flow = 1, .quantum = 1000,
+                            .cost = 10, .key = 99};
+    ck_assert_ptr_nonnull(sl_drr_push_at(d, &retry, ITEM(9), 1));
+    const int order[] = {9, 1, 4, 2, 3, 0};
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(serve(d, NULL, NULL), order[i]);
+    ck_assert_ptr_null(sl_drr_peek(d, NULL, NULL));
+    sl_drr_free(d);
+}
+END_TEST
+
+/* A flow blocked by its own limit (skipped) must not keep the other classes waiting. */
+START_TEST(skip_ends_the_group_turn)
+{
+    sl_drr_t *d = new_drr();
+    sl_drr_place_t a = {.group = 0, .group_quantum = 8000, .flow = 0, .quantum = 1000,
+                        .cost = 100, .key = 0};
+    sl_drr_place_t b = {.group = 3, .group_quantum = 1000, .flow = 7, .quantum = 1000,
+                        .cost = 100, .key = 0};
+    ck_assert_ptr_nonnull(sl_drr_push_at(d, &a, ITEM(0), 0));
+    ck_assert_ptr_nonnull(sl_drr_push_at(d, &b, ITEM(7), 0));
+    int flow = -1;
+    ck_assert_ptr_nonnull(sl_drr_peek(d, NULL, &flow));
+    ck_assert_int_eq(flow, 0);
+    sl_drr_skip(d);
+    ck_assert_ptr_nonnull(sl_drr_peek(d, NULL, &flow));
+    ck_assert_int_eq(flow, 7);
+    ck_assert_int_eq(sl_drr_active_flows(d), 2);
+    /* a flow stays in the group it was first pushed to */
+    sl_drr_place_t wrong = b;
+    wrong.group = 1;
+    ck_assert_ptr_null(sl_drr_push_at(d, &wrong, ITEM(8), 0));
+    sl_drr_free(d);
+}
+END_TEST
+
 static Suite *drr_suite(void)
 {
     Suite *s = suite_create("drr");
@@ -396,6 +478,9 @@ static Suite *drr_suite(void)
     tcase_add_test(tc, a_flow_can_appear_and_vanish);
     tcase_add_test(tc, peek_on_empty_returns_null);
     tcase_add_test(tc, four_equal_flows_have_jain_index_at_least_0_99);
+    tcase_add_test(tc, classes_share_by_weight_before_tenants);
+    tcase_add_test(tc, earliest_key_first_within_a_flow);
+    tcase_add_test(tc, skip_ends_the_group_turn);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -803,7 +803,9 @@ START_TEST(deadline_passing_in_the_queue_expires_the_job)
     env_init(&e, &o, T0);
     feed_job(&e, "job-1", "acme", T0);
     feed_job(&e, "job-2", "acme", T0);
-    jobspec_t late = {"job-3", "acme", NULL, T0, T0 + 500, 150, 100};
+    /* job-3 is globex's: acme's flow comes first in the round and takes dep-a's two places
+     * (within one flow, job-3's earlier deadline would have put it first) */
+    jobspec_t late = {"job-3", "globex", NULL, T0, T0 + 500, 150, 100};
     feed_spec(&e, &late, T0);
     jobspec_t dead = {"job-4", "globex", NULL, T0 - 2000, T0 - 1, 150, 100}; /* already due */
     feed_spec(&e, &dead, T0);
@@ -1640,6 +1642,28 @@ START_TEST(reload_keeps_queued_jobs_and_applies_a_lower_limit)
 }
 END_TEST
 
+
+START_TEST(earliest_deadline_first_within_a_tenant_and_class)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    jobspec_t j1 = {"job-late", "acme", NULL, T0, T0 + HOUR, 150, 100};
+    jobspec_t j2 = {"job-later", "acme", NULL, T0, T0 + 2 * HOUR, 150, 100};
+    jobspec_t j3 = {"job-soon", "acme", NULL, T0, T0 + 60000, 150, 100};
+    feed_spec(&e, &j1, T0);
+    feed_spec(&e, &j2, T0);
+    feed_spec(&e, &j3, T0);
+    batch_t b = step(&e, T0);
+    /* dep-a takes two: the soonest deadlines, whatever the arrival order */
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 2);
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_DISPATCH, "job-soon"));
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_DISPATCH, "job-late"));
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
 static Suite *sched_suite(void)
 {
     Suite *s = suite_create("sched");
@@ -1674,6 +1698,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, provider_headers_clamp_but_never_raise);
     tcase_add_test(tc, learned_output_replaces_max_tokens_in_the_reservation);
     tcase_add_test(tc, reload_keeps_queued_jobs_and_applies_a_lower_limit);
+    tcase_add_test(tc, earliest_deadline_first_within_a_tenant_and_class);
     suite_add_tcase(s, tc);
     return s;
 }
