@@ -937,7 +937,8 @@ static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_
     else
         s->st.failed++;
     unplace(s, j);
-    sl_hmap_del(s->jobs, j->id);
+    if (sl_hmap_get(s->jobs, j->id) == j)
+        sl_hmap_del(s->jobs, j->id);
     rc = emit(s, SL_MSG_RESULT, cfg->kafka.topic_results, j->id, value, seq);
     job_free(j);
     return rc;
@@ -973,6 +974,39 @@ static sl_err_t fail_orphans(sl_sched_t *s, int64_t now_ms)
 }
 
 /* ---- taking jobs ---- */
+
+/* Whether j's tenant already has its class's maximum of jobs queued (every route). */
+static int queue_full(const sl_sched_t *s, const job_t *j)
+{
+    size_t queued = 0;
+    for (int r = 0; r < s->cfg->nroutes; r++)
+        queued += sl_drr_flow_len(s->routes[r].drr, flow_of(j));
+    return (int64_t)queued >= s->cfg->classes[j->cls].max_queue;
+}
+
+static sl_err_t reject_queue_full(sl_sched_t *s, job_t *j, int64_t now_ms)
+{
+    char limiter[256], scope[200];
+    const char *tenant = s->cfg->tenants[j->tenant].name;
+    const char *cls = sl_class_name((sl_class_t)j->cls);
+    snprintf(limiter, sizeof limiter, "queue:%s:%s", tenant, cls);
+    snprintf(scope, sizeof scope, "tenant:%s", tenant);
+    outcome_t o;
+    outcome_init(&o, "rejected");
+    o.err_type = "capacity";
+    o.err_reason = "queue_full";
+    o.decision = "rejected_locally";
+    o.limiter = limiter;
+    o.scope = scope;
+    o.retryable = 1;
+    /* A hint, not a promise: about one window of the limits that drain the queue. */
+    o.retry_after_ms = s->cfg->minute_ms;
+    snprintf(o.err_message, sizeof o.err_message,
+             "tenant %s already has %lld %s jobs queued (classes.%s.max_queue); retry later",
+             tenant, (long long)s->cfg->classes[j->cls].max_queue, cls, cls);
+    s->st.queue_full++;
+    return finish(s, j, &o, now_ms);
+}
 
 sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t now_ms)
 {
@@ -1081,6 +1115,15 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     }
     if (orphan)
         return fail_orphan(s, j, "rejected", now_ms);
+    if (queue_full(s, j)) {
+        /* Backpressure: answered at once instead of letting the queue grow without bound. The
+         * job is not remembered, so the client may submit it again after retry_after_ms. */
+        char job_id[sizeof j->id];
+        memcpy(job_id, j->id, sizeof job_id);
+        sl_hmap_del(s->jobs, j->id);
+        rc = reject_queue_full(s, j, now_ms); /* frees j */
+        return rc == SL_OK ? sl_store_job_forget(s->store, job_id) : rc;
+    }
     return enqueue(s, j, 0);
 }
 

@@ -31,6 +31,7 @@ enum {
     Q_JOB_LEASE,
     Q_JOB_REQUEUE,
     Q_JOB_FINISH,
+    Q_JOB_FORGET,
     Q_UNFINISHED,
     Q_RES_OPEN,
     Q_RES_CLOSE,
@@ -64,6 +65,7 @@ static const char *const sql_text[Q_COUNT_] = {
     [Q_JOB_REQUEUE] = "UPDATE jobs SET state = 'queued', attempts = ?, not_before_ms = ?,"
                       " lease_expires_ms = NULL, reservation_id = NULL, updated_ms = ?"
                       " WHERE job_id = ?",
+    [Q_JOB_FORGET] = "DELETE FROM jobs WHERE job_id = ? AND state = 'done'",
     [Q_JOB_FINISH] = "UPDATE jobs SET state = 'done', status = ?, result_json = ?,"
                      " lease_expires_ms = NULL, updated_ms = ? WHERE job_id = ?",
     [Q_UNFINISHED] = "SELECT job_id, tenant, route, class, state, reservation_id, deployment,"
@@ -389,6 +391,11 @@ sl_err_t sl_store_job_requeue(sl_store_t *s, const char *job_id, int attempts,
 {
     return run(s, bind(s, Q_JOB_REQUEUE, "iIIs", attempts, not_before_ms, now_ms, job_id),
                "job requeue");
+}
+
+sl_err_t sl_store_job_forget(sl_store_t *s, const char *job_id)
+{
+    return run(s, bind(s, Q_JOB_FORGET, "s", job_id), "job forget");
 }
 
 sl_err_t sl_store_job_finish(sl_store_t *s, const char *job_id, const char *status,

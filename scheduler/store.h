@@ -62,6 +62,11 @@ sl_err_t sl_store_job_finish(sl_store_t *s, const char *job_id, const char *stat
                              const char *result_json, const char *topic, int64_t now_ms,
                              int64_t *seq);
 
+/* Deletes a finished job's row, so that the same job id may be submitted again (a job refused
+ * because its queue was full is not remembered: the client is told to retry). Its result stays
+ * in the outbox until delivered. */
+sl_err_t sl_store_job_forget(sl_store_t *s, const char *job_id);
+
 typedef struct {
     const char *job_id, *tenant, *route, *cls, *state, *reservation_id, *deployment;
     const char *idempotency_key, *key_id;

@@ -1664,6 +1664,45 @@ START_TEST(earliest_deadline_first_within_a_tenant_and_class)
 }
 END_TEST
 
+
+START_TEST(full_queue_rejects_at_once_and_forgets_the_job)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, "'classes': {'standard': {'max_queue': 2}},"};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    feed_job(&e, "job-2", "acme", T0);
+    feed_job(&e, "job-3", "acme", T0);
+    /* another tenant's queue is its own */
+    feed_job(&e, "job-g", "globex", T0);
+    batch_t b = take(&e);
+    ck_assert_int_eq(b.n, 1);
+    json_t *r = find(&b, SL_MSG_RESULT, "job-3");
+    ck_assert_ptr_nonnull(r);
+    json_t *err = json_object_get(r, "error");
+    ck_assert_str_eq(sget(r, "status"), "rejected");
+    ck_assert_str_eq(sget(err, "reason"), "queue_full");
+    ck_assert_str_eq(sget(err, "limiter"), "queue:acme:standard");
+    ck_assert(json_is_true(json_object_get(err, "retryable")));
+    ck_assert_int_gt(iget(err, "retry_after_ms"), 0);
+    batch_free(&b);
+    /* once the queue drains, the same job is taken (it was not remembered as done) */
+    b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 2);
+    batch_free(&b);
+    feed_job(&e, "job-3", "acme", T0 + 10);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.queue_full, 1);
+    ck_assert_int_eq(st.jobs_duplicate, 0);
+    ck_assert_int_eq(st.queued, 2);
+    env_done(&e);
+}
+END_TEST
+
 static Suite *sched_suite(void)
 {
     Suite *s = suite_create("sched");
@@ -1699,6 +1738,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, learned_output_replaces_max_tokens_in_the_reservation);
     tcase_add_test(tc, reload_keeps_queued_jobs_and_applies_a_lower_limit);
     tcase_add_test(tc, earliest_deadline_first_within_a_tenant_and_class);
+    tcase_add_test(tc, full_queue_rejects_at_once_and_forgets_the_job);
     suite_add_tcase(s, tc);
     return s;
 }
