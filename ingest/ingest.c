@@ -14,21 +14,27 @@
 
 struct sl_ingest {
     const sl_config_t *cfg;
-    sl_schema_t *schema;
+    sl_schema_t *schema;        /* request.json */
+    sl_schema_t *cancel_schema; /* cancel-request.json */
 };
 
 sl_err_t sl_ingest_new(const sl_config_t *cfg, sl_ingest_t **out, char *err, size_t errlen)
 {
     *out = NULL;
     char rel[1024], path[1024];
-    snprintf(rel, sizeof rel, "%s/request.json", cfg->schema_dir);
-    sl_resolve_path(rel, path, sizeof path);
     sl_ingest_t *ing = calloc(1, sizeof *ing);
     if (ing == NULL)
         return SL_ENOMEM;
+    snprintf(rel, sizeof rel, "%s/request.json", cfg->schema_dir);
+    sl_resolve_path(rel, path, sizeof path);
     sl_err_t rc = sl_schema_load_file(path, &ing->schema, err, errlen);
+    if (rc == SL_OK) {
+        snprintf(rel, sizeof rel, "%s/cancel-request.json", cfg->schema_dir);
+        sl_resolve_path(rel, path, sizeof path);
+        rc = sl_schema_load_file(path, &ing->cancel_schema, err, errlen);
+    }
     if (rc != SL_OK) {
-        free(ing);
+        sl_ingest_free(ing);
         return rc;
     }
     ing->cfg = cfg;
@@ -41,6 +47,7 @@ void sl_ingest_free(sl_ingest_t *ing)
     if (ing == NULL)
         return;
     sl_schema_free(ing->schema);
+    sl_schema_free(ing->cancel_schema);
     free(ing);
 }
 
@@ -113,6 +120,49 @@ static int fits_any_limit(const sl_config_t *cfg, int route, int tenant, int64_t
     return 0;
 }
 
+/* A cancel request: resolves the job within the caller's tenant (its id derives from the tenant
+ * and the idempotency key, so no one can name another tenant's job) and sends the scheduler a
+ * cancel message on the jobs topic, keyed by tenant like the job itself. */
+static sl_err_t cancel(sl_ingest_t *ing, json_t *req, int64_t now_ms,
+                       const sl_ingest_source_t *src, sl_ingest_out_t *out)
+{
+    const sl_config_t *cfg = ing->cfg;
+    char why[512];
+    const json_t *idem_j = json_object_get(req, "cancel");
+    const char *idem = json_is_string(idem_j) && json_string_length(idem_j) <= 800
+                           ? json_string_value(idem_j)
+                           : NULL;
+    if (sl_schema_validate(ing->cancel_schema, req, why, sizeof why) != SL_OK)
+        return reject(ing, out, src, now_ms, NULL, idem, NULL, "invalid_request",
+                      "schema_violation", why);
+    const char *api_key = json_string_value(json_object_get(req, "api_key"));
+    uint8_t hash[32];
+    sl_keyhash(api_key, strlen(api_key), hash);
+    int key = sl_config_key_by_hash(cfg, hash);
+    if (key < 0)
+        return reject(ing, out, src, now_ms, NULL, idem, NULL, "authentication",
+                      "unknown_api_key", "the API key is not known");
+    const sl_key_cfg_t *k = &cfg->keys[key];
+    const char *tenant = cfg->tenants[k->tenant].name;
+    char job_id[33];
+    sl_ingest_job_id(tenant, idem, job_id);
+    json_t *msg = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:I}", "v", 1, "type", "cancel",
+                            "job_id", job_id, "idempotency_key", idem, "tenant", tenant,
+                            "key_id", k->id, "requested_ms", (json_int_t)now_ms);
+    if (msg == NULL)
+        return SL_ENOMEM;
+    out->kind = SL_INGEST_JOB;
+    out->topic = cfg->kafka.topic_jobs;
+    out->key = strdup(tenant);
+    out->value = json_dumps(msg, JSON_COMPACT);
+    json_decref(msg);
+    if (out->key == NULL || out->value == NULL) {
+        sl_ingest_out_clear(out);
+        return SL_ENOMEM;
+    }
+    return SL_OK;
+}
+
 sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, int64_t now_ms,
                            const sl_ingest_source_t *src, sl_ingest_out_t *out)
 {
@@ -144,6 +194,10 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
     const char *idem = json_is_string(idem_j) && json_string_length(idem_j) <= 800
                            ? json_string_value(idem_j)
                            : NULL;
+    if (json_object_get(req, "cancel") != NULL) {
+        rc = cancel(ing, req, now_ms, src, out);
+        goto out;
+    }
     if (sl_schema_validate(ing->schema, req, why, sizeof why) != SL_OK) {
         rc = reject(ing, out, src, now_ms, NULL, idem, NULL, "invalid_request",
                     "schema_violation", why);

@@ -113,7 +113,7 @@ struct sl_sched {
     const sl_config_t *cfg;
     sl_store_t *store;
     const sl_signer_t *signer;
-    sl_schema_t *job_schema, *usage_schema;
+    sl_schema_t *job_schema, *usage_schema, *cancel_schema;
     sl_ledger_t *ledger;
     binfo_t *binfo;
     int nbinfo;
@@ -723,6 +723,8 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_si
     sl_err_t rc = load_schema(cfg, "job.json", &s->job_schema, err, errlen);
     if (rc == SL_OK)
         rc = load_schema(cfg, "usage.json", &s->usage_schema, err, errlen);
+    if (rc == SL_OK)
+        rc = load_schema(cfg, "cancel.json", &s->cancel_schema, err, errlen);
     if (rc != SL_OK)
         goto fail;
     s->ledger = sl_ledger_new();
@@ -847,6 +849,7 @@ void sl_sched_free(sl_sched_t *s)
     sl_ledger_free(s->ledger);
     sl_schema_free(s->job_schema);
     sl_schema_free(s->usage_schema);
+    sl_schema_free(s->cancel_schema);
     sl_sched_msgs_free(s->out, s->nout);
     free(s);
 }
@@ -934,6 +937,8 @@ static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_
         s->st.succeeded++;
     else if (strcmp(o->status, "expired") == 0)
         s->st.expired++;
+    else if (strcmp(o->status, "cancelled") == 0)
+        s->st.cancelled++;
     else
         s->st.failed++;
     unplace(s, j);
@@ -1008,10 +1013,44 @@ static sl_err_t reject_queue_full(sl_sched_t *s, job_t *j, int64_t now_ms)
     return finish(s, j, &o, now_ms);
 }
 
+/* A cancel message (schema/cancel.json): a queued or delayed job is removed with a
+ * `cancelled` result; a job in flight is reconciled normally; an unknown or finished one is
+ * left alone. */
+static sl_err_t on_cancel(sl_sched_t *s, json_t *doc, int64_t now_ms)
+{
+    const char *id = json_string_value(json_object_get(doc, "job_id"));
+    const char *tenant = json_string_value(json_object_get(doc, "tenant"));
+    job_t *j = sl_hmap_get(s->jobs, id);
+    if (j == NULL || j->orphan_tenant != NULL ||
+        strcmp(s->cfg->tenants[j->tenant].name, tenant) != 0) {
+        sl_info("cancel of job %s: not queued (unknown or finished)", id);
+        return SL_OK;
+    }
+    if (j->state == J_LEASED) {
+        sl_info("cancel of job %s: already sent to a provider; it finishes normally", id);
+        return SL_OK;
+    }
+    outcome_t o;
+    outcome_init(&o, "cancelled");
+    return finish(s, j, &o, now_ms);
+}
+
 sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t now_ms)
 {
     char why[512];
     json_t *doc = json_loadb(json, len, 0, NULL);
+    json_t *type = json_object_get(doc, "type");
+    if (json_is_string(type) && strcmp(json_string_value(type), "cancel") == 0) {
+        sl_err_t rc = SL_OK;
+        if (sl_schema_validate(s->cancel_schema, doc, why, sizeof why) != SL_OK) {
+            s->st.jobs_invalid++;
+            sl_warn("invalid cancel message ignored: %s", why);
+        } else {
+            rc = on_cancel(s, doc, now_ms);
+        }
+        json_decref(doc);
+        return rc;
+    }
     if (doc == NULL || sl_schema_validate(s->job_schema, doc, why, sizeof why) != SL_OK) {
         s->st.jobs_invalid++;
         sl_warn("invalid job message ignored: %s", doc == NULL ? "malformed JSON" : why);

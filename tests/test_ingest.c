@@ -847,12 +847,71 @@ START_TEST(payload_limit_comes_from_the_config)
 }
 END_TEST
 
+
+/* ---- Cancellation ----------------------------------------------------------------------- */
+
+START_TEST(cancel_names_the_callers_own_job_on_the_jobs_topic)
+{
+    sl_ingest_out_t out;
+    json_t *job = expect_job("{'idempotency_key': 'order-7', 'api_key': '" ACME_KEY "',"
+                             " 'route': 'chat-small', 'request': {'messages': [{'role': 'user',"
+                             " 'content': 'hi'}]}}",
+                             &out);
+    char job_id[65];
+    snprintf(job_id, sizeof job_id, "%s", str(job, "job_id"));
+    json_decref(job);
+    sl_ingest_out_clear(&out);
+    json_t *c = process("{'api_key': '" ACME_KEY "', 'cancel': 'order-7'}", &out);
+    ck_assert_int_eq(out.kind, SL_INGEST_JOB);
+    ck_assert_str_eq(out.topic, cfg->kafka.topic_jobs);
+    ck_assert_str_eq(out.key, "acme"); /* same partition as the job: it arrives after it */
+    sl_schema_t *cancel_schema = NULL;
+    char err[512] = "";
+    ck_assert_int_eq(sl_schema_load_file("schema/cancel.json", &cancel_schema, err, sizeof err),
+                     SL_OK);
+    ck_assert_msg(sl_schema_validate(cancel_schema, c, err, sizeof err) == SL_OK, "%s", err);
+    sl_schema_free(cancel_schema);
+    ck_assert_str_eq(str(c, "type"), "cancel");
+    ck_assert_str_eq(str(c, "job_id"), job_id);
+    ck_assert_str_eq(str(c, "tenant"), "acme");
+    assert_no_secret(out.value);
+    json_decref(c);
+    sl_ingest_out_clear(&out);
+    /* the same idempotency key from another tenant names another job */
+    c = process("{'api_key': '" GLOBEX_KEY "', 'cancel': 'order-7'}", &out);
+    ck_assert_str_ne(str(c, "job_id"), job_id);
+    ck_assert_str_eq(str(c, "tenant"), "globex");
+    json_decref(c);
+    sl_ingest_out_clear(&out);
+}
+END_TEST
+
+START_TEST(bad_cancel_requests_are_rejected)
+{
+    sl_ingest_out_t out;
+    json_t *r = expect_reject("{'api_key': 'sk-nobody-0000', 'cancel': 'order-7'}",
+                              "unknown_api_key", "authentication", "order-7", &out);
+    json_decref(r);
+    sl_ingest_out_clear(&out);
+    r = expect_reject("{'api_key': '" ACME_KEY "', 'cancel': 7}", "schema_violation",
+                      "invalid_request", NULL, &out);
+    json_decref(r);
+    sl_ingest_out_clear(&out);
+    r = expect_reject("{'api_key': '" ACME_KEY "', 'cancel': 'x', 'route': 'chat-small'}",
+                      "schema_violation", "invalid_request", "x", &out);
+    json_decref(r);
+    sl_ingest_out_clear(&out);
+}
+END_TEST
+
 static Suite *ingest_suite(void)
 {
     Suite *s = suite_create("ingest");
     TCase *jobs = tcase_create("jobs");
     tcase_add_checked_fixture(jobs, setup_example, teardown);
     tcase_add_test(jobs, valid_request_becomes_a_job_keyed_by_tenant);
+    tcase_add_test(jobs, cancel_names_the_callers_own_job_on_the_jobs_topic);
+    tcase_add_test(jobs, bad_cancel_requests_are_rejected);
     tcase_add_test(jobs, identity_comes_from_the_key);
     tcase_add_test(jobs, job_never_carries_the_api_key);
     tcase_add_test(jobs, class_defaults_to_standard_with_its_deadline);

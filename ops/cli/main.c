@@ -15,6 +15,7 @@ static const char usage_text[] =
     "commands:\n"
     "  submit --file FILE [--follow] ...  send a JSONL file of requests; follow the results\n"
     "  results [--all] ID...              print results of jobs (by job id or idempotency key)\n"
+    "  cancel [--api-key KEY] IDEM...     cancel your queued jobs by idempotency key\n"
     "  hash-key [KEY]                     print the hash to put in the config for an API key\n"
     "                                     (reads the key from stdin when not given)\n"
     "  keygen SECRET_FILE PUBLIC_FILE     create a dispatch-signing key pair\n"
@@ -68,11 +69,14 @@ int main(int argc, char **argv)
         } else {
             rc = 0;
         }
-    } else if (strcmp(cmd, "submit") == 0 || strcmp(cmd, "results") == 0) {
+    } else if (strcmp(cmd, "submit") == 0 || strcmp(cmd, "results") == 0 ||
+               strcmp(cmd, "cancel") == 0) {
         opts.log_level = "warn";
         sl_config_t *cfg = sl_proc_start("cli", &opts);
         if (strcmp(cmd, "submit") == 0)
             rc = sl_cli_submit(cfg, opts.nrest - 1, opts.rest + 1);
+        else if (strcmp(cmd, "cancel") == 0)
+            rc = sl_cli_cancel(cfg, opts.nrest - 1, opts.rest + 1);
         else
             rc = sl_cli_results(cfg, opts.nrest - 1, opts.rest + 1);
         sl_config_free(cfg);

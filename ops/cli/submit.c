@@ -411,3 +411,56 @@ int sl_cli_results(const sl_config_t *cfg, int argc, char **argv)
     sl_hmap_free(want);
     return found == wanted ? 0 : 1;
 }
+
+static const char cancel_usage[] =
+    "usage: sluice cancel [--api-key KEY] IDEMPOTENCY_KEY...\n"
+    "\n"
+    "Asks to cancel your jobs, named by the idempotency keys they were submitted with (the API\n"
+    "key, default $SLUICE_API_KEY, says whose). A job still queued gets a `cancelled` result on\n"
+    "sluice.results; one already sent to a provider finishes normally. Exits 0 once every\n"
+    "request reached the broker.\n";
+
+int sl_cli_cancel(const sl_config_t *cfg, int argc, char **argv)
+{
+    const char *api_key = getenv("SLUICE_API_KEY");
+    int first = 0;
+    for (; first < argc; first++) {
+        if (strcmp(argv[first], "--help") == 0 || strcmp(argv[first], "-h") == 0) {
+            fputs(cancel_usage, stdout);
+            return 0;
+        }
+        if (strcmp(argv[first], "--api-key") == 0 && first + 1 < argc) {
+            api_key = argv[++first];
+            continue;
+        }
+        break;
+    }
+    if (first >= argc || api_key == NULL || argv[first][0] == '-') {
+        fputs(cancel_usage, stderr);
+        return 2;
+    }
+    char err[512] = "";
+    rd_kafka_t *prod = NULL;
+    if (sl_kafka_producer_new(cfg, "sluice-cli", NULL, NULL, &prod, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "sluice cancel: kafka: %s\n", err);
+        return 2;
+    }
+    int status = 0;
+    for (int i = first; i < argc; i++) {
+        json_t *req = json_pack("{s:s, s:s}", "api_key", api_key, "cancel", argv[i]);
+        char *value = req != NULL ? json_dumps(req, JSON_COMPACT) : NULL;
+        json_decref(req);
+        if (value == NULL || sl_kafka_produce(prod, cfg->kafka.topic_requests, argv[i], value,
+                                              strlen(value), NULL, NULL) != SL_OK) {
+            fprintf(stderr, "sluice cancel: %s could not be sent\n", argv[i]);
+            status = 1;
+        }
+        free(value);
+    }
+    if (rd_kafka_flush(prod, 60000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        fprintf(stderr, "sluice cancel: not every request reached the broker in 60 s\n");
+        status = 1;
+    }
+    rd_kafka_destroy(prod);
+    return status;
+}
