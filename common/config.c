@@ -539,7 +539,8 @@ static void load_deployment(ctx_t *c, sl_config_t *cfg, json_t *arr, size_t i,
 
 static void load_classes(ctx_t *c, sl_config_t *cfg, json_t *root)
 {
-    static const char *const keys[] = {"deadline_ms", "max_queue", "weight", NULL};
+    static const char *const keys[] = {"deadline_ms", "max_queue", "weight", "overload",
+                                       "yield_above", NULL};
     static const int64_t def_deadline[SL_CLASS_COUNT] = {30000, 600000, 600000, 86400000};
     static const int64_t def_queue[SL_CLASS_COUNT] = {1000, 100000, 100000, 1000000};
     static const int64_t def_weight[SL_CLASS_COUNT] = {8, 4, 4, 1};
@@ -549,6 +550,8 @@ static void load_classes(ctx_t *c, sl_config_t *cfg, json_t *root)
         k->deadline_ms = def_deadline[i];
         k->max_queue = def_queue[i];
         k->weight = def_weight[i];
+        k->overload = SL_OVERLOAD_REJECT;
+        k->yield_above = i == SL_CLASS_BATCH ? 0.5 : 0;
     }
     if (cj == NULL)
         return;
@@ -568,6 +571,14 @@ static void load_classes(ctx_t *c, sl_config_t *cfg, json_t *root)
         k->deadline_ms = get_int(c, val, where, "deadline_ms", k->deadline_ms, 1, I64MAX);
         k->max_queue = get_int(c, val, where, "max_queue", k->max_queue, 1, I64MAX);
         k->weight = get_int(c, val, where, "weight", k->weight, 1, 1000000);
+        const char *overload = get_str(c, val, where, "overload", "reject");
+        if (strcmp(overload, "reject") == 0)
+            k->overload = SL_OVERLOAD_REJECT;
+        else if (strcmp(overload, "shed") == 0)
+            k->overload = SL_OVERLOAD_SHED;
+        else
+            fail(c, "%s: \"overload\" must be \"reject\" or \"shed\"", where);
+        k->yield_above = get_real(c, val, where, "yield_above", k->yield_above, 0, 1);
     }
 }
 
@@ -602,13 +613,14 @@ static void load_routes(ctx_t *c, sl_config_t *cfg, json_t *arr)
 static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
 {
     static const char *const keys[] = {"name", "weight", "tokens_per_min", "routes", "parent",
-                                       "buckets", NULL};
+                                       "buckets", "guarantee", NULL};
     size_t n = json_array_size(arr);
     cfg->tenants = calloc(n + 1, sizeof *cfg->tenants);
     if (cfg->tenants == NULL) {
         fail(c, "out of memory");
         return;
     }
+    double guarantees = 0;
     for (size_t i = 0; i < n; i++) {
         char where[64];
         json_t *tj = array_object(c, arr, i, "tenants", keys, where, sizeof where);
@@ -621,6 +633,8 @@ static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
         cfg->ntenants++;
         t->weight = get_int(c, tj, where, "weight", 1, 1, 1000000);
         t->tokens_per_min = get_int(c, tj, where, "tokens_per_min", 0, 0, I64MAX);
+        t->guarantee = get_real(c, tj, where, "guarantee", 0, 0, 0.95);
+        guarantees += t->guarantee;
         limits_t ls = {0};
         add_shorthand(c, cfg, &ls, where, "tokens", SL_DIM_TOTAL_TOKENS,
                       (double)t->tokens_per_min, &caller_defaults);
@@ -632,6 +646,8 @@ static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
         resolve_names(c, cfg, tj, where, "routes", "route", sl_config_route, &t->routes,
                       &t->nroutes);
     }
+    if (guarantees > 0.95)
+        fail(c, "tenants: the guarantees add up to %.2f; at most 0.95 can be promised", guarantees);
 }
 
 static void load_keys(ctx_t *c, sl_config_t *cfg, json_t *arr)

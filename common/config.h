@@ -123,16 +123,26 @@ typedef struct {
     int64_t default_max_tokens; /* set on requests that carry no max_tokens */
 } sl_route_cfg_t;
 
+/* What a class does when a tenant's queue of it is full: refuse the new job (with a
+ * retry-after), or shed the queued job with the latest deadline to take the new one. */
+typedef enum { SL_OVERLOAD_REJECT = 0, SL_OVERLOAD_SHED } sl_overload_t;
+
 typedef struct {
     int64_t deadline_ms;  /* default relative deadline */
-    int64_t max_queue;    /* queued jobs of this class per tenant before ingest rejects */
+    int64_t max_queue;    /* queued jobs of this class per tenant before new ones are refused */
     int64_t weight;       /* DRR weight */
+    sl_overload_t overload;
+    /* Leftover capacity only: while the other classes have queued work and took at least this
+     * share of the route's recent admissions, this class waits. 0 = never (default for all
+     * but batch, whose default is 0.5). */
+    double yield_above;
 } sl_class_cfg_t;
 
 typedef struct {
     const char *name;
     int64_t weight;
     int64_t tokens_per_min; /* tenant budget in total tokens; 0 = not limited */
+    double guarantee;       /* share of every pool it uses while it has work queued; 0 = none */
     int nroutes;            /* 0 = every route allowed */
     int *routes;
     int parent;             /* its partner scope (index into scopes), or -1 */

@@ -22,6 +22,7 @@ struct sl_drr_node {
 typedef struct member member_t;
 struct member {
     int64_t quantum;
+    double share; /* guaranteed share of its ring while active, [0, 1) */
     int64_t deficit;
     int visited; /* quantum already added on the current visit */
     int active;
@@ -31,6 +32,8 @@ struct member {
 struct ring {
     member_t *cur; /* the member being visited; NULL when the ring is empty */
     int active;
+    int64_t quanta; /* the sum of the active members' quanta */
+    double shares;  /* the sum of the active members' guaranteed shares */
 };
 
 typedef struct group {
@@ -134,6 +137,8 @@ static void activate(ring_t *r, member_t *m)
     m->deficit = 0;
     m->visited = 0;
     r->active++;
+    r->quanta += m->quantum;
+    r->shares += m->share;
     if (r->cur == NULL) {
         m->ring_prev = m->ring_next = m;
         r->cur = m;
@@ -151,6 +156,8 @@ static void deactivate(ring_t *r, member_t *m)
     m->deficit = 0;
     m->visited = 0;
     r->active--;
+    r->quanta -= m->quantum;
+    r->shares -= m->share;
     if (m->ring_next == m) {
         r->cur = NULL;
     } else {
@@ -160,6 +167,29 @@ static void deactivate(ring_t *r, member_t *m)
             r->cur = m->ring_next;
     }
     m->ring_next = m->ring_prev = NULL;
+}
+
+/* Sets a member's quantum and share, keeping its ring's sums. */
+static void set_weights(ring_t *r, member_t *m, int64_t quantum, double share)
+{
+    if (m->active) {
+        r->quanta += quantum - m->quantum;
+        r->shares += share - m->share;
+    }
+    m->quantum = quantum;
+    m->share = share;
+}
+
+/* The quantum a member gets on its visit: its own, or more when it has a guaranteed share, so
+ * that while it is backlogged it gets at least that share of the ring:
+ * q / (q + others) >= share  <=>  q >= share / (1 - share) x others. */
+static int64_t visit_quantum(const ring_t *r, const member_t *m)
+{
+    if (m->share <= 0)
+        return m->quantum;
+    double others = (double)(r->quanta - m->quantum);
+    double need = m->share / (1.0 - m->share) * others;
+    return need > (double)m->quantum ? (int64_t)need + 1 : m->quantum;
 }
 
 static void advance(ring_t *r)
@@ -180,8 +210,13 @@ sl_drr_node_t *sl_drr_push_at(sl_drr_t *d, const sl_drr_place_t *p, void *item, 
         free(n);
         return NULL;
     }
-    f->m.quantum = p->quantum > 0 ? p->quantum : 1;
-    g->m.quantum = p->group_quantum > 0 ? p->group_quantum : 1;
+    double share = p->share > 0 ? (p->share < 0.99 ? p->share : 0.99) : 0;
+    set_weights(&g->flows, &f->m, p->quantum > 0 ? p->quantum : 1, share);
+    /* A group is guaranteed what its active flows are guaranteed (groups are classes: a
+     * guaranteed tenant keeps its share whatever class its work runs in). */
+    double group_share = g->flows.shares + (f->m.active ? 0 : share);
+    set_weights(&d->top, &g->m, p->group_quantum > 0 ? p->group_quantum : 1,
+                group_share < 0.99 ? group_share : 0.99);
     n->flow = f;
     n->item = item;
     n->cost = p->cost > 0 ? p->cost : 1;
@@ -222,7 +257,7 @@ sl_drr_node_t *sl_drr_push(sl_drr_t *d, int flow, int64_t quantum, void *item, i
                            int front)
 {
     sl_drr_place_t p = {.group = 0, .group_quantum = 1, .flow = flow, .quantum = quantum,
-                        .cost = cost, .key = 0};
+                        .share = 0, .cost = cost, .key = 0};
     return sl_drr_push_at(d, &p, item, front);
 }
 
@@ -234,7 +269,7 @@ static flow_t *group_peek(group_t *g)
     for (long guard = 0; r->cur != NULL && guard < 100000000L; guard++) {
         flow_t *f = (flow_t *)r->cur;
         if (!f->m.visited) {
-            f->m.deficit += f->m.quantum;
+            f->m.deficit += visit_quantum(r, &f->m);
             f->m.visited = 1;
         }
         if (f->head->cost <= f->m.deficit)
@@ -255,7 +290,7 @@ void *sl_drr_peek(sl_drr_t *d, int64_t *cost, int *flow)
         if (alone)
             g->m.deficit = 0;
         else if (!g->m.visited) {
-            g->m.deficit += g->m.quantum;
+            g->m.deficit += visit_quantum(&d->top, &g->m);
             g->m.visited = 1;
         }
         flow_t *f = group_peek(g);
@@ -291,8 +326,13 @@ static void unlink_node(sl_drr_t *d, sl_drr_node_t *n)
         deactivate(&g->flows, &f->m);
         d->active--;
     }
-    if (g->len == 0)
+    if (g->len == 0) {
         deactivate(&d->top, &g->m);
+        g->flows.shares = 0; /* no drift from summing doubles */
+    } else if (g->m.share != g->flows.shares) {
+        set_weights(&d->top, &g->m, g->m.quantum,
+                    g->flows.shares < 0.99 ? (g->flows.shares > 0 ? g->flows.shares : 0) : 0.99);
+    }
 }
 
 void sl_drr_pop(sl_drr_t *d)
@@ -322,6 +362,30 @@ void sl_drr_skip(sl_drr_t *d)
     if (g->m.deficit > g->m.quantum)
         g->m.deficit = g->m.quantum;
     advance(&d->top);
+}
+
+void sl_drr_skip_group(sl_drr_t *d)
+{
+    if (d->top.cur == NULL)
+        return;
+    group_t *g = (group_t *)d->top.cur;
+    if (g->m.deficit > g->m.quantum)
+        g->m.deficit = g->m.quantum;
+    advance(&d->top);
+}
+
+size_t sl_drr_group_len(const sl_drr_t *d, int group)
+{
+    if (group < 0 || group >= d->ngroups || d->groups[group] == NULL)
+        return 0;
+    return d->groups[group]->len;
+}
+
+void *sl_drr_flow_last(const sl_drr_t *d, int flow)
+{
+    if (flow < 0 || flow >= d->nflows || d->flows[flow] == NULL || d->flows[flow]->tail == NULL)
+        return NULL;
+    return d->flows[flow]->tail->item;
 }
 
 void sl_drr_remove(sl_drr_t *d, sl_drr_node_t *node)

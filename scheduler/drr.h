@@ -35,6 +35,9 @@ typedef struct {
     int64_t group_quantum;
     int flow;
     int64_t quantum;
+    double share; /* the flow's guaranteed share of the pool while it has items, [0, 0.99]; 0 =
+                   * none. Its visits then get quantum enough for that share of its group,
+                   * and its group enough for the sum of its flows' shares of the pool. */
     int64_t cost;
     int64_t key;
 } sl_drr_place_t;
@@ -55,6 +58,13 @@ void sl_drr_pop(sl_drr_t *d);
  * limit does not bank credit, and its group's turn ends (keeping at most one quantum), so a
  * blocked flow never holds up the other groups. */
 void sl_drr_skip(sl_drr_t *d);
+/* Ends the current group's turn without touching its flows (a class that must wait, e.g.
+ * batch yielding to busier classes); it keeps at most one quantum of credit. */
+void sl_drr_skip_group(sl_drr_t *d);
+/* Queued items of one group. */
+size_t sl_drr_group_len(const sl_drr_t *d, int group);
+/* The last item of a flow (the latest key), or NULL: what shedding drops first. */
+void *sl_drr_flow_last(const sl_drr_t *d, int flow);
 /* Removes a queued item (expiry, cancellation) without charging its flow. */
 void sl_drr_remove(sl_drr_t *d, sl_drr_node_t *node);
 

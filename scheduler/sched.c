@@ -102,6 +102,10 @@ typedef struct {
 typedef struct {
     sl_drr_t *drr;
     int64_t blocked_until_ms;
+    /* Tokens admitted per class, decaying with a time constant of one minute: what each class
+     * took of the route recently (for classes that yield, classes.yield_above). */
+    double recent[SL_CLASS_COUNT];
+    int64_t recent_ms;
 } route_t;
 
 typedef struct {
@@ -234,6 +238,7 @@ static sl_err_t enqueue(sl_sched_t *s, job_t *j, int front)
         .group_quantum = cfg->drr_quantum_tokens * cfg->classes[j->cls].weight,
         .flow = flow_of(j),
         .quantum = cfg->drr_quantum_tokens * cfg->tenants[j->tenant].weight,
+        .share = cfg->tenants[j->tenant].guarantee,
         .cost = job_cost(s, j),
         .key = j->deadline_ms,
     };
@@ -989,6 +994,27 @@ static int queue_full(const sl_sched_t *s, const job_t *j)
     return (int64_t)queued >= s->cfg->classes[j->cls].max_queue;
 }
 
+static sl_err_t shed(sl_sched_t *s, job_t *j, int64_t now_ms)
+{
+    char limiter[256];
+    const char *cls = sl_class_name((sl_class_t)j->cls);
+    snprintf(limiter, sizeof limiter, "queue:%s:%s", s->cfg->tenants[j->tenant].name, cls);
+    outcome_t o;
+    outcome_init(&o, "rejected");
+    o.err_type = "capacity";
+    o.err_reason = "shed";
+    o.decision = "rejected_locally";
+    o.limiter = limiter;
+    o.retryable = 1;
+    o.retry_after_ms = s->cfg->minute_ms;
+    snprintf(o.err_message, sizeof o.err_message,
+             "the %s queue was full (classes.%s.overload = shed): this job, due last, made room "
+             "for one due sooner",
+             cls, cls);
+    s->st.shed++;
+    return finish(s, j, &o, now_ms);
+}
+
 static sl_err_t reject_queue_full(sl_sched_t *s, job_t *j, int64_t now_ms)
 {
     char limiter[256], scope[200];
@@ -1154,6 +1180,16 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     }
     if (orphan)
         return fail_orphan(s, j, "rejected", now_ms);
+    if (queue_full(s, j) && s->cfg->classes[j->cls].overload == SL_OVERLOAD_SHED) {
+        /* Shed: the queued job of this tenant and class with the latest deadline makes room,
+         * when it is due later than the new one. */
+        job_t *last = sl_drr_flow_last(s->routes[j->route].drr, flow_of(j));
+        if (last != NULL && last->deadline_ms > j->deadline_ms) {
+            rc = shed(s, last, now_ms);
+            if (rc != SL_OK)
+                return rc;
+        }
+    }
     if (queue_full(s, j)) {
         /* Backpressure: answered at once instead of letting the queue grow without bound. The
          * job is not remembered, so the client may submit it again after retry_after_ms. */
@@ -1526,6 +1562,38 @@ static sl_err_t fail_quota(sl_sched_t *s, job_t *j, int b, int64_t wait_ms, int6
     return finish(s, j, &o, now_ms);
 }
 
+/* Decays a route's recent admissions per class to now (time constant: one minute). */
+static void decay_recent(const sl_sched_t *s, route_t *route, int64_t now_ms)
+{
+    if (now_ms <= route->recent_ms)
+        return;
+    double keep = exp(-(double)(now_ms - route->recent_ms) / (double)s->cfg->minute_ms);
+    for (int c = 0; c < SL_CLASS_COUNT; c++)
+        route->recent[c] *= keep;
+    route->recent_ms = now_ms;
+}
+
+/* Whether class cls must wait on this route: it runs on leftover capacity (yield_above > 0),
+ * other classes have work queued here, and they took at least yield_above of what the route
+ * admitted recently. */
+static int must_yield(const sl_sched_t *s, route_t *route, int cls, int64_t now_ms)
+{
+    double above = s->cfg->classes[cls].yield_above;
+    if (above <= 0)
+        return 0;
+    size_t others_queued = sl_drr_len(route->drr) - sl_drr_group_len(route->drr, cls);
+    if (others_queued == 0)
+        return 0;
+    decay_recent(s, route, now_ms);
+    double total = 0, others = 0;
+    for (int c = 0; c < SL_CLASS_COUNT; c++) {
+        total += route->recent[c];
+        if (c != cls)
+            others += route->recent[c];
+    }
+    return total > 0 && others >= above * total;
+}
+
 /* Serves one route by DRR until capacity or the per-tick budget runs out. */
 static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget)
 {
@@ -1544,6 +1612,12 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             sl_err_t rc = expire_in_queue(s, j, now_ms);
             if (rc != SL_OK)
                 return rc;
+            continue;
+        }
+        if (must_yield(s, route, j->cls, now_ms)) {
+            sl_drr_skip_group(route->drr);
+            if (++skips > sl_drr_active_flows(route->drr))
+                return SL_OK;
             continue;
         }
         /* Candidates, most free capacity first (a simple spread; routing strategies come with
@@ -1604,6 +1678,8 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 rc = lease(s, j, d, now_ms);
                 if (rc != SL_OK)
                     return rc;
+                decay_recent(s, route, now_ms);
+                route->recent[j->cls] += (double)(h.est_input + h.est_output);
                 leased = 1;
                 break;
             }

@@ -82,7 +82,7 @@ int sl_sched_take(sl_sched_t *s, sl_sched_msg_t **msgs);
 void sl_sched_msgs_free(sl_sched_msg_t *msgs, int n);
 
 typedef struct {
-    int64_t jobs_received, jobs_duplicate, jobs_invalid, queue_full, cancelled;
+    int64_t jobs_received, jobs_duplicate, jobs_invalid, queue_full, shed, cancelled;
     int64_t dispatched, succeeded, failed, expired, retried;
     int64_t provider_429, provider_5xx, lease_expired, usage_stale;
     int64_t queued, delayed, leased;

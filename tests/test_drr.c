@@ -463,6 +463,115 @@ START_TEST(skip_ends_the_group_turn)
 }
 END_TEST
 
+
+/* Serves n items from a backlogged set of flows (each served item is replaced) and returns
+ * each flow's token share. place[f] describes flow f. */
+static void backlogged_shares(sl_drr_t *d, const sl_drr_place_t *place, int nflows, int n,
+                              double *share)
+{
+    int64_t tokens[32] = {0};
+    for (int f = 0; f < nflows; f++) {
+        for (int k = 0; k < 3; k++)
+            ck_assert_ptr_nonnull(sl_drr_push_at(d, &place[f], ITEM(f), 0));
+    }
+    for (int i = 0; i < n; i++) {
+        int flow = -1;
+        int64_t cost = 0;
+        serve(d, &flow, &cost);
+        tokens[flow] += cost;
+        ck_assert_ptr_nonnull(sl_drr_push_at(d, &place[flow], ITEM(flow), 0));
+    }
+    double total = 0;
+    for (int f = 0; f < nflows; f++)
+        total += (double)tokens[f];
+    for (int f = 0; f < nflows; f++)
+        share[f] = (double)tokens[f] / total;
+}
+
+/* A tenant guaranteed half the pool gets half against nine borrowers of the same weight, who
+ * split the rest evenly; without the guarantee it would get a tenth. */
+START_TEST(guaranteed_share_holds_against_many_borrowers)
+{
+    sl_drr_t *d = new_drr();
+    sl_drr_place_t place[10];
+    for (int f = 0; f < 10; f++)
+        place[f] = (sl_drr_place_t){.group = 1, .group_quantum = 4000, .flow = f,
+                                    .quantum = 1000, .share = f == 0 ? 0.5 : 0, .cost = 250};
+    double share[10];
+    backlogged_shares(d, place, 10, 40000, share);
+    ck_assert_double_eq_tol(share[0], 0.5, 0.02);
+    for (int f = 1; f < 10; f++)
+        ck_assert_double_eq_tol(share[f], 0.5 / 9, 0.01);
+    sl_drr_free(d);
+}
+END_TEST
+
+/* The guarantee holds across classes: the guaranteed tenant's batch work (class weight 1)
+ * against borrowers' standard work (class weight 4). */
+START_TEST(guaranteed_share_holds_across_classes)
+{
+    sl_drr_t *d = new_drr();
+    sl_drr_place_t place[4];
+    place[0] = (sl_drr_place_t){.group = 3, .group_quantum = 1000, .flow = 0, .quantum = 1000,
+                                .share = 0.5, .cost = 250};
+    for (int f = 1; f < 4; f++)
+        place[f] = (sl_drr_place_t){.group = 1, .group_quantum = 4000, .flow = f,
+                                    .quantum = 1000, .share = 0, .cost = 250};
+    double share[4];
+    backlogged_shares(d, place, 4, 40000, share);
+    ck_assert_double_eq_tol(share[0], 0.5, 0.02);
+    sl_drr_free(d);
+}
+END_TEST
+
+/* A guarantee only counts while its tenant has work: once its flow empties, the others share
+ * the pool by their weights again. */
+START_TEST(guarantee_lapses_when_its_flow_empties)
+{
+    sl_drr_t *d = new_drr();
+    sl_drr_place_t g = {.group = 3, .group_quantum = 1000, .flow = 0, .quantum = 1000,
+                        .share = 0.5, .cost = 250};
+    ck_assert_ptr_nonnull(sl_drr_push_at(d, &g, ITEM(0), 0));
+    ck_assert_int_eq(serve(d, NULL, NULL), 0);
+    sl_drr_place_t place[2];
+    for (int f = 0; f < 2; f++)
+        place[f] = (sl_drr_place_t){.group = 1, .group_quantum = 4000, .flow = f + 1,
+                                    .quantum = f == 0 ? 3000 : 1000, .cost = 250};
+    double share[2];
+    /* flows 1 and 2 at 3:1; backlogged_shares indexes flows 0..n-1, so shift by hand */
+    int64_t tokens[3] = {0};
+    for (int f = 0; f < 2; f++)
+        for (int k = 0; k < 3; k++)
+            ck_assert_ptr_nonnull(sl_drr_push_at(d, &place[f], ITEM(f + 1), 0));
+    for (int i = 0; i < 8000; i++) {
+        int flow = -1;
+        int64_t cost = 0;
+        serve(d, &flow, &cost);
+        tokens[flow] += cost;
+        ck_assert_ptr_nonnull(sl_drr_push_at(d, &place[flow - 1], ITEM(flow), 0));
+    }
+    share[0] = (double)tokens[1] / (double)(tokens[1] + tokens[2]);
+    ck_assert_double_eq_tol(share[0], 0.75, 0.02);
+    sl_drr_free(d);
+}
+END_TEST
+
+/* A quantum of zero is taken as the smallest one: the flow is still served, never starved,
+ * and peek does not spin. */
+START_TEST(zero_weight_is_served_at_the_smallest_quantum)
+{
+    sl_drr_t *d = new_drr();
+    sl_drr_place_t place[2] = {
+        {.group = 1, .group_quantum = 1000, .flow = 0, .quantum = 0, .cost = 50},
+        {.group = 1, .group_quantum = 1000, .flow = 1, .quantum = 1000, .cost = 50}};
+    double share[2];
+    backlogged_shares(d, place, 2, 20000, share);
+    ck_assert_double_gt(share[0], 0);
+    ck_assert_double_lt(share[0], 0.01);
+    sl_drr_free(d);
+}
+END_TEST
+
 static Suite *drr_suite(void)
 {
     Suite *s = suite_create("drr");
@@ -481,6 +590,10 @@ static Suite *drr_suite(void)
     tcase_add_test(tc, classes_share_by_weight_before_tenants);
     tcase_add_test(tc, earliest_key_first_within_a_flow);
     tcase_add_test(tc, skip_ends_the_group_turn);
+    tcase_add_test(tc, guaranteed_share_holds_against_many_borrowers);
+    tcase_add_test(tc, guaranteed_share_holds_across_classes);
+    tcase_add_test(tc, guarantee_lapses_when_its_flow_empties);
+    tcase_add_test(tc, zero_weight_is_served_at_the_smallest_quantum);
     suite_add_tcase(s, tc);
     return s;
 }

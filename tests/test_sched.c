@@ -93,6 +93,9 @@ static void close_core(env_t *e)
     e->store = NULL;
 }
 
+/* The DRR quantum of the next configs written (0: the default, 4096 tokens). */
+static int64_t drr_quantum;
+
 /* Writes the config for o into the test directory and loads it into e->cfg. */
 static void load_config(env_t *e, const opts_t *o)
 {
@@ -119,13 +122,15 @@ static void load_config(env_t *e, const opts_t *o)
                  (long long)o->globex_tokens_per_min);
     int n = snprintf(text, sizeof text,
                      "{'minute_ms': 60000, 'schema_dir': 'schema', %s"
-                     " 'scheduler': {'db': '%s/t.db', 'lease_ms': %lld, 'max_attempts': %lld},"
+                     " 'scheduler': {'db': '%s/t.db', 'lease_ms': %lld, 'max_attempts': %lld,"
+                     "               'drr_quantum_tokens': %lld},"
                      " 'deployments': [%s],"
                      " 'routes': [{'name': 'chat', 'deployments': [%s]}],"
                      " 'tenants': [{'name': 'acme', 'weight': 1}%s]}",
                      o->extra_top ? o->extra_top : "", e->dir,
                      (long long)(o->lease_ms ? o->lease_ms : 600000),
-                     (long long)(o->max_attempts ? o->max_attempts : 5), dep_defs, o->deployments,
+                     (long long)(o->max_attempts ? o->max_attempts : 5),
+                     (long long)(drr_quantum ? drr_quantum : 4096), dep_defs, o->deployments,
                      globex);
     ck_assert_int_lt(n, (int)sizeof text);
     unquote(text);
@@ -1763,6 +1768,97 @@ START_TEST(cancel_removes_a_queued_job_and_leaves_one_in_flight)
 }
 END_TEST
 
+
+START_TEST(shed_drops_the_queued_job_due_last)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL,
+                "'classes': {'standard': {'max_queue': 2, 'overload': 'shed'}},"};
+    env_init(&e, &o, T0);
+    jobspec_t a = {"job-1", "acme", NULL, T0, T0 + HOUR, 150, 100};
+    jobspec_t b2 = {"job-2", "acme", NULL, T0, T0 + 2 * HOUR, 150, 100};
+    jobspec_t c = {"job-3", "acme", NULL, T0, T0 + HOUR / 2, 150, 100};
+    jobspec_t d = {"job-4", "acme", NULL, T0, T0 + 3 * HOUR, 150, 100};
+    feed_spec(&e, &a, T0);
+    feed_spec(&e, &b2, T0);
+    feed_spec(&e, &c, T0); /* due sooner than job-2: job-2 makes room */
+    batch_t b = take(&e);
+    json_t *r = find(&b, SL_MSG_RESULT, "job-2");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "rejected");
+    ck_assert_str_eq(sget(json_object_get(r, "error"), "reason"), "shed");
+    batch_free(&b);
+    feed_spec(&e, &d, T0); /* due after everything queued: refused itself */
+    b = take(&e);
+    r = find(&b, SL_MSG_RESULT, "job-4");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(json_object_get(r, "error"), "reason"), "queue_full");
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.shed, 1);
+    ck_assert_int_eq(st.queued, 2);
+    env_done(&e);
+}
+END_TEST
+
+static void feed_class_job(env_t *e, const char *id, const char *cls, int64_t now_ms)
+{
+    jobspec_t j = {id, "acme", NULL, now_ms, now_ms + HOUR, 150, 100};
+    char *text = job_text(&j);
+    char *at = strstr(text, "\"standard\"");
+    ck_assert_ptr_nonnull(at);
+    char *fixed = NULL;
+    ck_assert_int_gt(asprintf(&fixed, "%.*s\"%s\"%s", (int)(at - text), text, cls,
+                              at + strlen("\"standard\"")),
+                     0);
+    feed_text(e, fixed, now_ms);
+    free(fixed);
+    free(text);
+}
+
+START_TEST(batch_waits_while_busier_classes_have_work)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    /* a quantum of one job, so that by weights alone batch would get every fifth admission */
+    drr_quantum = 250;
+    env_init(&e, &o, T0);
+    drr_quantum = 0;
+    enum { N = 20 };
+    for (int i = 0; i < N; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "std-%02d", i);
+        feed_class_job(&e, id, "standard", T0);
+    }
+    for (int i = 0; i < N; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "bat-%02d", i);
+        feed_class_job(&e, id, "batch", T0);
+    }
+    int std_left = N, batch_while_std = 0, batch_after = 0;
+    for (int64_t t = T0; t <= T0 + 120000 && batch_after == 0; t += 100) {
+        batch_t b = step(&e, t);
+        for (int i = 0; i < b.n; i++) {
+            if (b.m[i].kind != SL_MSG_DISPATCH)
+                continue;
+            if (strncmp(b.m[i].key, "std-", 4) == 0)
+                std_left--;
+            else if (std_left > 0)
+                batch_while_std++;
+            else
+                batch_after++;
+        }
+        batch_free(&b);
+    }
+    ck_assert_int_eq(std_left, 0);
+    /* by weights alone batch would have had about a fifth of the admissions meanwhile */
+    ck_assert_int_le(batch_while_std, 1);
+    ck_assert_int_gt(batch_after, 0); /* and it runs once the others are done */
+    env_done(&e);
+}
+END_TEST
+
 static Suite *sched_suite(void)
 {
     Suite *s = suite_create("sched");
@@ -1800,6 +1896,8 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, earliest_deadline_first_within_a_tenant_and_class);
     tcase_add_test(tc, full_queue_rejects_at_once_and_forgets_the_job);
     tcase_add_test(tc, cancel_removes_a_queued_job_and_leaves_one_in_flight);
+    tcase_add_test(tc, shed_drops_the_queued_job_due_last);
+    tcase_add_test(tc, batch_waits_while_busier_classes_have_work);
     suite_add_tcase(s, tc);
     return s;
 }
