@@ -612,8 +612,9 @@ static void load_routes(ctx_t *c, sl_config_t *cfg, json_t *arr)
 
 static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
 {
-    static const char *const keys[] = {"name", "weight", "tokens_per_min", "routes", "parent",
-                                       "buckets", "guarantee", NULL};
+    static const char *const keys[] = {"name",   "weight",  "tokens_per_min", "routes",
+                                       "parent", "buckets", "guarantee",      "max_in_flight",
+                                       NULL};
     size_t n = json_array_size(arr);
     cfg->tenants = calloc(n + 1, sizeof *cfg->tenants);
     if (cfg->tenants == NULL) {
@@ -638,6 +639,9 @@ static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
         limits_t ls = {0};
         add_shorthand(c, cfg, &ls, where, "tokens", SL_DIM_TOTAL_TOKENS,
                       (double)t->tokens_per_min, &caller_defaults);
+        add_shorthand(c, cfg, &ls, where, "max_in_flight", SL_DIM_CONCURRENCY,
+                      (double)get_int(c, tj, where, "max_in_flight", 0, 0, I64MAX),
+                      &caller_defaults);
         finish_limits(c, cfg, tj, where, &caller_defaults, &ls, &t->limits, &t->nlimits);
         const char *parent = get_str(c, tj, where, "parent", "");
         t->parent = parent[0] != '\0' ? sl_config_scope(cfg, parent) : -1;

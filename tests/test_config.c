@@ -723,6 +723,75 @@ START_TEST(error_text_is_truncated_to_the_buffer)
 }
 END_TEST
 
+
+/* The capacity model and the workload contracts: a full hierarchy loads with its defaults, and
+ * each new key is checked. */
+START_TEST(limits_scopes_and_contracts_load_and_are_checked)
+{
+    json_t *root = example();
+    char err[512] = "";
+    sl_config_t *cfg = NULL;
+    json_t *acme = at(root, "tenants", 0);
+    json_object_set_new(acme, "guarantee", json_real(0.5));
+    json_object_set_new(acme, "max_in_flight", json_integer(8));
+    json_object_set_new(json_object_get(json_object_get(root, "classes"), "standard"),
+                        "overload", json_string("shed"));
+    ck_assert_msg(load_doc(root, &cfg, err, sizeof err) == SL_OK, "%s", err);
+    ck_assert_double_eq(cfg->tenants[0].guarantee, 0.5);
+    ck_assert_int_eq(cfg->classes[SL_CLASS_STANDARD].overload, SL_OVERLOAD_SHED);
+    ck_assert_double_eq(cfg->classes[SL_CLASS_BATCH].yield_above, 0.5);
+    ck_assert_double_eq(cfg->classes[SL_CLASS_INTERACTIVE].yield_above, 0);
+    /* the example's scopes: deployments under project:sim-chat under org:sim */
+    int project = sl_config_scope(cfg, "project:sim-chat");
+    ck_assert_int_ge(project, 0);
+    ck_assert_int_eq(cfg->deployments[0].parent, project);
+    ck_assert_int_eq(cfg->scopes[project].parent, sl_config_scope(cfg, "org:sim"));
+    ck_assert(cfg->scopes[project].provider_side);
+    const sl_limit_cfg_t *rpd = &cfg->scopes[project].limits[0];
+    ck_assert_int_eq(rpd->dimension, SL_DIM_REQUESTS_PER_DAY);
+    ck_assert_int_eq(rpd->algorithm, SL_LIMIT_CALENDAR);
+    ck_assert_str_eq(rpd->reset_tz, "America/Los_Angeles");
+    ck_assert(rpd->strict);
+    /* a tenant's shorthands become limits of its own */
+    int found = 0;
+    for (int i = 0; i < cfg->tenants[0].nlimits; i++)
+        found += cfg->tenants[0].limits[i].dimension == SL_DIM_CONCURRENCY;
+    ck_assert_int_eq(found, 1);
+    sl_config_free(cfg);
+
+    root = example(); /* load_doc took the last one */
+    json_object_set_new(at(root, "tenants", 0), "guarantee", json_real(0.5));
+    json_object_set_new(at(root, "tenants", 1), "guarantee", json_real(0.5));
+    expect_config_error(root, "guarantees add up", NULL);
+
+    root = example();
+    json_object_set_new(json_object_get(json_object_get(root, "classes"), "batch"), "overload",
+                        json_string("degrade"));
+    expect_config_error(root, "overload", "classes.batch");
+
+    root = example();
+    json_array_append_new(json_object_get(root, "scopes"),
+                          json_pack("{s:s, s:s}", "name", "org:loop", "parent", "org:loop"));
+    expect_config_error(root, "own ancestor", "org:loop");
+
+    root = example();
+    json_object_set_new(at(root, "tenants", 0), "parent", json_string("project:sim-chat"));
+    expect_config_error(root, "both a deployment and a tenant", "project:sim-chat");
+
+    root = example();
+    json_object_set_new(at(root, "deployments", 0), "buckets",
+                        json_pack("[{s:s, s:i, s:s}]", "dimension", "requests_per_day",
+                                  "capacity", 10, "reset_tz", "Mars/Olympus_Mons"));
+    expect_config_error(root, "Mars/Olympus_Mons", "deployments[0]");
+
+    root = example();
+    json_object_set_new(at(root, "deployments", 0), "buckets",
+                        json_pack("[{s:s, s:i, s:s}]", "dimension", "concurrency", "capacity",
+                                  3, "algorithm", "token_bucket"));
+    expect_config_error(root, "gauge", "deployments[0]");
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -757,6 +826,7 @@ static Suite *config_suite(void)
     tcase_add_test(bad, missing_file_is_an_io_error);
     tcase_add_test(bad, malformed_file_is_a_parse_error);
     tcase_add_test(bad, error_text_is_truncated_to_the_buffer);
+    tcase_add_test(bad, limits_scopes_and_contracts_load_and_are_checked);
     suite_add_tcase(s, bad);
     return s;
 }
