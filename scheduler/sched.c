@@ -29,7 +29,10 @@ enum { MAX_CHARGES = 16, MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100,
  *         it stays whatever the call used;
  *   ACTUAL_*: what was really used replaces the estimate: unused tokens come back, overage
  *         becomes debt (total, input, input without cache reads, output, spend in USD);
- *   RELEASE: a gauge's slot comes back when the call ends. */
+ *   RELEASE: a gauge's slot comes back when the call ends;
+ *   RECEIPT_MAX / RECEIPT_SUM: the provider counted max(input, max_tokens) or input +
+ *         max_tokens at receipt (OpenAI, Azure): reserved with the learned input estimate and
+ *         kept, or raised to what the real input shows the provider counted (debt). */
 typedef enum {
     RULE_KEEP = 0,
     RULE_ACTUAL_TOTAL,
@@ -38,11 +41,13 @@ typedef enum {
     RULE_ACTUAL_OUTPUT,
     RULE_ACTUAL_SPEND,
     RULE_RELEASE,
+    RULE_RECEIPT_MAX,
+    RULE_RECEIPT_SUM,
     RULE_COUNT_
 } rule_t;
 static const char *const rule_names[RULE_COUNT_] = {
-    "keep", "actual_total", "actual_input", "actual_input_uncached", "actual_output",
-    "actual_spend", "release"};
+    "keep",         "actual_total", "actual_input", "actual_input_uncached", "actual_output",
+    "actual_spend", "release",      "receipt_max",  "receipt_sum"};
 
 /* J_ORPHAN: the config no longer knows the job's tenant or route; it is only ever finished. */
 typedef enum { J_QUEUED = 0, J_DELAYED, J_LEASED, J_ORPHAN } jstate_t;
@@ -1295,12 +1300,15 @@ static void charge_of(const binfo_t *bi, const sl_deployment_cfg_t *dc, const de
         *rule = RULE_ACTUAL_SPEND;
         return;
     default: /* total tokens, per minute or per day */
+        /* Counted at receipt: the learned input estimate, not ingest's conservative count
+         * (which held back 14 % of a prompt-heavy pool), settled upwards when the real input
+         * shows the provider counted more. */
         if (bi->provider_side && dc->tpm_counting == SL_TPM_COUNT_MAX) {
-            *amount = (double)(dm->input_raw > dm->max_tokens ? dm->input_raw : dm->max_tokens);
-            *rule = RULE_KEEP;
+            *amount = (double)(dm->input > dm->max_tokens ? dm->input : dm->max_tokens);
+            *rule = RULE_RECEIPT_MAX;
         } else if (bi->provider_side && dc->tpm_counting == SL_TPM_COUNT_SUM) {
-            *amount = (double)(dm->input_raw + dm->max_tokens);
-            *rule = RULE_KEEP;
+            *amount = (double)(dm->input + dm->max_tokens);
+            *rule = RULE_RECEIPT_SUM;
         } else {
             *amount = (double)(dm->input + dm->output);
             *rule = RULE_ACTUAL_TOTAL;
@@ -1752,7 +1760,7 @@ typedef enum {
  * provider processed; gauges always come back. */
 static double settled_amount(const sl_sched_t *s, const held_t *h, int i, end_t end,
                              const sl_deployment_cfg_t *dc, int64_t in, int64_t out,
-                             int64_t cached)
+                             int64_t cached, int64_t max_tokens)
 {
     double charged = h->ch[i].amount;
     rule_t rule = (rule_t)h->rule[i];
@@ -1787,6 +1795,14 @@ static double settled_amount(const sl_sched_t *s, const held_t *h, int i, end_t 
         return (double)out;
     case RULE_ACTUAL_SPEND:
         return dc != NULL ? spend_usd(&dc->price, in, cached, out) : charged;
+    case RULE_RECEIPT_MAX: {
+        double counted = (double)(in > max_tokens ? in : max_tokens);
+        return counted > charged ? counted : charged;
+    }
+    case RULE_RECEIPT_SUM: {
+        double counted = (double)(in + max_tokens);
+        return counted > charged ? counted : charged;
+    }
     default:
         return charged;
     }
@@ -1804,7 +1820,7 @@ static sl_err_t settle(sl_sched_t *s, job_t *j, end_t end, const char *state, in
     const sl_deployment_cfg_t *dc = j->deployment >= 0 ? &s->cfg->deployments[j->deployment]
                                                        : NULL;
     for (int i = 0; i < n; i++) {
-        settled[i] = settled_amount(s, h, i, end, dc, in, out, cached);
+        settled[i] = settled_amount(s, h, i, end, dc, in, out, cached, j->est_output);
         int b = h->ch[i].bucket;
         /* b < 0: restored after its bucket left the config; nothing to give back to. */
         if (b < 0)

@@ -1859,6 +1859,31 @@ START_TEST(batch_waits_while_busier_classes_have_work)
 }
 END_TEST
 
+
+/* A provider counting at receipt (OpenAI's max(max_tokens, input)) is reserved from the
+ * learned input estimate; when the real input shows it counted more, the difference is charged
+ * (debt), never forgotten. */
+START_TEST(receipt_count_above_the_reservation_becomes_debt)
+{
+    env_t e;
+    opts_t o = {"'dep-big'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    double before = bucket_level(&e, "deployment:dep-big:tpm", T0);
+    batch_t b = step(&e, T0);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
+    batch_free(&b);
+    ck_assert_double_eq_tol(bucket_level(&e, "deployment:dep-big:tpm", T0), before - 150, 1e-6);
+    usagespec_t u = {"ok", 200, 400, 30, -1, 0, NULL};
+    feed_usage(&e, "job-1", 1, l.res, l.dep, &u, T0);
+    ck_assert_double_eq_tol(bucket_level(&e, "deployment:dep-big:tpm", T0), before - 400, 1e-6);
+    ck_assert_str_eq(peek_sql(&e, "SELECT settled FROM reservations WHERE reservation_id = '%s'",
+                              l.res),
+                     "[1,400]");
+    env_done(&e);
+}
+END_TEST
+
 static Suite *sched_suite(void)
 {
     Suite *s = suite_create("sched");
@@ -1898,6 +1923,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, cancel_removes_a_queued_job_and_leaves_one_in_flight);
     tcase_add_test(tc, shed_drops_the_queued_job_due_last);
     tcase_add_test(tc, batch_waits_while_busier_classes_have_work);
+    tcase_add_test(tc, receipt_count_above_the_reservation_becomes_debt);
     suite_add_tcase(s, tc);
     return s;
 }
