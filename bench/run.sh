@@ -6,7 +6,9 @@ export SLUICE_BIN=${SLUICE_BIN:-$PWD/bin}
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
   bin/bench/pipeline --jobs 2000 --rate 200 --seconds 3
   bin/bench/ledger --decisions 20000
+  bin/bench/scenarios --quick
 else
   bin/bench/pipeline --jobs 20000 --rate 500 --seconds 10
   bin/bench/ledger --decisions 200000
+  bin/bench/scenarios
 fi
