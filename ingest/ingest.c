@@ -70,6 +70,21 @@ void sl_ingest_job_id(const char *tenant, const char *idempotency_key, char *out
     sl_hex_encode(digest, sizeof digest, out);
 }
 
+/* Sets out to doc (serialised) for topic, keyed by key; on SL_ENOMEM out is left clear. */
+static sl_err_t fill_out(sl_ingest_out_t *out, sl_ingest_kind_t kind, const char *topic,
+                         const char *key, const json_t *doc)
+{
+    out->kind = kind;
+    out->topic = topic;
+    out->key = strdup(key);
+    out->value = json_dumps(doc, JSON_COMPACT);
+    if (out->key == NULL || out->value == NULL) {
+        sl_ingest_out_clear(out);
+        return SL_ENOMEM;
+    }
+    return SL_OK;
+}
+
 /* Builds the rejection result. idem and job_id may be NULL. */
 static sl_err_t reject(sl_ingest_t *ing, sl_ingest_out_t *out, const sl_ingest_source_t *src,
                        int64_t now_ms, const char *job_id, const char *idem, const char *tenant,
@@ -91,17 +106,10 @@ static sl_err_t reject(sl_ingest_t *ing, sl_ingest_out_t *out, const sl_ingest_s
         json_object_set_new(res, "source",
                             json_pack("{s:s, s:i, s:I}", "topic", src->topic, "partition",
                                       (int)src->partition, "offset", (json_int_t)src->offset));
-    out->kind = SL_INGEST_REJECT;
-    out->topic = ing->cfg->kafka.topic_results;
-    out->reason = reason;
-    out->key = strdup(job_id);
-    out->value = json_dumps(res, JSON_COMPACT);
+    sl_err_t rc = fill_out(out, SL_INGEST_REJECT, ing->cfg->kafka.topic_results, job_id, res);
+    out->reason = rc == SL_OK ? reason : NULL;
     json_decref(res);
-    if (out->key == NULL || out->value == NULL) {
-        sl_ingest_out_clear(out);
-        return SL_ENOMEM;
-    }
-    return SL_OK;
+    return rc;
 }
 
 /* Returns 1 when at least one deployment of the route can ever take the request, and the
@@ -151,16 +159,9 @@ static sl_err_t cancel(sl_ingest_t *ing, json_t *req, int64_t now_ms,
                             "key_id", k->id, "requested_ms", (json_int_t)now_ms);
     if (msg == NULL)
         return SL_ENOMEM;
-    out->kind = SL_INGEST_JOB;
-    out->topic = cfg->kafka.topic_jobs;
-    out->key = strdup(tenant);
-    out->value = json_dumps(msg, JSON_COMPACT);
+    sl_err_t rc = fill_out(out, SL_INGEST_JOB, cfg->kafka.topic_jobs, tenant, msg);
     json_decref(msg);
-    if (out->key == NULL || out->value == NULL) {
-        sl_ingest_out_clear(out);
-        return SL_ENOMEM;
-    }
-    return SL_OK;
+    return rc;
 }
 
 sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, int64_t now_ms,
@@ -298,14 +299,7 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
     json_t *fb = json_object_get(req, "fallback");
     if (fb != NULL)
         json_object_set(job, "fallback", fb);
-    out->kind = SL_INGEST_JOB;
-    out->topic = cfg->kafka.topic_jobs;
-    out->key = strdup(tenant);
-    out->value = json_dumps(job, JSON_COMPACT);
-    if (out->key == NULL || out->value == NULL) {
-        sl_ingest_out_clear(out);
-        rc = SL_ENOMEM;
-    }
+    rc = fill_out(out, SL_INGEST_JOB, cfg->kafka.topic_jobs, tenant, job);
 out:
     json_decref(job);
     json_decref(req);

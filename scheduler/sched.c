@@ -999,28 +999,9 @@ static int queue_full(const sl_sched_t *s, const job_t *j)
     return (int64_t)queued >= s->cfg->classes[j->cls].max_queue;
 }
 
-static sl_err_t shed(sl_sched_t *s, job_t *j, int64_t now_ms)
-{
-    char limiter[256];
-    const char *cls = sl_class_name((sl_class_t)j->cls);
-    snprintf(limiter, sizeof limiter, "queue:%s:%s", s->cfg->tenants[j->tenant].name, cls);
-    outcome_t o;
-    outcome_init(&o, "rejected");
-    o.err_type = "capacity";
-    o.err_reason = "shed";
-    o.decision = "rejected_locally";
-    o.limiter = limiter;
-    o.retryable = 1;
-    o.retry_after_ms = s->cfg->minute_ms;
-    snprintf(o.err_message, sizeof o.err_message,
-             "the %s queue was full (classes.%s.overload = shed): this job, due last, made room "
-             "for one due sooner",
-             cls, cls);
-    s->st.shed++;
-    return finish(s, j, &o, now_ms);
-}
-
-static sl_err_t reject_queue_full(sl_sched_t *s, job_t *j, int64_t now_ms)
+/* Refuses j because its tenant's queue of its class is full (reason queue_full, or shed for a
+ * queued job that made room): retryable, about one window later (a hint, not a promise). */
+static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, const char *reason, int64_t now_ms)
 {
     char limiter[256], scope[200];
     const char *tenant = s->cfg->tenants[j->tenant].name;
@@ -1030,17 +1011,24 @@ static sl_err_t reject_queue_full(sl_sched_t *s, job_t *j, int64_t now_ms)
     outcome_t o;
     outcome_init(&o, "rejected");
     o.err_type = "capacity";
-    o.err_reason = "queue_full";
+    o.err_reason = reason;
     o.decision = "rejected_locally";
     o.limiter = limiter;
     o.scope = scope;
     o.retryable = 1;
-    /* A hint, not a promise: about one window of the limits that drain the queue. */
     o.retry_after_ms = s->cfg->minute_ms;
-    snprintf(o.err_message, sizeof o.err_message,
-             "tenant %s already has %lld %s jobs queued (classes.%s.max_queue); retry later",
-             tenant, (long long)s->cfg->classes[j->cls].max_queue, cls, cls);
-    s->st.queue_full++;
+    if (strcmp(reason, "shed") == 0) {
+        snprintf(o.err_message, sizeof o.err_message,
+                 "the %s queue was full (classes.%s.overload = shed): this job, due last, made "
+                 "room for one due sooner",
+                 cls, cls);
+        s->st.shed++;
+    } else {
+        snprintf(o.err_message, sizeof o.err_message,
+                 "tenant %s already has %lld %s jobs queued (classes.%s.max_queue); retry later",
+                 tenant, (long long)s->cfg->classes[j->cls].max_queue, cls, cls);
+        s->st.queue_full++;
+    }
     return finish(s, j, &o, now_ms);
 }
 
@@ -1190,7 +1178,7 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
          * when it is due later than the new one. */
         job_t *last = sl_drr_flow_last(s->routes[j->route].drr, flow_of(j));
         if (last != NULL && last->deadline_ms > j->deadline_ms) {
-            rc = shed(s, last, now_ms);
+            rc = refuse_for_queue(s, last, "shed", now_ms);
             if (rc != SL_OK)
                 return rc;
         }
@@ -1201,7 +1189,7 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
         char job_id[sizeof j->id];
         memcpy(job_id, j->id, sizeof job_id);
         sl_hmap_del(s->jobs, j->id);
-        rc = reject_queue_full(s, j, now_ms); /* frees j */
+        rc = refuse_for_queue(s, j, "queue_full", now_ms); /* frees j */
         return rc == SL_OK ? sl_store_job_forget(s->store, job_id) : rc;
     }
     return enqueue(s, j, 0);
