@@ -21,7 +21,8 @@
  * temporary directory per process and exits the process when a stack does not start, and the
  * parent can then stop whatever that stack left running.
  *
- * Usage: bench/scenarios [--scenario NAME] [--quick] */
+ * Usage: bench/scenarios [--scenario NAME] [--quick] [--check]
+ * --check makes a missed target an exit status of 1 (for a gate). */
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -976,9 +977,27 @@ static void print_table(json_t *all)
     }
 }
 
+/* The figures whose target was missed, over every scenario's rows. */
+static int count_missed(json_t *all)
+{
+    int missed = 0;
+    size_t i, k;
+    json_t *sc, *r;
+    json_array_foreach(all, i, sc)
+    {
+        json_array_foreach(json_object_get(sc, "rows"), k, r)
+        {
+            const char *result = json_string_value(json_object_get(r, "result"));
+            missed += result != NULL && strcmp(result, "FAIL") == 0;
+        }
+    }
+    return missed;
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: scenarios [--scenario NAME] [--quick]\n  scenarios:");
+    fprintf(stderr, "usage: scenarios [--scenario NAME] [--quick] [--check]\n"
+                    "  --check: exit 1 when a target is missed\n  scenarios:");
     for (int i = 0; i < NSCENARIOS; i++)
         fprintf(stderr, " %s", scenarios[i].name);
     fprintf(stderr, "\n");
@@ -987,10 +1006,12 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     const char *only = NULL;
-    int quick = 0;
+    int quick = 0, check = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
+        } else if (strcmp(argv[i], "--check") == 0) {
+            check = 1;
         } else if (strcmp(argv[i], "--scenario") == 0 && i + 1 < argc) {
             only = argv[++i];
         } else {
@@ -1045,6 +1066,9 @@ int main(int argc, char **argv)
     } else {
         printf("\nwritten to %s\n", path);
     }
+    int missed = count_missed(all);
+    if (missed > 0)
+        printf("%d target%s missed\n", missed, missed == 1 ? "" : "s");
     json_decref(doc);
-    return broken > 0 ? 1 : 0;
+    return broken > 0 || (check && missed > 0) ? 1 : 0;
 }
