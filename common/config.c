@@ -786,10 +786,10 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
     static const char *const keys[] = {
         "minute_ms", "schema_dir", "kafka", "ingest", "scheduler", "dispatcher", "signing",
         "classes", "scopes", "deployments", "routes", "tenants", "keys", "$comment", NULL};
-    static const char *const ingest_keys[] = {"max_request_bytes", NULL};
+    static const char *const ingest_keys[] = {"max_request_bytes", "metrics_listen", NULL};
     static const char *const sched_keys[] = {"db", "lease_ms", "max_attempts",
-                                             "drr_quantum_tokens", NULL};
-    static const char *const disp_keys[] = {"max_in_flight", NULL};
+                                             "drr_quantum_tokens", "metrics_listen", NULL};
+    static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", NULL};
     static const char *const sign_keys[] = {"secret_key_file", "public_key_file", NULL};
     *out = NULL;
     ctx_t c = {err, errlen, 0};
@@ -826,6 +826,7 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
     ij = ij != NULL ? ij : empty;
     check_keys(&c, ij, "ingest", ingest_keys);
     cfg->max_request_bytes = get_int(&c, ij, "ingest", "max_request_bytes", 1 << 20, 256, 64 << 20);
+    cfg->ingest_metrics_listen = get_str(&c, ij, "ingest", "metrics_listen", "127.0.0.1:9310");
 
     json_t *sj = get_obj(&c, root, "config", "scheduler");
     sj = sj != NULL ? sj : empty;
@@ -835,11 +836,15 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
     cfg->max_attempts = get_int(&c, sj, "scheduler", "max_attempts", 5, 1, 100);
     cfg->drr_quantum_tokens =
         get_int(&c, sj, "scheduler", "drr_quantum_tokens", 4096, 1, 100000000);
+    cfg->sched_metrics_listen =
+        get_str(&c, sj, "scheduler", "metrics_listen", "127.0.0.1:9311");
 
     json_t *dj = get_obj(&c, root, "config", "dispatcher");
     dj = dj != NULL ? dj : empty;
     check_keys(&c, dj, "dispatcher", disp_keys);
     cfg->max_in_flight = get_int(&c, dj, "dispatcher", "max_in_flight", 256, 1, 100000);
+    cfg->disp_metrics_listen =
+        get_str(&c, dj, "dispatcher", "metrics_listen", "127.0.0.1:9312");
 
     json_t *gj = get_obj(&c, root, "config", "signing");
     gj = gj != NULL ? gj : empty;

@@ -177,6 +177,8 @@ typedef struct sl_config {
     sl_kafka_cfg_t kafka;
     /* ingest */
     int64_t max_request_bytes;
+    /* where each daemon serves GET /metrics and /healthz ("HOST:PORT"; "" = not served) */
+    const char *ingest_metrics_listen, *sched_metrics_listen, *disp_metrics_listen;
     /* scheduler */
     const char *db_path;
     int64_t lease_ms;

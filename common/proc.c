@@ -68,3 +68,17 @@ sl_config_t *sl_proc_start(const char *component, const sl_proc_opts_t *opts)
     }
     return cfg;
 }
+
+sl_metrics_t *sl_proc_metrics(const char *listen)
+{
+    sl_metrics_t *m = sl_metrics_new();
+    if (m == NULL || listen == NULL || listen[0] == '\0')
+        return m;
+    char err[256] = "";
+    int port = 0;
+    if (sl_metrics_serve(m, listen, &port, err, sizeof err) != SL_OK)
+        sl_warn("metrics not served on %s: %s", listen, err);
+    else
+        sl_info("metrics on http://%s/metrics (port %d)", listen, port);
+    return m;
+}

@@ -4,6 +4,7 @@
 #define SL_PROC_H
 
 #include "config.h"
+#include "metrics.h"
 
 typedef struct {
     const char *config_path;
@@ -25,5 +26,10 @@ void sl_proc_parse_daemon(int argc, char **argv, const char *prog, const char *u
 /* Starts a daemon: logging as component, signals, libsodium, then loads the config. On any
  * failure prints why on stderr and exits with status 2. Returns the config (caller frees). */
 sl_config_t *sl_proc_start(const char *component, const sl_proc_opts_t *opts);
+
+/* A daemon's metrics registry, served on listen ("HOST:PORT"; "" = not served). A port that
+ * cannot be bound is a warning, not a stop: the daemon's work matters more. Returns NULL only
+ * when out of memory (caller frees with sl_metrics_free). */
+sl_metrics_t *sl_proc_metrics(const char *listen);
 
 #endif

@@ -5,6 +5,7 @@
  * dispatched again), and storing early keeps a restarted dispatcher from repeating calls. */
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,8 @@ static const char usage_text[] =
 typedef struct {
     rd_kafka_t *prod;
     const char *topic;
+    sl_metrics_t *metrics;
+    int m_outcomes; /* provider outcomes by deployment and outcome */
 } emit_ctx_t;
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
@@ -44,6 +47,15 @@ static void emit_usage(const char *key, const char *value, void *arg)
 {
     emit_ctx_t *ctx = arg;
     sl_kafka_produce(ctx->prod, ctx->topic, key, value, strlen(value), NULL, NULL);
+    /* The event is small JSON; reading its two names back costs less than threading them
+     * through the engine. Deployments come from the config, outcomes from a fixed list: the
+     * labels stay bounded. */
+    json_t *doc = json_loads(value, 0, NULL);
+    const char *v[] = {json_string_value(json_object_get(doc, "deployment")),
+                       json_string_value(json_object_get(doc, "outcome"))};
+    if (v[0] != NULL && v[1] != NULL)
+        sl_metrics_add(ctx->metrics, ctx->m_outcomes, v, 1);
+    json_decref(doc);
 }
 
 int main(int argc, char **argv)
@@ -70,7 +82,25 @@ int main(int argc, char **argv)
         return 2;
     }
     rd_kafka_t *prod = NULL, *cons = NULL;
-    emit_ctx_t ctx = {NULL, cfg->kafka.topic_usage};
+    static const char *const outcome_labels[] = {"deployment", "outcome", NULL};
+    emit_ctx_t ctx = {NULL, cfg->kafka.topic_usage, sl_proc_metrics(cfg->disp_metrics_listen), -1};
+    ctx.m_outcomes = sl_metrics_family(ctx.metrics, SL_METRIC_COUNTER,
+                                       "sluice_dispatcher_calls_total",
+                                       "Attempts reported, by deployment and outcome (ok, "
+                                       "rate_limited, overloaded, not_sent, ...).",
+                                       outcome_labels, NULL, 0);
+    int m_in_flight = sl_metrics_family(ctx.metrics, SL_METRIC_GAUGE,
+                                        "sluice_dispatcher_calls_in_flight",
+                                        "Provider calls under way.", NULL, NULL, 0);
+    int m_refused = sl_metrics_family(ctx.metrics, SL_METRIC_COUNTER,
+                                      "sluice_dispatcher_dispatches_refused_total",
+                                      "Dispatch messages refused: forged or malformed.", NULL,
+                                      NULL, 0);
+    if (ctx.metrics == NULL || ctx.m_outcomes < 0 || m_in_flight < 0 || m_refused < 0) {
+        fprintf(stderr, "sluice-dispatcher: cannot set up metrics\n");
+        return 1;
+    }
+    int64_t refused_seen = 0;
     const char *topics[] = {cfg->kafka.topic_dispatch};
     const char *const cons_props[] = {"enable.auto.commit", "true", "enable.auto.offset.store",
                                       "false", "auto.commit.interval.ms", "200", NULL};
@@ -122,6 +152,14 @@ int main(int argc, char **argv)
         }
         rd_kafka_poll(prod, 0);
         int64_t now = sl_now_ms();
+        sl_metrics_set(ctx.metrics, m_in_flight, NULL, (double)sl_engine_in_flight(engine));
+        sl_engine_stats_t est;
+        sl_engine_stats(engine, &est);
+        if (est.forged + est.malformed > refused_seen) {
+            sl_metrics_add(ctx.metrics, m_refused, NULL,
+                           (double)(est.forged + est.malformed - refused_seen));
+            refused_seen = est.forged + est.malformed;
+        }
         if (now - last_stats >= 10000) {
             sl_engine_stats_t st;
             sl_engine_stats(engine, &st);
@@ -142,6 +180,7 @@ int main(int argc, char **argv)
     sl_kafka_consumer_close(cons);
     rd_kafka_destroy(prod);
     sl_engine_free(engine);
+    sl_metrics_free(ctx.metrics);
     sl_verifier_free(verifier);
     close(pipefd[0]);
     close(pipefd[1]);

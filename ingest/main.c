@@ -83,6 +83,18 @@ int main(int argc, char **argv)
     sl_info("ingest started: %s -> %s | %s", cfg->kafka.topic_requests, cfg->kafka.topic_jobs,
             cfg->kafka.topic_results);
 
+    static const char *const reason_label[] = {"reason", NULL};
+    sl_metrics_t *metrics = sl_proc_metrics(cfg->ingest_metrics_listen);
+    int m_jobs = sl_metrics_family(metrics, SL_METRIC_COUNTER, "sluice_ingest_jobs_total",
+                                   "Requests turned into jobs (or cancel messages).", NULL,
+                                   NULL, 0);
+    int m_rejected = sl_metrics_family(metrics, SL_METRIC_COUNTER,
+                                       "sluice_ingest_rejected_total",
+                                       "Requests rejected, by reason.", reason_label, NULL, 0);
+    if (metrics == NULL || m_jobs < 0 || m_rejected < 0) {
+        fprintf(stderr, "sluice-ingest: cannot set up metrics\n");
+        return 1;
+    }
     outmsg_t *outs = calloc(BATCH_MAX, sizeof *outs);
     long long n_jobs = 0, n_rejected = 0;
     int64_t last_stats = sl_now_ms();
@@ -106,11 +118,14 @@ int main(int argc, char **argv)
                 }
                 if (out.kind == SL_INGEST_REJECT) {
                     n_rejected++;
+                    const char *reason[] = {out.reason};
+                    sl_metrics_add(metrics, m_rejected, reason, 1);
                     /* Per message at debug only: a flood of bad input must not flood the log;
                      * the totals come every 10 s. */
                     sl_logf(SL_LOG_DEBUG, "job", out.key, "rejected: %s", out.reason);
                 } else {
                     n_jobs++;
+                    sl_metrics_add(metrics, m_jobs, NULL, 1);
                 }
                 outs[n].topic = out.topic;
                 outs[n].key = out.key;
@@ -168,6 +183,7 @@ stop:
     rd_kafka_destroy(prod);
     free(outs);
     free(opts.rest);
+    sl_metrics_free(metrics);
     sl_ingest_free(ing);
     sl_config_free(cfg);
     return exit_code;

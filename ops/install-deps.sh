@@ -7,7 +7,8 @@ PKGS=(
   librdkafka-dev libsqlite3-dev libcurl4-openssl-dev libjansson-dev libsodium-dev
   libmicrohttpd-dev check libsubunit-dev
   sqlite3 curl kafkacat python3 python3-confluent-kafka
-  tzdata  # /usr/share/zoneinfo, read by scheduler/calendar.c
+  tzdata  # /usr/share/zoneinfo, read by common/calendar.c
+  prometheus  # promtool: the tests check the daemons' /metrics output with it
 )
 missing=()
 for p in "${PKGS[@]}"; do

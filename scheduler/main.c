@@ -5,12 +5,14 @@
  * transaction, commit it, commit the Kafka offsets, then produce what the step decided. A crash
  * at any point either redelivers input (de-duplicated by job id and reservation id) or leaves a
  * lease that expires; results wait in the outbox until the broker acknowledges them. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kafka.h"
 #include "log.h"
+#include "metrics.h"
 #include "proc.h"
 #include "sched.h"
 #include "sign.h"
@@ -127,6 +129,134 @@ static void ensure_signing_key(const sl_config_t *cfg)
     sl_info("created a dispatch signing key pair: %s (secret), %s (public)", sk, pk);
 }
 
+/* ---- metrics: the core's counters and gauges, exported once a second ---- */
+
+static const struct {
+    const char *name, *help;
+    size_t offset; /* of the int64_t in sl_sched_stats_t */
+} counters[] = {
+    {"sluice_scheduler_jobs_received_total", "Job messages taken from the jobs topic.",
+     offsetof(sl_sched_stats_t, jobs_received)},
+    {"sluice_scheduler_jobs_duplicate_total", "Jobs received again (same job id).",
+     offsetof(sl_sched_stats_t, jobs_duplicate)},
+    {"sluice_scheduler_jobs_invalid_total", "Job messages that failed validation.",
+     offsetof(sl_sched_stats_t, jobs_invalid)},
+    {"sluice_scheduler_queue_full_total", "Jobs refused because their class queue was full.",
+     offsetof(sl_sched_stats_t, queue_full)},
+    {"sluice_scheduler_shed_total", "Queued jobs shed to make room for sooner ones.",
+     offsetof(sl_sched_stats_t, shed)},
+    {"sluice_scheduler_cancelled_total", "Queued jobs cancelled by their callers.",
+     offsetof(sl_sched_stats_t, cancelled)},
+    {"sluice_scheduler_dispatched_total", "Leases given to dispatchers (attempts).",
+     offsetof(sl_sched_stats_t, dispatched)},
+    {"sluice_scheduler_retried_total", "Attempts put back in line for another try.",
+     offsetof(sl_sched_stats_t, retried)},
+    {"sluice_scheduler_provider_429_total", "Provider answers 429 (rate limited).",
+     offsetof(sl_sched_stats_t, provider_429)},
+    {"sluice_scheduler_provider_unavailable_total",
+     "Provider answers 5xx, timeouts and transport errors.",
+     offsetof(sl_sched_stats_t, provider_5xx)},
+    {"sluice_scheduler_leases_expired_total", "Leases that expired without a usage event.",
+     offsetof(sl_sched_stats_t, lease_expired)},
+    {"sluice_scheduler_tokens_reserved_total",
+     "Tokens reserved on provider-side buckets settled at real use.",
+     offsetof(sl_sched_stats_t, tokens_reserved)},
+    {"sluice_scheduler_tokens_used_total", "What those reservations settled at.",
+     offsetof(sl_sched_stats_t, tokens_settled)},
+    {"sluice_scheduler_tokens_over_reserved_total",
+     "Tokens reserved above real use: capacity held back for nothing until the call ended.",
+     offsetof(sl_sched_stats_t, tokens_over_reserved)},
+    {"sluice_scheduler_tokens_under_reserved_total",
+     "Tokens used above the reservation, charged afterwards as debt.",
+     offsetof(sl_sched_stats_t, tokens_under_reserved)},
+};
+enum { NCOUNTERS = sizeof counters / sizeof counters[0] };
+
+typedef struct {
+    sl_metrics_t *m;
+    int counter[NCOUNTERS];
+    int results, queue, leased, delayed, level, capacity;
+    sl_sched_stats_t last;
+} exporter_t;
+
+static int exporter_init(exporter_t *x, sl_metrics_t *m)
+{
+    static const char *const status_label[] = {"status", NULL};
+    static const char *const queue_labels[] = {"route", "class", NULL};
+    static const char *const bucket_label[] = {"bucket", NULL};
+    memset(x, 0, sizeof *x);
+    x->m = m;
+    int bad = 0;
+    for (int i = 0; i < NCOUNTERS; i++) {
+        x->counter[i] = sl_metrics_family(m, SL_METRIC_COUNTER, counters[i].name,
+                                          counters[i].help, NULL, NULL, 0);
+        bad |= x->counter[i] < 0;
+    }
+    x->results = sl_metrics_family(m, SL_METRIC_COUNTER, "sluice_scheduler_results_total",
+                                   "Terminal results written, by status.", status_label, NULL, 0);
+    x->queue = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_queue_depth",
+                                 "Jobs waiting their turn, by route and class.", queue_labels,
+                                 NULL, 0);
+    x->leased = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_leases_in_flight",
+                                  "Jobs leased to dispatchers now.", NULL, NULL, 0);
+    x->delayed = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_jobs_delayed",
+                                   "Jobs waiting for a retry backoff.", NULL, NULL, 0);
+    x->level = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_bucket_level",
+                                 "What a ledger bucket has left (negative: debt).", bucket_label,
+                                 NULL, 0);
+    x->capacity = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_bucket_capacity",
+                                    "A ledger bucket's capacity (burst or window).", bucket_label,
+                                    NULL, 0);
+    return bad || x->results < 0 || x->queue < 0 || x->leased < 0 || x->delayed < 0 ||
+                   x->level < 0 || x->capacity < 0
+               ? -1
+               : 0;
+}
+
+static void exporter_update(exporter_t *x, sl_sched_t *sched, const sl_config_t *cfg,
+                            int64_t now_ms)
+{
+    sl_sched_stats_t st;
+    sl_sched_stats(sched, &st);
+    for (int i = 0; i < NCOUNTERS; i++) {
+        int64_t cur, last;
+        memcpy(&cur, (const char *)&st + counters[i].offset, sizeof cur);
+        memcpy(&last, (const char *)&x->last + counters[i].offset, sizeof last);
+        if (cur > last)
+            sl_metrics_add(x->m, x->counter[i], NULL, (double)(cur - last));
+    }
+    const struct {
+        const char *status;
+        int64_t cur, last;
+    } results[] = {{"succeeded", st.succeeded, x->last.succeeded},
+                   {"failed", st.failed, x->last.failed},
+                   {"expired", st.expired, x->last.expired},
+                   {"cancelled", st.cancelled, x->last.cancelled}};
+    for (size_t i = 0; i < sizeof results / sizeof results[0]; i++) {
+        const char *v[] = {results[i].status};
+        if (results[i].cur > results[i].last)
+            sl_metrics_add(x->m, x->results, v, (double)(results[i].cur - results[i].last));
+    }
+    x->last = st;
+    sl_metrics_set(x->m, x->leased, NULL, (double)st.leased);
+    sl_metrics_set(x->m, x->delayed, NULL, (double)st.delayed);
+    for (int r = 0; r < cfg->nroutes; r++) {
+        for (int c = 0; c < SL_CLASS_COUNT; c++) {
+            const char *v[] = {cfg->routes[r].name, sl_class_name((sl_class_t)c)};
+            sl_metrics_set(x->m, x->queue, v, (double)sl_sched_queue_depth(sched, r, c));
+        }
+    }
+    /* Bounded by the registry's series cap: with many tenants, the first buckets are shown. */
+    for (int b = 0; b < sl_sched_bucket_count(sched); b++) {
+        const char *id;
+        double level, capacity;
+        sl_sched_bucket(sched, b, now_ms, &id, &level, &capacity);
+        const char *v[] = {id};
+        sl_metrics_set(x->m, x->level, v, level);
+        sl_metrics_set(x->m, x->capacity, v, capacity);
+    }
+}
+
 /* SIGHUP: applies the config file again without losing queued work (quotas, weights, limits,
  * tenants, keys). Kafka, database and signing settings need a restart: a change there is refused
  * and the running config stays. */
@@ -222,6 +352,13 @@ int main(int argc, char **argv)
     sl_info("scheduler started: db %s, %d deployments, %d routes, %d tenants", cfg->db_path,
             cfg->ndeployments, cfg->nroutes, cfg->ntenants);
 
+    sl_metrics_t *metrics = sl_proc_metrics(cfg->sched_metrics_listen);
+    exporter_t exporter;
+    if (metrics == NULL || exporter_init(&exporter, metrics) != 0) {
+        fprintf(stderr, "sluice-scheduler: cannot set up metrics\n");
+        return 1;
+    }
+    int64_t last_export = 0;
     int64_t next_wait = 1;
     int64_t deaf_since = 0;
     int64_t last_stats = sl_now_ms();
@@ -299,6 +436,10 @@ int main(int argc, char **argv)
         }
         if (sl_reload_requested())
             reload(&cfg, store, &sched);
+        if (now - last_export >= 1000) {
+            exporter_update(&exporter, sched, cfg, now);
+            last_export = now;
+        }
         if (now - last_stats >= STATS_EVERY_MS) {
             sl_sched_stats_t st;
             sl_sched_stats(sched, &st);
@@ -329,6 +470,7 @@ int main(int argc, char **argv)
     rd_kafka_destroy(prod);
     free(batch);
     free(ob.acked);
+    sl_metrics_free(metrics);
     sl_sched_free(sched);
     sl_store_close(store);
     sl_signer_free(signer);

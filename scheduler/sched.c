@@ -2181,6 +2181,13 @@ void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out)
     out->queued = (int64_t)queued;
 }
 
+size_t sl_sched_queue_depth(const sl_sched_t *s, int route, int cls)
+{
+    if (route < 0 || route >= s->cfg->nroutes)
+        return 0;
+    return sl_drr_group_len(s->routes[route].drr, cls);
+}
+
 int sl_sched_bucket_count(const sl_sched_t *s)
 {
     return sl_ledger_count(s->ledger);

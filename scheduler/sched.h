@@ -94,6 +94,9 @@ typedef struct {
 
 void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out);
 
+/* Jobs queued on route r of class cls (waiting their turn, not delayed for a retry). */
+size_t sl_sched_queue_depth(const sl_sched_t *s, int route, int cls);
+
 /* The ledger's buckets, for inspection and tests: id, level and capacity at now_ms. */
 int sl_sched_bucket_count(const sl_sched_t *s);
 void sl_sched_bucket(sl_sched_t *s, int i, int64_t now_ms, const char **id, double *level,

@@ -230,6 +230,25 @@ int main(void)
         rd_kafka_message_destroy(m);
     }
     json_t *s3 = h_http_json(st.stats_url);
+    /* Every daemon's /metrics parses for Prometheus and agrees with what was seen. */
+    static const struct {
+        const char *daemon, *url, *expect;
+    } scrapes[] = {
+        {"ingest", "http://127.0.0.1:9310/metrics", "sluice_ingest_jobs_total 2000\n"},
+        {"scheduler", "http://127.0.0.1:9311/metrics",
+         "sluice_scheduler_results_total{status=\"succeeded\"} 2000\n"},
+        {"dispatcher", "http://127.0.0.1:9312/metrics",
+         "sluice_dispatcher_calls_total{deployment=\"sim-"},
+    };
+    usleep(1200 * 1000); /* the scheduler exports once a second */
+    for (size_t i = 0; i < sizeof scrapes / sizeof scrapes[0]; i++) {
+        char *text = h_http_text(scrapes[i].url);
+        h_check(text != NULL && h_promtool_check(text) == 0 &&
+                    strstr(text, scrapes[i].expect) != NULL,
+                "%s serves /metrics that promtool accepts, with %.50s", scrapes[i].daemon,
+                scrapes[i].expect);
+        free(text);
+    }
 
     h_check(good_done == GOOD_JOBS, "every good job has a terminal result (%d/%d)", good_done,
             GOOD_JOBS);

@@ -203,7 +203,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
     return size * n;
 }
 
-json_t *h_http_json(const char *url)
+char *h_http_text(const char *url)
 {
     CURL *c = curl_easy_init();
     buf_t b = {NULL, 0};
@@ -212,10 +212,31 @@ json_t *h_http_json(const char *url)
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
     CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(c);
-    json_t *doc = rc == CURLE_OK && b.data != NULL ? json_loads(b.data, 0, NULL) : NULL;
-    free(b.data);
+    if (rc != CURLE_OK || status != 200) {
+        free(b.data);
+        return NULL;
+    }
+    return b.data;
+}
+
+json_t *h_http_json(const char *url)
+{
+    char *text = h_http_text(url);
+    json_t *doc = text != NULL ? json_loads(text, 0, NULL) : NULL;
+    free(text);
     return doc;
+}
+
+int h_promtool_check(const char *text)
+{
+    char *path = h_write("metrics.txt", text);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "promtool check metrics < '%s' > '%s.check' 2>&1", path, path);
+    int rc = system(cmd);
+    return rc == 0 ? 0 : -1;
 }
 
 int64_t h_sim_total(json_t *stats, const char *field)

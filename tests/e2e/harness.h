@@ -41,6 +41,11 @@ int h_wait_file(const char *path, int timeout_ms);
 
 /* GET url; returns the parsed JSON body or NULL. */
 json_t *h_http_json(const char *url);
+/* GET url; returns the body of a 200 answer (caller frees) or NULL. */
+char *h_http_text(const char *url);
+/* Runs `promtool check metrics` on a /metrics text (written under the test directory); 0 when
+ * it passes, -1 when it fails or promtool is missing (ops/install-deps.sh installs it). */
+int h_promtool_check(const char *text);
 /* The sum over the simulator's deployments of a /stats field. */
 int64_t h_sim_total(json_t *stats, const char *field);
 
