@@ -31,7 +31,7 @@ UNIT_TESTS := $(patsubst tests/%.c,$(BIN)/tests/%,$(wildcard tests/test_*.c))
 E2E_DRIVERS := $(patsubst tests/e2e/%.c,$(BIN)/tests/%,$(wildcard tests/e2e/e2e_*.c))
 BENCH := $(patsubst bench/%.c,$(BIN)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all deps run test test-unit test-e2e asan asan-e2e bench clean format
+.PHONY: all deps run test test-unit test-ops test-e2e asan asan-e2e bench clean format
 all: $(PROGRAMS) $(UNIT_TESTS) $(E2E_DRIVERS) $(BENCH)
 
 deps:
@@ -76,11 +76,16 @@ test-unit: $(UNIT_TESTS)
 test-e2e: $(PROGRAMS) $(E2E_DRIVERS)
 	@SLUICE_BIN=$(abspath $(BIN)) bash tests/run-e2e.sh $(E2E_DRIVERS)
 
+# Operator files: Prometheus config and alert rules (with their unit tests), Grafana dashboard.
+test-ops:
+	@bash tests/ops-check.sh
+
 # All tests: unit tests, end-to-end tests of the real processes, then both again with every
 # binary built with AddressSanitizer + UndefinedBehaviorSanitizer (leaks included).
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test-unit
+	@$(MAKE) --no-print-directory test-ops
 	@$(MAKE) --no-print-directory test-e2e
 	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory asan-e2e

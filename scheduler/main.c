@@ -207,6 +207,12 @@ static int exporter_init(exporter_t *x, sl_metrics_t *m)
     x->capacity = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_bucket_capacity",
                                     "A ledger bucket's capacity (burst or window).", bucket_label,
                                     NULL, 0);
+    /* Every status from the start, at 0, so that rate() sees the first expiry too. */
+    static const char *const statuses[] = {"succeeded", "failed", "expired", "cancelled"};
+    for (size_t i = 0; x->results >= 0 && i < sizeof statuses / sizeof statuses[0]; i++) {
+        const char *v[] = {statuses[i]};
+        sl_metrics_add(m, x->results, v, 0);
+    }
     return bad || x->results < 0 || x->queue < 0 || x->leased < 0 || x->delayed < 0 ||
                    x->level < 0 || x->capacity < 0
                ? -1
