@@ -44,7 +44,7 @@ static const char *write_configs(int sim_port, char **sim_cfg, char **db)
              " \"ttft_ms\": 20, \"ms_per_token\": 0.3, \"output_min\": 20, \"output_max\": 200,"
              " \"api_key\": \"e2e-provider-key\"},"
              "{\"name\": \"sim-oa\", \"model\": \"gpt-4o-mini\", \"rpm\": 60000, \"tpm\": 600000,"
-             " \"rpd\": %d, \"slices_per_minute\": 10, \"ttft_ms\": 20, \"ms_per_token\": 0.2,"
+             " \"rpd\": %d, \"day_ms\": 864000000, \"slices_per_minute\": 10, \"ttft_ms\": 20, \"ms_per_token\": 0.2,"
              " \"output_min\": 20, \"output_max\": 90, \"api_key\": \"e2e-provider-key\"}]}",
              MINUTE_MS, ITPM, OTPM, RPD);
     *sim_cfg = strdup(h_write("sim.json", sim));
@@ -67,7 +67,11 @@ static const char *write_configs(int sim_port, char **sim_cfg, char **db)
              "   \"slices_per_minute\": 6, \"max_output_tokens\": 4096},"
              "  {\"name\": \"sim-oa\", \"base_url\": \"http://127.0.0.1:%d/sim-oa/v1\","
              "   \"model\": \"gpt-4o-mini\", \"api_key_file\": \"%s\","
-             "   \"limits\": {\"rpm\": 60000, \"tpm\": 600000, \"rpd\": %d},"
+             "   \"limits\": {\"rpm\": 60000, \"tpm\": 600000},"
+             /* A "day" of 10 days, in fixed windows from the epoch, so that no run crosses a
+              * reset (the simulator's window starts with it, sluice's at the epoch). */
+             "   \"buckets\": [{\"name\": \"rpd\", \"dimension\": \"requests_per_day\","
+             "                \"capacity\": %d, \"period_ms\": 864000000}],"
              "   \"slices_per_minute\": 10, \"max_output_tokens\": 4096}],"
              " \"routes\": [{\"name\": \"claude\", \"deployments\": [\"sim-an\"]},"
              "             {\"name\": \"gpt\", \"deployments\": [\"sim-oa\"]}],"
