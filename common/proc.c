@@ -23,6 +23,8 @@ void sl_proc_parse(int argc, char **argv, sl_proc_opts_t *opts)
             opts->config_path = argv[++i];
         } else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
             opts->log_level = argv[++i];
+        } else if (strcmp(argv[i], "--metrics-listen") == 0 && i + 1 < argc) {
+            opts->metrics_listen = argv[++i];
         } else if (opts->rest != NULL) {
             opts->rest[opts->nrest++] = argv[i];
         }
@@ -69,8 +71,10 @@ sl_config_t *sl_proc_start(const char *component, const sl_proc_opts_t *opts)
     return cfg;
 }
 
-sl_metrics_t *sl_proc_metrics(const char *listen)
+sl_metrics_t *sl_proc_metrics(const sl_proc_opts_t *opts, const char *listen)
 {
+    if (opts->metrics_listen != NULL)
+        listen = opts->metrics_listen;
     sl_metrics_t *m = sl_metrics_new();
     if (m == NULL || listen == NULL || listen[0] == '\0')
         return m;

@@ -19,7 +19,8 @@
 #include "util.h"
 
 static const char usage_text[] =
-    "usage: sluice-dispatcher [--config FILE] [--log-level debug|info|warn|error] [--help]\n"
+    "usage: sluice-dispatcher [--config FILE] [--log-level debug|info|warn|error]\n"
+    "       [--metrics-listen HOST:PORT] [--help]\n"
     "\n"
     "Consumes signed dispatch messages, calls the providers (many calls at once, libcurl\n"
     "multi, keep-alive), never retries by itself, and publishes one usage event per attempt\n"
@@ -83,7 +84,7 @@ int main(int argc, char **argv)
     }
     rd_kafka_t *prod = NULL, *cons = NULL;
     static const char *const outcome_labels[] = {"deployment", "outcome", NULL};
-    emit_ctx_t ctx = {NULL, cfg->kafka.topic_usage, sl_proc_metrics(cfg->disp_metrics_listen), -1};
+    emit_ctx_t ctx = {NULL, cfg->kafka.topic_usage, sl_proc_metrics(&opts, cfg->disp_metrics_listen), -1};
     ctx.m_outcomes = sl_metrics_family(ctx.metrics, SL_METRIC_COUNTER,
                                        "sluice_dispatcher_calls_total",
                                        "Attempts reported, by deployment and outcome (ok, "

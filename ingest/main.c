@@ -15,7 +15,8 @@
 enum { BATCH_MAX = 1000 };
 
 static const char usage_text[] =
-    "usage: sluice-ingest [--config FILE] [--log-level debug|info|warn|error] [--help]\n"
+    "usage: sluice-ingest [--config FILE] [--log-level debug|info|warn|error]\n"
+    "       [--metrics-listen HOST:PORT] [--help]\n"
     "\n"
     "Consumes requests from the requests topic, validates them against schema/request.json,\n"
     "authenticates the API key, resolves the tenant from it, estimates tokens and writes the\n"
@@ -84,7 +85,7 @@ int main(int argc, char **argv)
             cfg->kafka.topic_results);
 
     static const char *const reason_label[] = {"reason", NULL};
-    sl_metrics_t *metrics = sl_proc_metrics(cfg->ingest_metrics_listen);
+    sl_metrics_t *metrics = sl_proc_metrics(&opts, cfg->ingest_metrics_listen);
     int m_jobs = sl_metrics_family(metrics, SL_METRIC_COUNTER, "sluice_ingest_jobs_total",
                                    "Requests turned into jobs (or cancel messages).", NULL,
                                    NULL, 0);

@@ -22,7 +22,8 @@
 enum { BATCH_MAX = 500, STATS_EVERY_MS = 10000 };
 
 static const char usage_text[] =
-    "usage: sluice-scheduler [--config FILE] [--log-level debug|info|warn|error] [--help]\n"
+    "usage: sluice-scheduler [--config FILE] [--log-level debug|info|warn|error]\n"
+    "       [--metrics-listen HOST:PORT] [--help]\n"
     "\n"
     "Stores jobs from the jobs topic in SQLite (scheduler.db in the config), shares capacity\n"
     "between tenants by deficit round-robin, reserves every bucket of a job before it is sent,\n"
@@ -358,7 +359,7 @@ int main(int argc, char **argv)
     sl_info("scheduler started: db %s, %d deployments, %d routes, %d tenants", cfg->db_path,
             cfg->ndeployments, cfg->nroutes, cfg->ntenants);
 
-    sl_metrics_t *metrics = sl_proc_metrics(cfg->sched_metrics_listen);
+    sl_metrics_t *metrics = sl_proc_metrics(&opts, cfg->sched_metrics_listen);
     exporter_t exporter;
     if (metrics == NULL || exporter_init(&exporter, metrics) != 0) {
         fprintf(stderr, "sluice-scheduler: cannot set up metrics\n");
