@@ -947,15 +947,6 @@ int sl_config_scope(const sl_config_t *cfg, const char *name)
     return -1;
 }
 
-int sl_config_key_by_id(const sl_config_t *cfg, const char *id)
-{
-    for (int i = 0; i < cfg->nkeys; i++) {
-        if (cfg->keys[i].id != NULL && strcmp(cfg->keys[i].id, id) == 0)
-            return i;
-    }
-    return -1;
-}
-
 int sl_config_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32])
 {
     int found = -1;

@@ -233,7 +233,6 @@ int sl_deployment_can_take(const sl_deployment_cfg_t *d, int64_t input, int64_t 
 int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d);
 
 int sl_config_scope(const sl_config_t *cfg, const char *name);
-int sl_config_key_by_id(const sl_config_t *cfg, const char *id);
 
 const char *sl_dimension_name(sl_dimension_t d);
 const char *sl_limit_alg_name(sl_limit_alg_t a);

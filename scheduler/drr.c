@@ -348,6 +348,17 @@ void sl_drr_pop(sl_drr_t *d)
     unlink_node(d, f->head);
 }
 
+void sl_drr_skip_group(sl_drr_t *d)
+{
+    if (d->top.cur == NULL)
+        return;
+    /* It keeps at most one quantum of credit for its next turn, so it cannot bank. */
+    group_t *g = (group_t *)d->top.cur;
+    if (g->m.deficit > g->m.quantum)
+        g->m.deficit = g->m.quantum;
+    advance(&d->top);
+}
+
 void sl_drr_skip(sl_drr_t *d)
 {
     if (d->top.cur == NULL)
@@ -357,21 +368,8 @@ void sl_drr_skip(sl_drr_t *d)
         g->flows.cur->deficit = 0;
         advance(&g->flows);
     }
-    /* The group's turn ends too, so that a blocked flow cannot hold every other group up;
-     * it keeps at most one quantum of credit for its next turn, so it cannot bank either. */
-    if (g->m.deficit > g->m.quantum)
-        g->m.deficit = g->m.quantum;
-    advance(&d->top);
-}
-
-void sl_drr_skip_group(sl_drr_t *d)
-{
-    if (d->top.cur == NULL)
-        return;
-    group_t *g = (group_t *)d->top.cur;
-    if (g->m.deficit > g->m.quantum)
-        g->m.deficit = g->m.quantum;
-    advance(&d->top);
+    /* The group's turn ends too, so that a blocked flow cannot hold every other group up. */
+    sl_drr_skip_group(d);
 }
 
 size_t sl_drr_group_len(const sl_drr_t *d, int group)

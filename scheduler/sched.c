@@ -131,6 +131,8 @@ struct sl_sched {
     route_t *routes;
     path_t *tenant_paths; /* the tenant's limits, then its partner's */
     path_t *key_paths;    /* the key's, its app/env's, then its tenant's path */
+    sl_hmap_t *key_index;    /* key id -> index + 1 (a job names its key by id) */
+    sl_hmap_t *tenant_index; /* tenant name -> index + 1: every job is looked up by it */
     sl_hmap_t *jobs; /* id -> job_t*, every unfinished job */
     joblist_t delayed, leased, orphans;
     int64_t last_scan_ms, last_deadline_scan_ms, last_bucket_save_ms;
@@ -467,6 +469,15 @@ static sl_err_t build_buckets(sl_sched_t *s, int64_t now_ms, char *err, size_t e
     return rc;
 }
 
+/* Whether a bucket is a quota: a count that only comes back at a reset (daily requests or
+ * tokens, spend), so waiting for it past a job's deadline is pointless, and its
+ * counters are restored exactly after a restart. */
+static int is_quota(const sl_sched_t *s, int b)
+{
+    sl_alg_t alg = sl_ledger_alg(s->ledger, b);
+    return alg == SL_ALG_CALENDAR || alg == SL_ALG_ROLLING;
+}
+
 /* "<scope>:<name>" -> scope and name (the part after the last colon). */
 static void split_bucket_id(const char *id, char *scope, size_t cap, const char **name)
 {
@@ -516,6 +527,21 @@ static sl_err_t save_buckets(sl_sched_t *s, int64_t now_ms, int all)
         sl_ledger_clear_dirty(s->ledger, b);
     }
     return SL_OK;
+}
+
+/* The config's index of a tenant, or -1 when the config does not know it. */
+static int tenant_of(const sl_sched_t *s, const char *name)
+{
+    return (int)(intptr_t)sl_hmap_get(s->tenant_index, name) - 1;
+}
+
+/* The config's index of a job's key, or -1 when the config no longer knows it or gives it to
+ * another tenant (the job then runs on its tenant's path only). */
+static int key_of(const sl_sched_t *s, const char *key_id, int tenant)
+{
+    intptr_t v = key_id != NULL ? (intptr_t)sl_hmap_get(s->key_index, key_id) : 0;
+    int k = (int)v - 1;
+    return k >= 0 && s->cfg->keys[k].tenant == tenant ? k : -1;
 }
 
 /* ---- restore ---- */
@@ -594,7 +620,7 @@ static sl_err_t restore_buckets(sl_sched_t *s, int exact, int64_t now_ms)
         sl_alg_t alg = sl_ledger_alg(s->ledger, b);
         if (got != SL_OK && got != SL_ENOTFOUND) {
             rc = got;
-        } else if (alg == SL_ALG_CALENDAR || alg == SL_ALG_ROLLING) {
+        } else if (is_quota(s, b)) {
             if (got == SL_OK && sl_ledger_state_load(s->ledger, b, state, now_ms) != SL_OK)
                 sl_warn("bucket %s: saved counters unreadable; replaying its window",
                         sl_ledger_id(s->ledger, b));
@@ -636,7 +662,7 @@ static void restore_job(const sl_store_row_t *row, void *arg)
     sl_sched_t *s = r->s;
     if (r->rc != SL_OK)
         return;
-    int tenant = sl_config_tenant(s->cfg, row->tenant);
+    int tenant = tenant_of(s, row->tenant);
     int route = sl_config_route(s->cfg, row->route);
     int cls = sl_class_parse(row->cls);
     job_t *j = calloc(1, sizeof *j);
@@ -657,9 +683,7 @@ static void restore_job(const sl_store_row_t *row, void *arg)
     j->est_total = row->est_total;
     j->deployment = -1;
     j->list_idx = -1;
-    j->key = row->key_id != NULL ? sl_config_key_by_id(s->cfg, row->key_id) : -1;
-    if (j->key >= 0 && s->cfg->keys[j->key].tenant != tenant)
-        j->key = -1;
+    j->key = key_of(s, row->key_id, tenant);
     j->idem = strdup(row->idempotency_key != NULL ? row->idempotency_key : j->id);
     int orphan = tenant < 0 || route < 0;
     if (orphan) {
@@ -743,11 +767,23 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_si
     s->routes = calloc((size_t)cfg->nroutes + 1, sizeof *s->routes);
     s->tenant_paths = calloc((size_t)cfg->ntenants + 1, sizeof *s->tenant_paths);
     s->key_paths = calloc((size_t)cfg->nkeys + 1, sizeof *s->key_paths);
+    s->key_index = sl_hmap_new();
+    s->tenant_index = sl_hmap_new();
     s->jobs = sl_hmap_new();
     rc = SL_ENOMEM;
     if (s->ledger == NULL || s->calib == NULL || s->deps == NULL || s->routes == NULL ||
-        s->tenant_paths == NULL || s->key_paths == NULL || s->jobs == NULL)
+        s->tenant_paths == NULL || s->key_paths == NULL || s->key_index == NULL ||
+        s->tenant_index == NULL || s->jobs == NULL)
         goto fail;
+    for (int k = 0; k < cfg->nkeys; k++) {
+        if (sl_hmap_put(s->key_index, cfg->keys[k].id, (void *)(intptr_t)(k + 1)) != SL_OK)
+            goto fail;
+    }
+    for (int t = 0; t < cfg->ntenants; t++) {
+        if (sl_hmap_put(s->tenant_index, cfg->tenants[t].name, (void *)(intptr_t)(t + 1)) !=
+            SL_OK)
+            goto fail;
+    }
     for (int i = 0; i < cfg->nroutes; i++) {
         s->routes[i].drr = sl_drr_new();
         if (s->routes[i].drr == NULL)
@@ -851,6 +887,8 @@ void sl_sched_free(sl_sched_t *s)
     for (int i = 0; s->key_paths != NULL && i < s->cfg->nkeys; i++)
         free(s->key_paths[i].b);
     free(s->key_paths);
+    sl_hmap_free(s->key_index);
+    sl_hmap_free(s->tenant_index);
     free(s->binfo);
     sl_calib_free(s->calib);
     free(s->delayed.items);
@@ -1142,12 +1180,10 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     }
     snprintf(j->id, sizeof j->id, "%s", id);
     j->idem = strdup(row.idempotency_key);
-    j->tenant = sl_config_tenant(s->cfg, tenant_name);
+    j->tenant = tenant_of(s, tenant_name);
     j->route = sl_config_route(s->cfg, route_name);
     j->cls = sl_class_parse(cls_name);
-    j->key = sl_config_key_by_id(s->cfg, row.key_id);
-    if (j->key >= 0 && s->cfg->keys[j->key].tenant != j->tenant)
-        j->key = -1;
+    j->key = key_of(s, row.key_id, j->tenant);
     j->submitted_ms = row.submitted_ms;
     j->deadline_ms = row.deadline_ms;
     j->est_input = row.est_input;
@@ -1197,7 +1233,8 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
 
 /* ---- scheduling ---- */
 
-/* The share of a deployment's tightest own bucket that is free now, for choosing where to go. */
+/* The share of the tightest bucket on a deployment's side of the path (its own limits and its
+ * parent scopes') that is free now, for choosing where to go. */
 static double free_fraction(sl_sched_t *s, int d, int64_t now_ms)
 {
     double f = 1.0;
@@ -1507,11 +1544,8 @@ static sl_err_t expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms)
     o.err_reason = "deadline_exceeded";
     o.decision = "expired_in_queue";
     if (wait >= 0) {
-        /* the scope is the bucket id without its last part: "deployment:sim-a" */
-        snprintf(scope, sizeof scope, "%s", limiter);
-        char *last = strrchr(scope, ':');
-        if (last != NULL)
-            *last = '\0';
+        const char *name; /* the scope is the id without its last part: "deployment:sim-a" */
+        split_bucket_id(limiter, scope, sizeof scope, &name);
         o.limiter = limiter;
         o.scope = scope;
         o.retry_after_ms = wait;
@@ -1523,14 +1557,6 @@ static sl_err_t expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms)
                  "the job's deadline passed while it waited for its turn");
     }
     return finish(s, j, &o, now_ms);
-}
-
-/* Whether a bucket is a quota: a count that only comes back at a reset (daily requests or
- * tokens, spend), so waiting for it past a job's deadline is pointless. */
-static int is_quota(const sl_sched_t *s, int b)
-{
-    sl_alg_t alg = sl_ledger_alg(s->ledger, b);
-    return alg == SL_ALG_CALENDAR || alg == SL_ALG_ROLLING;
 }
 
 /* Refuses a job that a quota keeps out until after its deadline: a clear, final answer naming
@@ -1761,9 +1787,7 @@ static double settled_amount(const sl_sched_t *s, const held_t *h, int i, end_t 
     if (end == END_NOT_SENT || end == END_NO_USAGE) {
         /* A quota (requests or tokens per day, spend) never saw a request that was not sent;
          * per-minute buckets keep it (see sl_sched_on_usage on not_sent). */
-        if (provider_side && end == END_NOT_SENT && b >= 0 &&
-            (sl_ledger_alg(s->ledger, b) == SL_ALG_CALENDAR ||
-             sl_ledger_alg(s->ledger, b) == SL_ALG_ROLLING))
+        if (provider_side && end == END_NOT_SENT && is_quota(s, b))
             return 0;
         if (provider_side)
             return charged;
