@@ -37,7 +37,6 @@ enum {
     Q_RES_CLOSE,
     Q_RES_CHARGES,
     Q_RES_SINCE,
-    Q_BUCKET_SAVE,
     Q_BUCKET_PUT,
     Q_BUCKET_GET,
     Q_OUTBOX_ADD,
@@ -82,11 +81,6 @@ static const char *const sql_text[Q_COUNT_] = {
     /* A range of the primary key: ids begin with their created_ms in hex (see res_open). */
     [Q_RES_SINCE] = "SELECT charges, settled, created_ms FROM reservations"
                     " WHERE reservation_id >= ? AND created_ms >= ? ORDER BY reservation_id",
-    [Q_BUCKET_SAVE] = "INSERT INTO buckets (bucket_id, scope, dimension, algorithm, unit, source,"
-                      " capacity, rate_per_min, level, updated_ms) VALUES (?,?,?,'token_bucket',"
-                      " ?, 'config', ?,?,?,?) ON CONFLICT (bucket_id) DO UPDATE SET"
-                      " capacity = excluded.capacity, rate_per_min = excluded.rate_per_min,"
-                      " level = excluded.level, updated_ms = excluded.updated_ms",
     [Q_BUCKET_PUT] = "INSERT OR REPLACE INTO buckets (bucket_id, scope, dimension, algorithm, unit,"
                      " source, capacity, rate_per_min, level, updated_ms, state)"
                      " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -730,22 +724,6 @@ sl_err_t sl_store_bucket_get(sl_store_t *s, const char *bucket_id, double *level
     }
     sqlite3_reset(st);
     return rc;
-}
-
-sl_err_t sl_store_bucket_save(sl_store_t *s, const char *bucket_id, const char *scope,
-                              const char *dimension, double capacity, double rate_per_min,
-                              double level, int64_t updated_ms)
-{
-    return run(s,
-               bind(s, Q_BUCKET_SAVE, "ssssdddI", bucket_id, scope, dimension, dimension,
-                    capacity, rate_per_min, level, updated_ms),
-               "bucket save");
-}
-
-sl_err_t sl_store_bucket_load(sl_store_t *s, const char *bucket_id, double *level,
-                              int64_t *updated_ms)
-{
-    return sl_store_bucket_get(s, bucket_id, level, updated_ms, NULL);
 }
 
 sl_err_t sl_store_outbox_add(sl_store_t *s, const char *topic, const char *key,

@@ -139,15 +139,6 @@ sl_err_t sl_store_bucket_put(sl_store_t *s, const sl_store_bucket_t *b);
 sl_err_t sl_store_bucket_get(sl_store_t *s, const char *bucket_id, double *level,
                              int64_t *updated_ms, char **state);
 
-/* Saves a token bucket's limits and level: a new row gets algorithm "token_bucket", unit =
- * dimension and source "config"; an existing row keeps those and its state. */
-sl_err_t sl_store_bucket_save(sl_store_t *s, const char *bucket_id, const char *scope,
-                              const char *dimension, double capacity, double rate_per_min,
-                              double level, int64_t updated_ms);
-/* sl_store_bucket_get without the state. */
-sl_err_t sl_store_bucket_load(sl_store_t *s, const char *bucket_id, double *level,
-                              int64_t *updated_ms);
-
 sl_err_t sl_store_outbox_add(sl_store_t *s, const char *topic, const char *key,
                              const char *value, int64_t now_ms, int64_t *seq);
 sl_err_t sl_store_outbox_delete(sl_store_t *s, int64_t seq);

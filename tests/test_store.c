@@ -819,25 +819,33 @@ START_TEST(open_with_a_missing_schema_fails_cleanly)
 }
 END_TEST
 
+/* A token bucket's row: absent at first, then its level and time; written again, it is one row
+ * with the new limits, and debt (a negative level) is kept. */
 START_TEST(bucket_save_and_load)
 {
     env_t e;
     env_init(&e);
     double level = 123;
     int64_t updated = 456;
-    ck_assert_int_eq(sl_store_bucket_load(e.store, "deployment:a:tpm", &level, &updated),
+    ck_assert_int_eq(sl_store_bucket_get(e.store, "deployment:a:tpm", &level, &updated, NULL),
                      SL_ENOTFOUND);
-    ck_assert_int_eq(sl_store_bucket_save(e.store, "deployment:a:tpm", "deployment:a", "tpm", 1000,
-                                          60000, 512.25, 7000),
+    sl_store_bucket_t b = {.bucket_id = "deployment:a:tpm", .scope = "deployment:a",
+                           .dimension = "tpm", .algorithm = "token_bucket", .unit = "tokens",
+                           .source = "config", .capacity = 1000, .rate_per_min = 60000,
+                           .level = 512.25, .updated_ms = 7000};
+    ck_assert_int_eq(sl_store_bucket_put(e.store, &b), SL_OK);
+    ck_assert_int_eq(sl_store_bucket_get(e.store, "deployment:a:tpm", &level, &updated, NULL),
                      SL_OK);
-    ck_assert_int_eq(sl_store_bucket_load(e.store, "deployment:a:tpm", &level, &updated), SL_OK);
     ck_assert_double_eq(level, 512.25);
     ck_assert_int_eq(updated, 7000);
     /* saving again updates the row; debt (negative) is kept */
-    ck_assert_int_eq(sl_store_bucket_save(e.store, "deployment:a:tpm", "deployment:a", "tpm", 2000,
-                                          120000, -42.5, 8000),
+    b.capacity = 2000;
+    b.rate_per_min = 120000;
+    b.level = -42.5;
+    b.updated_ms = 8000;
+    ck_assert_int_eq(sl_store_bucket_put(e.store, &b), SL_OK);
+    ck_assert_int_eq(sl_store_bucket_get(e.store, "deployment:a:tpm", &level, &updated, NULL),
                      SL_OK);
-    ck_assert_int_eq(sl_store_bucket_load(e.store, "deployment:a:tpm", &level, &updated), SL_OK);
     ck_assert_double_eq(level, -42.5);
     ck_assert_int_eq(updated, 8000);
     ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM buckets"), "1");
@@ -847,7 +855,7 @@ START_TEST(bucket_save_and_load)
 END_TEST
 
 /* A bucket's full row with the state its algorithm keeps (window counters), read back after a
- * restart; the scheduler's bucket_save at start must not wipe that state. */
+ * restart. */
 START_TEST(bucket_put_and_get_keep_the_state)
 {
     env_t e;
@@ -881,22 +889,11 @@ START_TEST(bucket_put_and_get_keep_the_state)
     ck_assert_str_eq(peek_sql(&e, "SELECT algorithm || ',' || unit || ',' || source FROM buckets"),
                      "sliding_window,requests,config");
 
-    /* bucket_save (the scheduler's start) updates limits and level, and keeps the rest */
-    ck_assert_int_eq(
-        sl_store_bucket_save(e.store, b.bucket_id, b.scope, "requests", 2000, 60, 100, 9500),
-        SL_OK);
-    ck_assert_int_eq(sl_store_bucket_get(e.store, b.bucket_id, &level, &updated, &state), SL_OK);
-    ck_assert_double_eq(level, 100);
-    ck_assert_int_eq(updated, 9500);
-    ck_assert_str_eq(state, "{\"windows\":[3,4]}");
-    free(state);
-    ck_assert_str_eq(peek_sql(&e, "SELECT algorithm || ',' || capacity FROM buckets"),
-                     "sliding_window,2000.0");
-    /* load is get without the state; so is get with state = NULL */
+    /* get without the state (state = NULL) reads the same row */
     level = 0;
-    ck_assert_int_eq(sl_store_bucket_load(e.store, b.bucket_id, &level, &updated), SL_OK);
-    ck_assert_double_eq(level, 100);
     ck_assert_int_eq(sl_store_bucket_get(e.store, b.bucket_id, &level, &updated, NULL), SL_OK);
+    ck_assert_double_eq(level, 250.5);
+    ck_assert_int_eq(updated, 9000);
 
     /* put replaces the whole row: no state now */
     b.state = NULL;
