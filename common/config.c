@@ -699,6 +699,88 @@ static void load_keys(ctx_t *c, sl_config_t *cfg, json_t *arr)
     }
 }
 
+/* Whether scope (an index into scopes) is tenant t's partner scope or above it. */
+static int tenant_under_scope(const sl_config_t *cfg, int t, int scope)
+{
+    for (int p = cfg->tenants[t].parent, steps = 0; p >= 0 && steps <= cfg->nscopes;
+         p = cfg->scopes[p].parent, steps++) {
+        if (p == scope)
+            return 1;
+    }
+    return 0;
+}
+
+/* Admin API keys: "admin" sees and changes everything; "partner" reads only its tenants, named
+ * in "tenants" or found under its "partner" scope (e.g. "partner:acme"). */
+static void load_admin_keys(ctx_t *c, sl_config_t *cfg, json_t *arr)
+{
+    static const char *const keys[] = {"id", "hash", "role", "tenants", "partner", NULL};
+    size_t n = json_array_size(arr);
+    cfg->admin_keys = calloc(n + 1, sizeof *cfg->admin_keys);
+    if (cfg->admin_keys == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char where[64];
+        json_t *kj = array_object(c, arr, i, "admin_keys", keys, where, sizeof where);
+        if (kj == NULL)
+            continue;
+        sl_admin_key_cfg_t *k = &cfg->admin_keys[cfg->nadmin_keys++];
+        k->id = get_str(c, kj, where, "id", NULL);
+        const char *hash = get_str(c, kj, where, "hash", NULL);
+        if (hash != NULL && sl_hex_decode(hash, k->hash, sizeof k->hash) != SL_OK)
+            fail(c, "%s: hash must be 64 hex digits (see `sluice hash-key`)", where);
+        for (int j = 0; j < cfg->nadmin_keys - 1 && k->id != NULL; j++) {
+            if (cfg->admin_keys[j].id != NULL && strcmp(cfg->admin_keys[j].id, k->id) == 0)
+                fail(c, "%s: duplicate admin key id \"%s\"", where, k->id);
+            else if (memcmp(cfg->admin_keys[j].hash, k->hash, sizeof k->hash) == 0)
+                fail(c, "%s: duplicate admin key hash", where);
+        }
+        for (int j = 0; j < cfg->nkeys && hash != NULL; j++) {
+            if (memcmp(cfg->keys[j].hash, k->hash, sizeof k->hash) == 0)
+                fail(c, "%s: the same key is also API key \"%s\"; use separate keys", where,
+                     cfg->keys[j].id);
+        }
+        const char *role = get_str(c, kj, where, "role", "admin");
+        if (strcmp(role, "admin") == 0) {
+            k->role = SL_ADMIN_ROLE_ADMIN;
+            if (json_object_get(kj, "tenants") != NULL || json_object_get(kj, "partner") != NULL)
+                fail(c, "%s: an admin key sees every tenant; \"tenants\" and \"partner\" are "
+                     "for role \"partner\"", where);
+            continue;
+        }
+        if (strcmp(role, "partner") != 0) {
+            fail(c, "%s: role must be \"admin\" or \"partner\"", where);
+            continue;
+        }
+        k->role = SL_ADMIN_ROLE_PARTNER;
+        resolve_names(c, cfg, kj, where, "tenants", "tenant", sl_config_tenant, &k->tenants,
+                      &k->ntenants);
+        const char *partner = get_str(c, kj, where, "partner", "");
+        int scope = partner[0] != '\0' ? sl_config_scope(cfg, partner) : -1;
+        if (partner[0] != '\0' && scope < 0)
+            fail(c, "%s: unknown partner scope \"%s\"", where, partner);
+        for (int t = 0; scope >= 0 && k->tenants != NULL && t < cfg->ntenants; t++) {
+            int have = 0;
+            for (int j = 0; j < k->ntenants; j++)
+                have |= k->tenants[j] == t;
+            if (have || !tenant_under_scope(cfg, t, scope))
+                continue;
+            int *nt = realloc(k->tenants, (size_t)(k->ntenants + 2) * sizeof *nt);
+            if (nt == NULL) {
+                fail(c, "out of memory");
+                break;
+            }
+            k->tenants = nt;
+            k->tenants[k->ntenants++] = t;
+        }
+        if (!c->failed && k->ntenants == 0)
+            fail(c, "%s: a partner key needs \"tenants\" or a \"partner\" scope with tenants",
+                 where);
+    }
+}
+
 /* The scope hierarchy above deployments and tenants. Names first, so parents may be named in any
  * order; then parents, checked for cycles; then limits, with provider-side defaults for scopes
  * above deployments. */
@@ -785,10 +867,12 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
 {
     static const char *const keys[] = {
         "minute_ms", "schema_dir", "kafka", "ingest", "scheduler", "dispatcher", "signing",
-        "classes", "scopes", "deployments", "routes", "tenants", "keys", "$comment", NULL};
+        "classes", "scopes", "deployments", "routes", "tenants", "keys", "admin_keys",
+        "$comment", NULL};
     static const char *const ingest_keys[] = {"max_request_bytes", "metrics_listen", NULL};
     static const char *const sched_keys[] = {"db", "lease_ms", "max_attempts",
-                                             "drr_quantum_tokens", "metrics_listen", NULL};
+                                             "drr_quantum_tokens", "metrics_listen",
+                                             "admin_listen", NULL};
     static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", NULL};
     static const char *const sign_keys[] = {"secret_key_file", "public_key_file", NULL};
     *out = NULL;
@@ -838,6 +922,7 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
         get_int(&c, sj, "scheduler", "drr_quantum_tokens", 4096, 1, 100000000);
     cfg->sched_metrics_listen =
         get_str(&c, sj, "scheduler", "metrics_listen", "127.0.0.1:9311");
+    cfg->admin_listen = get_str(&c, sj, "scheduler", "admin_listen", "127.0.0.1:9320");
 
     json_t *dj = get_obj(&c, root, "config", "dispatcher");
     dj = dj != NULL ? dj : empty;
@@ -870,6 +955,7 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
     load_routes(&c, cfg, get_arr(&c, root, "config", "routes"));
     load_tenants(&c, cfg, get_arr(&c, root, "config", "tenants"));
     load_keys(&c, cfg, get_arr(&c, root, "config", "keys"));
+    load_admin_keys(&c, cfg, get_arr(&c, root, "config", "admin_keys"));
     if (!c.failed)
         load_scope_limits(&c, cfg, scopes);
     if (!c.failed && cfg->nroutes == 0)
@@ -899,6 +985,9 @@ void sl_config_free(sl_config_t *cfg)
         free(cfg->keys[i].limits);
     for (int i = 0; i < cfg->nscopes; i++)
         free(cfg->scopes[i].limits);
+    for (int i = 0; i < cfg->nadmin_keys; i++)
+        free(cfg->admin_keys[i].tenants);
+    free(cfg->admin_keys);
     free(cfg->scopes);
     free(cfg->routes);
     free(cfg->tenants);
@@ -952,6 +1041,16 @@ int sl_config_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32])
     int found = -1;
     for (int i = 0; i < cfg->nkeys; i++) {
         if (sodium_memcmp(cfg->keys[i].hash, hash, 32) == 0)
+            found = i;
+    }
+    return found;
+}
+
+int sl_config_admin_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32])
+{
+    int found = -1;
+    for (int i = 0; i < cfg->nadmin_keys; i++) {
+        if (sodium_memcmp(cfg->admin_keys[i].hash, hash, 32) == 0)
             found = i;
     }
     return found;

@@ -161,6 +161,18 @@ typedef struct {
     sl_limit_cfg_t *limits;
 } sl_key_cfg_t;
 
+/* Who may use the scheduler's admin API: an operator (everything) or a partner (read-only, and
+ * only the tenants listed, or under its partner scope). */
+typedef enum { SL_ADMIN_ROLE_ADMIN = 0, SL_ADMIN_ROLE_PARTNER } sl_admin_role_t;
+
+typedef struct {
+    const char *id;
+    uint8_t hash[32]; /* sl_keyhash() of the secret admin key */
+    sl_admin_role_t role;
+    int ntenants; /* partner: the tenants it may see (indexes into tenants) */
+    int *tenants;
+} sl_admin_key_cfg_t;
+
 typedef struct {
     const char *bootstrap_servers; /* "" = read bootstrap_file */
     const char *bootstrap_file;
@@ -184,6 +196,7 @@ typedef struct sl_config {
     int64_t lease_ms;
     int64_t max_attempts;
     int64_t drr_quantum_tokens;
+    const char *admin_listen; /* the admin API ("HOST:PORT"; "" = not served) */
     /* dispatcher */
     int64_t max_in_flight;
     /* signing of dispatch messages (Ed25519) */
@@ -201,6 +214,8 @@ typedef struct sl_config {
     sl_key_cfg_t *keys;
     int nscopes;
     sl_scope_cfg_t *scopes;
+    int nadmin_keys;
+    sl_admin_key_cfg_t *admin_keys;
 
     void *priv_; /* the parsed JSON the strings point into */
 } sl_config_t;
@@ -217,6 +232,8 @@ int sl_config_tenant(const sl_config_t *cfg, const char *name);
 int sl_config_deployment(const sl_config_t *cfg, const char *name);
 /* Finds the key whose hash matches; returns its index or -1 (constant time per candidate). */
 int sl_config_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32]);
+/* The admin key whose hash matches, or -1 (constant time per candidate). */
+int sl_config_admin_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32]);
 int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route);
 
 /* The tokens deployment d's TPM limit counts for a request at receipt, by its rule. */

@@ -25,6 +25,7 @@
 
 #include "hmap.h"
 #include "log.h"
+#include "util.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -713,32 +714,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return respond(conn, MHD_HTTP_OK, CONTENT_TYPE, text, MHD_RESPMEM_MUST_FREE, NULL);
 }
 
-/* Parses "HOST:PORT" (IPv4 or "localhost", port 0..65535) into addr. */
-static bool parse_listen(const char *listen, struct sockaddr_in *addr)
-{
-    if (listen == NULL)
-        return false;
-    const char *colon = strrchr(listen, ':');
-    if (colon == NULL || colon == listen || (size_t)(colon - listen) >= INET_ADDRSTRLEN + 8)
-        return false;
-    char host[INET_ADDRSTRLEN + 8];
-    memcpy(host, listen, (size_t)(colon - listen));
-    host[colon - listen] = '\0';
-    const char *port = colon + 1;
-    size_t digits = strlen(port);
-    if (digits == 0 || digits > 5 || strspn(port, "0123456789") != digits)
-        return false;
-    long number = strtol(port, NULL, 10);
-    if (number > 65535)
-        return false;
-    memset(addr, 0, sizeof *addr);
-    addr->sin_family = AF_INET;
-    addr->sin_port = htons((uint16_t)number);
-    if (strcmp(host, "localhost") == 0)
-        strcpy(host, "127.0.0.1");
-    return inet_pton(AF_INET, host, &addr->sin_addr) == 1;
-}
-
 static void server_stop(server_t *srv)
 {
     if (srv == NULL)
@@ -761,7 +736,7 @@ sl_err_t sl_metrics_serve(sl_metrics_t *m, const char *listen, int *port_out, ch
         snprintf(why, sizeof why, "this registry already serves its metrics");
         goto out;
     }
-    if (!parse_listen(listen, &addr)) {
+    if (!sl_parse_listen(listen, &addr)) {
         rc = SL_EINVAL;
         snprintf(why, sizeof why,
                  "bad listen address \"%.200s\" (want IPv4:PORT or localhost:PORT)",

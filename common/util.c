@@ -1,6 +1,8 @@
 /* util.c - clocks, hex, ids, files, signals (see util.h). */
 #include "util.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -214,4 +216,30 @@ long long sl_parse_count(const char *s)
     if (errno != 0 || *end != '\0' || v < 0)
         return -1;
     return v;
+}
+
+/* Parses "HOST:PORT" (IPv4 or "localhost", port 0..65535) into addr. */
+int sl_parse_listen(const char *listen, struct sockaddr_in *addr)
+{
+    if (listen == NULL)
+        return 0;
+    const char *colon = strrchr(listen, ':');
+    if (colon == NULL || colon == listen || (size_t)(colon - listen) >= INET_ADDRSTRLEN + 8)
+        return 0;
+    char host[INET_ADDRSTRLEN + 8];
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    const char *port = colon + 1;
+    size_t digits = strlen(port);
+    if (digits == 0 || digits > 5 || strspn(port, "0123456789") != digits)
+        return 0;
+    long number = strtol(port, NULL, 10);
+    if (number > 65535)
+        return 0;
+    memset(addr, 0, sizeof *addr);
+    addr->sin_family = AF_INET;
+    addr->sin_port = htons((uint16_t)number);
+    if (strcmp(host, "localhost") == 0)
+        strcpy(host, "127.0.0.1");
+    return inet_pton(AF_INET, host, &addr->sin_addr) == 1;
 }

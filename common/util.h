@@ -46,4 +46,9 @@ int sl_reload_requested(void);
 /* Parses a non-negative integer option value; returns -1 when it is not one. */
 long long sl_parse_count(const char *s);
 
+/* Parses a listen address "HOST:PORT" (HOST an IPv4 address or "localhost", PORT 0..65535)
+ * into addr; 0 when it is not one. */
+struct sockaddr_in;
+int sl_parse_listen(const char *listen, struct sockaddr_in *addr);
+
 #endif

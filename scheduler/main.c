@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin.h"
+#include "api.h"
 #include "kafka.h"
 #include "log.h"
 #include "metrics.h"
@@ -30,6 +32,10 @@ static const char usage_text[] =
     "leases it to a dispatcher with a signed dispatch message, reconciles usage events, retries\n"
     "after 429s and expires jobs past their deadline. Run one scheduler per database: it takes\n"
     "a lock on the file. The signing key (signing.secret_key_file) is created on first start.\n"
+    "\n"
+    "The admin API (scheduler.admin_listen, default 127.0.0.1:9320; see scheduler/ADMIN-API.md)\n"
+    "lists buckets and queues, pauses and resumes tenants and keys, and changes limits, weights\n"
+    "and guarantees at run time (stored in the database; they survive restarts).\n"
     "\n"
     "SIGHUP reloads the config file: limits, quotas, weights, tenants and keys change without\n"
     "losing queued jobs (bucket levels and counters carry over; a lowered limit applies from\n"
@@ -175,18 +181,102 @@ enum { NCOUNTERS = sizeof counters / sizeof counters[0] };
 
 typedef struct {
     sl_metrics_t *m;
+    const sl_config_t **cfg;
     int counter[NCOUNTERS];
-    int results, queue, leased, delayed, level, capacity;
+    int results, queue, leased, delayed, held, level, capacity, used;
+    int admitted, admitted_tokens, refusals, provider, queue_wait, attempts;
     sl_sched_stats_t last;
 } exporter_t;
 
-static int exporter_init(exporter_t *x, sl_metrics_t *m)
+/* ---- metrics of decisions, from the core's hooks ---- */
+
+static void on_leased(void *arg, int tenant, int route, int cls, int deployment, double tokens,
+                      int64_t queue_wait_ms)
+{
+    exporter_t *x = arg;
+    const sl_config_t *cfg = *x->cfg;
+    const char *v[] = {cfg->tenants[tenant].name, cfg->routes[route].name,
+                       cfg->deployments[deployment].name};
+    sl_metrics_add(x->m, x->admitted, v, 1);
+    sl_metrics_add(x->m, x->admitted_tokens, v, tokens);
+    if (queue_wait_ms >= 0) {
+        const char *c[] = {sl_class_name((sl_class_t)cls)};
+        sl_metrics_observe(x->m, x->queue_wait, c, (double)queue_wait_ms / 1000.0);
+    }
+}
+
+static void on_refused(void *arg, const char *bucket_id)
+{
+    exporter_t *x = arg;
+    const char *v[] = {bucket_id};
+    sl_metrics_add(x->m, x->refusals, v, 1);
+}
+
+static void on_provider(void *arg, const char *deployment, const char *outcome)
+{
+    exporter_t *x = arg;
+    const char *v[] = {deployment != NULL ? deployment : "unknown", outcome};
+    sl_metrics_add(x->m, x->provider, v, 1);
+}
+
+static void on_finished(void *arg, int cls, const char *status, int attempts)
+{
+    exporter_t *x = arg;
+    const char *v[] = {sl_class_name((sl_class_t)cls), status};
+    sl_metrics_observe(x->m, x->attempts, v, attempts);
+}
+
+static const sl_sched_observer_t observer = {on_leased, on_refused, on_provider, on_finished};
+
+static int exporter_init(exporter_t *x, sl_metrics_t *m, const sl_config_t **cfg)
 {
     static const char *const status_label[] = {"status", NULL};
     static const char *const queue_labels[] = {"route", "class", NULL};
     static const char *const bucket_label[] = {"bucket", NULL};
+    static const char *const admit_labels[] = {"tenant", "route", "deployment", NULL};
+    static const char *const provider_labels[] = {"deployment", "outcome", NULL};
+    static const char *const class_label[] = {"class", NULL};
+    static const char *const finish_labels[] = {"class", "status", NULL};
+    static const double wait_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1,  0.25, 0.5, 1,
+                                         2.5,   5,    10,    30,   60,   300,  900, 3600};
+    static const double attempt_bounds[] = {0, 1, 2, 3, 4, 5, 7, 10};
     memset(x, 0, sizeof *x);
     x->m = m;
+    x->cfg = cfg;
+    x->admitted = sl_metrics_family(
+        m, SL_METRIC_COUNTER, "sluice_scheduler_reservations_admitted_total",
+        "Reservations admitted (jobs leased), by tenant, route and deployment.", admit_labels,
+        NULL, 0);
+    x->admitted_tokens = sl_metrics_family(
+        m, SL_METRIC_COUNTER, "sluice_scheduler_admitted_tokens_total",
+        "Tokens reserved for admitted jobs, by tenant, route and deployment: a tenant's share "
+        "of a route is its rate over the route's.",
+        admit_labels, NULL, 0);
+    x->refusals = sl_metrics_family(
+        m, SL_METRIC_COUNTER, "sluice_scheduler_reservations_refused_total",
+        "Admissions refused, by the bucket that had no room (the job waits or goes elsewhere).",
+        bucket_label, NULL, 0);
+    x->provider = sl_metrics_family(
+        m, SL_METRIC_COUNTER, "sluice_scheduler_provider_responses_total",
+        "Calls reconciled, by deployment and outcome (ok, rate_limited, overloaded, "
+        "server_error, timeout, ...).",
+        provider_labels, NULL, 0);
+    x->queue_wait = sl_metrics_family(
+        m, SL_METRIC_HISTOGRAM, "sluice_scheduler_queue_wait_seconds",
+        "Time from submission to the first dispatch, by class.", class_label, wait_bounds,
+        (int)(sizeof wait_bounds / sizeof wait_bounds[0]));
+    x->attempts = sl_metrics_family(
+        m, SL_METRIC_HISTOGRAM, "sluice_scheduler_job_attempts",
+        "Attempts (dispatches) per finished job, by class and status: retries per logical "
+        "request are attempts - 1.",
+        finish_labels, attempt_bounds, (int)(sizeof attempt_bounds / sizeof attempt_bounds[0]));
+    x->held = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_jobs_held",
+                                "Queued jobs held back because their tenant or key is paused.",
+                                NULL, NULL, 0);
+    x->used = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_bucket_used_ratio",
+                                "Share of a ledger bucket in use now (1 - level/capacity, "
+                                "clamped to [0, 1]); for gauges, concurrency saturation.",
+                                bucket_label, NULL, 0);
     int bad = 0;
     for (int i = 0; i < NCOUNTERS; i++) {
         x->counter[i] = sl_metrics_family(m, SL_METRIC_COUNTER, counters[i].name,
@@ -215,7 +305,9 @@ static int exporter_init(exporter_t *x, sl_metrics_t *m)
         sl_metrics_add(m, x->results, v, 0);
     }
     return bad || x->results < 0 || x->queue < 0 || x->leased < 0 || x->delayed < 0 ||
-                   x->level < 0 || x->capacity < 0
+                   x->level < 0 || x->capacity < 0 || x->admitted < 0 ||
+                   x->admitted_tokens < 0 || x->refusals < 0 || x->provider < 0 ||
+                   x->queue_wait < 0 || x->attempts < 0 || x->held < 0 || x->used < 0
                ? -1
                : 0;
 }
@@ -247,6 +339,7 @@ static void exporter_update(exporter_t *x, sl_sched_t *sched, const sl_config_t 
     x->last = st;
     sl_metrics_set(x->m, x->leased, NULL, (double)st.leased);
     sl_metrics_set(x->m, x->delayed, NULL, (double)st.delayed);
+    sl_metrics_set(x->m, x->held, NULL, (double)st.held);
     for (int r = 0; r < cfg->nroutes; r++) {
         for (int c = 0; c < SL_CLASS_COUNT; c++) {
             const char *v[] = {cfg->routes[r].name, sl_class_name((sl_class_t)c)};
@@ -266,6 +359,8 @@ static void exporter_update(exporter_t *x, sl_sched_t *sched, const sl_config_t 
         const char *v[] = {id};
         sl_metrics_set(x->m, x->level, v, level);
         sl_metrics_set(x->m, x->capacity, v, capacity);
+        double used = capacity > 0 ? 1.0 - level / capacity : 0;
+        sl_metrics_set(x->m, x->used, v, used < 0 ? 0 : used > 1 ? 1 : used);
     }
 }
 
@@ -366,9 +461,22 @@ int main(int argc, char **argv)
 
     sl_metrics_t *metrics = sl_proc_metrics(&opts, cfg->sched_metrics_listen);
     exporter_t exporter;
-    if (metrics == NULL || exporter_init(&exporter, metrics) != 0) {
+    if (metrics == NULL || exporter_init(&exporter, metrics, (const sl_config_t **)&cfg) != 0) {
         fprintf(stderr, "sluice-scheduler: cannot set up metrics\n");
         return 1;
+    }
+    sl_sched_observe(sched, &observer, &exporter);
+    sl_admin_t *admin = NULL;
+    sl_api_t api = {&sched, (const sl_config_t **)&cfg, store, sl_now_ms};
+    if (cfg->admin_listen[0] != '\0') {
+        int port = 0;
+        if (sl_admin_start(cfg->admin_listen, &admin, &port, err, sizeof err) != SL_OK)
+            sl_warn("admin API not served: %s", err);
+        else
+            sl_info("admin API on http://%s/v1/ (port %d)%s", cfg->admin_listen, port,
+                    cfg->nadmin_keys == 0 ? "; no admin_keys in the config: every request "
+                                            "is refused"
+                                          : "");
     }
     int64_t last_export = 0;
     int64_t next_wait = 1;
@@ -448,6 +556,7 @@ int main(int argc, char **argv)
         }
         if (sl_reload_requested())
             reload(&cfg, store, &sched);
+        sl_admin_poll(admin, sl_api_handle, &api);
         if (now - last_export >= 1000) {
             exporter_update(&exporter, sched, cfg, now);
             last_export = now;
@@ -471,6 +580,7 @@ int main(int argc, char **argv)
         }
     }
     sl_info("scheduler stopping");
+    sl_admin_stop(admin);
     rd_kafka_flush(prod, 10000);
     /* Acknowledged results can leave the outbox now; unacknowledged ones go out next start. */
     if (ob.nacked > 0 && sl_store_begin(store) == SL_OK) {

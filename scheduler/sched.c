@@ -49,8 +49,9 @@ static const char *const rule_names[RULE_COUNT_] = {
     "keep",         "actual_total", "actual_input", "actual_input_uncached", "actual_output",
     "actual_spend", "release",      "receipt_max",  "receipt_sum"};
 
-/* J_ORPHAN: the config no longer knows the job's tenant or route; it is only ever finished. */
-typedef enum { J_QUEUED = 0, J_DELAYED, J_LEASED, J_ORPHAN } jstate_t;
+/* J_ORPHAN: the config no longer knows the job's tenant or route; it is only ever finished.
+ * J_HELD: queued, but its tenant or key is paused (admin API): kept out of the DRR. */
+typedef enum { J_QUEUED = 0, J_DELAYED, J_LEASED, J_ORPHAN, J_HELD } jstate_t;
 
 /* What one lease holds in the ledger: its charges, how each is settled, and each bucket's
  * reserved total just before it (to read provider headers against). Allocated at lease. */
@@ -88,11 +89,21 @@ typedef struct {
     int *b;
 } path_t;
 
-/* Per bucket: the limit it enforces and on which side of the path it sits. */
+/* Per bucket: the limit it enforces (the config's, or an owned copy with a run-time limit) and
+ * on which side of the path it sits. */
 typedef struct {
     const sl_limit_cfg_t *limit;
+    const sl_limit_cfg_t *configured;
+    sl_limit_cfg_t *own; /* set by sl_sched_set_limit; limit points to it */
     int provider_side;
 } binfo_t;
+
+/* What the admin API can change about a tenant at run time. */
+typedef struct {
+    int64_t weight;
+    double guarantee;
+    int paused;
+} tenant_rt_t;
 
 /* Provider rate-limit headers name four dimensions; each maps to the deployment's own
  * per-minute bucket of that dimension. */
@@ -134,7 +145,11 @@ struct sl_sched {
     sl_hmap_t *key_index;    /* key id -> index + 1 (a job names its key by id) */
     sl_hmap_t *tenant_index; /* tenant name -> index + 1: every job is looked up by it */
     sl_hmap_t *jobs; /* id -> job_t*, every unfinished job */
-    joblist_t delayed, leased, orphans;
+    joblist_t delayed, leased, orphans, held;
+    tenant_rt_t *trt;      /* per tenant */
+    uint8_t *key_paused;   /* per key */
+    sl_sched_observer_t obs;
+    void *obs_arg;
     int64_t last_scan_ms, last_deadline_scan_ms, last_bucket_save_ms;
     sl_sched_msg_t *out;
     int nout, capout;
@@ -237,15 +252,25 @@ static int64_t job_cost(const sl_sched_t *s, const job_t *j);
 
 /* Queues j in its route's DRR: classes share by class weight, tenants within a class by tenant
  * weight, each job costs the tokens it will reserve, earliest deadline first within a flow. */
+static int is_paused(const sl_sched_t *s, const job_t *j)
+{
+    return s->trt[j->tenant].paused || (j->key >= 0 && s->key_paused[j->key]);
+}
+
 static sl_err_t enqueue(sl_sched_t *s, job_t *j, int front)
 {
     const sl_config_t *cfg = s->cfg;
+    if (is_paused(s, j)) {
+        j->state = J_HELD;
+        j->node = NULL;
+        return list_add(&s->held, j);
+    }
     sl_drr_place_t p = {
         .group = j->cls,
         .group_quantum = cfg->drr_quantum_tokens * cfg->classes[j->cls].weight,
         .flow = flow_of(j),
-        .quantum = cfg->drr_quantum_tokens * cfg->tenants[j->tenant].weight,
-        .share = cfg->tenants[j->tenant].guarantee,
+        .quantum = cfg->drr_quantum_tokens * s->trt[j->tenant].weight,
+        .share = s->trt[j->tenant].guarantee,
         .cost = job_cost(s, j),
         .key = j->deadline_ms,
     };
@@ -277,6 +302,8 @@ static void unplace(sl_sched_t *s, job_t *j)
         list_del(&s->leased, j);
     } else if (j->state == J_ORPHAN) {
         list_del(&s->orphans, j);
+    } else if (j->state == J_HELD) {
+        list_del(&s->held, j);
     }
 }
 
@@ -353,6 +380,8 @@ static sl_err_t add_scope(sl_sched_t *s, const char *scope, const sl_limit_cfg_t
                 s->nbinfo = ncap;
             }
             s->binfo[b].limit = &limits[i];
+            s->binfo[b].configured = &limits[i];
+            s->binfo[b].own = NULL;
             s->binfo[b].provider_side = provider_side;
         }
         if (path->n >= MAX_CHARGES) {
@@ -732,6 +761,176 @@ static void restore_job(const sl_store_row_t *row, void *arg)
     }
 }
 
+/* ---- run-time changes (admin API) ---- */
+
+/* Sets bucket b's limit (per period, in the config's terms) to limit, or back to the config's
+ * when limit is NAN, keeping what the bucket has admitted. */
+static sl_err_t set_limit(sl_sched_t *s, int b, double limit, int64_t now_ms)
+{
+    binfo_t *bi = &s->binfo[b];
+    const sl_limit_cfg_t *lc = bi->configured;
+    sl_limit_cfg_t *own = NULL;
+    if (!isnan(limit)) {
+        if (!(limit > 0) || isinf(limit))
+            return SL_EINVAL;
+        own = malloc(sizeof *own);
+        if (own == NULL)
+            return SL_ENOMEM;
+        *own = *bi->configured;
+        own->capacity = limit;
+        lc = own;
+    }
+    sl_bucket_spec_t spec = limit_spec(lc);
+    sl_err_t rc = sl_ledger_set_spec(s->ledger, b, &spec, now_ms);
+    if (rc != SL_OK) {
+        free(own);
+        return rc;
+    }
+    free(bi->own);
+    bi->own = own;
+    bi->limit = lc;
+    return SL_OK;
+}
+
+typedef struct {
+    sl_sched_t *s;
+    int64_t now_ms;
+    sl_err_t rc;
+} override_t;
+
+static void apply_override(const char *target, const char *field, double value, void *arg)
+{
+    override_t *o = arg;
+    sl_sched_t *s = o->s;
+    if (o->rc != SL_OK)
+        return;
+    if (strncmp(target, "bucket:", 7) == 0 && strcmp(field, "limit") == 0) {
+        int b = sl_ledger_find(s->ledger, target + 7);
+        if (b < 0)
+            sl_warn("run-time limit of %s not applied: the config has no such bucket",
+                    target + 7);
+        else if (set_limit(s, b, value, o->now_ms) != SL_OK)
+            sl_warn("run-time limit %g of %s not applied: invalid", value, target + 7);
+        return;
+    }
+    if (strncmp(target, "tenant:", 7) == 0) {
+        int t = tenant_of(s, target + 7);
+        if (t < 0) {
+            sl_warn("run-time %s of %s not applied: the config has no such tenant", field,
+                    target);
+        } else if (strcmp(field, "weight") == 0 && value >= 1) {
+            s->trt[t].weight = (int64_t)value;
+        } else if (strcmp(field, "guarantee") == 0 && value >= 0 && value <= 0.95) {
+            s->trt[t].guarantee = value;
+        } else if (strcmp(field, "paused") == 0) {
+            s->trt[t].paused = value != 0;
+        }
+        return;
+    }
+    if (strncmp(target, "key:", 4) == 0 && strcmp(field, "paused") == 0) {
+        intptr_t k = (intptr_t)sl_hmap_get(s->key_index, target + 4) - 1;
+        if (k < 0)
+            sl_warn("run-time pause of %s not applied: the config has no such key", target);
+        else
+            s->key_paused[k] = value != 0;
+    }
+}
+
+/* Applies the admin API's stored changes over the config (before jobs are restored, so that
+ * a paused tenant's jobs come back held). */
+static sl_err_t apply_overrides(sl_sched_t *s, int64_t now_ms)
+{
+    override_t o = {s, now_ms, SL_OK};
+    sl_err_t rc = sl_store_override_each(s->store, apply_override, &o);
+    return rc != SL_OK ? rc : o.rc;
+}
+
+typedef struct {
+    int tenant, key; /* the jobs to find: of this tenant, or (tenant < 0) of this key */
+    jstate_t state;
+    job_t **found;
+    int n, cap;
+    sl_err_t rc;
+} find_t;
+
+static void find_jobs(const char *id, void *value, void *arg)
+{
+    (void)id;
+    find_t *f = arg;
+    job_t *j = value;
+    if (j->state != f->state || j->orphan_tenant != NULL ||
+        (f->tenant >= 0 ? j->tenant != f->tenant : j->key != f->key))
+        return;
+    if (f->n == f->cap) {
+        int ncap = f->cap ? f->cap * 2 : 64;
+        job_t **nf = realloc(f->found, (size_t)ncap * sizeof *nf);
+        if (nf == NULL) {
+            f->rc = SL_ENOMEM;
+            return;
+        }
+        f->found = nf;
+        f->cap = ncap;
+    }
+    f->found[f->n++] = j;
+}
+
+/* Takes the queued jobs of a tenant (or, tenant < 0, of a key) out of line and queues them
+ * again: held when paused, in the DRR with the tenant's current weights otherwise. */
+static sl_err_t requeue(sl_sched_t *s, int tenant, int key)
+{
+    find_t f = {tenant, key, J_QUEUED, NULL, 0, 0, SL_OK};
+    sl_hmap_each(s->jobs, find_jobs, &f);
+    sl_err_t rc = f.rc;
+    for (int i = 0; rc == SL_OK && i < f.n; i++) {
+        unplace(s, f.found[i]);
+        rc = enqueue(s, f.found[i], 0);
+    }
+    free(f.found);
+    return rc;
+}
+
+sl_err_t sl_sched_set_limit(sl_sched_t *s, int bucket, double limit, int64_t now_ms)
+{
+    if (bucket < 0 || bucket >= sl_ledger_count(s->ledger))
+        return SL_EINVAL;
+    return set_limit(s, bucket, limit, now_ms);
+}
+
+sl_err_t sl_sched_set_share(sl_sched_t *s, int tenant, int64_t weight, double guarantee)
+{
+    if (tenant < 0 || tenant >= s->cfg->ntenants || weight < 1 || !(guarantee >= 0) ||
+        guarantee > 0.95)
+        return SL_EINVAL;
+    s->trt[tenant].weight = weight;
+    s->trt[tenant].guarantee = guarantee;
+    return requeue(s, tenant, -1);
+}
+
+sl_err_t sl_sched_set_paused(sl_sched_t *s, int tenant, int key, int paused)
+{
+    if (tenant >= s->cfg->ntenants || (tenant < 0 && (key < 0 || key >= s->cfg->nkeys)))
+        return SL_EINVAL;
+    if (tenant >= 0)
+        s->trt[tenant].paused = paused != 0;
+    else
+        s->key_paused[key] = (uint8_t)(paused != 0);
+    if (paused)
+        return requeue(s, tenant, key);
+    /* Held jobs that nothing pauses any more go back in line (by deadline within their flow,
+     * so the order they come back in does not matter). Walking down keeps the walk valid:
+     * list_del moves the last item, already seen, into the hole. */
+    for (int i = s->held.n - 1; i >= 0; i--) {
+        job_t *j = s->held.items[i];
+        if (is_paused(s, j))
+            continue;
+        list_del(&s->held, j);
+        sl_err_t rc = enqueue(s, j, 0);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return SL_OK;
+}
+
 /* ---- lifecycle ---- */
 
 static sl_err_t load_schema(const sl_config_t *cfg, const char *name, sl_schema_t **out,
@@ -770,11 +969,19 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_si
     s->key_index = sl_hmap_new();
     s->tenant_index = sl_hmap_new();
     s->jobs = sl_hmap_new();
+    s->trt = calloc((size_t)cfg->ntenants + 1, sizeof *s->trt);
+    s->key_paused = calloc((size_t)cfg->nkeys + 1, sizeof *s->key_paused);
     rc = SL_ENOMEM;
     if (s->ledger == NULL || s->calib == NULL || s->deps == NULL || s->routes == NULL ||
         s->tenant_paths == NULL || s->key_paths == NULL || s->key_index == NULL ||
-        s->tenant_index == NULL || s->jobs == NULL)
+        s->tenant_index == NULL || s->jobs == NULL || s->trt == NULL || s->key_paused == NULL)
         goto fail;
+    for (int t = 0; t < cfg->ntenants; t++) {
+        s->trt[t].weight = cfg->tenants[t].weight;
+        s->trt[t].guarantee = cfg->tenants[t].guarantee;
+    }
+    for (int k = 0; k < cfg->nkeys; k++)
+        s->key_paused[k] = (uint8_t)cfg->keys[k].paused;
     for (int k = 0; k < cfg->nkeys; k++) {
         if (sl_hmap_put(s->key_index, cfg->keys[k].id, (void *)(intptr_t)(k + 1)) != SL_OK)
             goto fail;
@@ -793,6 +1000,8 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_si
     rc = build_buckets(s, now_ms, err, errlen);
     if (rc == SL_OK)
         rc = restore_buckets(s, exact, now_ms);
+    if (rc == SL_OK)
+        rc = apply_overrides(s, now_ms);
     if (rc != SL_OK) {
         if (err[0] == '\0')
             snprintf(err, errlen, "building the ledger: %s", sl_strerror(rc));
@@ -854,6 +1063,8 @@ sl_err_t sl_sched_reload(sl_sched_t **sp, const sl_config_t *cfg, int64_t now_ms
     }
     fresh->st = old->st;
     fresh->st.queued = fresh->st.delayed = fresh->st.leased = 0;
+    fresh->obs = old->obs;
+    fresh->obs_arg = old->obs_arg;
     fresh->res_counter = old->res_counter;
     sl_sched_free(old);
     *sp = fresh;
@@ -889,7 +1100,12 @@ void sl_sched_free(sl_sched_t *s)
     free(s->key_paths);
     sl_hmap_free(s->key_index);
     sl_hmap_free(s->tenant_index);
+    for (int b = 0; s->binfo != NULL && s->ledger != NULL && b < sl_ledger_count(s->ledger); b++)
+        free(s->binfo[b].own);
     free(s->binfo);
+    free(s->trt);
+    free(s->key_paused);
+    free(s->held.items);
     sl_calib_free(s->calib);
     free(s->delayed.items);
     free(s->leased.items);
@@ -989,6 +1205,8 @@ static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_
         s->st.cancelled++;
     else
         s->st.failed++;
+    if (s->obs.finished != NULL)
+        s->obs.finished(s->obs_arg, j->cls, o->status, j->attempts);
     unplace(s, j);
     if (sl_hmap_get(s->jobs, j->id) == j)
         sl_hmap_del(s->jobs, j->id);
@@ -1067,6 +1285,31 @@ static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, const char *reason, in
                  tenant, (long long)s->cfg->classes[j->cls].max_queue, cls, cls);
         s->st.queue_full++;
     }
+    return finish(s, j, &o, now_ms);
+}
+
+/* Refuses a new job of a paused tenant or key (admin API): retryable once resumed. */
+static sl_err_t refuse_paused(sl_sched_t *s, job_t *j, int64_t now_ms)
+{
+    int tenant_paused = s->trt[j->tenant].paused;
+    const char *tenant = s->cfg->tenants[j->tenant].name;
+    char limiter[320], scope[256];
+    if (tenant_paused) {
+        snprintf(scope, sizeof scope, "tenant:%s", tenant);
+    } else {
+        snprintf(scope, sizeof scope, "key:%s", s->cfg->keys[j->key].id);
+    }
+    snprintf(limiter, sizeof limiter, "%s:paused", scope);
+    outcome_t o;
+    outcome_init(&o, "rejected");
+    o.err_type = "policy";
+    o.err_reason = tenant_paused ? "tenant_paused" : "key_paused";
+    o.decision = "rejected_locally";
+    o.limiter = limiter;
+    o.scope = scope;
+    o.retryable = 1;
+    snprintf(o.err_message, sizeof o.err_message,
+             "%s is paused by an operator: no new jobs are taken until it is resumed", scope);
     return finish(s, j, &o, now_ms);
 }
 
@@ -1209,6 +1452,14 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     }
     if (orphan)
         return fail_orphan(s, j, "rejected", now_ms);
+    if (is_paused(s, j)) {
+        /* Forgotten like a full queue's refusal, so the same job may come again once resumed. */
+        char job_id[sizeof j->id];
+        memcpy(job_id, j->id, sizeof job_id);
+        sl_hmap_del(s->jobs, j->id);
+        rc = refuse_paused(s, j, now_ms); /* frees j */
+        return rc == SL_OK ? sl_store_job_forget(s->store, job_id) : rc;
+    }
     if (queue_full(s, j) && s->cfg->classes[j->cls].overload == SL_OVERLOAD_SHED) {
         /* Shed: the queued job of this tenant and class with the latest deadline makes room,
          * when it is due later than the new one. */
@@ -1477,6 +1728,10 @@ static sl_err_t lease(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
         return rc;
     }
     s->st.dispatched++;
+    if (s->obs.leased != NULL)
+        s->obs.leased(s->obs_arg, j->tenant, j->route, j->cls, d,
+                      (double)(h->est_input + h->est_output),
+                      j->attempts == 1 ? now_ms - j->submitted_ms : -1);
     return emit(s, SL_MSG_DISPATCH, cfg->kafka.topic_dispatch, j->id, value, 0);
 }
 
@@ -1707,6 +1962,8 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             }
             if (rc != SL_ENOROOM)
                 return rc;
+            if (s->obs.refused != NULL)
+                s->obs.refused(s->obs_arg, sl_ledger_id(s->ledger, why.bucket));
             int quota_beyond = is_quota(s, why.bucket) &&
                                (why.wait_ms == INT64_MAX || now_ms + why.wait_ms > j->deadline_ms);
             if (quota_beyond) {
@@ -2002,6 +2259,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         goto out;
     }
     apply_headers(s, j, json_object_get(doc, "ratelimit"), now_ms);
+    if (s->obs.provider != NULL)
+        s->obs.provider(s->obs_arg, dep_name, outcome);
     int64_t reserved_input = j->held != NULL ? j->held->est_input : j->est_input;
     int64_t reserved_output = j->held != NULL ? j->held->est_output : j->est_output;
     rc = settle(s, j, in >= 0 ? END_USAGE : END_NO_USAGE, "reconciled", in, out, cached, outcome,
@@ -2199,6 +2458,7 @@ void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out)
     *out = s->st;
     out->leased = s->leased.n;
     out->delayed = s->delayed.n;
+    out->held = s->held.n;
     size_t queued = 0;
     for (int r = 0; r < s->cfg->nroutes; r++)
         queued += sl_drr_len(s->routes[r].drr);
@@ -2223,4 +2483,141 @@ void sl_sched_bucket(sl_sched_t *s, int i, int64_t now_ms, const char **id, doub
     *id = sl_ledger_id(s->ledger, i);
     *level = sl_ledger_level(s->ledger, i, now_ms);
     *capacity = sl_ledger_capacity(s->ledger, i);
+}
+
+void sl_sched_observe(sl_sched_t *s, const sl_sched_observer_t *obs, void *arg)
+{
+    memset(&s->obs, 0, sizeof s->obs);
+    if (obs != NULL)
+        s->obs = *obs;
+    s->obs_arg = arg;
+}
+
+/* ---- inspection (admin API) ---- */
+
+int sl_sched_bucket_find(const sl_sched_t *s, const char *id)
+{
+    return sl_ledger_find(s->ledger, id);
+}
+
+void sl_sched_bucket_info(sl_sched_t *s, int b, int64_t now_ms, sl_sched_bucket_info_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->id = sl_ledger_id(s->ledger, b);
+    out->limit = s->binfo[b].limit;
+    out->configured = s->binfo[b].configured;
+    out->overridden = s->binfo[b].own != NULL;
+    out->provider_side = s->binfo[b].provider_side;
+    out->level = sl_ledger_level(s->ledger, b, now_ms);
+    out->capacity = sl_ledger_capacity(s->ledger, b);
+    out->reset_ms = sl_ledger_reset_ms(s->ledger, b, now_ms);
+}
+
+const int *sl_sched_tenant_path(const sl_sched_t *s, int tenant, int *n)
+{
+    *n = s->tenant_paths[tenant].n;
+    return s->tenant_paths[tenant].b;
+}
+
+const int *sl_sched_key_path(const sl_sched_t *s, int key, int *n)
+{
+    *n = s->key_paths[key].n;
+    return s->key_paths[key].b;
+}
+
+const int *sl_sched_deployment_path(const sl_sched_t *s, int d, int *n)
+{
+    *n = s->deps[d].path.n;
+    return s->deps[d].path.b;
+}
+
+void sl_sched_tenants_info(const sl_sched_t *s, sl_sched_tenant_info_t *out)
+{
+    const sl_config_t *cfg = s->cfg;
+    for (int t = 0; t < cfg->ntenants; t++) {
+        sl_sched_tenant_info_t *ti = &out[t];
+        memset(ti, 0, sizeof *ti);
+        ti->weight = s->trt[t].weight;
+        ti->guarantee = s->trt[t].guarantee;
+        ti->paused = s->trt[t].paused;
+        for (int c = 0; c < SL_CLASS_COUNT; c++) {
+            for (int r = 0; r < cfg->nroutes; r++)
+                ti->queued[c] += (int64_t)sl_drr_flow_len(s->routes[r].drr, t * SL_CLASS_COUNT + c);
+        }
+    }
+    const joblist_t *lists[] = {&s->held, &s->delayed, &s->leased};
+    for (int l = 0; l < 3; l++) {
+        for (int i = 0; i < lists[l]->n; i++) {
+            const job_t *j = lists[l]->items[i];
+            if (j->orphan_tenant != NULL)
+                continue;
+            if (l == 0)
+                out[j->tenant].held++;
+            else if (l == 1)
+                out[j->tenant].delayed++;
+            else
+                out[j->tenant].in_flight++;
+        }
+    }
+}
+
+int sl_sched_key_paused(const sl_sched_t *s, int key)
+{
+    return key >= 0 && key < s->cfg->nkeys && s->key_paused[key];
+}
+
+void sl_sched_deployments_info(const sl_sched_t *s, int64_t now_ms, int *in_flight,
+                               int64_t *paused_ms)
+{
+    for (int d = 0; d < s->cfg->ndeployments; d++) {
+        in_flight[d] = 0;
+        int64_t p = s->deps[d].paused_until_ms - now_ms;
+        paused_ms[d] = p > 0 ? p : 0;
+    }
+    for (int i = 0; i < s->leased.n; i++) {
+        int d = s->leased.items[i]->deployment;
+        if (d >= 0 && d < s->cfg->ndeployments)
+            in_flight[d]++;
+    }
+}
+
+int64_t sl_sched_route_blocked_ms(const sl_sched_t *s, int route, int64_t now_ms)
+{
+    int64_t b = s->routes[route].blocked_until_ms - now_ms;
+    return b > 0 && sl_drr_len(s->routes[route].drr) > 0 ? b : 0;
+}
+
+int sl_sched_job_info(sl_sched_t *s, const char *job_id, int64_t now_ms,
+                      sl_sched_job_info_t *out)
+{
+    static const char *const names[] = {"queued", "delayed", "leased", "orphan", "held"};
+    memset(out, 0, sizeof *out);
+    out->wait_ms = -1;
+    out->deployment = -1;
+    job_t *j = sl_hmap_get(s->jobs, job_id);
+    if (j == NULL)
+        return 0;
+    out->state = names[j->state];
+    out->tenant = j->orphan_tenant != NULL ? -1 : j->tenant;
+    out->route = j->orphan_route != NULL ? -1 : j->route;
+    out->cls = j->cls;
+    out->attempts = j->attempts;
+    out->submitted_ms = j->submitted_ms;
+    out->deadline_ms = j->deadline_ms;
+    if (j->state == J_DELAYED)
+        out->not_before_ms = j->not_before_ms;
+    if (j->state == J_LEASED) {
+        out->deployment = j->deployment;
+        out->lease_expires_ms = j->lease_expires_ms;
+    }
+    if (j->state == J_QUEUED)
+        out->wait_ms = why_waiting(s, j, now_ms, out->limiter, sizeof out->limiter);
+    if (j->state == J_HELD) {
+        if (s->trt[j->tenant].paused)
+            snprintf(out->limiter, sizeof out->limiter, "tenant:%s:paused",
+                     s->cfg->tenants[j->tenant].name);
+        else if (j->key >= 0)
+            snprintf(out->limiter, sizeof out->limiter, "key:%s:paused", s->cfg->keys[j->key].id);
+    }
+    return 1;
 }

@@ -46,6 +46,10 @@ enum {
     Q_COUNT_JOBS,
     Q_COUNT_RES,
     Q_COUNTER_ADD,
+    Q_OVERRIDE_PUT,
+    Q_OVERRIDE_DEL,
+    Q_OVERRIDE_EACH,
+    Q_JOB_LOOKUP,
     Q_COUNT_
 };
 
@@ -98,6 +102,12 @@ static const char *const sql_text[Q_COUNT_] = {
     [Q_COUNT_JOBS] = "SELECT COUNT(*) FROM jobs WHERE state = ?",
     [Q_COUNT_RES] = "SELECT n FROM counters WHERE name = 'open_reservations'",
     [Q_COUNTER_ADD] = "UPDATE counters SET n = n + ? WHERE name = 'open_reservations'",
+    [Q_OVERRIDE_PUT] = "INSERT OR REPLACE INTO overrides (target, field, value, updated_ms)"
+                       " VALUES (?,?,?,?)",
+    [Q_OVERRIDE_DEL] = "DELETE FROM overrides WHERE target = ? AND field = ?",
+    [Q_OVERRIDE_EACH] = "SELECT target, field, value FROM overrides ORDER BY target, field",
+    [Q_JOB_LOOKUP] = "SELECT tenant, route, class, state, status, attempts, submitted_ms,"
+                     " deadline_ms, deployment, result_json FROM jobs WHERE job_id = ?",
 };
 
 struct sl_store {
@@ -785,4 +795,72 @@ int64_t sl_store_count_open_reservations(sl_store_t *s)
     if (n >= 0 && !sqlite3_get_autocommit(s->db))
         n += s->open_delta; /* this transaction's, written at commit */
     return n;
+}
+
+sl_err_t sl_store_override_put(sl_store_t *s, const char *target, const char *field,
+                               double value, int64_t now_ms)
+{
+    return run(s, bind(s, Q_OVERRIDE_PUT, "ssdI", target, field, value, now_ms), "override put");
+}
+
+sl_err_t sl_store_override_del(sl_store_t *s, const char *target, const char *field)
+{
+    return run(s, bind(s, Q_OVERRIDE_DEL, "ss", target, field), "override delete");
+}
+
+sl_err_t sl_store_override_each(sl_store_t *s,
+                                void (*fn)(const char *target, const char *field, double value,
+                                           void *arg),
+                                void *arg)
+{
+    sqlite3_stmt *st = bind(s, Q_OVERRIDE_EACH, "");
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW)
+        fn((const char *)sqlite3_column_text(st, 0), (const char *)sqlite3_column_text(st, 1),
+           sqlite3_column_double(st, 2), arg);
+    sl_err_t rc = step == SQLITE_DONE ? SL_OK : db_err(s, "override each");
+    sqlite3_reset(st);
+    return rc;
+}
+
+void sl_store_job_info_free(sl_store_job_info_t *info)
+{
+    free(info->tenant);
+    free(info->route);
+    free(info->cls);
+    free(info->state);
+    free(info->status);
+    free(info->deployment);
+    free(info->result_json);
+    memset(info, 0, sizeof *info);
+}
+
+sl_err_t sl_store_job_lookup(sl_store_t *s, const char *job_id, sl_store_job_info_t *info)
+{
+    memset(info, 0, sizeof *info);
+    sqlite3_stmt *st = bind(s, Q_JOB_LOOKUP, "s", job_id);
+    int step = sqlite3_step(st);
+    sl_err_t rc = SL_ENOTFOUND;
+    if (step == SQLITE_ROW) {
+        info->tenant = column_dup(st, 0);
+        info->route = column_dup(st, 1);
+        info->cls = column_dup(st, 2);
+        info->state = column_dup(st, 3);
+        info->status = sqlite3_column_type(st, 4) != SQLITE_NULL ? column_dup(st, 4) : NULL;
+        info->attempts = sqlite3_column_int(st, 5);
+        info->submitted_ms = sqlite3_column_int64(st, 6);
+        info->deadline_ms = sqlite3_column_int64(st, 7);
+        info->deployment = sqlite3_column_type(st, 8) != SQLITE_NULL ? column_dup(st, 8) : NULL;
+        info->result_json = sqlite3_column_type(st, 9) != SQLITE_NULL ? column_dup(st, 9) : NULL;
+        rc = info->tenant != NULL && info->route != NULL && info->cls != NULL &&
+                     info->state != NULL
+                 ? SL_OK
+                 : SL_ENOMEM;
+        if (rc != SL_OK)
+            sl_store_job_info_free(info);
+    } else if (step != SQLITE_DONE) {
+        rc = db_err(s, "job lookup");
+    }
+    sqlite3_reset(st);
+    return rc;
 }

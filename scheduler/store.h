@@ -156,4 +156,27 @@ sl_err_t sl_store_estimate_record(sl_store_t *s, const char *route, const char *
 int64_t sl_store_count_jobs(sl_store_t *s, const char *state);
 int64_t sl_store_count_open_reservations(sl_store_t *s);
 
+/* Run-time changes from the admin API (schema/ledger.sql, table overrides): put replaces,
+ * del removes (no error when absent), each calls fn for every row (strings live until fn
+ * returns). */
+sl_err_t sl_store_override_put(sl_store_t *s, const char *target, const char *field,
+                               double value, int64_t now_ms);
+sl_err_t sl_store_override_del(sl_store_t *s, const char *target, const char *field);
+sl_err_t sl_store_override_each(sl_store_t *s,
+                                void (*fn)(const char *target, const char *field, double value,
+                                           void *arg),
+                                void *arg);
+
+/* A job's row as the admin API shows it; strings owned (free with sl_store_job_info_free);
+ * status, deployment and result_json may be NULL. */
+typedef struct {
+    char *tenant, *route, *cls, *state, *status, *deployment, *result_json;
+    int attempts;
+    int64_t submitted_ms, deadline_ms;
+} sl_store_job_info_t;
+
+/* SL_ENOTFOUND when the job is not in the store. */
+sl_err_t sl_store_job_lookup(sl_store_t *s, const char *job_id, sl_store_job_info_t *info);
+void sl_store_job_info_free(sl_store_job_info_t *info);
+
 #endif

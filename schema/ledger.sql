@@ -134,3 +134,15 @@ CREATE TABLE IF NOT EXISTS estimate_stats (
     real_output INTEGER NOT NULL,
     PRIMARY KEY (route, class, deployment)
 );
+
+-- Changes made at run time through the admin API (bucket limits, tenant weights, guarantees,
+-- pauses). They win over the config, survive restarts and reloads, and are applied whenever the
+-- scheduler builds its ledger. target: "bucket:<bucket id>", "tenant:<name>" or "key:<id>";
+-- field: "limit", "weight", "guarantee", "paused".
+CREATE TABLE IF NOT EXISTS overrides (
+    target     TEXT NOT NULL,
+    field      TEXT NOT NULL,
+    value      REAL NOT NULL,
+    updated_ms INTEGER NOT NULL,
+    PRIMARY KEY (target, field)
+) WITHOUT ROWID;

@@ -222,6 +222,38 @@ char *h_http_text(const char *url)
     return b.data;
 }
 
+json_t *h_http_call(const char *method, const char *url, const char *bearer, const char *body,
+                    long *status)
+{
+    CURL *c = curl_easy_init();
+    buf_t b = {NULL, 0};
+    struct curl_slist *hdrs = NULL;
+    char auth[512];
+    if (bearer != NULL) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", bearer);
+        hdrs = curl_slist_append(hdrs, auth);
+    }
+    if (body != NULL) {
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    }
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 15000L);
+    CURLcode rc = curl_easy_perform(c);
+    *status = 0;
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(hdrs);
+    json_t *doc = b.data != NULL ? json_loads(b.data, 0, NULL) : NULL;
+    free(b.data);
+    return doc;
+}
+
 json_t *h_http_json(const char *url)
 {
     char *text = h_http_text(url);

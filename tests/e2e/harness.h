@@ -41,6 +41,10 @@ int h_wait_file(const char *path, int timeout_ms);
 
 /* GET url; returns the parsed JSON body or NULL. */
 json_t *h_http_json(const char *url);
+/* method url with "Authorization: Bearer <bearer>" (when not NULL) and a JSON body (when not
+ * NULL); *status gets the HTTP status (0: no answer). Returns the parsed body, or NULL. */
+json_t *h_http_call(const char *method, const char *url, const char *bearer, const char *body,
+                    long *status);
 /* GET url; returns the body of a 200 answer (caller frees) or NULL. */
 char *h_http_text(const char *url);
 /* Runs `promtool check metrics` on a /metrics text (written under the test directory); 0 when
