@@ -792,6 +792,81 @@ START_TEST(limits_scopes_and_contracts_load_and_are_checked)
 }
 END_TEST
 
+static json_t *admin_key(const char *id, const char *secret, const char *role)
+{
+    uint8_t h[32];
+    char hex[65];
+    sl_keyhash(secret, strlen(secret), h);
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", h[i]);
+    return json_pack("{s:s, s:s, s:s}", "id", id, "hash", hex, "role", role);
+}
+
+START_TEST(admin_keys_load_and_are_checked)
+{
+    /* a partner key by tenant name: loads, with the tenant's index */
+    json_t *root = example();
+    const char *tenant0 = json_string_value(json_object_get(at(root, "tenants", 0), "name"));
+    json_t *keys = json_array();
+    json_array_append_new(keys, admin_key("ops", "admin-secret-1", "admin"));
+    json_t *pk = admin_key("p", "partner-secret-1", "partner");
+    json_object_set_new(pk, "tenants", json_pack("[s]", tenant0));
+    json_array_append_new(keys, pk);
+    json_object_set_new(root, "admin_keys", keys);
+    sl_config_t *cfg = NULL;
+    char err[512];
+    ck_assert_msg(load_doc(root, &cfg, err, sizeof err) == SL_OK, "%s", err);
+    ck_assert_int_eq(cfg->nadmin_keys, 2);
+    ck_assert_int_eq(cfg->admin_keys[0].role, SL_ADMIN_ROLE_ADMIN);
+    ck_assert_int_eq(cfg->admin_keys[1].role, SL_ADMIN_ROLE_PARTNER);
+    ck_assert_int_eq(cfg->admin_keys[1].ntenants, 1);
+    ck_assert_int_eq(cfg->admin_keys[1].tenants[0], 0);
+    ck_assert_str_eq(cfg->admin_listen, "127.0.0.1:9320");
+    uint8_t h[32];
+    sl_keyhash("partner-secret-1", 16, h);
+    ck_assert_int_eq(sl_config_admin_key_by_hash(cfg, h), 1);
+    sl_keyhash("unknown", 7, h);
+    ck_assert_int_eq(sl_config_admin_key_by_hash(cfg, h), -1);
+    sl_config_free(cfg);
+
+    root = example();
+    keys = json_array();
+    json_array_append_new(keys, admin_key("x", "admin-secret-1", "root"));
+    json_object_set_new(root, "admin_keys", keys);
+    expect_config_error(root, "admin_keys[0]", "role");
+
+    root = example();
+    keys = json_array();
+    pk = admin_key("p", "partner-secret-1", "partner");
+    json_array_append_new(keys, pk);
+    json_object_set_new(root, "admin_keys", keys);
+    expect_config_error(root, "admin_keys[0]", "partner key needs");
+
+    root = example();
+    keys = json_array();
+    pk = admin_key("p", "partner-secret-1", "partner");
+    json_object_set_new(pk, "partner", json_string("partner:none"));
+    json_array_append_new(keys, pk);
+    json_object_set_new(root, "admin_keys", keys);
+    expect_config_error(root, "admin_keys[0]", "partner:none");
+
+    root = example();
+    keys = json_array();
+    json_t *ak = admin_key("ops", "admin-secret-1", "admin");
+    json_object_set_new(ak, "tenants", json_pack("[s]", tenant0));
+    json_array_append_new(keys, ak);
+    json_object_set_new(root, "admin_keys", keys);
+    expect_config_error(root, "admin_keys[0]", "role \"partner\"");
+
+    root = example();
+    keys = json_array();
+    json_array_append_new(keys, admin_key("a", "admin-secret-1", "admin"));
+    json_array_append_new(keys, admin_key("b", "admin-secret-1", "admin"));
+    json_object_set_new(root, "admin_keys", keys);
+    expect_config_error(root, "admin_keys[1]", "duplicate");
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -827,6 +902,7 @@ static Suite *config_suite(void)
     tcase_add_test(bad, malformed_file_is_a_parse_error);
     tcase_add_test(bad, error_text_is_truncated_to_the_buffer);
     tcase_add_test(bad, limits_scopes_and_contracts_load_and_are_checked);
+    tcase_add_test(bad, admin_keys_load_and_are_checked);
     suite_add_tcase(s, bad);
     return s;
 }

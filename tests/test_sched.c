@@ -1884,6 +1884,175 @@ START_TEST(receipt_count_above_the_reservation_becomes_debt)
 }
 END_TEST
 
+/* ---- run-time changes (admin API) ---- */
+
+static int64_t held_of(env_t *e, int tenant)
+{
+    sl_sched_tenant_info_t ti[2];
+    sl_sched_tenants_info(e->sched, ti);
+    return ti[tenant].held;
+}
+
+START_TEST(paused_tenant_is_held_and_resumed)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-a1", "acme", T0);
+    feed_job(&e, "job-a2", "acme", T0);
+    feed_job(&e, "job-g1", "globex", T0);
+    /* acme is paused before its turn: nothing of it goes out, globex is served */
+    ck_assert_int_eq(sl_sched_set_paused(e.sched, 0, -1, 1), SL_OK);
+    ck_assert_int_eq(held_of(&e, 0), 2);
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 1);
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_DISPATCH, "job-g1"));
+    batch_free(&b);
+    /* the job says why it waits */
+    sl_sched_job_info_t ji;
+    ck_assert_int_eq(sl_sched_job_info(e.sched, "job-a1", T0, &ji), 1);
+    ck_assert_str_eq(ji.state, "held");
+    ck_assert_str_eq(ji.limiter, "tenant:acme:paused");
+    /* a new job of the paused tenant is refused at once, retryable, and not remembered */
+    feed_job(&e, "job-a3", "acme", T0 + 1);
+    b = take(&e);
+    json_t *r = find(&b, SL_MSG_RESULT, "job-a3");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "rejected");
+    ck_assert_str_eq(sget(json_object_get(r, "error"), "reason"), "tenant_paused");
+    ck_assert_str_eq(sget(json_object_get(r, "error"), "limiter"), "tenant:acme:paused");
+    ck_assert(json_is_true(json_object_get(json_object_get(r, "error"), "retryable")));
+    batch_free(&b);
+    /* held jobs still expire at their deadline */
+    ck_assert_int_eq(sl_sched_set_paused(e.sched, 0, -1, 0), SL_OK);
+    jobspec_t short_job = {"job-a4", "acme", NULL, T0 + 2, T0 + 1000, 150, 100};
+    feed_spec(&e, &short_job, T0 + 2);
+    ck_assert_int_eq(sl_sched_set_paused(e.sched, 0, -1, 1), SL_OK);
+    ck_assert_int_eq(held_of(&e, 0), 3);
+    b = step(&e, T0 + 2000);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0);
+    ck_assert_str_eq(sget(find(&b, SL_MSG_RESULT, "job-a4"), "status"), "expired");
+    batch_free(&b);
+    ck_assert_int_eq(held_of(&e, 0), 2);
+    /* resumed: both go out in the next round, and the refused job may come again */
+    ck_assert_int_eq(sl_sched_set_paused(e.sched, 0, -1, 0), SL_OK);
+    ck_assert_int_eq(held_of(&e, 0), 0);
+    b = step(&e, T0 + 60000);
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_DISPATCH, "job-a1"));
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_DISPATCH, "job-a2"));
+    batch_free(&b);
+    feed_job(&e, "job-a3", "acme", T0 + 60001);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.jobs_duplicate, 0);
+    ck_assert_int_eq(st.queued, 1);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(paused_key_holds_only_its_jobs)
+{
+    env_t e;
+    char hash[65];
+    uint8_t raw[32];
+    sl_keyhash("a-test-api-key", 14, raw);
+    sl_hex_encode(raw, sizeof raw, hash);
+    char top[256];
+    snprintf(top, sizeof top, "'keys': [{'id': 'key-1', 'tenant': 'acme', 'hash': '%s'}],",
+             hash);
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, top};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-a1", "acme", T0);  /* key-1 */
+    feed_job(&e, "job-g1", "globex", T0); /* names key-1, which is not globex's: no key */
+    ck_assert_int_eq(sl_sched_set_paused(e.sched, -1, 0, 1), SL_OK);
+    ck_assert_int_eq(sl_sched_key_paused(e.sched, 0), 1);
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 1);
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_DISPATCH, "job-g1"));
+    batch_free(&b);
+    sl_sched_job_info_t ji;
+    ck_assert_int_eq(sl_sched_job_info(e.sched, "job-a1", T0, &ji), 1);
+    ck_assert_str_eq(ji.limiter, "key:key-1:paused");
+    feed_job(&e, "job-a2", "acme", T0 + 1);
+    b = take(&e);
+    ck_assert_str_eq(sget(json_object_get(find(&b, SL_MSG_RESULT, "job-a2"), "error"), "reason"),
+                     "key_paused");
+    batch_free(&b);
+    ck_assert_int_eq(sl_sched_set_paused(e.sched, -1, 0, 0), SL_OK);
+    b = step(&e, T0 + 60000);
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_DISPATCH, "job-a1"));
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+/* dep-a's TPM bucket (600, margin 300) takes two jobs of 150 at a cold start; at a run-time
+ * limit of 6000 a minute (bucket 300, margin 150) only one. The change is stored like the
+ * admin API stores it, and a restart applies it again; NAN goes back to the config. */
+START_TEST(runtime_limit_applies_at_once_and_survives_a_restart)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    int b = sl_sched_bucket_find(e.sched, "deployment:dep-a:tpm");
+    ck_assert_int_ge(b, 0);
+    ck_assert_int_eq(sl_sched_set_limit(e.sched, b, -5, T0), SL_EINVAL);
+    ck_assert_int_eq(sl_sched_set_limit(e.sched, b, 6000, T0), SL_OK);
+    ck_assert_int_eq(sl_store_override_put(e.store, "bucket:deployment:dep-a:tpm", "limit", 6000,
+                                           T0),
+                     SL_OK);
+    sl_sched_bucket_info_t bi;
+    sl_sched_bucket_info(e.sched, b, T0, &bi);
+    ck_assert_int_eq(bi.overridden, 1);
+    ck_assert_double_eq(bi.limit->capacity, 6000);
+    ck_assert_double_eq(bi.configured->capacity, 12000);
+    ck_assert_double_eq_tol(bi.capacity, 300, 1e-9);
+    feed_job(&e, "job-1", "acme", T0);
+    feed_job(&e, "job-2", "acme", T0);
+    batch_t bt = step(&e, T0);
+    ck_assert_int_eq(count_kind(&bt, SL_MSG_DISPATCH), 1);
+    batch_free(&bt);
+    restart_with(&e, &o, T0 + 10);
+    b = sl_sched_bucket_find(e.sched, "deployment:dep-a:tpm");
+    sl_sched_bucket_info(e.sched, b, T0 + 10, &bi);
+    ck_assert_int_eq(bi.overridden, 1);
+    ck_assert_double_eq(bi.limit->capacity, 6000);
+    ck_assert_int_eq(sl_sched_set_limit(e.sched, b, NAN, T0 + 10), SL_OK);
+    sl_sched_bucket_info(e.sched, b, T0 + 10, &bi);
+    ck_assert_int_eq(bi.overridden, 0);
+    ck_assert_double_eq_tol(bi.capacity, 600, 1e-9);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(runtime_weight_and_pause_are_restored_from_the_store)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    ck_assert_int_eq(sl_sched_set_share(e.sched, 1, 3, 0.25), SL_OK);
+    ck_assert_int_eq(sl_sched_set_share(e.sched, 1, 0, 0.25), SL_EINVAL);
+    ck_assert_int_eq(sl_sched_set_share(e.sched, 1, 3, 0.99), SL_EINVAL);
+    ck_assert_int_eq(sl_store_override_put(e.store, "tenant:globex", "weight", 3, T0), SL_OK);
+    ck_assert_int_eq(sl_store_override_put(e.store, "tenant:globex", "guarantee", 0.25, T0),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_override_put(e.store, "tenant:acme", "paused", 1, T0), SL_OK);
+    ck_assert_int_eq(sl_store_override_put(e.store, "tenant:gone", "paused", 1, T0), SL_OK);
+    feed_job(&e, "job-a1", "acme", T0);
+    restart_with(&e, &o, T0 + 10);
+    sl_sched_tenant_info_t ti[2];
+    sl_sched_tenants_info(e.sched, ti);
+    ck_assert_int_eq(ti[1].weight, 3);
+    ck_assert_double_eq(ti[1].guarantee, 0.25);
+    ck_assert_int_eq(ti[0].paused, 1);
+    ck_assert_int_eq(ti[0].held, 1); /* the restored job came back held */
+    batch_t b = step(&e, T0 + 10);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0);
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
 static Suite *sched_suite(void)
 {
     Suite *s = suite_create("sched");
@@ -1924,6 +2093,10 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, shed_drops_the_queued_job_due_last);
     tcase_add_test(tc, batch_waits_while_busier_classes_have_work);
     tcase_add_test(tc, receipt_count_above_the_reservation_becomes_debt);
+    tcase_add_test(tc, paused_tenant_is_held_and_resumed);
+    tcase_add_test(tc, paused_key_holds_only_its_jobs);
+    tcase_add_test(tc, runtime_limit_applies_at_once_and_survives_a_restart);
+    tcase_add_test(tc, runtime_weight_and_pause_are_restored_from_the_store);
     suite_add_tcase(s, tc);
     return s;
 }
