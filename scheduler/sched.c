@@ -718,7 +718,8 @@ static void restore_job(const sl_store_row_t *row, void *arg)
     if (orphan) {
         /* The config no longer knows its tenant or route: it must not run as anyone else. It is
          * failed once restoring is over (sl_sched_new). */
-        sl_warn("restored job %s has tenant \"%s\" or route \"%s\" unknown to the config", j->id,
+        sl_logf(SL_LOG_WARN, "job", j->id,
+                "restored job %s has tenant \"%s\" or route \"%s\" unknown to the config", j->id,
                 row->tenant, row->route);
         j->orphan_tenant = strdup(row->tenant);
         j->orphan_route = strdup(row->route);
@@ -1323,11 +1324,12 @@ static sl_err_t on_cancel(sl_sched_t *s, json_t *doc, int64_t now_ms)
     job_t *j = sl_hmap_get(s->jobs, id);
     if (j == NULL || j->orphan_tenant != NULL ||
         strcmp(s->cfg->tenants[j->tenant].name, tenant) != 0) {
-        sl_info("cancel of job %s: not queued (unknown or finished)", id);
+        sl_logf(SL_LOG_INFO, "job", id, "cancel of job %s: not queued (unknown or finished)", id);
         return SL_OK;
     }
     if (j->state == J_LEASED) {
-        sl_info("cancel of job %s: already sent to a provider; it finishes normally", id);
+        sl_logf(SL_LOG_INFO, "job", id,
+                "cancel of job %s: already sent to a provider; it finishes normally", id);
         return SL_OK;
     }
     outcome_t o;
@@ -2338,7 +2340,8 @@ static sl_err_t expire_leases(sl_sched_t *s, int64_t now_ms)
         /* The dispatcher died or lost the call: its reservation stays charged (the call may
          * have reached the provider) and the job goes back in line. */
         s->st.lease_expired++;
-        sl_warn("lease of job %s (attempt %d) expired", j->id, j->attempts);
+        sl_logf(SL_LOG_WARN, "job", j->id, "lease of job %s (attempt %d) expired", j->id,
+                j->attempts);
         sl_err_t rc = settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "lease_expired", now_ms);
         if (rc == SL_OK)
             rc = retry_or_fail(s, j, 0, "lease_expired",

@@ -20,6 +20,19 @@ static const char usage_text[] =
     "                                     (reads the key from stdin when not given)\n"
     "  keygen SECRET_FILE PUBLIC_FILE     create a dispatch-signing key pair\n"
     "\n"
+    "operator commands (the scheduler's admin API; need an admin key):\n"
+    "  status [--once] [--interval S]     queues, buckets and tenants; live on a terminal\n"
+    "  pause tenant NAME | key ID         hold a tenant's or key's jobs; reject new ones\n"
+    "  resume tenant NAME | key ID        put held jobs back in line\n"
+    "  quota get [BUCKET_ID | --tenant NAME | --prefix P]\n"
+    "                                     limits, what is left, reset times\n"
+    "  quota set BUCKET_ID LIMIT|default  change a bucket's limit at run time\n"
+    "  quota set --tenant NAME weight=N guarantee=F daily_requests=N daily_tokens=N\n"
+    "                                     change a tenant's share or daily limits\n"
+    "  jobs JOB_ID                        a job's state and what holds it back\n"
+    "  They take --json, --admin URL (default $SLUICE_ADMIN_URL, else the config's\n"
+    "  scheduler.admin_listen) and --admin-key-file FILE (default $SLUICE_ADMIN_KEY).\n"
+    "\n"
     "The config (default $SLUICE_CONFIG or examples/sluice.json) tells where Kafka is.\n"
     "`sluice COMMAND --help` describes each command.\n";
 
@@ -79,6 +92,22 @@ int main(int argc, char **argv)
             rc = sl_cli_cancel(cfg, opts.nrest - 1, opts.rest + 1);
         else
             rc = sl_cli_results(cfg, opts.nrest - 1, opts.rest + 1);
+        sl_config_free(cfg);
+    } else if (strcmp(cmd, "status") == 0 || strcmp(cmd, "pause") == 0 ||
+               strcmp(cmd, "resume") == 0 || strcmp(cmd, "quota") == 0 ||
+               strcmp(cmd, "jobs") == 0) {
+        opts.log_level = "warn";
+        sl_config_t *cfg = sl_proc_start("cli", &opts);
+        int argc_cmd = opts.nrest - 1;
+        char **argv_cmd = opts.rest + 1;
+        if (strcmp(cmd, "status") == 0)
+            rc = sl_cli_status(cfg, argc_cmd, argv_cmd);
+        else if (strcmp(cmd, "pause") == 0 || strcmp(cmd, "resume") == 0)
+            rc = sl_cli_pause(cfg, strcmp(cmd, "resume") == 0, argc_cmd, argv_cmd);
+        else if (strcmp(cmd, "quota") == 0)
+            rc = sl_cli_quota(cfg, argc_cmd, argv_cmd);
+        else
+            rc = sl_cli_jobs(cfg, argc_cmd, argv_cmd);
         sl_config_free(cfg);
     } else {
         fprintf(stderr, "sluice: unknown command %s\n%s", cmd, usage_text);

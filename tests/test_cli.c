@@ -1,0 +1,696 @@
+/* test_cli.c - the text side of the admin commands (ops/cli/admin.h): fixtures shaped exactly
+ * as scheduler/ADMIN-API.md describes go through the renderers, and the tests read the text
+ * that comes out (bars, percentages, reset times, the tenant table and its truncation, a
+ * partner's status without pools, job explanations), the `quota set` body builder (`default`
+ * is JSON null) and the percent-encoding of path segments. No network is involved.
+ */
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../ops/cli/admin.h"
+
+/* 2026-12-03 12:13:20 UTC: the scheduler's clock in every fixture. */
+#define NOW_MS 1796300000000LL
+
+/* An admin's status: one pool with two deployments. sim-a's tpm has a run-time override; sim-b
+ * is paused after a 429 and its bucket is untouched. */
+static const char status_admin_json[] =
+    "{\"now_ms\": 1796300000000, \"role\": \"admin\","
+    " \"totals\": {\"queued\": 126, \"held\": 0, \"delayed\": 2, \"in_flight\": 6},"
+    " \"pools\": [{\"route\": \"default\","
+    "   \"queued\": {\"interactive\": 0, \"standard\": 3, \"partner\": 0, \"batch\": 123},"
+    "   \"blocked_ms\": 0,"
+    "   \"deployments\": ["
+    "     {\"name\": \"sim-a\", \"in_flight\": 4, \"paused_ms\": 0, \"buckets\": ["
+    "       {\"id\": \"deployment:sim-a:rpm\", \"scope\": \"deployment:sim-a\", \"name\": \"rpm\","
+    "        \"dimension\": \"requests\", \"algorithm\": \"token_bucket\", \"strict\": false,"
+    "        \"limit\": 500, \"period_ms\": 60000, \"configured_limit\": 500,"
+    "        \"override\": false, \"capacity\": 500, \"level\": 345, \"used\": 0.31,"
+    "        \"reset_ms\": 1796300012300},"
+    "       {\"id\": \"deployment:sim-a:tpm\", \"scope\": \"deployment:sim-a\", \"name\": \"tpm\","
+    "        \"dimension\": \"total_tokens\", \"algorithm\": \"token_bucket\", \"strict\": false,"
+    "        \"limit\": 100000, \"period_ms\": 60000, \"configured_limit\": 80000,"
+    "        \"override\": true, \"capacity\": 16666.7, \"level\": 8000.5, \"used\": 0.52,"
+    "        \"reset_ms\": 1796300028000}]},"
+    "     {\"name\": \"sim-b\", \"in_flight\": 2, \"paused_ms\": 2500, \"buckets\": ["
+    "       {\"id\": \"deployment:sim-b:tpm\", \"scope\": \"deployment:sim-b\", \"name\": \"tpm\","
+    "        \"dimension\": \"total_tokens\", \"algorithm\": \"token_bucket\", \"strict\": false,"
+    "        \"limit\": 2000000, \"period_ms\": 60000, \"configured_limit\": 2000000,"
+    "        \"override\": false, \"capacity\": 333333.3, \"level\": 333333.3, \"used\": 0,"
+    "        \"reset_ms\": 1796300000000}]}]}],"
+    " \"tenants\": ["
+    "   {\"tenant\": \"acme\", \"weight\": 1, \"guarantee\": 0.2, \"paused\": false,"
+    "    \"configured_weight\": 1, \"configured_guarantee\": 0.2,"
+    "    \"queued\": {\"interactive\": 0, \"standard\": 3, \"partner\": 0, \"batch\": 120},"
+    "    \"held\": 0, \"delayed\": 0, \"in_flight\": 2,"
+    "    \"keys\": [{\"id\": \"acme-prod\", \"paused\": false}]},"
+    "   {\"tenant\": \"globex\", \"weight\": 2, \"guarantee\": 0, \"paused\": true,"
+    "    \"configured_weight\": 1, \"configured_guarantee\": 0,"
+    "    \"queued\": {\"interactive\": 0, \"standard\": 0, \"partner\": 0, \"batch\": 0},"
+    "    \"held\": 3, \"delayed\": 2, \"in_flight\": 4,"
+    "    \"keys\": [{\"id\": \"globex-1\", \"paused\": false}]}]}";
+
+/* A partner key's status: no "pools" key at all. */
+static const char status_partner_json[] =
+    "{\"now_ms\": 1796300000000, \"role\": \"partner\","
+    " \"totals\": {\"queued\": 3, \"held\": 0, \"delayed\": 0, \"in_flight\": 1},"
+    " \"tenants\": ["
+    "   {\"tenant\": \"acme\", \"weight\": 1, \"guarantee\": 0.2, \"paused\": false,"
+    "    \"configured_weight\": 1, \"configured_guarantee\": 0.2,"
+    "    \"queued\": {\"interactive\": 1, \"standard\": 2, \"partner\": 0, \"batch\": 0},"
+    "    \"held\": 0, \"delayed\": 0, \"in_flight\": 1,"
+    "    \"keys\": [{\"id\": \"acme-prod\", \"paused\": false}]}]}";
+
+/* The bucket of the spec's example, 4 s before it is full again. */
+static const char bucket_json[] =
+    "{\"id\": \"deployment:sim-a:tpm\", \"scope\": \"deployment:sim-a\", \"name\": \"tpm\","
+    " \"dimension\": \"total_tokens\", \"algorithm\": \"token_bucket\", \"strict\": false,"
+    " \"limit\": 100000, \"period_ms\": 60000, \"configured_limit\": 100000, \"override\": false,"
+    " \"capacity\": 16666.7, \"level\": 12000.5, \"used\": 0.28, \"reset_ms\": 1796300004000}";
+
+/* A daily app quota raised at run time over the config's 1000000. */
+static const char override_bucket_json[] =
+    "{\"id\": \"app:acme/prod/web:daily_tokens\", \"scope\": \"app:acme/prod/web\","
+    " \"name\": \"daily_tokens\", \"dimension\": \"total_tokens\", \"algorithm\": \"calendar\","
+    " \"strict\": true, \"limit\": 2000000, \"period_ms\": 86400000,"
+    " \"configured_limit\": 1000000, \"override\": true, \"capacity\": 2000000,"
+    " \"level\": 500000, \"used\": 0.75, \"reset_ms\": 1796310800000}";
+
+static const char tenant_json[] =
+    "{\"tenant\": \"acme\", \"weight\": 3, \"guarantee\": 0.2, \"paused\": true,"
+    " \"configured_weight\": 1, \"configured_guarantee\": 0.2,"
+    " \"queued\": {\"interactive\": 0, \"standard\": 3, \"partner\": 0, \"batch\": 120},"
+    " \"held\": 123, \"delayed\": 0, \"in_flight\": 2,"
+    " \"keys\": [{\"id\": \"acme-prod\", \"paused\": false}, {\"id\": \"acme-dev\","
+    " \"paused\": true}],"
+    " \"buckets\": [{\"id\": \"tenant:acme:daily_requests\", \"scope\": \"tenant:acme\","
+    "   \"name\": \"daily_requests\", \"dimension\": \"requests\", \"algorithm\": \"calendar\","
+    "   \"strict\": true, \"limit\": 10000, \"period_ms\": 86400000,"
+    "   \"configured_limit\": 10000, \"override\": false, \"capacity\": 10000,"
+    "   \"level\": 9000, \"used\": 0.1, \"reset_ms\": 1796342400000}]}";
+
+static json_t *load(const char *text)
+{
+    json_error_t jerr;
+    json_t *doc = json_loads(text, 0, &jerr);
+    ck_assert_msg(doc != NULL, "fixture does not parse: %s (line %d)", jerr.text, jerr.line);
+    return doc;
+}
+
+/* Output captured in memory; text is NUL-terminated after cap_end. */
+typedef struct {
+    FILE *f;
+    char *text;
+    size_t len;
+} capture_t;
+
+static FILE *cap_begin(capture_t *c)
+{
+    c->text = NULL;
+    c->len = 0;
+    c->f = open_memstream(&c->text, &c->len);
+    ck_assert_ptr_nonnull(c->f);
+    return c->f;
+}
+
+static char *cap_end(capture_t *c)
+{
+    fclose(c->f);
+    return c->text;
+}
+
+static char *render_status(const char *fixture)
+{
+    json_t *status = load(fixture);
+    capture_t c;
+    ck_assert_int_eq(sl_cli_render_status(status, cap_begin(&c), NOW_MS), 0);
+    json_decref(status);
+    return cap_end(&c);
+}
+
+static char *render_buckets(json_t *buckets)
+{
+    capture_t c;
+    ck_assert_int_eq(sl_cli_render_buckets(buckets, cap_begin(&c), NOW_MS), 0);
+    return cap_end(&c);
+}
+
+/* The line of text that contains needle (copied; caller frees), or NULL. */
+static char *line_with(const char *text, const char *needle)
+{
+    const char *hit = strstr(text, needle);
+    if (hit == NULL)
+        return NULL;
+    if (needle[0] == '\n')
+        hit++; /* "\nname": the line that starts with name */
+    const char *start = hit;
+    while (start > text && start[-1] != '\n')
+        start--;
+    size_t len = strcspn(start, "\n");
+    return strndup(start, len);
+}
+
+static size_t longest_line(const char *text)
+{
+    size_t longest = 0;
+    for (const char *p = text; *p != '\0';) {
+        size_t len = strcspn(p, "\n");
+        if (len > longest)
+            longest = len;
+        p += len + (p[len] == '\n');
+    }
+    return longest;
+}
+
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+START_TEST(status_shows_bars_levels_limits_and_reset_times)
+{
+    char *text = render_status(status_admin_json);
+    char *line = line_with(text, "    rpm");
+    ck_assert_ptr_nonnull(line);
+    ck_assert_ptr_nonnull(strstr(line, "[###.......]  31%"));
+    ck_assert_ptr_nonnull(strstr(line, "345/500"));
+    ck_assert_ptr_nonnull(strstr(line, "500/min"));
+    ck_assert_ptr_nonnull(strstr(line, "resets in 12.3s"));
+    free(line);
+    /* sim-a's tpm: compact numbers, the override marked with '*'. */
+    line = line_with(text, "8k/16.7k");
+    ck_assert_ptr_nonnull(line);
+    ck_assert_ptr_nonnull(strstr(line, "[#####.....]  52%"));
+    ck_assert_ptr_nonnull(strstr(line, "100k/min*"));
+    ck_assert_ptr_nonnull(strstr(line, "resets in 28.0s"));
+    free(line);
+    /* sim-b's untouched bucket is full, not "resets in 0.0s". */
+    line = line_with(text, "333k/333k");
+    ck_assert_ptr_nonnull(line);
+    ck_assert_ptr_nonnull(strstr(line, "[..........]   0%"));
+    ck_assert_ptr_nonnull(strstr(line, "2M/min"));
+    ck_assert_ptr_nonnull(strstr(line, "full"));
+    free(line);
+    free(text);
+}
+END_TEST
+
+START_TEST(status_shows_header_pools_and_deployments)
+{
+    char *text = render_status(status_admin_json);
+    ck_assert_msg(strncmp(text,
+                          "2026-12-03 12:13:20  role admin  queued 126  held 0  delayed 2  "
+                          "in flight 6\n",
+                          strlen("2026-12-03 12:13:20  role admin  queued 126  held 0  "
+                                 "delayed 2  in flight 6\n")) == 0,
+                  "header is: %.120s", text);
+    ck_assert_ptr_nonnull(
+        strstr(text, "pool default  queued: interactive 0  standard 3  partner 0  batch 123\n"));
+    char *line = line_with(text, "  sim-a ");
+    ck_assert_ptr_nonnull(line);
+    ck_assert_ptr_nonnull(strstr(line, "in flight 4"));
+    ck_assert_ptr_nonnull(strstr(line, "not paused"));
+    free(line);
+    line = line_with(text, "  sim-b ");
+    ck_assert_ptr_nonnull(line);
+    ck_assert_ptr_nonnull(strstr(line, "in flight 2"));
+    ck_assert_ptr_nonnull(strstr(line, "paused for 2.5s"));
+    free(line);
+    /* The busiest tenant comes first; globex's pause and its override show in its row. */
+    char *acme = strstr(text, "\nacme ");
+    char *globex = strstr(text, "\nglobex ");
+    ck_assert_ptr_nonnull(acme);
+    ck_assert_ptr_nonnull(globex);
+    ck_assert(acme < globex);
+    line = line_with(text, "\nacme ");
+    ck_assert_str_eq(line, "acme                      1  0.20 no           0       3       0    "
+                           " 120       0       0       2");
+    free(line);
+    line = line_with(text, "\nglobex ");
+    ck_assert_str_eq(line, "globex                    2  0.00 yes          0       0       0    "
+                           "   0       3       2       4");
+    free(line);
+    ck_assert_uint_le(longest_line(text), 100);
+    ck_assert_ptr_null(strchr(text, '\033')); /* plain text: no escape codes */
+    free(text);
+}
+END_TEST
+
+START_TEST(partner_status_has_no_pools)
+{
+    char *text = render_status(status_partner_json);
+    ck_assert_ptr_nonnull(strstr(text, "role partner  queued 3"));
+    ck_assert_ptr_null(strstr(text, "pool "));
+    ck_assert_ptr_null(strstr(text, "in flight 4"));
+    ck_assert_ptr_nonnull(strstr(text, "\nTENANT "));
+    char *line = line_with(text, "\nacme ");
+    ck_assert_ptr_nonnull(line);
+    ck_assert_ptr_nonnull(strstr(line, "      1       2       0       0"));
+    free(line);
+    free(text);
+}
+END_TEST
+
+/* 25 tenants t00..t24 with t<i> holding i batch jobs: the 20 busiest are listed, busiest
+ * first, and the 5 others are counted. */
+START_TEST(tenant_table_shows_the_20_busiest_and_counts_the_rest)
+{
+    json_t *status = load(status_partner_json);
+    json_t *tenants = json_array();
+    for (int i = 0; i < 25; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "t%02d", i);
+        json_array_append_new(
+            tenants, json_pack("{s:s, s:i, s:f, s:b, s:{s:i, s:i, s:i, s:i}, s:i, s:i, s:i}",
+                               "tenant", name, "weight", 1, "guarantee", 0.0, "paused", 0, "queued",
+                               "interactive", 0, "standard", 0, "partner", 0, "batch", i, "held", 0,
+                               "delayed", 0, "in_flight", 0));
+    }
+    json_object_set_new(status, "tenants", tenants);
+    capture_t c;
+    ck_assert_int_eq(sl_cli_render_status(status, cap_begin(&c), NOW_MS), 0);
+    char *text = cap_end(&c);
+    json_decref(status);
+    ck_assert_int_eq(count_of(text, "\nt"), 20);
+    ck_assert_ptr_nonnull(strstr(text, "\nt24 "));
+    ck_assert_ptr_nonnull(strstr(text, "\nt05 "));
+    ck_assert_ptr_null(strstr(text, "\nt04 "));
+    ck_assert_ptr_null(strstr(text, "\nt00 "));
+    ck_assert(strstr(text, "\nt24 ") < strstr(text, "\nt23 "));
+    ck_assert_ptr_nonnull(strstr(text, "\n... and 5 more\n"));
+    free(text);
+
+    /* Exactly 20: no "more" line. */
+    status = load(status_partner_json);
+    tenants = json_array();
+    for (int i = 0; i < 20; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "u%02d", i);
+        json_array_append_new(tenants, json_pack("{s:s}", "tenant", name));
+    }
+    json_object_set_new(status, "tenants", tenants);
+    ck_assert_int_eq(sl_cli_render_status(status, cap_begin(&c), NOW_MS), 0);
+    text = cap_end(&c);
+    json_decref(status);
+    ck_assert_int_eq(count_of(text, "\nu"), 20);
+    ck_assert_ptr_null(strstr(text, "more"));
+    free(text);
+}
+END_TEST
+
+/* A paused tenant's jobs are held, not queued: it still ranks by its whole backlog. */
+START_TEST(tenant_table_ranks_held_and_delayed_jobs_as_backlog)
+{
+    json_t *status = load(status_partner_json);
+    json_t *tenants = json_array();
+    json_array_append_new(tenants, json_pack("{s:s, s:{s:i}, s:i}", "tenant", "busy", "queued",
+                                             "batch", 30, "held", 0));
+    json_array_append_new(tenants,
+                          json_pack("{s:s, s:b, s:{s:i}, s:i, s:i}", "tenant", "paused", "paused",
+                                    1, "queued", "batch", 0, "held", 100, "delayed", 5));
+    json_array_append_new(tenants, json_pack("{s:s, s:{s:i}, s:i}", "tenant", "retrying", "queued",
+                                             "batch", 10, "delayed", 25));
+    json_object_set_new(status, "tenants", tenants);
+    capture_t c;
+    ck_assert_int_eq(sl_cli_render_status(status, cap_begin(&c), NOW_MS), 0);
+    char *text = cap_end(&c);
+    json_decref(status);
+    char *paused = strstr(text, "\npaused ");
+    char *retrying = strstr(text, "\nretrying ");
+    char *busy = strstr(text, "\nbusy ");
+    ck_assert_ptr_nonnull(paused);
+    ck_assert_ptr_nonnull(retrying);
+    ck_assert_ptr_nonnull(busy);
+    ck_assert(paused < retrying);
+    ck_assert(retrying < busy);
+    free(text);
+}
+END_TEST
+
+START_TEST(long_names_are_clipped_to_keep_lines_within_100_columns)
+{
+    json_t *status = load(status_admin_json);
+    json_t *pool = json_array_get(json_object_get(status, "pools"), 0);
+    json_object_set_new(pool, "route", json_string("a-route-name-that-goes-on-and-on-forever"));
+    json_t *tenant = json_array_get(json_object_get(status, "tenants"), 0);
+    json_object_set_new(tenant, "tenant", json_string("a-tenant-name-far-longer-than-the-column"));
+    json_object_set_new(json_object_get(tenant, "queued"), "batch", json_integer(123456789));
+    json_object_set_new(json_object_get(status, "totals"), "queued", json_integer(1234567));
+    capture_t c;
+    ck_assert_int_eq(sl_cli_render_status(status, cap_begin(&c), NOW_MS), 0);
+    char *text = cap_end(&c);
+    json_decref(status);
+    ck_assert_uint_le(longest_line(text), 100);
+    ck_assert_ptr_nonnull(strstr(text, "\na-tenant-name-far-l~ "));
+    ck_assert_ptr_nonnull(strstr(text, "pool a-route-name-that-goes-~ "));
+    free(text);
+}
+END_TEST
+
+START_TEST(bucket_table_lists_limit_level_used_reset_and_override)
+{
+    json_t *buckets = json_array();
+    json_array_append_new(buckets, load(bucket_json));
+    json_array_append_new(buckets, load(override_bucket_json));
+    char *text = render_buckets(buckets);
+    json_decref(buckets);
+    /* The id column fits the longest id, which is never clipped. */
+    ck_assert_str_eq(text,
+                     "BUCKET                          LIMIT             LEVEL/CAPACITY         "
+                     "USED  RESET IN   OVERRIDE\n"
+                     "deployment:sim-a:tpm            100000/min        12000.5/16666.7         "
+                     "28%  4.0s       no\n"
+                     "app:acme/prod/web:daily_tokens  2000000/day       500000/2000000          "
+                     "75%  3h00m      yes (config 1000000)\n");
+    free(text);
+}
+END_TEST
+
+START_TEST(bars_round_and_clamp_used)
+{
+    static const struct {
+        double used;
+        const char *bar;
+    } cases[] = {{0.0, "[..........]   0%"},   {0.04, "[..........]   4%"},
+                 {0.52, "[#####.....]  52%"},  {0.96, "[#########.]  96%"},
+                 {0.999, "[##########] 100%"}, {1.3, "[##########] 100%"},
+                 {-0.2, "[..........]   0%"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *status = load(status_admin_json);
+        json_t *dep = json_array_get(
+            json_object_get(json_array_get(json_object_get(status, "pools"), 0), "deployments"), 0);
+        json_t *bucket = json_array_get(json_object_get(dep, "buckets"), 0);
+        json_object_set_new(bucket, "used", json_real(cases[i].used));
+        capture_t c;
+        ck_assert_int_eq(sl_cli_render_status(status, cap_begin(&c), NOW_MS), 0);
+        char *text = cap_end(&c);
+        json_decref(status);
+        char *line = line_with(text, "    rpm");
+        ck_assert_ptr_nonnull(line);
+        ck_assert_msg(strstr(line, cases[i].bar) != NULL, "used %g: %s", cases[i].used, line);
+        free(line);
+        free(text);
+    }
+}
+END_TEST
+
+START_TEST(reset_times_are_formatted_by_size)
+{
+    static const struct {
+        long long ms;
+        const char *text;
+    } cases[] = {{0, "0.0s"},          {49, "0.0s"},       {12300, "12.3s"},
+                 {12349, "12.3s"},     {59940, "59.9s"},   {59960, "1m00s"},
+                 {245000, "4m05s"},    {3599600, "1h00m"}, {11520000, "3h12m"},
+                 {187200000, "2d04h"}, {-1500, "1.5s"},    {INT64_MIN, "53375995583d15h"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[64];
+        sl_cli_fmt_duration(cases[i].ms, out, sizeof out);
+        ck_assert_msg(strcmp(out, cases[i].text) == 0, "%lld ms: got %s, want %s", cases[i].ms, out,
+                      cases[i].text);
+    }
+    /* A window due already says so rather than counting down below zero. */
+    json_t *bucket = load(bucket_json);
+    json_object_set_new(bucket, "reset_ms", json_integer(NOW_MS - 5000));
+    json_t *buckets = json_pack("[o]", bucket);
+    char *text = render_buckets(buckets);
+    json_decref(buckets);
+    ck_assert_ptr_nonnull(strstr(text, " 28%  now "));
+    free(text);
+}
+END_TEST
+
+START_TEST(tenant_view_shows_settings_against_the_config_and_its_buckets)
+{
+    json_t *tenant = load(tenant_json);
+    capture_t c;
+    ck_assert_int_eq(sl_cli_render_tenant(tenant, cap_begin(&c), NOW_MS), 0);
+    char *text = cap_end(&c);
+    json_decref(tenant);
+    ck_assert_ptr_nonnull(
+        strstr(text, "tenant acme: weight 3 (config 1), guarantee 0.20, PAUSED\n"));
+    ck_assert_ptr_nonnull(strstr(text, "  held 123  delayed 0  in flight 2\n"));
+    ck_assert_ptr_nonnull(strstr(text, "  keys: acme-prod, acme-dev (paused)\n"));
+    char *line = line_with(text, "tenant:acme:daily_requests");
+    ck_assert_ptr_nonnull(line);
+    ck_assert_ptr_nonnull(strstr(line, "10000/day"));
+    ck_assert_ptr_nonnull(strstr(line, "9000/10000"));
+    ck_assert_ptr_nonnull(strstr(line, " 10%  11h46m "));
+    free(line);
+    free(text);
+}
+END_TEST
+
+START_TEST(pause_answers_become_one_line)
+{
+    json_t *tenant = load(tenant_json);
+    capture_t c;
+    ck_assert_int_eq(sl_cli_render_pause(tenant, cap_begin(&c)), 0);
+    char *text = cap_end(&c);
+    ck_assert_str_eq(text, "tenant acme is paused: 123 queued jobs held, 2 calls in flight "
+                           "finish\n");
+    free(text);
+    json_object_set_new(tenant, "paused", json_false());
+    json_object_set_new(tenant, "held", json_integer(0));
+    ck_assert_int_eq(sl_cli_render_pause(tenant, cap_begin(&c)), 0);
+    text = cap_end(&c);
+    ck_assert_str_eq(text, "tenant acme is not paused: 123 jobs queued, 0 still held by a key\n");
+    free(text);
+    json_decref(tenant);
+
+    json_t *key = load("{\"key\": \"acme-prod\", \"tenant\": \"acme\", \"paused\": true}");
+    ck_assert_int_eq(sl_cli_render_pause(key, cap_begin(&c)), 0);
+    text = cap_end(&c);
+    ck_assert_ptr_nonnull(strstr(text, "key acme-prod (tenant acme) is paused"));
+    ck_assert_int_eq(count_of(text, "\n"), 1);
+    free(text);
+    json_decref(key);
+
+    json_t *odd = load("{\"something\": 1}");
+    ck_assert_int_eq(sl_cli_render_pause(odd, cap_begin(&c)), -1);
+    free(cap_end(&c));
+    json_decref(odd);
+}
+END_TEST
+
+START_TEST(job_view_explains_why)
+{
+    json_t *job = load("{\"job_id\": \"j-1\", \"tenant\": \"acme\", \"route\": \"default\","
+                       " \"class\": \"batch\", \"state\": \"queued\", \"attempts\": 0,"
+                       " \"submitted_ms\": 1796299877000, \"deadline_ms\": 1796303477000,"
+                       " \"waiting_for\": {\"limiter\": \"deployment:sim-a:tpm\","
+                       " \"wait_ms\": 120}}");
+    capture_t c;
+    ck_assert_int_eq(sl_cli_render_job(job, cap_begin(&c), NOW_MS), 0);
+    char *text = cap_end(&c);
+    json_decref(job);
+    ck_assert_ptr_nonnull(strstr(text, "job j-1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "  state      queued\n"));
+    ck_assert_ptr_nonnull(strstr(text, "  tenant     acme  route default  class batch\n"));
+    ck_assert_ptr_nonnull(strstr(text, "  submitted  2m03s ago (2026-12-03 12:11:17)\n"));
+    ck_assert_ptr_nonnull(strstr(text, "  deadline   in 57m57s (2026-12-03 13:11:17)\n"));
+    ck_assert_ptr_nonnull(strstr(
+        text, "  why        waiting for limiter deployment:sim-a:tpm: room in about 0.1s\n"));
+    free(text);
+
+    job = load("{\"job_id\": \"j-2\", \"tenant\": \"acme\", \"route\": \"default\","
+               " \"class\": \"standard\", \"state\": \"leased\", \"attempts\": 2,"
+               " \"submitted_ms\": 1796299990000, \"deadline_ms\": 1796299997000,"
+               " \"deployment\": \"sim-b\", \"lease_expires_ms\": 1796300025000}");
+    ck_assert_int_eq(sl_cli_render_job(job, cap_begin(&c), NOW_MS), 0);
+    text = cap_end(&c);
+    json_decref(job);
+    ck_assert_ptr_nonnull(strstr(text, "  attempts   2\n"));
+    ck_assert_ptr_nonnull(strstr(text, "  deadline   passed 3.0s ago"));
+    ck_assert_ptr_nonnull(
+        strstr(text, "  why        leased to deployment sim-b; the lease expires in 25.0s"));
+    free(text);
+
+    job = load("{\"job_id\": \"j-3\", \"tenant\": \"acme\", \"route\": \"default\","
+               " \"class\": \"batch\", \"state\": \"expired\", \"attempts\": 0,"
+               " \"submitted_ms\": 1796299000000, \"deadline_ms\": 1796299900000,"
+               " \"result\": {\"v\": 1, \"job_id\": \"j-3\", \"status\": \"expired\","
+               " \"finished_ms\": 1796299900000, \"error\": {\"type\": \"deadline\","
+               " \"reason\": \"deadline_exceeded\", \"message\": \"the deadline passed in the"
+               " queue\", \"limiter\": \"deployment:sim-a:paused\", \"gateway_decision\":"
+               " \"expired_in_queue\", \"retryable\": false}}}");
+    ck_assert_int_eq(sl_cli_render_job(job, cap_begin(&c), NOW_MS), 0);
+    text = cap_end(&c);
+    json_decref(job);
+    ck_assert_ptr_nonnull(strstr(
+        text, "  why        expired: deadline_exceeded: the deadline passed in the queue\n"));
+    ck_assert_ptr_nonnull(strstr(text, "             held back by deployment:sim-a:paused\n"));
+    free(text);
+
+    /* A held job waits for a pause to be lifted, not for room: no "room in about 0.0s". */
+    job = load("{\"job_id\": \"j-5\", \"tenant\": \"acme\", \"route\": \"default\","
+               " \"class\": \"batch\", \"state\": \"held\", \"attempts\": 0,"
+               " \"submitted_ms\": 1796299877000, \"deadline_ms\": 1796303477000,"
+               " \"waiting_for\": {\"limiter\": \"tenant:acme:paused\", \"wait_ms\": 0}}");
+    ck_assert_int_eq(sl_cli_render_job(job, cap_begin(&c), NOW_MS), 0);
+    text = cap_end(&c);
+    json_decref(job);
+    ck_assert_ptr_nonnull(strstr(text, "  why        waiting for limiter tenant:acme:paused\n"));
+    ck_assert_ptr_nonnull(strstr(text, "             held: its tenant or its key is paused"));
+    ck_assert_ptr_null(strstr(text, "room in"));
+    free(text);
+
+    job = load("{\"job_id\": \"j-4\", \"state\": \"succeeded\", \"attempts\": 1,"
+               " \"result\": {\"v\": 1, \"job_id\": \"j-4\", \"status\": \"succeeded\","
+               " \"finished_ms\": 1796299900000, \"deployment\": \"sim-a\","
+               " \"usage\": {\"input\": 11, \"output\": 64}}}");
+    ck_assert_int_eq(sl_cli_render_job(job, cap_begin(&c), NOW_MS), 0);
+    text = cap_end(&c);
+    json_decref(job);
+    ck_assert_ptr_nonnull(strstr(text, "  why        succeeded on sim-a: tokens in 11 out 64\n"));
+    ck_assert_ptr_nonnull(strstr(text, "  deadline   none\n"));
+    free(text);
+}
+END_TEST
+
+static char *body_text(int tenant, int argc, char **argv)
+{
+    char err[256] = "";
+    json_t *body = sl_cli_quota_body(tenant, argc, argv, err, sizeof err);
+    if (body == NULL)
+        return NULL;
+    char *text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(body);
+    return text;
+}
+
+START_TEST(quota_body_turns_default_into_null)
+{
+    char *text;
+    char *limit_default[] = {"default"};
+    text = body_text(0, 1, limit_default);
+    ck_assert_str_eq(text, "{\"limit\":null}");
+    free(text);
+    char *limit_n[] = {"250000"};
+    text = body_text(0, 1, limit_n);
+    ck_assert_str_eq(text, "{\"limit\":250000}");
+    free(text);
+    char *limit_real[] = {"1.5"};
+    text = body_text(0, 1, limit_real);
+    ck_assert_str_eq(text, "{\"limit\":1.5}");
+    free(text);
+    char *settings[] = {"weight=3", "guarantee=default", "daily_tokens=default",
+                        "daily_requests=5000"};
+    text = body_text(1, 4, settings);
+    ck_assert_str_eq(text, "{\"daily_requests\":5000,\"daily_tokens\":null,\"guarantee\":null,"
+                           "\"weight\":3}");
+    free(text);
+    char *guarantee[] = {"guarantee=0.25"};
+    text = body_text(1, 1, guarantee);
+    ck_assert_str_eq(text, "{\"guarantee\":0.25}");
+    free(text);
+}
+END_TEST
+
+START_TEST(quota_body_refuses_bad_values)
+{
+    char err[256];
+    char *bad_limits[] = {"-3", "abc", "", "12x", "inf", "nan"};
+    for (size_t i = 0; i < sizeof bad_limits / sizeof bad_limits[0]; i++) {
+        err[0] = '\0';
+        ck_assert_msg(sl_cli_quota_body(0, 1, &bad_limits[i], err, sizeof err) == NULL,
+                      "LIMIT %s was taken", bad_limits[i]);
+        ck_assert_str_ne(err, "");
+    }
+    char *two_limits[] = {"1", "2"};
+    ck_assert_ptr_null(sl_cli_quota_body(0, 2, two_limits, err, sizeof err));
+    char *bad_settings[][2] = {{"weight=1.5", NULL},      {"color=red", NULL},
+                               {"weight", NULL},          {"weight=2", "weight=3"},
+                               {"daily_tokens=-1", NULL}, {"weightx=1", NULL}};
+    for (size_t i = 0; i < sizeof bad_settings / sizeof bad_settings[0]; i++) {
+        int n = bad_settings[i][1] != NULL ? 2 : 1;
+        err[0] = '\0';
+        ck_assert_msg(sl_cli_quota_body(1, n, bad_settings[i], err, sizeof err) == NULL,
+                      "%s was taken", bad_settings[i][0]);
+        ck_assert_str_ne(err, "");
+    }
+    ck_assert_ptr_null(sl_cli_quota_body(1, 0, NULL, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "weight="));
+}
+END_TEST
+
+START_TEST(path_segments_are_percent_encoded)
+{
+    char *esc = sl_cli_url_escape("deployment:sim-a:tpm");
+    ck_assert_str_eq(esc, "deployment:sim-a:tpm");
+    free(esc);
+    esc = sl_cli_url_escape("app:acme/prod/web:rpm");
+    ck_assert_str_eq(esc, "app:acme%2Fprod%2Fweb:rpm");
+    free(esc);
+    esc = sl_cli_url_escape("a b?#%&=+\xc3\xa9");
+    ck_assert_str_eq(esc, "a%20b%3F%23%25%26%3D%2B%C3%A9");
+    free(esc);
+    esc = sl_cli_url_escape("");
+    ck_assert_str_eq(esc, "");
+    free(esc);
+}
+END_TEST
+
+START_TEST(renderers_refuse_the_wrong_shape)
+{
+    json_t *arr = json_array();
+    json_t *obj = json_object();
+    capture_t c;
+    ck_assert_int_eq(sl_cli_render_status(arr, cap_begin(&c), NOW_MS), -1);
+    ck_assert_int_eq(sl_cli_render_buckets(obj, c.f, NOW_MS), -1);
+    ck_assert_int_eq(sl_cli_render_tenant(arr, c.f, NOW_MS), -1);
+    ck_assert_int_eq(sl_cli_render_job(NULL, c.f, NOW_MS), -1);
+    char *text = cap_end(&c);
+    ck_assert_str_eq(text, "");
+    free(text);
+    /* An empty table says so rather than printing a bare header. */
+    text = render_buckets(arr);
+    ck_assert_str_eq(text, "no buckets\n");
+    free(text);
+    json_decref(arr);
+    json_decref(obj);
+}
+END_TEST
+
+static Suite *cli_suite(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("admin");
+    tcase_add_test(tc, status_shows_bars_levels_limits_and_reset_times);
+    tcase_add_test(tc, status_shows_header_pools_and_deployments);
+    tcase_add_test(tc, partner_status_has_no_pools);
+    tcase_add_test(tc, tenant_table_shows_the_20_busiest_and_counts_the_rest);
+    tcase_add_test(tc, tenant_table_ranks_held_and_delayed_jobs_as_backlog);
+    tcase_add_test(tc, long_names_are_clipped_to_keep_lines_within_100_columns);
+    tcase_add_test(tc, bucket_table_lists_limit_level_used_reset_and_override);
+    tcase_add_test(tc, bars_round_and_clamp_used);
+    tcase_add_test(tc, reset_times_are_formatted_by_size);
+    tcase_add_test(tc, tenant_view_shows_settings_against_the_config_and_its_buckets);
+    tcase_add_test(tc, pause_answers_become_one_line);
+    tcase_add_test(tc, job_view_explains_why);
+    tcase_add_test(tc, quota_body_turns_default_into_null);
+    tcase_add_test(tc, quota_body_refuses_bad_values);
+    tcase_add_test(tc, path_segments_are_percent_encoded);
+    tcase_add_test(tc, renderers_refuse_the_wrong_shape);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    /* The views show local time; the expected text is in UTC. */
+    setenv("TZ", "UTC", 1);
+    tzset();
+    SRunner *sr = srunner_create(cli_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
