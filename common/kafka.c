@@ -240,3 +240,85 @@ void sl_kafka_consumer_close(rd_kafka_t *rk)
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
 }
+
+enum { LAG_EXPORT_MAX_TOPICS = 32 };
+
+/* The entry of topic in out[0..*n), appended when there is room; NULL when there is none. */
+static sl_kafka_lag_t *lag_entry(sl_kafka_lag_t *out, int *n, int max, const char *topic)
+{
+    for (int i = 0; i < *n; i++) {
+        if (strcmp(out[i].topic, topic) == 0)
+            return &out[i];
+    }
+    if (*n >= max)
+        return NULL;
+    sl_kafka_lag_t *t = &out[(*n)++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->topic, sizeof t->topic, "%s", topic);
+    return t;
+}
+
+int sl_kafka_lag(rd_kafka_t *cons, sl_kafka_lag_t *out, int max)
+{
+    int n = 0;
+    rd_kafka_topic_partition_list_t *subs = NULL;
+    /* Subscribed topics first, so a topic whose partitions all went to other group members
+     * still shows (with lag 0) rather than keeping its last value. */
+    if (rd_kafka_subscription(cons, &subs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int i = 0; i < subs->cnt; i++) {
+            if (subs->elems[i].topic[0] != '^')
+                lag_entry(out, &n, max, subs->elems[i].topic);
+        }
+        rd_kafka_topic_partition_list_destroy(subs);
+    }
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    if (rd_kafka_assignment(cons, &parts) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return -1;
+    /* Fills each element's offset (or err) from librdkafka's cache: the application's
+     * position, RD_KAFKA_OFFSET_INVALID before its first message. */
+    rd_kafka_resp_err_t kerr = rd_kafka_position(cons, parts);
+    for (int i = 0; i < parts->cnt; i++) {
+        const rd_kafka_topic_partition_t *p = &parts->elems[i];
+        sl_kafka_lag_t *t = lag_entry(out, &n, max, p->topic);
+        if (t == NULL)
+            continue;
+        t->partitions++;
+        if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR || p->err != RD_KAFKA_RESP_ERR_NO_ERROR ||
+            p->offset < 0)
+            continue;
+        int64_t low = 0, high = 0;
+        /* The cached watermarks, not rd_kafka_query_watermark_offsets: that one asks the
+         * broker and blocks. high is RD_KAFKA_OFFSET_INVALID until the first fetch answer. */
+        if (rd_kafka_get_watermark_offsets(cons, p->topic, p->partition, &low, &high) !=
+                RD_KAFKA_RESP_ERR_NO_ERROR ||
+            high < 0)
+            continue;
+        t->partitions_known++;
+        /* A message is taken only after the fetch answer that brought it (and its watermark)
+         * arrived, so the position does not pass the cached watermark; the test is a guard
+         * against a broker answering with an older watermark after a leader change. */
+        if (high > p->offset)
+            t->lag += high - p->offset;
+    }
+    rd_kafka_topic_partition_list_destroy(parts);
+    return n;
+}
+
+int sl_kafka_lag_family(sl_metrics_t *m)
+{
+    static const char *const labels[] = {"topic", NULL};
+    return sl_metrics_family(m, SL_METRIC_GAUGE, SL_KAFKA_LAG_METRIC,
+                             "Messages in the topic not yet consumed by this daemon's group "
+                             "member, summed over its assigned partitions.",
+                             labels, NULL, 0);
+}
+
+void sl_kafka_export_lag(rd_kafka_t *cons, sl_metrics_t *m, int family)
+{
+    sl_kafka_lag_t lag[LAG_EXPORT_MAX_TOPICS];
+    int n = sl_kafka_lag(cons, lag, LAG_EXPORT_MAX_TOPICS);
+    for (int i = 0; i < n; i++) {
+        const char *v[] = {lag[i].topic};
+        sl_metrics_set(m, family, v, (double)lag[i].lag);
+    }
+}

@@ -8,9 +8,11 @@
 #define SL_KAFKA_H
 
 #include <librdkafka/rdkafka.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "err.h"
+#include "metrics.h"
 
 /* Finds the bootstrap servers: $SLUICE_KAFKA_BOOTSTRAP, else kafka.bootstrap_servers, else the
  * contents of kafka.bootstrap_file (written by sluice-devkafka), waiting up to wait_ms for that
@@ -45,5 +47,56 @@ sl_err_t sl_kafka_header(const rd_kafka_message_t *msg, const char *name, const 
 
 /* Closes and destroys a consumer (NULL is a no-op). */
 void sl_kafka_consumer_close(rd_kafka_t *rk);
+
+/* ---- Consumer lag ---------------------------------------------------------------------------
+ *
+ * A partition's lag is its high watermark minus this consumer's position (the offset after the
+ * last message the application took from librdkafka), so messages librdkafka has prefetched
+ * but the daemon has not taken yet count as lag. Both numbers are read from librdkafka's cache:
+ * no call here waits for the network, so a daemon can ask from its main loop.
+ *
+ * Limits, all of them underestimates:
+ * - librdkafka learns a partition's high watermark from each fetch response (empty ones too),
+ *   so it is as fresh as the last fetch; while the local queue is full (queued.min.messages,
+ *   queued.max.messages.kbytes) the partition is not fetched and the watermark lags behind.
+ * - A partition's position is unknown until the application took its first message since the
+ *   partition was assigned. The committed offset would do instead, but librdkafka only gives
+ *   it by asking the group coordinator (rd_kafka_committed blocks), so such a partition is
+ *   left out of the sum and counted in neither lag nor partitions_known.
+ * - The watermark is the high watermark, not the last stable offset: with transactional
+ *   producers an open transaction shows as lag. sluice's producers are not transactional.
+ */
+
+#define SL_KAFKA_TOPIC_MAX 250 /* Kafka topic names have at most 249 bytes */
+
+/* The lag of one topic, summed over the partitions of it assigned to this consumer. */
+typedef struct {
+    char topic[SL_KAFKA_TOPIC_MAX];
+    int64_t lag;          /* messages not yet consumed, over partitions_known (>= 0) */
+    int partitions;       /* partitions of the topic assigned to this consumer */
+    int partitions_known; /* of those, the ones with a known position and high watermark */
+} sl_kafka_lag_t;
+
+/* Fills out[0..max) with the lag of each topic cons consumes: first every topic it subscribes
+ * to (patterns "^..." aside), with partitions 0 while none is assigned, then any other topic of
+ * its assignment (a consumer that assigns partitions itself). Topics past max are left out.
+ * Returns how many entries it wrote, or -1 when librdkafka cannot tell the assignment (the
+ * consumer is closing; out is then unspecified). Non-blocking; thread-safe like librdkafka. */
+int sl_kafka_lag(rd_kafka_t *cons, sl_kafka_lag_t *out, int max);
+
+/* The gauge family every consuming daemon exports, labelled by topic. */
+#define SL_KAFKA_LAG_METRIC "sluice_kafka_consumer_lag"
+
+/* Registers SL_KAFKA_LAG_METRIC{topic} on m; returns the family id, or -1 as
+ * sl_metrics_family does (e.g. already registered on m). */
+int sl_kafka_lag_family(sl_metrics_t *m);
+
+/* Sets family's gauge of each topic sl_kafka_lag(cons) reports (up to 32 topics); does nothing
+ * when it reports -1. A topic this consumer still subscribes to but no longer has partitions
+ * of drops to 0. Meant to run about once a second from the daemon's loop:
+ *     int m_lag = sl_kafka_lag_family(metrics);               // at start-up
+ *     sl_kafka_export_lag(cons, metrics, m_lag);              // every second or so
+ */
+void sl_kafka_export_lag(rd_kafka_t *cons, sl_metrics_t *m, int family);
 
 #endif

@@ -43,6 +43,8 @@ struct sl_engine {
     sl_schema_t *schema;
     sl_engine_emit_fn emit;
     void *emit_arg;
+    sl_engine_timing_fn timing;
+    void *timing_arg;
     CURLM *multi;
     dep_rt_t *deps;
     sl_hmap_t *inflight; /* "job:attempt" -> call, so a redelivered dispatch is not sent twice */
@@ -127,6 +129,12 @@ sl_err_t sl_engine_new(const sl_config_t *cfg, const sl_verifier_t *verifier,
 fail:
     sl_engine_free(e);
     return rc;
+}
+
+void sl_engine_on_timing(sl_engine_t *e, sl_engine_timing_fn fn, void *arg)
+{
+    e->timing = fn;
+    e->timing_arg = arg;
 }
 
 static void call_free(call_t *c)
@@ -353,6 +361,21 @@ void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char 
     e->st.accepted++;
 }
 
+/* Reports the call's timing, measured from pretransfer (the request about to go out) so that
+ * queueing for a connection and connection set-up are the network's, not the provider's. */
+static void report_timing(sl_engine_t *e, call_t *c, long status)
+{
+    curl_off_t pre_us = 0, first_us = 0, total_us = 0;
+    if (curl_easy_getinfo(c->easy, CURLINFO_PRETRANSFER_TIME_T, &pre_us) != CURLE_OK ||
+        curl_easy_getinfo(c->easy, CURLINFO_STARTTRANSFER_TIME_T, &first_us) != CURLE_OK ||
+        curl_easy_getinfo(c->easy, CURLINFO_TOTAL_TIME_T, &total_us) != CURLE_OK)
+        return;
+    sl_engine_timing_t t = {e->cfg->deployments[c->deployment].name, status,
+                            (double)(total_us > pre_us ? total_us - pre_us : 0) / 1e6,
+                            (double)(first_us > pre_us ? first_us - pre_us : 0) / 1e6};
+    e->timing(&t, e->timing_arg);
+}
+
 static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
 {
     long status = 0;
@@ -360,6 +383,8 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
     curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo(c->easy, CURLINFO_STARTTRANSFER_TIME, &ttft_s);
     curl_easy_getinfo(c->easy, CURLINFO_TOTAL_TIME, &total_s);
+    if (e->timing != NULL && result == CURLE_OK && status > 0)
+        report_timing(e, c, status);
     int transport = 0;
     const char *detail = NULL;
     if (result == CURLE_OPERATION_TIMEDOUT) {

@@ -24,6 +24,24 @@ sl_err_t sl_engine_new(const sl_config_t *cfg, const sl_verifier_t *verifier,
                        size_t errlen);
 void sl_engine_free(sl_engine_t *e);
 
+/* How long one provider call took, for metrics. Times run from the moment the request started
+ * going out, so waiting for a connection, DNS and connection set-up are not in them. */
+typedef struct {
+    const char *deployment; /* the deployment's name; valid only during the callback */
+    long http_status;
+    double response_s; /* request sent -> full response received */
+    double ttfb_s;     /* request sent -> first byte of the response (headers) */
+} sl_engine_timing_t;
+
+/* Receives the timing of each call that got a complete HTTP response, whatever its status;
+ * calls that timed out, failed in transport or were never sent are not reported (their
+ * usage events say what happened). Called from sl_engine_run, just before the call's usage
+ * event is emitted. */
+typedef void (*sl_engine_timing_fn)(const sl_engine_timing_t *timing, void *arg);
+
+/* Sets (fn NULL: clears) the timing callback; arg is passed to it. */
+void sl_engine_on_timing(sl_engine_t *e, sl_engine_timing_fn fn, void *arg);
+
 /* Takes one dispatch message (value bytes and its sluice-sig header, which may be NULL).
  * Forged or malformed messages are dropped (and counted) with no call; a valid message whose
  * lease already expired, or that names an unknown deployment, yields a "not_sent" usage event;

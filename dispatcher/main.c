@@ -33,7 +33,13 @@ typedef struct {
     const char *topic;
     sl_metrics_t *metrics;
     int m_outcomes; /* provider outcomes by deployment and outcome */
+    int m_latency;  /* provider call durations by deployment */
+    int m_ttfb;     /* provider times to first byte by deployment */
 } emit_ctx_t;
+
+/* From 10 ms (a cached or tiny answer) to 120 s (a long completion near its timeout). */
+static const double latency_bounds_s[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                          2.5,  5,     10,   30,  60,   120};
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
@@ -57,6 +63,14 @@ static void emit_usage(const char *key, const char *value, void *arg)
     if (v[0] != NULL && v[1] != NULL)
         sl_metrics_add(ctx->metrics, ctx->m_outcomes, v, 1);
     json_decref(doc);
+}
+
+static void on_timing(const sl_engine_timing_t *timing, void *arg)
+{
+    emit_ctx_t *ctx = arg;
+    const char *v[] = {timing->deployment};
+    sl_metrics_observe(ctx->metrics, ctx->m_latency, v, timing->response_s);
+    sl_metrics_observe(ctx->metrics, ctx->m_ttfb, v, timing->ttfb_s);
 }
 
 int main(int argc, char **argv)
@@ -84,7 +98,10 @@ int main(int argc, char **argv)
     }
     rd_kafka_t *prod = NULL, *cons = NULL;
     static const char *const outcome_labels[] = {"deployment", "outcome", NULL};
-    emit_ctx_t ctx = {NULL, cfg->kafka.topic_usage, sl_proc_metrics(&opts, cfg->disp_metrics_listen), -1};
+    static const char *const deployment_label[] = {"deployment", NULL};
+    const int nbounds = (int)(sizeof latency_bounds_s / sizeof latency_bounds_s[0]);
+    emit_ctx_t ctx = {
+        NULL, cfg->kafka.topic_usage, sl_proc_metrics(&opts, cfg->disp_metrics_listen), -1, -1, -1};
     ctx.m_outcomes = sl_metrics_family(ctx.metrics, SL_METRIC_COUNTER,
                                        "sluice_dispatcher_calls_total",
                                        "Attempts reported, by deployment and outcome (ok, "
@@ -97,7 +114,21 @@ int main(int argc, char **argv)
                                       "sluice_dispatcher_dispatches_refused_total",
                                       "Dispatch messages refused: forged or malformed.", NULL,
                                       NULL, 0);
-    if (ctx.metrics == NULL || ctx.m_outcomes < 0 || m_in_flight < 0 || m_refused < 0) {
+    ctx.m_latency = sl_metrics_family(ctx.metrics, SL_METRIC_HISTOGRAM,
+                                      "sluice_dispatcher_provider_latency_seconds",
+                                      "Provider calls that got a complete HTTP response (any "
+                                      "status), by deployment: seconds from sending the "
+                                      "request to the end of the response. Timeouts and "
+                                      "transport errors are not observed.",
+                                      deployment_label, latency_bounds_s, nbounds);
+    ctx.m_ttfb = sl_metrics_family(ctx.metrics, SL_METRIC_HISTOGRAM,
+                                   "sluice_dispatcher_provider_ttfb_seconds",
+                                   "The same calls, by deployment: seconds from sending the "
+                                   "request to the first byte of the response.",
+                                   deployment_label, latency_bounds_s, nbounds);
+    int m_lag = sl_kafka_lag_family(ctx.metrics);
+    if (ctx.metrics == NULL || ctx.m_outcomes < 0 || m_in_flight < 0 || m_refused < 0 ||
+        ctx.m_latency < 0 || ctx.m_ttfb < 0 || m_lag < 0) {
         fprintf(stderr, "sluice-dispatcher: cannot set up metrics\n");
         return 1;
     }
@@ -118,6 +149,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-dispatcher: %s\n", err);
         return 2;
     }
+    sl_engine_on_timing(engine, on_timing, &ctx);
     /* librdkafka writes to this pipe when the consumer queue gets messages, so one poll waits
      * for both provider sockets and Kafka. */
     int pipefd[2];
@@ -131,6 +163,7 @@ int main(int argc, char **argv)
             cfg->kafka.topic_dispatch, cfg->kafka.topic_usage, (long long)cfg->max_in_flight);
 
     int64_t last_stats = sl_now_ms();
+    int64_t last_lag = 0;
     while (!sl_stop_requested()) {
         while (sl_engine_in_flight(engine) < cfg->max_in_flight) {
             rd_kafka_message_t *msg = rd_kafka_consume_queue(queue, 0);
@@ -160,6 +193,10 @@ int main(int argc, char **argv)
             sl_metrics_add(ctx.metrics, m_refused, NULL,
                            (double)(est.forged + est.malformed - refused_seen));
             refused_seen = est.forged + est.malformed;
+        }
+        if (now - last_lag >= 1000) {
+            sl_kafka_export_lag(cons, ctx.metrics, m_lag);
+            last_lag = now;
         }
         if (now - last_stats >= 10000) {
             sl_engine_stats_t st;

@@ -92,15 +92,22 @@ int main(int argc, char **argv)
     int m_rejected = sl_metrics_family(metrics, SL_METRIC_COUNTER,
                                        "sluice_ingest_rejected_total",
                                        "Requests rejected, by reason.", reason_label, NULL, 0);
-    if (metrics == NULL || m_jobs < 0 || m_rejected < 0) {
+    int m_lag = sl_kafka_lag_family(metrics);
+    if (metrics == NULL || m_jobs < 0 || m_rejected < 0 || m_lag < 0) {
         fprintf(stderr, "sluice-ingest: cannot set up metrics\n");
         return 1;
     }
     outmsg_t *outs = calloc(BATCH_MAX, sizeof *outs);
     long long n_jobs = 0, n_rejected = 0;
     int64_t last_stats = sl_now_ms();
+    int64_t last_lag = 0;
     int exit_code = 0;
     while (!sl_stop_requested()) {
+        int64_t now = sl_now_ms();
+        if (now - last_lag >= 1000) {
+            sl_kafka_export_lag(cons, metrics, m_lag);
+            last_lag = now;
+        }
         int n = 0;
         rd_kafka_message_t *msg = rd_kafka_consumer_poll(cons, 100);
         while (msg != NULL) {
@@ -171,7 +178,7 @@ int main(int argc, char **argv)
             free(outs[i].key);
             free(outs[i].value);
         }
-        int64_t now = sl_now_ms();
+        now = sl_now_ms();
         if (now - last_stats >= 10000) {
             sl_info("jobs %lld, rejected %lld", n_jobs, n_rejected);
             last_stats = now;

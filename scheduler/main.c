@@ -466,6 +466,11 @@ int main(int argc, char **argv)
         return 1;
     }
     sl_sched_observe(sched, &observer, &exporter);
+    int lag_family = sl_kafka_lag_family(metrics);
+    if (lag_family < 0) {
+        fprintf(stderr, "sluice-scheduler: cannot set up metrics\n");
+        return 1;
+    }
     sl_admin_t *admin = NULL;
     sl_api_t api = {&sched, (const sl_config_t **)&cfg, store, sl_now_ms};
     if (cfg->admin_listen[0] != '\0') {
@@ -559,6 +564,7 @@ int main(int argc, char **argv)
         sl_admin_poll(admin, sl_api_handle, &api);
         if (now - last_export >= 1000) {
             exporter_update(&exporter, sched, cfg, now);
+            sl_kafka_export_lag(cons, metrics, lag_family);
             last_export = now;
         }
         if (now - last_stats >= STATS_EVERY_MS) {

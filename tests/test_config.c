@@ -806,7 +806,9 @@ START_TEST(admin_keys_load_and_are_checked)
 {
     /* a partner key by tenant name: loads, with the tenant's index */
     json_t *root = example();
-    const char *tenant0 = json_string_value(json_object_get(at(root, "tenants", 0), "name"));
+    char tenant0[128]; /* root goes away with the first load */
+    snprintf(tenant0, sizeof tenant0, "%s",
+             json_string_value(json_object_get(at(root, "tenants", 0), "name")));
     json_t *keys = json_array();
     json_array_append_new(keys, admin_key("ops", "admin-secret-1", "admin"));
     json_t *pk = admin_key("p", "partner-secret-1", "partner");
