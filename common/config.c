@@ -122,6 +122,18 @@ static double get_real(ctx_t *c, json_t *obj, const char *where, const char *key
     return x;
 }
 
+static int get_bool(ctx_t *c, json_t *obj, const char *where, const char *key, int def)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL || json_is_null(v))
+        return def;
+    if (!json_is_boolean(v)) {
+        fail(c, "%s: \"%s\" must be true or false", where, key);
+        return def;
+    }
+    return json_is_true(v);
+}
+
 static json_t *get_obj(ctx_t *c, json_t *obj, const char *where, const char *key)
 {
     json_t *v = json_object_get(obj, key);
@@ -153,6 +165,7 @@ static void load_kafka(ctx_t *c, sl_config_t *cfg, json_t *root)
     static const char *const keys[] = {"bootstrap_servers", "bootstrap_file", "topics",
                                        "properties", NULL};
     static const char *const topic_keys[] = {"requests", "jobs", "dispatch", "results", "usage",
+                                             "stream",
                                              NULL};
     sl_kafka_cfg_t *k = &cfg->kafka;
     json_t *kj = get_obj(c, root, "config", "kafka");
@@ -171,6 +184,7 @@ static void load_kafka(ctx_t *c, sl_config_t *cfg, json_t *root)
     k->topic_dispatch = get_str(c, tj, "kafka.topics", "dispatch", "sluice.dispatch");
     k->topic_results = get_str(c, tj, "kafka.topics", "results", "sluice.results");
     k->topic_usage = get_str(c, tj, "kafka.topics", "usage", "sluice.usage");
+    k->topic_stream = get_str(c, tj, "kafka.topics", "stream", "sluice.stream");
     json_t *pj = get_obj(c, kj, "kafka", "properties");
     if (pj != NULL) {
         size_t n = json_object_size(pj);
@@ -236,6 +250,19 @@ static const char *const dimension_names[SL_DIM_COUNT] = {
     "spend",       "requests_per_day", "tokens_per_day", "ramp"};
 static const char *const limit_alg_names[SL_LIMIT_ALG_COUNT] = {
     "token_bucket", "sliding_window", "calendar", "gauge", "rolling", "ramp"};
+
+const char *sl_provider_name(sl_provider_t p)
+{
+    static const char *const names[SL_PROVIDER_COUNT] = {"openai", "azure", "anthropic",
+                                                         "gemini"};
+    return (unsigned)p < SL_PROVIDER_COUNT ? names[p] : "unknown";
+}
+
+const char *sl_strategy_name(sl_strategy_t s)
+{
+    static const char *const names[] = {"spread", "waterfall", "latency", "cheapest"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
+}
 
 const char *sl_dimension_name(sl_dimension_t d)
 {
@@ -457,7 +484,8 @@ static void load_deployment(ctx_t *c, sl_config_t *cfg, json_t *arr, size_t i,
         "api_key_env",    "api_key_file",      "limits",        "slices_per_minute",
         "headroom",       "burst_fraction",    "tpm_counting",  "input_counting",
         "output_counting", "price",            "parent",        "buckets",
-        "max_output_tokens", "timeout_ms",     NULL};
+        "max_output_tokens", "timeout_ms",     "api_version",   "context_window",
+        "supports_tools", "supports_json",     "region",        NULL};
     static const char *const limit_keys[] = {"rpm", "tpm", "itpm", "otpm", "rpd", "tpd",
                                              "max_in_flight", NULL};
     static const char *const price_keys[] = {"input_per_mtok", "cached_input_per_mtok",
@@ -468,8 +496,24 @@ static void load_deployment(ctx_t *c, sl_config_t *cfg, json_t *arr, size_t i,
         return;
     d->name = get_str(c, dj, where, "name", NULL);
     d->provider = get_str(c, dj, where, "provider", "openai");
-    if (strcmp(d->provider, "openai") != 0)
-        fail(c, "%s: provider \"%s\" has no adapter yet (only \"openai\")", where, d->provider);
+    d->api = SL_PROVIDER_COUNT;
+    for (int p = 0; p < SL_PROVIDER_COUNT; p++) {
+        if (strcmp(d->provider, sl_provider_name((sl_provider_t)p)) == 0)
+            d->api = (sl_provider_t)p;
+    }
+    if (d->api == SL_PROVIDER_COUNT) {
+        fail(c, "%s: provider must be \"openai\", \"azure\", \"anthropic\" or \"gemini\"",
+             where);
+        d->api = SL_PROVIDER_OPENAI;
+    }
+    d->api_version = get_str(c, dj, where, "api_version",
+                             d->api == SL_PROVIDER_AZURE       ? "2024-10-21"
+                             : d->api == SL_PROVIDER_ANTHROPIC ? "2023-06-01"
+                                                               : "");
+    d->context_window = get_int(c, dj, where, "context_window", 0, 0, 100000000);
+    d->supports_tools = get_bool(c, dj, where, "supports_tools", 1);
+    d->supports_json = get_bool(c, dj, where, "supports_json", 1);
+    d->region = get_str(c, dj, where, "region", "");
     d->base_url = get_str(c, dj, where, "base_url", NULL);
     d->model = get_str(c, dj, where, "model", NULL);
     d->api_key_env = get_str(c, dj, where, "api_key_env", "");
@@ -584,7 +628,10 @@ static void load_classes(ctx_t *c, sl_config_t *cfg, json_t *root)
 
 static void load_routes(ctx_t *c, sl_config_t *cfg, json_t *arr)
 {
-    static const char *const keys[] = {"name", "deployments", "default_max_tokens", NULL};
+    static const char *const keys[] = {"name",        "deployments", "default_max_tokens",
+                                       "strategy",    "overflow_at", "fallback",
+                                       "max_retry_ratio", NULL};
+    static const char *const strategies[] = {"spread", "waterfall", "latency", "cheapest", NULL};
     size_t n = json_array_size(arr);
     cfg->routes = calloc(n + 1, sizeof *cfg->routes);
     if (cfg->routes == NULL) {
@@ -607,6 +654,31 @@ static void load_routes(ctx_t *c, sl_config_t *cfg, json_t *arr)
         if (r->ndeployments == 0 || r->ndeployments > SL_ROUTE_MAX_DEPLOYMENTS)
             fail(c, "%s: needs at least one deployment and at most %d", where,
                  SL_ROUTE_MAX_DEPLOYMENTS);
+        const char *strategy = get_str(c, rj, where, "strategy", "spread");
+        int found = -1;
+        for (int k = 0; strategies[k] != NULL; k++) {
+            if (strcmp(strategy, strategies[k]) == 0)
+                found = k;
+        }
+        if (found < 0)
+            fail(c, "%s: strategy must be \"spread\", \"waterfall\", \"latency\" or "
+                    "\"cheapest\"",
+                 where);
+        r->strategy = found < 0 ? SL_STRATEGY_SPREAD : (sl_strategy_t)found;
+        r->overflow_at = get_real(c, rj, where, "overflow_at", 0.9, 0.01, 1.0);
+        r->max_retry_ratio = get_real(c, rj, where, "max_retry_ratio", 0.5, 0.0, 10.0);
+    }
+    /* Fallbacks name other routes, in any order: resolved once every route is known. */
+    for (int i = 0; i < cfg->nroutes && !c->failed; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "routes[%d]", i);
+        json_t *rj = json_array_get(arr, (size_t)i);
+        resolve_names(c, cfg, rj, where, "fallback", "route", sl_config_route,
+                      &cfg->routes[i].fallbacks, &cfg->routes[i].nfallbacks);
+        for (int k = 0; k < cfg->routes[i].nfallbacks; k++) {
+            if (cfg->routes[i].fallbacks[k] == i)
+                fail(c, "%s: a route cannot fall back to itself", where);
+        }
     }
 }
 
@@ -614,7 +686,7 @@ static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
 {
     static const char *const keys[] = {"name",   "weight",  "tokens_per_min", "routes",
                                        "parent", "buckets", "guarantee",      "max_in_flight",
-                                       NULL};
+                                       "regions", NULL};
     size_t n = json_array_size(arr);
     cfg->tenants = calloc(n + 1, sizeof *cfg->tenants);
     if (cfg->tenants == NULL) {
@@ -635,6 +707,15 @@ static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
         t->weight = get_int(c, tj, where, "weight", 1, 1, 1000000);
         t->tokens_per_min = get_int(c, tj, where, "tokens_per_min", 0, 0, I64MAX);
         t->guarantee = get_real(c, tj, where, "guarantee", 0, 0, 0.95);
+        json_t *regions = get_arr(c, tj, where, "regions");
+        t->regions = calloc(json_array_size(regions) + 1, sizeof *t->regions);
+        for (size_t k = 0; t->regions != NULL && k < json_array_size(regions); k++) {
+            const char *reg = json_string_value(json_array_get(regions, k));
+            if (reg == NULL || reg[0] == '\0')
+                fail(c, "%s: regions[%zu] must be a non-empty string", where, k);
+            else
+                t->regions[t->nregions++] = reg;
+        }
         guarantees += t->guarantee;
         limits_t ls = {0};
         add_shorthand(c, cfg, &ls, where, "tokens", SL_DIM_TOTAL_TOKENS,
@@ -973,10 +1054,13 @@ void sl_config_free(sl_config_t *cfg)
 {
     if (cfg == NULL)
         return;
-    for (int i = 0; i < cfg->nroutes; i++)
+    for (int i = 0; i < cfg->nroutes; i++) {
         free(cfg->routes[i].deployments);
+        free(cfg->routes[i].fallbacks);
+    }
     for (int i = 0; i < cfg->ntenants; i++) {
         free(cfg->tenants[i].routes);
+        free(cfg->tenants[i].regions);
         free(cfg->tenants[i].limits);
     }
     for (int i = 0; i < cfg->ndeployments; i++)

@@ -85,6 +85,15 @@ typedef struct {
     sl_limit_cfg_t *limits;
 } sl_scope_cfg_t;
 
+/* The provider API a deployment speaks (dispatcher/adapter.h has one adapter each). */
+typedef enum {
+    SL_PROVIDER_OPENAI = 0, /* chat completions */
+    SL_PROVIDER_AZURE,      /* Azure OpenAI: deployment URL, api-key header, api-version */
+    SL_PROVIDER_ANTHROPIC,  /* messages */
+    SL_PROVIDER_GEMINI,     /* generateContent */
+    SL_PROVIDER_COUNT
+} sl_provider_t;
+
 /* Prices of a deployment, USD per million tokens, for spend limits. */
 typedef struct {
     double input_per_mtok, cached_input_per_mtok, output_per_mtok;
@@ -92,8 +101,14 @@ typedef struct {
 
 typedef struct {
     const char *name;
-    const char *provider; /* "openai" (the only adapter so far) */
-    const char *base_url; /* e.g. "https://api.openai.com/v1"; the call goes to base_url + path */
+    const char *provider; /* "openai", "azure", "anthropic" or "gemini" */
+    sl_provider_t api;    /* the same, parsed */
+    /* OpenAI: "https://api.openai.com/v1" (+ /chat/completions); Azure:
+     * "https://RES.openai.azure.com/openai/deployments/DEP" (+ /chat/completions?api-version=);
+     * Anthropic: "https://api.anthropic.com/v1" (+ /messages); Gemini:
+     * "https://generativelanguage.googleapis.com/v1beta" (+ /models/MODEL:generateContent) */
+    const char *base_url;
+    const char *api_version; /* Azure's api-version; Anthropic's anthropic-version */
     const char *model;    /* the provider's model name sent in the request */
     const char *api_key_env;  /* credential by reference: environment variable ... */
     const char *api_key_file; /* ... or a file; never the secret itself */
@@ -107,6 +122,9 @@ typedef struct {
     sl_output_counting_t output_counting;
     sl_price_cfg_t price;
     int64_t max_output_tokens; /* largest max_tokens the deployment accepts */
+    int64_t context_window;    /* input + output tokens it can take; 0 = not checked */
+    int supports_tools, supports_json; /* tool use; structured output (response_format) */
+    const char *region;        /* where it runs, for residency rules; "" = not stated */
     int64_t timeout_ms;        /* provider call timeout */
     int parent;                /* its workspace/project/org scope (index into scopes), or -1 */
     int nlimits;               /* every limit of the deployment, shorthands included */
@@ -116,11 +134,30 @@ typedef struct {
 /* The most deployments one route (pool) may have. */
 #define SL_ROUTE_MAX_DEPLOYMENTS 64
 
+/* How a route picks among its deployments that can take a job (all of them have room):
+ *   SPREAD     the one with the most free capacity (share of its tightest provider bucket);
+ *   WATERFALL  in the listed order: the first until it is overflow_at used, then the next;
+ *   LATENCY    the lowest rolling time to first token;
+ *   CHEAPEST   the lowest price for the job's estimated tokens. */
+typedef enum {
+    SL_STRATEGY_SPREAD = 0,
+    SL_STRATEGY_WATERFALL,
+    SL_STRATEGY_LATENCY,
+    SL_STRATEGY_CHEAPEST
+} sl_strategy_t;
+
 typedef struct {
     const char *name;
     int ndeployments;
     int *deployments; /* indexes into sl_config_t.deployments */
     int64_t default_max_tokens; /* set on requests that carry no max_tokens */
+    sl_strategy_t strategy;
+    double overflow_at;  /* waterfall: share of a deployment's capacity used before overflow */
+    int nfallbacks;      /* routes to try, in order, when none of this one's deployments can
+                          * take a job in time and the job allows fallback */
+    int *fallbacks;
+    double max_retry_ratio; /* retries at most this share of first attempts (recent), so a storm
+                             * cannot multiply the traffic */
 } sl_route_cfg_t;
 
 /* What a class does when a tenant's queue of it is full: refuse the new job (with a
@@ -146,6 +183,8 @@ typedef struct {
     int nroutes;            /* 0 = every route allowed */
     int *routes;
     int parent;             /* its partner scope (index into scopes), or -1 */
+    int nregions;           /* data residency: only deployments in these regions; 0 = any */
+    const char **regions;
     int nlimits;            /* every limit of the tenant, tokens_per_min included */
     sl_limit_cfg_t *limits;
 } sl_tenant_cfg_t;
@@ -177,6 +216,7 @@ typedef struct {
     const char *bootstrap_servers; /* "" = read bootstrap_file */
     const char *bootstrap_file;
     const char *topic_requests, *topic_jobs, *topic_dispatch, *topic_results, *topic_usage;
+    const char *topic_stream; /* chunks of streamed answers, keyed by job id */
     int nprops;
     const char **prop_names; /* extra librdkafka properties for every client */
     const char **prop_values;
@@ -250,6 +290,9 @@ int sl_deployment_can_take(const sl_deployment_cfg_t *d, int64_t input, int64_t 
 int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d);
 
 int sl_config_scope(const sl_config_t *cfg, const char *name);
+
+const char *sl_provider_name(sl_provider_t p);
+const char *sl_strategy_name(sl_strategy_t s);
 
 const char *sl_dimension_name(sl_dimension_t d);
 const char *sl_limit_alg_name(sl_limit_alg_t a);

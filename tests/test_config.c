@@ -394,8 +394,8 @@ START_TEST(unknown_key_anywhere_is_refused_and_named)
     expect_config_error(root, "rph", "deployments[0]");
 
     root = example();
-    json_object_set_new(at(root, "routes", 0), "strategy", json_string("waterfall"));
-    expect_config_error(root, "strategy", "routes[0]");
+    json_object_set_new(at(root, "routes", 0), "strategy_name", json_string("waterfall"));
+    expect_config_error(root, "strategy_name", "routes[0]");
 
     root = example();
     json_object_set_new(at(root, "tenants", 1), "quota", json_integer(1));
@@ -620,8 +620,52 @@ END_TEST
 START_TEST(unsupported_provider_is_refused)
 {
     json_t *root = example();
-    json_object_set_new(at(root, "deployments", 0), "provider", json_string("anthropic"));
-    expect_config_error(root, "anthropic", "deployments[0]");
+    json_object_set_new(at(root, "deployments", 0), "provider", json_string("cohere"));
+    expect_config_error(root, "provider", "deployments[0]");
+}
+END_TEST
+
+START_TEST(providers_routes_and_regions_load)
+{
+    json_t *root = example();
+    json_t *d0 = at(root, "deployments", 0);
+    json_object_set_new(d0, "provider", json_string("azure"));
+    json_object_set_new(d0, "region", json_string("eu-west"));
+    json_object_set_new(d0, "context_window", json_integer(128000));
+    json_object_set_new(d0, "supports_tools", json_false());
+    json_object_set_new(at(root, "deployments", 1), "provider", json_string("anthropic"));
+    json_t *r0 = at(root, "routes", 0);
+    json_object_set_new(r0, "strategy", json_string("waterfall"));
+    json_object_set_new(r0, "overflow_at", json_real(0.8));
+    json_object_set_new(at(root, "tenants", 0), "regions", json_pack("[s]", "eu-west"));
+    sl_config_t *cfg = NULL;
+    char err[512];
+    ck_assert_msg(load_doc(root, &cfg, err, sizeof err) == SL_OK, "%s", err);
+    ck_assert_int_eq(cfg->deployments[0].api, SL_PROVIDER_AZURE);
+    ck_assert_str_eq(cfg->deployments[0].api_version, "2024-10-21");
+    ck_assert_str_eq(cfg->deployments[0].region, "eu-west");
+    ck_assert_int_eq(cfg->deployments[0].context_window, 128000);
+    ck_assert_int_eq(cfg->deployments[0].supports_tools, 0);
+    ck_assert_int_eq(cfg->deployments[0].supports_json, 1);
+    ck_assert_int_eq(cfg->deployments[1].api, SL_PROVIDER_ANTHROPIC);
+    ck_assert_str_eq(cfg->deployments[1].api_version, "2023-06-01");
+    ck_assert_int_eq(cfg->routes[0].strategy, SL_STRATEGY_WATERFALL);
+    ck_assert_double_eq(cfg->routes[0].overflow_at, 0.8);
+    ck_assert_double_eq(cfg->routes[0].max_retry_ratio, 0.5);
+    ck_assert_int_eq(cfg->tenants[0].nregions, 1);
+    ck_assert_str_eq(cfg->tenants[0].regions[0], "eu-west");
+    sl_config_free(cfg);
+
+    root = example();
+    json_object_set_new(at(root, "routes", 0), "strategy", json_string("random"));
+    expect_config_error(root, "routes[0]", "strategy");
+    root = example();
+    json_t *r = at(root, "routes", 0);
+    json_object_set_new(r, "fallback", json_pack("[s]", json_string_value(json_object_get(r, "name"))));
+    expect_config_error(root, "routes[0]", "itself");
+    root = example();
+    json_object_set_new(at(root, "routes", 0), "fallback", json_pack("[s]", "nowhere"));
+    expect_config_error(root, "routes[0]", "unknown route");
 }
 END_TEST
 
@@ -894,6 +938,7 @@ static Suite *config_suite(void)
     tcase_add_test(bad, bad_key_hash_is_refused);
     tcase_add_test(bad, missing_required_strings_are_refused_and_named);
     tcase_add_test(bad, unsupported_provider_is_refused);
+    tcase_add_test(bad, providers_routes_and_regions_load);
     tcase_add_test(bad, config_without_routes_is_refused);
     tcase_add_test(bad, duplicate_deployment_names_are_refused);
     tcase_add_test(bad, duplicate_route_names_are_refused);

@@ -18,7 +18,7 @@ static const char usage_text[] =
     "                       [--bootstrap-file PATH] [--log-level L] [--help]\n"
     "\n"
     "Runs librdkafka's mock Kafka cluster on loopback for development and tests, creates the\n"
-    "topics named in the config (default sluice.requests, .jobs, .dispatch, .results, .usage)\n"
+    "topics named in the config (default sluice.requests, .jobs, .dispatch, .results, .usage, .stream)\n"
     "with N partitions each (default 32), writes the bootstrap address to PATH (default the\n"
     "config's kafka.bootstrap_file, var/devkafka.bootstrap) and runs until SIGTERM/SIGINT.\n"
     "All data is in memory and lost when it exits; the mock keeps about 5 MB or 100,000\n"
@@ -73,7 +73,7 @@ int main(int argc, char **argv)
     }
     const char *topics[] = {cfg->kafka.topic_requests, cfg->kafka.topic_jobs,
                             cfg->kafka.topic_dispatch, cfg->kafka.topic_results,
-                            cfg->kafka.topic_usage};
+                            cfg->kafka.topic_usage, cfg->kafka.topic_stream};
     for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
         rd_kafka_resp_err_t kerr =
             rd_kafka_mock_topic_create(mc, topics[i], (int)partitions, (int)brokers);
