@@ -184,7 +184,7 @@ typedef struct {
     const sl_config_t **cfg;
     int counter[NCOUNTERS];
     int results, queue, leased, delayed, held, level, capacity, used;
-    int admitted, admitted_tokens, refusals, provider, queue_wait, attempts;
+    int admitted, admitted_tokens, refusals, provider, queue_wait, attempts, finished;
     sl_sched_stats_t last;
 } exporter_t;
 
@@ -212,10 +212,13 @@ static void on_refused(void *arg, const char *bucket_id)
     sl_metrics_add(x->m, x->refusals, v, 1);
 }
 
-static void on_provider(void *arg, const char *deployment, const char *outcome)
+static void on_provider(void *arg, const char *deployment, const char *outcome,
+                        int http_status)
 {
     exporter_t *x = arg;
-    const char *v[] = {deployment != NULL ? deployment : "unknown", outcome};
+    char status[16];
+    snprintf(status, sizeof status, "%d", http_status);
+    const char *v[] = {deployment != NULL ? deployment : "unknown", outcome, status};
     sl_metrics_add(x->m, x->provider, v, 1);
 }
 
@@ -224,6 +227,7 @@ static void on_finished(void *arg, int cls, const char *status, int attempts)
     exporter_t *x = arg;
     const char *v[] = {sl_class_name((sl_class_t)cls), status};
     sl_metrics_observe(x->m, x->attempts, v, attempts);
+    sl_metrics_add(x->m, x->finished, v, 1);
 }
 
 static const sl_sched_observer_t observer = {on_leased, on_refused, on_provider, on_finished};
@@ -234,7 +238,7 @@ static int exporter_init(exporter_t *x, sl_metrics_t *m, const sl_config_t **cfg
     static const char *const queue_labels[] = {"route", "class", NULL};
     static const char *const bucket_label[] = {"bucket", NULL};
     static const char *const admit_labels[] = {"tenant", "route", "deployment", NULL};
-    static const char *const provider_labels[] = {"deployment", "outcome", NULL};
+    static const char *const provider_labels[] = {"deployment", "outcome", "status", NULL};
     static const char *const class_label[] = {"class", NULL};
     static const char *const finish_labels[] = {"class", "status", NULL};
     static const double wait_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1,  0.25, 0.5, 1,
@@ -258,8 +262,8 @@ static int exporter_init(exporter_t *x, sl_metrics_t *m, const sl_config_t **cfg
         bucket_label, NULL, 0);
     x->provider = sl_metrics_family(
         m, SL_METRIC_COUNTER, "sluice_scheduler_provider_responses_total",
-        "Calls reconciled, by deployment and outcome (ok, rate_limited, overloaded, "
-        "server_error, timeout, ...).",
+        "Calls reconciled, by deployment, outcome (ok, rate_limited, overloaded, "
+        "server_error, timeout, ...) and HTTP status (0: none).",
         provider_labels, NULL, 0);
     x->queue_wait = sl_metrics_family(
         m, SL_METRIC_HISTOGRAM, "sluice_scheduler_queue_wait_seconds",
@@ -270,6 +274,11 @@ static int exporter_init(exporter_t *x, sl_metrics_t *m, const sl_config_t **cfg
         "Attempts (dispatches) per finished job, by class and status: retries per logical "
         "request are attempts - 1.",
         finish_labels, attempt_bounds, (int)(sizeof attempt_bounds / sizeof attempt_bounds[0]));
+    x->finished = sl_metrics_family(
+        m, SL_METRIC_COUNTER, "sluice_scheduler_jobs_finished_total",
+        "Jobs finished, by class and status (succeeded, failed, rejected, expired: deadline "
+        "expiries, cancelled).",
+        finish_labels, NULL, 0);
     x->held = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_jobs_held",
                                 "Queued jobs held back because their tenant or key is paused.",
                                 NULL, NULL, 0);
@@ -307,7 +316,8 @@ static int exporter_init(exporter_t *x, sl_metrics_t *m, const sl_config_t **cfg
     return bad || x->results < 0 || x->queue < 0 || x->leased < 0 || x->delayed < 0 ||
                    x->level < 0 || x->capacity < 0 || x->admitted < 0 ||
                    x->admitted_tokens < 0 || x->refusals < 0 || x->provider < 0 ||
-                   x->queue_wait < 0 || x->attempts < 0 || x->held < 0 || x->used < 0
+                   x->queue_wait < 0 || x->attempts < 0 || x->held < 0 || x->used < 0 ||
+                   x->finished < 0
                ? -1
                : 0;
 }

@@ -2262,7 +2262,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     }
     apply_headers(s, j, json_object_get(doc, "ratelimit"), now_ms);
     if (s->obs.provider != NULL)
-        s->obs.provider(s->obs_arg, dep_name, outcome);
+        s->obs.provider(s->obs_arg, dep_name, outcome, (int)jint(doc, "http_status", 0));
     int64_t reserved_input = j->held != NULL ? j->held->est_input : j->est_input;
     int64_t reserved_output = j->held != NULL ? j->held->est_output : j->est_output;
     rc = settle(s, j, in >= 0 ? END_USAGE : END_NO_USAGE, "reconciled", in, out, cached, outcome,

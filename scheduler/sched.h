@@ -125,8 +125,9 @@ typedef struct {
                    int64_t queue_wait_ms);
     /* An admission was refused by this bucket (the one that had to wait longest). */
     void (*refused)(void *arg, const char *bucket_id);
-    /* A provider answered (the usage event's outcome: ok, rate_limited, server_error, ...). */
-    void (*provider)(void *arg, const char *deployment, const char *outcome);
+    /* A provider answered (the usage event's outcome: ok, rate_limited, server_error, ...,
+     * and its HTTP status, 0 when there was none). */
+    void (*provider)(void *arg, const char *deployment, const char *outcome, int http_status);
     /* A job finished with this status after this many attempts. */
     void (*finished)(void *arg, int cls, const char *status, int attempts);
 } sl_sched_observer_t;

@@ -350,6 +350,10 @@ int main(void)
     double finished =
         sample(sched_text,
                "sluice_scheduler_job_attempts_count{class=\"standard\",status=\"succeeded\"}");
+    double finished_n = sample(
+        sched_text, "sluice_scheduler_jobs_finished_total{class=\"standard\",status=\"succeeded\"}");
+    h_check(finished_n == finished, "jobs finished by class and status match the histogram (%g)",
+            finished_n);
     h_check(waits >= GOOD_JOBS && finished >= GOOD_JOBS,
             "scheduler observed queue wait for every first dispatch (%g) and attempts for every "
             "success (%g)",
@@ -358,7 +362,8 @@ int main(void)
     for (int d = 0; d < 2; d++) {
         char series[200];
         snprintf(series, sizeof series,
-                 "sluice_scheduler_provider_responses_total{deployment=\"sim-%c\",outcome=\"ok\"}",
+                 "sluice_scheduler_provider_responses_total{deployment=\"sim-%c\",outcome=\"ok\","
+                 "status=\"200\"}",
                  'a' + d);
         double n = sample(sched_text, series);
         answered_ok += n > 0 ? n : 0;
