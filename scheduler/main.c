@@ -184,7 +184,7 @@ typedef struct {
     const sl_config_t **cfg;
     int counter[NCOUNTERS];
     int results, queue, leased, delayed, held, level, capacity, used;
-    int admitted, admitted_tokens, refusals, provider, queue_wait, attempts, finished;
+    int admitted, admitted_tokens, refusals, provider, queue_wait, attempts, finished, fallbacks;
     sl_sched_stats_t last;
 } exporter_t;
 
@@ -230,7 +230,16 @@ static void on_finished(void *arg, int cls, const char *status, int attempts)
     sl_metrics_add(x->m, x->finished, v, 1);
 }
 
-static const sl_sched_observer_t observer = {on_leased, on_refused, on_provider, on_finished};
+static void on_fallback(void *arg, int from_route, int to_route, const char *why)
+{
+    exporter_t *x = arg;
+    const sl_config_t *cfg = *x->cfg;
+    const char *v[] = {cfg->routes[from_route].name, cfg->routes[to_route].name, why};
+    sl_metrics_add(x->m, x->fallbacks, v, 1);
+}
+
+static const sl_sched_observer_t observer = {on_leased, on_refused, on_provider, on_fallback,
+                                             on_finished};
 
 static int exporter_init(exporter_t *x, sl_metrics_t *m, const sl_config_t **cfg)
 {
@@ -274,6 +283,12 @@ static int exporter_init(exporter_t *x, sl_metrics_t *m, const sl_config_t **cfg
         "Attempts (dispatches) per finished job, by class and status: retries per logical "
         "request are attempts - 1.",
         finish_labels, attempt_bounds, (int)(sizeof attempt_bounds / sizeof attempt_bounds[0]));
+    static const char *const fallback_labels[] = {"from_route", "to_route", "reason", NULL};
+    x->fallbacks = sl_metrics_family(
+        m, SL_METRIC_COUNTER, "sluice_scheduler_fallbacks_total",
+        "Jobs moved to a fallback route, by route and reason (no_capable_deployment, "
+        "quota_exhausted, providers_paused).",
+        fallback_labels, NULL, 0);
     x->finished = sl_metrics_family(
         m, SL_METRIC_COUNTER, "sluice_scheduler_jobs_finished_total",
         "Jobs finished, by class and status (succeeded, failed, rejected, expired: deadline "
@@ -317,7 +332,7 @@ static int exporter_init(exporter_t *x, sl_metrics_t *m, const sl_config_t **cfg
                    x->level < 0 || x->capacity < 0 || x->admitted < 0 ||
                    x->admitted_tokens < 0 || x->refusals < 0 || x->provider < 0 ||
                    x->queue_wait < 0 || x->attempts < 0 || x->held < 0 || x->used < 0 ||
-                   x->finished < 0
+                   x->finished < 0 || x->fallbacks < 0
                ? -1
                : 0;
 }

@@ -64,11 +64,23 @@ typedef struct {
     int64_t est_input, est_output; /* what was reserved for input and output */
 } held_t;
 
+/* What a job's request needs from a deployment, read from its request body (JF_KNOWN once
+ * read: jobs restored after a restart read it when first considered). */
+enum {
+    JF_KNOWN = 1,
+    JF_TOOLS = 2,    /* it offers tools */
+    JF_JSON = 4,     /* structured output (response_format) */
+    JF_STREAM = 8,   /* streamed: output reserved at max_tokens until the end */
+    JF_FALLBACK = 16 /* the caller allows a fallback route */
+};
+
 typedef struct job {
     char id[65];
     char *idem;
     char *orphan_tenant, *orphan_route; /* the job's own names when the config lacks them */
     int tenant, cls, route, key; /* key: -1 when the config no longer knows it */
+    int home_route;              /* the route it was submitted to (route differs after fallback) */
+    unsigned flags;
     jstate_t state;
     int attempts;  /* leases so far: numbers each attempt */
     int not_sent;  /* leases a dispatcher refused without calling: not charged to the budget */
@@ -113,11 +125,17 @@ typedef struct {
     path_t path;                 /* the deployment's limits, then its parent scopes' */
     int header_bucket[HDR_COUNT]; /* -1 when there is none */
     int64_t paused_until_ms;
+    double ttft_ms;  /* rolling time to first token (latency strategy); 0 = none seen yet */
+    int fail_streak; /* overloaded / server errors in a row, for its backoff */
 } dep_t;
 
 typedef struct {
     sl_drr_t *drr;
     int64_t blocked_until_ms;
+    /* First attempts and retries leased recently, decaying with a time constant of one minute:
+     * the retry ratio budget (routes[].max_retry_ratio). */
+    double recent_first, recent_retries;
+    int64_t retry_ms;
     /* Tokens admitted per class, decaying with a time constant of one minute: what each class
      * took of the route recently (for classes that yield, classes.yield_above). */
     double recent[SL_CLASS_COUNT];
@@ -573,6 +591,41 @@ static int key_of(const sl_sched_t *s, const char *key_id, int tenant)
     return k >= 0 && s->cfg->keys[k].tenant == tenant ? k : -1;
 }
 
+/* What a request body needs from a deployment (JF_* without JF_KNOWN's meaning of "read"). */
+static unsigned request_flags(json_t *req)
+{
+    unsigned f = JF_KNOWN;
+    json_t *tools = json_object_get(req, "tools");
+    if (json_is_array(tools) && json_array_size(tools) > 0)
+        f |= JF_TOOLS;
+    const char *rf = json_string_value(json_object_get(json_object_get(req, "response_format"),
+                                                       "type"));
+    if (rf != NULL && (strcmp(rf, "json_schema") == 0 || strcmp(rf, "json_object") == 0))
+        f |= JF_JSON;
+    if (json_is_true(json_object_get(req, "stream")))
+        f |= JF_STREAM;
+    return f;
+}
+
+/* The job's flags, reading its stored message once when they are not known yet (restored
+ * jobs). A job whose message cannot be read is treated as needing nothing special. */
+static unsigned job_flags(sl_sched_t *s, job_t *j)
+{
+    if (j->flags & JF_KNOWN)
+        return j->flags;
+    char *text = NULL;
+    j->flags |= JF_KNOWN;
+    if (sl_store_job_json(s->store, j->id, &text) == SL_OK) {
+        json_t *doc = json_loads(text, 0, NULL);
+        j->flags |= request_flags(json_object_get(doc, "request"));
+        if (json_is_true(json_object_get(doc, "fallback")))
+            j->flags |= JF_FALLBACK;
+        json_decref(doc);
+    }
+    free(text);
+    return j->flags;
+}
+
 /* ---- restore ---- */
 
 typedef struct {
@@ -713,6 +766,7 @@ static void restore_job(const sl_store_row_t *row, void *arg)
     j->deployment = -1;
     j->list_idx = -1;
     j->key = key_of(s, row->key_id, tenant);
+    j->home_route = route;
     j->idem = strdup(row->idempotency_key != NULL ? row->idempotency_key : j->id);
     int orphan = tenant < 0 || route < 0;
     if (orphan) {
@@ -1154,10 +1208,15 @@ static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_
                             "job_id", j->id, "idempotency_key", j->idem ? j->idem : j->id,
                             "tenant",
                             j->orphan_tenant ? j->orphan_tenant : cfg->tenants[j->tenant].name,
-                            "route", j->orphan_route ? j->orphan_route : cfg->routes[j->route].name,
+                            "route",
+                            j->orphan_route ? j->orphan_route
+                                            : cfg->routes[j->home_route >= 0 ? j->home_route
+                                                                             : j->route]
+                                                  .name,
                             "class",
                             sl_class_name((sl_class_t)j->cls), "status", o->status, "attempts",
-                            j->attempts, "fallback_used", 0, "finished_ms",
+                            j->attempts, "fallback_used", j->route != j->home_route,
+                            "finished_ms",
                             (json_int_t)now_ms);
     if (res == NULL) {
         json_decref(meta);
@@ -1429,6 +1488,10 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     j->route = sl_config_route(s->cfg, route_name);
     j->cls = sl_class_parse(cls_name);
     j->key = key_of(s, row.key_id, j->tenant);
+    j->home_route = j->route;
+    j->flags = request_flags(json_object_get(doc, "request"));
+    if (json_is_true(json_object_get(doc, "fallback")))
+        j->flags |= JF_FALLBACK;
     j->submitted_ms = row.submitted_ms;
     j->deadline_ms = row.deadline_ms;
     j->est_input = row.est_input;
@@ -1501,6 +1564,17 @@ static double free_fraction(sl_sched_t *s, int d, int64_t now_ms)
     return f;
 }
 
+/* Decays a route's recent first attempts and retries to now. */
+static void decay_retries(const sl_sched_t *s, route_t *route, int64_t now_ms)
+{
+    if (now_ms <= route->retry_ms)
+        return;
+    double keep = exp(-(double)(now_ms - route->retry_ms) / (double)s->cfg->minute_ms);
+    route->recent_first *= keep;
+    route->recent_retries *= keep;
+    route->retry_ms = now_ms;
+}
+
 /* What a job asks for, as the ledger reserves it: the deterministic estimates from ingest, and
  * what the scheduler learned (calib.h). */
 typedef struct {
@@ -1516,7 +1590,9 @@ static demand_t job_demand(const sl_sched_t *s, const job_t *j)
     dm.input_raw = j->est_input;
     dm.input = sl_calib_input(s->calib, j->route, j->est_input);
     dm.max_tokens = j->est_output;
-    dm.output = sl_calib_output(s->calib, j->route, j->cls, j->est_output);
+    /* A stream is charged as it goes and may be cut: it holds max_tokens until it ends. */
+    dm.output = (j->flags & JF_STREAM) ? j->est_output
+                                       : sl_calib_output(s->calib, j->route, j->cls, j->est_output);
     return dm;
 }
 
@@ -1628,11 +1704,28 @@ static void build_charges(sl_sched_t *s, const job_t *j, int d, held_t *h)
 /* Whether deployment d could ever take job j: its max_tokens within the deployment's output
  * ceiling, and each provider-side charge within what its limit allows in a whole period
  * (a request above a whole limit is "too large" at the provider, whatever the wait). */
-static int dep_can_take(sl_sched_t *s, const job_t *j, int d)
+typedef enum { FIT_OK = 0, FIT_TOO_LARGE, FIT_INCAPABLE } fit_t;
+
+/* Whether deployment d can serve j at all: its capabilities (context window, tools,
+ * structured output, the tenant's regions), then limits that could ever hold the request. */
+static fit_t dep_fit(sl_sched_t *s, job_t *j, int d)
 {
     const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
+    unsigned f = job_flags(s, j);
+    if (dc->context_window > 0 && j->est_input + j->est_output > dc->context_window)
+        return FIT_INCAPABLE;
+    if (((f & JF_TOOLS) && !dc->supports_tools) || ((f & JF_JSON) && !dc->supports_json))
+        return FIT_INCAPABLE;
+    const sl_tenant_cfg_t *tc = &s->cfg->tenants[j->tenant];
+    if (tc->nregions > 0) {
+        int ok = 0;
+        for (int i = 0; i < tc->nregions; i++)
+            ok |= strcmp(tc->regions[i], dc->region) == 0;
+        if (!ok)
+            return FIT_INCAPABLE;
+    }
     if (j->est_output > dc->max_output_tokens)
-        return 0;
+        return FIT_TOO_LARGE;
     demand_t dm = job_demand(s, j);
     const path_t *p = &s->deps[d].path;
     for (int i = 0; i < p->n; i++) {
@@ -1641,9 +1734,14 @@ static int dep_can_take(sl_sched_t *s, const job_t *j, int d)
         rule_t rule;
         charge_of(bi, dc, &dm, &amount, &rule);
         if (bi->limit->algorithm != SL_LIMIT_RAMP && amount > bi->limit->capacity)
-            return 0;
+            return FIT_TOO_LARGE;
     }
-    return 1;
+    return FIT_OK;
+}
+
+static int dep_can_take(sl_sched_t *s, job_t *j, int d)
+{
+    return dep_fit(s, j, d) == FIT_OK;
 }
 
 /* A reservation id (32 hex digits) that sorts by creation: 12 digits of the clock, 4 of a
@@ -1730,6 +1828,10 @@ static sl_err_t lease(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
         return rc;
     }
     s->st.dispatched++;
+    route_t *rt = &s->routes[j->route];
+    decay_retries(s, rt, now_ms);
+    if (j->attempts - j->not_sent <= 1)
+        rt->recent_first += 1;
     if (s->obs.leased != NULL)
         s->obs.leased(s->obs_arg, j->tenant, j->route, j->cls, d,
                       (double)(h->est_input + h->est_output),
@@ -1873,6 +1975,80 @@ static int must_yield(const sl_sched_t *s, route_t *route, int cls, int64_t now_
     return total > 0 && others >= above * total;
 }
 
+/* Orders a route's candidate deployments for job j by the route's strategy (sl_strategy_t);
+ * every one of them can take j, and the first whose buckets have room gets it. */
+static void order_candidates(sl_sched_t *s, const sl_route_cfg_t *rc, job_t *j, int *order,
+                             int n, int64_t now_ms)
+{
+    double key[SL_ROUTE_MAX_DEPLOYMENTS]; /* lower first */
+    demand_t dm = job_demand(s, j);
+    for (int i = 0; i < n; i++) {
+        int d = order[i];
+        const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
+        switch (rc->strategy) {
+        case SL_STRATEGY_WATERFALL:
+            /* The listed order, but a deployment used past overflow_at goes after those that
+             * are not (and back first as soon as it has room again). */
+            key[i] = (1.0 - free_fraction(s, d, now_ms) >= rc->overflow_at ? 1000.0 : 0.0) + i;
+            break;
+        case SL_STRATEGY_LATENCY:
+            /* Unmeasured deployments first, so each gets measured. */
+            key[i] = s->deps[d].ttft_ms;
+            break;
+        case SL_STRATEGY_CHEAPEST:
+            key[i] = spend_usd(&dc->price, dm.input, 0, dm.output);
+            break;
+        default: /* spread: the most free capacity first */
+            key[i] = -free_fraction(s, d, now_ms);
+            break;
+        }
+    }
+    for (int i = 1; i < n; i++) {
+        for (int k = i; k > 0 && key[k] < key[k - 1]; k--) {
+            double tk = key[k];
+            key[k] = key[k - 1];
+            key[k - 1] = tk;
+            int td = order[k];
+            order[k] = order[k - 1];
+            order[k - 1] = td;
+        }
+    }
+}
+
+/* Moves j (taken out of its route's line) to the first fallback route of its route that its
+ * tenant may use and that has a deployment able to take it, when the job allows it. *moved
+ * says whether it did; otherwise j is left out of line for the caller to finish. */
+static sl_err_t try_fallback(sl_sched_t *s, job_t *j, const char *why, int64_t now_ms,
+                             int *moved)
+{
+    (void)now_ms;
+    *moved = 0;
+    if (!(job_flags(s, j) & JF_FALLBACK))
+        return SL_OK;
+    const sl_route_cfg_t *from = &s->cfg->routes[j->route];
+    for (int i = 0; i < from->nfallbacks; i++) {
+        int r = from->fallbacks[i];
+        if (r == j->home_route || !sl_config_tenant_allows_route(s->cfg, j->tenant, r))
+            continue;
+        int from_route = j->route;
+        j->route = r;
+        int able = 0;
+        for (int k = 0; k < s->cfg->routes[r].ndeployments && !able; k++)
+            able = dep_can_take(s, j, s->cfg->routes[r].deployments[k]);
+        if (!able) {
+            j->route = from_route;
+            continue;
+        }
+        sl_logf(SL_LOG_INFO, "job", j->id, "job %s falls back from route %s to %s (%s)", j->id,
+                s->cfg->routes[from_route].name, s->cfg->routes[r].name, why);
+        if (s->obs.fallback != NULL)
+            s->obs.fallback(s->obs_arg, from_route, r, why);
+        *moved = 1;
+        return enqueue(s, j, 1);
+    }
+    return SL_OK;
+}
+
 /* Serves one route by DRR until capacity or the per-tick budget runs out. */
 static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget)
 {
@@ -1902,42 +2078,44 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
         /* Candidates, most free capacity first (a simple spread; routing strategies come with
          * the provider issue). */
         int order[SL_ROUTE_MAX_DEPLOYMENTS];
-        int n = 0;
+        int n = 0, incapable = 0;
         for (int i = 0; i < rc_cfg->ndeployments; i++) {
             int d = rc_cfg->deployments[i];
-            if (dep_can_take(s, j, d))
+            fit_t fit = dep_fit(s, j, d);
+            if (fit == FIT_OK)
                 order[n++] = d;
+            incapable += fit == FIT_INCAPABLE;
         }
         if (n == 0) {
-            sl_err_t rc = fail_job(s, j, "rejected", "capacity", "request_too_large",
-                                   "rejected_locally", 0,
-                                   "no deployment of the route can take a request this large",
-                                   now_ms);
+            unplace(s, j);
+            int moved = 0;
+            sl_err_t rc = try_fallback(s, j, incapable > 0 ? "no_capable_deployment"
+                                                           : "request_too_large",
+                                       now_ms, &moved);
+            if (rc == SL_OK && !moved && incapable == 0)
+                rc = fail_job(s, j, "rejected", "capacity", "request_too_large",
+                              "rejected_locally", 0,
+                              "no deployment of the route can take a request this large", now_ms);
+            else if (rc == SL_OK && !moved)
+                rc = fail_job(s, j, "rejected", "invalid_request", "no_capable_deployment",
+                              "rejected_locally", 0,
+                              "no deployment of the route can serve this request (context "
+                              "window, tools, structured output or the tenant's regions)",
+                              now_ms);
             if (rc != SL_OK)
                 return rc;
             continue;
         }
-        double frac[SL_ROUTE_MAX_DEPLOYMENTS];
-        for (int i = 0; i < n; i++)
-            frac[i] = free_fraction(s, order[i], now_ms);
-        for (int i = 1; i < n; i++) {
-            for (int k = i; k > 0 && frac[k] > frac[k - 1]; k--) {
-                double tf = frac[k];
-                frac[k] = frac[k - 1];
-                frac[k - 1] = tf;
-                int td = order[k];
-                order[k] = order[k - 1];
-                order[k - 1] = td;
-            }
-        }
+        order_candidates(s, rc_cfg, j, order, n, now_ms);
         int64_t min_wait = INT64_MAX;
-        int caller_blocked = 0, leased = 0, quota_out = 0, quota_bucket = -1;
+        int caller_blocked = 0, leased = 0, quota_out = 0, quota_bucket = -1, paused = 0;
         int64_t quota_wait = 0;
         for (int i = 0; i < n && !leased && !caller_blocked; i++) {
             int d = order[i];
             if (s->deps[d].paused_until_ms > now_ms) {
                 int64_t w = s->deps[d].paused_until_ms - now_ms;
                 min_wait = w < min_wait ? w : min_wait;
+                paused++;
                 continue;
             }
             held_t h;
@@ -1988,10 +2166,32 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
         }
         if (quota_out > 0 && (caller_blocked || quota_out == n)) {
             /* A quota on the callers' side, or on every deployment that could take the job,
-             * is spent past the job's deadline. */
-            sl_err_t rc = fail_quota(s, j, quota_bucket, quota_wait, now_ms);
+             * is spent past the job's deadline: another route may still serve it (not when the
+             * caller's own quota is spent: that would follow it there). */
+            int moved = 0;
+            unplace(s, j);
+            sl_err_t rc = caller_blocked ? SL_OK
+                                         : try_fallback(s, j, "quota_exhausted", now_ms, &moved);
+            if (rc == SL_OK && !moved)
+                rc = fail_quota(s, j, quota_bucket, quota_wait, now_ms);
             if (rc != SL_OK)
                 return rc;
+            continue;
+        }
+        if (paused == n && min_wait != INT64_MAX && now_ms + min_wait > j->deadline_ms &&
+            (job_flags(s, j) & JF_FALLBACK) && rc_cfg->nfallbacks > 0) {
+            /* Every deployment is paused by its provider past the job's deadline. */
+            int moved = 0;
+            unplace(s, j);
+            sl_err_t rc = try_fallback(s, j, "providers_paused", now_ms, &moved);
+            if (rc == SL_OK && !moved)
+                rc = enqueue(s, j, 1);
+            if (rc != SL_OK)
+                return rc;
+            if (!moved) {
+                route->blocked_until_ms = now_ms + min_wait;
+                return SL_OK;
+            }
             continue;
         }
         if (caller_blocked) {
@@ -2185,6 +2385,26 @@ static sl_err_t retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const c
         return fail_job(s, j, "failed", "deadline", "deadline_before_retry",
                         "admitted_provider_rejected", 0,
                         "the next safe attempt would miss the job's deadline", now_ms);
+    /* The route's retry budget: retries at most max_retry_ratio of its recent first attempts
+     * (with a floor of a few, so that a quiet route can still retry), so that a storm of
+     * failures cannot multiply the traffic. A not_sent lease was never a call: free. */
+    route_t *rt = &s->routes[j->route];
+    decay_retries(s, rt, now_ms);
+    if (strcmp(reason, "not_sent") != 0) {
+        double allowed = s->cfg->routes[j->route].max_retry_ratio *
+                         (rt->recent_first > 10 ? rt->recent_first : 10);
+        if (rt->recent_retries >= allowed) {
+            char msg[700];
+            snprintf(msg, sizeof msg,
+                     "%.400s; not retried: route %s's retries are over its budget "
+                     "(routes[].max_retry_ratio %.2f of recent first attempts)",
+                     message, s->cfg->routes[j->route].name,
+                     s->cfg->routes[j->route].max_retry_ratio);
+            return fail_job(s, j, "failed", "provider", "retry_budget_exhausted",
+                            "admitted_provider_rejected", 1, msg, now_ms);
+        }
+        rt->recent_retries += 1;
+    }
     s->st.retried++;
     j->not_before_ms = now_ms + delay_ms;
     j->res_id[0] = '\0';
@@ -2284,6 +2504,15 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     char message[512];
     snprintf(message, sizeof message, "%s (HTTP %lld from %s): %.300s", outcome,
              (long long)jint(doc, "http_status", 0), dep_name, perr ? perr : "");
+    if (dep >= 0 && ok) {
+        /* Time to first token, smoothed over the last ~10 answers (latency strategy). */
+        double ttft = json_number_value(json_object_get(latency, "ttft_ms"));
+        if (ttft > 0)
+            s->deps[dep].ttft_ms = s->deps[dep].ttft_ms > 0
+                                       ? 0.9 * s->deps[dep].ttft_ms + 0.1 * ttft
+                                       : ttft;
+        s->deps[dep].fail_streak = 0;
+    }
     if (ok) {
         outcome_t o;
         outcome_init(&o, "succeeded");
@@ -2317,9 +2546,28 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
                       "admitted_provider_rejected", 0, message, now_ms);
     } else {
         /* overloaded, server_error, timeout, transport, bad_response: retryable with backoff,
-         * or after the provider's hint when it gave one. */
+         * or after the provider's hint when it gave one. An overloaded or failing deployment
+         * is paused too, so the rest of the queue goes elsewhere meanwhile: until its hint
+         * (plus up to 10 % jitter), else for a backoff that doubles with each failure in a row
+         * (full jitter, at most 8 s). */
         s->st.provider_5xx++;
         int64_t delay = retry_after > 0 ? retry_after : backoff_ms(j->attempts);
+        int server_side = strcmp(outcome, "overloaded") == 0 ||
+                          strcmp(outcome, "server_error") == 0;
+        if (dep >= 0 && server_side) {
+            dep_t *dp = &s->deps[dep];
+            int64_t pause;
+            if (retry_after > 0) {
+                pause = retry_after + (int64_t)randombytes_uniform((uint32_t)(retry_after / 10 + 1));
+            } else {
+                int shift = dp->fail_streak < 4 ? dp->fail_streak : 4;
+                int64_t ceiling = (int64_t)500 << shift;
+                pause = (int64_t)randombytes_uniform((uint32_t)ceiling + 1);
+            }
+            dp->fail_streak++;
+            if (dp->paused_until_ms < now_ms + pause)
+                dp->paused_until_ms = now_ms + pause;
+        }
         rc = retry_or_fail(s, j, delay, "provider_unavailable", message, now_ms);
     }
 out:

@@ -128,6 +128,9 @@ typedef struct {
     /* A provider answered (the usage event's outcome: ok, rate_limited, server_error, ...,
      * and its HTTP status, 0 when there was none). */
     void (*provider)(void *arg, const char *deployment, const char *outcome, int http_status);
+    /* A job moved from one route to a fallback route (why: no_capable_deployment,
+     * quota_exhausted, providers_paused). */
+    void (*fallback)(void *arg, int from_route, int to_route, const char *why);
     /* A job finished with this status after this many attempts. */
     void (*finished)(void *arg, int cls, const char *status, int attempts);
 } sl_sched_observer_t;

@@ -95,6 +95,10 @@ static void close_core(env_t *e)
 
 /* The DRR quantum of the next configs written (0: the default, 4096 tokens). */
 static int64_t drr_quantum;
+/* More members of route "chat" (e.g. "'strategy': 'waterfall',") and more routes (e.g.
+ * ", {'name': 'chat-b', 'deployments': ['dep-b']}") in the next configs written. */
+static const char *route_extra = "";
+static const char *more_routes = "";
 
 /* Writes the config for o into the test directory and loads it into e->cfg. */
 static void load_config(env_t *e, const opts_t *o)
@@ -125,13 +129,13 @@ static void load_config(env_t *e, const opts_t *o)
                      " 'scheduler': {'db': '%s/t.db', 'lease_ms': %lld, 'max_attempts': %lld,"
                      "               'drr_quantum_tokens': %lld},"
                      " 'deployments': [%s],"
-                     " 'routes': [{'name': 'chat', 'deployments': [%s]}],"
+                     " 'routes': [{'name': 'chat', %s 'deployments': [%s]}%s],"
                      " 'tenants': [{'name': 'acme', 'weight': 1}%s]}",
                      o->extra_top ? o->extra_top : "", e->dir,
                      (long long)(o->lease_ms ? o->lease_ms : 600000),
                      (long long)(o->max_attempts ? o->max_attempts : 5),
-                     (long long)(drr_quantum ? drr_quantum : 4096), dep_defs, o->deployments,
-                     globex);
+                     (long long)(drr_quantum ? drr_quantum : 4096), dep_defs, route_extra,
+                     o->deployments, more_routes, globex);
     ck_assert_int_lt(n, (int)sizeof text);
     unquote(text);
     FILE *f = fopen(e->cfg_path, "w");
@@ -270,6 +274,9 @@ typedef struct {
     const char *ratelimit;  /* the event's normalised headers (JSON text), or NULL */
 } usagespec_t;
 
+/* The time to first token the next usage events report (ms). */
+static double usage_ttft_ms = 10.0;
+
 static void feed_usage(env_t *e, const char *job_id, int attempt, const char *res_id,
                        const char *deployment, const usagespec_t *u, int64_t now_ms)
 {
@@ -277,7 +284,7 @@ static void feed_usage(env_t *e, const char *job_id, int attempt, const char *re
                             "job_id", job_id, "attempt", attempt, "reservation_id", res_id,
                             "deployment", deployment, "outcome", u->outcome, "http_status",
                             u->http_status, "started_ms", (json_int_t)(now_ms - 50),
-                            "finished_ms", (json_int_t)now_ms, "latency", "ttft_ms", 10.0,
+                            "finished_ms", (json_int_t)now_ms, "latency", "ttft_ms", usage_ttft_ms,
                             "total_ms", 50.0);
     ck_assert_ptr_nonnull(doc);
     if (u->input >= 0)
@@ -2053,6 +2060,298 @@ START_TEST(runtime_weight_and_pause_are_restored_from_the_store)
 }
 END_TEST
 
+/* ---- routing (issue: real providers) ---- */
+
+/* A job of acme like feed_job, with members added to its request body (JSON text, e.g.
+ * "{\"stream\": true}") and the caller's fallback permission. */
+static void feed_job_with(env_t *e, const char *id, const char *request_extra, int fallback,
+                          int64_t now_ms)
+{
+    jobspec_t js = {id, "acme", NULL, now_ms, now_ms + HOUR, 150, 100};
+    char *text = job_text(&js);
+    json_t *doc = json_loads(text, 0, NULL);
+    free(text);
+    json_t *extra = json_loads(request_extra, 0, NULL);
+    ck_assert_ptr_nonnull(extra);
+    json_object_update(json_object_get(doc, "request"), extra);
+    json_decref(extra);
+    if (fallback)
+        json_object_set_new(doc, "fallback", json_true());
+    text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    feed_text(e, text, now_ms);
+    free(text);
+}
+
+/* dep-a (TPM bucket 600, margin 300: two jobs of 150 at a cold start) is the primary; past
+ * overflow_at 0.2 used, jobs overflow to dep-b; once dep-a refills they go back to it. */
+START_TEST(waterfall_overflows_and_comes_back)
+{
+    route_extra = "'strategy': 'waterfall', 'overflow_at': 0.2,";
+    env_t e;
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    route_extra = "";
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "job-%d", i);
+        feed_job(&e, id, "acme", T0);
+    }
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 3);
+    ck_assert_str_eq(sget(find(&b, SL_MSG_DISPATCH, "job-0"), "deployment"), "dep-a");
+    /* dep-a is 25 % used (150 of 600) after the first: the next ones overflow */
+    ck_assert_str_eq(sget(find(&b, SL_MSG_DISPATCH, "job-1"), "deployment"), "dep-b");
+    ck_assert_str_eq(sget(find(&b, SL_MSG_DISPATCH, "job-2"), "deployment"), "dep-a");
+    batch_free(&b);
+    /* a minute later dep-a is full again: back to the primary */
+    feed_job(&e, "job-9", "acme", T0 + 60000);
+    b = step(&e, T0 + 60000);
+    ck_assert_str_eq(sget(find(&b, SL_MSG_DISPATCH, "job-9"), "deployment"), "dep-a");
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(cheapest_and_latency_strategies_order_deployments)
+{
+    static const char *const cheap_b =
+        "{'name': 'dep-c', 'base_url': 'http://127.0.0.1:9/c/v1', 'model': 'model-c',"
+        " 'limits': {'rpm': 120, 'tpm': 12000}, 'slices_per_minute': 20,"
+        " 'price': {'input_per_mtok': 0.1, 'output_per_mtok': 0.4}},"
+        "{'name': 'dep-d', 'base_url': 'http://127.0.0.1:9/d/v1', 'model': 'model-d',"
+        " 'limits': {'rpm': 120, 'tpm': 12000}, 'slices_per_minute': 20,"
+        " 'price': {'input_per_mtok': 3, 'output_per_mtok': 15}}";
+    route_extra = "'strategy': 'cheapest',";
+    env_t e;
+    opts_t o = {"'dep-d', 'dep-c'", 0, 0, 0, 0, cheap_b, NULL};
+    env_init(&e, &o, T0);
+    route_extra = "";
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    ck_assert_str_eq(sget(find(&b, SL_MSG_DISPATCH, "job-1"), "deployment"), "dep-c");
+    batch_free(&b);
+    env_done(&e);
+
+    /* latency: after one answer each, the faster deployment is preferred */
+    route_extra = "'strategy': 'latency',";
+    opts_t o2 = {"'dep-a', 'dep-b'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o2, T0);
+    route_extra = "";
+    /* an unmeasured deployment goes first, so each gets measured: dep-a slow, dep-b fast */
+    const char *const ids[2] = {"job-1", "job-2"};
+    const char *const want[2] = {"dep-a", "dep-b"};
+    for (int i = 0; i < 2; i++) {
+        feed_job(&e, ids[i], "acme", T0 + i * 100);
+        b = step(&e, T0 + i * 100);
+        lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, ids[i]), T0 + i * 100);
+        ck_assert_str_eq(l.dep, want[i]);
+        usage_ttft_ms = i == 0 ? 400.0 : 30.0;
+        feed_usage(&e, l.job, l.attempt, l.res, l.dep, &OK_USAGE, T0 + i * 100 + 50);
+        usage_ttft_ms = 10.0;
+        batch_free(&b);
+        b = take(&e);
+        batch_free(&b);
+    }
+    /* dep-a has more room (its limits are twice dep-b's) but dep-b answers faster */
+    feed_job(&e, "job-3", "acme", T0 + 60000);
+    b = step(&e, T0 + 60000);
+    ck_assert_str_eq(sget(find(&b, SL_MSG_DISPATCH, "job-3"), "deployment"), "dep-b");
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(capabilities_filter_deployments)
+{
+    static const char *const no_tools =
+        "{'name': 'dep-t', 'base_url': 'http://127.0.0.1:9/t/v1', 'model': 'model-t',"
+        " 'limits': {'rpm': 120, 'tpm': 12000}, 'slices_per_minute': 20,"
+        " 'supports_tools': false, 'supports_json': false, 'context_window': 200}";
+    env_t e;
+    opts_t o = {"'dep-t', 'dep-b'", 0, 0, 0, 0, no_tools, NULL};
+    env_init(&e, &o, T0);
+    /* dep-t is listed first and has the most room, but cannot take tools, structured output
+     * or 150 + 100 tokens of context */
+    feed_job_with(&e, "job-tools", "{\"tools\": [{\"type\": \"function\"}]}", 0, T0);
+    batch_t b = step(&e, T0);
+    ck_assert_str_eq(sget(find(&b, SL_MSG_DISPATCH, "job-tools"), "deployment"), "dep-b");
+    batch_free(&b);
+    env_done(&e);
+
+    /* a route with no capable deployment: rejected, naming why */
+    static const char *const only_t =
+        "{'name': 'dep-t', 'base_url': 'http://127.0.0.1:9/t/v1', 'model': 'model-t',"
+        " 'limits': {'rpm': 120, 'tpm': 12000}, 'supports_json': false}";
+    opts_t o2 = {"'dep-t'", 0, 0, 0, 0, only_t, NULL};
+    env_init(&e, &o2, T0);
+    feed_job_with(&e, "job-json", "{\"response_format\": {\"type\": \"json_object\"}}", 0, T0);
+    b = step(&e, T0);
+    json_t *r = find(&b, SL_MSG_RESULT, "job-json");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "rejected");
+    ck_assert_str_eq(sget(json_object_get(r, "error"), "reason"), "no_capable_deployment");
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(fallback_route_serves_when_allowed)
+{
+    static const char *const only_t =
+        "{'name': 'dep-t', 'base_url': 'http://127.0.0.1:9/t/v1', 'model': 'model-t',"
+        " 'limits': {'rpm': 120, 'tpm': 12000}, 'supports_tools': false}";
+    route_extra = "'fallback': ['chat-b'],";
+    more_routes = ", {'name': 'chat-b', 'deployments': ['dep-b']}";
+    env_t e;
+    opts_t o = {"'dep-t'", 0, 0, 0, 0, only_t, NULL};
+    /* dep-b must exist in the config: list it through extra defs */
+    char defs[1024];
+    snprintf(defs, sizeof defs, "%s, %s", only_t, DEP_B);
+    o.extra_defs = defs;
+    env_init(&e, &o, T0);
+    route_extra = "";
+    more_routes = "";
+    feed_job_with(&e, "job-fb", "{\"tools\": [{\"type\": \"function\"}]}", 1, T0);
+    feed_job_with(&e, "job-no", "{\"tools\": [{\"type\": \"function\"}]}", 0, T0);
+    batch_t b = step(&e, T0);
+    json_t *d = find(&b, SL_MSG_DISPATCH, "job-fb");
+    ck_assert_ptr_nonnull(d);
+    ck_assert_str_eq(sget(d, "deployment"), "dep-b");
+    json_t *r = find(&b, SL_MSG_RESULT, "job-no");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(json_object_get(r, "error"), "reason"), "no_capable_deployment");
+    lease_t l = lease_of(d, T0);
+    batch_free(&b);
+    feed_usage(&e, l.job, l.attempt, l.res, l.dep, &OK_USAGE, T0 + 50);
+    b = take(&e);
+    r = find(&b, SL_MSG_RESULT, "job-fb");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "succeeded");
+    ck_assert(json_is_true(json_object_get(r, "fallback_used")));
+    ck_assert_str_eq(sget(r, "route"), "chat");
+    ck_assert_str_eq(sget(r, "deployment"), "dep-b");
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+/* A storm of 429s: the route retries at most max_retry_ratio of its recent first attempts
+ * (floor 10), and the rest fail at once with retry_budget_exhausted. */
+START_TEST(retry_budget_caps_a_storm)
+{
+    route_extra = "'max_retry_ratio': 0.2,";
+    env_t e;
+    opts_t o = {"'dep-big'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    route_extra = "";
+    for (int i = 0; i < 40; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "job-%02d", i);
+        feed_job(&e, id, "acme", T0);
+    }
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 40);
+    usagespec_t u429 = {"rate_limited", 429, -1, 0, 0, 0, NULL};
+    for (int i = 0; i < b.n; i++) {
+        lease_t l = lease_of(b.doc[i], T0);
+        feed_usage(&e, l.job, l.attempt, l.res, l.dep, &u429, T0 + 10);
+    }
+    batch_free(&b);
+    b = take(&e);
+    int budget_out = 0;
+    for (int i = 0; i < b.n; i++) {
+        if (b.m[i].kind == SL_MSG_RESULT &&
+            strcmp(sget(json_object_get(b.doc[i], "error"), "reason"), "retry_budget_exhausted") ==
+                0)
+            budget_out++;
+    }
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    /* 40 first attempts x 0.2 = 8 retries allowed (the floor of 10 first attempts is below) */
+    ck_assert_int_eq(st.retried, 8);
+    ck_assert_int_eq(budget_out, 32);
+    env_done(&e);
+}
+END_TEST
+
+/* A 503 without a hint pauses the deployment (backoff with jitter, at most 0.5 s the first
+ * time), so the next job goes to the other one. */
+START_TEST(overloaded_deployment_is_paused)
+{
+    route_extra = "'strategy': 'waterfall',";
+    env_t e;
+    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    route_extra = "";
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
+    ck_assert_str_eq(l.dep, "dep-a");
+    batch_free(&b);
+    usagespec_t u503 = {"overloaded", 503, -1, 0, -1, 0, NULL};
+    feed_usage(&e, l.job, l.attempt, l.res, l.dep, &u503, T0 + 10);
+    int in_flight[2];
+    int64_t paused[2];
+    sl_sched_deployments_info(e.sched, T0 + 10, in_flight, paused);
+    ck_assert_int_le(paused[0], 500);
+    /* with a Retry-After of 2 s it is paused at least that long */
+    b = step(&e, T0 + 600);
+    json_t *d = find(&b, SL_MSG_DISPATCH, "job-1");
+    ck_assert_ptr_nonnull(d);
+    l = lease_of(d, T0 + 600);
+    batch_free(&b);
+    usagespec_t u503h = {"overloaded", 503, -1, 0, 2000, 0, NULL};
+    feed_usage(&e, l.job, l.attempt, l.res, l.dep, &u503h, T0 + 610);
+    sl_sched_deployments_info(e.sched, T0 + 610, in_flight, paused);
+    const char *dep = l.dep;
+    int di = strcmp(dep, "dep-a") == 0 ? 0 : 1;
+    ck_assert_int_ge(paused[di], 2000);
+    ck_assert_int_le(paused[di], 2200);
+    env_done(&e);
+}
+END_TEST
+
+/* A streamed job holds max_tokens of output until it ends, even once the route learned that
+ * answers are short. */
+START_TEST(stream_reserves_max_tokens)
+{
+    env_t e;
+    opts_t o = {"'dep-big'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    /* teach the route that outputs are short: 40 answers of 20 tokens */
+    for (int i = 0; i < 40; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "warm-%02d", i);
+        feed_job(&e, id, "acme", T0);
+    }
+    batch_t b = step(&e, T0);
+    usagespec_t u = {"ok", 200, 150, 20, -1, 0, NULL};
+    for (int i = 0; i < b.n; i++) {
+        lease_t l = lease_of(b.doc[i], T0);
+        feed_usage(&e, l.job, l.attempt, l.res, l.dep, &u, T0 + 10);
+    }
+    batch_free(&b);
+    b = take(&e);
+    batch_free(&b);
+    feed_job(&e, "job-plain", "acme", T0 + 20);
+    feed_job_with(&e, "job-stream", "{\"stream\": true}", 0, T0 + 20);
+    b = step(&e, T0 + 20);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 2);
+    batch_free(&b);
+    ck_assert_str_eq(peek_sql(&e, "SELECT r.est_output FROM reservations r JOIN jobs j ON"
+                                  " j.job_id = r.job_id WHERE j.idempotency_key = '%s'",
+                              "idem-job-stream"),
+                     "100");
+    ck_assert_str_ne(peek_sql(&e, "SELECT r.est_output FROM reservations r JOIN jobs j ON"
+                                  " j.job_id = r.job_id WHERE j.idempotency_key = '%s'",
+                              "idem-job-plain"),
+                     "100");
+    env_done(&e);
+}
+END_TEST
+
 static Suite *sched_suite(void)
 {
     Suite *s = suite_create("sched");
@@ -2097,6 +2396,13 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, paused_key_holds_only_its_jobs);
     tcase_add_test(tc, runtime_limit_applies_at_once_and_survives_a_restart);
     tcase_add_test(tc, runtime_weight_and_pause_are_restored_from_the_store);
+    tcase_add_test(tc, waterfall_overflows_and_comes_back);
+    tcase_add_test(tc, cheapest_and_latency_strategies_order_deployments);
+    tcase_add_test(tc, capabilities_filter_deployments);
+    tcase_add_test(tc, fallback_route_serves_when_allowed);
+    tcase_add_test(tc, retry_budget_caps_a_storm);
+    tcase_add_test(tc, overloaded_deployment_is_paused);
+    tcase_add_test(tc, stream_reserves_max_tokens);
     suite_add_tcase(s, tc);
     return s;
 }
