@@ -7,34 +7,51 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "adapter.h"
+#include "estimate.h"
 #include "hmap.h"
 #include "jsonschema.h"
 #include "log.h"
 #include "openai.h"
+#include "stream.h"
 #include "util.h"
 
 enum { MAX_RESPONSE_BYTES = 16 << 20, LEASE_GUARD_MS = 500 };
 
 typedef struct {
-    char *auth_header; /* "Authorization: Bearer ..." or NULL */
-    char *url;
+    const sl_adapter_t *ad;
+    char *auth_header; /* the provider's credential header line, or NULL */
+    size_t key_at;     /* where the key starts in auth_header */
 } dep_rt_t;
 
+/* How a streamed request's answer is read: decided at its first body byte. */
+typedef enum {
+    BODY_UNDECIDED = 0,
+    BODY_EVENTS, /* a 2xx text/event-stream: parsed as it arrives */
+    BODY_WHOLE,  /* anything else (an error, or one JSON body): read whole, as unstreamed */
+} body_mode_t;
+
 typedef struct call {
+    struct sl_engine *e;
     CURL *easy;
     struct curl_slist *headers;
-    char *body;
+    sl_adapter_request_t req;
     char *resp;
     size_t resp_len, resp_cap;
     int too_big;
     sl_ratelimit_t rl;
+    sl_stream_t *stream; /* a streamed request; NULL otherwise */
+    body_mode_t mode;
+    int event_stream; /* the response said content-type: text/event-stream */
     char job_id[65];
     char res_id[65];
     char inflight_key[96];
     int attempt;
     int deployment;
     int64_t started_ms;
+    double started_mono_ms;
 } call_t;
 
 struct sl_engine {
@@ -45,6 +62,8 @@ struct sl_engine {
     void *emit_arg;
     sl_engine_timing_fn timing;
     void *timing_arg;
+    sl_engine_emit_fn chunk;
+    void *chunk_arg;
     CURLM *multi;
     dep_rt_t *deps;
     sl_hmap_t *inflight; /* "job:attempt" -> call, so a redelivered dispatch is not sent twice */
@@ -108,17 +127,20 @@ sl_err_t sl_engine_new(const sl_config_t *cfg, const sl_verifier_t *verifier,
     curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, (long)cfg->max_in_flight);
     for (int i = 0; i < cfg->ndeployments; i++) {
         const sl_deployment_cfg_t *d = &cfg->deployments[i];
-        size_t n = strlen(d->base_url) + 32;
-        e->deps[i].url = malloc(n);
-        if (e->deps[i].url == NULL)
+        e->deps[i].ad = sl_adapter_for(d->api);
+        if (e->deps[i].ad == NULL) {
+            snprintf(err, errlen, "deployment %s: no adapter for its provider", d->name);
+            rc = SL_ECONFIG;
             goto fail;
-        snprintf(e->deps[i].url, n, "%s/chat/completions", d->base_url);
+        }
         char *key = read_credential(d);
         if (key != NULL) {
-            size_t hn = strlen(key) + 32;
-            e->deps[i].auth_header = malloc(hn);
+            /* Only in the provider's own credential header: never in a URL or a body. */
+            e->deps[i].auth_header = sl_adapter_auth_header(e->deps[i].ad, key);
             if (e->deps[i].auth_header != NULL)
-                snprintf(e->deps[i].auth_header, hn, "Authorization: Bearer %s", key);
+                e->deps[i].key_at = strlen(e->deps[i].auth_header) - strlen(key);
+            else
+                sl_warn("deployment %s: its credential cannot be sent (a line break?)", d->name);
             wipe_free(key);
         } else {
             sl_warn("deployment %s has no credential (api_key_env/api_key_file)", d->name);
@@ -137,6 +159,12 @@ void sl_engine_on_timing(sl_engine_t *e, sl_engine_timing_fn fn, void *arg)
     e->timing_arg = arg;
 }
 
+void sl_engine_on_chunk(sl_engine_t *e, sl_engine_emit_fn fn, void *arg)
+{
+    e->chunk = fn;
+    e->chunk_arg = arg;
+}
+
 static void call_free(call_t *c)
 {
     if (c == NULL)
@@ -144,7 +172,8 @@ static void call_free(call_t *c)
     if (c->easy != NULL)
         curl_easy_cleanup(c->easy);
     curl_slist_free_all(c->headers);
-    free(c->body);
+    sl_adapter_request_clear(&c->req);
+    sl_stream_free(c->stream);
     free(c->resp);
     free(c);
 }
@@ -166,10 +195,8 @@ void sl_engine_free(sl_engine_t *e)
         sl_hmap_each(e->inflight, free_call_entry, e);
         sl_hmap_free(e->inflight);
     }
-    for (int i = 0; e->deps != NULL && i < e->cfg->ndeployments; i++) {
-        free(e->deps[i].url);
+    for (int i = 0; e->deps != NULL && i < e->cfg->ndeployments; i++)
         wipe_free(e->deps[i].auth_header);
-    }
     free(e->deps);
     if (e->multi != NULL)
         curl_multi_cleanup(e->multi);
@@ -177,10 +204,37 @@ void sl_engine_free(sl_engine_t *e)
     free(e);
 }
 
+/* Overwrites every copy of the deployment's key in text with '*' (same length, in place). A
+ * provider may quote the credential it refused in an error message; the key must not travel on
+ * in a usage event or a chunk. */
+static void scrub_key(const sl_engine_t *e, int d, char *text)
+{
+    const char *header = e->deps[d].auth_header;
+    if (header == NULL)
+        return;
+    const char *key = header + e->deps[d].key_at;
+    size_t klen = strlen(key);
+    if (klen < 4)
+        return;
+    for (char *at = strstr(text, key); at != NULL; at = strstr(at + klen, key))
+        memset(at, '*', klen);
+}
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
     call_t *c = arg;
     size_t n = size * nmemb;
+    if (c->stream != NULL && c->mode == BODY_UNDECIDED) {
+        long status = 0;
+        curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+        c->mode = status >= 200 && status < 300 && c->event_stream ? BODY_EVENTS : BODY_WHOLE;
+    }
+    if (c->mode == BODY_EVENTS) {
+        /* Parsed right here, so each chunk is published the moment its event arrived. A
+         * failure (oversized, malformed) aborts the transfer; the stream then ends as
+         * bad_response. */
+        return sl_stream_feed(c->stream, data, n) == SL_OK ? n : 0;
+    }
     if (c->resp_len + n + 1 > MAX_RESPONSE_BYTES) {
         c->too_big = 1;
         return 0; /* aborts the transfer: a response this large is not one we can carry */
@@ -204,59 +258,99 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
 {
     call_t *c = arg;
-    sl_openai_header(&c->rl, data, size * nmemb);
-    return size * nmemb;
+    size_t n = size * nmemb;
+    /* One parser for every provider: each API's rate-limit and retry headers have their own
+     * names (Gemini sends none), so the others' are simply absent. */
+    sl_openai_header(&c->rl, data, n);
+    static const char ct[] = "content-type:";
+    if (n > sizeof ct && strncasecmp(data, ct, sizeof ct - 1) == 0)
+        c->event_stream = memmem(data, n, "text/event-stream", 17) != NULL;
+    return n;
 }
 
-/* Emits a usage event. body (may be NULL) is the parsed provider response. */
-static void emit_usage(sl_engine_t *e, const char *job_id, int attempt, const char *res_id,
-                       const char *deployment, const char *outcome, long http_status,
-                       const sl_ratelimit_t *rl, json_t *body, double ttft_ms, double total_ms,
-                       int64_t started_ms, int64_t now_ms, const char *err_message)
+/* Hands a stream chunk to the chunk receiver. */
+static void on_chunk(const json_t *chunk, void *arg)
 {
-    json_t *ev = json_pack("{s:i, s:s, s:i, s:s, s:s, s:s, s:i, s:I, s:I}", "v", 1, "job_id",
-                           job_id, "attempt", attempt, "reservation_id", res_id, "deployment",
-                           deployment, "outcome", outcome, "http_status", (int)http_status,
-                           "started_ms", (json_int_t)started_ms, "finished_ms",
-                           (json_int_t)now_ms);
-    if (ev == NULL) {
-        sl_error("out of memory building a usage event for job %s", job_id);
+    call_t *c = arg;
+    sl_engine_t *e = c->e;
+    e->st.chunks++;
+    if (e->chunk == NULL)
         return;
-    }
-    json_t *usage = body != NULL ? sl_openai_usage(body) : NULL;
-    json_object_set_new(ev, "usage", usage != NULL ? usage : json_null());
-    json_t *rlj = json_object();
-    if (rl != NULL)
-        sl_ratelimit_to_json(rl, rlj);
-    json_object_set_new(ev, "ratelimit", rlj);
-    json_object_set_new(ev, "retry_after_ms", rl != NULL && rl->retry_after_ms >= 0
-                                                  ? json_integer(rl->retry_after_ms)
-                                                  : json_null());
-    json_object_set_new(ev, "latency",
-                        json_pack("{s:f, s:f}", "ttft_ms", ttft_ms, "total_ms", total_ms));
-    int ok = strcmp(outcome, "ok") == 0;
-    json_object_set(ev, "response", ok && body != NULL ? body : json_null());
-    if (!ok) {
-        /* Keep the provider's own error text (never headers, never credentials). */
-        json_t *perr = json_object_get(body, "error");
-        const char *msg = json_string_value(json_object_get(perr, "message"));
-        const char *type = json_string_value(json_object_get(perr, "type"));
-        const char *code = json_string_value(json_object_get(perr, "code"));
-        json_t *errj = json_pack("{s:s, s:s}", "type", type != NULL ? type : outcome, "message",
-                                 msg != NULL ? msg : err_message != NULL ? err_message : outcome);
-        json_object_set_new(errj, "code", code != NULL ? json_string(code) : json_null());
-        json_object_set_new(ev, "error", errj);
-    } else {
-        json_object_set_new(ev, "error", json_null());
-    }
-    char *value = json_dumps(ev, JSON_COMPACT);
-    json_decref(ev);
+    char *value = json_dumps(chunk, JSON_COMPACT);
     if (value == NULL) {
-        sl_error("out of memory serialising a usage event for job %s", job_id);
+        sl_error("out of memory serialising a stream chunk for job %s", c->job_id);
         return;
     }
-    e->emit(job_id, value, e->emit_arg);
+    scrub_key(e, c->deployment, value);
+    e->chunk(c->job_id, value, e->chunk_arg);
     free(value);
+}
+
+/* What one usage event says; the json_t members are owned by the event being built. */
+typedef struct {
+    const char *job_id;
+    int attempt;
+    const char *res_id;
+    int deployment; /* index, or -1 (then deployment_name) */
+    const char *deployment_name;
+    const char *outcome;
+    long http_status;
+    const sl_ratelimit_t *rl; /* may be NULL */
+    int64_t retry_after_ms;   /* -1: none */
+    json_t *usage;            /* may be NULL */
+    json_t *response;         /* may be NULL; only kept for "ok" */
+    json_t *error;            /* may be NULL; only kept when not "ok" */
+    double ttft_ms, total_ms;
+    int64_t started_ms, finished_ms;
+} usage_event_t;
+
+/* Emits a usage event and releases the json_t members of ev. */
+static void emit_usage(sl_engine_t *e, usage_event_t *ev)
+{
+    json_t *js = json_pack("{s:i, s:s, s:i, s:s, s:s, s:s, s:i, s:I, s:I}", "v", 1, "job_id",
+                           ev->job_id, "attempt", ev->attempt, "reservation_id", ev->res_id,
+                           "deployment", ev->deployment_name, "outcome", ev->outcome, "http_status",
+                           (int)ev->http_status, "started_ms", (json_int_t)ev->started_ms,
+                           "finished_ms", (json_int_t)ev->finished_ms);
+    int ok = strcmp(ev->outcome, "ok") == 0;
+    if (js == NULL) {
+        sl_error("out of memory building a usage event for job %s", ev->job_id);
+        goto out;
+    }
+    json_object_set(js, "usage", ev->usage != NULL ? ev->usage : json_null());
+    json_t *rlj = json_object();
+    if (ev->rl != NULL)
+        sl_ratelimit_to_json(ev->rl, rlj);
+    json_object_set_new(js, "ratelimit", rlj);
+    json_object_set_new(js, "retry_after_ms",
+                        ev->retry_after_ms >= 0 ? json_integer(ev->retry_after_ms) : json_null());
+    json_object_set_new(js, "latency",
+                        json_pack("{s:f, s:f}", "ttft_ms", ev->ttft_ms, "total_ms", ev->total_ms));
+    json_object_set(js, "response", ok && ev->response != NULL ? ev->response : json_null());
+    json_object_set(js, "error", !ok && ev->error != NULL ? ev->error : json_null());
+    char *value = json_dumps(js, JSON_COMPACT);
+    json_decref(js);
+    if (value == NULL) {
+        sl_error("out of memory serialising a usage event for job %s", ev->job_id);
+        goto out;
+    }
+    if (ev->deployment >= 0)
+        scrub_key(e, ev->deployment, value);
+    e->emit(ev->job_id, value, e->emit_arg);
+    free(value);
+out:
+    json_decref(ev->usage);
+    json_decref(ev->response);
+    json_decref(ev->error);
+}
+
+/* {type: outcome, code: null, message: detail} for failures no provider described. */
+static json_t *plain_error(const char *type, const char *detail)
+{
+    json_t *err = json_pack("{s:s, s:s}", "type", type, "message", detail);
+    if (err != NULL)
+        json_object_set_new(err, "code", json_null());
+    return err;
 }
 
 void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char *sig,
@@ -297,8 +391,11 @@ void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char 
          * that it could join a burst the ledger did not plan. The scheduler releases the
          * reservation and schedules the job again. */
         e->st.not_sent++;
-        emit_usage(e, job_id, attempt, res_id, dep_name, "not_sent", 0, NULL, NULL, 0, 0,
-                   now_ms, now_ms, why_not);
+        usage_event_t ev = {job_id,   attempt,    res_id, -1,
+                            dep_name, "not_sent", 0,      NULL,
+                            -1,       NULL,       NULL,   plain_error("not_sent", why_not),
+                            0,        0,          now_ms, now_ms};
+        emit_usage(e, &ev);
         json_decref(doc);
         return;
     }
@@ -309,11 +406,13 @@ void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char 
         return;
     }
     const sl_deployment_cfg_t *dc = &e->cfg->deployments[d];
+    const sl_adapter_t *ad = e->deps[d].ad;
     call_t *c = calloc(1, sizeof *c);
     if (c == NULL) {
         json_decref(doc);
         return;
     }
+    c->e = e;
     sl_ratelimit_init(&c->rl);
     snprintf(c->job_id, sizeof c->job_id, "%s", job_id);
     snprintf(c->res_id, sizeof c->res_id, "%s", res_id);
@@ -321,31 +420,66 @@ void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char 
     c->attempt = attempt;
     c->deployment = d;
     c->started_ms = now_ms;
-    /* The deployment's own model name goes to the provider, whatever the caller asked for:
-     * the route decided where the job runs. */
     json_t *request = json_object_get(doc, "request");
-    json_object_set_new(request, "model", json_string(dc->model));
-    c->body = json_dumps(request, JSON_COMPACT);
+    if (json_is_true(json_object_get(request, "stream"))) {
+        /* A cut stream is charged what it consumed; when the provider never said how much
+         * input that was, the same estimate ingest reserved is the best figure there is. */
+        sl_stream_ids_t ids = {job_id, attempt, res_id, dc->model,
+                               sl_estimate_input_tokens(request, dc->model)};
+        if (sl_stream_new(ad, &ids, on_chunk, c, &c->stream) != SL_OK) {
+            call_free(c);
+            json_decref(doc);
+            sl_error("out of memory starting a call for job %s", job_id);
+            return;
+        }
+    }
+    sl_err_t rc = sl_adapter_request(ad, dc, request, &c->req, why, sizeof why);
+    json_decref(doc);
+    if (rc == SL_EINVAL) {
+        /* No provider call can carry this request: a request error, charged nothing. */
+        e->st.untranslatable++;
+        sl_logf(SL_LOG_WARN, "job", c->job_id, "request not sent to %s: %s", dc->name, why);
+        if (c->stream != NULL)
+            sl_stream_end_whole(c->stream, NULL, NULL);
+        sl_usage_t zero = {0, 0, 0, 0, 0};
+        char message[320];
+        snprintf(message, sizeof message, "the request cannot be sent to %s: %s",
+                 sl_adapter_name(ad), why);
+        usage_event_t ev = {c->job_id, attempt,
+                            c->res_id, d,
+                            dc->name,  "client_error",
+                            0,         NULL,
+                            -1,        sl_usage_json(&zero),
+                            NULL,      plain_error("invalid_request", message),
+                            0,         0,
+                            now_ms,    now_ms};
+        emit_usage(e, &ev);
+        call_free(c);
+        return;
+    }
     /* The provider sees the job id as idempotency key: unique per tenant and job, unlike the
      * client's own key, which two tenants may both use. */
     char idem_header[128];
-    snprintf(idem_header, sizeof idem_header, "Idempotency-Key: %s", job_id);
-    json_decref(doc);
+    snprintf(idem_header, sizeof idem_header, "Idempotency-Key: %s", c->job_id);
     c->headers = curl_slist_append(NULL, "Content-Type: application/json");
     c->headers = curl_slist_append(c->headers, idem_header);
     c->headers = curl_slist_append(c->headers, "Expect:");
+    if (c->req.stream)
+        c->headers = curl_slist_append(c->headers, "Accept: text/event-stream");
+    for (int i = 0; i < c->req.nheaders; i++)
+        c->headers = curl_slist_append(c->headers, c->req.headers[i]);
     if (e->deps[d].auth_header != NULL)
         c->headers = curl_slist_append(c->headers, e->deps[d].auth_header);
     c->easy = curl_easy_init();
     long timeout = (long)(budget_ms < dc->timeout_ms ? budget_ms : dc->timeout_ms);
-    if (c->body == NULL || c->headers == NULL || c->easy == NULL ||
+    if (rc != SL_OK || c->headers == NULL || c->easy == NULL ||
         sl_hmap_put(e->inflight, c->inflight_key, c) != SL_OK) {
+        sl_error("out of memory starting a call for job %s", c->job_id);
         call_free(c);
-        sl_error("out of memory starting a call for job %s", job_id);
         return;
     }
-    curl_easy_setopt(c->easy, CURLOPT_URL, e->deps[d].url);
-    curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->body);
+    curl_easy_setopt(c->easy, CURLOPT_URL, c->req.url);
+    curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->req.body);
     curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, c->headers);
     curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, c);
@@ -356,6 +490,7 @@ void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char 
     curl_easy_setopt(c->easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c->easy, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(c->easy, CURLOPT_PRIVATE, c);
+    c->started_mono_ms = sl_mono_ms();
     curl_multi_add_handle(e->multi, c->easy);
     e->n_inflight++;
     e->st.accepted++;
@@ -378,6 +513,8 @@ static void report_timing(sl_engine_t *e, call_t *c, long status)
 
 static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
 {
+    const sl_deployment_cfg_t *dc = &e->cfg->deployments[c->deployment];
+    const sl_adapter_t *ad = e->deps[c->deployment].ad;
     long status = 0;
     double ttft_s = 0, total_s = 0;
     curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -394,18 +531,59 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
         transport = 1;
         detail = c->too_big ? "response larger than 16 MiB" : curl_easy_strerror(result);
     }
-    json_t *body = c->resp != NULL ? json_loadb(c->resp, c->resp_len, 0, NULL) : NULL;
-    const char *outcome = c->too_big ? "bad_response" : sl_openai_classify(transport, status, body);
-    /* OpenAI's x-should-retry: false overrides the status: e.g. a 429 "Request too large" can
-     * never succeed by waiting, so it is a request error, not a capacity one. */
-    if (c->rl.should_retry == 0 &&
-        (strcmp(outcome, "rate_limited") == 0 || strcmp(outcome, "overloaded") == 0 ||
-         strcmp(outcome, "server_error") == 0 || strcmp(outcome, "timeout") == 0))
-        outcome = "client_error";
-    emit_usage(e, c->job_id, c->attempt, c->res_id, e->cfg->deployments[c->deployment].name,
-               outcome, status, &c->rl, body, ttft_s * 1000.0, total_s * 1000.0, c->started_ms,
-               sl_now_ms(), detail);
-    json_decref(body);
+    usage_event_t ev = {c->job_id,
+                        c->attempt,
+                        c->res_id,
+                        c->deployment,
+                        dc->name,
+                        NULL,
+                        status,
+                        &c->rl,
+                        -1,
+                        NULL,
+                        NULL,
+                        NULL,
+                        ttft_s * 1000.0,
+                        total_s * 1000.0,
+                        c->started_ms,
+                        sl_now_ms()};
+    if (c->mode == BODY_EVENTS) {
+        ev.outcome = sl_stream_end(c->stream, transport);
+        const json_t *perr = sl_stream_error(c->stream);
+        if (strcmp(ev.outcome, "bad_response") == 0)
+            detail = "the stream was malformed, or larger than sluice carries";
+        else if (perr == NULL && strcmp(ev.outcome, "ok") != 0)
+            detail = transport == 2   ? "the stream timed out before the provider finished it"
+                     : transport == 1 ? "the stream was cut before the provider finished it"
+                                      : "the stream ended before the provider's final event";
+        /* Whatever was consumed is charged, complete or not. */
+        ev.usage = sl_stream_usage(c->stream);
+        if (strcmp(ev.outcome, "ok") == 0)
+            ev.response = sl_stream_response(c->stream);
+        else
+            ev.error = sl_adapter_error(ad, perr, ev.outcome, detail);
+        ev.retry_after_ms = sl_adapter_retry_after_ms(ad, &c->rl, perr);
+        double first = sl_stream_first_event_ms(c->stream);
+        if (first > 0)
+            ev.ttft_ms = first - c->started_mono_ms;
+    } else {
+        json_t *body = c->resp != NULL ? json_loadb(c->resp, c->resp_len, 0, NULL) : NULL;
+        ev.outcome =
+            c->too_big ? "bad_response" : sl_adapter_classify(ad, transport, status, body, &c->rl);
+        ev.usage = body != NULL ? sl_adapter_usage(ad, body) : NULL;
+        if (strcmp(ev.outcome, "ok") == 0) {
+            ev.response = sl_adapter_response(ad, body, dc->model);
+            if (ev.response == NULL)
+                ev.outcome = "bad_response"; /* usage without an answer */
+        }
+        if (strcmp(ev.outcome, "ok") != 0)
+            ev.error = sl_adapter_error(ad, body, ev.outcome, detail);
+        ev.retry_after_ms = sl_adapter_retry_after_ms(ad, &c->rl, body);
+        if (c->stream != NULL)
+            sl_stream_end_whole(c->stream, ev.response, ev.usage);
+        json_decref(body);
+    }
+    emit_usage(e, &ev);
     e->st.completed++;
 }
 

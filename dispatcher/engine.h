@@ -1,6 +1,11 @@
 /* engine.h - the dispatcher's engine: verifies signed dispatch messages, runs many provider
  * calls at once on one libcurl multi handle (keep-alive, HTTP/1.1 pipelining off), and turns
  * each finished call into one usage event. It never retries: retries are the scheduler's.
+ *
+ * Each deployment speaks its provider's API through an adapter (adapter.h): the engine itself
+ * only moves bytes. A request with "stream": true is called in streaming mode, and each event the
+ * provider sends becomes a stream chunk (stream.h, schema/stream.json) handed to the chunk
+ * callback as soon as it is parsed; the usage event still comes once, at the end.
  */
 #ifndef SL_ENGINE_H
 #define SL_ENGINE_H
@@ -42,10 +47,18 @@ typedef void (*sl_engine_timing_fn)(const sl_engine_timing_t *timing, void *arg)
 /* Sets (fn NULL: clears) the timing callback; arg is passed to it. */
 void sl_engine_on_timing(sl_engine_t *e, sl_engine_timing_fn fn, void *arg);
 
+/* Sets (fn NULL: clears) the receiver of stream chunks: key (job id) and value (a chunk message,
+ * schema/stream.json), both valid only during the call. Called from sl_engine_run the moment a
+ * provider event has been parsed, so a consumer sees each chunk without waiting for the call to
+ * end. Every attempt of a streamed request that was not refused ("not_sent") ends with one chunk
+ * whose done is true, whatever happened. */
+void sl_engine_on_chunk(sl_engine_t *e, sl_engine_emit_fn fn, void *arg);
+
 /* Takes one dispatch message (value bytes and its sluice-sig header, which may be NULL).
  * Forged or malformed messages are dropped (and counted) with no call; a valid message whose
  * lease already expired, or that names an unknown deployment, yields a "not_sent" usage event;
- * otherwise the call starts. */
+ * a request the deployment's API cannot express (e.g. tool-call arguments that are not JSON for
+ * anthropic) yields a "client_error" usage event with zero usage; otherwise the call starts. */
 void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char *sig,
                       size_t sig_len, int64_t now_ms);
 
@@ -57,6 +70,8 @@ int sl_engine_in_flight(const sl_engine_t *e);
 
 typedef struct {
     int64_t accepted, forged, malformed, not_sent, completed;
+    int64_t untranslatable; /* requests the deployment's API cannot express (client_error) */
+    int64_t chunks;         /* stream chunks emitted */
 } sl_engine_stats_t;
 void sl_engine_stats(const sl_engine_t *e, sl_engine_stats_t *out);
 

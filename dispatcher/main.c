@@ -1,4 +1,5 @@
-/* sluice-dispatcher: signed sluice.dispatch messages -> provider calls -> sluice.usage.
+/* sluice-dispatcher: signed sluice.dispatch messages -> provider calls -> sluice.usage, and the
+ * chunks of streamed answers -> sluice.stream.
  *
  * Offsets are stored as soon as a call starts: the scheduler's lease, not the Kafka offset, is
  * what makes a call durable (a dispatcher killed mid-call leaves a lease that expires and is
@@ -25,8 +26,10 @@ static const char usage_text[] =
     "Consumes signed dispatch messages, calls the providers (many calls at once, libcurl\n"
     "multi, keep-alive), never retries by itself, and publishes one usage event per attempt\n"
     "(outcome, real usage, normalised rate-limit headers, latency, and the response on\n"
-    "success). Verifies signatures with signing.public_key_file. Run as many as you like:\n"
-    "they share the dispatch topic as one consumer group.\n";
+    "success). Streamed requests (\"stream\": true) also get each chunk of the answer\n"
+    "published to kafka.topics.stream as it arrives. Verifies signatures with\n"
+    "signing.public_key_file. Run as many as you like: they share the dispatch topic as one\n"
+    "consumer group.\n";
 
 typedef struct {
     rd_kafka_t *prod;
@@ -65,6 +68,76 @@ static void emit_usage(const char *key, const char *value, void *arg)
     json_decref(doc);
 }
 
+typedef struct {
+    rd_kafka_t *prod;
+    const char *topic;
+} chunk_ctx_t;
+
+static void emit_chunk(const char *key, const char *value, void *arg)
+{
+    chunk_ctx_t *ctx = arg;
+    sl_kafka_produce(ctx->prod, ctx->topic, key, value, strlen(value), NULL, NULL);
+}
+
+static void on_chunk_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    if (msg->err)
+        sl_warn("stream chunk delivery failed: %s", rd_kafka_err2str(msg->err));
+}
+
+static void kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    sl_log(level <= 3   ? SL_LOG_ERROR
+           : level <= 4 ? SL_LOG_WARN
+                        : SL_LOG_DEBUG,
+           "kafka %s: %s", fac, buf);
+}
+
+/* The producer of stream chunks. Like sluice's other producers (idempotent, so the chunks of
+ * one job stay in order; acks=all), but linger.ms is 0 whatever kafka.properties say: a consumer
+ * is waiting for each chunk, and the broker must see it the moment it is produced. *out is set
+ * only on success. */
+static sl_err_t stream_producer_new(const sl_config_t *cfg, rd_kafka_t **out, char *err,
+                                    size_t errlen)
+{
+    *out = NULL;
+    char bootstrap[1024];
+    if (sl_kafka_bootstrap(cfg, 30000, bootstrap, sizeof bootstrap) != SL_OK) {
+        snprintf(err, errlen, "no Kafka bootstrap servers for the stream producer");
+        return SL_EKAFKA;
+    }
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    const char *const before[] = {
+        "bootstrap.servers",  bootstrap,  "client.id", "sluice-dispatcher-stream",
+        "enable.idempotence", "true",     "acks",      "all",
+        "message.max.bytes",  "16777216", NULL};
+    const char *const after[] = {"linger.ms", "0", NULL};
+    int ok = 1;
+    for (int i = 0; ok && before[i] != NULL; i += 2)
+        ok = rd_kafka_conf_set(conf, before[i], before[i + 1], err, errlen) == RD_KAFKA_CONF_OK;
+    for (int i = 0; ok && i < cfg->kafka.nprops; i++)
+        ok = rd_kafka_conf_set(conf, cfg->kafka.prop_names[i], cfg->kafka.prop_values[i], err,
+                               errlen) == RD_KAFKA_CONF_OK;
+    for (int i = 0; ok && after[i] != NULL; i += 2)
+        ok = rd_kafka_conf_set(conf, after[i], after[i + 1], err, errlen) == RD_KAFKA_CONF_OK;
+    if (!ok) {
+        rd_kafka_conf_destroy(conf);
+        return SL_ECONFIG;
+    }
+    rd_kafka_conf_set_log_cb(conf, kafka_log);
+    rd_kafka_conf_set_dr_msg_cb(conf, on_chunk_delivery);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, errlen);
+    if (rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        return SL_EKAFKA;
+    }
+    *out = rk;
+    return SL_OK;
+}
+
 static void on_timing(const sl_engine_timing_t *timing, void *arg)
 {
     emit_ctx_t *ctx = arg;
@@ -96,24 +169,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-dispatcher: cannot load the dispatch public key %s\n", pk);
         return 2;
     }
-    rd_kafka_t *prod = NULL, *cons = NULL;
+    rd_kafka_t *prod = NULL, *cons = NULL, *stream_prod = NULL;
     static const char *const outcome_labels[] = {"deployment", "outcome", NULL};
     static const char *const deployment_label[] = {"deployment", NULL};
     const int nbounds = (int)(sizeof latency_bounds_s / sizeof latency_bounds_s[0]);
     emit_ctx_t ctx = {
         NULL, cfg->kafka.topic_usage, sl_proc_metrics(&opts, cfg->disp_metrics_listen), -1, -1, -1};
-    ctx.m_outcomes = sl_metrics_family(ctx.metrics, SL_METRIC_COUNTER,
-                                       "sluice_dispatcher_calls_total",
-                                       "Attempts reported, by deployment and outcome (ok, "
-                                       "rate_limited, overloaded, not_sent, ...).",
-                                       outcome_labels, NULL, 0);
-    int m_in_flight = sl_metrics_family(ctx.metrics, SL_METRIC_GAUGE,
-                                        "sluice_dispatcher_calls_in_flight",
-                                        "Provider calls under way.", NULL, NULL, 0);
-    int m_refused = sl_metrics_family(ctx.metrics, SL_METRIC_COUNTER,
-                                      "sluice_dispatcher_dispatches_refused_total",
-                                      "Dispatch messages refused: forged or malformed.", NULL,
-                                      NULL, 0);
+    ctx.m_outcomes =
+        sl_metrics_family(ctx.metrics, SL_METRIC_COUNTER, "sluice_dispatcher_calls_total",
+                          "Attempts reported, by deployment and outcome (ok, "
+                          "rate_limited, overloaded, not_sent, ...).",
+                          outcome_labels, NULL, 0);
+    int m_in_flight =
+        sl_metrics_family(ctx.metrics, SL_METRIC_GAUGE, "sluice_dispatcher_calls_in_flight",
+                          "Provider calls under way.", NULL, NULL, 0);
+    int m_refused = sl_metrics_family(
+        ctx.metrics, SL_METRIC_COUNTER, "sluice_dispatcher_dispatches_refused_total",
+        "Dispatch messages refused: forged or malformed.", NULL, NULL, 0);
     ctx.m_latency = sl_metrics_family(ctx.metrics, SL_METRIC_HISTOGRAM,
                                       "sluice_dispatcher_provider_latency_seconds",
                                       "Provider calls that got a complete HTTP response (any "
@@ -134,12 +206,18 @@ int main(int argc, char **argv)
     }
     int64_t refused_seen = 0;
     const char *topics[] = {cfg->kafka.topic_dispatch};
-    const char *const cons_props[] = {"enable.auto.commit", "true", "enable.auto.offset.store",
-                                      "false", "auto.commit.interval.ms", "200", NULL};
+    const char *const cons_props[] = {"enable.auto.commit",
+                                      "true",
+                                      "enable.auto.offset.store",
+                                      "false",
+                                      "auto.commit.interval.ms",
+                                      "200",
+                                      NULL};
     if (sl_kafka_producer_new(cfg, "sluice-dispatcher", on_delivery, NULL, &prod, err,
                               sizeof err) != SL_OK ||
-        sl_kafka_consumer_new(cfg, "sluice-dispatcher", "sluice-dispatcher", topics, 1,
-                              cons_props, &cons, err, sizeof err) != SL_OK) {
+        stream_producer_new(cfg, &stream_prod, err, sizeof err) != SL_OK ||
+        sl_kafka_consumer_new(cfg, "sluice-dispatcher", "sluice-dispatcher", topics, 1, cons_props,
+                              &cons, err, sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-dispatcher: kafka: %s\n", err);
         return 2;
     }
@@ -150,6 +228,18 @@ int main(int argc, char **argv)
         return 2;
     }
     sl_engine_on_timing(engine, on_timing, &ctx);
+    chunk_ctx_t chunks = {stream_prod, cfg->kafka.topic_stream};
+    sl_engine_on_chunk(engine, emit_chunk, &chunks);
+    /* Learn the stream topic's partitions and leaders now, so the first chunk of the first
+     * stream does not wait for a metadata round trip. Holding the handle keeps them fresh. */
+    rd_kafka_topic_t *stream_topic = rd_kafka_topic_new(stream_prod, cfg->kafka.topic_stream, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    if (stream_topic != NULL &&
+        rd_kafka_metadata(stream_prod, 0, stream_topic, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_metadata_destroy(md);
+    else
+        sl_warn("no metadata yet for %s; the first stream chunk may be slower",
+                cfg->kafka.topic_stream);
     /* librdkafka writes to this pipe when the consumer queue gets messages, so one poll waits
      * for both provider sockets and Kafka. */
     int pipefd[2];
@@ -185,6 +275,7 @@ int main(int argc, char **argv)
         while (read(pipefd[0], drain, sizeof drain) > 0) {
         }
         rd_kafka_poll(prod, 0);
+        rd_kafka_poll(stream_prod, 0);
         int64_t now = sl_now_ms();
         sl_metrics_set(ctx.metrics, m_in_flight, NULL, (double)sl_engine_in_flight(engine));
         sl_engine_stats_t est;
@@ -202,21 +293,28 @@ int main(int argc, char **argv)
             sl_engine_stats_t st;
             sl_engine_stats(engine, &st);
             sl_info("calls accepted %lld completed %lld in flight %d | not sent %lld |"
-                    " forged %lld malformed %lld",
+                    " untranslatable %lld | forged %lld malformed %lld | stream chunks %lld",
                     (long long)st.accepted, (long long)st.completed, sl_engine_in_flight(engine),
-                    (long long)st.not_sent, (long long)st.forged, (long long)st.malformed);
+                    (long long)st.not_sent, (long long)st.untranslatable, (long long)st.forged,
+                    (long long)st.malformed, (long long)st.chunks);
             last_stats = now;
         }
     }
     /* Let the calls under way finish and report: their leases are still counted on. */
     sl_info("dispatcher stopping; finishing %d calls in flight", sl_engine_in_flight(engine));
     double until = sl_mono_ms() + 30000;
-    while (sl_engine_in_flight(engine) > 0 && sl_mono_ms() < until)
+    while (sl_engine_in_flight(engine) > 0 && sl_mono_ms() < until) {
         sl_engine_run(engine, -1, 100);
+        rd_kafka_poll(stream_prod, 0);
+    }
+    rd_kafka_flush(stream_prod, 10000);
     rd_kafka_flush(prod, 10000);
     rd_kafka_queue_destroy(queue);
     sl_kafka_consumer_close(cons);
     rd_kafka_destroy(prod);
+    if (stream_topic != NULL)
+        rd_kafka_topic_destroy(stream_topic);
+    rd_kafka_destroy(stream_prod);
     sl_engine_free(engine);
     sl_metrics_free(ctx.metrics);
     sl_verifier_free(verifier);

@@ -1,5 +1,6 @@
 /* openai.h - the OpenAI chat-completions dialect: rate-limit headers, error classification and
  * usage normalisation. Pure functions over bytes and JSON, tested against recorded responses.
+ * The openai and azure adapters (adapter.h) are built on them, in openai.c.
  *
  * The rate-limit header parser also understands the two dialects that share the dispatcher's
  * ratelimit object: Azure OpenAI (OpenAI's names plus retry-after-ms, with -1/0 quirks) and

@@ -4,15 +4,24 @@
  * messages (schema/dispatch.json). Each usage event the engine emits is checked against
  * schema/usage.json; the simulator's GET /stats tells what actually reached the "provider".
  *
- * Each test starts its own simulator, so counters and buckets start clean.
+ * The provider adapters and streaming are tested against a scripted server instead (see "A
+ * scripted provider" below): it answers with recorded bytes from tests/fixtures/providers/, in
+ * pieces and at the moments a test chooses, can cut a stream, and records the request it got.
+ *
+ * Each test starts its own simulator or script, so counters and buckets start clean.
  */
+#include <arpa/inet.h>
 #include <check.h>
 #include <curl/curl.h>
 #include <ftw.h>
 #include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../common/config.h"
@@ -33,7 +42,142 @@ typedef struct {
     char *key;
     char *value;
     json_t *json;
+    double at_ms; /* sl_mono_ms when it was emitted */
 } event_t;
+
+/* ---- A scripted provider: one answer, sent in timed pieces ------------------------------- */
+
+#define MAX_PARTS 32
+
+typedef struct {
+    int listen_fd;
+    uint16_t port;
+    pthread_t thread;
+    volatile int running;
+    /* The answer: status line and headers (CRLF-separated, no blank line at the end), then each
+     * part as one HTTP chunk after pause_ms. cut: close without ending the body; stall_ms: wait
+     * that long before ending it. */
+    char head[2048];
+    char *parts[MAX_PARTS];
+    int pause_ms[MAX_PARTS];
+    int nparts;
+    int cut;
+    int stall_ms;
+    /* What happened. */
+    volatile int requests;
+    char request[65536]; /* the last request, head and body */
+    double sent_ms[MAX_PARTS];
+} script_t;
+
+static void sleep_unless_stopped(script_t *sc, int ms)
+{
+    for (int waited = 0; waited < ms && sc->running; waited += 5)
+        usleep(5000);
+}
+
+static void send_all(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        if (n <= 0)
+            return; /* the client went away (a timeout): the rest is not needed */
+        data += n;
+        len -= (size_t)n;
+    }
+}
+
+static void serve_one(script_t *sc, int fd)
+{
+    size_t len = 0;
+    char *req = sc->request;
+    size_t cap = sizeof sc->request - 1;
+    char *body = NULL;
+    size_t want = 0;
+    while (len < cap) {
+        ssize_t n = recv(fd, req + len, cap - len, 0);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        req[len] = '\0';
+        if (body == NULL && (body = strstr(req, "\r\n\r\n")) != NULL) {
+            body += 4;
+            const char *cl = strcasestr(req, "content-length:");
+            want = cl != NULL ? (size_t)strtoul(cl + 15, NULL, 10) : 0;
+        }
+        if (body != NULL && len - (size_t)(body - req) >= want)
+            break;
+    }
+    sc->requests++;
+    char head[2200];
+    int hn = snprintf(head, sizeof head,
+                      "%s\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n", sc->head);
+    send_all(fd, head, (size_t)hn);
+    for (int i = 0; i < sc->nparts && sc->running; i++) {
+        sleep_unless_stopped(sc, sc->pause_ms[i]);
+        char size[32];
+        int sn = snprintf(size, sizeof size, "%zx\r\n", strlen(sc->parts[i]));
+        send_all(fd, size, (size_t)sn);
+        send_all(fd, sc->parts[i], strlen(sc->parts[i]));
+        send_all(fd, "\r\n", 2);
+        sc->sent_ms[i] = sl_mono_ms();
+    }
+    sleep_unless_stopped(sc, sc->stall_ms);
+    if (!sc->cut)
+        send_all(fd, "0\r\n\r\n", 5);
+    close(fd);
+}
+
+static void *script_main(void *arg)
+{
+    script_t *sc = arg;
+    while (sc->running) {
+        struct pollfd p = {sc->listen_fd, POLLIN, 0};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        int fd = accept(sc->listen_fd, NULL, NULL);
+        if (fd >= 0)
+            serve_one(sc, fd);
+    }
+    return NULL;
+}
+
+static void script_start(script_t *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    sc->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(sc->listen_fd, 0);
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof addr;
+    ck_assert_int_eq(bind(sc->listen_fd, (struct sockaddr *)&addr, sizeof addr), 0);
+    ck_assert_int_eq(listen(sc->listen_fd, 8), 0);
+    ck_assert_int_eq(getsockname(sc->listen_fd, (struct sockaddr *)&addr, &alen), 0);
+    sc->port = ntohs(addr.sin_port);
+    sc->running = 1;
+    ck_assert_int_eq(pthread_create(&sc->thread, NULL, script_main, sc), 0);
+}
+
+static void script_stop(script_t *sc)
+{
+    if (!sc->running)
+        return;
+    sc->running = 0;
+    pthread_join(sc->thread, NULL);
+    close(sc->listen_fd);
+    for (int i = 0; i < sc->nparts; i++)
+        free(sc->parts[i]);
+    sc->nparts = 0;
+}
+
+static void script_part(script_t *sc, const char *text, size_t len, int pause_ms)
+{
+    ck_assert_int_lt(sc->nparts, MAX_PARTS);
+    sc->parts[sc->nparts] = strndup(text, len);
+    sc->pause_ms[sc->nparts] = pause_ms;
+    sc->nparts++;
+}
 
 static struct {
     char dir[64];
@@ -47,6 +191,10 @@ static struct {
     sl_schema_t *usage_schema;
     event_t events[MAX_EVENTS];
     int nevents;
+    sl_schema_t *stream_schema;
+    event_t chunks[MAX_EVENTS];
+    int nchunks;
+    script_t script;
 } env;
 
 static void on_event(const char *key, const char *value, void *arg)
@@ -57,7 +205,26 @@ static void on_event(const char *key, const char *value, void *arg)
     ev->key = strdup(key);
     ev->value = strdup(value);
     ev->json = json_loads(value, 0, NULL);
+    ev->at_ms = sl_mono_ms();
     ck_assert_msg(ev->json != NULL, "usage event is not JSON: %s", value);
+}
+
+/* Keeps a stream chunk, checked against schema/stream.json. */
+static void on_chunk(const char *key, const char *value, void *arg)
+{
+    (void)arg;
+    double now = sl_mono_ms();
+    ck_assert_int_lt(env.nchunks, MAX_EVENTS);
+    event_t *ch = &env.chunks[env.nchunks++];
+    ch->key = strdup(key);
+    ch->value = strdup(value);
+    ch->json = json_loads(value, 0, NULL);
+    ch->at_ms = now;
+    ck_assert_msg(ch->json != NULL, "chunk is not JSON: %s", value);
+    char why[512] = "";
+    ck_assert_msg(sl_schema_validate(env.stream_schema, ch->json, why, sizeof why) == SL_OK,
+                  "chunk does not match schema/stream.json: %s; %s", why, value);
+    ck_assert_ptr_null(strstr(value, SIM_KEY));
 }
 
 static void write_text(const char *path, const char *text)
@@ -136,6 +303,107 @@ static void start_env(int rpm, int ttft_ms)
     ck_assert_msg(sl_schema_load_file("schema/usage.json", &env.usage_schema, err, sizeof err) ==
                       SL_OK,
                   "%s", err);
+    ck_assert_msg(sl_schema_load_file("schema/stream.json", &env.stream_schema, err, sizeof err) ==
+                      SL_OK,
+                  "%s", err);
+    sl_engine_on_chunk(env.engine, on_chunk, NULL);
+}
+
+/* Starts the scripted provider (its answer is set by the test before it submits) and an engine
+ * whose config has one deployment of each API on it, all with the same credential:
+ *   p-openai     openai     http://127.0.0.1:PORT/v1
+ *   p-azure      azure      http://127.0.0.1:PORT/openai/deployments/dep1
+ *   p-anthropic  anthropic  http://127.0.0.1:PORT/v1
+ *   p-gemini     gemini     http://127.0.0.1:PORT/v1beta (timeout_ms 500)
+ */
+static void start_script_env(void)
+{
+    memset(&env, 0, sizeof env);
+    snprintf(env.dir, sizeof env.dir, "/tmp/sluice-test-engine-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(env.dir));
+    script_start(&env.script);
+    char key_path[128], cfg_path[128], sk[128], pk[128], text[4096];
+    snprintf(key_path, sizeof key_path, "%s/provider.key", env.dir);
+    snprintf(cfg_path, sizeof cfg_path, "%s/sluice.json", env.dir);
+    snprintf(sk, sizeof sk, "%s/dispatch.key", env.dir);
+    snprintf(pk, sizeof pk, "%s/dispatch.pub", env.dir);
+    write_text(key_path, SIM_KEY "\n");
+    unsigned port = env.script.port;
+    snprintf(text, sizeof text,
+             "{\"deployments\":["
+             "{\"name\":\"p-openai\",\"provider\":\"openai\",\"base_url\":"
+             "\"http://127.0.0.1:%u/v1\",\"model\":\"gpt-4o-mini\",\"api_key_file\":\"%s\","
+             "\"timeout_ms\":5000},"
+             "{\"name\":\"p-azure\",\"provider\":\"azure\",\"base_url\":"
+             "\"http://127.0.0.1:%u/openai/deployments/dep1\",\"model\":\"gpt-4o\","
+             "\"api_key_file\":\"%s\",\"timeout_ms\":5000},"
+             "{\"name\":\"p-anthropic\",\"provider\":\"anthropic\",\"base_url\":"
+             "\"http://127.0.0.1:%u/v1\",\"model\":\"claude-sonnet-4-5\",\"api_key_file\":"
+             "\"%s\",\"timeout_ms\":5000},"
+             "{\"name\":\"p-gemini\",\"provider\":\"gemini\",\"base_url\":"
+             "\"http://127.0.0.1:%u/v1beta\",\"model\":\"gemini-2.5-flash\",\"api_key_file\":"
+             "\"%s\",\"timeout_ms\":500}],"
+             "\"routes\":[{\"name\":\"r\",\"deployments\":[\"p-openai\"]}],"
+             "\"signing\":{\"secret_key_file\":\"%s\",\"public_key_file\":\"%s\"}}",
+             port, key_path, port, key_path, port, key_path, port, key_path, sk, pk);
+    write_text(cfg_path, text);
+    char err[512] = "";
+    ck_assert_msg(sl_config_load(cfg_path, &env.cfg, err, sizeof err) == SL_OK, "config: %s", err);
+    ck_assert_int_eq(sl_sign_keygen(sk, pk), SL_OK);
+    ck_assert_int_eq(sl_signer_load(sk, &env.signer), SL_OK);
+    ck_assert_int_eq(sl_verifier_load(pk, &env.verifier), SL_OK);
+    ck_assert_msg(
+        sl_engine_new(env.cfg, env.verifier, on_event, NULL, &env.engine, err, sizeof err) == SL_OK,
+        "engine: %s", err);
+    ck_assert_msg(sl_schema_load_file("schema/usage.json", &env.usage_schema, err, sizeof err) ==
+                      SL_OK,
+                  "%s", err);
+    ck_assert_msg(sl_schema_load_file("schema/stream.json", &env.stream_schema, err, sizeof err) ==
+                      SL_OK,
+                  "%s", err);
+    sl_engine_on_chunk(env.engine, on_chunk, NULL);
+}
+
+/* The script answers with status line and headers head, then the recorded body fixture split
+ * into its SSE events, one part each, all at once except the second, which waits
+ * pause_second_ms; keep is how many events to send (0: all). */
+static void script_events(const char *head, const char *fixture, int keep, int pause_second_ms)
+{
+    char path[256];
+    snprintf(path, sizeof path, "tests/fixtures/providers/%s", fixture);
+    char *text = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(sl_read_file(path, 1 << 20, &text, &len), SL_OK);
+    snprintf(env.script.head, sizeof env.script.head, "%s", head);
+    int sent = 0;
+    for (char *at = text; *at != '\0' && (keep == 0 || sent < keep);) {
+        char *end = strstr(at, "\r\n\r\n");
+        size_t sep = 4;
+        char *lf = strstr(at, "\n\n");
+        if (end == NULL || (lf != NULL && lf < end)) {
+            end = lf;
+            sep = 2;
+        }
+        size_t n = end != NULL ? (size_t)(end - at) + sep : strlen(at);
+        script_part(&env.script, at, n, sent == 1 ? pause_second_ms : 0);
+        sent++;
+        at += n;
+    }
+    free(text);
+}
+
+/* The script answers with status line and headers head and the body of a recorded .http file. */
+static void script_whole(const char *head, const char *fixture)
+{
+    char path[256];
+    snprintf(path, sizeof path, "tests/fixtures/providers/%s", fixture);
+    char *text = NULL;
+    ck_assert_int_eq(sl_read_file(path, 1 << 20, &text, NULL), SL_OK);
+    const char *body = strstr(text, "\r\n\r\n");
+    ck_assert_ptr_nonnull(body);
+    snprintf(env.script.head, sizeof env.script.head, "%s", head);
+    script_part(&env.script, body + 4, strlen(body + 4), 0);
+    free(text);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -149,16 +417,23 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 static void stop_env(void)
 {
     sl_engine_free(env.engine);
+    script_stop(&env.script);
     sl_sim_server_stop(env.server);
     sl_sim_free(env.sim);
     sl_signer_free(env.signer);
     sl_verifier_free(env.verifier);
     sl_config_free(env.cfg);
     sl_schema_free(env.usage_schema);
+    sl_schema_free(env.stream_schema);
     for (int i = 0; i < env.nevents; i++) {
         free(env.events[i].key);
         free(env.events[i].value);
         json_decref(env.events[i].json);
+    }
+    for (int i = 0; i < env.nchunks; i++) {
+        free(env.chunks[i].key);
+        free(env.chunks[i].value);
+        json_decref(env.chunks[i].json);
     }
     nftw(env.dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
     memset(&env, 0, sizeof env);
@@ -184,6 +459,23 @@ static char *dispatch_msg(const char *job_id, int attempt, const char *deploymen
     char *text = json_dumps(msg, JSON_COMPACT);
     json_decref(msg);
     ck_assert_ptr_nonnull(text);
+    return text;
+}
+
+/* Builds a dispatch message carrying request (JSON text); caller frees. */
+static char *dispatch_with(const char *job_id, const char *deployment, const char *request)
+{
+    int64_t now = sl_now_ms();
+    char res_id[64];
+    snprintf(res_id, sizeof res_id, "res-%s-%d", job_id, 1);
+    json_t *req = json_loads(request, 0, NULL);
+    ck_assert_ptr_nonnull(req);
+    json_t *msg = json_pack("{s:i, s:s, s:i, s:s, s:I, s:I, s:s, s:s, s:o}", "v", 1, "job_id",
+                            job_id, "attempt", 1, "reservation_id", res_id, "lease_expires_ms",
+                            (json_int_t)(now + 30000), "issued_ms", (json_int_t)now, "deployment",
+                            deployment, "idempotency_key", "k", "request", req);
+    char *text = json_dumps(msg, JSON_COMPACT);
+    json_decref(msg);
     return text;
 }
 
@@ -688,6 +980,259 @@ START_TEST(free_with_calls_in_flight_is_clean)
 }
 END_TEST
 
+/* ---- Provider APIs and streaming, against the scripted provider ------------------------ */
+
+static const char stream_request[] =
+    "{\"model\":\"x\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+    "{\"role\":\"user\",\"content\":\"Name three rivers in Europe.\"}],\"max_tokens\":64,"
+    "\"stream\":true}";
+
+/* Checks the chunks of job_id: seq 0..n-1, the last one (only) done; returns it. */
+static json_t *chunk_sequence(const char *job_id, int expected)
+{
+    ck_assert_msg(env.nchunks == expected, "%d chunks, expected %d", env.nchunks, expected);
+    for (int i = 0; i < env.nchunks; i++) {
+        ck_assert_str_eq(env.chunks[i].key, job_id);
+        json_t *c = env.chunks[i].json;
+        ck_assert_str_eq(json_string_value(json_object_get(c, "job_id")), job_id);
+        ck_assert_int_eq(jint(c, "seq"), i);
+        ck_assert_int_eq(json_is_true(json_object_get(c, "done")), i == env.nchunks - 1);
+    }
+    return env.chunks[env.nchunks - 1].json;
+}
+
+START_TEST(stream_chunks_are_published_as_the_provider_sends_them)
+{
+    start_script_env();
+    /* The role chunk, then 300 ms of silence, then the rest of the answer. */
+    script_events("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\n"
+                  "x-ratelimit-limit-requests: 500\r\nx-ratelimit-remaining-requests: 499",
+                  "openai/stream.sse", 0, 300);
+    char *msg = dispatch_with("job-stream", "p-openai", stream_request);
+    submit_signed(msg);
+    drain();
+    ck_assert_int_eq(env.script.requests, 1);
+    json_t *last = chunk_sequence("job-stream", 9);
+    /* The first chunk went out as soon as its event arrived, not with the rest. */
+    double lag = env.chunks[0].at_ms - env.script.sent_ms[0];
+    ck_assert_msg(lag >= 0 && lag < 50, "first chunk %.1f ms after the provider sent it", lag);
+    ck_assert_msg(env.chunks[0].at_ms < env.script.sent_ms[1], "first chunk waited for the rest");
+    ck_assert_str_eq(json_string_value(json_object_get(last, "finish_reason")), "stop");
+    json_t *cu = json_object_get(last, "usage");
+    ck_assert_int_eq(jint(cu, "input"), 19);
+    ck_assert_int_eq(jint(cu, "output"), 10);
+    /* One usage event, as for any call, with the assembled answer. */
+    ck_assert_int_eq(env.nevents, 1);
+    ck_assert(env.events[0].at_ms >= env.chunks[env.nchunks - 1].at_ms);
+    json_t *ev = event(0, "job-stream", 1, "p-openai", "ok");
+    ck_assert_int_eq(jint(ev, "http_status"), 200);
+    json_t *usage = json_object_get(ev, "usage");
+    ck_assert(json_equal(usage, cu));
+    json_t *choice = json_array_get(json_object_get(json_object_get(ev, "response"), "choices"), 0);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(choice, "message"), "content")),
+        "The Danube, the Rhine and the Loire.");
+    ck_assert_int_eq(jint(json_object_get(ev, "ratelimit"), "limit_requests"), 500);
+    double ttft = json_number_value(json_object_get(json_object_get(ev, "latency"), "ttft_ms"));
+    ck_assert_msg(ttft > 0 && ttft < 250, "ttft_ms %.1f", ttft);
+    /* What went out: OpenAI's URL and credential header, the deployment's model, usage asked. */
+    const char *req = env.script.request;
+    ck_assert_ptr_nonnull(strstr(req, "POST /v1/chat/completions HTTP/1.1\r\n"));
+    ck_assert_ptr_nonnull(strcasestr(req, "\r\nAuthorization: Bearer " SIM_KEY "\r\n"));
+    ck_assert_ptr_nonnull(strstr(req, "\"model\":\"gpt-4o-mini\""));
+    ck_assert_ptr_nonnull(strstr(req, "\"stream_options\":{\"include_usage\":true}"));
+    ck_assert_int_eq(stats().chunks, 9);
+    free(msg);
+    stop_env();
+}
+END_TEST
+
+START_TEST(cut_stream_is_charged_what_was_consumed)
+{
+    start_script_env();
+    /* message_start, a content block, a ping and two text deltas; then the connection drops in
+     * the middle of the chunked body. */
+    script_events("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream", "anthropic/stream.sse", 5,
+                  0);
+    env.script.cut = 1;
+    char *msg = dispatch_with("job-cut", "p-anthropic", stream_request);
+    submit_signed(msg);
+    drain();
+    json_t *last = chunk_sequence("job-cut", 4);
+    ck_assert(json_is_null(json_object_get(last, "finish_reason")));
+    ck_assert_int_eq(env.nevents, 1);
+    json_t *ev = event(0, "job-cut", 1, "p-anthropic", "transport");
+    ck_assert_int_eq(jint(ev, "http_status"), 200);
+    ck_assert(json_is_null(json_object_get(ev, "response")));
+    /* Input from message_start (25 + 100 cache writes + 2000 cache reads); output from the 21
+     * characters seen. */
+    json_t *usage = json_object_get(ev, "usage");
+    ck_assert_int_eq(jint(usage, "input"), 2125);
+    ck_assert_int_eq(jint(usage, "cached"), 2000);
+    ck_assert_int_eq(jint(usage, "output"), 6);
+    ck_assert(json_equal(usage, json_object_get(last, "usage")));
+    const char *message =
+        json_string_value(json_object_get(json_object_get(ev, "error"), "message"));
+    ck_assert_ptr_nonnull(strstr(message, "cut"));
+    /* The Messages API's URL and headers; the system prompt at the top. */
+    const char *req = env.script.request;
+    ck_assert_ptr_nonnull(strstr(req, "POST /v1/messages HTTP/1.1\r\n"));
+    ck_assert_ptr_nonnull(strcasestr(req, "\r\nx-api-key: " SIM_KEY "\r\n"));
+    ck_assert_ptr_nonnull(strcasestr(req, "\r\nanthropic-version: 2023-06-01\r\n"));
+    ck_assert_ptr_null(strcasestr(req, "Authorization:"));
+    ck_assert_ptr_nonnull(strstr(req, "\"system\":\"Be brief.\""));
+    ck_assert_ptr_nonnull(strstr(req, "\"model\":\"claude-sonnet-4-5\""));
+    free(msg);
+    stop_env();
+}
+END_TEST
+
+START_TEST(stream_that_stalls_past_its_timeout_is_a_timeout)
+{
+    start_script_env();
+    /* The first event, then silence past the deployment's 500 ms timeout. */
+    script_events("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream", "gemini/stream.sse", 1, 0);
+    env.script.stall_ms = 3000;
+    char *msg = dispatch_with("job-stall", "p-gemini", stream_request);
+    double t0 = sl_mono_ms();
+    submit_signed(msg);
+    drain();
+    ck_assert_msg(sl_mono_ms() - t0 < 2000, "took %.0f ms", sl_mono_ms() - t0);
+    json_t *last = chunk_sequence("job-stall", 2);
+    ck_assert_str_eq(json_string_value(json_object_get(env.chunks[0].json, "delta")), "The Danube");
+    ck_assert(json_is_null(json_object_get(last, "finish_reason")));
+    json_t *ev = event(0, "job-stall", 1, "p-gemini", "timeout");
+    json_t *usage = json_object_get(ev, "usage");
+    ck_assert_int_eq(jint(usage, "input"), 12);
+    ck_assert_int_eq(jint(usage, "output"), 3);
+    const char *req = env.script.request;
+    ck_assert_ptr_nonnull(strstr(
+        req, "POST /v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse HTTP/1.1\r\n"));
+    ck_assert_ptr_nonnull(strcasestr(req, "\r\nx-goog-api-key: " SIM_KEY "\r\n"));
+    ck_assert_ptr_nonnull(
+        strstr(req, "\"systemInstruction\":{\"parts\":[{\"text\":\"Be brief.\"}]}"));
+    ck_assert_ptr_nonnull(strstr(req, "\"maxOutputTokens\":64"));
+    free(msg);
+    stop_env();
+}
+END_TEST
+
+START_TEST(refused_stream_request_reports_the_retry_hint_and_ends_its_stream)
+{
+    start_script_env();
+    script_whole("HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json; charset=UTF-8",
+                 "gemini/429_per_minute.http");
+    char *msg = dispatch_with("job-429", "p-gemini", stream_request);
+    submit_signed(msg);
+    drain();
+    json_t *last = chunk_sequence("job-429", 1);
+    ck_assert(json_is_null(json_object_get(last, "usage")));
+    ck_assert(json_is_null(json_object_get(last, "finish_reason")));
+    json_t *ev = event(0, "job-429", 1, "p-gemini", "rate_limited");
+    ck_assert_int_eq(jint(ev, "http_status"), 429);
+    ck_assert_int_eq(jint(ev, "retry_after_ms"), 23000); /* google.rpc.RetryInfo */
+    json_t *err = json_object_get(ev, "error");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "type")), "RESOURCE_EXHAUSTED");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "code")),
+                     "GenerateRequestsPerMinutePerProjectPerModel-FreeTier");
+    free(msg);
+    stop_env();
+}
+END_TEST
+
+START_TEST(credential_quoted_by_the_provider_never_reaches_an_event)
+{
+    start_script_env();
+    snprintf(env.script.head, sizeof env.script.head,
+             "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json");
+    const char *body = "{\"error\":{\"code\":\"401\",\"message\":\"Access denied: the key "
+                       "'" SIM_KEY "' is not valid for this resource.\"}}";
+    script_part(&env.script, body, strlen(body), 0);
+    char *msg = dispatch_with("job-leak", "p-azure",
+                              "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+    submit_signed(msg);
+    drain();
+    ck_assert_int_eq(env.nevents, 1);
+    json_t *ev = event(0, "job-leak", 1, "p-azure", "auth_error"); /* asserts the key is absent */
+    ck_assert_ptr_null(strstr(env.events[0].value, SIM_KEY));
+    const char *message =
+        json_string_value(json_object_get(json_object_get(ev, "error"), "message"));
+    ck_assert_ptr_nonnull(strstr(message, "Access denied: the key '****"));
+    ck_assert_int_eq(env.nchunks, 0); /* not a stream request */
+    /* Azure's URL and header; no model in the body (the deployment is the model). */
+    const char *req = env.script.request;
+    ck_assert_ptr_nonnull(strstr(
+        req, "POST /openai/deployments/dep1/chat/completions?api-version=2024-10-21 HTTP/1.1\r\n"));
+    ck_assert_ptr_nonnull(strcasestr(req, "\r\napi-key: " SIM_KEY "\r\n"));
+    ck_assert_ptr_null(strcasestr(req, "Authorization:"));
+    ck_assert_ptr_null(strstr(req, "\"model\""));
+    free(msg);
+    stop_env();
+}
+END_TEST
+
+START_TEST(anthropic_answer_is_canonical_in_the_usage_event)
+{
+    start_script_env();
+    script_whole("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                 "anthropic-ratelimit-input-tokens-limit: 400000\r\n"
+                 "anthropic-ratelimit-input-tokens-remaining: 398000",
+                 "anthropic/200_message.http");
+    char *msg = dispatch_with("job-claude", "p-anthropic",
+                              "{\"messages\":[{\"role\":\"user\",\"content\":\"Rivers?\"}],"
+                              "\"max_tokens\":32}");
+    submit_signed(msg);
+    drain();
+    json_t *ev = event(0, "job-claude", 1, "p-anthropic", "ok");
+    json_t *usage = json_object_get(ev, "usage");
+    ck_assert_int_eq(jint(usage, "input"), 1233);
+    ck_assert_int_eq(jint(usage, "cached"), 1024);
+    ck_assert_int_eq(jint(usage, "output"), 14);
+    ck_assert_int_eq(jint(usage, "total"), 1247);
+    json_t *resp = json_object_get(ev, "response");
+    ck_assert_str_eq(json_string_value(json_object_get(resp, "object")), "chat.completion");
+    json_t *choice = json_array_get(json_object_get(resp, "choices"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(choice, "finish_reason")), "stop");
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(choice, "message"), "content")),
+        "The Danube, the Rhine and the Loire.");
+    ck_assert_int_eq(jint(json_object_get(ev, "ratelimit"), "limit_input_tokens"), 400000);
+    ck_assert_int_eq(jint(json_object_get(ev, "ratelimit"), "remaining_input_tokens"), 398000);
+    ck_assert_int_eq(env.nchunks, 0);
+    ck_assert_ptr_nonnull(strstr(env.script.request, "\"max_tokens\":32"));
+    free(msg);
+    stop_env();
+}
+END_TEST
+
+START_TEST(request_the_api_cannot_express_is_a_client_error_without_a_call)
+{
+    start_script_env();
+    char *msg = dispatch_with(
+        "job-bad-args", "p-anthropic",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\","
+        "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+        "\"arguments\":\"{broken\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":"
+        "\"x\"}],\"stream\":true}");
+    submit_signed(msg);
+    ck_assert_int_eq(sl_engine_in_flight(env.engine), 0);
+    drain();
+    ck_assert_int_eq(env.script.requests, 0);
+    json_t *ev = event(0, "job-bad-args", 1, "p-anthropic", "client_error");
+    json_t *usage = json_object_get(ev, "usage");
+    ck_assert_int_eq(jint(usage, "input"), 0);
+    ck_assert_int_eq(jint(usage, "output"), 0);
+    const char *message =
+        json_string_value(json_object_get(json_object_get(ev, "error"), "message"));
+    ck_assert_ptr_nonnull(strstr(message, "arguments are not a JSON object"));
+    chunk_sequence("job-bad-args", 1);
+    ck_assert_int_eq(stats().untranslatable, 1);
+    ck_assert_int_eq(stats().accepted, 0);
+    free(msg);
+    stop_env();
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
     Suite *s = suite_create("engine");
@@ -709,6 +1254,16 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, engine_without_verifier_accepts_unsigned_messages);
     tcase_add_test(tc, free_with_calls_in_flight_is_clean);
     suite_add_tcase(s, tc);
+    TCase *ta = tcase_create("adapters");
+    tcase_set_timeout(ta, 30);
+    tcase_add_test(ta, stream_chunks_are_published_as_the_provider_sends_them);
+    tcase_add_test(ta, cut_stream_is_charged_what_was_consumed);
+    tcase_add_test(ta, stream_that_stalls_past_its_timeout_is_a_timeout);
+    tcase_add_test(ta, refused_stream_request_reports_the_retry_hint_and_ends_its_stream);
+    tcase_add_test(ta, credential_quoted_by_the_provider_never_reaches_an_event);
+    tcase_add_test(ta, anthropic_answer_is_canonical_in_the_usage_event);
+    tcase_add_test(ta, request_the_api_cannot_express_is_a_client_error_without_a_call);
+    suite_add_tcase(s, ta);
     return s;
 }
 

@@ -9,6 +9,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1307,6 +1308,1285 @@ START_TEST(config_defaults_and_minute_override)
 }
 END_TEST
 
+/* ---- Provider APIs ------------------------------------------------------------------------ */
+
+static const char *const AZ_HDRS[] = {"api-key", "k", NULL};
+static const char *const AZ_QUERY[] = {"api-version", "2024-10-21", NULL};
+static const char *const AN_HDRS[] = {"x-api-key", "k", "anthropic-version", "2023-06-01", NULL};
+static const char *const GE_HDRS[] = {"x-goog-api-key", "k", NULL};
+static const char *const SSE_QUERY[] = {"alt", "sse", NULL};
+
+/* POSTs body (single-quoted, may be NULL) to path with the given headers and query. */
+static sl_sim_response_t *call(sl_sim_t *sim, const char *path, const char *const *headers,
+                               const char *const *query, const char *body, int64_t now_ms)
+{
+    char *copy = body != NULL ? strdup(Q(body)) : NULL;
+    sl_sim_request_t req = {
+        .method = "POST",
+        .path = path,
+        .headers = headers,
+        .query = query,
+        .body = copy,
+        .body_len = copy != NULL ? strlen(copy) : 0,
+    };
+    sl_sim_response_t *resp = NULL;
+    ck_assert_int_eq(sl_sim_handle(sim, &req, now_ms, &resp), SL_OK);
+    ck_assert_ptr_nonnull(resp);
+    free(copy);
+    return resp;
+}
+
+static sl_sim_response_t *azure(sl_sim_t *sim, const char *dep, const char *body, int64_t now_ms)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/%s/openai/deployments/%s/chat/completions", dep, dep);
+    return call(sim, path, AZ_HDRS, AZ_QUERY, body, now_ms);
+}
+
+static sl_sim_response_t *anthropic(sl_sim_t *sim, const char *dep, const char *body,
+                                    int64_t now_ms)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/%s/v1/messages", dep);
+    return call(sim, path, AN_HDRS, NULL, body, now_ms);
+}
+
+static sl_sim_response_t *gemini(sl_sim_t *sim, const char *dep, int stream, const char *body,
+                                 int64_t now_ms)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/%s/v1beta/models/gemini-2.0-flash:%s", dep,
+             stream ? "streamGenerateContent" : "generateContent");
+    return call(sim, path, GE_HDRS, stream ? SSE_QUERY : NULL, body, now_ms);
+}
+
+/* Frees a response after finishing it. */
+static void done_with(sl_sim_t *sim, sl_sim_response_t *resp)
+{
+    sl_sim_finish(sim, resp);
+    sl_sim_response_free(resp);
+}
+
+static void expect_status(const sl_sim_response_t *resp, int status)
+{
+    ck_assert_msg(sl_sim_response_status(resp) == status, "want %d, got %d: %s", status,
+                  sl_sim_response_status(resp), sl_sim_response_body(resp, NULL));
+}
+
+/* A string member at a path of object keys (NULL-terminated), or NULL. */
+static const char *str_at(json_t *js, ...)
+{
+    va_list ap;
+    va_start(ap, js);
+    for (const char *key = va_arg(ap, const char *); key != NULL && js != NULL;
+         key = va_arg(ap, const char *))
+        js = json_object_get(js, key);
+    va_end(ap);
+    return json_string_value(js);
+}
+
+static long long int_at(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    ck_assert_msg(json_is_integer(v), "%s is not an integer", key);
+    return json_integer_value(v);
+}
+
+static int ends_with_text(const char *s, const char *suffix)
+{
+    size_t n = strlen(s);
+    size_t m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int has_header_prefix(const sl_sim_response_t *resp, const char *prefix)
+{
+    for (size_t i = 0; i < sl_sim_response_header_count(resp); i++) {
+        const char *value;
+        if (starts_with(sl_sim_response_header(resp, i, &value), prefix))
+            return 1;
+    }
+    return 0;
+}
+
+/* ---- Streams: the produced SSE text, parsed ---------------------------------------------- */
+
+typedef struct {
+    char name[32]; /* the event: field, "" without one */
+    json_t *data;  /* the data: JSON, NULL for [DONE] */
+    int done;      /* data: [DONE] */
+} sse_event_t;
+
+#define MAX_SSE 128
+
+/* The whole stream of resp (every chunk, in order), malloc'd. */
+static char *stream_text(const sl_sim_response_t *resp)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < sl_sim_response_chunk_count(resp); i++) {
+        size_t len = 0;
+        sl_sim_response_chunk(resp, i, &len, NULL);
+        total += len;
+    }
+    char *text = malloc(total + 1);
+    ck_assert_ptr_nonnull(text);
+    size_t used = 0;
+    for (size_t i = 0; i < sl_sim_response_chunk_count(resp); i++) {
+        size_t len = 0;
+        const char *chunk = sl_sim_response_chunk(resp, i, &len, NULL);
+        memcpy(text + used, chunk, len);
+        used += len;
+    }
+    text[used] = '\0';
+    return text;
+}
+
+/* Parses SSE text into events (blocks separated by a blank line, LF or CRLF). */
+static size_t parse_sse(const char *text, sse_event_t *events)
+{
+    size_t n = 0;
+    const char *p = text;
+    while (*p) {
+        const char *end = strstr(p, "\n\n");
+        const char *crlf = strstr(p, "\r\n\r\n");
+        size_t sep = 2;
+        if (crlf != NULL && (end == NULL || crlf < end)) {
+            end = crlf;
+            sep = 4;
+        }
+        ck_assert_msg(end != NULL, "an SSE event does not end in a blank line: %s", p);
+        ck_assert_uint_lt(n, MAX_SSE);
+        sse_event_t *ev = &events[n++];
+        memset(ev, 0, sizeof *ev);
+        char *block = strndup(p, (size_t)(end - p));
+        char *save = NULL;
+        for (char *line = strtok_r(block, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            size_t len = strlen(line);
+            if (len > 0 && line[len - 1] == '\r')
+                line[len - 1] = '\0';
+            if (starts_with(line, "event: ")) {
+                snprintf(ev->name, sizeof ev->name, "%s", line + 7);
+            } else if (starts_with(line, "data: ")) {
+                if (strcmp(line + 6, "[DONE]") == 0) {
+                    ev->done = 1;
+                } else {
+                    json_error_t jerr;
+                    ev->data = json_loads(line + 6, 0, &jerr);
+                    ck_assert_msg(ev->data != NULL, "data is not JSON (%s): %s", jerr.text,
+                                  line + 6);
+                }
+            }
+        }
+        free(block);
+        p = end + sep;
+    }
+    return n;
+}
+
+static void free_sse(sse_event_t *events, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        json_decref(events[i].data);
+}
+
+/* Checks that event times never go back, start at first_ms and end at last_ms. */
+static void expect_times(const sl_sim_response_t *resp, int64_t first_ms, int64_t last_ms)
+{
+    size_t n = sl_sim_response_chunk_count(resp);
+    int64_t prev = -1;
+    for (size_t i = 0; i < n; i++) {
+        int64_t at = -1;
+        sl_sim_response_chunk(resp, i, NULL, &at);
+        ck_assert_msg(at >= prev, "event %zu at %lld before %lld", i, (long long)at,
+                      (long long)prev);
+        if (i == 0)
+            ck_assert_int_eq(at, first_ms);
+        prev = at;
+    }
+    ck_assert_int_eq(prev, last_ms);
+}
+
+/* ---- Azure --------------------------------------------------------------------------------- */
+
+#define AZURE_CONFIG                                                                               \
+    "{'deployments':[{'name':'az','model':'gpt-4o','api':'azure','rpm':60,'tpm':60000,"            \
+    "'api_key':'k','output_min':30,'output_max':30,'ttft_ms':10,'ms_per_token':1}]}"
+
+START_TEST(azure_success_has_openai_body_and_azure_headers)
+{
+    sl_sim_t *sim = sim_from(AZURE_CONFIG);
+    sl_sim_response_t *resp =
+        azure(sim, "az", "{'messages':[{'role':'user','content':'hello'}],'max_tokens':100}", 0);
+    expect_status(resp, 200);
+    json_t *js = body_json(resp);
+    ck_assert_str_eq(str_at(js, "object", NULL), "chat.completion");
+    ck_assert_str_eq(str_at(js, "model", NULL), "gpt-4o");
+    json_t *choice = json_array_get(json_object_get(js, "choices"), 0);
+    ck_assert_str_eq(str_at(choice, "message", "content", NULL),
+                     "Simulated reply from az (30 completion tokens).");
+    ck_assert_str_eq(str_at(choice, "finish_reason", NULL), "stop");
+    json_t *usage = json_object_get(js, "usage");
+    ck_assert_int_eq(int_at(usage, "prompt_tokens"), 2);
+    ck_assert_int_eq(int_at(usage, "completion_tokens"), 30);
+    ck_assert_int_eq(int_at(usage, "total_tokens"), 32);
+    ck_assert(json_is_array(json_object_get(js, "prompt_filter_results")));
+    json_decref(js);
+    ck_assert_int_eq(sl_sim_response_delay_ms(resp), 40);
+    ck_assert_int_eq(header_ll(resp, "x-ratelimit-limit-requests"), 60);
+    ck_assert_int_eq(header_ll(resp, "x-ratelimit-limit-tokens"), 60000);
+    ck_assert_int_eq(header_ll(resp, "x-ratelimit-remaining-requests"), 0);
+    ck_assert_int_eq(header_ll(resp, "x-ratelimit-remaining-tokens"), 900);
+    /* Azure sends no reset headers. */
+    ck_assert_ptr_null(sl_sim_response_header_get(resp, "x-ratelimit-reset-requests"));
+    ck_assert_ptr_null(sl_sim_response_header_get(resp, "x-ratelimit-reset-tokens"));
+    const char *id = sl_sim_response_header_get(resp, "x-request-id");
+    ck_assert(starts_with(id, "req_"));
+    ck_assert_str_eq(sl_sim_response_header_get(resp, "x-sim-request-id"), id);
+    done_with(sim, resp);
+
+    /* The burst of one request is used: Azure's 429, with both retry headers. */
+    resp = azure(sim, "az", "{'messages':[{'role':'user','content':'hello'}]}", 0);
+    expect_status(resp, 429);
+    js = body_json(resp);
+    ck_assert_str_eq(str_at(js, "error", "code", NULL), "429");
+    const char *msg = str_at(js, "error", "message", NULL);
+    ck_assert_msg(starts_with(msg, "Requests to the ChatCompletions_Create Operation under Azure "
+                                   "OpenAI API version 2024-10-21 have exceeded call rate limit") &&
+                      strstr(msg, "Please retry after 1 seconds.") != NULL,
+                  "%s", msg);
+    json_decref(js);
+    ck_assert_int_eq(header_ll(resp, "retry-after-ms"), 1000);
+    ck_assert_int_eq(header_ll(resp, "retry-after"), 1);
+    sl_sim_response_free(resp);
+    ck_assert_int_eq(stat(sim, "az", "refused_requests_dim"), 1);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(azure_errors_have_azure_shapes)
+{
+    sl_sim_t *sim = sim_from(AZURE_CONFIG);
+    const char *body = "{'messages':[{'role':'user','content':'x'}]}";
+    const char *path = "/az/openai/deployments/az/chat/completions";
+    /* No api-version. */
+    sl_sim_response_t *resp = call(sim, path, AZ_HDRS, NULL, body, 0);
+    expect_status(resp, 400);
+    json_t *js = body_json(resp);
+    ck_assert_str_eq(str_at(js, "error", "code", NULL), "MissingApiVersionParameter");
+    json_decref(js);
+    sl_sim_response_free(resp);
+    /* No api-key, a wrong one, or OpenAI's bearer token instead. */
+    static const char *const wrong[] = {"api-key", "nope", NULL};
+    static const char *const bearer[] = {"authorization", "Bearer k", NULL};
+    const char *const *bad_auth[] = {NULL, wrong, bearer};
+    for (size_t i = 0; i < 3; i++) {
+        resp = call(sim, path, bad_auth[i], AZ_QUERY, body, 0);
+        expect_status(resp, 401);
+        js = body_json(resp);
+        ck_assert_str_eq(str_at(js, "error", "code", NULL), "401");
+        ck_assert(starts_with(str_at(js, "error", "message", NULL), "Access denied"));
+        json_decref(js);
+        sl_sim_response_free(resp);
+    }
+    /* Another deployment name in the path. */
+    resp = call(sim, "/az/openai/deployments/other/chat/completions", AZ_HDRS, AZ_QUERY, body, 0);
+    expect_status(resp, 404);
+    js = body_json(resp);
+    ck_assert_str_eq(str_at(js, "error", "code", NULL), "DeploymentNotFound");
+    json_decref(js);
+    sl_sim_response_free(resp);
+    /* OpenAI's path is not served by an Azure deployment. */
+    resp = call(sim, "/az/v1/chat/completions", AZ_HDRS, AZ_QUERY, body, 0);
+    expect_status(resp, 404);
+    sl_sim_response_free(resp);
+    /* A bad body is OpenAI-shaped, as Azure passes validation errors through. */
+    resp = call(sim, path, AZ_HDRS, AZ_QUERY, "{'messages':[]}", 0);
+    expect_status(resp, 400);
+    js = body_json(resp);
+    ck_assert_str_eq(str_at(js, "error", "type", NULL), "invalid_request_error");
+    ck_assert_str_eq(str_at(js, "error", "code", NULL), "empty_array");
+    json_decref(js);
+    sl_sim_response_free(resp);
+    ck_assert_int_eq(stat(sim, "az", "errors"), 5);
+    ck_assert_int_eq(stat(sim, "az", "admitted"), 0);
+    sl_sim_free(sim);
+}
+END_TEST
+
+/* ---- Anthropic ----------------------------------------------------------------------------- */
+
+#define ANTHROPIC_CONFIG                                                                           \
+    "{'deployments':[{'name':'an','model':'claude-sonnet-4','api':'anthropic','rpm':60,"           \
+    "'itpm':60000,'otpm':60000,'api_key':'k','output_min':40,'output_max':40,'ttft_ms':10,"        \
+    "'ms_per_token':1,'cache_hit_share':1,'cache_read_fraction':0.5}]}"
+
+START_TEST(anthropic_success_has_messages_body_and_cache_reads)
+{
+    sl_sim_t *sim = sim_from(ANTHROPIC_CONFIG);
+    /* 100 characters of system, 300 of text blocks, 80 of a tool result: 120 tokens. */
+    char body[2048];
+    snprintf(body, sizeof body,
+             "{'model':'claude-sonnet-4','max_tokens':1000,'system':'%0100d',"
+             "'messages':[{'role':'user','content':[{'type':'text','text':'%0300d'}]},"
+             "{'role':'assistant','content':[{'type':'tool_use','id':'t1','name':'f','input':{}}]},"
+             "{'role':'user','content':[{'type':'tool_result','tool_use_id':'t1','content':"
+             "'%080d'}]}]}",
+             0, 0, 0);
+    sl_sim_response_t *resp = anthropic(sim, "an", body, 0);
+    expect_status(resp, 200);
+    json_t *js = body_json(resp);
+    ck_assert(starts_with(str_at(js, "id", NULL), "msg_"));
+    ck_assert_str_eq(str_at(js, "type", NULL), "message");
+    ck_assert_str_eq(str_at(js, "role", NULL), "assistant");
+    ck_assert_str_eq(str_at(js, "model", NULL), "claude-sonnet-4");
+    json_t *block = json_array_get(json_object_get(js, "content"), 0);
+    ck_assert_str_eq(str_at(block, "type", NULL), "text");
+    ck_assert_str_eq(str_at(block, "text", NULL),
+                     "Simulated reply from an (40 completion tokens).");
+    ck_assert_str_eq(str_at(js, "stop_reason", NULL), "end_turn");
+    json_t *usage = json_object_get(js, "usage");
+    /* Every body hits the cache: half of the 120 prompt tokens are read from it, and
+     * input_tokens leaves them out as Anthropic does. */
+    ck_assert_int_eq(int_at(usage, "input_tokens"), 60);
+    ck_assert_int_eq(int_at(usage, "cache_read_input_tokens"), 60);
+    ck_assert_int_eq(int_at(usage, "cache_creation_input_tokens"), 0);
+    ck_assert_int_eq(int_at(usage, "output_tokens"), 40);
+    json_decref(js);
+    ck_assert(starts_with(sl_sim_response_header_get(resp, "request-id"), "req_"));
+    ck_assert_ptr_null(sl_sim_response_header_get(resp, "x-request-id"));
+    ck_assert_ptr_null(sl_sim_response_header_get(resp, "openai-processing-ms"));
+    ck_assert_int_eq(header_ll(resp, "anthropic-ratelimit-requests-limit"), 60);
+    ck_assert_ptr_nonnull(
+        sl_sim_response_header_get(resp, "anthropic-ratelimit-input-tokens-reset"));
+    ck_assert(!has_header_prefix(resp, "x-ratelimit-"));
+    ck_assert_int_eq(sl_sim_response_delay_ms(resp), 50);
+    done_with(sim, resp);
+    ck_assert_int_eq(stat(sim, "an", "input_tokens_charged"), 60);
+    ck_assert_int_eq(stat(sim, "an", "cached_tokens"), 60);
+
+    /* Capped at max_tokens (a new simulator: the burst of one request is used). */
+    sl_sim_free(sim);
+    sim = sim_from(ANTHROPIC_CONFIG);
+    resp = anthropic(sim, "an",
+                     "{'model':'m','max_tokens':7,'messages':[{'role':'user','content':'x'}]}", 0);
+    js = body_json(resp);
+    ck_assert_str_eq(str_at(js, "stop_reason", NULL), "max_tokens");
+    ck_assert_int_eq(int_at(json_object_get(js, "usage"), "output_tokens"), 7);
+    json_decref(js);
+    done_with(sim, resp);
+    sl_sim_free(sim);
+}
+END_TEST
+
+/* Checks an Anthropic error body: status, error type, request_id matching the header. */
+static void expect_anthropic_error(sl_sim_response_t *resp, int status, const char *type,
+                                   const char *message)
+{
+    expect_status(resp, status);
+    json_t *js = body_json(resp);
+    ck_assert_str_eq(str_at(js, "type", NULL), "error");
+    ck_assert_str_eq(str_at(js, "error", "type", NULL), type);
+    const char *msg = str_at(js, "error", "message", NULL);
+    ck_assert_msg(msg != NULL && (message == NULL || strstr(msg, message) != NULL), "%s", msg);
+    ck_assert_str_eq(str_at(js, "request_id", NULL),
+                     sl_sim_response_header_get(resp, "request-id"));
+    json_decref(js);
+    sl_sim_response_free(resp);
+}
+
+START_TEST(anthropic_errors_have_anthropic_shapes)
+{
+    sl_sim_t *sim = sim_from(ANTHROPIC_CONFIG);
+    const char *ok = "{'model':'m','max_tokens':10,'messages':[{'role':'user','content':'x'}]}";
+    static const char *const no_version[] = {"x-api-key", "k", NULL};
+    static const char *const wrong_key[] = {"x-api-key", "j", "anthropic-version", "2023-06-01",
+                                            NULL};
+    static const char *const no_key[] = {"anthropic-version", "2023-06-01", NULL};
+    expect_anthropic_error(call(sim, "/an/v1/messages", no_key, NULL, ok, 0), 401,
+                           "authentication_error", "x-api-key");
+    expect_anthropic_error(call(sim, "/an/v1/messages", wrong_key, NULL, ok, 0), 401,
+                           "authentication_error", "invalid x-api-key");
+    expect_anthropic_error(call(sim, "/an/v1/messages", no_version, NULL, ok, 0), 400,
+                           "invalid_request_error", "anthropic-version");
+    expect_anthropic_error(
+        anthropic(sim, "an", "{'model':'m','messages':[{'role':'user','content':'x'}]}", 0), 400,
+        "invalid_request_error", "max_tokens: Field required");
+    expect_anthropic_error(anthropic(sim, "an", "{'model':'m','max_tokens':10}", 0), 400,
+                           "invalid_request_error", "messages: Field required");
+    expect_anthropic_error(
+        anthropic(sim, "an",
+                  "{'model':'m','max_tokens':10,'messages':[{'role':'system','content':'x'}]}", 0),
+        400, "invalid_request_error", "messages.0.role");
+    expect_anthropic_error(
+        anthropic(sim, "an",
+                  "{'model':'m','max_tokens':10,'n':2,'messages':[{'role':'user','content':'x'}]}",
+                  0),
+        400, "invalid_request_error", "n: Extra inputs are not permitted");
+    expect_anthropic_error(anthropic(sim, "an",
+                                     "{'model':'m','max_tokens':10,'tools':[{'name':'f'}],"
+                                     "'messages':[{'role':'user','content':'x'}]}",
+                                     0),
+                           400, "invalid_request_error", "tools.0.input_schema: Field required");
+    expect_anthropic_error(call(sim, "/an/v1/chat/completions", AN_HDRS, NULL, ok, 0), 404,
+                           "not_found_error", NULL);
+    ck_assert_int_eq(stat(sim, "an", "errors"), 8);
+
+    /* The one request of the burst, then Anthropic's 429: retry-after in seconds only. */
+    done_with(sim, anthropic(sim, "an", ok, 0));
+    sl_sim_response_t *resp = anthropic(sim, "an", ok, 0);
+    ck_assert_int_eq(header_ll(resp, "retry-after"), 1);
+    ck_assert_ptr_null(sl_sim_response_header_get(resp, "retry-after-ms"));
+    ck_assert_int_eq(header_ll(resp, "anthropic-ratelimit-requests-remaining"), 0);
+    expect_anthropic_error(resp, 429, "rate_limit_error",
+                           "would exceed the rate limit for your organization (org-sim) of 60 "
+                           "requests per minute");
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(anthropic_tool_use_follows_the_share)
+{
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'an','api':'anthropic','tool_use_share':0.5,"
+                             "'output_min':20,'output_max':20}]}");
+    char body[512];
+    int tool_uses = 0;
+    for (int i = 0; i < 400; i++) {
+        snprintf(body, sizeof body,
+                 "{'model':'m','max_tokens':100,'tools':[{'type':'web_search_20250305',"
+                 "'name':'web_search'},{'name':'get_weather','description':'d','input_schema':"
+                 "{'type':'object'}}],'messages':[{'role':'user','content':'question %d'}]}",
+                 i);
+        sl_sim_response_t *resp = anthropic(sim, "an", body, 0);
+        expect_status(resp, 200);
+        json_t *js = body_json(resp);
+        json_t *block = json_array_get(json_object_get(js, "content"), 0);
+        if (strcmp(str_at(block, "type", NULL), "tool_use") == 0) {
+            tool_uses++;
+            /* The first client tool is called; server tools are not. */
+            ck_assert_str_eq(str_at(block, "name", NULL), "get_weather");
+            ck_assert(starts_with(str_at(block, "id", NULL), "toolu_"));
+            ck_assert(json_is_object(json_object_get(block, "input")));
+            ck_assert_str_eq(str_at(js, "stop_reason", NULL), "tool_use");
+        } else {
+            ck_assert_str_eq(str_at(js, "stop_reason", NULL), "end_turn");
+        }
+        json_decref(js);
+        done_with(sim, resp);
+    }
+    ck_assert_msg(tool_uses > 150 && tool_uses < 250, "%d tool uses", tool_uses);
+    ck_assert_int_eq(stat(sim, "an", "tool_calls"), tool_uses);
+
+    /* Without tools, or with tool_choice none, never. */
+    for (int i = 0; i < 50; i++) {
+        snprintf(body, sizeof body,
+                 "{'model':'m','max_tokens':100,'tool_choice':{'type':'none'},'tools':[{'name':"
+                 "'f','input_schema':{}}],'messages':[{'role':'user','content':'question %d'}]}",
+                 i);
+        sl_sim_response_t *resp = anthropic(sim, "an", body, 0);
+        json_t *js = body_json(resp);
+        ck_assert_str_eq(str_at(js, "stop_reason", NULL), "end_turn");
+        json_decref(js);
+        done_with(sim, resp);
+    }
+    ck_assert_int_eq(stat(sim, "an", "tool_calls"), tool_uses);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(spend_limit_refuses_in_each_format_without_retry_after)
+{
+    static const char *const apis[] = {"openai", "azure", "anthropic", "gemini"};
+    for (int a = 0; a < 4; a++) {
+        char cfg[256];
+        snprintf(cfg, sizeof cfg,
+                 "{'deployments':[{'name':'d','api':'%s','faults':{'spend_limit_after':2}}]}",
+                 apis[a]);
+        sl_sim_t *sim = sim_from(cfg);
+        for (int i = 0; i < 3; i++) {
+            sl_sim_response_t *resp =
+                a == 0   ? chat(sim, "d", "{'messages':[{'role':'user','content':'x'}]}", NULL, i)
+                : a == 1 ? azure(sim, "d", "{'messages':[{'role':'user','content':'x'}]}", i)
+                : a == 2 ? anthropic(sim, "d",
+                                     "{'model':'m','max_tokens':5,'messages':[{'role':'user',"
+                                     "'content':'x'}]}",
+                                     i)
+                         : gemini(sim, "d", 0, "{'contents':[{'parts':[{'text':'x'}]}]}", i);
+            expect_status(resp, i < 2 ? 200 : 429);
+            if (i == 2) {
+                ck_assert_ptr_null(sl_sim_response_header_get(resp, "retry-after"));
+                json_t *js = body_json(resp);
+                if (a < 2) {
+                    ck_assert_str_eq(str_at(js, "error", "code", NULL), "insufficient_quota");
+                    ck_assert_str_eq(str_at(js, "error", "type", NULL), "insufficient_quota");
+                } else if (a == 2) {
+                    ck_assert_str_eq(str_at(js, "error", "type", NULL), "rate_limit_error");
+                    ck_assert_str_eq(str_at(js, "error", "details", "error_code", NULL),
+                                     "enforced_spend_limit_reached");
+                } else {
+                    json_t *details = json_object_get(json_object_get(js, "error"), "details");
+                    ck_assert_uint_eq(json_array_size(details), 1);
+                    json_t *violation = json_array_get(
+                        json_object_get(json_array_get(details, 0), "violations"), 0);
+                    ck_assert(strstr(str_at(violation, "quotaId", NULL), "PerDay") != NULL);
+                }
+                json_decref(js);
+            }
+            done_with(sim, resp);
+        }
+        ck_assert_int_eq(stat(sim, "d", "fault_spend_limit"), 1);
+        ck_assert_int_eq(stat(sim, "d", "admitted"), 2);
+        sl_sim_free(sim);
+    }
+}
+END_TEST
+
+/* ---- Gemini -------------------------------------------------------------------------------- */
+
+#define GEMINI_CONFIG                                                                              \
+    "{'deployments':[{'name':'ge','model':'gemini-2.0-flash','api':'gemini','rpm':60,"             \
+    "'api_key':'k','output_min':40,'output_max':40,'ttft_ms':10,'ms_per_token':1,"                 \
+    "'cache_hit_share':1,'cache_read_fraction':0.25}]}"
+
+/* The details[] entry of a Gemini error with @type ending in suffix, or NULL. */
+static json_t *google_detail(json_t *js, const char *suffix)
+{
+    json_t *details = json_object_get(json_object_get(js, "error"), "details");
+    size_t i;
+    json_t *d;
+    json_array_foreach(details, i, d)
+    {
+        const char *type = str_at(d, "@type", NULL);
+        if (type != NULL && strstr(type, suffix) != NULL)
+            return d;
+    }
+    return NULL;
+}
+
+START_TEST(gemini_success_has_generate_content_body_and_no_limit_headers)
+{
+    sl_sim_t *sim = sim_from(GEMINI_CONFIG);
+    /* 40 characters of system instruction and 360 of text: 100 tokens, a quarter cached. */
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{'systemInstruction':{'parts':[{'text':'%040d'}]},'contents':[{'role':'user',"
+             "'parts':[{'text':'%0160d'}]},{'role':'model','parts':[{'text':'%0100d'}]},"
+             "{'role':'user','parts':[{'text':'%0100d'}]}],'generationConfig':"
+             "{'maxOutputTokens':100,'temperature':0.5}}",
+             0, 0, 0, 0);
+    sl_sim_response_t *resp = gemini(sim, "ge", 0, body, 0);
+    expect_status(resp, 200);
+    json_t *js = body_json(resp);
+    json_t *cand = json_array_get(json_object_get(js, "candidates"), 0);
+    ck_assert_str_eq(str_at(cand, "content", "role", NULL), "model");
+    json_t *part = json_array_get(json_object_get(json_object_get(cand, "content"), "parts"), 0);
+    ck_assert_str_eq(str_at(part, "text", NULL), "Simulated reply from ge (40 completion tokens).");
+    ck_assert_str_eq(str_at(cand, "finishReason", NULL), "STOP");
+    json_t *usage = json_object_get(js, "usageMetadata");
+    ck_assert_int_eq(int_at(usage, "promptTokenCount"), 100); /* cached included */
+    ck_assert_int_eq(int_at(usage, "cachedContentTokenCount"), 25);
+    ck_assert_int_eq(int_at(usage, "candidatesTokenCount"), 40);
+    ck_assert_int_eq(int_at(usage, "thoughtsTokenCount"), 0);
+    ck_assert_int_eq(int_at(usage, "totalTokenCount"), 140);
+    ck_assert_str_eq(str_at(js, "modelVersion", NULL), "gemini-2.0-flash");
+    json_decref(js);
+    ck_assert(!has_header_prefix(resp, "x-ratelimit-"));
+    ck_assert(!has_header_prefix(resp, "anthropic-ratelimit-"));
+    ck_assert_ptr_null(sl_sim_response_header_get(resp, "x-request-id"));
+    ck_assert(starts_with(sl_sim_response_header_get(resp, "x-sim-request-id"), "req_"));
+    done_with(sim, resp);
+
+    /* maxOutputTokens caps the output: MAX_TOKENS. The key may come as ?key= too. */
+    static const char *const key_query[] = {"key", "k", NULL};
+    resp = call(sim, "/ge/v1beta/models/gemini-2.0-flash:generateContent", NULL, key_query,
+                "{'contents':[{'parts':[{'text':'x'}]}],'generationConfig':{'maxOutputTokens':5}}",
+                1000);
+    expect_status(resp, 200);
+    js = body_json(resp);
+    cand = json_array_get(json_object_get(js, "candidates"), 0);
+    ck_assert_str_eq(str_at(cand, "finishReason", NULL), "MAX_TOKENS");
+    ck_assert_int_eq(int_at(json_object_get(js, "usageMetadata"), "candidatesTokenCount"), 5);
+    json_decref(js);
+    done_with(sim, resp);
+    ck_assert_int_eq(stat(sim, "ge", "admitted"), 2);
+    sl_sim_free(sim);
+}
+END_TEST
+
+static void expect_google_error(sl_sim_response_t *resp, int status, const char *google_status)
+{
+    expect_status(resp, status);
+    json_t *js = body_json(resp);
+    ck_assert_int_eq(int_at(json_object_get(js, "error"), "code"), status);
+    ck_assert_str_eq(str_at(js, "error", "status", NULL), google_status);
+    ck_assert(json_is_string(json_object_get(json_object_get(js, "error"), "message")));
+    json_decref(js);
+    sl_sim_response_free(resp);
+}
+
+START_TEST(gemini_errors_have_google_shapes)
+{
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'ge','api':'gemini','rpm':60,'rpd':2,"
+                             "'api_key':'k'}]}");
+    const char *ok = "{'contents':[{'parts':[{'text':'x'}]}]}";
+    const char *path = "/ge/v1beta/models/gemini-2.0-flash:generateContent";
+    expect_google_error(call(sim, path, NULL, NULL, ok, 0), 403, "PERMISSION_DENIED");
+    static const char *const wrong[] = {"x-goog-api-key", "j", NULL};
+    sl_sim_response_t *resp = call(sim, path, wrong, NULL, ok, 0);
+    json_t *js = body_json(resp);
+    ck_assert_str_eq(str_at(google_detail(js, "ErrorInfo"), "reason", NULL), "API_KEY_INVALID");
+    json_decref(js);
+    expect_google_error(resp, 400, "INVALID_ARGUMENT");
+    expect_google_error(gemini(sim, "ge", 0, "{'generationConfig':{}}", 0), 400,
+                        "INVALID_ARGUMENT");
+    expect_google_error(
+        gemini(sim, "ge", 0, "{'contents':[{'role':'bot','parts':[{'text':'x'}]}]}", 0), 400,
+        "INVALID_ARGUMENT");
+    expect_google_error(gemini(sim, "ge", 0, "{'contents':[{'parts':[]}]}", 0), 400,
+                        "INVALID_ARGUMENT");
+    expect_google_error(gemini(sim, "ge", 0, "{'contents':[{'parts':[{'text':'x'}]}],'n':1}", 0),
+                        400, "INVALID_ARGUMENT");
+    expect_google_error(
+        call(sim, "/ge/v1beta/models/gemini-2.0-flash:countTokens", GE_HDRS, NULL, ok, 0), 404,
+        "NOT_FOUND");
+
+    /* The RPM burst is one request: RESOURCE_EXHAUSTED with the quota and the wait. */
+    done_with(sim, gemini(sim, "ge", 0, ok, 0));
+    resp = gemini(sim, "ge", 0, ok, 0);
+    expect_status(resp, 429);
+    js = body_json(resp);
+    ck_assert_str_eq(str_at(js, "error", "status", NULL), "RESOURCE_EXHAUSTED");
+    json_t *violation =
+        json_array_get(json_object_get(google_detail(js, "QuotaFailure"), "violations"), 0);
+    ck_assert_str_eq(str_at(violation, "quotaId", NULL),
+                     "GenerateRequestsPerMinutePerProjectPerModel");
+    ck_assert_str_eq(str_at(google_detail(js, "RetryInfo"), "retryDelay", NULL), "1s");
+    ck_assert_msg(strstr(str_at(js, "error", "message", NULL), "Please retry in 1s.") != NULL, "%s",
+                  str_at(js, "error", "message", NULL));
+    json_decref(js);
+    ck_assert_ptr_null(sl_sim_response_header_get(resp, "retry-after"));
+    sl_sim_response_free(resp);
+
+    /* The daily quota of 2 runs out: a PerDay quotaId. */
+    done_with(sim, gemini(sim, "ge", 0, ok, 1000));
+    resp = gemini(sim, "ge", 0, ok, 2000);
+    expect_status(resp, 429);
+    js = body_json(resp);
+    violation = json_array_get(json_object_get(google_detail(js, "QuotaFailure"), "violations"), 0);
+    ck_assert_str_eq(str_at(violation, "quotaId", NULL),
+                     "GenerateRequestsPerDayPerProjectPerModel");
+    json_decref(js);
+    sl_sim_response_free(resp);
+    ck_assert_int_eq(stat(sim, "ge", "refused_rpd_dim"), 1);
+    sl_sim_free(sim);
+}
+END_TEST
+
+/* ---- Streams ------------------------------------------------------------------------------- */
+
+START_TEST(openai_stream_sends_chunks_usage_and_done)
+{
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'s','model':'gpt-4o-mini','output_min':40,"
+                             "'output_max':40,'ttft_ms':100,'ms_per_token':5,'stream_chunks':4}]}");
+    sl_sim_response_t *resp = chat(sim, "s",
+                                   "{'messages':[{'role':'user','content':'x'}],'stream':true,"
+                                   "'stream_options':{'include_usage':true}}",
+                                   NULL, 0);
+    expect_status(resp, 200);
+    ck_assert_str_eq(sl_sim_response_header_get(resp, "content-type"),
+                     "text/event-stream; charset=utf-8");
+    ck_assert_int_eq(sl_sim_response_delay_ms(resp), 0);
+    /* 4 content chunks, the finish chunk, the usage chunk, [DONE]. */
+    ck_assert_uint_eq(sl_sim_response_chunk_count(resp), 7);
+    ck_assert(!sl_sim_response_dropped(resp));
+    /* First at ttft, then 10 tokens (50 ms) apart, the end at ttft + 40 tokens. */
+    expect_times(resp, 100, 300);
+    int64_t at = 0;
+    sl_sim_response_chunk(resp, 1, NULL, &at);
+    ck_assert_int_eq(at, 150);
+    char *text = stream_text(resp);
+    sse_event_t ev[MAX_SSE];
+    size_t n = parse_sse(text, ev);
+    ck_assert_uint_eq(n, 7);
+    char content[256] = "";
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_str_eq(str_at(ev[i].data, "object", NULL), "chat.completion.chunk");
+        json_t *choice = json_array_get(json_object_get(ev[i].data, "choices"), 0);
+        ck_assert(json_is_null(json_object_get(choice, "finish_reason")));
+        if (i == 0)
+            ck_assert_str_eq(str_at(choice, "delta", "role", NULL), "assistant");
+        strcat(content, str_at(choice, "delta", "content", NULL));
+        /* Every chunk but the usage one says usage: null. */
+        ck_assert(json_is_null(json_object_get(ev[i].data, "usage")));
+    }
+    ck_assert_str_eq(content, "Simulated reply from s (40 completion tokens).");
+    json_t *last = json_array_get(json_object_get(ev[4].data, "choices"), 0);
+    ck_assert_str_eq(str_at(last, "finish_reason", NULL), "stop");
+    ck_assert_uint_eq(json_array_size(json_object_get(ev[5].data, "choices")), 0);
+    json_t *usage = json_object_get(ev[5].data, "usage");
+    ck_assert_int_eq(int_at(usage, "prompt_tokens"), 1);
+    ck_assert_int_eq(int_at(usage, "completion_tokens"), 40);
+    ck_assert_int_eq(int_at(usage, "total_tokens"), 41);
+    ck_assert(ev[6].done);
+    free_sse(ev, n);
+    free(text);
+    done_with(sim, resp);
+    ck_assert_int_eq(stat(sim, "s", "streams"), 1);
+
+    /* Without include_usage: no usage chunk. stream_options without stream: 400. */
+    resp = chat(sim, "s", "{'messages':[{'role':'user','content':'y'}],'stream':true}", NULL, 0);
+    ck_assert_uint_eq(sl_sim_response_chunk_count(resp), 6);
+    text = stream_text(resp);
+    ck_assert_ptr_null(strstr(text, "\"usage\""));
+    free(text);
+    done_with(sim, resp);
+    resp = chat(sim, "s",
+                "{'messages':[{'role':'user','content':'y'}],'stream_options':"
+                "{'include_usage':true}}",
+                NULL, 0);
+    expect_status(resp, 400);
+    ck_assert_uint_eq(sl_sim_response_chunk_count(resp), 0);
+    sl_sim_response_free(resp);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(azure_stream_is_openai_shaped)
+{
+    sl_sim_t *sim = sim_from(AZURE_CONFIG);
+    sl_sim_response_t *resp =
+        azure(sim, "az", "{'messages':[{'role':'user','content':'x'}],'stream':true}", 0);
+    expect_status(resp, 200);
+    char *text = stream_text(resp);
+    sse_event_t ev[MAX_SSE];
+    size_t n = parse_sse(text, ev);
+    ck_assert_uint_ge(n, 3);
+    ck_assert_str_eq(str_at(ev[0].data, "object", NULL), "chat.completion.chunk");
+    ck_assert(ev[n - 1].done);
+    ck_assert_int_eq(header_ll(resp, "x-ratelimit-remaining-requests"), 0);
+    free_sse(ev, n);
+    free(text);
+    done_with(sim, resp);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(anthropic_stream_sends_the_event_sequence)
+{
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'an','model':'claude','api':'anthropic',"
+                             "'output_min':30,'output_max':30,'ttft_ms':50,'ms_per_token':2,"
+                             "'cache_hit_share':1,'cache_read_fraction':0.5,'tool_use_share':1}]}");
+    sl_sim_response_t *resp = anthropic(sim, "an",
+                                        "{'model':'m','max_tokens':100,'stream':true,'messages':"
+                                        "[{'role':'user','content':'12345678'}]}",
+                                        0);
+    expect_status(resp, 200);
+    expect_times(resp, 50, 110);
+    char *text = stream_text(resp);
+    sse_event_t ev[MAX_SSE];
+    size_t n = parse_sse(text, ev);
+    static const char *const head[] = {"message_start", "content_block_start", "ping"};
+    static const char *const tail[] = {"content_block_stop", "message_delta", "message_stop"};
+    ck_assert_uint_ge(n, 7);
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_str_eq(ev[i].name, head[i]);
+        ck_assert_str_eq(ev[n - 3 + i].name, tail[i]);
+    }
+    char content[256] = "";
+    for (size_t i = 3; i < n - 3; i++) {
+        ck_assert_str_eq(ev[i].name, "content_block_delta");
+        ck_assert_str_eq(str_at(ev[i].data, "delta", "type", NULL), "text_delta");
+        strcat(content, str_at(ev[i].data, "delta", "text", NULL));
+    }
+    ck_assert_str_eq(content, "Simulated reply from an (30 completion tokens).");
+    for (size_t i = 0; i < n; i++)
+        ck_assert_str_eq(str_at(ev[i].data, "type", NULL), ev[i].name);
+    json_t *start_usage = json_object_get(json_object_get(ev[0].data, "message"), "usage");
+    ck_assert_int_eq(int_at(start_usage, "input_tokens"), 1);
+    ck_assert_int_eq(int_at(start_usage, "cache_read_input_tokens"), 1);
+    ck_assert_str_eq(str_at(ev[n - 2].data, "delta", "stop_reason", NULL), "end_turn");
+    ck_assert_int_eq(int_at(json_object_get(ev[n - 2].data, "usage"), "output_tokens"), 30);
+    free_sse(ev, n);
+    free(text);
+    done_with(sim, resp);
+
+    /* With tools and a tool_use_share of 1: a tool_use block with its JSON input. */
+    resp =
+        anthropic(sim, "an",
+                  "{'model':'m','max_tokens':100,'stream':true,'tools':[{'name':'lookup',"
+                  "'input_schema':{'type':'object'}}],'messages':[{'role':'user','content':'x'}]}",
+                  0);
+    text = stream_text(resp);
+    n = parse_sse(text, ev);
+    ck_assert_str_eq(str_at(ev[1].data, "content_block", "type", NULL), "tool_use");
+    ck_assert_str_eq(str_at(ev[1].data, "content_block", "name", NULL), "lookup");
+    ck_assert_str_eq(str_at(ev[3].data, "delta", "type", NULL), "input_json_delta");
+    ck_assert_str_eq(str_at(ev[n - 2].data, "delta", "stop_reason", NULL), "tool_use");
+    ck_assert_str_eq(ev[n - 1].name, "message_stop");
+    free_sse(ev, n);
+    free(text);
+    done_with(sim, resp);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(gemini_stream_sends_responses_with_usage_on_the_last)
+{
+    sl_sim_t *sim = sim_from(GEMINI_CONFIG);
+    const char *body = "{'contents':[{'parts':[{'text':'12345678'}]}]}";
+    sl_sim_response_t *resp = gemini(sim, "ge", 1, body, 0);
+    expect_status(resp, 200);
+    ck_assert_str_eq(sl_sim_response_header_get(resp, "content-type"), "text/event-stream");
+    expect_times(resp, 10, 50);
+    char *text = stream_text(resp);
+    /* Google ends each event with CRLF CRLF. */
+    ck_assert_ptr_nonnull(strstr(text, "}\r\n\r\ndata: "));
+    sse_event_t ev[MAX_SSE];
+    size_t n = parse_sse(text, ev);
+    ck_assert_uint_eq(n, 5);
+    char content[256] = "";
+    long long candidates = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *cand = json_array_get(json_object_get(ev[i].data, "candidates"), 0);
+        json_t *part =
+            json_array_get(json_object_get(json_object_get(cand, "content"), "parts"), 0);
+        strcat(content, str_at(part, "text", NULL));
+        ck_assert((i == n - 1) == (json_object_get(cand, "finishReason") != NULL));
+        long long now =
+            int_at(json_object_get(ev[i].data, "usageMetadata"), "candidatesTokenCount");
+        ck_assert_int_ge(now, candidates);
+        candidates = now;
+    }
+    ck_assert_str_eq(content, "Simulated reply from ge (40 completion tokens).");
+    json_t *usage = json_object_get(ev[n - 1].data, "usageMetadata");
+    ck_assert_int_eq(int_at(usage, "candidatesTokenCount"), 40);
+    ck_assert_int_eq(int_at(usage, "promptTokenCount"), 2);
+    ck_assert_int_eq(int_at(usage, "totalTokenCount"), 42);
+    free_sse(ev, n);
+    free(text);
+    done_with(sim, resp);
+
+    /* Without alt=sse: one JSON array, sent piece by piece. */
+    resp = call(sim, "/ge/v1beta/models/gemini-2.0-flash:streamGenerateContent", GE_HDRS, NULL,
+                body, 1000);
+    expect_status(resp, 200);
+    ck_assert_uint_gt(sl_sim_response_chunk_count(resp), 2);
+    text = stream_text(resp);
+    json_t *array = json_loads(text, 0, NULL);
+    ck_assert_msg(json_is_array(array), "%s", text);
+    ck_assert_uint_eq(json_array_size(array), sl_sim_response_chunk_count(resp) - 1);
+    json_decref(array);
+    free(text);
+    done_with(sim, resp);
+    ck_assert_int_eq(stat(sim, "ge", "streams"), 2);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(stream_replay_is_instant_and_stats_record_first_chunks)
+{
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'s','ttft_ms':30}]}");
+    static const char *const key[] = {"Idempotency-Key", "job-1", "Authorization", "Bearer x",
+                                      NULL};
+    const char *body = "{'messages':[{'role':'user','content':'x'}],'stream':true}";
+    sl_sim_response_t *resp = call(sim, "/s/v1/chat/completions", key, NULL, body, 0);
+    const char *id = sl_sim_response_header_get(resp, "x-sim-request-id");
+    ck_assert_ptr_nonnull(id);
+    char request_id[64];
+    snprintf(request_id, sizeof request_id, "%s", id);
+    /* The HTTP layer reports when each event left; only the first one's time is kept. */
+    for (size_t i = 0; i < sl_sim_response_chunk_count(resp); i++)
+        sl_sim_chunk_sent(sim, resp, i, 30 + (int64_t)i);
+    done_with(sim, resp);
+
+    sl_sim_response_t *stats = request(sim, "GET", "/stats", NULL, NULL, NULL, 0);
+    json_t *js = body_json(stats);
+    long long origin = int_at(js, "origin_unix_ms");
+    json_t *streams = json_object_get(js, "recent_streams");
+    ck_assert_uint_eq(json_array_size(streams), 1);
+    json_t *entry = json_array_get(streams, 0);
+    ck_assert_str_eq(str_at(entry, "request_id", NULL), request_id);
+    ck_assert_str_eq(str_at(entry, "deployment", NULL), "s");
+    ck_assert_int_eq(int_at(entry, "first_chunk_ms"), origin + 30);
+    ck_assert_int_eq(int_at(entry, "chunks"), 7);
+    ck_assert(json_is_false(json_object_get(entry, "cut")));
+    json_t *dep = json_object_get(json_object_get(js, "deployments"), "s");
+    ck_assert_int_eq(int_at(dep, "last_first_chunk_ms"), origin + 30);
+    json_decref(js);
+    sl_sim_response_free(stats);
+
+    /* The same key again: the same stream, every event due at once, not charged. */
+    resp = call(sim, "/s/v1/chat/completions", key, NULL, body, 10);
+    ck_assert_uint_eq(sl_sim_response_chunk_count(resp), 7);
+    expect_times(resp, 0, 0);
+    done_with(sim, resp);
+    ck_assert_int_eq(stat(sim, "s", "replayed"), 1);
+    ck_assert_int_eq(stat(sim, "s", "admitted"), 1);
+
+    /* The ring holds the last 100 streams. */
+    for (int i = 0; i < 120; i++)
+        done_with(sim, chat(sim, "s", body, NULL, 20));
+    stats = request(sim, "GET", "/stats", NULL, NULL, NULL, 0);
+    js = body_json(stats);
+    ck_assert_uint_eq(json_array_size(json_object_get(js, "recent_streams")), 100);
+    json_decref(js);
+    sl_sim_response_free(stats);
+    sl_sim_free(sim);
+}
+END_TEST
+
+/* ---- Faults -------------------------------------------------------------------------------- */
+
+/* Counts outcomes of n distinct requests to deployment "f" of sim (OpenAI API). */
+typedef struct {
+    int ok, r429, r429_retry, r503, dropped, slow;
+} outcomes_t;
+
+static outcomes_t run_requests(sl_sim_t *sim, int n, int stream)
+{
+    outcomes_t o = {0, 0, 0, 0, 0, 0};
+    char body[256];
+    for (int i = 0; i < n; i++) {
+        snprintf(body, sizeof body, "{'messages':[{'role':'user','content':'q%d'}],'stream':%s}", i,
+                 stream ? "true" : "false");
+        sl_sim_response_t *resp = chat(sim, "f", body, NULL, i);
+        int status = sl_sim_response_status(resp);
+        if (status == 200) {
+            o.ok++;
+            o.dropped += sl_sim_response_dropped(resp) != 0;
+            o.slow += !stream && sl_sim_response_delay_ms(resp) >= 1000;
+        } else if (status == 429) {
+            o.r429++;
+            o.r429_retry += sl_sim_response_header_get(resp, "retry-after") != NULL;
+        } else if (status == 503) {
+            o.r503++;
+        }
+        done_with(sim, resp);
+    }
+    return o;
+}
+
+#define FAULTS_CONFIG                                                                              \
+    "{'seed':%d,'deployments':[{'name':'f','tpm':100000000,"                                       \
+    "'faults':{'rate_limit_share':0.3,'retry_after_share':0.5,"                                    \
+    "'retry_after_ms':2500,'overloaded_share':0.1,'slow_share':0.2,"                               \
+    "'slow_ms':1000,'drop_share':0.05}}]}"
+
+START_TEST(fault_shares_hold_over_2000_requests)
+{
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, FAULTS_CONFIG, 7);
+    sl_sim_t *sim = sim_from(cfg);
+    outcomes_t o = run_requests(sim, 2000, 0);
+    /* 10 % overloaded: 200 of 2000; of the other 1800, 30 % refused: 540; half of those with a
+     * Retry-After; of the 1260 admitted, 20 % slow and 5 % dropped. Tolerances are about 4
+     * standard deviations. */
+    ck_assert_msg(o.r503 > 150 && o.r503 < 250, "503: %d", o.r503);
+    ck_assert_msg(o.r429 > 460 && o.r429 < 620, "429: %d", o.r429);
+    ck_assert_msg(o.r429_retry > o.r429 * 0.4 && o.r429_retry < o.r429 * 0.6, "with retry: %d/%d",
+                  o.r429_retry, o.r429);
+    ck_assert_msg(o.slow > 0.15 * o.ok && o.slow < 0.25 * o.ok, "slow %d of %d", o.slow, o.ok);
+    ck_assert_msg(o.dropped > 0.02 * o.ok && o.dropped < 0.08 * o.ok, "dropped %d of %d", o.dropped,
+                  o.ok);
+    ck_assert_int_eq(o.ok + o.r429 + o.r503, 2000);
+    ck_assert_int_eq(stat(sim, "f", "fault_429"), o.r429);
+    ck_assert_int_eq(stat(sim, "f", "fault_429_retry_after"), o.r429_retry);
+    ck_assert_int_eq(stat(sim, "f", "fault_503"), o.r503);
+    ck_assert_int_eq(stat(sim, "f", "slow"), o.slow);
+    ck_assert_int_eq(stat(sim, "f", "dropped"), o.dropped);
+    ck_assert_int_eq(stat(sim, "f", "admitted"), o.ok);
+    /* Refused by a fault costs nothing: only the admitted were charged (1024 tokens each). */
+    ck_assert_int_eq(stat(sim, "f", "tokens_charged"), 1024LL * o.ok);
+    ck_assert_int_eq(stat(sim, "f", "refused"), 0);
+    sl_sim_free(sim);
+
+    /* The same seed gives the same run; another seed another one. */
+    sim = sim_from(cfg);
+    outcomes_t again = run_requests(sim, 2000, 0);
+    sl_sim_free(sim);
+    ck_assert_int_eq(again.r429, o.r429);
+    ck_assert_int_eq(again.r503, o.r503);
+    ck_assert_int_eq(again.slow, o.slow);
+    ck_assert_int_eq(again.dropped, o.dropped);
+    snprintf(cfg, sizeof cfg, FAULTS_CONFIG, 8);
+    sim = sim_from(cfg);
+    outcomes_t other = run_requests(sim, 2000, 0);
+    sl_sim_free(sim);
+    ck_assert(other.r429 != o.r429 || other.r503 != o.r503 || other.slow != o.slow);
+}
+END_TEST
+
+START_TEST(injected_429s_follow_each_format)
+{
+    static const char *const apis[] = {"openai", "azure", "anthropic", "gemini"};
+    for (int a = 0; a < 4; a++) {
+        for (int with_retry = 0; with_retry < 2; with_retry++) {
+            char cfg[256];
+            snprintf(cfg, sizeof cfg,
+                     "{'deployments':[{'name':'d','api':'%s','rpm':600,'faults':{"
+                     "'rate_limit_share':1,'retry_after_share':%d,'retry_after_ms':1500}}]}",
+                     apis[a], with_retry);
+            sl_sim_t *sim = sim_from(cfg);
+            sl_sim_response_t *resp =
+                a == 0   ? chat(sim, "d", "{'messages':[{'role':'user','content':'x'}]}", NULL, 0)
+                : a == 1 ? azure(sim, "d", "{'messages':[{'role':'user','content':'x'}]}", 0)
+                : a == 2 ? anthropic(sim, "d",
+                                     "{'model':'m','max_tokens':5,'messages':[{'role':'user',"
+                                     "'content':'x'}]}",
+                                     0)
+                         : gemini(sim, "d", 0, "{'contents':[{'parts':[{'text':'x'}]}]}", 0);
+            expect_status(resp, 429);
+            json_t *js = body_json(resp);
+            const char *ra = sl_sim_response_header_get(resp, "retry-after");
+            const char *ra_ms = sl_sim_response_header_get(resp, "retry-after-ms");
+            if (a < 2) {
+                if (with_retry) {
+                    ck_assert_ptr_nonnull(ra);
+                    ck_assert_ptr_nonnull(ra_ms);
+                    ck_assert_int_eq(atoll(ra), 2);
+                    ck_assert_int_eq(atoll(ra_ms), 1500);
+                } else {
+                    ck_assert_ptr_null(ra);
+                    ck_assert_ptr_null(ra_ms);
+                }
+                if (a == 0)
+                    ck_assert_str_eq(str_at(js, "error", "code", NULL), "rate_limit_exceeded");
+                else
+                    ck_assert_str_eq(str_at(js, "error", "code", NULL), "429");
+            } else if (a == 2) {
+                ck_assert(with_retry ? ra != NULL && atoll(ra) == 2 : ra == NULL);
+                ck_assert_ptr_null(ra_ms);
+                ck_assert_str_eq(str_at(js, "error", "type", NULL), "rate_limit_error");
+            } else {
+                ck_assert_ptr_null(ra);
+                json_t *retry = google_detail(js, "RetryInfo");
+                ck_assert(with_retry ? retry != NULL : retry == NULL);
+                if (with_retry)
+                    ck_assert_str_eq(str_at(retry, "retryDelay", NULL), "1.5s");
+                ck_assert_ptr_nonnull(google_detail(js, "QuotaFailure"));
+            }
+            json_decref(js);
+            sl_sim_response_free(resp);
+            ck_assert_int_eq(stat(sim, "d", "fault_429"), 1);
+            ck_assert_int_eq(stat(sim, "d", "fault_429_retry_after"), with_retry);
+            ck_assert_int_eq(stat(sim, "d", "refused"), 0);
+            sl_sim_free(sim);
+        }
+    }
+}
+END_TEST
+
+START_TEST(unavailable_windows_refuse_exactly_inside)
+{
+    static const char *const apis[] = {"openai", "anthropic", "gemini"};
+    static const int statuses[] = {503, 529, 503};
+    for (int a = 0; a < 3; a++) {
+        char cfg[256];
+        snprintf(cfg, sizeof cfg,
+                 "{'deployments':[{'name':'d','api':'%s','faults':{'unavailable':["
+                 "{'from_ms':1000,'to_ms':2000},{'from_ms':5000,'to_ms':5001}]}}]}",
+                 apis[a]);
+        sl_sim_t *sim = sim_from(cfg);
+        static const int64_t times[] = {0, 999, 1000, 1500, 1999, 2000, 4999, 5000, 5001};
+        static const int inside[] = {0, 0, 1, 1, 1, 0, 0, 1, 0};
+        for (size_t i = 0; i < sizeof times / sizeof times[0]; i++) {
+            sl_sim_response_t *resp =
+                a == 0
+                    ? chat(sim, "d", "{'messages':[{'role':'user','content':'x'}]}", NULL, times[i])
+                : a == 1 ? anthropic(sim, "d",
+                                     "{'model':'m','max_tokens':5,'messages':[{'role':'user',"
+                                     "'content':'x'}]}",
+                                     times[i])
+                         : gemini(sim, "d", 0, "{'contents':[{'parts':[{'text':'x'}]}]}", times[i]);
+            expect_status(resp, inside[i] ? statuses[a] : 200);
+            if (inside[i]) {
+                json_t *js = body_json(resp);
+                if (a == 0)
+                    ck_assert_str_eq(str_at(js, "error", "type", NULL), "server_error");
+                else if (a == 1)
+                    ck_assert_str_eq(str_at(js, "error", "type", NULL), "overloaded_error");
+                else
+                    ck_assert_str_eq(str_at(js, "error", "status", NULL), "UNAVAILABLE");
+                json_decref(js);
+            }
+            done_with(sim, resp);
+        }
+        ck_assert_int_eq(stat(sim, "d", "fault_503"), 4);
+        ck_assert_int_eq(stat(sim, "d", "admitted"), 5);
+        sl_sim_free(sim);
+    }
+
+    /* Counted from the first request instead: that one arrives at 7000. */
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'d','faults':{'unavailable_origin':"
+                             "'first_request','unavailable':[{'from_ms':1000,'to_ms':2000}]}}]}");
+    static const int64_t times[] = {7000, 7999, 8000, 8999, 9000};
+    static const int want[] = {200, 200, 503, 503, 200};
+    for (size_t i = 0; i < sizeof times / sizeof times[0]; i++) {
+        sl_sim_response_t *resp =
+            chat(sim, "d", "{'messages':[{'role':'user','content':'x'}]}", NULL, times[i]);
+        expect_status(resp, want[i]);
+        done_with(sim, resp);
+    }
+    sl_sim_free(sim);
+    const char *err =
+        config_error("{'deployments':[{'name':'d','faults':{'unavailable_origin':'boot'}}]}");
+    ck_assert_msg(strstr(err, "\"unavailable_origin\" must be \"start\" or \"first_request\"") !=
+                      NULL,
+                  "%s", err);
+}
+END_TEST
+
+START_TEST(cut_streams_stop_before_their_end)
+{
+    sl_sim_t *sim = sim_from("{'seed':3,'deployments':[{'name':'f','stream_chunks':8,"
+                             "'faults':{'stream_cut_share':0.5}}]}");
+    char body[256];
+    int cut = 0;
+    for (int i = 0; i < 200; i++) {
+        snprintf(body, sizeof body,
+                 "{'messages':[{'role':'user','content':'q%d'}],'stream':true,"
+                 "'stream_options':{'include_usage':true}}",
+                 i);
+        sl_sim_response_t *resp = chat(sim, "f", body, NULL, i);
+        expect_status(resp, 200);
+        size_t n = sl_sim_response_chunk_count(resp);
+        char *text = stream_text(resp);
+        if (sl_sim_response_dropped(resp)) {
+            cut++;
+            /* At least one event, never the closing [DONE]. */
+            ck_assert_uint_ge(n, 1);
+            ck_assert_uint_lt(n, 11);
+            ck_assert_ptr_null(strstr(text, "[DONE]"));
+        } else {
+            ck_assert_uint_eq(n, 11);
+            ck_assert_ptr_nonnull(strstr(text, "data: [DONE]"));
+        }
+        free(text);
+        done_with(sim, resp);
+    }
+    ck_assert_msg(cut > 70 && cut < 130, "%d cut", cut);
+    ck_assert_int_eq(stat(sim, "f", "dropped"), cut);
+    /* drop_share does not apply to streams once stream_cut_share is set. */
+    sl_sim_free(sim);
+    sim = sim_from("{'deployments':[{'name':'f','faults':{'drop_share':1,"
+                   "'stream_cut_share':0}}]}");
+    outcomes_t o = run_requests(sim, 20, 1);
+    ck_assert_int_eq(o.dropped, 0);
+    o = run_requests(sim, 20, 0);
+    ck_assert_int_eq(o.dropped, 20);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(early_retries_and_rings_record_retry_afters)
+{
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'f','faults':{'rate_limit_share':1,"
+                             "'retry_after_ms':1000}}]}");
+    static const char *const key[] = {"Idempotency-Key", "job-7", "Authorization", "Bearer x",
+                                      NULL};
+    const char *body = "{'messages':[{'role':'user','content':'x'}]}";
+    const char *path = "/f/v1/chat/completions";
+    /* Every answer is a 429 with a wait of 1000 ms from its own time: back at 400 (early),
+     * 1399 (early: the 429 at 400 said 1400), 2399 (on time). */
+    static const int64_t times[] = {0, 400, 1399, 2399};
+    for (size_t i = 0; i < 4; i++) {
+        sl_sim_response_t *resp = call(sim, path, key, NULL, body, times[i]);
+        expect_status(resp, 429);
+        sl_sim_response_free(resp);
+    }
+    /* Another key, or none, is never early. */
+    done_with(sim, chat(sim, "f", body, "job-8", 500));
+    done_with(sim, chat(sim, "f", body, NULL, 500));
+    ck_assert_int_eq(stat(sim, "f", "early_retries"), 2);
+
+    sl_sim_response_t *stats = request(sim, "GET", "/stats", NULL, NULL, NULL, 0);
+    json_t *js = body_json(stats);
+    long long origin = int_at(js, "origin_unix_ms");
+    json_t *dep = json_object_get(json_object_get(js, "deployments"), "f");
+    json_t *retries = json_object_get(dep, "retry_after_429s");
+    ck_assert_uint_eq(json_array_size(retries), 6);
+    json_t *first = json_array_get(retries, 0);
+    ck_assert_int_eq(int_at(first, "sent_ms"), origin);
+    ck_assert_int_eq(int_at(first, "retry_after_ms"), 1000);
+    ck_assert(json_is_true(json_object_get(first, "fault")));
+    ck_assert_str_eq(str_at(first, "idempotency_key", NULL), "job-7");
+    ck_assert(json_is_null(json_object_get(json_array_get(retries, 5), "idempotency_key")));
+    json_t *arrivals = json_object_get(dep, "arrivals");
+    ck_assert_uint_eq(json_array_size(arrivals), 6);
+    ck_assert_int_eq(int_at(json_array_get(arrivals, 1), "at_ms"), origin + 400);
+    ck_assert_int_eq(int_at(json_array_get(arrivals, 1), "status"), 429);
+    json_decref(js);
+    sl_sim_response_free(stats);
+
+    /* A reset empties the rings and counters. */
+    sl_sim_response_free(request(sim, "POST", "/stats/reset", NULL, NULL, NULL, 0));
+    ck_assert_int_eq(stat(sim, "f", "early_retries"), 0);
+    ck_assert_int_eq(stat(sim, "f", "fault_429"), 0);
+    stats = request(sim, "GET", "/stats", NULL, NULL, NULL, 0);
+    js = body_json(stats);
+    dep = json_object_get(json_object_get(js, "deployments"), "f");
+    ck_assert_uint_eq(json_array_size(json_object_get(dep, "retry_after_429s")), 0);
+    ck_assert_uint_eq(json_array_size(json_object_get(dep, "arrivals")), 0);
+    json_decref(js);
+    sl_sim_response_free(stats);
+
+    /* The ring keeps the last 1000. */
+    for (int i = 0; i < 1100; i++)
+        sl_sim_response_free(chat(sim, "f", body, NULL, 2000 + i));
+    stats = request(sim, "GET", "/stats", NULL, NULL, NULL, 0);
+    js = body_json(stats);
+    dep = json_object_get(json_object_get(js, "deployments"), "f");
+    retries = json_object_get(dep, "retry_after_429s");
+    ck_assert_uint_eq(json_array_size(retries), 1000);
+    ck_assert_int_eq(int_at(json_array_get(retries, 0), "sent_ms"), origin + 2100);
+    json_decref(js);
+    sl_sim_response_free(stats);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(fault_and_api_config_keys_are_validated)
+{
+    const char *err = config_error("{'deployments':[{'name':'s','api':'bedrock'}]}");
+    ck_assert_msg(strstr(err, "\"api\" must be \"openai\" or \"azure\" or \"anthropic\" or "
+                              "\"gemini\"") != NULL,
+                  "%s", err);
+    err = config_error("{'deployments':[{'name':'s','faults':{'rate_limit':0.1}}]}");
+    ck_assert_msg(strstr(err, "faults: unknown key \"rate_limit\"") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','faults':{'drop_share':1.5}}]}");
+    ck_assert_msg(strstr(err, "drop_share") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','faults':{'unavailable':[{'from_ms':5,"
+                       "'to_ms':5}]}}]}");
+    ck_assert_msg(strstr(err, "unavailable[0]: needs \"from_ms\" < \"to_ms\"") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','faults':{'unavailable':[{'from_ms':5,"
+                       "'to_ms':9,'why':1}]}}]}");
+    ck_assert_msg(strstr(err, "unknown key \"why\"") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','faults':{'slow_ms':-1}}]}");
+    ck_assert_msg(strstr(err, "slow_ms") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','faults':[]}]}");
+    ck_assert_msg(strstr(err, "faults: must be an object") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','stream_chunks':0}]}");
+    ck_assert_msg(strstr(err, "stream_chunks") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','tool_use_share':2}]}");
+    ck_assert_msg(strstr(err, "tool_use_share") != NULL, "%s", err);
+    err = config_error("{'seed':-1,'deployments':[{'name':'s'}]}");
+    ck_assert_msg(strstr(err, "seed") != NULL, "%s", err);
+
+    /* Accepted: every key, and explicit header styles. */
+    sl_sim_t *sim =
+        sim_from("{'seed':1,'deployments':[{'name':'s','api':'gemini','headers':'openai','rpm':5,"
+                 "'faults':{'rate_limit_share':0,'retry_after_share':1,'retry_after_ms':10,"
+                 "'unavailable':[],'unavailable_origin':'start','overloaded_share':0,'slow_share':"
+                 "0,'slow_ms':5,'drop_share':0,"
+                 "'stream_cut_share':0,'spend_limit_after':10,'seed':4}}]}");
+    sl_sim_response_t *resp = gemini(sim, "s", 0, "{'contents':[{'parts':[{'text':'x'}]}]}", 0);
+    expect_status(resp, 200);
+    /* A Gemini deployment with OpenAI-style headers sends them. */
+    ck_assert_int_eq(header_ll(resp, "x-ratelimit-limit-requests"), 5);
+    done_with(sim, resp);
+    sl_sim_free(sim);
+}
+END_TEST
+
 /* ---- The real server ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -1432,6 +2712,185 @@ START_TEST(http_server_serves_completions_limits_and_stats)
 }
 END_TEST
 
+/* What a client saw of one streamed exchange: when each piece arrived (on the server's clock)
+ * and the bytes. */
+typedef struct {
+    sl_sim_server_t *server;
+    int64_t arrival_ms[256];
+    size_t n;
+    buf_t data;
+} stream_rec_t;
+
+static size_t record_stream(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    stream_rec_t *rec = userdata;
+    if (rec->n < sizeof rec->arrival_ms / sizeof rec->arrival_ms[0])
+        rec->arrival_ms[rec->n++] = sl_sim_server_now_ms(rec->server);
+    return collect(ptr, size, nmemb, &rec->data);
+}
+
+/* POSTs body to path with the given extra header lines; returns curl's result, the status in
+ * *status and the response headers (lower-cased) in hdrs. */
+static CURLcode http_stream(uint16_t port, const char *path, const char *const *lines,
+                            const char *body, stream_rec_t *rec, buf_t *hdrs, long *status)
+{
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", port, path);
+    CURL *curl = curl_easy_init();
+    ck_assert_ptr_nonnull(curl);
+    struct curl_slist *list = curl_slist_append(NULL, "Content-Type: application/json");
+    for (size_t i = 0; lines != NULL && lines[i] != NULL; i++)
+        list = curl_slist_append(list, lines[i]);
+    memset(hdrs, 0, sizeof *hdrs);
+    memset(&rec->data, 0, sizeof rec->data);
+    rec->n = 0;
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, collect);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, hdrs);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, record_stream);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, rec);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 5L);
+    CURLcode cc = curl_easy_perform(curl);
+    *status = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+    curl_slist_free_all(list);
+    curl_easy_cleanup(curl);
+    for (char *c = hdrs->data; *c; c++) {
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c - 'A' + 'a');
+    }
+    return cc;
+}
+
+/* The value of a response header line "name: value\r\n" in lower-cased headers, copied. */
+static void header_value(const buf_t *hdrs, const char *name, char *out, size_t cap)
+{
+    char want[64];
+    snprintf(want, sizeof want, "%s: ", name);
+    const char *at = strstr(hdrs->data, want);
+    ck_assert_msg(at != NULL, "no header %s in %s", name, hdrs->data);
+    at += strlen(want);
+    size_t n = strcspn(at, "\r\n");
+    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), at);
+}
+
+START_TEST(http_streams_each_event_when_it_is_due)
+{
+    sl_sim_t *sim = sim_from(
+        "{'deployments':[{'name':'oa','rpm':6000,'output_min':40,'output_max':40,'ttft_ms':100,"
+        "'ms_per_token':5,'stream_chunks':4},{'name':'an','api':'anthropic','api_key':'k',"
+        "'output_min':40,'output_max':40,'ttft_ms':100,'ms_per_token':5,'stream_chunks':4},"
+        "{'name':'ge','api':'gemini','output_min':40,'output_max':40,'ttft_ms':100,"
+        "'ms_per_token':5,'stream_chunks':4}]}");
+    sl_sim_server_t *server = NULL;
+    ck_assert_int_eq(sl_sim_server_start(sim, "127.0.0.1", 0, &server), SL_OK);
+    uint16_t port = sl_sim_server_port(server);
+    stream_rec_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.server = server;
+    buf_t hdrs;
+    long status = 0;
+
+    static const char *const oa_lines[] = {"Authorization: Bearer k", NULL};
+    static const char *const an_lines[] = {"x-api-key: k", "anthropic-version: 2023-06-01", NULL};
+    static const char *const ge_lines[] = {"x-goog-api-key: k", NULL};
+    const struct {
+        const char *path;
+        const char *const *lines;
+        const char *body;
+        const char *last;
+    } cases[] = {
+        {"/oa/v1/chat/completions", oa_lines,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true}",
+         "data: [DONE]\n\n"},
+        {"/an/v1/messages", an_lines,
+         "{\"model\":\"m\",\"max_tokens\":100,\"stream\":true,\"messages\":[{\"role\":\"user\","
+         "\"content\":\"hi\"}]}",
+         "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"},
+        {"/ge/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse", ge_lines,
+         "{\"contents\":[{\"parts\":[{\"text\":\"hi\"}]}]}", "\r\n\r\n"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t t0 = sl_sim_server_now_ms(server);
+        CURLcode cc =
+            http_stream(port, cases[c].path, cases[c].lines, cases[c].body, &rec, &hdrs, &status);
+        ck_assert_msg(cc == CURLE_OK, "%s: curl: %s", cases[c].path, curl_easy_strerror(cc));
+        ck_assert_int_eq(status, 200);
+        ck_assert_ptr_nonnull(strstr(hdrs.data, "content-type: text/event-stream"));
+        ck_assert_msg(ends_with_text(rec.data.data, cases[c].last), "%s ends %s", cases[c].path,
+                      rec.data.data);
+        /* The first event at ttft (100 ms), the last at 100 + 5 * 40 = 300 ms, and pieces in
+         * between, as they were due, not all at once. */
+        ck_assert_uint_ge(rec.n, 3);
+        int64_t first = rec.arrival_ms[0] - t0;
+        int64_t last = rec.arrival_ms[rec.n - 1] - t0;
+        ck_assert_msg(first >= 95 && first < 250, "%s: first piece after %lld ms", cases[c].path,
+                      (long long)first);
+        ck_assert_msg(last >= 295 && last - first >= 150, "%s: last piece after %lld ms",
+                      cases[c].path, (long long)last);
+
+        /* /stats says when the first event left; the client saw it within 50 ms. */
+        char id[64];
+        header_value(&hdrs, "x-sim-request-id", id, sizeof id);
+        sl_sim_response_t *stats = request(sim, "GET", "/stats", NULL, NULL, NULL, 0);
+        json_t *js = body_json(stats);
+        long long origin = int_at(js, "origin_unix_ms");
+        json_t *streams = json_object_get(js, "recent_streams");
+        json_t *entry = json_array_get(streams, json_array_size(streams) - 1);
+        ck_assert_str_eq(str_at(entry, "request_id", NULL), id);
+        long long sent = int_at(entry, "first_chunk_ms") - origin;
+        ck_assert_msg(rec.arrival_ms[0] >= sent - 1 && rec.arrival_ms[0] - sent <= 50,
+                      "sent at %lld, seen at %lld", sent, (long long)rec.arrival_ms[0]);
+        ck_assert(json_is_false(json_object_get(entry, "cut")));
+        json_decref(js);
+        sl_sim_response_free(stats);
+    }
+    /* Every stream has finished: nothing is in flight. */
+    ck_assert_int_eq(stat(sim, "oa", "in_flight"), 0);
+    ck_assert_int_eq(stat(sim, "an", "in_flight"), 0);
+    sl_sim_server_stop(server);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(http_drops_close_the_connection_early)
+{
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'d','ttft_ms':20,'ms_per_token':0.1,"
+                             "'faults':{'drop_share':1,'stream_cut_share':1}}]}");
+    sl_sim_server_t *server = NULL;
+    ck_assert_int_eq(sl_sim_server_start(sim, "127.0.0.1", 0, &server), SL_OK);
+    uint16_t port = sl_sim_server_port(server);
+    stream_rec_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.server = server;
+    buf_t hdrs;
+    long status = 0;
+    static const char *const lines[] = {"Authorization: Bearer k", NULL};
+    /* A plain answer: nothing at all comes back. */
+    CURLcode cc = http_stream(port, "/d/v1/chat/completions", lines,
+                              "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &rec,
+                              &hdrs, &status);
+    ck_assert_msg(cc == CURLE_GOT_NOTHING, "curl: %s", curl_easy_strerror(cc));
+    /* A stream: some events, then the transfer is cut without [DONE]. */
+    cc = http_stream(port, "/d/v1/chat/completions", lines,
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true}",
+                     &rec, &hdrs, &status);
+    ck_assert_msg(cc != CURLE_OK, "a cut stream completed");
+    ck_assert_int_eq(status, 200);
+    ck_assert_ptr_nonnull(strstr(rec.data.data, "data: {"));
+    ck_assert_ptr_null(strstr(rec.data.data, "[DONE]"));
+    ck_assert_int_eq(stat(sim, "d", "dropped"), 2);
+    /* Both were finished when their connections closed. */
+    for (int i = 0; i < 100 && stat(sim, "d", "in_flight") != 0; i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    ck_assert_int_eq(stat(sim, "d", "in_flight"), 0);
+    sl_sim_server_stop(server);
+    sl_sim_free(sim);
+}
+END_TEST
+
 static Suite *sim_suite(void)
 {
     Suite *s = suite_create("sim");
@@ -1474,11 +2933,32 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, invalid_config_values_are_rejected);
     tcase_add_test(tc, anthropic_config_keys_are_validated);
     tcase_add_test(tc, config_defaults_and_minute_override);
+    tcase_add_test(tc, azure_success_has_openai_body_and_azure_headers);
+    tcase_add_test(tc, azure_errors_have_azure_shapes);
+    tcase_add_test(tc, anthropic_success_has_messages_body_and_cache_reads);
+    tcase_add_test(tc, anthropic_errors_have_anthropic_shapes);
+    tcase_add_test(tc, anthropic_tool_use_follows_the_share);
+    tcase_add_test(tc, spend_limit_refuses_in_each_format_without_retry_after);
+    tcase_add_test(tc, gemini_success_has_generate_content_body_and_no_limit_headers);
+    tcase_add_test(tc, gemini_errors_have_google_shapes);
+    tcase_add_test(tc, openai_stream_sends_chunks_usage_and_done);
+    tcase_add_test(tc, azure_stream_is_openai_shaped);
+    tcase_add_test(tc, anthropic_stream_sends_the_event_sequence);
+    tcase_add_test(tc, gemini_stream_sends_responses_with_usage_on_the_last);
+    tcase_add_test(tc, stream_replay_is_instant_and_stats_record_first_chunks);
+    tcase_add_test(tc, fault_shares_hold_over_2000_requests);
+    tcase_add_test(tc, injected_429s_follow_each_format);
+    tcase_add_test(tc, unavailable_windows_refuse_exactly_inside);
+    tcase_add_test(tc, cut_streams_stop_before_their_end);
+    tcase_add_test(tc, early_retries_and_rings_record_retry_afters);
+    tcase_add_test(tc, fault_and_api_config_keys_are_validated);
     suite_add_tcase(s, tc);
 
     TCase *http = tcase_create("http");
     tcase_set_timeout(http, 20);
     tcase_add_test(http, http_server_serves_completions_limits_and_stats);
+    tcase_add_test(http, http_streams_each_event_when_it_is_due);
+    tcase_add_test(http, http_drops_close_the_connection_early);
     suite_add_tcase(s, http);
     return s;
 }

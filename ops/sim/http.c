@@ -2,15 +2,19 @@
  *
  * One exchange per request: the body is gathered (capped at SL_SIM_MAX_BODY_BYTES), the
  * simulator decides, and the response is either queued at once or parked: the connection is
- * suspended and a heap entry remembers when to resume it. Lock order is server->lock, then
- * libmicrohttpd's internal lock (taken by MHD_suspend/resume_connection); the simulator's own
- * lock is never held together with server->lock.
+ * suspended and a heap entry remembers when to resume it. A stream is queued at once as a
+ * chunked response whose content callback hands over each event when it is due, and parks the
+ * connection the same way until then (returning 0 bytes while suspended, as libmicrohttpd
+ * allows). Lock order is server->lock, then libmicrohttpd's internal lock (taken by
+ * MHD_suspend/resume_connection); the simulator's own lock is never held together with
+ * server->lock.
  */
 #include "http.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -28,16 +32,23 @@
 #define IDLE_TIMEOUT_S 120
 #define LISTEN_BACKLOG 4096
 #define STOP_DRAIN_MS 1000
+#define MAX_REQUEST_HEADERS 64 /* headers passed to the simulator; more are ignored */
+#define MAX_QUERY_ARGS 16
+#define STREAM_BLOCK_SIZE 4096
 
 /* One request on a connection, from its first header to its completion callback. */
 typedef struct {
+    sl_sim_server_t *server;
     struct MHD_Connection *conn;
     char *body;
     size_t body_len;
     size_t body_cap;
     bool too_large;          /* the body went over the cap and was dropped */
     sl_sim_response_t *resp; /* set once decided */
-    bool waiting;            /* suspended, or resumed and not yet answered */
+    bool waiting;            /* suspended, or resumed and not yet answered; or streaming */
+    int64_t decided_ms;      /* when resp was decided: stream event times count from here */
+    size_t chunk;            /* the stream event being sent */
+    size_t chunk_offset;     /* bytes of it already handed over */
 } exchange_t;
 
 typedef struct {
@@ -165,6 +176,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
+    /* Dropped answers and cut streams (injected faults) close connections on purpose. */
+    if (strstr(msg, "Application reported internal error") != NULL ||
+        strstr(msg, "application error generating response") != NULL) {
+        sl_debug("libmicrohttpd: %s", msg);
+        return;
+    }
     sl_warn("libmicrohttpd: %s", msg);
 }
 
@@ -203,36 +220,138 @@ static void append_body(exchange_t *ex, const char *data, size_t len)
     ex->body_len += len;
 }
 
+/* Parks ex until due_ms: suspends its connection and lets the timer thread resume it. Returns
+ * false (nothing changed) when stopping or out of memory: then answer at once. Call only from
+ * a libmicrohttpd callback of ex's connection. */
+static bool park(sl_sim_server_t *server, exchange_t *ex, int64_t due_ms)
+{
+    pthread_mutex_lock(&server->lock);
+    /* Suspending before the entry can be popped means a resume never precedes its suspend. */
+    bool parked = !server->stopping && heap_push(server, due_ms, ex);
+    if (parked) {
+        MHD_suspend_connection(ex->conn);
+        if (!ex->waiting) {
+            ex->waiting = true;
+            server->waiting++;
+        }
+        if (server->heap[0].ex == ex)
+            pthread_cond_signal(&server->wake);
+    }
+    pthread_mutex_unlock(&server->lock);
+    return parked;
+}
+
+/* Content callback of a stream: the next event once it is due, the end after the last one (an
+ * error for a cut stream, which makes libmicrohttpd close the connection without the final
+ * empty chunk, so the client sees a truncated transfer). */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    exchange_t *ex = cls;
+    sl_sim_server_t *server = ex->server;
+    sl_sim_response_t *resp = ex->resp;
+    if (ex->chunk == sl_sim_response_chunk_count(resp))
+        return sl_sim_response_dropped(resp) ? MHD_CONTENT_READER_END_WITH_ERROR
+                                             : MHD_CONTENT_READER_END_OF_STREAM;
+    size_t len = 0;
+    int64_t at_ms = 0;
+    const char *text = sl_sim_response_chunk(resp, ex->chunk, &len, &at_ms);
+    int64_t now_ms = sl_sim_server_now_ms(server);
+    if (ex->chunk_offset == 0 && ex->decided_ms + at_ms > now_ms &&
+        park(server, ex, ex->decided_ms + at_ms))
+        return 0;
+    size_t take = len - ex->chunk_offset < max ? len - ex->chunk_offset : max;
+    memcpy(buf, text + ex->chunk_offset, take);
+    if (ex->chunk_offset == 0)
+        sl_sim_chunk_sent(server->sim, resp, ex->chunk, now_ms);
+    ex->chunk_offset += take;
+    if (ex->chunk_offset == len) {
+        ex->chunk++;
+        ex->chunk_offset = 0;
+    }
+    return (ssize_t)take;
+}
+
 static enum MHD_Result reply(sl_sim_server_t *server, exchange_t *ex)
 {
-    size_t len = 0;
-    const char *body = sl_sim_response_body(ex->resp, &len);
-    struct MHD_Response *mr =
-        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-    if (mr == NULL)
-        return MHD_NO;
-    for (size_t i = 0; i < sl_sim_response_header_count(ex->resp); i++) {
-        const char *value;
-        const char *name = sl_sim_response_header(ex->resp, i, &value);
-        MHD_add_response_header(mr, name, value);
-    }
-    enum MHD_Result ok =
-        MHD_queue_response(ex->conn, (unsigned int)sl_sim_response_status(ex->resp), mr);
-    MHD_destroy_response(mr);
-    sl_sim_finish(server->sim, ex->resp);
+    sl_sim_response_t *resp = ex->resp;
+    bool stream = sl_sim_response_chunk_count(resp) > 0;
     if (ex->waiting) {
         pthread_mutex_lock(&server->lock);
         ex->waiting = false;
         server->waiting--;
         pthread_mutex_unlock(&server->lock);
     }
+    /* A dropped answer: close the connection without a response (on_completed finishes it). */
+    if (!stream && sl_sim_response_dropped(resp))
+        return MHD_NO;
+    struct MHD_Response *mr;
+    if (stream) {
+        mr = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK_SIZE, stream_read, ex,
+                                               NULL);
+    } else {
+        size_t len = 0;
+        const char *body = sl_sim_response_body(resp, &len);
+        mr = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    }
+    if (mr == NULL)
+        return MHD_NO;
+    for (size_t i = 0; i < sl_sim_response_header_count(resp); i++) {
+        const char *value;
+        const char *name = sl_sim_response_header(resp, i, &value);
+        MHD_add_response_header(mr, name, value);
+    }
+    enum MHD_Result ok =
+        MHD_queue_response(ex->conn, (unsigned int)sl_sim_response_status(resp), mr);
+    MHD_destroy_response(mr);
+    if (!stream) {
+        sl_sim_finish(server->sim, resp);
+    } else if (ok == MHD_YES) {
+        /* Events must leave as they are produced, not when a segment fills up. */
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(ex->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        int one = 1;
+        if (info != NULL)
+            setsockopt(info->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        /* Streaming counts as waiting until the connection completes. */
+        pthread_mutex_lock(&server->lock);
+        ex->waiting = true;
+        server->waiting++;
+        pthread_mutex_unlock(&server->lock);
+    }
     return ok;
+}
+
+/* Collects name, value pairs (NULL-terminated) for sl_sim_request_t. */
+typedef struct {
+    const char **items;
+    size_t n;
+    size_t cap; /* entries of items, the terminating NULL included */
+} kv_list_t;
+
+static enum MHD_Result collect_kv(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind;
+    kv_list_t *kv = cls;
+    if (kv->n + 3 > kv->cap)
+        return MHD_NO; /* full: the rest is ignored */
+    kv->items[kv->n++] = key;
+    kv->items[kv->n++] = value;
+    kv->items[kv->n] = NULL;
+    return MHD_YES;
 }
 
 static enum MHD_Result decide(sl_sim_server_t *server, exchange_t *ex, const char *url,
                               const char *method)
 {
     int64_t now_ms = sl_sim_server_now_ms(server);
+    const char *headers[2 * MAX_REQUEST_HEADERS + 1] = {NULL};
+    const char *query[2 * MAX_QUERY_ARGS + 1] = {NULL};
+    kv_list_t header_list = {headers, 0, sizeof headers / sizeof headers[0]};
+    kv_list_t query_list = {query, 0, sizeof query / sizeof query[0]};
+    MHD_get_connection_values(ex->conn, MHD_HEADER_KIND, collect_kv, &header_list);
+    MHD_get_connection_values(ex->conn, MHD_GET_ARGUMENT_KIND, collect_kv, &query_list);
     sl_sim_request_t req = {
         .method = method,
         .path = url,
@@ -240,6 +359,8 @@ static enum MHD_Result decide(sl_sim_server_t *server, exchange_t *ex, const cha
             MHD_lookup_connection_value(ex->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
         .idempotency_key =
             MHD_lookup_connection_value(ex->conn, MHD_HEADER_KIND, "Idempotency-Key"),
+        .headers = headers,
+        .query = query,
         .body = ex->body,
         .body_len = ex->body_len,
         .body_too_large = ex->too_large,
@@ -254,24 +375,12 @@ static enum MHD_Result decide(sl_sim_server_t *server, exchange_t *ex, const cha
     ex->body = NULL;
     ex->body_cap = 0;
     ex->resp = resp;
+    ex->decided_ms = now_ms;
 
+    /* When stopping, or without memory for the heap, answer at once. */
     int64_t delay_ms = sl_sim_response_delay_ms(resp);
-    if (delay_ms > 0) {
-        pthread_mutex_lock(&server->lock);
-        /* Suspending before the entry can be popped means a resume never precedes its
-         * suspend. When stopping, or without memory for the heap, answer at once. */
-        bool parked = !server->stopping && heap_push(server, now_ms + delay_ms, ex);
-        if (parked) {
-            MHD_suspend_connection(ex->conn);
-            ex->waiting = true;
-            server->waiting++;
-            if (server->heap[0].ex == ex)
-                pthread_cond_signal(&server->wake);
-        }
-        pthread_mutex_unlock(&server->lock);
-        if (parked)
-            return MHD_YES;
-    }
+    if (delay_ms > 0 && park(server, ex, now_ms + delay_ms))
+        return MHD_YES;
     return reply(server, ex);
 }
 
@@ -286,6 +395,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         ex = calloc(1, sizeof *ex);
         if (ex == NULL)
             return MHD_NO;
+        ex->server = server;
         ex->conn = conn;
         *con_cls = ex;
         const char *length =

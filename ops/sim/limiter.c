@@ -130,15 +130,17 @@ void sl_sim_limiter_free(sl_sim_limiter_t *lim)
     free(lim);
 }
 
-int sl_sim_limiter_admit_all(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COUNT_],
-                             int64_t now_ms, sl_sim_dim_t *refused_dim, int64_t *wait_ms)
+/* Brings every bucket up to now_ms and works out whether cost fits: returns the longest wait
+ * (0 = it fits) and, when it does not, the dimension that needs it. cost_s gets each bucket's
+ * charge in scaled units. Changes nothing a decision depends on (a refill is no decision). */
+static int64_t evaluate(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COUNT_],
+                        int64_t now_ms, int64_t cost_s[N_BUCKETS], sl_sim_dim_t *worst_dim)
 {
-    int64_t cost_s[N_BUCKETS] = {0};
     int64_t worst_wait = 0;
-    sl_sim_dim_t worst_dim = SL_SIM_DIM_REQUESTS;
-
+    *worst_dim = SL_SIM_DIM_REQUESTS;
     for (int d = 0; d < N_BUCKETS; d++) {
         bucket_t *b = &lim->buckets[d];
+        cost_s[d] = 0;
         if (b->limit == 0)
             continue;
         bucket_refill(b, now_ms);
@@ -151,11 +153,11 @@ int sl_sim_limiter_admit_all(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DI
             int64_t wait = ceil_div(need_s - b->level_s, b->limit);
             if (wait > worst_wait) {
                 worst_wait = wait;
-                worst_dim = (sl_sim_dim_t)d;
+                *worst_dim = (sl_sim_dim_t)d;
             }
         }
     }
-    day_counter_t *day = &lim->day;
+    const day_counter_t *day = &lim->day;
     int64_t day_cost = cost[SL_SIM_DIM_REQUESTS_DAY] < 0 ? 0 : cost[SL_SIM_DIM_REQUESTS_DAY];
     if (day->limit != 0) {
         int64_t need = day_cost < day->limit ? day_cost : day->limit;
@@ -163,10 +165,34 @@ int sl_sim_limiter_admit_all(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DI
             int64_t wait = day_wait_ms(day, now_ms);
             if (wait > worst_wait) {
                 worst_wait = wait;
-                worst_dim = SL_SIM_DIM_REQUESTS_DAY;
+                *worst_dim = SL_SIM_DIM_REQUESTS_DAY;
             }
         }
     }
+    return worst_wait;
+}
+
+int sl_sim_limiter_check_all(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COUNT_],
+                             int64_t now_ms, sl_sim_dim_t *refused_dim, int64_t *wait_ms)
+{
+    int64_t cost_s[N_BUCKETS];
+    sl_sim_dim_t worst_dim;
+    int64_t worst_wait = evaluate(lim, cost, now_ms, cost_s, &worst_dim);
+    if (worst_wait == 0)
+        return 1;
+    if (refused_dim != NULL)
+        *refused_dim = worst_dim;
+    if (wait_ms != NULL)
+        *wait_ms = worst_wait;
+    return 0;
+}
+
+int sl_sim_limiter_admit_all(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COUNT_],
+                             int64_t now_ms, sl_sim_dim_t *refused_dim, int64_t *wait_ms)
+{
+    int64_t cost_s[N_BUCKETS];
+    sl_sim_dim_t worst_dim;
+    int64_t worst_wait = evaluate(lim, cost, now_ms, cost_s, &worst_dim);
     if (worst_wait > 0) {
         if (refused_dim != NULL)
             *refused_dim = worst_dim;
@@ -178,6 +204,8 @@ int sl_sim_limiter_admit_all(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DI
         if (lim->buckets[d].limit != 0)
             lim->buckets[d].level_s -= cost_s[d];
     }
+    day_counter_t *day = &lim->day;
+    int64_t day_cost = cost[SL_SIM_DIM_REQUESTS_DAY] < 0 ? 0 : cost[SL_SIM_DIM_REQUESTS_DAY];
     day->count = day_count_at(day, now_ms) + day_cost;
     day->window = day_window_at(day, now_ms);
     return 1;

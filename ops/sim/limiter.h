@@ -81,6 +81,11 @@ void sl_sim_limiter_free(sl_sim_limiter_t *lim);
 int sl_sim_limiter_admit_all(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COUNT_],
                              int64_t now_ms, sl_sim_dim_t *refused_dim, int64_t *wait_ms);
 
+/* Whether sl_sim_limiter_admit_all would admit cost at now_ms, with the same outputs, but
+ * charging nothing: a dry run, for refusals decided after the limits (injected faults). */
+int sl_sim_limiter_check_all(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COUNT_],
+                             int64_t now_ms, sl_sim_dim_t *refused_dim, int64_t *wait_ms);
+
 /* sl_sim_limiter_admit_all for one request costing `tokens` (>= 0) in SL_SIM_DIM_TOKENS and
  * nothing in the other token dimensions. */
 int sl_sim_limiter_admit(sl_sim_limiter_t *lim, int64_t tokens, int64_t now_ms,

@@ -1,4 +1,5 @@
-/* main.c - sluice-sim: an OpenAI-compatible provider simulator for development and tests.
+/* main.c - sluice-sim: a provider simulator (OpenAI, Azure OpenAI, Anthropic, Gemini) for
+ * development and tests.
  *
  * Wiring only: options, config, signals. The decisions live in sim.c, the HTTP server in
  * http.c. Exit status: 0 after SIGTERM/SIGINT, 2 for bad options or config, 1 when the server
@@ -22,7 +23,9 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: sluice-sim --config FILE [options]\n"
             "\n"
-            "An OpenAI-compatible provider simulator that enforces RPM/TPM the way OpenAI does.\n"
+            "A provider simulator that enforces RPM/TPM (and ITPM/OTPM/RPD) the way the\n"
+            "providers do, answers in the OpenAI, Azure, Anthropic or Gemini format, streams,\n"
+            "and injects faults on request.\n"
             "\n"
             "  --config FILE      JSON config: minute_ms and deployments (see ops/sim/README.md)\n"
             "  --listen ADDR      numeric IP address or localhost (default 127.0.0.1)\n"

@@ -1,10 +1,10 @@
-/* sim.c - config, request decisions, OpenAI bodies and counters of the provider simulator
- * (see sim.h).
+/* sim.c - config, request decisions, responses and counters of the provider simulator
+ * (see sim.h; the four APIs' formats are in wire.c).
  *
- * Every response is allocated, with a fixed-size body buffer and header table, before any state
- * changes, so a failed sl_sim_handle leaves the simulator as it was. Names that end up in bodies
- * (deployment, model) are restricted by the config to characters that need no JSON escaping;
- * anything taken from the request is escaped.
+ * Every response is allocated, with a fixed-size body buffer, header table and (for a stream)
+ * its event buffers, before any state changes, so a failed sl_sim_handle leaves the simulator as
+ * it was. Names that end up in bodies (deployment, model, tool) are restricted to characters
+ * that need no JSON escaping; anything else taken from the request is escaped.
  */
 #include "sim.h"
 
@@ -24,25 +24,70 @@
 #include "idem.h"
 #include "limiter.h"
 #include "log.h"
+#include "wire.h"
 
 #define ORGANIZATION "org-sim"
 #define RATE_LIMIT_HELP "Visit https://platform.openai.com/account/rate-limits to learn more."
-#define CHAT_SUFFIX "/v1/chat/completions"
+#define ANTHROPIC_RATE_LIMIT_HELP                                                                  \
+    "For details, refer to: https://docs.anthropic.com/en/api/rate-limits. You can see the "       \
+    "response headers for current usage. Please reduce the prompt length or the maximum "          \
+    "tokens requested, or try again later."
+#define GEMINI_QUOTA_HELP                                                                          \
+    "You exceeded your current quota, please check your plan and billing details. For more "       \
+    "information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits."
 #define NAME_MAX_LEN 64
 #define MODEL_MAX_LEN 128
 #define IDEMPOTENCY_KEY_MAX_LEN 255
 #define MAX_TOKENS_MAX 1000000000LL
 #define BODY_CAP 4096
-#define MAX_HEADERS 24
+#define MAX_HEADERS 32
 #define DAY_MS_DEFAULT 86400000LL
 /* SDKs retry a 429 on their own; past this wait a daily quota tells them not to. */
 #define SHOULD_NOT_RETRY_AFTER_MS 120000
+#define MAX_WINDOWS 64
+#define STREAM_CHUNKS_MAX 64
+#define RING_CAP 1000       /* 429s with a Retry-After, and arrivals, kept per deployment */
+#define STREAM_RING_CAP 100 /* recent streams kept */
+#define RING_KEY_MAX 100    /* characters of an Idempotency-Key kept in a ring entry */
+#define REQUEST_ID_LEN 40
 
 /* ---- Configuration ---------------------------------------------------------------------- */
 
+/* Which rate-limit headers a deployment sends. */
+typedef enum {
+    HEADERS_OPENAI = 0, /* x-ratelimit-{limit,remaining,reset}-{requests,tokens} */
+    HEADERS_ANTHROPIC,  /* anthropic-ratelimit-* */
+    HEADERS_AZURE,      /* x-ratelimit-{limit,remaining}-{requests,tokens} */
+    HEADERS_NONE,       /* Gemini: none, the wait is in the body */
+} header_style_t;
+
 typedef struct {
-    char *name;  /* URL segment: /<name>/v1/chat/completions */
+    int64_t from_ms; /* since the simulator started, inclusive */
+    int64_t to_ms;   /* exclusive */
+} window_t;
+
+/* Injected faults of one deployment ("faults" in the config). */
+typedef struct {
+    double rate_limit_share;  /* of otherwise admitted requests: 429 anyway, uncharged */
+    double retry_after_share; /* of those 429s: with a Retry-After */
+    int64_t retry_after_ms;
+    window_t *windows; /* every request inside one gets 503 (Anthropic 529) */
+    size_t n_windows;
+    bool windows_from_first; /* windows count from the first request, not the start */
+    double overloaded_share; /* of requests: 503 (529) at random */
+    double slow_share;       /* of admitted requests: slow_ms later */
+    int64_t slow_ms;
+    double drop_share;         /* of admitted non-streamed requests: connection closed */
+    double stream_cut_share;   /* of admitted streams: cut after a few events */
+    int64_t spend_limit_after; /* admitted requests before the spend cap is hit; -1 = never */
+    bool has_seed;
+    uint64_t seed;
+} faults_t;
+
+typedef struct {
+    char *name;  /* first URL segment: /<name>/... */
     char *model; /* echoed in bodies */
+    sl_sim_api_t api;
     int64_t rpm; /* 0 = unlimited */
     int64_t tpm; /* 0 = unlimited */
     int64_t slices_per_minute;
@@ -53,7 +98,7 @@ typedef struct {
     double ms_per_token;
     int64_t output_min;
     int64_t output_max;
-    char *api_key;              /* NULL: any non-empty bearer token */
+    char *api_key;              /* NULL: any non-empty credential */
     int64_t itpm;               /* input tokens per minute, cache reads excluded; 0 = unlimited */
     int64_t otpm;               /* output tokens per minute; 0 = unlimited */
     bool otpm_max_tokens;       /* charge max_tokens up front, refund the unused part when sent */
@@ -61,21 +106,26 @@ typedef struct {
     double cache_read_fraction; /* share of a hit's prompt that is read from the cache */
     int64_t rpd;                /* requests per day window; 0 = unlimited */
     int64_t day_ms;             /* length of a day window */
-    bool anthropic_headers;     /* anthropic-ratelimit-* instead of x-ratelimit-* */
+    header_style_t headers;
+    double tool_use_share; /* share of request bodies offering tools that get a tool call */
+    int64_t stream_chunks; /* text pieces of a streamed reply */
+    faults_t faults;
 } dep_config_t;
 
 struct sl_sim_config {
     int64_t minute_ms;
     int64_t max_pending;      /* in-flight 200s across deployments before 503 */
     int64_t idempotency_keys; /* keys remembered per deployment */
+    uint64_t seed;            /* of the fault draws, unless a deployment sets its own */
     size_t n_deps;
     dep_config_t *deps;
 };
 
-static const char *const top_keys[] = {"minute_ms", "deployments", "max_pending",
-                                       "idempotency_keys", NULL};
+static const char *const top_keys[] = {"minute_ms",        "deployments", "max_pending",
+                                       "idempotency_keys", "seed",        NULL};
 static const char *const dep_keys[] = {"name",
                                        "model",
+                                       "api",
                                        "rpm",
                                        "tpm",
                                        "slices_per_minute",
@@ -95,7 +145,24 @@ static const char *const dep_keys[] = {"name",
                                        "rpd",
                                        "day_ms",
                                        "headers",
+                                       "tool_use_share",
+                                       "stream_chunks",
+                                       "faults",
                                        NULL};
+static const char *const fault_keys[] = {"rate_limit_share",
+                                         "retry_after_share",
+                                         "retry_after_ms",
+                                         "unavailable",
+                                         "unavailable_origin",
+                                         "overloaded_share",
+                                         "slow_share",
+                                         "slow_ms",
+                                         "drop_share",
+                                         "stream_cut_share",
+                                         "spend_limit_after",
+                                         "seed",
+                                         NULL};
+static const char *const window_keys[] = {"from_ms", "to_ms", NULL};
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -265,6 +332,90 @@ static void dep_config_clear(dep_config_t *dep)
     free(dep->name);
     free(dep->model);
     free(dep->api_key);
+    free(dep->faults.windows);
+}
+
+/* Times in the config: up to ten years of milliseconds. */
+#define CONFIG_MS_MAX 315360000000LL
+
+static bool parse_faults(json_t *obj, const char *dep_where, faults_t *f, char *err, size_t errlen)
+{
+    f->spend_limit_after = -1;
+    f->retry_after_share = 1.0;
+    f->retry_after_ms = 1000;
+    f->slow_ms = 1000;
+    if (obj == NULL || json_is_null(obj))
+        return true;
+    char where[NAME_MAX_LEN + 64];
+    snprintf(where, sizeof where, "%s.faults", dep_where);
+    if (!json_is_object(obj)) {
+        set_err(err, errlen, "%s: must be an object", where);
+        return false;
+    }
+    if (!check_keys(obj, fault_keys, where, err, errlen))
+        return false;
+    int64_t spend = -1;
+    int64_t seed = 0;
+    if (!get_number(obj, "rate_limit_share", 0.0, 1.0, where, &f->rate_limit_share, err, errlen) ||
+        !get_number(obj, "retry_after_share", 1.0, 1.0, where, &f->retry_after_share, err,
+                    errlen) ||
+        !get_int(obj, "retry_after_ms", 1000, 0, DAY_MS_DEFAULT, where, &f->retry_after_ms, err,
+                 errlen) ||
+        !get_number(obj, "overloaded_share", 0.0, 1.0, where, &f->overloaded_share, err, errlen) ||
+        !get_number(obj, "slow_share", 0.0, 1.0, where, &f->slow_share, err, errlen) ||
+        !get_int(obj, "slow_ms", 1000, 0, 3600000, where, &f->slow_ms, err, errlen) ||
+        !get_number(obj, "drop_share", 0.0, 1.0, where, &f->drop_share, err, errlen) ||
+        !get_number(obj, "stream_cut_share", f->drop_share, 1.0, where, &f->stream_cut_share, err,
+                    errlen) ||
+        !get_int(obj, "spend_limit_after", -1, 0, CONFIG_MS_MAX, where, &spend, err, errlen) ||
+        !get_int(obj, "seed", 0, 0, INT64_MAX, where, &seed, err, errlen))
+        return false;
+    /* stream_cut_share defaults to drop_share, which is read just before it. */
+    f->spend_limit_after = spend;
+    json_t *seed_val = json_object_get(obj, "seed");
+    f->has_seed = seed_val != NULL && !json_is_null(seed_val);
+    f->seed = (uint64_t)seed;
+
+    static const char *const origins[] = {"start", "first_request", NULL};
+    int origin = 0;
+    if (!get_choice(obj, "unavailable_origin", origins, where, &origin, err, errlen))
+        return false;
+    f->windows_from_first = origin == 1;
+    json_t *windows = json_object_get(obj, "unavailable");
+    if (windows == NULL || json_is_null(windows))
+        return true;
+    if (!json_is_array(windows) || json_array_size(windows) > MAX_WINDOWS) {
+        set_err(err, errlen, "%s: \"unavailable\" must be an array of at most %d windows", where,
+                MAX_WINDOWS);
+        return false;
+    }
+    f->windows = calloc(json_array_size(windows) + 1, sizeof *f->windows);
+    if (f->windows == NULL) {
+        set_err(err, errlen, "%s: out of memory", where);
+        return false;
+    }
+    size_t i;
+    json_t *win;
+    json_array_foreach(windows, i, win)
+    {
+        char wwhere[sizeof where + 48];
+        snprintf(wwhere, sizeof wwhere, "%s.unavailable[%zu]", where, i);
+        if (!json_is_object(win)) {
+            set_err(err, errlen, "%s: must be an object", wwhere);
+            return false;
+        }
+        window_t *w = &f->windows[i];
+        if (!check_keys(win, window_keys, wwhere, err, errlen) ||
+            !get_int(win, "from_ms", -1, 0, CONFIG_MS_MAX, wwhere, &w->from_ms, err, errlen) ||
+            !get_int(win, "to_ms", -1, 0, CONFIG_MS_MAX, wwhere, &w->to_ms, err, errlen))
+            return false;
+        if (w->from_ms < 0 || w->to_ms < 0 || w->from_ms >= w->to_ms) {
+            set_err(err, errlen, "%s: needs \"from_ms\" < \"to_ms\"", wwhere);
+            return false;
+        }
+        f->n_windows = i + 1;
+    }
+    return true;
 }
 
 static bool parse_deployment(json_t *obj, size_t index, dep_config_t *dep, char *err, size_t errlen)
@@ -302,10 +453,21 @@ static bool parse_deployment(json_t *obj, size_t index, dep_config_t *dep, char 
         return false;
     }
 
+    static const char *const apis[] = {"openai", "azure", "anthropic", "gemini", NULL};
     static const char *const tpm_counting[] = {"max", "sum", NULL};
     static const char *const otpm_counting[] = {"generated", "max_tokens", NULL};
-    static const char *const headers[] = {"openai", "anthropic", NULL};
+    static const char *const headers[] = {"openai", "anthropic", "azure", "none", NULL};
+    /* Each API's own headers unless the config says otherwise. */
+    static const header_style_t api_headers[SL_SIM_API_COUNT_] = {
+        [SL_SIM_API_OPENAI] = HEADERS_OPENAI,
+        [SL_SIM_API_AZURE] = HEADERS_AZURE,
+        [SL_SIM_API_ANTHROPIC] = HEADERS_ANTHROPIC,
+        [SL_SIM_API_GEMINI] = HEADERS_NONE,
+    };
     int choice = 0;
+    if (!get_choice(obj, "api", apis, where, &choice, err, errlen))
+        return false;
+    dep->api = (sl_sim_api_t)choice;
     if (!get_choice(obj, "tpm_counting", tpm_counting, where, &choice, err, errlen))
         return false;
     dep->tpm_sum = choice == 1;
@@ -314,7 +476,9 @@ static bool parse_deployment(json_t *obj, size_t index, dep_config_t *dep, char 
     dep->otpm_max_tokens = choice == 1;
     if (!get_choice(obj, "headers", headers, where, &choice, err, errlen))
         return false;
-    dep->anthropic_headers = choice == 1;
+    json_t *style = json_object_get(obj, "headers");
+    dep->headers =
+        style == NULL || json_is_null(style) ? api_headers[dep->api] : (header_style_t)choice;
 
     json_t *key = json_object_get(obj, "api_key");
     if (key != NULL && !json_is_null(key) &&
@@ -343,6 +507,9 @@ static bool parse_deployment(json_t *obj, size_t index, dep_config_t *dep, char 
                     errlen) ||
         !get_int(obj, "rpd", 0, 0, SL_SIM_LIMIT_MAX, where, &dep->rpd, err, errlen) ||
         !get_int(obj, "day_ms", DAY_MS_DEFAULT, 1, SL_SIM_DAY_MS_MAX, where, &dep->day_ms, err,
+                 errlen) ||
+        !get_number(obj, "tool_use_share", 0.0, 1.0, where, &dep->tool_use_share, err, errlen) ||
+        !get_int(obj, "stream_chunks", 5, 1, STREAM_CHUNKS_MAX, where, &dep->stream_chunks, err,
                  errlen))
         return false;
     if (dep->output_min > dep->output_max) {
@@ -350,7 +517,7 @@ static bool parse_deployment(json_t *obj, size_t index, dep_config_t *dep, char 
                 (long long)dep->output_min, (long long)dep->output_max);
         return false;
     }
-    return true;
+    return parse_faults(json_object_get(obj, "faults"), where, &dep->faults, err, errlen);
 }
 
 sl_err_t sl_sim_config_parse(const char *text, size_t len, sl_sim_config_t **out, char *err,
@@ -366,6 +533,7 @@ sl_err_t sl_sim_config_parse(const char *text, size_t len, sl_sim_config_t **out
         return SL_EPARSE;
     }
     sl_err_t rc = SL_ECONFIG;
+    int64_t seed = 0;
     sl_sim_config_t *cfg = calloc(1, sizeof *cfg);
     if (cfg == NULL) {
         rc = SL_ENOMEM;
@@ -381,8 +549,10 @@ sl_err_t sl_sim_config_parse(const char *text, size_t len, sl_sim_config_t **out
         !get_int(root, "max_pending", 20000, 1, 1000000, "config", &cfg->max_pending, err,
                  errlen) ||
         !get_int(root, "idempotency_keys", 100000, 0, 10000000, "config", &cfg->idempotency_keys,
-                 err, errlen))
+                 err, errlen) ||
+        !get_int(root, "seed", 0, 0, INT64_MAX, "config", &seed, err, errlen))
         goto out;
+    cfg->seed = (uint64_t)seed;
 
     json_t *deps = json_object_get(root, "deployments");
     if (!json_is_array(deps) || json_array_size(deps) == 0) {
@@ -492,6 +662,16 @@ typedef struct {
     int64_t cached_tokens;
     int64_t first_admit_ms; /* -1 = none since the last reset */
     int64_t last_admit_ms;
+    int64_t streams;               /* admitted requests answered as a stream */
+    int64_t tool_calls;            /* admitted requests answered with a tool call */
+    int64_t fault_429;             /* injected 429s (rate_limit_share) */
+    int64_t fault_429_retry_after; /* of those, with a Retry-After */
+    int64_t fault_503;             /* injected 503/529s: unavailable windows, overloaded_share */
+    int64_t fault_spend_limit;     /* refusals past spend_limit_after */
+    int64_t dropped;               /* connections closed early: drops and cut streams */
+    int64_t slow;                  /* answers delayed by slow_ms */
+    int64_t early_retries; /* a key came back before the Retry-After it was given had passed */
+    int64_t last_first_chunk_ms; /* Unix ms of the last stream's first event; -1 = none */
 } counters_t;
 
 /* How each dimension appears in 429 messages, error types, /stats and logs. */
@@ -500,37 +680,108 @@ typedef struct {
     const char *error_type;  /* OpenAI's error.type */
     const char *stats_field; /* its refused_*_dim counter */
     const char *log_name;
+    const char *per_minute;   /* Anthropic: "... of N <per_minute>" */
+    const char *quota_id;     /* Gemini: QuotaFailure quotaId */
+    const char *quota_metric; /* Gemini: quotaMetric */
 } dim_info_t;
 
 static const dim_info_t dim_info[SL_SIM_DIM_COUNT_] = {
     [SL_SIM_DIM_REQUESTS] = {"requests per min (RPM)", "requests", "refused_requests_dim",
-                             "requests"},
-    [SL_SIM_DIM_TOKENS] = {"tokens per min (TPM)", "tokens", "refused_tokens_dim", "tokens"},
+                             "requests", "requests per minute",
+                             "GenerateRequestsPerMinutePerProjectPerModel",
+                             "generativelanguage.googleapis.com/generate_requests_per_model"},
+    [SL_SIM_DIM_TOKENS] = {"tokens per min (TPM)", "tokens", "refused_tokens_dim", "tokens",
+                           "tokens per minute", "GenerateContentInputTokensPerModelPerMinute",
+                           "generativelanguage.googleapis.com/generate_content_input_tokens"},
     [SL_SIM_DIM_INPUT_TOKENS] = {"input tokens per min (ITPM)", "tokens", "refused_itpm_dim",
-                                 "input tokens"},
+                                 "input tokens", "input tokens per minute",
+                                 "GenerateContentInputTokensPerModelPerMinute",
+                                 "generativelanguage.googleapis.com/"
+                                 "generate_content_input_tokens"},
     [SL_SIM_DIM_OUTPUT_TOKENS] = {"output tokens per min (OTPM)", "tokens", "refused_otpm_dim",
-                                  "output tokens"},
+                                  "output tokens", "output tokens per minute",
+                                  "GenerateContentOutputTokensPerModelPerMinute",
+                                  "generativelanguage.googleapis.com/"
+                                  "generate_content_output_tokens"},
     [SL_SIM_DIM_REQUESTS_DAY] = {"requests per day (RPD)", "requests", "refused_rpd_dim",
-                                 "requests per day"},
+                                 "requests per day", "requests per day",
+                                 "GenerateRequestsPerDayPerProjectPerModel",
+                                 "generativelanguage.googleapis.com/"
+                                 "generate_requests_per_model_per_day"},
 };
+
+/* A 429 that announced a Retry-After. */
+typedef struct {
+    int64_t sent_ms; /* Unix ms */
+    int64_t retry_after_ms;
+    bool fault; /* injected rather than a real refusal */
+    char key[RING_KEY_MAX + 1];
+} retry_entry_t;
+
+/* A request that reached a deployment's endpoint. */
+typedef struct {
+    int64_t at_ms; /* Unix ms */
+    int status;
+    char key[RING_KEY_MAX + 1];
+} arrival_t;
+
+/* A streamed answer, for GET /stats' recent_streams. */
+typedef struct {
+    uint64_t serial; /* 0 = empty slot */
+    char request_id[REQUEST_ID_LEN];
+    const char *deployment;
+    int64_t first_chunk_ms; /* Unix ms; -1 = not sent yet */
+    int64_t chunks;         /* events handed to the network so far */
+    bool cut;
+} stream_entry_t;
+
+/* A ring of up to cap entries: next is where the next one goes, len how many are held. */
+typedef struct {
+    size_t next;
+    size_t len;
+} ring_t;
+
+static size_t ring_push(ring_t *ring, size_t cap)
+{
+    size_t slot = ring->next;
+    ring->next = (ring->next + 1) % cap;
+    if (ring->len < cap)
+        ring->len++;
+    return slot;
+}
+
+/* The index of the i-th oldest entry (i < len). */
+static size_t ring_at(const ring_t *ring, size_t cap, size_t i)
+{
+    return (ring->next + cap - ring->len + i) % cap;
+}
 
 typedef struct {
     const dep_config_t *cfg;
     sl_sim_limiter_t *lim;
     sl_sim_idem_t *idem;
+    sl_sim_idem_t *retry_keys; /* Idempotency-Key -> time (sim ms) before which it is early */
     counters_t count;
     int64_t in_flight;
+    int64_t admitted_total;   /* since start, never reset: for spend_limit_after */
+    int64_t first_request_ms; /* of the first validated request (sim time); -1 = none yet */
+    uint64_t rng;             /* fault draws (splitmix64 state) */
+    retry_entry_t *retries;   /* RING_CAP */
+    ring_t retries_ring;
+    arrival_t *arrivals; /* RING_CAP */
+    ring_t arrivals_ring;
 } deployment_t;
 
-/* What an admitted completion was: enough to rebuild its body exactly for a replay. */
+/* What an admitted completion was: enough to rebuild its answer exactly for a replay. */
 typedef struct {
-    uint64_t seq; /* the completion id derives from it */
+    uint64_t seq; /* the ids derive from it */
     int64_t created_s;
     int64_t prompt_tokens;
     int64_t completion_tokens;
     int64_t cached_tokens;
     int64_t processing_ms;
     bool hit_max_tokens;
+    char tool_name[SL_SIM_TOOL_NAME_MAX + 1]; /* "" = a text reply */
 } completion_t;
 
 struct sl_sim {
@@ -544,7 +795,10 @@ struct sl_sim {
     uint64_t salt; /* makes ids differ between runs */
     int64_t origin_ms;
     int64_t origin_unix_s;
-    int64_t origin_unix_ms; /* the wall clock at origin_ms, for Anthropic's reset times */
+    int64_t origin_unix_ms;                  /* the wall clock at origin_ms */
+    stream_entry_t streams[STREAM_RING_CAP]; /* under lock */
+    ring_t streams_ring;
+    uint64_t stream_serial;
 };
 
 typedef struct {
@@ -562,6 +816,15 @@ struct sl_sim_response {
     deployment_t *in_flight_on; /* set while this 200 counts as in flight */
     int64_t output_refund;      /* OTPM tokens to give back when it is finished */
     uint64_t stats_epoch;       /* of the counters its charges went to */
+    char request_id[REQUEST_ID_LEN];
+    int api; /* the deployment's API, or -1 for the simulator's own endpoints */
+    /* A stream: events to send, each at its time; then, when cut, the connection is closed. */
+    sl_sim_event_t *events;
+    int64_t *event_at_ms;
+    size_t n_events;        /* to send: all of them, or those before the cut */
+    bool dropped;           /* close the connection instead of completing the answer */
+    uint64_t stream_serial; /* its recent_streams entry; 0 = none */
+    deployment_t *stream_dep;
 };
 
 static void counters_reset(counters_t *count)
@@ -569,6 +832,7 @@ static void counters_reset(counters_t *count)
     memset(count, 0, sizeof *count);
     count->first_admit_ms = -1;
     count->last_admit_ms = -1;
+    count->last_first_chunk_ms = -1;
 }
 
 /* splitmix64's finaliser: spreads any 64-bit input over all 64 bits. */
@@ -593,6 +857,28 @@ static uint64_t fnv1a(const char *data, size_t len)
     return h;
 }
 
+/* A uniform draw in [0, 1) from the deployment's fault sequence (splitmix64). */
+static double next_uniform(deployment_t *dep)
+{
+    dep->rng += 0x9e3779b97f4a7c15ULL;
+    return (double)(mix64(dep->rng) >> 11) * 0x1p-53;
+}
+
+/* The same body always gets the same draw of a kind; kinds are independent. */
+static double body_draw(uint64_t body_hash, uint64_t kind)
+{
+    return (double)(mix64(body_hash ^ kind) >> 11) * 0x1p-53;
+}
+
+static void deployment_free(deployment_t *dep)
+{
+    sl_sim_limiter_free(dep->lim);
+    sl_sim_idem_free(dep->idem);
+    sl_sim_idem_free(dep->retry_keys);
+    free(dep->retries);
+    free(dep->arrivals);
+}
+
 sl_err_t sl_sim_new(sl_sim_config_t *cfg, int64_t now_ms, sl_sim_t **out)
 {
     *out = NULL;
@@ -612,6 +898,10 @@ sl_err_t sl_sim_new(sl_sim_config_t *cfg, int64_t now_ms, sl_sim_t **out)
         deployment_t *dep = &sim->deps[i];
         dep->cfg = dc;
         counters_reset(&dep->count);
+        dep->first_request_ms = -1;
+        /* A fixed sequence per deployment: the seed mixed with its name. */
+        uint64_t seed = dc->faults.has_seed ? dc->faults.seed : cfg->seed;
+        dep->rng = mix64(seed ^ mix64(fnv1a(dc->name, strlen(dc->name))));
         sl_sim_limits_t limits = {
             .limit =
                 {
@@ -628,14 +918,20 @@ sl_err_t sl_sim_new(sl_sim_config_t *cfg, int64_t now_ms, sl_sim_t **out)
         rc = sl_sim_limiter_new_limits(&limits, now_ms, &dep->lim);
         if (rc == SL_OK)
             rc = sl_sim_idem_new((size_t)cfg->idempotency_keys, sizeof(completion_t), &dep->idem);
+        if (rc == SL_OK)
+            rc = sl_sim_idem_new((size_t)cfg->idempotency_keys, sizeof(int64_t), &dep->retry_keys);
+        if (rc == SL_OK) {
+            dep->retries = calloc(RING_CAP, sizeof *dep->retries);
+            dep->arrivals = calloc(RING_CAP, sizeof *dep->arrivals);
+            if (dep->retries == NULL || dep->arrivals == NULL)
+                rc = SL_ENOMEM;
+        }
     }
     if (rc == SL_OK && pthread_mutex_init(&sim->lock, NULL) != 0)
         rc = SL_ENOMEM;
     if (rc != SL_OK) {
-        for (size_t i = 0; i < cfg->n_deps; i++) {
-            sl_sim_limiter_free(sim->deps[i].lim);
-            sl_sim_idem_free(sim->deps[i].idem);
-        }
+        for (size_t i = 0; i < cfg->n_deps; i++)
+            deployment_free(&sim->deps[i]);
         free(sim->deps);
         free(sim);
         return rc;
@@ -656,14 +952,18 @@ void sl_sim_free(sl_sim_t *sim)
 {
     if (sim == NULL)
         return;
-    for (size_t i = 0; i < sim->cfg->n_deps; i++) {
-        sl_sim_limiter_free(sim->deps[i].lim);
-        sl_sim_idem_free(sim->deps[i].idem);
-    }
+    for (size_t i = 0; i < sim->cfg->n_deps; i++)
+        deployment_free(&sim->deps[i]);
     free(sim->deps);
     pthread_mutex_destroy(&sim->lock);
     sl_sim_config_free(sim->cfg);
     free(sim);
+}
+
+/* The Unix time in ms of a simulator time. */
+static int64_t unix_ms_of(const sl_sim_t *sim, int64_t now_ms)
+{
+    return sim->origin_unix_ms + (now_ms - sim->origin_ms);
 }
 
 /* ---- Response building ------------------------------------------------------------------ */
@@ -679,6 +979,7 @@ static sl_sim_response_t *response_new(void)
         return NULL;
     }
     resp->body[0] = '\0';
+    resp->api = -1;
     return resp;
 }
 
@@ -705,7 +1006,8 @@ static void set_body(sl_sim_response_t *resp, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Formats the body into the fixed buffer. Every body format is far below BODY_CAP (names are
- * bounded by the config, messages by escape_into), so truncation cannot happen in practice. */
+ * bounded by the config, messages by the error buffer), so truncation cannot happen in
+ * practice. */
 static void set_body(sl_sim_response_t *resp, const char *fmt, ...)
 {
     va_list ap;
@@ -715,53 +1017,67 @@ static void set_body(sl_sim_response_t *resp, const char *fmt, ...)
     resp->body_len = n < 0 ? 0 : (size_t)n < BODY_CAP ? (size_t)n : BODY_CAP - 1;
 }
 
-/* Writes s as JSON string content (no quotes) into dst (cap bytes, NUL-terminated), stopping
- * early rather than splitting an escape. */
-static void escape_into(char *dst, size_t cap, const char *s)
+/* Takes a length returned by a wire writer into resp->body. */
+static void set_body_len(sl_sim_response_t *resp, size_t n)
 {
-    size_t len = 0;
-    for (; *s && len + 7 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            dst[len++] = '\\';
-            dst[len++] = (char)c;
-        } else if (c < 0x20) {
-            len += (size_t)snprintf(dst + len, cap - len, "\\u%04x", c);
-        } else {
-            dst[len++] = (char)c;
-        }
+    if (n >= BODY_CAP) {
+        sl_error("sim: a response body of %zu bytes was cut to %d", n, BODY_CAP - 1);
+        n = BODY_CAP - 1;
     }
-    dst[len] = '\0';
+    resp->body_len = n;
 }
 
-static void common_headers(sl_sim_t *sim, sl_sim_response_t *resp, const char *content_type)
+/* The content type and request-id headers every response starts with: x-request-id (OpenAI's
+ * and Azure's), request-id (Anthropic's) or none (Gemini's), and always x-sim-request-id. */
+static void common_headers(sl_sim_response_t *resp, const char *content_type)
 {
-    uint64_t n = atomic_fetch_add(&sim->request_seq, 1);
     add_header(resp, "content-type", "%s", content_type);
-    add_header(resp, "x-request-id", "req_%016llx%016llx",
-               (unsigned long long)mix64(sim->salt ^ (n * 2 + 1)),
-               (unsigned long long)mix64(~sim->salt ^ (n * 2)));
+    if (resp->api == SL_SIM_API_ANTHROPIC)
+        add_header(resp, "request-id", "%s", resp->request_id);
+    else if (resp->api != SL_SIM_API_GEMINI)
+        add_header(resp, "x-request-id", "%s", resp->request_id);
+    add_header(resp, "x-sim-request-id", "%s", resp->request_id);
 }
 
-/* OpenAI's error shape. message is plain text (escaped here); param and code may be NULL. */
+/* Writes err as the body of the response in api's format, with its status. */
+static void error_reply(sl_sim_response_t *resp, sl_sim_api_t api, const sl_sim_error_t *err)
+{
+    resp->status = sl_sim_wire_error_status(api, err->kind);
+    set_body_len(resp, sl_sim_wire_error_body(api, err, resp->request_id, resp->body, BODY_CAP));
+}
+
+static void describe(sl_sim_error_t *err, sl_sim_err_kind_t kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Starts an error description of kind with a message. */
+static void describe(sl_sim_error_t *err, sl_sim_err_kind_t kind, const char *fmt, ...)
+{
+    memset(err, 0, sizeof *err);
+    err->kind = kind;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+}
+
+/* OpenAI's error shape, for the simulator's own endpoints and OpenAI deployments. message is
+ * plain text (escaped here); param and code may be NULL. */
 static void error_body(sl_sim_response_t *resp, int status, const char *type, const char *param,
                        const char *code, const char *message)
 {
-    char esc[1024];
-    escape_into(esc, sizeof esc, message);
-    char param_json[64] = "null";
-    char code_json[64] = "null";
-    if (param != NULL)
-        snprintf(param_json, sizeof param_json, "\"%s\"", param);
-    if (code != NULL)
-        snprintf(code_json, sizeof code_json, "\"%s\"", code);
+    sl_sim_error_t err;
+    describe(&err, SL_SIM_ERR_INVALID, "%s", message);
+    err.type = type;
+    err.param = param;
+    err.code = code;
+    set_body_len(resp, sl_sim_wire_error_body(SL_SIM_API_OPENAI, &err, NULL, resp->body, BODY_CAP));
     resp->status = status;
-    set_body(resp, "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":%s,\"code\":%s}}", esc,
-             type, param_json, code_json);
 }
 
-/* OpenAI's x-ratelimit-* headers for RPM and TPM; a dimension without a limit has none. */
-static void openai_limit_headers(sl_sim_response_t *resp, const deployment_t *dep, int64_t now_ms)
+/* OpenAI's x-ratelimit-* headers for RPM and TPM (Azure's: without the reset ones); a
+ * dimension without a limit has none. */
+static void openai_limit_headers(sl_sim_response_t *resp, const deployment_t *dep, int64_t now_ms,
+                                 bool with_reset)
 {
     enum { N_OPENAI_DIMS = 2 };
     static const char *const suffix[N_OPENAI_DIMS] = {"requests", "tokens"};
@@ -781,7 +1097,7 @@ static void openai_limit_headers(sl_sim_response_t *resp, const deployment_t *de
         add_header(resp, name, "%lld",
                    (long long)sl_sim_limiter_remaining(dep->lim, (sl_sim_dim_t)d, now_ms));
     }
-    for (int d = 0; d < N_OPENAI_DIMS; d++) {
+    for (int d = 0; d < N_OPENAI_DIMS && with_reset; d++) {
         if (sl_sim_limiter_limit(dep->lim, (sl_sim_dim_t)d) == 0)
             continue;
         snprintf(name, sizeof name, "x-ratelimit-reset-%s", suffix[d]);
@@ -814,8 +1130,7 @@ static void anthropic_limit_headers(sl_sim_t *sim, sl_sim_response_t *resp, cons
          * the simulator never promises more than the bucket holds. */
         if (dim != SL_SIM_DIM_REQUESTS && remaining >= 1000)
             remaining = remaining / 1000 * 1000;
-        int64_t full_ms = sim->origin_unix_ms + (now_ms - sim->origin_ms) +
-                          sl_sim_limiter_reset_ms(dep->lim, dim, now_ms);
+        int64_t full_ms = unix_ms_of(sim, now_ms) + sl_sim_limiter_reset_ms(dep->lim, dim, now_ms);
         sl_sim_rfc3339(full_ms, reset, sizeof reset);
         snprintf(name, sizeof name, "anthropic-ratelimit-%s-limit", groups[i].group);
         add_header(resp, name, "%lld", (long long)limit);
@@ -830,199 +1145,70 @@ static void anthropic_limit_headers(sl_sim_t *sim, sl_sim_response_t *resp, cons
 static void limit_headers(sl_sim_t *sim, sl_sim_response_t *resp, const deployment_t *dep,
                           int64_t now_ms)
 {
-    if (dep->cfg->anthropic_headers)
+    switch (dep->cfg->headers) {
+    case HEADERS_OPENAI:
+        openai_limit_headers(resp, dep, now_ms, true);
+        break;
+    case HEADERS_AZURE:
+        openai_limit_headers(resp, dep, now_ms, false);
+        break;
+    case HEADERS_ANTHROPIC:
         anthropic_limit_headers(sim, resp, dep, now_ms);
-    else
-        openai_limit_headers(resp, dep, now_ms);
-}
-
-static void completion_body(sl_sim_t *sim, sl_sim_response_t *resp, const deployment_t *dep,
-                            const completion_t *done)
-{
-    resp->status = 200;
-    set_body(resp,
-             "{\"id\":\"chatcmpl-sim%016llx\",\"object\":\"chat.completion\",\"created\":%lld,"
-             "\"model\":\"%s\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
-             "\"content\":\"Simulated reply from %s (%lld completion tokens).\","
-             "\"refusal\":null,\"annotations\":[]},\"logprobs\":null,\"finish_reason\":\"%s\"}],"
-             "\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
-             "\"total_tokens\":%lld,\"prompt_tokens_details\":{\"cached_tokens\":%lld,"
-             "\"audio_tokens\":0},\"completion_tokens_details\":{\"reasoning_tokens\":0,"
-             "\"audio_tokens\":0,\"accepted_prediction_tokens\":0,"
-             "\"rejected_prediction_tokens\":0}},\"service_tier\":\"default\","
-             "\"system_fingerprint\":\"fp_sluice_sim\"}",
-             (unsigned long long)mix64(mix64(sim->salt) + done->seq), (long long)done->created_s,
-             dep->cfg->model, dep->cfg->name, (long long)done->completion_tokens,
-             done->hit_max_tokens ? "length" : "stop", (long long)done->prompt_tokens,
-             (long long)done->completion_tokens,
-             (long long)(done->prompt_tokens + done->completion_tokens),
-             (long long)done->cached_tokens);
-}
-
-/* ---- Request parsing -------------------------------------------------------------------- */
-
-static int64_t utf8_chars(const char *s, size_t len)
-{
-    int64_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (((unsigned char)s[i] & 0xC0) != 0x80)
-            n++;
+        break;
+    case HEADERS_NONE:
+        break;
     }
-    return n;
 }
 
-/* ceil(characters / 4) over all message contents; messages must be an array. */
-static int64_t estimate_messages(json_t *messages)
+/* The Retry-After headers of the deployment's style for a wait of wait_ms: retry-after in whole
+ * seconds (rounded up) unless the style has no headers, plus retry-after-ms for OpenAI and
+ * Azure (Anthropic sends only retry-after; Gemini puts the wait in its body). */
+static void retry_headers(sl_sim_response_t *resp, const deployment_t *dep, int64_t wait_ms)
 {
-    int64_t chars = 0;
-    size_t i;
-    json_t *msg;
-    json_array_foreach(messages, i, msg)
-    {
-        json_t *content = json_object_get(msg, "content");
-        if (json_is_string(content)) {
-            chars += utf8_chars(json_string_value(content), json_string_length(content));
-        } else if (json_is_array(content)) {
-            size_t j;
-            json_t *part;
-            json_array_foreach(content, j, part)
-            {
-                json_t *text = json_object_get(part, "text");
-                if (json_is_string(json_object_get(part, "type")) &&
-                    strcmp(json_string_value(json_object_get(part, "type")), "text") == 0 &&
-                    json_is_string(text))
-                    chars += utf8_chars(json_string_value(text), json_string_length(text));
-            }
+    header_style_t style = dep->cfg->headers;
+    if (style == HEADERS_NONE)
+        return;
+    add_header(resp, "retry-after", "%lld", (long long)((wait_ms + 999) / 1000));
+    if (style == HEADERS_OPENAI || style == HEADERS_AZURE)
+        add_header(resp, "retry-after-ms", "%lld", (long long)wait_ms);
+}
+
+/* Replaces the value of header name, or adds it. */
+static void set_header(sl_sim_response_t *resp, const char *name, const char *value)
+{
+    for (size_t i = 0; i < resp->n_headers; i++) {
+        if (strcasecmp(resp->headers[i].name, name) == 0) {
+            snprintf(resp->headers[i].value, sizeof resp->headers[i].value, "%s", value);
+            return;
         }
     }
-    return (chars + 3) / 4;
+    add_header(resp, name, "%s", value);
 }
 
-int64_t sl_sim_prompt_estimate(const char *body, size_t len)
+/* ---- Requests --------------------------------------------------------------------------- */
+
+/* The value of request header name (case-insensitive), or NULL. */
+static const char *req_header(const sl_sim_request_t *req, const char *name)
 {
-    json_t *root = json_loadb(body, len, 0, NULL);
-    json_t *messages = json_object_get(root, "messages");
-    int64_t est = json_is_array(messages) ? estimate_messages(messages) : -1;
-    json_decref(root);
-    return est;
+    if (strcasecmp(name, "authorization") == 0 && req->authorization != NULL)
+        return req->authorization;
+    if (strcasecmp(name, "idempotency-key") == 0 && req->idempotency_key != NULL)
+        return req->idempotency_key;
+    for (const char *const *h = req->headers; h != NULL && h[0] != NULL; h += 2) {
+        if (strcasecmp(h[0], name) == 0)
+            return h[1] != NULL ? h[1] : "";
+    }
+    return NULL;
 }
 
-/* What a chat request asks for, once validated. */
-typedef struct {
-    int64_t max_tokens; /* effective: the request's or the deployment default */
-    int64_t prompt_tokens;
-    int64_t cost_tokens;   /* what TPM is charged */
-    int64_t cached_tokens; /* prompt tokens read from the cache */
-    int64_t input_tokens;  /* what ITPM is charged: the prompt without its cache reads */
-    int64_t output_tokens; /* what OTPM is charged at receipt */
-    int64_t completion_tokens;
-    bool hit_max_tokens;
-    int64_t delay_ms;
-} chat_t;
-
-/* Validates a chat body the way OpenAI does (the parts that matter here). On failure writes a
- * 400 into resp and returns false. */
-static bool parse_chat(const dep_config_t *dc, const sl_sim_request_t *req, sl_sim_response_t *resp,
-                       chat_t *chat)
+/* The value of query argument name, or NULL ("" for an argument without a value). */
+static const char *req_query(const sl_sim_request_t *req, const char *name)
 {
-    json_t *root = NULL;
-    if (req->body != NULL && req->body_len > 0)
-        root = json_loadb(req->body, req->body_len, 0, NULL);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        error_body(resp, 400, "invalid_request_error", NULL, NULL,
-                   "We could not parse the JSON body of your request. (HINT: This likely means "
-                   "you aren't using your HTTP library correctly. The OpenAI API expects a JSON "
-                   "payload, but what was sent was not valid JSON.)");
-        return false;
+    for (const char *const *q = req->query; q != NULL && q[0] != NULL; q += 2) {
+        if (strcmp(q[0], name) == 0)
+            return q[1] != NULL ? q[1] : "";
     }
-    bool ok = false;
-    char msg[256];
-    json_t *messages = json_object_get(root, "messages");
-    if (messages == NULL) {
-        error_body(resp, 400, "invalid_request_error", "messages", "missing_required_parameter",
-                   "Missing required parameter: 'messages'.");
-        goto out;
-    }
-    if (!json_is_array(messages)) {
-        error_body(resp, 400, "invalid_request_error", "messages", "invalid_type",
-                   "Invalid type for 'messages': expected an array.");
-        goto out;
-    }
-    if (json_array_size(messages) == 0) {
-        error_body(resp, 400, "invalid_request_error", "messages", "empty_array",
-                   "Invalid 'messages': empty array. Expected an array with minimum length 1, "
-                   "but got an empty array instead.");
-        goto out;
-    }
-    for (size_t i = 0; i < json_array_size(messages); i++) {
-        if (!json_is_object(json_array_get(messages, i))) {
-            snprintf(msg, sizeof msg, "Invalid type for 'messages[%zu]': expected an object.", i);
-            error_body(resp, 400, "invalid_request_error", "messages", "invalid_type", msg);
-            goto out;
-        }
-    }
-    if (json_is_true(json_object_get(root, "stream"))) {
-        error_body(resp, 400, "invalid_request_error", "stream", "unsupported_value",
-                   "sluice-sim does not simulate streaming; send \"stream\": false.");
-        goto out;
-    }
-    /* max_completion_tokens replaced max_tokens in OpenAI's API; honour either. */
-    const char *param = "max_completion_tokens";
-    json_t *mt = json_object_get(root, param);
-    if (mt == NULL || json_is_null(mt)) {
-        param = "max_tokens";
-        mt = json_object_get(root, param);
-    }
-    chat->max_tokens = dc->default_max_tokens;
-    if (mt != NULL && !json_is_null(mt)) {
-        if (!json_is_integer(mt)) {
-            snprintf(msg, sizeof msg, "Invalid type for '%s': expected an integer.", param);
-            error_body(resp, 400, "invalid_request_error", param, "invalid_type", msg);
-            goto out;
-        }
-        json_int_t v = json_integer_value(mt);
-        if (v < 1 || v > MAX_TOKENS_MAX) {
-            snprintf(msg, sizeof msg,
-                     "Invalid '%s': integer out of range. Expected a value between 1 and %lld, "
-                     "but got %lld instead.",
-                     param, MAX_TOKENS_MAX, (long long)v);
-            error_body(resp, 400, "invalid_request_error", param,
-                       v < 1 ? "integer_below_min_value" : "integer_above_max_value", msg);
-            goto out;
-        }
-        chat->max_tokens = (int64_t)v;
-    }
-    chat->prompt_tokens = estimate_messages(messages);
-    if (dc->tpm_sum)
-        chat->cost_tokens = chat->prompt_tokens + chat->max_tokens;
-    else
-        chat->cost_tokens =
-            chat->max_tokens > chat->prompt_tokens ? chat->max_tokens : chat->prompt_tokens;
-
-    /* The same body always yields the same completion length and cache outcome, so runs are
-     * reproducible; the two come from differently mixed hashes, so they are independent. */
-    uint64_t body_hash = fnv1a(req->body, req->body_len);
-    uint64_t span = (uint64_t)(dc->output_max - dc->output_min) + 1;
-    int64_t drawn = dc->output_min + (int64_t)(mix64(body_hash) % span);
-    chat->hit_max_tokens = drawn >= chat->max_tokens;
-    chat->completion_tokens = chat->hit_max_tokens ? chat->max_tokens : drawn;
-    double cache_draw = (double)(mix64(body_hash ^ 0x9e3779b97f4a7c15ULL) >> 11) * 0x1p-53;
-    chat->cached_tokens = 0;
-    if (cache_draw < dc->cache_hit_share) {
-        /* The epsilon keeps floor(100 * 0.29) at 29, not 28 from binary rounding. */
-        chat->cached_tokens =
-            (int64_t)floor((double)chat->prompt_tokens * dc->cache_read_fraction + 1e-9);
-        if (chat->cached_tokens > chat->prompt_tokens)
-            chat->cached_tokens = chat->prompt_tokens;
-    }
-    chat->input_tokens = chat->prompt_tokens - chat->cached_tokens;
-    chat->output_tokens = dc->otpm_max_tokens ? chat->max_tokens : chat->completion_tokens;
-    chat->delay_ms = llround(dc->ttft_ms + dc->ms_per_token * (double)chat->completion_tokens);
-    ok = true;
-out:
-    json_decref(root);
-    return ok;
+    return NULL;
 }
 
 /* Returns the bearer token of an Authorization header, or NULL; *len gets its length. */
@@ -1040,7 +1226,200 @@ static const char *bearer_token(const char *auth, size_t *len)
     return n == 0 ? NULL : tok;
 }
 
-/* ---- Request handling ------------------------------------------------------------------- */
+/* Whether a present credential is the configured key (any non-empty one without api_key). */
+static bool key_matches(const dep_config_t *dc, const char *tok, size_t len)
+{
+    return dc->api_key == NULL ||
+           (len == strlen(dc->api_key) && memcmp(tok, dc->api_key, len) == 0);
+}
+
+/* Checks the credential the way the deployment's API expects it; false with *err otherwise.
+ * Unlike the providers, no message echoes any part of a key: test logs end up in CI output. */
+static bool authorize(const dep_config_t *dc, const sl_sim_request_t *req, sl_sim_error_t *err)
+{
+    const char *key = NULL;
+    size_t len = 0;
+    switch (dc->api) {
+    case SL_SIM_API_OPENAI:
+        key = bearer_token(req_header(req, "authorization"), &len);
+        if (key == NULL) {
+            describe(err, SL_SIM_ERR_AUTH,
+                     "You didn't provide an API key. You need to provide your API key in an "
+                     "Authorization header using Bearer auth (i.e. Authorization: Bearer "
+                     "YOUR_KEY).");
+            return false;
+        }
+        if (!key_matches(dc, key, len)) {
+            describe(err, SL_SIM_ERR_AUTH, "Incorrect API key provided.");
+            err->code = "invalid_api_key";
+            return false;
+        }
+        return true;
+    case SL_SIM_API_AZURE:
+        key = req_header(req, "api-key");
+        if (key == NULL || key[0] == '\0' || !key_matches(dc, key, strlen(key))) {
+            describe(err, SL_SIM_ERR_AUTH,
+                     "Access denied due to invalid subscription key or wrong API endpoint. Make "
+                     "sure to provide a valid key for an active subscription and use a correct "
+                     "regional API endpoint for your resource.");
+            err->azure_code = "401";
+            return false;
+        }
+        return true;
+    case SL_SIM_API_ANTHROPIC:
+        key = req_header(req, "x-api-key");
+        if (key == NULL || key[0] == '\0') {
+            describe(err, SL_SIM_ERR_AUTH, "x-api-key header is required");
+            return false;
+        }
+        if (!key_matches(dc, key, strlen(key))) {
+            describe(err, SL_SIM_ERR_AUTH, "invalid x-api-key");
+            return false;
+        }
+        return true;
+    default:
+        /* Google takes the key in a header or the key= query argument. */
+        key = req_header(req, "x-goog-api-key");
+        if (key == NULL)
+            key = req_query(req, "key");
+        if (key == NULL || key[0] == '\0') {
+            describe(err, SL_SIM_ERR_PERMISSION,
+                     "Method doesn't allow unregistered callers (callers without established "
+                     "identity). Please use API Key or other form of API consumer identity to "
+                     "call this API.");
+            return false;
+        }
+        if (!key_matches(dc, key, strlen(key))) {
+            describe(err, SL_SIM_ERR_INVALID, "API key not valid. Please pass a valid API key.");
+            err->reason = "API_KEY_INVALID";
+            return false;
+        }
+        return true;
+    }
+}
+
+/* Where a path leads. */
+typedef struct {
+    deployment_t *dep;     /* NULL: no deployment of that name */
+    bool endpoint;         /* the path is the deployment's completion endpoint */
+    bool wrong_deployment; /* Azure: another deployment named after /openai/deployments/ */
+    bool gemini_stream;    /* Gemini: :streamGenerateContent */
+} route_t;
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s);
+    size_t m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Routes "/<name>/<the endpoint of the deployment's API>". */
+static route_t route_path(sl_sim_t *sim, const char *path)
+{
+    route_t r = {NULL, false, false, false};
+    if (path[0] != '/')
+        return r;
+    const char *name = path + 1;
+    const char *rest = strchr(name, '/');
+    if (rest == NULL)
+        return r;
+    size_t len = (size_t)(rest - name);
+    for (size_t i = 0; i < sim->cfg->n_deps && r.dep == NULL; i++) {
+        const char *dep_name = sim->deps[i].cfg->name;
+        if (strlen(dep_name) == len && memcmp(dep_name, name, len) == 0)
+            r.dep = &sim->deps[i];
+    }
+    if (r.dep == NULL)
+        return r;
+    const dep_config_t *dc = r.dep->cfg;
+    static const char azure_prefix[] = "/openai/deployments/";
+    static const char azure_suffix[] = "/chat/completions";
+    static const char gemini_prefix[] = "/v1beta/models/";
+    switch (dc->api) {
+    case SL_SIM_API_OPENAI:
+        r.endpoint = strcmp(rest, "/v1/chat/completions") == 0;
+        break;
+    case SL_SIM_API_AZURE:
+        if (strncmp(rest, azure_prefix, sizeof azure_prefix - 1) == 0 &&
+            ends_with(rest, azure_suffix) &&
+            strlen(rest) > sizeof azure_prefix - 1 + sizeof azure_suffix - 1) {
+            const char *az = rest + sizeof azure_prefix - 1;
+            size_t az_len = strlen(az) - (sizeof azure_suffix - 1);
+            if (az_len == strlen(dc->name) && memcmp(az, dc->name, az_len) == 0)
+                r.endpoint = true;
+            else if (memchr(az, '/', az_len) == NULL)
+                r.wrong_deployment = true;
+        }
+        break;
+    case SL_SIM_API_ANTHROPIC:
+        r.endpoint = strcmp(rest, "/v1/messages") == 0;
+        break;
+    default:
+        if (strncmp(rest, gemini_prefix, sizeof gemini_prefix - 1) == 0) {
+            const char *model = rest + sizeof gemini_prefix - 1;
+            const char *colon = strrchr(model, ':');
+            bool model_ok = colon != NULL && colon > model &&
+                            memchr(model, '/', (size_t)(colon - model)) == NULL;
+            if (model_ok && strcmp(colon, ":generateContent") == 0) {
+                r.endpoint = true;
+            } else if (model_ok && strcmp(colon, ":streamGenerateContent") == 0) {
+                r.endpoint = true;
+                r.gemini_stream = true;
+            }
+        }
+        break;
+    }
+    return r;
+}
+
+/* What a chat request asks for, once validated, in the deployment's terms. */
+typedef struct {
+    sl_sim_ask_t ask;
+    int64_t max_tokens; /* effective: the request's or the deployment default */
+    int64_t prompt_tokens;
+    int64_t cost_tokens;   /* what TPM is charged */
+    int64_t cached_tokens; /* prompt tokens read from the cache */
+    int64_t input_tokens;  /* what ITPM is charged: the prompt without its cache reads */
+    int64_t output_tokens; /* what OTPM is charged at receipt */
+    int64_t completion_tokens;
+    bool hit_max_tokens;
+    bool tool_call; /* answer with a call of ask.tool_name */
+} chat_t;
+
+/* Costs, completion length, cache reads and tool use of a validated request. The same body
+ * always yields the same completion length, cache outcome and tool decision, so runs are
+ * reproducible; each comes from a differently mixed hash, so they are independent. */
+static void chat_from_ask(const dep_config_t *dc, const sl_sim_request_t *req,
+                          const sl_sim_ask_t *ask, chat_t *chat)
+{
+    chat->ask = *ask;
+    chat->max_tokens = ask->max_tokens > 0 ? ask->max_tokens : dc->default_max_tokens;
+    chat->prompt_tokens = ask->prompt_tokens;
+    if (dc->tpm_sum)
+        chat->cost_tokens = chat->prompt_tokens + chat->max_tokens;
+    else
+        chat->cost_tokens =
+            chat->max_tokens > chat->prompt_tokens ? chat->max_tokens : chat->prompt_tokens;
+    uint64_t body_hash = fnv1a(req->body, req->body_len);
+    uint64_t span = (uint64_t)(dc->output_max - dc->output_min) + 1;
+    int64_t drawn = dc->output_min + (int64_t)(mix64(body_hash) % span);
+    chat->hit_max_tokens = drawn >= chat->max_tokens;
+    chat->completion_tokens = chat->hit_max_tokens ? chat->max_tokens : drawn;
+    chat->cached_tokens = 0;
+    if (body_draw(body_hash, 0x9e3779b97f4a7c15ULL) < dc->cache_hit_share) {
+        /* The epsilon keeps floor(100 * 0.29) at 29, not 28 from binary rounding. */
+        chat->cached_tokens =
+            (int64_t)floor((double)chat->prompt_tokens * dc->cache_read_fraction + 1e-9);
+        if (chat->cached_tokens > chat->prompt_tokens)
+            chat->cached_tokens = chat->prompt_tokens;
+    }
+    chat->input_tokens = chat->prompt_tokens - chat->cached_tokens;
+    chat->output_tokens = dc->otpm_max_tokens ? chat->max_tokens : chat->completion_tokens;
+    chat->tool_call = ask->tool_name[0] != '\0' &&
+                      body_draw(body_hash, 0x5851f42d4c957f2dULL) < dc->tool_use_share;
+}
+
+/* ---- Decisions -------------------------------------------------------------------------- */
 
 /* Finishes a non-200 answer of a deployment: counts it as an error, adds the limit headers. */
 static void finish_error(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp, int64_t now_ms)
@@ -1060,33 +1439,106 @@ static void count_refusal(deployment_t *dep, sl_sim_dim_t dim, int64_t now_ms)
         sl_sim_limiter_charge_request(dep->lim, now_ms);
 }
 
+/* The wait a client is told for wait_ms: Anthropic's headers carry whole seconds only. */
+static int64_t announced_wait_ms(const deployment_t *dep, int64_t wait_ms)
+{
+    if (dep->cfg->headers == HEADERS_ANTHROPIC && dep->cfg->api != SL_SIM_API_GEMINI)
+        return (wait_ms + 999) / 1000 * 1000;
+    return wait_ms;
+}
+
+/* Remembers a 429 that announced a wait: in the ring for /stats, and under its Idempotency-Key
+ * so that the key coming back early counts as an early retry. Caller holds the lock. */
+static void note_retry_after(sl_sim_t *sim, deployment_t *dep, const char *key, int64_t now_ms,
+                             int64_t wait_ms, bool fault)
+{
+    retry_entry_t *e = &dep->retries[ring_push(&dep->retries_ring, RING_CAP)];
+    e->sent_ms = unix_ms_of(sim, now_ms);
+    e->retry_after_ms = announced_wait_ms(dep, wait_ms);
+    e->fault = fault;
+    snprintf(e->key, sizeof e->key, "%s", key != NULL ? key : "");
+    int64_t until_ms = now_ms + e->retry_after_ms;
+    /* Losing a key only loses one early-retry count: report and go on. */
+    if (key != NULL && sl_sim_idem_put(dep->retry_keys, key, &until_ms) != SL_OK)
+        sl_logf(SL_LOG_WARN, "deployment", dep->cfg->name, "out of memory storing a retry key");
+}
+
+/* The Azure api-version of the request, for its messages. */
+static const char *azure_version(const sl_sim_request_t *req)
+{
+    const char *v = req_query(req, "api-version");
+    return v != NULL && v[0] != '\0' ? v : "2024-10-21";
+}
+
+static bool is_token_dim(sl_sim_dim_t dim)
+{
+    return dim == SL_SIM_DIM_TOKENS || dim == SL_SIM_DIM_INPUT_TOKENS ||
+           dim == SL_SIM_DIM_OUTPUT_TOKENS;
+}
+
 /* A 429 for a request that dim has no room for yet; cost[dim] is what it asked of dim and
  * wait_ms how long until it would have room. Caller holds the lock. */
-static void refuse(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp,
-                   const int64_t cost[SL_SIM_DIM_COUNT_], sl_sim_dim_t dim, int64_t wait_ms,
-                   int64_t now_ms)
+static void refuse(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req,
+                   sl_sim_response_t *resp, const int64_t cost[SL_SIM_DIM_COUNT_], sl_sim_dim_t dim,
+                   int64_t wait_ms, int64_t now_ms)
 {
     const dep_config_t *dc = dep->cfg;
     int64_t limit = sl_sim_limiter_limit(dep->lim, dim);
     int64_t used = limit - sl_sim_limiter_remaining(dep->lim, dim, now_ms);
     char dur[32];
-    char msg[512];
     sl_sim_go_duration(wait_ms, dur, sizeof dur);
-    snprintf(msg, sizeof msg,
-             "Rate limit reached for %s in organization " ORGANIZATION " on %s: Limit %lld, "
-             "Used %lld, Requested %lld. Please try again in %s. " RATE_LIMIT_HELP,
-             dc->model, dim_info[dim].what, (long long)limit, (long long)used, (long long)cost[dim],
-             dur);
-    error_body(resp, 429, dim_info[dim].error_type, NULL, "rate_limit_exceeded", msg);
+    sl_sim_error_t err;
+    switch (dc->api) {
+    case SL_SIM_API_OPENAI:
+        describe(&err, SL_SIM_ERR_RATE_LIMIT,
+                 "Rate limit reached for %s in organization " ORGANIZATION " on %s: Limit %lld, "
+                 "Used %lld, Requested %lld. Please try again in %s. " RATE_LIMIT_HELP,
+                 dc->model, dim_info[dim].what, (long long)limit, (long long)used,
+                 (long long)cost[dim], dur);
+        err.type = dim_info[dim].error_type;
+        err.code = "rate_limit_exceeded";
+        break;
+    case SL_SIM_API_AZURE:
+        describe(
+            &err, SL_SIM_ERR_RATE_LIMIT,
+            "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version "
+            "%.32s have exceeded %s rate limit of your current OpenAI S0 pricing tier. "
+            "Please retry after %lld seconds. Please go here: https://aka.ms/oai/quotaincrease "
+            "if you would like to further increase the default rate limit.",
+            azure_version(req), is_token_dim(dim) ? "token" : "call",
+            (long long)((wait_ms + 999) / 1000));
+        err.azure_code = "429";
+        break;
+    case SL_SIM_API_ANTHROPIC:
+        describe(&err, SL_SIM_ERR_RATE_LIMIT,
+                 "This request would exceed the rate limit for your organization (" ORGANIZATION
+                 ") of %lld %s. " ANTHROPIC_RATE_LIMIT_HELP,
+                 (long long)limit, dim_info[dim].per_minute);
+        break;
+    default: {
+        char delay[32];
+        sl_sim_wire_google_duration(wait_ms, delay, sizeof delay);
+        describe(&err, SL_SIM_ERR_RATE_LIMIT,
+                 GEMINI_QUOTA_HELP " \n* Quota exceeded for metric: %s, limit: %lld\nPlease "
+                                   "retry in %s.",
+                 dim_info[dim].quota_metric, (long long)limit, delay);
+        err.quota_id = dim_info[dim].quota_id;
+        err.quota_metric = dim_info[dim].quota_metric;
+        err.quota_value = limit;
+        err.retry_info = true;
+        err.retry_delay_ms = wait_ms;
+        break;
+    }
+    }
+    error_reply(resp, dc->api, &err);
     count_refusal(dep, dim, now_ms);
     limit_headers(sim, resp, dep, now_ms);
-    add_header(resp, "retry-after", "%lld", (long long)((wait_ms + 999) / 1000));
-    /* Anthropic sends only retry-after. */
-    if (!dc->anthropic_headers)
-        add_header(resp, "retry-after-ms", "%lld", (long long)wait_ms);
+    retry_headers(resp, dep, wait_ms);
     /* A client that retries within its SDK would wait for hours; tell it to give up instead. */
-    if (dim == SL_SIM_DIM_REQUESTS_DAY && wait_ms > SHOULD_NOT_RETRY_AFTER_MS)
+    if (dim == SL_SIM_DIM_REQUESTS_DAY && wait_ms > SHOULD_NOT_RETRY_AFTER_MS &&
+        dc->headers != HEADERS_NONE)
         add_header(resp, "x-should-retry", "false");
+    note_retry_after(sim, dep, req_header(req, "idempotency-key"), now_ms, wait_ms, false);
     sl_logf(SL_LOG_DEBUG, "deployment", dc->name, "429 on %s, retry in %lld ms",
             dim_info[dim].log_name, (long long)wait_ms);
 }
@@ -1098,97 +1550,307 @@ static void refuse_too_large(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t
                              int64_t now_ms)
 {
     const dep_config_t *dc = dep->cfg;
-    char msg[512];
-    snprintf(msg, sizeof msg,
-             "Request too large for %s in organization " ORGANIZATION
-             " on %s: Limit %lld, Requested %lld. The input or output tokens "
-             "must be reduced in order to run successfully. " RATE_LIMIT_HELP,
-             dc->model, dim_info[dim].what, (long long)sl_sim_limiter_limit(dep->lim, dim),
-             (long long)cost[dim]);
-    error_body(resp, 429, dim_info[dim].error_type, NULL, "rate_limit_exceeded", msg);
+    int64_t limit = sl_sim_limiter_limit(dep->lim, dim);
+    sl_sim_error_t err;
+    switch (dc->api) {
+    case SL_SIM_API_OPENAI:
+    case SL_SIM_API_AZURE:
+        describe(&err, SL_SIM_ERR_RATE_LIMIT,
+                 "Request too large for %s in organization " ORGANIZATION
+                 " on %s: Limit %lld, Requested %lld. The input or output tokens "
+                 "must be reduced in order to run successfully. " RATE_LIMIT_HELP,
+                 dc->model, dim_info[dim].what, (long long)limit, (long long)cost[dim]);
+        err.type = dim_info[dim].error_type;
+        err.code = "rate_limit_exceeded";
+        break;
+    case SL_SIM_API_ANTHROPIC:
+        describe(&err, SL_SIM_ERR_RATE_LIMIT,
+                 "This request asks for %lld %s, more than the rate limit for your organization "
+                 "(" ORGANIZATION ") of %lld %s allows at all. Please reduce the prompt length "
+                 "or the maximum tokens requested.",
+                 (long long)cost[dim], dim_info[dim].log_name, (long long)limit,
+                 dim_info[dim].per_minute);
+        break;
+    default:
+        describe(&err, SL_SIM_ERR_RATE_LIMIT, "%s", GEMINI_QUOTA_HELP);
+        err.quota_id = dim_info[dim].quota_id;
+        err.quota_metric = dim_info[dim].quota_metric;
+        err.quota_value = limit;
+        break;
+    }
+    error_reply(resp, dc->api, &err);
     count_refusal(dep, dim, now_ms);
     limit_headers(sim, resp, dep, now_ms);
-    /* Waiting cannot help, so there is no retry-after; OpenAI's SDKs honour this header. */
-    add_header(resp, "x-should-retry", "false");
+    /* Waiting cannot help, so there is no retry-after; OpenAI's and Anthropic's SDKs honour
+     * this header. */
+    if (dc->headers != HEADERS_NONE)
+        add_header(resp, "x-should-retry", "false");
 }
 
-static void handle_chat(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req,
-                        int64_t now_ms, sl_sim_response_t *resp)
+/* An injected 429 (rate_limit_share), with or without a Retry-After of retry_after_ms. Nothing
+ * is charged. Caller holds the lock. */
+static void inject_429(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req,
+                       sl_sim_response_t *resp, bool with_retry, int64_t now_ms)
 {
     const dep_config_t *dc = dep->cfg;
-    common_headers(sim, resp, "application/json");
-    if (strcmp(req->method, "POST") != 0) {
-        char msg[256];
-        char method[32];
-        snprintf(method, sizeof method, "%s", req->method);
-        snprintf(msg, sizeof msg, "Invalid method for URL (%s /%s" CHAT_SUFFIX ").", method,
-                 dc->name);
-        error_body(resp, 405, "invalid_request_error", NULL, NULL, msg);
-        add_header(resp, "allow", "POST");
-        finish_error(sim, dep, resp, now_ms);
-        return;
+    int64_t wait_ms = dc->faults.retry_after_ms;
+    int64_t rpm = sl_sim_limiter_limit(dep->lim, SL_SIM_DIM_REQUESTS);
+    char dur[32];
+    sl_sim_go_duration(wait_ms, dur, sizeof dur);
+    char again[64] = "later";
+    if (with_retry)
+        snprintf(again, sizeof again, "in %s", dur);
+    sl_sim_error_t err;
+    switch (dc->api) {
+    case SL_SIM_API_OPENAI:
+        describe(&err, SL_SIM_ERR_RATE_LIMIT,
+                 "Rate limit reached for %s in organization " ORGANIZATION " on %s: Limit %lld, "
+                 "Used %lld, Requested 1. Please try again %s. " RATE_LIMIT_HELP,
+                 dc->model, dim_info[SL_SIM_DIM_REQUESTS].what, (long long)rpm, (long long)rpm,
+                 again);
+        err.type = "requests";
+        err.code = "rate_limit_exceeded";
+        break;
+    case SL_SIM_API_AZURE:
+        if (with_retry)
+            snprintf(again, sizeof again, "Please retry after %lld seconds. ",
+                     (long long)((wait_ms + 999) / 1000));
+        else
+            again[0] = '\0';
+        describe(&err, SL_SIM_ERR_RATE_LIMIT,
+                 "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version "
+                 "%.32s have exceeded token rate limit of your current OpenAI S0 pricing tier. "
+                 "%sPlease go here: https://aka.ms/oai/quotaincrease if you would like to "
+                 "further increase the default rate limit.",
+                 azure_version(req), again);
+        err.azure_code = "429";
+        break;
+    case SL_SIM_API_ANTHROPIC:
+        describe(&err, SL_SIM_ERR_RATE_LIMIT,
+                 "This request would exceed the rate limit for your organization (" ORGANIZATION
+                 ") of %lld requests per minute. " ANTHROPIC_RATE_LIMIT_HELP,
+                 (long long)rpm);
+        break;
+    default:
+        describe(&err, SL_SIM_ERR_RATE_LIMIT, "%s", GEMINI_QUOTA_HELP);
+        err.quota_id = dim_info[SL_SIM_DIM_REQUESTS].quota_id;
+        err.quota_metric = dim_info[SL_SIM_DIM_REQUESTS].quota_metric;
+        err.quota_value = rpm;
+        err.retry_info = with_retry;
+        err.retry_delay_ms = wait_ms;
+        break;
     }
-    size_t tok_len = 0;
-    const char *tok = bearer_token(req->authorization, &tok_len);
-    if (tok == NULL) {
-        error_body(resp, 401, "invalid_request_error", NULL, NULL,
-                   "You didn't provide an API key. You need to provide your API key in an "
-                   "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).");
-        finish_error(sim, dep, resp, now_ms);
-        return;
+    error_reply(resp, dc->api, &err);
+    limit_headers(sim, resp, dep, now_ms);
+    dep->count.fault_429++;
+    if (with_retry) {
+        dep->count.fault_429_retry_after++;
+        retry_headers(resp, dep, wait_ms);
+        note_retry_after(sim, dep, req_header(req, "idempotency-key"), now_ms, wait_ms, true);
     }
-    if (dc->api_key != NULL &&
-        (tok_len != strlen(dc->api_key) || memcmp(tok, dc->api_key, tok_len) != 0)) {
-        /* Unlike OpenAI, do not echo any part of the key: logs of tests end up in CI output. */
-        error_body(resp, 401, "invalid_request_error", NULL, "invalid_api_key",
-                   "Incorrect API key provided.");
-        finish_error(sim, dep, resp, now_ms);
-        return;
-    }
-    if (req->body_too_large || req->body_len > SL_SIM_MAX_BODY_BYTES) {
-        error_body(resp, 413, "invalid_request_error", NULL, "request_too_large",
-                   "Request body too large: the limit is 4194304 bytes.");
-        finish_error(sim, dep, resp, now_ms);
-        return;
-    }
-    const char *key = req->idempotency_key;
-    if (key != NULL && (key[0] == '\0' || strlen(key) > IDEMPOTENCY_KEY_MAX_LEN)) {
-        error_body(resp, 400, "invalid_request_error", NULL, "invalid_idempotency_key",
-                   "Invalid Idempotency-Key: expected 1 to 255 characters.");
-        finish_error(sim, dep, resp, now_ms);
-        return;
-    }
-    chat_t chat;
-    if (!parse_chat(dc, req, resp, &chat)) {
-        finish_error(sim, dep, resp, now_ms);
-        return;
-    }
+}
 
-    pthread_mutex_lock(&sim->lock);
+/* The spend cap or quota is exhausted (spend_limit_after): a 429 that is not worth retrying,
+ * with no Retry-After. Caller holds the lock. */
+static void refuse_spend_limit(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp,
+                               int64_t now_ms)
+{
+    const dep_config_t *dc = dep->cfg;
+    sl_sim_error_t err;
+    switch (dc->api) {
+    case SL_SIM_API_OPENAI:
+    case SL_SIM_API_AZURE:
+        describe(&err, SL_SIM_ERR_QUOTA,
+                 "You exceeded your current quota, please check your plan and billing details. "
+                 "For more information on this error, read the docs: "
+                 "https://platform.openai.com/docs/guides/error-codes/api-errors.");
+        err.code = "insufficient_quota";
+        break;
+    case SL_SIM_API_ANTHROPIC:
+        describe(&err, SL_SIM_ERR_QUOTA,
+                 "This request would exceed your account's monthly spend limit. Please try again "
+                 "later.");
+        err.spend_limit = true;
+        break;
+    default:
+        describe(&err, SL_SIM_ERR_QUOTA, "%s", GEMINI_QUOTA_HELP);
+        err.quota_id = "GenerateRequestsPerDayPerProjectPerModel-FreeTier";
+        err.quota_metric = dim_info[SL_SIM_DIM_REQUESTS_DAY].quota_metric;
+        break;
+    }
+    error_reply(resp, dc->api, &err);
+    limit_headers(sim, resp, dep, now_ms);
+    dep->count.fault_spend_limit++;
+}
+
+/* A 503 (Anthropic: 529) for an overloaded or unavailable service. Caller holds the lock. */
+static void overloaded(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp, int64_t now_ms)
+{
+    const dep_config_t *dc = dep->cfg;
+    sl_sim_error_t err;
+    switch (dc->api) {
+    case SL_SIM_API_OPENAI:
+        describe(&err, SL_SIM_ERR_OVERLOADED, "The server is overloaded or not ready yet.");
+        break;
+    case SL_SIM_API_AZURE:
+        describe(&err, SL_SIM_ERR_OVERLOADED,
+                 "The service is temporarily unable to process your request. Please try again "
+                 "later.");
+        err.azure_code = "ServiceUnavailable";
+        break;
+    case SL_SIM_API_ANTHROPIC:
+        describe(&err, SL_SIM_ERR_OVERLOADED, "Overloaded");
+        break;
+    default:
+        describe(&err, SL_SIM_ERR_OVERLOADED, "The model is overloaded. Please try again later.");
+        break;
+    }
+    error_reply(resp, dc->api, &err);
+    limit_headers(sim, resp, dep, now_ms);
+}
+
+/* Builds the 200 of a completion: a body, or a stream's events each at its time (all at once
+ * for a replay: instant), cut after a share cut_at (< 0: not cut) of them. extra_ms delays the
+ * whole answer (slow faults). Caller holds the lock (streams are registered for /stats). */
+static void answer(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp,
+                   const completion_t *done, const sl_sim_ask_t *ask, double extra_ms, bool instant,
+                   double cut_at)
+{
+    const dep_config_t *dc = dep->cfg;
+    sl_sim_reply_t reply = {
+        .api = dc->api,
+        .id = mix64(sim->salt) + done->seq,
+        .created_s = done->created_s,
+        .model = dc->model,
+        .deployment = dc->name,
+        .prompt_tokens = done->prompt_tokens,
+        .cached_tokens = done->cached_tokens,
+        .completion_tokens = done->completion_tokens,
+        .hit_max_tokens = done->hit_max_tokens,
+        .tool_name = done->tool_name,
+        .include_usage = ask->include_usage,
+        .sse = ask->sse,
+    };
+    resp->status = 200;
+    if (resp->events == NULL) {
+        set_body_len(resp, sl_sim_wire_body(&reply, resp->body, BODY_CAP));
+        return;
+    }
+    size_t n = sl_sim_wire_stream(&reply, (size_t)dc->stream_chunks, resp->events);
+    if (n == 0)
+        sl_error("sim: a stream event of %s did not fit its buffer", dc->name);
+    for (size_t i = 0; i < n; i++) {
+        double at =
+            dc->ttft_ms + extra_ms + dc->ms_per_token * (double)resp->events[i].tokens_before;
+        resp->event_at_ms[i] = instant ? 0 : llround(at);
+    }
+    resp->n_events = n;
+    if (cut_at >= 0 && n > 1) {
+        /* At least one event goes out, and never the last. */
+        resp->n_events = 1 + (size_t)(cut_at * (double)(n - 1));
+        resp->dropped = true;
+    }
+    bool sse = dc->api != SL_SIM_API_GEMINI || ask->sse;
+    set_header(resp, "content-type",
+               !sse                           ? "application/json; charset=UTF-8"
+               : dc->api == SL_SIM_API_GEMINI ? "text/event-stream"
+                                              : "text/event-stream; charset=utf-8");
+    add_header(resp, "cache-control", "no-cache");
+    uint64_t serial = ++sim->stream_serial;
+    stream_entry_t *e = &sim->streams[ring_push(&sim->streams_ring, STREAM_RING_CAP)];
+    e->serial = serial;
+    snprintf(e->request_id, sizeof e->request_id, "%s", resp->request_id);
+    e->deployment = dc->name;
+    e->first_chunk_ms = -1;
+    e->chunks = 0;
+    e->cut = resp->dropped;
+    resp->stream_serial = serial;
+    resp->stream_dep = dep;
+}
+
+/* The draws of one request from the deployment's fault sequence: always all of them, in this
+ * order, so the sequence does not depend on which ones are used. */
+typedef struct {
+    double overloaded, rate_limit, retry_after, slow, drop, cut_at;
+} draws_t;
+
+static draws_t draw(deployment_t *dep)
+{
+    draws_t d;
+    d.overloaded = next_uniform(dep);
+    d.rate_limit = next_uniform(dep);
+    d.retry_after = next_uniform(dep);
+    d.slow = next_uniform(dep);
+    d.drop = next_uniform(dep);
+    d.cut_at = next_uniform(dep);
+    return d;
+}
+
+static bool in_unavailable_window(const faults_t *f, int64_t since_start_ms)
+{
+    for (size_t i = 0; i < f->n_windows; i++) {
+        if (since_start_ms >= f->windows[i].from_ms && since_start_ms < f->windows[i].to_ms)
+            return true;
+    }
+    return false;
+}
+
+/* The decision for a validated request, in this order: early-retry bookkeeping, unavailable
+ * windows, idempotent replay, max_pending, spend cap, random overload, too large, the limits,
+ * injected 429, then admission (with slow and drop faults). Caller holds the lock. */
+static void decide(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req,
+                   const chat_t *chat, int64_t now_ms, sl_sim_response_t *resp)
+{
+    const dep_config_t *dc = dep->cfg;
+    const faults_t *faults = &dc->faults;
+    const char *key = req_header(req, "idempotency-key");
+    bool openai_like = dc->api == SL_SIM_API_OPENAI || dc->api == SL_SIM_API_AZURE;
+    draws_t u = draw(dep);
+
+    if (key != NULL) {
+        const int64_t *until_ms = sl_sim_idem_get(dep->retry_keys, key);
+        if (until_ms != NULL && now_ms < *until_ms)
+            dep->count.early_retries++;
+    }
+    if (dep->first_request_ms < 0)
+        dep->first_request_ms = now_ms;
+    int64_t window_origin_ms = faults->windows_from_first ? dep->first_request_ms : sim->origin_ms;
+    if (in_unavailable_window(faults, now_ms - window_origin_ms)) {
+        overloaded(sim, dep, resp, now_ms);
+        dep->count.fault_503++;
+        return;
+    }
     const completion_t *seen = key != NULL ? sl_sim_idem_get(dep->idem, key) : NULL;
     if (seen != NULL) {
         /* A retry of a call already charged: same answer, no charge, no wait. */
         dep->count.replayed++;
-        completion_body(sim, resp, dep, seen);
+        answer(sim, dep, resp, seen, &chat->ask, 0, true /*instant*/, -1);
         limit_headers(sim, resp, dep, now_ms);
-        add_header(resp, "openai-processing-ms", "%lld", (long long)seen->processing_ms);
-        pthread_mutex_unlock(&sim->lock);
+        if (openai_like)
+            add_header(resp, "openai-processing-ms", "%lld", (long long)seen->processing_ms);
         return;
     }
     if (sim->in_flight >= sim->cfg->max_pending) {
-        error_body(resp, 503, "server_error", NULL, NULL,
-                   "The server is overloaded or not ready yet.");
+        overloaded(sim, dep, resp, now_ms);
         dep->count.errors++;
-        limit_headers(sim, resp, dep, now_ms);
-        add_header(resp, "retry-after", "1");
-        pthread_mutex_unlock(&sim->lock);
+        if (dc->headers != HEADERS_NONE)
+            add_header(resp, "retry-after", "1");
+        return;
+    }
+    if (faults->spend_limit_after >= 0 && dep->admitted_total >= faults->spend_limit_after) {
+        refuse_spend_limit(sim, dep, resp, now_ms);
+        return;
+    }
+    if (u.overloaded < faults->overloaded_share) {
+        overloaded(sim, dep, resp, now_ms);
+        dep->count.fault_503++;
         return;
     }
     int64_t cost[SL_SIM_DIM_COUNT_] = {
         [SL_SIM_DIM_REQUESTS] = 1,
-        [SL_SIM_DIM_TOKENS] = chat.cost_tokens,
-        [SL_SIM_DIM_INPUT_TOKENS] = chat.input_tokens,
-        [SL_SIM_DIM_OUTPUT_TOKENS] = chat.output_tokens,
+        [SL_SIM_DIM_TOKENS] = chat->cost_tokens,
+        [SL_SIM_DIM_INPUT_TOKENS] = chat->input_tokens,
+        [SL_SIM_DIM_OUTPUT_TOKENS] = chat->output_tokens,
         [SL_SIM_DIM_REQUESTS_DAY] = 1,
     };
     /* Token costs above a whole per-minute limit can never pass (and the limiter expects them
@@ -1199,69 +1861,290 @@ static void handle_chat(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t
         int64_t limit = sl_sim_limiter_limit(dep->lim, token_dims[i]);
         if (limit > 0 && cost[token_dims[i]] > limit) {
             refuse_too_large(sim, dep, resp, cost, token_dims[i], now_ms);
-            pthread_mutex_unlock(&sim->lock);
             return;
         }
     }
     sl_sim_dim_t dim = SL_SIM_DIM_REQUESTS;
     int64_t wait_ms = 0;
-    if (!sl_sim_limiter_admit_all(dep->lim, cost, now_ms, &dim, &wait_ms)) {
-        refuse(sim, dep, resp, cost, dim, wait_ms, now_ms);
-        pthread_mutex_unlock(&sim->lock);
+    if (!sl_sim_limiter_check_all(dep->lim, cost, now_ms, &dim, &wait_ms)) {
+        refuse(sim, dep, req, resp, cost, dim, wait_ms, now_ms);
         return;
     }
+    if (u.rate_limit < faults->rate_limit_share) {
+        inject_429(sim, dep, req, resp, u.retry_after < faults->retry_after_share, now_ms);
+        return;
+    }
+    if (!sl_sim_limiter_admit_all(dep->lim, cost, now_ms, &dim, &wait_ms)) {
+        /* Cannot happen: the same request at the same time just passed the dry run. */
+        sl_error("sim: %s: admission disagreed with its dry run", dc->name);
+        refuse(sim, dep, req, resp, cost, dim, wait_ms, now_ms);
+        return;
+    }
+    bool slow = u.slow < faults->slow_share;
+    double extra_ms = slow ? (double)faults->slow_ms : 0.0;
+    int64_t delay_ms =
+        llround(dc->ttft_ms + extra_ms + dc->ms_per_token * (double)chat->completion_tokens);
     completion_t done = {
         .seq = ++sim->seq,
         .created_s = sim->origin_unix_s + (now_ms - sim->origin_ms) / 1000,
-        .prompt_tokens = chat.prompt_tokens,
-        .completion_tokens = chat.completion_tokens,
-        .cached_tokens = chat.cached_tokens,
-        .processing_ms = chat.delay_ms,
-        .hit_max_tokens = chat.hit_max_tokens,
+        .prompt_tokens = chat->prompt_tokens,
+        .completion_tokens = chat->completion_tokens,
+        .cached_tokens = chat->cached_tokens,
+        .processing_ms = delay_ms,
+        .hit_max_tokens = chat->hit_max_tokens,
+        .tool_name = "",
     };
+    if (chat->tool_call)
+        snprintf(done.tool_name, sizeof done.tool_name, "%s", chat->ask.tool_name);
     /* Losing a key only weakens replay protection for that one call: report and go on. */
     if (key != NULL && sl_sim_idem_put(dep->idem, key, &done) != SL_OK)
         sl_logf(SL_LOG_WARN, "deployment", dc->name, "out of memory storing an idempotency key");
     counters_t *count = &dep->count;
     count->admitted++;
-    count->tokens_charged += chat.cost_tokens;
-    count->input_tokens_charged += chat.input_tokens;
-    count->output_tokens_charged += chat.output_tokens;
-    count->prompt_tokens += chat.prompt_tokens;
-    count->completion_tokens += chat.completion_tokens;
-    count->cached_tokens += chat.cached_tokens;
+    dep->admitted_total++;
+    count->tokens_charged += chat->cost_tokens;
+    count->input_tokens_charged += chat->input_tokens;
+    count->output_tokens_charged += chat->output_tokens;
+    count->prompt_tokens += chat->prompt_tokens;
+    count->completion_tokens += chat->completion_tokens;
+    count->cached_tokens += chat->cached_tokens;
+    count->streams += chat->ask.stream;
+    count->tool_calls += chat->tool_call;
+    count->slow += slow;
     if (count->first_admit_ms < 0)
         count->first_admit_ms = now_ms - sim->origin_ms;
     count->last_admit_ms = now_ms - sim->origin_ms;
     dep->in_flight++;
     sim->in_flight++;
     resp->in_flight_on = dep;
-    resp->output_refund = chat.output_tokens - chat.completion_tokens;
+    resp->output_refund = chat->output_tokens - chat->completion_tokens;
     resp->stats_epoch = sim->stats_epoch;
-    resp->delay_ms = chat.delay_ms;
-    completion_body(sim, resp, dep, &done);
+    double share = chat->ask.stream ? faults->stream_cut_share : faults->drop_share;
+    bool drop = u.drop < share;
+    count->dropped += drop;
+    answer(sim, dep, resp, &done, &chat->ask, extra_ms, false, drop ? u.cut_at : -1);
+    if (resp->events == NULL) {
+        resp->delay_ms = delay_ms;
+        resp->dropped = drop;
+    }
     limit_headers(sim, resp, dep, now_ms);
-    add_header(resp, "openai-processing-ms", "%lld", (long long)chat.delay_ms);
+    if (openai_like)
+        add_header(resp, "openai-processing-ms", "%lld",
+                   (long long)(resp->n_events > 0 ? resp->event_at_ms[0] : delay_ms));
+}
+
+/* Records an answered request in the deployment's arrivals ring. */
+static void note_arrival(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req,
+                         const sl_sim_response_t *resp, int64_t now_ms)
+{
+    const char *key = req_header(req, "idempotency-key");
+    pthread_mutex_lock(&sim->lock);
+    arrival_t *a = &dep->arrivals[ring_push(&dep->arrivals_ring, RING_CAP)];
+    a->at_ms = unix_ms_of(sim, now_ms);
+    a->status = resp->status;
+    snprintf(a->key, sizeof a->key, "%s", key != NULL ? key : "");
     pthread_mutex_unlock(&sim->lock);
 }
 
-static void method_not_allowed(sl_sim_t *sim, sl_sim_response_t *resp, const char *allow,
-                               const char *method, const char *path)
+/* An error of the deployment's API, counted, with the limit headers. */
+static void deny(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp,
+                 const sl_sim_error_t *err, int64_t now_ms)
+{
+    error_reply(resp, dep->cfg->api, err);
+    finish_error(sim, dep, resp, now_ms);
+}
+
+/* A request to a deployment's endpoint, from method checks to the decision. Returns SL_ENOMEM
+ * (nothing charged or counted) or SL_OK with resp filled. */
+static sl_err_t handle_endpoint(sl_sim_t *sim, const route_t *route, const sl_sim_request_t *req,
+                                int64_t now_ms, sl_sim_response_t *resp)
+{
+    deployment_t *dep = route->dep;
+    const dep_config_t *dc = dep->cfg;
+    sl_sim_error_t err;
+    if (strcmp(req->method, "POST") != 0) {
+        char method[32];
+        char path[160];
+        snprintf(method, sizeof method, "%s", req->method);
+        snprintf(path, sizeof path, "%s", req->path);
+        describe(&err, SL_SIM_ERR_METHOD, "Invalid method for URL (%s %s).", method, path);
+        deny(sim, dep, resp, &err, now_ms);
+        if (dc->api != SL_SIM_API_GEMINI)
+            add_header(resp, "allow", "POST");
+        return SL_OK;
+    }
+    if (!authorize(dc, req, &err)) {
+        deny(sim, dep, resp, &err, now_ms);
+        return SL_OK;
+    }
+    if (dc->api == SL_SIM_API_AZURE) {
+        const char *version = req_query(req, "api-version");
+        if (version == NULL || version[0] == '\0') {
+            describe(&err, SL_SIM_ERR_INVALID,
+                     "The api-version query parameter (?api-version=) is required for all "
+                     "requests.");
+            err.azure_code = "MissingApiVersionParameter";
+            deny(sim, dep, resp, &err, now_ms);
+            return SL_OK;
+        }
+    }
+    if (dc->api == SL_SIM_API_ANTHROPIC) {
+        const char *version = req_header(req, "anthropic-version");
+        if (version == NULL || version[0] == '\0') {
+            describe(&err, SL_SIM_ERR_INVALID, "anthropic-version: header is required");
+            deny(sim, dep, resp, &err, now_ms);
+            return SL_OK;
+        }
+    }
+    if (req->body_too_large || req->body_len > SL_SIM_MAX_BODY_BYTES) {
+        describe(&err, SL_SIM_ERR_TOO_LARGE, "Request body too large: the limit is 4194304 bytes.");
+        err.code = "request_too_large";
+        deny(sim, dep, resp, &err, now_ms);
+        return SL_OK;
+    }
+    const char *key = req_header(req, "idempotency-key");
+    if (key != NULL && (key[0] == '\0' || strlen(key) > IDEMPOTENCY_KEY_MAX_LEN)) {
+        describe(&err, SL_SIM_ERR_INVALID,
+                 "Invalid Idempotency-Key: expected 1 to 255 characters.");
+        err.code = "invalid_idempotency_key";
+        deny(sim, dep, resp, &err, now_ms);
+        return SL_OK;
+    }
+    sl_sim_ask_t ask;
+    if (!sl_sim_wire_parse(dc->api, req->body, req->body_len, &ask, &err)) {
+        deny(sim, dep, resp, &err, now_ms);
+        return SL_OK;
+    }
+    if (dc->api == SL_SIM_API_GEMINI) {
+        const char *alt = req_query(req, "alt");
+        ask.stream = route->gemini_stream;
+        ask.sse = alt != NULL && strcmp(alt, "sse") == 0;
+    }
+    chat_t chat;
+    chat_from_ask(dc, req, &ask, &chat);
+    if (ask.stream) {
+        /* Allocated before any decision, so running out changes nothing. */
+        size_t max = sl_sim_wire_stream_max((size_t)dc->stream_chunks);
+        resp->events = malloc(max * sizeof *resp->events);
+        resp->event_at_ms = malloc(max * sizeof *resp->event_at_ms);
+        if (resp->events == NULL || resp->event_at_ms == NULL)
+            return SL_ENOMEM;
+    }
+    pthread_mutex_lock(&sim->lock);
+    decide(sim, dep, req, &chat, now_ms, resp);
+    pthread_mutex_unlock(&sim->lock);
+    /* Only a 200 streams; a refusal is a plain body. */
+    if (resp->status != 200 || resp->n_events == 0) {
+        free(resp->events);
+        free(resp->event_at_ms);
+        resp->events = NULL;
+        resp->event_at_ms = NULL;
+        resp->n_events = 0;
+    }
+    return SL_OK;
+}
+
+/* A path under a deployment that is not its endpoint: the API's 404, not counted. */
+static void not_found(sl_sim_response_t *resp, const route_t *route, const sl_sim_request_t *req)
+{
+    sl_sim_api_t api = route->dep->cfg->api;
+    char method[32];
+    char path[160];
+    snprintf(method, sizeof method, "%s", req->method);
+    snprintf(path, sizeof path, "%s", req->path);
+    sl_sim_error_t err;
+    describe(&err, SL_SIM_ERR_NOT_FOUND, "Invalid URL (%s %s): no such deployment or endpoint.",
+             method, path);
+    if (api == SL_SIM_API_AZURE && route->wrong_deployment) {
+        describe(&err, SL_SIM_ERR_NOT_FOUND,
+                 "The API deployment for this resource does not exist. If you created the "
+                 "deployment within the last 5 minutes, please wait a moment and try again.");
+        err.azure_code = "DeploymentNotFound";
+    } else if (api == SL_SIM_API_AZURE) {
+        describe(&err, SL_SIM_ERR_NOT_FOUND, "Resource not found");
+        err.azure_code = "404";
+    } else if (api == SL_SIM_API_ANTHROPIC) {
+        describe(&err, SL_SIM_ERR_NOT_FOUND, "Not Found");
+    } else if (api == SL_SIM_API_GEMINI) {
+        describe(&err, SL_SIM_ERR_NOT_FOUND, "Requested entity was not found.");
+    }
+    error_reply(resp, api, &err);
+}
+
+static void method_not_allowed(sl_sim_response_t *resp, const char *allow, const char *method,
+                               const char *path)
 {
     char msg[256];
     char safe_method[32];
     snprintf(safe_method, sizeof safe_method, "%s", method);
     snprintf(msg, sizeof msg, "Invalid method for URL (%s %s).", safe_method, path);
-    common_headers(sim, resp, "application/json");
+    common_headers(resp, "application/json");
     error_body(resp, 405, "invalid_request_error", NULL, NULL, msg);
     add_header(resp, "allow", "%s", allow);
+}
+
+/* Adds name: value (an integer, or null when negative) to obj; false without memory. */
+static bool set_ms(json_t *obj, const char *name, int64_t value)
+{
+    json_t *v = value < 0 ? json_null() : json_integer(value);
+    return json_object_set_new(obj, name, v) == 0;
+}
+
+/* The rings of a deployment, oldest first. Caller holds the lock. */
+static bool add_rings(json_t *one, const deployment_t *dep)
+{
+    json_t *retries = json_array();
+    json_t *arrivals = json_array();
+    bool ok = retries != NULL && arrivals != NULL;
+    for (size_t i = 0; ok && i < dep->retries_ring.len; i++) {
+        const retry_entry_t *e = &dep->retries[ring_at(&dep->retries_ring, RING_CAP, i)];
+        json_t *item =
+            json_pack("{s:I, s:I, s:b, s:o}", "sent_ms", (json_int_t)e->sent_ms, "retry_after_ms",
+                      (json_int_t)e->retry_after_ms, "fault", (int)e->fault, "idempotency_key",
+                      e->key[0] ? json_string(e->key) : json_null());
+        ok = item != NULL && json_array_append_new(retries, item) == 0;
+    }
+    for (size_t i = 0; ok && i < dep->arrivals_ring.len; i++) {
+        const arrival_t *a = &dep->arrivals[ring_at(&dep->arrivals_ring, RING_CAP, i)];
+        json_t *item =
+            json_pack("{s:I, s:i, s:o}", "at_ms", (json_int_t)a->at_ms, "status", a->status,
+                      "idempotency_key", a->key[0] ? json_string(a->key) : json_null());
+        ok = item != NULL && json_array_append_new(arrivals, item) == 0;
+    }
+    if (!ok) {
+        json_decref(retries);
+        json_decref(arrivals);
+        return false;
+    }
+    return json_object_set_new(one, "retry_after_429s", retries) == 0 &&
+           json_object_set_new(one, "arrivals", arrivals) == 0;
+}
+
+/* The recent streams, oldest first. Caller holds the lock. */
+static json_t *streams_json(const sl_sim_t *sim)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list != NULL && i < sim->streams_ring.len; i++) {
+        const stream_entry_t *e = &sim->streams[ring_at(&sim->streams_ring, STREAM_RING_CAP, i)];
+        json_t *item = json_pack(
+            "{s:s, s:s, s:o, s:I, s:b}", "request_id", e->request_id, "deployment", e->deployment,
+            "first_chunk_ms", e->first_chunk_ms < 0 ? json_null() : json_integer(e->first_chunk_ms),
+            "chunks", (json_int_t)e->chunks, "cut", (int)e->cut);
+        if (item == NULL || json_array_append_new(list, item) != 0) {
+            json_decref(list);
+            return NULL;
+        }
+    }
+    return list;
 }
 
 static sl_err_t stats_body(sl_sim_t *sim, sl_sim_response_t *resp, int64_t now_ms)
 {
     json_t *deps = json_object();
-    json_t *root = json_pack("{s:I, s:I, s:o}", "now_ms", (json_int_t)(now_ms - sim->origin_ms),
-                             "minute_ms", (json_int_t)sim->cfg->minute_ms, "deployments", deps);
+    json_t *root =
+        json_pack("{s:I, s:I, s:I, s:o}", "now_ms", (json_int_t)(now_ms - sim->origin_ms),
+                  "minute_ms", (json_int_t)sim->cfg->minute_ms, "origin_unix_ms",
+                  (json_int_t)sim->origin_unix_ms, "deployments", deps);
     if (root == NULL)
         return SL_ENOMEM;
     bool ok = true;
@@ -1297,24 +2180,35 @@ static sl_err_t stats_body(sl_sim_t *sim, sl_sim_response_t *resp, int64_t now_m
             {"cached_tokens", c->cached_tokens},
             {"in_flight", dep->in_flight},
             {"requests_today", sl_sim_limiter_day_count(dep->lim, now_ms)},
+            {"streams", c->streams},
+            {"tool_calls", c->tool_calls},
+            {"fault_429", c->fault_429},
+            {"fault_429_retry_after", c->fault_429_retry_after},
+            {"fault_503", c->fault_503},
+            {"fault_spend_limit", c->fault_spend_limit},
+            {"dropped", c->dropped},
+            {"slow", c->slow},
+            {"early_retries", c->early_retries},
         };
-        json_t *one = json_pack("{s:s}", "model", dc->model);
+        json_t *one = json_pack("{s:s, s:s}", "model", dc->model, "api", sl_sim_api_name(dc->api));
         for (size_t f = 0; one != NULL && f < sizeof fields / sizeof fields[0]; f++) {
             if (json_object_set_new(one, fields[f].name, json_integer(fields[f].value)) != 0) {
                 json_decref(one);
                 one = NULL;
             }
         }
-        json_t *first = c->first_admit_ms < 0 ? json_null() : json_integer(c->first_admit_ms);
-        json_t *last = c->last_admit_ms < 0 ? json_null() : json_integer(c->last_admit_ms);
-        if (one != NULL && (json_object_set_new(one, "first_admit_ms", first) != 0 ||
-                            json_object_set_new(one, "last_admit_ms", last) != 0)) {
+        if (one != NULL &&
+            (!set_ms(one, "first_admit_ms", c->first_admit_ms) ||
+             !set_ms(one, "last_admit_ms", c->last_admit_ms) ||
+             !set_ms(one, "last_first_chunk_ms", c->last_first_chunk_ms) || !add_rings(one, dep))) {
             json_decref(one);
             one = NULL;
         }
         ok = one != NULL && json_object_set_new(deps, dep->cfg->name, one) == 0;
     }
+    json_t *streams = ok ? streams_json(sim) : NULL;
     pthread_mutex_unlock(&sim->lock);
+    ok = ok && streams != NULL && json_object_set_new(root, "recent_streams", streams) == 0;
     char *text = ok ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
     if (text == NULL)
@@ -1323,26 +2217,25 @@ static sl_err_t stats_body(sl_sim_t *sim, sl_sim_response_t *resp, int64_t now_m
     resp->body = text;
     resp->body_len = strlen(text);
     resp->status = 200;
-    common_headers(sim, resp, "application/json");
+    common_headers(resp, "application/json");
     return SL_OK;
 }
 
-/* Finds the deployment of a "/<name>/v1/chat/completions" path; NULL when there is none. */
-static deployment_t *route_chat(sl_sim_t *sim, const char *path)
+/* Zeroes the counters and rings; the buckets, day windows and in-flight counts stay. Caller
+ * holds the lock. */
+static void stats_reset(sl_sim_t *sim)
 {
-    if (path[0] != '/')
-        return NULL;
-    const char *name = path + 1;
-    const char *slash = strchr(name, '/');
-    if (slash == NULL || strcmp(slash, CHAT_SUFFIX) != 0)
-        return NULL;
-    size_t len = (size_t)(slash - name);
     for (size_t i = 0; i < sim->cfg->n_deps; i++) {
-        const char *dep_name = sim->deps[i].cfg->name;
-        if (strlen(dep_name) == len && memcmp(dep_name, name, len) == 0)
-            return &sim->deps[i];
+        deployment_t *dep = &sim->deps[i];
+        counters_reset(&dep->count);
+        dep->retries_ring.len = 0;
+        dep->arrivals_ring.len = 0;
     }
-    return NULL;
+    /* The ring keeps its position, so an entry's slot stays (serial - 1) % capacity. */
+    for (size_t i = 0; i < STREAM_RING_CAP; i++)
+        sim->streams[i].serial = 0;
+    sim->streams_ring.len = 0;
+    sim->stats_epoch++;
 }
 
 static bool is_get(const char *method)
@@ -1357,6 +2250,10 @@ sl_err_t sl_sim_handle(sl_sim_t *sim, const sl_sim_request_t *req, int64_t now_m
     sl_sim_response_t *resp = response_new();
     if (resp == NULL)
         return SL_ENOMEM;
+    uint64_t n = atomic_fetch_add(&sim->request_seq, 1);
+    snprintf(resp->request_id, sizeof resp->request_id, "req_%016llx%016llx",
+             (unsigned long long)mix64(sim->salt ^ (n * 2 + 1)),
+             (unsigned long long)mix64(~sim->salt ^ (n * 2)));
     sl_sim_request_t r = *req;
     if (r.method == NULL)
         r.method = "";
@@ -1368,49 +2265,58 @@ sl_err_t sl_sim_handle(sl_sim_t *sim, const sl_sim_request_t *req, int64_t now_m
 
     if (strcmp(r.path, "/healthz") == 0) {
         if (is_get(r.method)) {
-            common_headers(sim, resp, "text/plain; charset=utf-8");
+            common_headers(resp, "text/plain; charset=utf-8");
             resp->status = 200;
             set_body(resp, "ok");
         } else {
-            method_not_allowed(sim, resp, "GET", r.method, path);
+            method_not_allowed(resp, "GET", r.method, path);
         }
     } else if (strcmp(r.path, "/stats") == 0) {
         if (!is_get(r.method)) {
-            method_not_allowed(sim, resp, "GET", r.method, path);
+            method_not_allowed(resp, "GET", r.method, path);
         } else if (stats_body(sim, resp, now_ms) != SL_OK) {
             sl_sim_response_free(resp);
             return SL_ENOMEM;
         }
     } else if (strcmp(r.path, "/stats/reset") == 0) {
         if (strcmp(r.method, "POST") != 0) {
-            method_not_allowed(sim, resp, "POST", r.method, path);
+            method_not_allowed(resp, "POST", r.method, path);
         } else {
             pthread_mutex_lock(&sim->lock);
-            for (size_t i = 0; i < sim->cfg->n_deps; i++)
-                counters_reset(&sim->deps[i].count);
-            sim->stats_epoch++;
+            stats_reset(sim);
             pthread_mutex_unlock(&sim->lock);
-            common_headers(sim, resp, "application/json");
+            common_headers(resp, "application/json");
             resp->status = 200;
             set_body(resp, "{\"reset\":true}");
         }
     } else {
-        deployment_t *dep = route_chat(sim, r.path);
-        if (dep != NULL) {
-            handle_chat(sim, dep, &r, now_ms, resp);
+        route_t route = route_path(sim, r.path);
+        if (route.dep != NULL) {
+            resp->api = (int)route.dep->cfg->api;
+            common_headers(resp, "application/json");
+            if (!route.endpoint) {
+                not_found(resp, &route, &r);
+            } else if (handle_endpoint(sim, &route, &r, now_ms, resp) != SL_OK) {
+                sl_sim_response_free(resp);
+                return SL_ENOMEM;
+            } else {
+                note_arrival(sim, route.dep, &r, resp, now_ms);
+            }
         } else {
             char msg[256];
             char method[32];
             snprintf(method, sizeof method, "%s", r.method);
             snprintf(msg, sizeof msg, "Invalid URL (%s %s): no such deployment or endpoint.",
                      method, path);
-            common_headers(sim, resp, "application/json");
+            common_headers(resp, "application/json");
             error_body(resp, 404, "invalid_request_error", NULL, NULL, msg);
         }
     }
     if (!resp->in_flight_on)
         resp->delay_ms = 0;
-    if (sl_sim_response_header_get(resp, "openai-processing-ms") == NULL)
+    bool openai_like =
+        resp->api < 0 || resp->api == SL_SIM_API_OPENAI || resp->api == SL_SIM_API_AZURE;
+    if (openai_like && sl_sim_response_header_get(resp, "openai-processing-ms") == NULL)
         add_header(resp, "openai-processing-ms", "0");
     *out = resp;
     return SL_OK;
@@ -1434,6 +2340,24 @@ void sl_sim_finish(sl_sim_t *sim, sl_sim_response_t *resp)
     resp->in_flight_on = NULL;
 }
 
+void sl_sim_chunk_sent(sl_sim_t *sim, sl_sim_response_t *resp, size_t i, int64_t now_ms)
+{
+    if (resp == NULL || resp->stream_serial == 0)
+        return;
+    pthread_mutex_lock(&sim->lock);
+    int64_t unix_ms = unix_ms_of(sim, now_ms);
+    stream_entry_t *e = &sim->streams[(resp->stream_serial - 1) % STREAM_RING_CAP];
+    if (e->serial == resp->stream_serial) {
+        if ((int64_t)i + 1 > e->chunks)
+            e->chunks = (int64_t)i + 1;
+        if (i == 0 && e->first_chunk_ms < 0)
+            e->first_chunk_ms = unix_ms;
+    }
+    if (i == 0)
+        resp->stream_dep->count.last_first_chunk_ms = unix_ms;
+    pthread_mutex_unlock(&sim->lock);
+}
+
 /* ---- Response accessors ----------------------------------------------------------------- */
 
 int sl_sim_response_status(const sl_sim_response_t *resp)
@@ -1451,6 +2375,26 @@ const char *sl_sim_response_body(const sl_sim_response_t *resp, size_t *len)
 int64_t sl_sim_response_delay_ms(const sl_sim_response_t *resp)
 {
     return resp->delay_ms;
+}
+
+size_t sl_sim_response_chunk_count(const sl_sim_response_t *resp)
+{
+    return resp->n_events;
+}
+
+const char *sl_sim_response_chunk(const sl_sim_response_t *resp, size_t i, size_t *len,
+                                  int64_t *at_ms)
+{
+    if (len != NULL)
+        *len = resp->events[i].len;
+    if (at_ms != NULL)
+        *at_ms = resp->event_at_ms[i];
+    return resp->events[i].text;
+}
+
+int sl_sim_response_dropped(const sl_sim_response_t *resp)
+{
+    return resp->dropped;
 }
 
 size_t sl_sim_response_header_count(const sl_sim_response_t *resp)
@@ -1477,8 +2421,15 @@ void sl_sim_response_free(sl_sim_response_t *resp)
 {
     if (resp == NULL)
         return;
+    free(resp->events);
+    free(resp->event_at_ms);
     free(resp->body);
     free(resp);
+}
+
+int64_t sl_sim_prompt_estimate(const char *body, size_t len)
+{
+    return sl_sim_wire_openai_estimate(body, len);
 }
 
 /* ---- Helpers ---------------------------------------------------------------------------- */

@@ -1,18 +1,23 @@
-/* sim.h - sluice-sim's core: an OpenAI-compatible provider simulator without the network.
+/* sim.h - sluice-sim's core: a provider simulator (OpenAI, Azure OpenAI, Anthropic, Gemini)
+ * without the network.
  *
  * The idea to hold first: sl_sim_handle() turns one fully received HTTP request into one
  * response, deciding admission at the caller's `now_ms` the moment the body is complete, exactly
- * as OpenAI charges at receipt. A 200 comes back with a delay (time to first token plus time per
- * generated token) that the HTTP layer waits out without blocking anything; every 429 and error
- * is immediate. Nothing here touches a socket or a clock, so tests drive it with explicit times.
+ * as the providers charge at receipt. A 200 comes back with a delay (time to first token plus
+ * time per generated token) that the HTTP layer waits out without blocking anything, or, for a
+ * streamed request, as a list of events each with its own due time; every 429 and error is
+ * immediate. Nothing here touches a socket or a clock, so tests drive it with explicit times.
  *
  * Per deployment it enforces RPM and TPM with continuous token buckets (limiter.h), charges
  * tokens the way OpenAI documents (max of max_tokens and a character-based prompt estimate, or
- * their sum), answers with OpenAI's bodies and x-ratelimit-* headers, replays responses for a
- * repeated Idempotency-Key without charging again, and counts everything for GET /stats.
- * Optionally it also enforces Anthropic-style limits: input tokens per minute (ITPM, cache reads
- * excluded), output tokens per minute (OTPM) and a daily request quota (RPD), simulates cache
- * reads, and sends anthropic-ratelimit-* headers instead of OpenAI's.
+ * their sum), replays responses for a repeated Idempotency-Key without charging again, and
+ * counts everything for GET /stats. Optionally it also enforces Anthropic-style limits: input
+ * tokens per minute (ITPM, cache reads excluded), output tokens per minute (OTPM) and a daily
+ * request quota (RPD), and simulates cache reads. Each deployment speaks one provider API
+ * (wire.h: its URL, credential header, request and response bodies, errors, headers and
+ * streams), and may inject faults: random 429s with or without Retry-After, unavailable
+ * windows, overloads, slow answers, dropped connections and cut streams, a spend cap. The
+ * fault draws follow a seeded sequence, so a run is reproducible.
  *
  * Thread-safety: an sl_sim_t may be used from several threads at once (one internal mutex).
  * A config is immutable once passed to sl_sim_new.
@@ -72,16 +77,22 @@ typedef struct {
     const char *path;   /* URL path without query string, e.g. "/sim-a/v1/chat/completions" */
     const char *authorization;   /* the Authorization header, or NULL */
     const char *idempotency_key; /* the Idempotency-Key header, or NULL */
-    const char *body;            /* body bytes (need not be NUL-terminated), or NULL */
+    /* Any other headers (api-key, x-api-key, anthropic-version, x-goog-api-key, ...): name,
+     * value, name, value, ..., NULL; names are matched case-insensitively. NULL = none. The
+     * two fields above take precedence over a header of the same name here. */
+    const char *const *headers;
+    /* Query arguments the same way (a NULL value is an argument without one), or NULL. */
+    const char *const *query;
+    const char *body; /* body bytes (need not be NUL-terminated), or NULL */
     size_t body_len;
     int body_too_large; /* nonzero: the HTTP layer dropped a body over SL_SIM_MAX_BODY_BYTES */
 } sl_sim_request_t;
 
 /* Decides req at now_ms (milliseconds since the simulator's origin, monotonic) and builds the
- * response: status, OpenAI body and headers, and how long to hold it before sending. Admission
- * and all counters are settled here, never later. A 200 from a chat completion counts as in
- * flight until sl_sim_finish. Returns SL_ENOMEM (nothing charged or counted) or SL_OK with *out
- * set; the caller frees *out with sl_sim_response_free. */
+ * response: status, body (or stream events) and headers in the deployment's API format, and how
+ * long to hold it before sending. Admission and all counters are settled here, never later. A
+ * 200 from a completion counts as in flight until sl_sim_finish. Returns SL_ENOMEM (nothing
+ * charged or counted) or SL_OK with *out set; the caller frees *out with sl_sim_response_free. */
 sl_err_t sl_sim_handle(sl_sim_t *sim, const sl_sim_request_t *req, int64_t now_ms,
                        sl_sim_response_t **out);
 
@@ -98,8 +109,26 @@ int sl_sim_response_status(const sl_sim_response_t *resp);
 /* The body (NUL-terminated; *len, when len is not NULL, gets its length). Owned by resp. */
 const char *sl_sim_response_body(const sl_sim_response_t *resp, size_t *len);
 
-/* Milliseconds to wait after the decision before sending (0 = send now). */
+/* Milliseconds to wait after the decision before sending (0 = send now). Always 0 for a stream:
+ * its status and headers go at once, and each event carries its own time. */
 int64_t sl_sim_response_delay_ms(const sl_sim_response_t *resp);
+
+/* The number of stream events to send; 0 = not a stream (send the body). */
+size_t sl_sim_response_chunk_count(const sl_sim_response_t *resp);
+
+/* Stream event i (< chunk count): its bytes (owned by resp; *len gets their length) and in
+ * *at_ms when to send it, in milliseconds after the decision. Either pointer may be NULL. */
+const char *sl_sim_response_chunk(const sl_sim_response_t *resp, size_t i, size_t *len,
+                                  int64_t *at_ms);
+
+/* Nonzero: a fault says the connection is to be closed without completing the answer: for a
+ * body, when its delay has passed, instead of sending it; for a stream, right after its last
+ * event (a cut stream has fewer events than a whole one, and never its final one). */
+int sl_sim_response_dropped(const sl_sim_response_t *resp);
+
+/* Records that stream event i of resp was handed to the network at now_ms (the first one's time
+ * goes to GET /stats' recent_streams and last_first_chunk_ms). A no-op for a non-stream. */
+void sl_sim_chunk_sent(sl_sim_t *sim, sl_sim_response_t *resp, size_t i, int64_t now_ms);
 
 size_t sl_sim_response_header_count(const sl_sim_response_t *resp);
 
