@@ -242,12 +242,6 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
                     "route_not_allowed", why);
         goto out;
     }
-    json_t *body = json_object_get(req, "request");
-    if (json_is_true(json_object_get(body, "stream"))) {
-        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, "invalid_request",
-                    "streaming_unsupported", "stream: true is not supported yet");
-        goto out;
-    }
     const json_t *cls_j = json_object_get(req, "class");
     const char *cls_name = json_is_string(cls_j) ? json_string_value(cls_j) : "standard";
     int cls = sl_class_parse(cls_name);
@@ -256,6 +250,7 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
      * every reservation has a ceiling the provider respects. */
     const sl_route_cfg_t *r = &cfg->routes[route];
     int64_t max_tokens = 0;
+    json_t *body = json_object_get(req, "request");
     const json_t *mt = json_object_get(body, "max_tokens");
     const json_t *mct = json_object_get(body, "max_completion_tokens");
     if (json_is_integer(mt)) {

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "util.h"
 
+enum { PROBE_WAIT_MS = 2000, PROBE_POLL_MS = 20 };
 enum { MAX_CHARGES = 16, MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100,
        DEADLINE_SCAN_EVERY_MS = 500, BUCKET_SAVE_EVERY_MS = 1000, STATE_TEXT_MAX = 8192 };
 
@@ -127,6 +128,11 @@ typedef struct {
     int64_t paused_until_ms;
     double ttft_ms;  /* rolling time to first token (latency strategy); 0 = none seen yet */
     int fail_streak; /* overloaded / server errors in a row, for its backoff */
+    /* Half-open after a pause: when the pause ends, one call goes first (a probe) and the
+     * rest wait for its answer (at most PROBE_WAIT_MS), so a deployment that is still
+     * refusing is not met by every waiting job at once. */
+    int probing;
+    int64_t probe_sent_ms; /* 0 = the probe has not gone yet */
 } dep_t;
 
 typedef struct {
@@ -1195,7 +1201,9 @@ static void outcome_init(outcome_t *o, const char *status)
     o->retry_after_ms = -1;
 }
 
-/* Writes the job's terminal state and result (outbox) and drops it from memory. */
+/* Writes the job's terminal state and result (outbox) and drops it from memory. The result's
+ * "attempts" counts calls that reached a dispatcher's HTTP client: a lease the dispatcher
+ * refused without calling (not_sent) is not an attempt. */
 static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_ms)
 {
     json_t *meta = NULL;
@@ -1215,7 +1223,7 @@ static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_
                                                   .name,
                             "class",
                             sl_class_name((sl_class_t)j->cls), "status", o->status, "attempts",
-                            j->attempts, "fallback_used", j->route != j->home_route,
+                            j->attempts - j->not_sent, "fallback_used", j->route != j->home_route,
                             "finished_ms",
                             (json_int_t)now_ms);
     if (res == NULL) {
@@ -1266,7 +1274,7 @@ static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_
     else
         s->st.failed++;
     if (s->obs.finished != NULL)
-        s->obs.finished(s->obs_arg, j->cls, o->status, j->attempts);
+        s->obs.finished(s->obs_arg, j->cls, o->status, j->attempts - j->not_sent);
     unplace(s, j);
     if (sl_hmap_get(s->jobs, j->id) == j)
         sl_hmap_del(s->jobs, j->id);
@@ -2118,6 +2126,13 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 paused++;
                 continue;
             }
+            if (s->deps[d].probing && s->deps[d].probe_sent_ms > 0 &&
+                now_ms - s->deps[d].probe_sent_ms < PROBE_WAIT_MS) {
+                /* Its probe is out: wait for the answer (usage events unblock the route). */
+                min_wait = PROBE_POLL_MS < min_wait ? PROBE_POLL_MS : min_wait;
+                paused++;
+                continue;
+            }
             held_t h;
             build_charges(s, j, d, &h);
             for (int k = 0; k < h.n; k++)
@@ -2135,6 +2150,8 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 rc = lease(s, j, d, now_ms);
                 if (rc != SL_OK)
                     return rc;
+                if (s->deps[d].probing)
+                    s->deps[d].probe_sent_ms = now_ms;
                 decay_recent(s, route, now_ms);
                 route->recent[j->cls] += (double)(h.est_input + h.est_output);
                 leased = 1;
@@ -2387,10 +2404,13 @@ static sl_err_t retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const c
                         "the next safe attempt would miss the job's deadline", now_ms);
     /* The route's retry budget: retries at most max_retry_ratio of its recent first attempts
      * (with a floor of a few, so that a quiet route can still retry), so that a storm of
-     * failures cannot multiply the traffic. A not_sent lease was never a call: free. */
+     * provider failures cannot multiply the traffic. Only what a provider answered counts: a
+     * lease that was never sent, or that expired because one of sluice's own processes died,
+     * is not the provider's storm (e2e_crash: a dispatcher killed with 400 leases out). */
     route_t *rt = &s->routes[j->route];
     decay_retries(s, rt, now_ms);
-    if (strcmp(reason, "not_sent") != 0) {
+    if (strcmp(reason, "provider_rate_limited") == 0 ||
+        strcmp(reason, "provider_unavailable") == 0) {
         double allowed = s->cfg->routes[j->route].max_retry_ratio *
                          (rt->recent_first > 10 ? rt->recent_first : 10);
         if (rt->recent_retries >= allowed) {
@@ -2513,6 +2533,14 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
                                        : ttft;
         s->deps[dep].fail_streak = 0;
     }
+    if (dep >= 0 && s->deps[dep].probing && s->deps[dep].probe_sent_ms > 0 &&
+        j->dispatched_ms >= s->deps[dep].probe_sent_ms &&
+        (ok || strcmp(outcome, "client_error") == 0)) {
+        /* The probe (or a call sent after it) was answered: open again. Answers to calls sent
+         * before the pause say nothing about now. */
+        s->deps[dep].probing = 0;
+        s->deps[dep].probe_sent_ms = 0;
+    }
     if (ok) {
         outcome_t o;
         outcome_init(&o, "succeeded");
@@ -2530,6 +2558,10 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         pause += (int64_t)randombytes_uniform((uint32_t)(pause / 10 + 1));
         if (dep >= 0 && s->deps[dep].paused_until_ms < now_ms + pause)
             s->deps[dep].paused_until_ms = now_ms + pause;
+        if (dep >= 0) {
+            s->deps[dep].probing = 1;
+            s->deps[dep].probe_sent_ms = 0;
+        }
         sl_warn("deployment %s answered 429; paused %lld ms", dep_name, (long long)pause);
         rc = retry_or_fail(s, j, 0, "provider_rate_limited", message, now_ms);
     } else if (strcmp(outcome, "quota_exhausted") == 0) {
@@ -2567,6 +2599,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
             dp->fail_streak++;
             if (dp->paused_until_ms < now_ms + pause)
                 dp->paused_until_ms = now_ms + pause;
+            dp->probing = 1;
+            dp->probe_sent_ms = 0;
         }
         rc = retry_or_fail(s, j, delay, "provider_unavailable", message, now_ms);
     }

@@ -453,6 +453,20 @@ START_TEST(request_without_idempotency_key_gets_a_fresh_one)
 }
 END_TEST
 
+/* Streamed requests go through: the job keeps stream and stream_options in its request. */
+START_TEST(stream_true_is_accepted)
+{
+    sl_ingest_out_t out;
+    json_t *job = expect_job("{'api_key':'" ACME_KEY "','route':'chat-small','request':"
+                             "{'messages':[{'role':'user','content':'hi'}],'stream':true,"
+                             "'stream_options':{'include_usage':true}}}",
+                             &out);
+    ck_assert(json_is_true(json_object_get(json_object_get(job, "request"), "stream")));
+    json_decref(job);
+    sl_ingest_out_clear(&out);
+}
+END_TEST
+
 START_TEST(stream_false_is_accepted)
 {
     sl_ingest_out_t out;
@@ -686,17 +700,7 @@ START_TEST(request_beyond_the_tenant_budget_is_rejected)
 }
 END_TEST
 
-START_TEST(streaming_is_rejected)
-{
-    sl_ingest_out_t out;
-    json_t *res = expect_reject("{'idempotency_key':'s-1','api_key':'" ACME_KEY "','route':"
-                                "'chat-small','request':{'messages':[{'role':'user','content':"
-                                "'hi'}],'stream':true,'stream_options':{'include_usage':true}}}",
-                                "streaming_unsupported", "invalid_request", "s-1", &out);
-    json_decref(res);
-    sl_ingest_out_clear(&out);
-}
-END_TEST
+
 
 START_TEST(rejection_without_a_source_has_none)
 {
@@ -924,6 +928,7 @@ static Suite *ingest_suite(void)
     tcase_add_test(jobs, job_id_is_stable_for_a_long_non_ascii_idempotency_key);
     tcase_add_test(jobs, request_without_idempotency_key_gets_a_fresh_one);
     tcase_add_test(jobs, stream_false_is_accepted);
+    tcase_add_test(jobs, stream_true_is_accepted);
     tcase_add_test(jobs, every_example_job_yields_exactly_one_valid_output);
     suite_add_tcase(s, jobs);
 
@@ -939,7 +944,6 @@ static Suite *ingest_suite(void)
     tcase_add_test(rej, request_beyond_every_deployment_limit_is_rejected);
     tcase_add_test(rej, prompt_beyond_every_tpm_limit_is_rejected);
     tcase_add_test(rej, request_beyond_the_tenant_budget_is_rejected);
-    tcase_add_test(rej, streaming_is_rejected);
     tcase_add_test(rej, rejection_without_a_source_has_none);
     tcase_add_test(rej, rejection_is_finished_at_the_time_of_processing);
     tcase_add_test(rej, rejections_of_unidentified_messages_get_distinct_ids);

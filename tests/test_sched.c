@@ -2093,7 +2093,7 @@ START_TEST(waterfall_overflows_and_comes_back)
     env_init(&e, &o, T0);
     route_extra = "";
     for (int i = 0; i < 3; i++) {
-        char id[16];
+        char id[32];
         snprintf(id, sizeof id, "job-%d", i);
         feed_job(&e, id, "acme", T0);
     }
@@ -2246,7 +2246,7 @@ START_TEST(retry_budget_caps_a_storm)
     env_init(&e, &o, T0);
     route_extra = "";
     for (int i = 0; i < 40; i++) {
-        char id[16];
+        char id[32];
         snprintf(id, sizeof id, "job-%02d", i);
         feed_job(&e, id, "acme", T0);
     }
@@ -2322,7 +2322,7 @@ START_TEST(stream_reserves_max_tokens)
     env_init(&e, &o, T0);
     /* teach the route that outputs are short: 40 answers of 20 tokens */
     for (int i = 0; i < 40; i++) {
-        char id[16];
+        char id[32];
         snprintf(id, sizeof id, "warm-%02d", i);
         feed_job(&e, id, "acme", T0);
     }
@@ -2348,6 +2348,72 @@ START_TEST(stream_reserves_max_tokens)
                                   " j.job_id = r.job_id WHERE j.idempotency_key = '%s'",
                               "idem-job-plain"),
                      "100");
+    env_done(&e);
+}
+END_TEST
+
+/* Regression (e2e_crash): leases that expire because a dispatcher died are not a provider's
+ * storm, so they are retried even with no retry budget at all. */
+START_TEST(expired_leases_do_not_spend_the_retry_budget)
+{
+    route_extra = "'max_retry_ratio': 0,";
+    env_t e;
+    opts_t o = {"'dep-big'", 0, 1000, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    route_extra = "";
+    for (int i = 0; i < 20; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "job-%02d", i);
+        feed_job(&e, id, "acme", T0);
+    }
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 20);
+    batch_free(&b);
+    b = step(&e, T0 + 1001);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_RESULT), 0);
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.lease_expired, 20);
+    ck_assert_int_eq(st.retried, 20);
+    ck_assert_int_eq(st.failed, 0);
+    env_done(&e);
+}
+END_TEST
+
+/* After a pause, one call goes first (a probe); the rest wait for its answer. */
+START_TEST(paused_deployment_reopens_with_one_probe)
+{
+    env_t e;
+    opts_t o = {"'dep-big'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-0", "acme", T0);
+    batch_t b = step(&e, T0);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-0"), T0);
+    batch_free(&b);
+    for (int i = 1; i <= 5; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "job-%d", i);
+        feed_job(&e, id, "acme", T0 + 5);
+    }
+    usagespec_t u429 = {"rate_limited", 429, -1, 0, 1000, 0, NULL};
+    feed_usage(&e, l.job, l.attempt, l.res, l.dep, &u429, T0 + 10);
+    b = step(&e, T0 + 10);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0);
+    batch_free(&b);
+    /* the pause (1000 ms + up to 10 %) is over: one probe */
+    b = step(&e, T0 + 1200);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 1);
+    lease_t probe = lease_of(b.doc[0], T0 + 1200);
+    batch_free(&b);
+    b = step(&e, T0 + 1300);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0);
+    batch_free(&b);
+    /* it answered: open again, everything goes */
+    feed_usage(&e, probe.job, probe.attempt, probe.res, probe.dep, &OK_USAGE, T0 + 1350);
+    b = step(&e, T0 + 1350);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 5);
+    batch_free(&b);
     env_done(&e);
 }
 END_TEST
@@ -2403,6 +2469,8 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, retry_budget_caps_a_storm);
     tcase_add_test(tc, overloaded_deployment_is_paused);
     tcase_add_test(tc, stream_reserves_max_tokens);
+    tcase_add_test(tc, expired_leases_do_not_spend_the_retry_budget);
+    tcase_add_test(tc, paused_deployment_reopens_with_one_probe);
     suite_add_tcase(s, tc);
     return s;
 }
