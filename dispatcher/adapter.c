@@ -311,3 +311,19 @@ int sl_data_url(const char *url, char **mime, char **data)
     }
     return 1;
 }
+
+void sl_add_turn(json_t *turns, const char *role, const char *key, json_t *items)
+{
+    if (json_array_size(items) == 0) {
+        json_decref(items);
+        return;
+    }
+    json_t *last = json_array_get(turns, json_array_size(turns) - 1);
+    const char *last_role = json_string_value(json_object_get(last, "role"));
+    if (last_role != NULL && strcmp(last_role, role) == 0) {
+        json_array_extend(json_object_get(last, key), items);
+        json_decref(items);
+        return;
+    }
+    json_array_append_new(turns, json_pack("{s:s, s:o}", "role", role, key, items));
+}

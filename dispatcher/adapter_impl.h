@@ -47,6 +47,11 @@ sl_err_t sl_adapter_add_header(sl_adapter_request_t *req, const char *line);
 /* Serialises body into req->body (compact). SL_ENOMEM when it cannot. */
 sl_err_t sl_adapter_set_body(sl_adapter_request_t *req, const json_t *body);
 
+/* Appends items (stolen) as a turn {"role": role, key: items} to turns, merged into the last
+ * turn when it has the same role (Anthropic's content blocks, Gemini's parts: both APIs want
+ * alternating roles). Empty item lists add nothing. */
+void sl_add_turn(json_t *turns, const char *role, const char *key, json_t *items);
+
 /* The text of an OpenAI message content: a string, or the "text" of every text part joined;
  * NULL content gives "". Caller frees. NULL when out of memory. */
 char *sl_content_text(const json_t *content);

@@ -16,24 +16,6 @@
 /* When neither the request nor the deployment says (the API requires max_tokens). */
 #define ANTHROPIC_DEFAULT_MAX_TOKENS 4096
 
-/* Appends blocks (stolen) as a turn of role, merged into the last turn when it has the same
- * role. Empty block lists add nothing. */
-static void add_turn(json_t *messages, const char *role, json_t *blocks)
-{
-    if (json_array_size(blocks) == 0) {
-        json_decref(blocks);
-        return;
-    }
-    json_t *last = json_array_get(messages, json_array_size(messages) - 1);
-    const char *last_role = json_string_value(json_object_get(last, "role"));
-    if (last_role != NULL && strcmp(last_role, role) == 0) {
-        json_array_extend(json_object_get(last, "content"), blocks);
-        json_decref(blocks);
-        return;
-    }
-    json_array_append_new(messages, json_pack("{s:s, s:o}", "role", role, "content", blocks));
-}
-
 /* The content blocks of an OpenAI content (string, parts or null) into blocks. */
 static sl_err_t content_blocks(const json_t *content, json_t *blocks, char *err, size_t errlen)
 {
@@ -143,7 +125,7 @@ static sl_err_t translate_messages(const json_t *chat, json_t *body, char *err, 
                 json_decref(blocks);
                 break;
             }
-            add_turn(messages, role, blocks);
+            sl_add_turn(messages, role, "content", blocks);
         } else if (strcmp(role, "tool") == 0) {
             const char *id = json_string_value(json_object_get(m, "tool_call_id"));
             if (id == NULL) {
@@ -160,7 +142,7 @@ static sl_err_t translate_messages(const json_t *chat, json_t *body, char *err, 
             if (text[0] != '\0')
                 json_object_set_new(block, "content", json_string(text));
             free(text);
-            add_turn(messages, "user", json_pack("[o]", block));
+            sl_add_turn(messages, "user", "content", json_pack("[o]", block));
         } else {
             snprintf(err, errlen, "message %zu: role \"%s\" is not supported", i, role);
             rc = SL_EINVAL;

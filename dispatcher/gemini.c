@@ -92,23 +92,6 @@ static json_t *gemini_schema(const json_t *s, int depth)
     return out;
 }
 
-/* Appends parts (stolen) as a turn of role, merged into the last turn of the same role. */
-static void add_turn(json_t *contents, const char *role, json_t *parts)
-{
-    if (json_array_size(parts) == 0) {
-        json_decref(parts);
-        return;
-    }
-    json_t *last = json_array_get(contents, json_array_size(contents) - 1);
-    const char *last_role = json_string_value(json_object_get(last, "role"));
-    if (last_role != NULL && strcmp(last_role, role) == 0) {
-        json_array_extend(json_object_get(last, "parts"), parts);
-        json_decref(parts);
-        return;
-    }
-    json_array_append_new(contents, json_pack("{s:s, s:o}", "role", role, "parts", parts));
-}
-
 static sl_err_t content_parts(const json_t *content, json_t *parts, char *err, size_t errlen)
 {
     if (json_is_string(content)) {
@@ -172,7 +155,7 @@ static sl_err_t translate_contents(const json_t *chat, json_t *body, char *err, 
         } else if (strcmp(role, "user") == 0) {
             json_t *parts = json_array();
             rc = content_parts(content, parts, err, errlen);
-            add_turn(contents, "user", parts);
+            sl_add_turn(contents, "user", "parts", parts);
         } else if (strcmp(role, "assistant") == 0) {
             json_t *parts = json_array();
             rc = content_parts(content, parts, err, errlen);
@@ -202,7 +185,7 @@ static sl_err_t translate_contents(const json_t *chat, json_t *body, char *err, 
                 json_array_append_new(parts, json_pack("{s:{s:s, s:o}}", "functionCall", "name",
                                                        name, "args", input));
             }
-            add_turn(contents, "model", parts);
+            sl_add_turn(contents, "model", "parts", parts);
         } else if (strcmp(role, "tool") == 0) {
             const char *id = json_string_value(json_object_get(m, "tool_call_id"));
             const char *name = json_string_value(json_object_get(m, "name"));
@@ -229,7 +212,7 @@ static sl_err_t translate_contents(const json_t *chat, json_t *body, char *err, 
                 result = json_pack("{s:s}", "content", text);
             }
             free(text);
-            add_turn(contents, "user",
+            sl_add_turn(contents, "user", "parts",
                      json_pack("[{s:{s:s, s:o}}]", "functionResponse", "name", name, "response",
                                result));
         } else {

@@ -312,15 +312,35 @@ static long long query_count(const sl_admin_req_t *req, const char *name, long l
     return n < 0 ? -1 : n > max ? max : n;
 }
 
+/* The page asked for: ?offset=N&limit=M (defaults 0 and LIST_DEFAULT_LIMIT); 0 (answered 400)
+ * when malformed. */
+static int paging(ctx_t *c, const sl_admin_req_t *req, long long *offset, long long *limit)
+{
+    *offset = query_count(req, "offset", 0, INT32_MAX);
+    *limit = query_count(req, "limit", LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT);
+    if (*offset < 0 || *limit < 0) {
+        fail(c, 400, "bad_request", "offset and limit must be non-negative integers");
+        return 0;
+    }
+    return 1;
+}
+
+/* Answers {name: items (taken), "total", "next_offset": the next page's offset or null}. */
+static void answer_page(ctx_t *c, const char *name, json_t *items, long long total,
+                        long long offset, long long limit)
+{
+    json_t *doc = json_pack("{s:o, s:I}", name, items, "total", (json_int_t)total);
+    json_object_set_new(doc, "next_offset",
+                        offset + limit < total ? json_integer(offset + limit) : json_null());
+    answer(c, 200, doc);
+}
+
 static void get_buckets(ctx_t *c, const sl_admin_req_t *req)
 {
     const char *prefix = json_string_value(json_object_get(req->query, "prefix"));
-    long long offset = query_count(req, "offset", 0, INT32_MAX);
-    long long limit = query_count(req, "limit", LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT);
-    if (offset < 0 || limit < 0) {
-        fail(c, 400, "bad_request", "offset and limit must be non-negative integers");
+    long long offset, limit;
+    if (!paging(c, req, &offset, &limit))
         return;
-    }
     int nb = sl_sched_bucket_count(c->s);
     uint8_t *vis = NULL;
     if (!is_admin(c)) {
@@ -346,21 +366,14 @@ static void get_buckets(ctx_t *c, const sl_admin_req_t *req)
         total++;
     }
     free(vis);
-    json_t *doc = json_pack("{s:o, s:I}", "buckets", arr, "total", (json_int_t)total);
-    json_object_set_new(doc, "next_offset", offset + limit < total
-                                                ? json_integer(offset + limit)
-                                                : json_null());
-    answer(c, 200, doc);
+    answer_page(c, "buckets", arr, total, offset, limit);
 }
 
 static void get_tenants(ctx_t *c, const sl_admin_req_t *req)
 {
-    long long offset = query_count(req, "offset", 0, INT32_MAX);
-    long long limit = query_count(req, "limit", LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT);
-    if (offset < 0 || limit < 0) {
-        fail(c, 400, "bad_request", "offset and limit must be non-negative integers");
+    long long offset, limit;
+    if (!paging(c, req, &offset, &limit))
         return;
-    }
     sl_sched_tenant_info_t *ti = tenants_info(c);
     if (ti == NULL) {
         fail(c, 500, "internal", "out of memory");
@@ -376,11 +389,7 @@ static void get_tenants(ctx_t *c, const sl_admin_req_t *req)
         total++;
     }
     free(ti);
-    json_t *doc = json_pack("{s:o, s:I}", "tenants", arr, "total", (json_int_t)total);
-    json_object_set_new(doc, "next_offset", offset + limit < total
-                                                ? json_integer(offset + limit)
-                                                : json_null());
-    answer(c, 200, doc);
+    answer_page(c, "tenants", arr, total, offset, limit);
 }
 
 static void answer_tenant(ctx_t *c, int t, int buckets)
