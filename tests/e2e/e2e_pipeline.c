@@ -19,8 +19,16 @@
 
 enum { GOOD_JOBS = 2000, MINUTE_MS = 3000, TPM_A = 40000, TPM_B = 20000 };
 
+/* The daemons' metrics URLs: free ports of this run, so that another stack on the machine (a
+ * developer's, or a benchmark's on the default ports) is never scraped by mistake. */
+static char ingest_url[64], sched_url[64], disp_url[64];
+
 static const char *write_configs(int sim_port, char **sim_cfg, char **db)
 {
+    int pi = h_free_port(), ps = h_free_port(), pd = h_free_port();
+    snprintf(ingest_url, sizeof ingest_url, "http://127.0.0.1:%d/metrics", pi);
+    snprintf(sched_url, sizeof sched_url, "http://127.0.0.1:%d/metrics", ps);
+    snprintf(disp_url, sizeof disp_url, "http://127.0.0.1:%d/metrics", pd);
     const char *dir = h_tmpdir();
     char h1[65], h2[65], h3[65];
     h_key_hash_hex("sk-e2e-tenant-one", h1);
@@ -45,8 +53,11 @@ static const char *write_configs(int sim_port, char **sim_cfg, char **db)
     snprintf(cfg, sizeof cfg,
              "{\"minute_ms\": %d,"
              " \"kafka\": {\"bootstrap_file\": \"%s/bootstrap\"},"
-             " \"ingest\": {\"max_request_bytes\": 65536},"
-             " \"scheduler\": {\"db\": \"%s\", \"lease_ms\": 20000, \"max_attempts\": 5},"
+             " \"ingest\": {\"max_request_bytes\": 65536,"
+             "   \"metrics_listen\": \"127.0.0.1:%d\"},"
+             " \"dispatcher\": {\"metrics_listen\": \"127.0.0.1:%d\"},"
+             " \"scheduler\": {\"db\": \"%s\", \"lease_ms\": 20000, \"max_attempts\": 5,"
+             "   \"metrics_listen\": \"127.0.0.1:%d\", \"admin_listen\": \"\"},"
              " \"signing\": {\"secret_key_file\": \"%s/dispatch.key\","
              "               \"public_key_file\": \"%s/dispatch.pub\"},"
              " \"deployments\": ["
@@ -66,7 +77,7 @@ static const char *write_configs(int sim_port, char **sim_cfg, char **db)
              " \"keys\": [{\"id\": \"k1\", \"tenant\": \"t1\", \"hash\": \"%s\"},"
              "          {\"id\": \"k2\", \"tenant\": \"t2\", \"hash\": \"%s\"},"
              "          {\"id\": \"k3\", \"tenant\": \"t3\", \"hash\": \"%s\"}]}",
-             MINUTE_MS, dir, dbpath, dir, dir, sim_port, keyfile, TPM_A, sim_port, keyfile, TPM_B,
+             MINUTE_MS, dir, pi, pd, dbpath, ps, dir, dir, sim_port, keyfile, TPM_A, sim_port, keyfile, TPM_B,
              h1, h2, h3);
     free(keyfile);
     return strdup(h_write("sluice.json", cfg));
@@ -196,10 +207,8 @@ int main(void)
     /* The daemons export their lag once a second; sampling while the jobs run shows that it
      * rises under load (not asserted: how high depends on timing). */
     watch_t lag_seen[] = {
-        {"http://127.0.0.1:9310/metrics", "sluice_kafka_consumer_lag{topic=\"sluice.requests\"}",
-         -1},
-        {"http://127.0.0.1:9312/metrics", "sluice_kafka_consumer_lag{topic=\"sluice.dispatch\"}",
-         -1},
+        {ingest_url, "sluice_kafka_consumer_lag{topic=\"sluice.requests\"}", -1},
+        {disp_url, "sluice_kafka_consumer_lag{topic=\"sluice.dispatch\"}", -1},
     };
     double next_watch = 0;
     double deadline = sl_mono_ms() + 180000;
@@ -278,14 +287,12 @@ int main(void)
     }
     json_t *s3 = h_http_json(st.stats_url);
     /* Every daemon's /metrics parses for Prometheus and agrees with what was seen. */
-    static const struct {
+    const struct {
         const char *daemon, *url, *expect;
     } scrapes[] = {
-        {"ingest", "http://127.0.0.1:9310/metrics", "sluice_ingest_jobs_total 2000\n"},
-        {"scheduler", "http://127.0.0.1:9311/metrics",
-         "sluice_scheduler_results_total{status=\"succeeded\"} 2000\n"},
-        {"dispatcher", "http://127.0.0.1:9312/metrics",
-         "sluice_dispatcher_calls_total{deployment=\"sim-"},
+        {"ingest", ingest_url, "sluice_ingest_jobs_total 2000\n"},
+        {"scheduler", sched_url, "sluice_scheduler_results_total{status=\"succeeded\"} 2000\n"},
+        {"dispatcher", disp_url, "sluice_dispatcher_calls_total{deployment=\"sim-"},
     };
     usleep(1200 * 1000); /* the scheduler exports once a second, so do the lag gauges */
     char *texts[3] = {NULL, NULL, NULL};
