@@ -260,7 +260,8 @@ const char *sl_provider_name(sl_provider_t p)
 
 const char *sl_strategy_name(sl_strategy_t s)
 {
-    static const char *const names[] = {"spread", "waterfall", "latency", "cheapest"};
+    static const char *const names[] = {"spread", "waterfall", "latency", "cheapest",
+                                        "weighted"};
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
 }
 
@@ -631,7 +632,8 @@ static void load_routes(ctx_t *c, sl_config_t *cfg, json_t *arr)
     static const char *const keys[] = {"name",        "deployments", "default_max_tokens",
                                        "strategy",    "overflow_at", "fallback",
                                        "max_retry_ratio", NULL};
-    static const char *const strategies[] = {"spread", "waterfall", "latency", "cheapest", NULL};
+    static const char *const strategies[] = {"spread",   "waterfall", "latency",
+                                             "cheapest", "weighted",  NULL};
     size_t n = json_array_size(arr);
     cfg->routes = calloc(n + 1, sizeof *cfg->routes);
     if (cfg->routes == NULL) {
@@ -661,8 +663,8 @@ static void load_routes(ctx_t *c, sl_config_t *cfg, json_t *arr)
                 found = k;
         }
         if (found < 0)
-            fail(c, "%s: strategy must be \"spread\", \"waterfall\", \"latency\" or "
-                    "\"cheapest\"",
+            fail(c, "%s: strategy must be \"spread\", \"waterfall\", \"latency\", "
+                    "\"cheapest\" or \"weighted\"",
                  where);
         r->strategy = found < 0 ? SL_STRATEGY_SPREAD : (sl_strategy_t)found;
         r->overflow_at = get_real(c, rj, where, "overflow_at", 0.9, 0.01, 1.0);

@@ -138,12 +138,15 @@ typedef struct {
  *   SPREAD     the one with the most free capacity (share of its tightest provider bucket);
  *   WATERFALL  in the listed order: the first until it is overflow_at used, then the next;
  *   LATENCY    the lowest rolling time to first token;
- *   CHEAPEST   the lowest price for the job's estimated tokens. */
+ *   CHEAPEST   the lowest price for the job's estimated tokens;
+ *   WEIGHTED   a random order, each deployment first in proportion to its limits (its TPM,
+ *              else its RPM). */
 typedef enum {
     SL_STRATEGY_SPREAD = 0,
     SL_STRATEGY_WATERFALL,
     SL_STRATEGY_LATENCY,
-    SL_STRATEGY_CHEAPEST
+    SL_STRATEGY_CHEAPEST,
+    SL_STRATEGY_WEIGHTED
 } sl_strategy_t;
 
 typedef struct {

@@ -2006,6 +2006,15 @@ static void order_candidates(sl_sched_t *s, const sl_route_cfg_t *rc, job_t *j, 
         case SL_STRATEGY_CHEAPEST:
             key[i] = spend_usd(&dc->price, dm.input, 0, dm.output);
             break;
+        case SL_STRATEGY_WEIGHTED: {
+            /* A weighted random order (Efraimidis-Spirakis: the largest u^(1/w) first, i.e.
+             * the smallest -ln(u)/w), so each deployment comes first in proportion to its
+             * limit. */
+            double w = (double)(dc->tpm > 0 ? dc->tpm : dc->rpm > 0 ? dc->rpm : 1);
+            double u = ((double)randombytes_uniform(1000000) + 1.0) / 1000001.0;
+            key[i] = -log(u) / w;
+            break;
+        }
         default: /* spread: the most free capacity first */
             key[i] = -free_fraction(s, d, now_ms);
             break;

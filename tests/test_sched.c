@@ -2418,6 +2418,40 @@ START_TEST(paused_deployment_reopens_with_one_probe)
 }
 END_TEST
 
+/* weighted: each deployment first in proportion to its TPM (2:1 here), whatever is free. */
+START_TEST(weighted_strategy_follows_the_limits)
+{
+    static const char *const two =
+        "{'name': 'dep-x', 'base_url': 'http://127.0.0.1:9/x/v1', 'model': 'x',"
+        " 'limits': {'rpm': 6000000, 'tpm': 600000000}, 'slices_per_minute': 1,"
+        " 'burst_fraction': 1.0},"
+        "{'name': 'dep-y', 'base_url': 'http://127.0.0.1:9/y/v1', 'model': 'y',"
+        " 'limits': {'rpm': 6000000, 'tpm': 300000000}, 'slices_per_minute': 1,"
+        " 'burst_fraction': 1.0}";
+    route_extra = "'strategy': 'weighted',";
+    env_t e;
+    opts_t o = {"'dep-x', 'dep-y'", 0, 0, 0, 0, two, NULL};
+    env_init(&e, &o, T0);
+    route_extra = "";
+    enum { N = 150 };
+    for (int i = 0; i < N; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "job-%03d", i);
+        feed_job(&e, id, "acme", T0);
+    }
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), N);
+    int x = 0;
+    for (int i = 0; i < b.n; i++)
+        x += strcmp(sget(b.doc[i], "deployment"), "dep-x") == 0;
+    batch_free(&b);
+    /* 2/3 of 150 = 100, standard deviation 5.8: within 3.4 of them */
+    ck_assert_int_ge(x, 80);
+    ck_assert_int_le(x, 120);
+    env_done(&e);
+}
+END_TEST
+
 static Suite *sched_suite(void)
 {
     Suite *s = suite_create("sched");
@@ -2471,6 +2505,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, stream_reserves_max_tokens);
     tcase_add_test(tc, expired_leases_do_not_spend_the_retry_budget);
     tcase_add_test(tc, paused_deployment_reopens_with_one_probe);
+    tcase_add_test(tc, weighted_strategy_follows_the_limits);
     suite_add_tcase(s, tc);
     return s;
 }
