@@ -2544,6 +2544,40 @@ START_TEST(early_retries_and_rings_record_retry_afters)
 }
 END_TEST
 
+/* An acceleration limit: at most max(floor, previous window x (1 + growth)) a window. */
+START_TEST(acceleration_limit_caps_growth_per_window)
+{
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'d','rpm':1000000,'faults':"
+                             "{'acceleration':{'window_ms':1000,'growth':0.5,'floor':4}}}]}");
+    int ok[3] = {0, 0, 0};
+    /* 20 requests in each of three windows: 4 pass (the floor), then 6, then 9 */
+    for (int w = 0; w < 3; w++) {
+        for (int i = 0; i < 20; i++) {
+            sl_sim_response_t *resp =
+                chat(sim, "d", "{'messages':[{'role':'user','content':'x'}]}", NULL,
+                     1000 + w * 1000 + i);
+            ok[w] += sl_sim_response_status(resp) == 200;
+            done_with(sim, resp);
+        }
+    }
+    ck_assert_int_eq(ok[0], 4);
+    ck_assert_int_eq(ok[1], 6);
+    ck_assert_int_eq(ok[2], 9);
+    ck_assert_int_eq(stat(sim, "d", "fault_acceleration"), 60 - 19);
+    ck_assert_int_eq(stat(sim, "d", "fault_429"), 0);
+    /* after an idle window it starts again from the floor */
+    int again = 0;
+    for (int i = 0; i < 10; i++) {
+        sl_sim_response_t *resp =
+            chat(sim, "d", "{'messages':[{'role':'user','content':'x'}]}", NULL, 9000 + i);
+        again += sl_sim_response_status(resp) == 200;
+        done_with(sim, resp);
+    }
+    ck_assert_int_eq(again, 4);
+    sl_sim_free(sim);
+}
+END_TEST
+
 START_TEST(fault_and_api_config_keys_are_validated)
 {
     const char *err = config_error("{'deployments':[{'name':'s','api':'bedrock'}]}");
@@ -2947,6 +2981,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, gemini_stream_sends_responses_with_usage_on_the_last);
     tcase_add_test(tc, stream_replay_is_instant_and_stats_record_first_chunks);
     tcase_add_test(tc, fault_shares_hold_over_2000_requests);
+    tcase_add_test(tc, acceleration_limit_caps_growth_per_window);
     tcase_add_test(tc, injected_429s_follow_each_format);
     tcase_add_test(tc, unavailable_windows_refuse_exactly_inside);
     tcase_add_test(tc, cut_streams_stop_before_their_end);

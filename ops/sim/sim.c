@@ -80,6 +80,12 @@ typedef struct {
     double drop_share;         /* of admitted non-streamed requests: connection closed */
     double stream_cut_share;   /* of admitted streams: cut after a few events */
     int64_t spend_limit_after; /* admitted requests before the spend cap is hit; -1 = never */
+    /* Acceleration limit (Anthropic's "sharp increases" 429s): in each window of
+     * accel_window_ms, at most max(accel_floor, admitted in the previous window x
+     * (1 + accel_growth)) requests are admitted; the rest get a 429. 0 = off. */
+    int64_t accel_window_ms;
+    double accel_growth;
+    int64_t accel_floor;
     bool has_seed;
     uint64_t seed;
 } faults_t;
@@ -160,6 +166,7 @@ static const char *const fault_keys[] = {"rate_limit_share",
                                          "drop_share",
                                          "stream_cut_share",
                                          "spend_limit_after",
+                                         "acceleration",
                                          "seed",
                                          NULL};
 static const char *const window_keys[] = {"from_ms", "to_ms", NULL};
@@ -370,6 +377,22 @@ static bool parse_faults(json_t *obj, const char *dep_where, faults_t *f, char *
         !get_int(obj, "spend_limit_after", -1, 0, CONFIG_MS_MAX, where, &spend, err, errlen) ||
         !get_int(obj, "seed", 0, 0, INT64_MAX, where, &seed, err, errlen))
         return false;
+    json_t *accel = json_object_get(obj, "acceleration");
+    if (accel != NULL && !json_is_null(accel)) {
+        static const char *const accel_keys[] = {"window_ms", "growth", "floor", NULL};
+        char awhere[NAME_MAX_LEN + 96];
+        snprintf(awhere, sizeof awhere, "%s.acceleration", where);
+        if (!json_is_object(accel)) {
+            set_err(err, errlen, "%s: must be an object", awhere);
+            return false;
+        }
+        if (!check_keys(accel, accel_keys, awhere, err, errlen) ||
+            !get_int(accel, "window_ms", 1000, 10, 3600000, awhere, &f->accel_window_ms, err,
+                     errlen) ||
+            !get_number(accel, "growth", 0.5, 100.0, awhere, &f->accel_growth, err, errlen) ||
+            !get_int(accel, "floor", 10, 1, INT64_MAX / 4, awhere, &f->accel_floor, err, errlen))
+            return false;
+    }
     /* stream_cut_share defaults to drop_share, which is read just before it. */
     f->spend_limit_after = spend;
     json_t *seed_val = json_object_get(obj, "seed");
@@ -668,6 +691,7 @@ typedef struct {
     int64_t fault_429_retry_after; /* of those, with a Retry-After */
     int64_t fault_503;             /* injected 503/529s: unavailable windows, overloaded_share */
     int64_t fault_spend_limit;     /* refusals past spend_limit_after */
+    int64_t fault_acceleration;    /* 429s for growing faster than the acceleration limit */
     int64_t dropped;               /* connections closed early: drops and cut streams */
     int64_t slow;                  /* answers delayed by slow_ms */
     int64_t early_retries; /* a key came back before the Retry-After it was given had passed */
@@ -765,6 +789,8 @@ typedef struct {
     int64_t in_flight;
     int64_t admitted_total;   /* since start, never reset: for spend_limit_after */
     int64_t first_request_ms; /* of the first validated request (sim time); -1 = none yet */
+    int64_t accel_window_start_ms; /* the acceleration limit's current window */
+    int64_t accel_cur, accel_prev; /* admitted in it, and in the one before */
     uint64_t rng;             /* fault draws (splitmix64 state) */
     retry_entry_t *retries;   /* RING_CAP */
     ring_t retries_ring;
@@ -1587,10 +1613,11 @@ static void refuse_too_large(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t
         add_header(resp, "x-should-retry", "false");
 }
 
-/* An injected 429 (rate_limit_share), with or without a Retry-After of retry_after_ms. Nothing
- * is charged. Caller holds the lock. */
+/* An injected 429 (rate_limit_share, or the acceleration limit: counted in *counter), with or
+ * without a Retry-After of retry_after_ms. Nothing is charged. Caller holds the lock. */
 static void inject_429(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req,
-                       sl_sim_response_t *resp, bool with_retry, int64_t now_ms)
+                       sl_sim_response_t *resp, bool with_retry, int64_t now_ms,
+                       int64_t *counter)
 {
     const dep_config_t *dc = dep->cfg;
     int64_t wait_ms = dc->faults.retry_after_ms;
@@ -1642,9 +1669,10 @@ static void inject_429(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t 
     }
     error_reply(resp, dc->api, &err);
     limit_headers(sim, resp, dep, now_ms);
-    dep->count.fault_429++;
+    (*counter)++;
     if (with_retry) {
-        dep->count.fault_429_retry_after++;
+        if (counter == &dep->count.fault_429)
+            dep->count.fault_429_retry_after++;
         retry_headers(resp, dep, wait_ms);
         note_retry_after(sim, dep, req_header(req, "idempotency-key"), now_ms, wait_ms, true);
     }
@@ -1871,8 +1899,32 @@ static void decide(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req
         return;
     }
     if (u.rate_limit < faults->rate_limit_share) {
-        inject_429(sim, dep, req, resp, u.retry_after < faults->retry_after_share, now_ms);
+        inject_429(sim, dep, req, resp, u.retry_after < faults->retry_after_share, now_ms,
+                   &dep->count.fault_429);
         return;
+    }
+    if (faults->accel_window_ms > 0) {
+        int64_t w = faults->accel_window_ms;
+        int64_t elapsed = now_ms - dep->accel_window_start_ms;
+        if (dep->accel_window_start_ms == 0 || elapsed >= 2 * w) {
+            /* first use, or a whole idle window: start cold */
+            dep->accel_prev = 0;
+            dep->accel_cur = 0;
+            dep->accel_window_start_ms = now_ms;
+        } else if (elapsed >= w) {
+            dep->accel_prev = dep->accel_cur;
+            dep->accel_cur = 0;
+            dep->accel_window_start_ms += w;
+        }
+        double allowed = (double)dep->accel_prev * (1.0 + faults->accel_growth);
+        if (allowed < (double)faults->accel_floor)
+            allowed = (double)faults->accel_floor;
+        if ((double)(dep->accel_cur + 1) > allowed) {
+            inject_429(sim, dep, req, resp, u.retry_after < faults->retry_after_share, now_ms,
+                       &dep->count.fault_acceleration);
+            return;
+        }
+        dep->accel_cur++;
     }
     if (!sl_sim_limiter_admit_all(dep->lim, cost, now_ms, &dim, &wait_ms)) {
         /* Cannot happen: the same request at the same time just passed the dry run. */
@@ -2186,6 +2238,7 @@ static sl_err_t stats_body(sl_sim_t *sim, sl_sim_response_t *resp, int64_t now_m
             {"fault_429_retry_after", c->fault_429_retry_after},
             {"fault_503", c->fault_503},
             {"fault_spend_limit", c->fault_spend_limit},
+            {"fault_acceleration", c->fault_acceleration},
             {"dropped", c->dropped},
             {"slow", c->slow},
             {"early_retries", c->early_retries},
