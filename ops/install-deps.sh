@@ -9,6 +9,7 @@ PKGS=(
   sqlite3 curl kafkacat python3 python3-confluent-kafka
   tzdata  # /usr/share/zoneinfo, read by common/calendar.c
   prometheus  # promtool: the tests check the daemons' /metrics output with it
+  gnuplot-nox  # bench/compare's plots
 )
 missing=()
 for p in "${PKGS[@]}"; do

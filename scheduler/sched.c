@@ -2399,6 +2399,14 @@ static int64_t backoff_ms(int attempts)
     return (int64_t)randombytes_uniform((uint32_t)ceiling + 1);
 }
 
+/* How long a 429 without a Retry-After pauses its deployment: a second of the configured
+ * minute, at least 10 ms. */
+static int64_t no_hint_pause_ms(const sl_sched_t *s)
+{
+    int64_t p = s->cfg->minute_ms / 60;
+    return p > 10 ? p : 10;
+}
+
 /* Puts a leased job back in line (retry), or fails it when its budget or deadline is spent. */
 static sl_err_t retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const char *reason,
                               const char *message, int64_t now_ms)
@@ -2561,9 +2569,11 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         rc = finish(s, j, &o, now_ms);
     } else if (strcmp(outcome, "rate_limited") == 0) {
         /* Retry-After is a lower bound: the deployment pauses at least that long, plus up to
-         * 10 % jitter so paused work does not come back in one synchronised wave. */
+         * 10 % jitter so paused work does not come back in one synchronised wave. Without one,
+         * a second of the configured minute (providers enforce per-minute limits over slices
+         * of about that; a fixed second would be 20 s of a test's 3-second minute). */
         s->st.provider_429++;
-        int64_t pause = retry_after > 0 ? retry_after : 1000;
+        int64_t pause = retry_after > 0 ? retry_after : no_hint_pause_ms(s);
         pause += (int64_t)randombytes_uniform((uint32_t)(pause / 10 + 1));
         if (dep >= 0 && s->deps[dep].paused_until_ms < now_ms + pause)
             s->deps[dep].paused_until_ms = now_ms + pause;
