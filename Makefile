@@ -30,6 +30,7 @@ PROGRAMS := $(BIN)/sluice-devkafka $(BIN)/sluice-sim $(BIN)/sluice-ingest \
 UNIT_TESTS := $(patsubst tests/%.c,$(BIN)/tests/%,$(wildcard tests/test_*.c))
 E2E_DRIVERS := $(patsubst tests/e2e/%.c,$(BIN)/tests/%,$(wildcard tests/e2e/e2e_*.c))
 BENCH := $(patsubst bench/%.c,$(BIN)/bench/%,$(wildcard bench/*.c))
+BENCH_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/lib/*.c))
 
 .PHONY: all deps run test test-unit test-ops test-e2e asan asan-e2e bench clean format
 all: $(PROGRAMS) $(UNIT_TESTS) $(E2E_DRIVERS) $(BENCH)
@@ -59,8 +60,9 @@ $(BIN)/tests/e2e_%: $(BUILD)/tests/e2e/e2e_%.o $(BUILD)/tests/e2e/harness.o $(CO
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bench/%.o: CFLAGS += -Itests/e2e -Ischeduler
-$(BIN)/bench/%: $(BUILD)/bench/%.o $(BUILD)/tests/e2e/harness.o $(MODULE_OBJ)
+# Every bench/*.c is a program; bench/lib holds what they share.
+$(BUILD)/bench/%.o: CFLAGS += -Itests/e2e -Ischeduler -Ibench/lib
+$(BIN)/bench/%: $(BUILD)/bench/%.o $(BENCH_LIB_OBJ) $(BUILD)/tests/e2e/harness.o $(MODULE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "stats.h"
 #include "sign.h"
 #include "util.h"
 
@@ -185,49 +186,6 @@ typedef struct {
 
 /* ---- small helpers ---- */
 
-static uint64_t rng_state;
-
-static double rng_uniform(void)
-{
-    /* splitmix64: deterministic per scenario, so every system gets the same workload. */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return (double)(z >> 11) / 9007199254740992.0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of sorted values; NAN when there are none. */
-static double pct(const double *v, int n, double p)
-{
-    if (n == 0)
-        return NAN;
-    int i = (int)ceil(p * n) - 1;
-    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
-}
-
-static double jain(const double *x, int n)
-{
-    double sum = 0, sq = 0;
-    for (int i = 0; i < n; i++) {
-        sum += x[i];
-        sq += x[i] * x[i];
-    }
-    return sq > 0 ? sum * sum / (n * sq) : NAN;
-}
-
-/* A JSON number, or null for NAN (JSON has no NaN). */
-static json_t *jnum(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
-
 static double jget(json_t *obj, const char *key)
 {
     json_t *v = json_object_get(obj, key);
@@ -301,7 +259,7 @@ static int make_jobs(run_t *run)
             double edge = at < burst0 ? burst0 : at < burst1 ? burst1 : INFINITY;
             if (t->burst_rate <= 0)
                 edge = INFINITY;
-            double next = rate > 0 ? at - log(1.0 - rng_uniform()) / rate : INFINITY;
+            double next = rate > 0 ? at - log(1.0 - b_rng_uniform()) / rate : INFINITY;
             if (next >= edge) {
                 at = edge;
                 continue;
@@ -314,8 +272,8 @@ static int make_jobs(run_t *run)
         }
     }
     for (int i = 0; i < n; i++) {
-        run->jobs[i].prompt_chars = PROMPT_CHARS_MIN + (int)(rng_uniform() * PROMPT_CHARS_SPAN);
-        run->jobs[i].max_tokens = MAX_TOKENS_MIN + (int)(rng_uniform() * MAX_TOKENS_SPAN);
+        run->jobs[i].prompt_chars = PROMPT_CHARS_MIN + (int)(b_rng_uniform() * PROMPT_CHARS_SPAN);
+        run->jobs[i].max_tokens = MAX_TOKENS_MIN + (int)(b_rng_uniform() * MAX_TOKENS_SPAN);
     }
     qsort(run->jobs, (size_t)n, sizeof *run->jobs, cmp_due);
     for (int i = 0; i < n; i++) {
@@ -853,11 +811,11 @@ static int64_t sim_requests(const sample_t *s)
 
 static json_t *pcts(double *v, int n, int extra_key_n, const char *extra_key)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, b_cmp_double);
     json_t *o = json_object();
-    json_object_set_new(o, "p50", jnum(pct(v, n, 0.5)));
-    json_object_set_new(o, "p99", jnum(pct(v, n, 0.99)));
-    json_object_set_new(o, "max", jnum(pct(v, n, 1.0)));
+    json_object_set_new(o, "p50", b_jnum(b_pct(v, n, 0.5)));
+    json_object_set_new(o, "p99", b_jnum(b_pct(v, n, 0.99)));
+    json_object_set_new(o, "max", b_jnum(b_pct(v, n, 1.0)));
     json_object_set_new(o, "n", json_integer(n));
     if (extra_key != NULL)
         json_object_set_new(o, extra_key, json_integer(extra_key_n));
@@ -879,7 +837,7 @@ static json_t *figures(const run_t *run)
     if (slo != NULL && shi != NULL && shi->sim_ms > slo->sim_ms)
         util = (double)(shi->tokens - slo->tokens) / (shi->sim_ms - slo->sim_ms) /
                limit_tokens_per_ms(run);
-    json_object_set_new(fig, "utilisation", jnum(util));
+    json_object_set_new(fig, "utilisation", b_jnum(util));
     if (s0 != NULL && send != NULL) {
         int64_t req = sim_requests(send) - sim_requests(s0);
         int64_t refused = send->refused - s0->refused;
@@ -888,14 +846,14 @@ static json_t *figures(const run_t *run)
                       (json_int_t)(send->admitted - s0->admitted), "limit_429", (json_int_t)refused,
                       "fault_429", (json_int_t)(send->fault_429 - s0->fault_429), "fault_503",
                       (json_int_t)(send->fault_503 - s0->fault_503), "limit_429_share",
-                      jnum(req > 0 ? (double)refused / (double)req : NAN));
+                      b_jnum(req > 0 ? (double)refused / (double)req : NAN));
         if (slo != NULL && shi != NULL) {
             int64_t wreq = sim_requests(shi) - sim_requests(slo);
             json_object_set_new(sim, "limit_429_window",
                                 json_integer((json_int_t)(shi->refused - slo->refused)));
             json_object_set_new(
                 sim, "limit_429_share_window",
-                jnum(wreq > 0 ? (double)(shi->refused - slo->refused) / (double)wreq : NAN));
+                b_jnum(wreq > 0 ? (double)(shi->refused - slo->refused) / (double)wreq : NAN));
         }
         json_object_set_new(fig, "sim", sim);
     }
@@ -937,11 +895,11 @@ static json_t *figures(const run_t *run)
     json_object_set_new(fig, "rejected_or_other", json_integer(other));
     json_object_set_new(fig, "unfinished_at_stop", json_integer(unfinished));
     json_object_set_new(fig, "retries_per_request",
-                        jnum(finished > 0 ? (double)retries / finished : NAN));
+                        b_jnum(finished > 0 ? (double)retries / finished : NAN));
     json_object_set_new(fig, "jobs_per_s", json_real(done_in_window / wsec));
     json_object_set_new(fig, "tokens_per_s", json_real(tokens_in_window / wsec));
     json_object_set_new(fig, "jain",
-                        jnum(jain(tenant_tokens + sc->jain_from, sc->ntenants - sc->jain_from)));
+                        b_jnum(b_jain(tenant_tokens + sc->jain_from, sc->ntenants - sc->jain_from)));
     json_t *tt = json_object();
     for (int t = 0; t < sc->ntenants; t++)
         json_object_set_new(tt, sc->tenants[t].name, json_real(tenant_tokens[t]));
@@ -1007,7 +965,7 @@ static json_t *figures(const run_t *run)
         }
         json_object_set_new(fig, "burst_jobs", json_integer(nb));
         json_object_set_new(fig, "burst_drain_s",
-                            jnum(never == 0 && last >= 0 ? (last - b1) / 1000.0 : NAN));
+                            b_jnum(never == 0 && last >= 0 ? (last - b1) / 1000.0 : NAN));
     }
     json_object_set_new(fig, "latency_ms", lat);
 
@@ -1052,10 +1010,10 @@ static json_t *figures(const run_t *run)
             }
             if (n == 0)
                 continue;
-            qsort(vals, (size_t)n, sizeof *vals, cmp_double);
+            qsort(vals, (size_t)n, sizeof *vals, b_cmp_double);
             json_array_append_new(rows,
                                   json_pack("[f, o, o, i]", (b + 0.5) * bin_ms / 1000.0,
-                                            jnum(pct(vals, n, 0.5)), jnum(pct(vals, n, 0.99)), n));
+                                            b_jnum(b_pct(vals, n, 0.5)), b_jnum(b_pct(vals, n, 0.99)), n));
         }
         json_object_set_new(wbins, class_names[c], rows);
     }
@@ -1080,7 +1038,7 @@ static void run_one(const scenario_t *sc, const system_t *sys, int quick, double
     run.win1_ms = run.measure_ms - minute_ms / 2;
     run.sample_ms = minute_ms / 12;
     run.extra = json_object();
-    rng_state = 0x5eed0000u + (uint64_t)(sc - scenarios);
+    b_rng_seed(0x5eed0000u + (uint64_t)(sc - scenarios));
     json_object_set_new(out, "measure_s", json_real(run.measure_ms / 1000.0));
     json_object_set_new(out, "window_s",
                         json_pack("[f, f]", run.win0_ms / 1000.0, run.win1_ms / 1000.0));

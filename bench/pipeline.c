@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "stats.h"
 #include "hmap.h"
 #include "sign.h"
 #include "util.h"
@@ -56,20 +57,6 @@ static int request(char *buf, size_t cap, const char *idem, double submit_ms)
                     "%s: a short question of ordinary length for a chat model.\"}],"
                     " \"max_tokens\": 16}}",
                     idem, submit_ms, idem);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, int n, double p)
-{
-    if (n == 0)
-        return NAN;
-    int i = (int)ceil(p * n) - 1;
-    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
 }
 
 /* Latency samples (ms) per result: added = end to end minus the provider's time, split into
@@ -220,7 +207,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < 5; i++)
             cpu1[i] = h_cpu_seconds(procs[i]);
     }
-    qsort(tps, (size_t)trials, sizeof *tps, cmp_double);
+    qsort(tps, (size_t)trials, sizeof *tps, b_cmp_double);
     double tp = tps[trials / 2];
 
     /* 3. Added latency at a fixed rate. */
@@ -247,7 +234,7 @@ int main(int argc, char **argv)
     got_lat += collect(cons, n_lat_jobs - got_lat, 60000, &lat, &last);
     double *series[4] = {lat.added, lat.edge, lat.to_dispatch, lat.round_trip};
     for (int i = 0; i < 4; i++)
-        qsort(series[i], (size_t)lat.n, sizeof(double), cmp_double);
+        qsort(series[i], (size_t)lat.n, sizeof(double), b_cmp_double);
     int nlat = lat.n;
 
     long rss[5] = {h_peak_rss_kb(st.kafka), h_peak_rss_kb(st.sim), h_peak_rss_kb(st.sched),
@@ -259,7 +246,7 @@ int main(int argc, char **argv)
         snprintf(topic, sizeof topic, "bench.raw%d", t);
         raws[t] = raw_kafka_rate(st.bootstrap, topic, jobs);
     }
-    qsort(raws, (size_t)trials, sizeof *raws, cmp_double);
+    qsort(raws, (size_t)trials, sizeof *raws, b_cmp_double);
     double raw = raws[trials / 2];
 
     printf("\nsluice pipeline benchmark (unlimited simulated provider, 5 ms provider time)\n");
@@ -271,11 +258,11 @@ int main(int argc, char **argv)
            raw);
     printf("  ratio sluice / raw           %.1f %%\n", 100.0 * tp / raw);
     printf("  added latency at %d jobs/s  p50 %.1f ms  p99 %.1f ms  (n=%d)\n", rate,
-           pct(lat.added, nlat, 0.5), pct(lat.added, nlat, 0.99), nlat);
+           b_pct(lat.added, nlat, 0.5), b_pct(lat.added, nlat, 0.99), nlat);
     printf("    of which (p50)             client->ingest + scheduler->client %.1f ms,"
            " ingest->dispatch %.1f ms, dispatch->usage back minus provider %.1f ms\n",
-           pct(lat.edge, nlat, 0.5), pct(lat.to_dispatch, nlat, 0.5),
-           pct(lat.round_trip, nlat, 0.5));
+           b_pct(lat.edge, nlat, 0.5), b_pct(lat.to_dispatch, nlat, 0.5),
+           b_pct(lat.round_trip, nlat, 0.5));
     printf("  CPU share during the last run devkafka %.0f%% sim %.0f%% scheduler %.0f%% ingest %.0f%%"
            " dispatcher %.0f%% (of one core)\n",
            100 * (cpu1[0] - cpu0[0]) / wall_s, 100 * (cpu1[1] - cpu0[1]) / wall_s,
@@ -295,8 +282,8 @@ int main(int argc, char **argv)
                 " \"ratio\": %.4f, \"latency_rate_jobs_per_s\": %d, \"added_latency_ms\":"
                 " {\"p50\": %.2f, \"p99\": %.2f, \"n\": %d}, \"peak_rss_kib\": {\"devkafka\": %ld,"
                 " \"sim\": %ld, \"scheduler\": %ld, \"ingest\": %ld, \"dispatcher\": %ld}}\n",
-                jobs, tp, raw, tp / raw, rate, pct(lat.added, nlat, 0.5),
-                pct(lat.added, nlat, 0.99), nlat,
+                jobs, tp, raw, tp / raw, rate, b_pct(lat.added, nlat, 0.5),
+                b_pct(lat.added, nlat, 0.99), nlat,
                 rss[0], rss[1], rss[2], rss[3], rss[4]);
         fclose(f);
         printf("  written to %s\n", path);

@@ -38,6 +38,7 @@
 
 #include "config.h"
 #include "harness.h"
+#include "stats.h"
 #include "sign.h"
 #include "util.h"
 
@@ -162,43 +163,6 @@ typedef struct {
 } run_t;
 
 /* ---- small helpers ---- */
-
-static uint64_t rng_state;
-
-static double rng_uniform(void)
-{
-    /* splitmix64: deterministic per scenario, so runs are comparable. */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return (double)(z >> 11) / 9007199254740992.0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of sorted values; NAN when there are none. */
-static double pct(const double *v, int n, double p)
-{
-    if (n == 0)
-        return NAN;
-    int i = (int)ceil(p * n) - 1;
-    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
-}
-
-static double jain(const double *x, int n)
-{
-    double sum = 0, sq = 0;
-    for (int i = 0; i < n; i++) {
-        sum += x[i];
-        sq += x[i] * x[i];
-    }
-    return sq > 0 ? sum * sum / (n * sq) : NAN;
-}
 
 static double stat_num(json_t *stats, const char *field)
 {
@@ -346,7 +310,7 @@ static int make_jobs(run_t *run)
             continue;
         double at_ms = t->arrive * run->measure_ms;
         for (;;) {
-            at_ms += -log(1.0 - rng_uniform()) * 1000.0 / t->rate_per_s;
+            at_ms += -log(1.0 - b_rng_uniform()) * 1000.0 / t->rate_per_s;
             if (at_ms >= run->measure_ms || n >= cap)
                 break;
             run->jobs[n] = (job_t){.tenant = i, .due_ms = at_ms, .sent_ms = n, .trickle = 1};
@@ -354,8 +318,8 @@ static int make_jobs(run_t *run)
         }
     }
     for (int i = 0; i < n; i++) {
-        run->jobs[i].prompt_chars = PROMPT_CHARS_MIN + (int)(rng_uniform() * PROMPT_CHARS_SPAN);
-        run->jobs[i].max_tokens = MAX_TOKENS_MIN + (int)(rng_uniform() * MAX_TOKENS_SPAN);
+        run->jobs[i].prompt_chars = PROMPT_CHARS_MIN + (int)(b_rng_uniform() * PROMPT_CHARS_SPAN);
+        run->jobs[i].max_tokens = MAX_TOKENS_MIN + (int)(b_rng_uniform() * MAX_TOKENS_SPAN);
     }
     qsort(run->jobs, (size_t)n, sizeof *run->jobs, cmp_due);
     for (int i = 0; i < n; i++)
@@ -580,7 +544,7 @@ static void report(const run_t *run, double t0_ms, json_t *s_lo, json_t *s_hi, j
     row(rows, "tokens served, 20-80 % window", NULL, 0, "%s", buf);
 
     if (strcmp(sc->name, "equal") == 0) {
-        double j_usage = jain(usage, sc->ntenants), j_charged = jain(charged, sc->ntenants);
+        double j_usage = b_jain(usage, sc->ntenants), j_charged = b_jain(charged, sc->ntenants);
         json_object_set_new(metrics, "jain_usage", json_real(j_usage));
         json_object_set_new(metrics, "jain_charged", json_real(j_charged));
         row(rows, "Jain's index, usage tokens", ">= 0.99", j_usage >= 0.99, "%.4f", j_usage);
@@ -613,10 +577,10 @@ static void report(const run_t *run, double t0_ms, json_t *s_lo, json_t *s_hi, j
             if (job->sent_ms >= w0 && job->sent_ms < w1)
                 steady[ns++] = job->queued_ms;
         }
-        qsort(waits, (size_t)nw, sizeof *waits, cmp_double);
-        qsort(steady, (size_t)ns, sizeof *steady, cmp_double);
-        double p50 = pct(waits, nw, 0.5), p99 = pct(waits, nw, 0.99), max = pct(waits, nw, 1);
-        double s50 = pct(steady, ns, 0.5), s99 = pct(steady, ns, 0.99);
+        qsort(waits, (size_t)nw, sizeof *waits, b_cmp_double);
+        qsort(steady, (size_t)ns, sizeof *steady, b_cmp_double);
+        double p50 = b_pct(waits, nw, 0.5), p99 = b_pct(waits, nw, 0.99), max = b_pct(waits, nw, 1);
+        double s50 = b_pct(steady, ns, 0.5), s99 = b_pct(steady, ns, 0.99);
         double util = utilisation(s_lo, s_hi);
         json_object_set_new(metrics, "interactive_jobs", json_integer(n_int));
         json_object_set_new(
@@ -624,7 +588,7 @@ static void report(const run_t *run, double t0_ms, json_t *s_lo, json_t *s_hi, j
             json_pack("{s:f, s:f, s:f, s:i}", "p50", p50, "p99", p99, "max", max, "n", nw));
         json_object_set_new(metrics, "interactive_queue_wait_ms_steady_window",
                             json_pack("{s:f, s:f, s:f, s:i}", "p50", s50, "p99", s99, "max",
-                                      pct(steady, ns, 1), "n", ns));
+                                      b_pct(steady, ns, 1), "n", ns));
         json_object_set_new(metrics, "interactive_expired", json_integer(expired));
         json_object_set_new(metrics, "interactive_missing", json_integer(missing));
         json_object_set_new(metrics, "utilisation", json_real(util));
@@ -711,7 +675,7 @@ static void run_scenario(const scenario_t *sc, int quick, json_t *out)
 {
     run_t run = {.sc = sc, .quick = quick};
     run.measure_ms = 1000.0 * (quick ? sc->quick_measure_s : sc->measure_s);
-    rng_state = 0x5eed0000u + (uint64_t)(sc - scenarios);
+    b_rng_seed(0x5eed0000u + (uint64_t)(sc - scenarios));
     json_object_set_new(out, "measure_s", json_real(run.measure_ms / 1000.0));
     int sim_port = h_free_port();
     char *sim_cfg = NULL;
