@@ -997,6 +997,40 @@ START_TEST(exhausted_attempts_fail_the_job)
 }
 END_TEST
 
+/* A provider refusal (503 overloaded here) processed nothing: the deployment's tokens come
+ * back at once, its request count stays (some providers count refused requests), the tenant's
+ * token budget comes back. A 500 may have been processed: the deployment keeps everything. */
+START_TEST(refusal_gives_the_provider_tokens_back)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 5000 /*globex budget*/, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    const char *ids[3] = {"tenant:globex:tokens", "deployment:dep-a:rpm", "deployment:dep-a:tpm"};
+    const double charge[3] = {250, 1, 150};
+    const char *outcomes[2] = {"overloaded", "server_error"};
+    const int statuses[2] = {503, 500};
+    for (int k = 0; k < 2; k++) {
+        char id[16];
+        snprintf(id, sizeof id, "job-%d", k);
+        int64_t t = T0 + 10 * k;
+        feed_job(&e, id, "globex", t);
+        double before[3];
+        for (int i = 0; i < 3; i++)
+            before[i] = bucket_level(&e, ids[i], t);
+        batch_t b = step(&e, t);
+        lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, id), t);
+        batch_free(&b);
+        usagespec_t u = {outcomes[k], statuses[k], -1, 0, -1, 0, NULL};
+        feed_usage(&e, id, 1, l.res, l.dep, &u, t);
+        ck_assert_double_eq_tol(bucket_level(&e, ids[0], t), before[0], 1e-6);
+        ck_assert_double_eq_tol(bucket_level(&e, ids[1], t), before[1] - charge[1], 1e-6);
+        ck_assert_double_eq_tol(bucket_level(&e, ids[2], t),
+                                (k == 0 ? before[2] : before[2] - charge[2]), 1e-6);
+    }
+    env_done(&e);
+}
+END_TEST
+
 /* The dispatcher refused the lease without calling the provider. sched.c (on_usage, "not_sent")
  * gives our own budgets everything back but lets the provider-mirror buckets keep the charge
  * (dispatches of the same outage may still be on their way), and such attempts do not count
@@ -2276,39 +2310,68 @@ START_TEST(retry_budget_caps_a_storm)
 }
 END_TEST
 
-/* A 503 without a hint pauses the deployment (backoff with jitter, at most 0.5 s the first
- * time), so the next job goes to the other one. */
+/* Sends a new job, which the waterfall gives to dep-big while it is open, and answers it with u;
+ * returns the deployment it went to. */
+static const char *answer_new_job(env_t *e, int i, const usagespec_t *u, int64_t now)
+{
+    static char dep[32];
+    char id[32];
+    snprintf(id, sizeof id, "streak-%02d", i);
+    feed_job(e, id, "acme", now);
+    batch_t b = step(e, now);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, id), now);
+    snprintf(dep, sizeof dep, "%s", l.dep);
+    batch_free(&b);
+    feed_usage(e, l.job, l.attempt, l.res, l.dep, u, now + 1);
+    return dep;
+}
+
+/* A 503 without a hint does not pause the deployment: a provider answering 503 to a share of
+ * its calls still serves the rest. OVERLOAD_STREAK (5) of them in a row, with no success between,
+ * do (backoff with jitter, at most 0.5 s the first time), so the next job goes to the
+ * other one; a success in between resets the count; a Retry-After pauses at once. */
 START_TEST(overloaded_deployment_is_paused)
 {
     route_extra = "'strategy': 'waterfall',";
     env_t e;
-    opts_t o = {"'dep-a', 'dep-b'", 0, 0, 0, 0, NULL, NULL};
+    opts_t o = {"'dep-big', 'dep-open'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     route_extra = "";
-    feed_job(&e, "job-1", "acme", T0);
-    batch_t b = step(&e, T0);
-    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
-    ck_assert_str_eq(l.dep, "dep-a");
-    batch_free(&b);
     usagespec_t u503 = {"overloaded", 503, -1, 0, -1, 0, NULL};
-    feed_usage(&e, l.job, l.attempt, l.res, l.dep, &u503, T0 + 10);
-    int in_flight[2];
-    int64_t paused[2];
-    sl_sched_deployments_info(e.sched, T0 + 10, in_flight, paused);
-    ck_assert_int_le(paused[0], 500);
-    /* with a Retry-After of 2 s it is paused at least that long */
-    b = step(&e, T0 + 600);
-    json_t *d = find(&b, SL_MSG_DISPATCH, "job-1");
-    ck_assert_ptr_nonnull(d);
-    l = lease_of(d, T0 + 600);
-    batch_free(&b);
+    usagespec_t ok = {"ok", 200, 100, 20, -1, 0, NULL};
+    /* (the config also holds dep-b: "dep-b" is a prefix of "dep-big") */
+    int in_flight[4];
+    int64_t paused[4];
+    int64_t now = T0;
+    ck_assert_int_le(e.cfg->ndeployments, 4);
+    int big = -1, open = -1;
+    for (int d = 0; d < e.cfg->ndeployments; d++) {
+        if (strcmp(e.cfg->deployments[d].name, "dep-big") == 0)
+            big = d;
+        if (strcmp(e.cfg->deployments[d].name, "dep-open") == 0)
+            open = d;
+    }
+    ck_assert(big >= 0 && open >= 0);
+    /* 4 failures, a success, 4 failures: never 5 in a row, never paused */
+    for (int i = 0; i < 9; i++, now += 10) {
+        ck_assert_msg(strcmp(answer_new_job(&e, i, i == 4 ? &ok : &u503, now), "dep-big") == 0,
+                      "job %d went elsewhere", i);
+        sl_sched_deployments_info(e.sched, now + 1, in_flight, paused);
+        ck_assert_int_eq(paused[big], 0);
+    }
+    /* the fifth in a row pauses it */
+    ck_assert_str_eq(answer_new_job(&e, 9, &u503, now), "dep-big");
+    sl_sched_deployments_info(e.sched, now + 1, in_flight, paused);
+    ck_assert_int_gt(paused[big], 0);
+    ck_assert_int_le(paused[big], 500);
+    /* meanwhile new work goes to dep-open */
+    ck_assert_str_eq(answer_new_job(&e, 10, &ok, now + 2), "dep-open");
+    /* a Retry-After of 2 s pauses dep-open at once, at least that long */
     usagespec_t u503h = {"overloaded", 503, -1, 0, 2000, 0, NULL};
-    feed_usage(&e, l.job, l.attempt, l.res, l.dep, &u503h, T0 + 610);
-    sl_sched_deployments_info(e.sched, T0 + 610, in_flight, paused);
-    const char *dep = l.dep;
-    int di = strcmp(dep, "dep-a") == 0 ? 0 : 1;
-    ck_assert_int_ge(paused[di], 2000);
-    ck_assert_int_le(paused[di], 2200);
+    ck_assert_str_eq(answer_new_job(&e, 11, &u503h, now + 3), "dep-open");
+    sl_sched_deployments_info(e.sched, now + 4, in_flight, paused);
+    ck_assert_int_ge(paused[open], 2000);
+    ck_assert_int_le(paused[open], 2200);
     env_done(&e);
 }
 END_TEST
@@ -2502,6 +2565,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, fallback_route_serves_when_allowed);
     tcase_add_test(tc, retry_budget_caps_a_storm);
     tcase_add_test(tc, overloaded_deployment_is_paused);
+    tcase_add_test(tc, refusal_gives_the_provider_tokens_back);
     tcase_add_test(tc, stream_reserves_max_tokens);
     tcase_add_test(tc, expired_leases_do_not_spend_the_retry_budget);
     tcase_add_test(tc, paused_deployment_reopens_with_one_probe);
