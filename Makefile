@@ -102,8 +102,9 @@ asan:
 asan-e2e:
 	@$(MAKE) --no-print-directory $(ASAN_VARS) test-e2e
 
+# `make bench SCENARIO="storm503 backfill"` runs only those (see bench/run.sh for the names).
 bench: $(PROGRAMS) $(BENCH)
-	@bash bench/run.sh
+	@bash bench/run.sh $(SCENARIO)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

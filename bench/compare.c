@@ -9,11 +9,17 @@
  * end and attempts give queue wait, latency and retries. Neither system reports on itself.
  *
  * Scenarios (one deployment whose TPM, counting prompt + max_tokens, is the binding limit):
- *   steady  4 tenants, Poisson arrivals at 1.25x what the limit serves, all the measurement;
- *   burst   4 tenants at 0.4x, and 10x that for 10 s scaled (a sixth of a minute) at 50 %;
- *   noisy   a batch tenant submits at once 100x the volume of each of 3 interactive tenants;
- *   storm   steady, with the simulator injecting 429s into 30 % of admitted requests (half of
- *           them with a Retry-After of 1 s scaled).
+ *   steady    4 tenants, Poisson arrivals at 1.25x what the limit serves, all the measurement;
+ *   burst     4 tenants at 0.4x, and 10x that for 10 s scaled (a sixth of a minute) at 50 %;
+ *   noisy     a batch tenant submits at once 100x the volume of each of 3 interactive tenants;
+ *   storm     steady, with the simulator injecting 429s into 30 % of admitted requests (half of
+ *             them with a Retry-After of 1 s scaled);
+ *   storm503  steady, with 503s for 30 % of requests;
+ *   longctx   steady with prompts of 8,000 - 20,000 tokens (3 - 4 fill a provider slice);
+ *   maxout    steady with max_tokens 3,000 - 4,000 and replies that use most of it, slowly;
+ *   daily     a daily request quota (the provider's RPD) that runs out halfway;
+ *   stream    streamed jobs at 0.9x, 15 % of streams cut by the provider, 10 % of clients
+ *             giving up (a cancel) soon after they submit; sluice only.
  * Systems: sluice, and the baseline at 50 %, 75 % and 100 % of the real limits, one client
  * process per tenant; "share" gives each client its share of the limits (limit x fraction /
  * tenants, the careful static split), "full" gives each the whole limit x fraction (what each
@@ -47,9 +53,11 @@ enum {
     DEFAULT_MINUTE_MS = 3000,
     TPM = 300000,            /* the binding limit */
     RPM = 600000,            /* far from binding */
-    PROMPT_CHARS_MIN = 2800, /* 700 - 900 prompt tokens at the simulator's 4 characters each */
+    PROMPT_CHARS_MIN = 2800, /* by default 700 - 900 prompt tokens at the simulator's 4
+                              * characters each */
     PROMPT_CHARS_SPAN = 800,
-    MAX_TOKENS_MIN = 100, /* max_tokens 100 - 160 */
+    PROMPT_CHARS_CAP = 100000, /* the longest prompt a scenario may ask for */
+    MAX_TOKENS_MIN = 100,      /* by default max_tokens 100 - 160 */
     MAX_TOKENS_SPAN = 60,
     INTERACTIVE_DEADLINE_MS = 5000,
     WARM_JOBS = 10,
@@ -60,10 +68,6 @@ enum {
     MAX_JOBS = 200000,    /* a bound on the workload, so memory stays bounded */
 };
 
-/* The average job's cost in TPM (prompt + "Job jNNNNNNN: " + max_tokens): sizes the arrival
- * rates, which are given as multiples of what the limit serves. */
-#define AVG_JOB_TOKENS 934.0
-
 /* The provider's enforcement slices a minute (--slices), for the simulator and sluice alike. */
 static int slices_per_minute = 10;
 
@@ -71,6 +75,9 @@ static int slices_per_minute = 10;
 static double storm_retry_after_share = 0.5;
 
 static const char *const class_names[NCLASSES] = {"interactive", "standard", "batch"};
+
+/* What the simulator injects (scenario_t.fault). */
+enum { FAULT_NONE = 0, FAULT_429, FAULT_503, FAULT_CUT };
 
 typedef struct {
     const char *name;
@@ -87,10 +94,20 @@ typedef struct {
     double measure_min, quick_measure_min; /* measurement, in minutes */
     int ntenants;
     tenant_spec_t tenants[MAX_TENANTS];
-    int faults;           /* the storm's injected 429s */
+    int fault;            /* FAULT_*: what the simulator injects */
     double burst_at;      /* start of the burst window, as a fraction of the measurement */
     double burst_minutes; /* its length */
     int jain_from;        /* Jain's index is over tenants[jain_from..]: those of equal demand */
+    /* The jobs and the provider; 0 means the default of the scenarios above. */
+    int prompt_min, prompt_span; /* prompt characters */
+    int maxtok_min, maxtok_span; /* max_tokens */
+    int output_min, output_max;  /* the simulator's reply length (20 - 200) */
+    double ms_per_token;         /* the simulator's generation time (0.2 ms a token) */
+    double grace_min;            /* time after the stop for the calls in flight (a fifth) */
+    double rpd_share;   /* a daily request quota of this share of the jobs (0: none) */
+    int stream;         /* every job asks for a streamed answer */
+    double cancel_share; /* share of jobs whose client gives up: a cancel 0 - 0.2 min later */
+    int sluice_only;    /* the baseline has no counterpart (it does not stream) */
 } scenario_t;
 
 #define STEADY_TENANT(n, r)                                                                        \
@@ -137,7 +154,62 @@ static const scenario_t scenarios[] = {
      .ntenants = 4,
      .tenants = {STEADY_TENANT("a", 1.25 / 4), STEADY_TENANT("b", 1.25 / 4),
                  STEADY_TENANT("c", 1.25 / 4), STEADY_TENANT("d", 1.25 / 4)},
-     .faults = 1},
+     .fault = FAULT_429},
+    {.name = "storm503",
+     .what = "steady, and 30 % of requests get a 503 (provider overloaded)",
+     .measure_min = 7,
+     .quick_measure_min = 3,
+     .ntenants = 4,
+     .tenants = {STEADY_TENANT("a", 1.25 / 4), STEADY_TENANT("b", 1.25 / 4),
+                 STEADY_TENANT("c", 1.25 / 4), STEADY_TENANT("d", 1.25 / 4)},
+     .fault = FAULT_503},
+    {.name = "longctx",
+     .what = "steady with prompts of 8,000 - 20,000 tokens (3 - 4 fill a provider slice)",
+     .measure_min = 7,
+     .quick_measure_min = 3,
+     .ntenants = 4,
+     .tenants = {STEADY_TENANT("a", 1.25 / 4), STEADY_TENANT("b", 1.25 / 4),
+                 STEADY_TENANT("c", 1.25 / 4), STEADY_TENANT("d", 1.25 / 4)},
+     .prompt_min = 32000,
+     .prompt_span = 48000,
+     .maxtok_min = 500,
+     .maxtok_span = 500},
+    {.name = "maxout",
+     .what = "steady with max_tokens 3,000 - 4,000 and replies of 1,500 - 4,000 tokens",
+     .measure_min = 7,
+     .quick_measure_min = 3,
+     .ntenants = 4,
+     .tenants = {STEADY_TENANT("a", 1.25 / 4), STEADY_TENANT("b", 1.25 / 4),
+                 STEADY_TENANT("c", 1.25 / 4), STEADY_TENANT("d", 1.25 / 4)},
+     .prompt_min = 400,
+     .prompt_span = 400,
+     .maxtok_min = 3000,
+     .maxtok_span = 1000,
+     .output_min = 1500,
+     .output_max = 4000,
+     /* 25 tokens a second at real minutes: a 4,000-token reply takes 2 s here (160 s real). */
+     .ms_per_token = 0.5,
+     .grace_min = 1.0},
+    {.name = "daily",
+     .what = "4 tenants at 0.8x the limit; the provider's daily request quota runs out halfway",
+     .measure_min = 7,
+     .quick_measure_min = 3,
+     .ntenants = 4,
+     .tenants = {STEADY_TENANT("a", 0.8 / 4), STEADY_TENANT("b", 0.8 / 4),
+                 STEADY_TENANT("c", 0.8 / 4), STEADY_TENANT("d", 0.8 / 4)},
+     .rpd_share = 0.5},
+    {.name = "stream",
+     .what = "streamed jobs at 0.9x; 15 % of streams cut by the provider, 10 % of clients "
+             "give up",
+     .measure_min = 7,
+     .quick_measure_min = 3,
+     .ntenants = 4,
+     .tenants = {STEADY_TENANT("a", 0.9 / 4), STEADY_TENANT("b", 0.9 / 4),
+                 STEADY_TENANT("c", 0.9 / 4), STEADY_TENANT("d", 0.9 / 4)},
+     .fault = FAULT_CUT,
+     .stream = 1,
+     .cancel_share = 0.1,
+     .sluice_only = 1},
 };
 enum { NSCENARIOS = sizeof scenarios / sizeof scenarios[0] };
 
@@ -148,7 +220,15 @@ typedef struct {
     char label[32];
 } system_t;
 
-typedef enum { ST_NONE = 0, ST_SUCCEEDED, ST_FAILED, ST_REJECTED, ST_EXPIRED, ST_OTHER } status_t;
+typedef enum {
+    ST_NONE = 0,
+    ST_SUCCEEDED,
+    ST_FAILED,
+    ST_REJECTED,
+    ST_EXPIRED,
+    ST_CANCELLED,
+    ST_OTHER
+} status_t;
 
 /* One job of the workload, and what became of it in one run. Times are milliseconds after the
  * start of the measurement; -1 when it did not happen. */
@@ -156,17 +236,30 @@ typedef struct {
     int tenant;
     int prompt_chars, max_tokens;
     double due_ms;
+    double cancel_after_ms; /* the client gives up this long after its submit; -1: it does not */
     double submit_ms, start_ms, end_ms;
     status_t status;
     int attempts;
-    int64_t usage_tokens; /* prompt + completion */
+    int cancel_sent;       /* its client sent a cancel */
+    int64_t usage_tokens;  /* prompt + completion */
+    int64_t usage_input;   /* prompt, as the provider counted it */
+    int64_t est_tokens;    /* the baseline's estimate for one attempt */
+    char *job_id;          /* sluice's id for it (streamed scenarios only, to match chunks) */
 } job_t;
+
+/* What the runner saw on sluice.stream for one job id. */
+typedef struct {
+    double first_ms;  /* first chunk received, after the start of the measurement */
+    int chunks;       /* every chunk of every attempt */
+    int cut;          /* attempts that ended with a done chunk without finish_reason */
+    int finished;     /* attempts that ended with a finish_reason */
+} stream_seen_t;
 
 /* One /stats sample of the simulator. */
 typedef struct {
     double t_ms;   /* after the start of the measurement (wall clock) */
     double sim_ms; /* the simulator's clock */
-    int64_t tokens, admitted, refused, fault_429, fault_503, errors;
+    int64_t tokens, admitted, refused, fault_429, fault_503, errors, replayed, dropped;
 } sample_t;
 
 typedef struct {
@@ -180,8 +273,12 @@ typedef struct {
     sample_t *samples;
     int nsamples, samples_cap;
     double t0_wall; /* wall clock at the start of the measurement */
+    int metrics_port; /* the scheduler's /metrics (sluice) */
     int warm_done, duplicates;
-    json_t *extra; /* per-system details (client summaries, RSS) */
+    json_t *extra;    /* per-system details (client summaries, RSS) */
+    json_t *reasons;  /* error reasons of the jobs that did not succeed, counted */
+    sl_hmap_t *streams; /* job id -> stream_seen_t (streamed scenarios) */
+    int stream_bad;   /* chunks that did not parse */
 } run_t;
 
 /* ---- small helpers ---- */
@@ -195,6 +292,37 @@ static double jget(json_t *obj, const char *key)
 static double limit_tokens_per_ms(const run_t *run)
 {
     return (double)TPM / run->minute_ms;
+}
+
+/* The scenario with its defaults filled in. */
+static scenario_t with_defaults(const scenario_t *sc)
+{
+    scenario_t e = *sc;
+    if (e.prompt_min == 0) {
+        e.prompt_min = PROMPT_CHARS_MIN;
+        e.prompt_span = PROMPT_CHARS_SPAN;
+    }
+    if (e.maxtok_min == 0) {
+        e.maxtok_min = MAX_TOKENS_MIN;
+        e.maxtok_span = MAX_TOKENS_SPAN;
+    }
+    if (e.output_max == 0) {
+        e.output_min = 20;
+        e.output_max = 200;
+    }
+    if (e.ms_per_token == 0)
+        e.ms_per_token = 0.2;
+    if (e.grace_min == 0)
+        e.grace_min = 0.2;
+    return e;
+}
+
+/* The average job's cost in TPM (prompt + "Job jNNNNNNN: " + max_tokens): sizes the arrival
+ * rates, which are given as multiples of what the limit serves. */
+static double avg_job_tokens(const scenario_t *sc)
+{
+    return (sc->prompt_min + sc->prompt_span / 2.0 + 14) / 4.0 + sc->maxtok_min +
+           sc->maxtok_span / 2.0;
 }
 
 /* ---- the workload ---- */
@@ -212,7 +340,7 @@ static int cmp_due(const void *a, const void *b)
 static int make_jobs(run_t *run)
 {
     const scenario_t *sc = run->sc;
-    double jobs_per_ms = (double)TPM / AVG_JOB_TOKENS / run->minute_ms;
+    double jobs_per_ms = (double)TPM / avg_job_tokens(sc) / run->minute_ms;
     double burst0 = sc->burst_at * run->measure_ms;
     double burst1 = burst0 + sc->burst_minutes * run->minute_ms;
     double cap_d = 16;
@@ -272,8 +400,14 @@ static int make_jobs(run_t *run)
         }
     }
     for (int i = 0; i < n; i++) {
-        run->jobs[i].prompt_chars = PROMPT_CHARS_MIN + (int)(b_rng_uniform() * PROMPT_CHARS_SPAN);
-        run->jobs[i].max_tokens = MAX_TOKENS_MIN + (int)(b_rng_uniform() * MAX_TOKENS_SPAN);
+        run->jobs[i].prompt_chars = sc->prompt_min + (int)(b_rng_uniform() * sc->prompt_span);
+        run->jobs[i].max_tokens = sc->maxtok_min + (int)(b_rng_uniform() * sc->maxtok_span);
+        run->jobs[i].cancel_after_ms = -1;
+        if (sc->cancel_share > 0) {
+            double give_up = b_rng_uniform(), after = b_rng_uniform();
+            if (give_up < sc->cancel_share)
+                run->jobs[i].cancel_after_ms = after * run->minute_ms * 0.2;
+        }
     }
     qsort(run->jobs, (size_t)n, sizeof *run->jobs, cmp_due);
     for (int i = 0; i < n; i++) {
@@ -286,7 +420,7 @@ static int make_jobs(run_t *run)
 
 static const char *filler(void)
 {
-    static char text[PROMPT_CHARS_MIN + PROMPT_CHARS_SPAN + 1];
+    static char text[PROMPT_CHARS_CAP + 1];
     if (text[0] == '\0') {
         const char *words = "the quick brown fox jumps over the lazy dog while counting tokens ";
         size_t wl = strlen(words);
@@ -297,12 +431,13 @@ static const char *filler(void)
 }
 
 /* The chat completions body of job i (the same bytes for both systems). */
-static int job_body(char *buf, size_t cap, const char *idem, int prompt_chars, int max_tokens)
+static int job_body(char *buf, size_t cap, const char *idem, int prompt_chars, int max_tokens,
+                    int stream)
 {
     return snprintf(buf, cap,
                     "{\"messages\": [{\"role\": \"user\", \"content\": \"Job %s: %.*s\"}],"
-                    " \"max_tokens\": %d}",
-                    idem, prompt_chars, filler(), max_tokens);
+                    " \"max_tokens\": %d%s}",
+                    idem, prompt_chars, filler(), max_tokens, stream ? ", \"stream\": true" : "");
 }
 
 /* ---- configs ---- */
@@ -312,28 +447,47 @@ static void api_key_of(const char *tenant, char *out, size_t cap)
     snprintf(out, cap, "sk-compare-%s", tenant);
 }
 
+/* The daily request quota of a run, or 0: a share of the workload, plus the warm-up jobs when
+ * sluice runs (the baseline has none), so both get the same number of workload calls. */
+static long rpd_of(const run_t *run)
+{
+    if (run->sc->rpd_share <= 0)
+        return 0;
+    return (long)(run->sc->rpd_share * run->njobs) + (run->sys->baseline ? 0 : WARM_JOBS);
+}
+
 /* Writes the simulator's config into the temporary directory; returns its path (caller frees). */
 static char *write_sim_config(const run_t *run)
 {
-    char faults[256] = "";
-    if (run->sc->faults) {
+    const scenario_t *sc = run->sc;
+    char faults[256] = "", rpd[64] = "";
+    if (sc->fault == FAULT_429) {
         /* A Retry-After of 1 s, scaled like everything else to the shortened minute. */
         snprintf(faults, sizeof faults,
                  ", \"faults\": {\"rate_limit_share\": 0.3, \"retry_after_share\": %.3f,"
                  " \"retry_after_ms\": %.0f, \"seed\": 7}",
                  storm_retry_after_share, 1000.0 * run->minute_ms / 60000.0);
+    } else if (sc->fault == FAULT_503) {
+        snprintf(faults, sizeof faults, ", \"faults\": {\"overloaded_share\": 0.3, \"seed\": 7}");
+    } else if (sc->fault == FAULT_CUT) {
+        snprintf(faults, sizeof faults,
+                 ", \"faults\": {\"stream_cut_share\": 0.15, \"seed\": 7}");
     }
+    if (rpd_of(run) > 0)
+        snprintf(rpd, sizeof rpd, ", \"rpd\": %ld", rpd_of(run));
     char sim[1024];
     snprintf(sim, sizeof sim,
              "{\"minute_ms\": %.0f, \"deployments\": [{\"name\": \"pool\", \"model\": "
              "\"gpt-4o-mini\", \"rpm\": %d, \"tpm\": %d, \"tpm_counting\": \"sum\","
-             " \"slices_per_minute\": %d, \"ttft_ms\": 20, \"ms_per_token\": 0.2,"
-             " \"output_min\": 20, \"output_max\": 200, \"api_key\": \"compare-provider-key\"%s}]}",
-             run->minute_ms, RPM, TPM, slices_per_minute, faults);
+             " \"slices_per_minute\": %d, \"ttft_ms\": 20, \"ms_per_token\": %.3f,"
+             " \"output_min\": %d, \"output_max\": %d, \"api_key\": \"compare-provider-key\"%s%s}]}",
+             run->minute_ms, RPM, TPM, slices_per_minute, sc->ms_per_token, sc->output_min,
+             sc->output_max, rpd, faults);
     return strdup(h_write("sim.json", sim));
 }
 
-/* Writes sluice's config; returns its path (caller frees). */
+/* Writes sluice's config (the scheduler's metrics on run->metrics_port, the other daemons' on
+ * free ports, so runs side by side do not collide); returns its path (caller frees). */
 static char *write_sluice_config(const run_t *run, int sim_port)
 {
     const scenario_t *sc = run->sc;
@@ -352,12 +506,18 @@ static char *write_sluice_config(const run_t *run, int sim_port)
                                "%s{\"id\": \"k-%s\", \"tenant\": \"%s\", \"hash\": \"%s\"}",
                                i ? ", " : "", name, name, hex);
     }
+    char rpd[64] = "";
+    if (rpd_of(run) > 0)
+        snprintf(rpd, sizeof rpd, ", \"rpd\": %ld", rpd_of(run));
     char cfg[8192];
     snprintf(cfg, sizeof cfg,
              "{\"minute_ms\": %.0f,"
              " \"kafka\": {\"bootstrap_file\": \"%s/bootstrap\"},"
              " \"scheduler\": {\"db\": \"%s/sluice.db\", \"lease_ms\": 20000,"
-             "               \"max_attempts\": 5},"
+             "               \"max_attempts\": 5, \"metrics_listen\": \"127.0.0.1:%d\","
+             "               \"admin_listen\": \"\"},"
+             " \"ingest\": {\"metrics_listen\": \"127.0.0.1:%d\"},"
+             " \"dispatcher\": {\"metrics_listen\": \"127.0.0.1:%d\"},"
              " \"signing\": {\"secret_key_file\": \"%s/dispatch.key\","
              "               \"public_key_file\": \"%s/dispatch.pub\"},"
              " \"classes\": {\"interactive\": {\"deadline_ms\": %d, \"max_queue\": 100000},"
@@ -365,14 +525,15 @@ static char *write_sluice_config(const run_t *run, int sim_port)
              "               \"batch\": {\"max_queue\": 1000000}},"
              " \"deployments\": [{\"name\": \"pool\","
              "   \"base_url\": \"http://127.0.0.1:%d/pool/v1\", \"model\": \"gpt-4o-mini\","
-             "   \"api_key_file\": \"%s\", \"limits\": {\"rpm\": %d, \"tpm\": %d},"
+             "   \"api_key_file\": \"%s\", \"limits\": {\"rpm\": %d, \"tpm\": %d%s},"
              "   \"tpm_counting\": \"sum\", \"slices_per_minute\": %d,"
              "   \"max_output_tokens\": 4096}],"
              " \"routes\": [{\"name\": \"chat\", \"deployments\": [\"pool\"]}],"
              " \"tenants\": [%s],"
              " \"keys\": [%s]}",
-             run->minute_ms, dir, dir, dir, dir, INTERACTIVE_DEADLINE_MS, sim_port, keyfile, RPM,
-             TPM, slices_per_minute, tenants, keys);
+             run->minute_ms, dir, dir, run->metrics_port, h_free_port(), h_free_port(), dir, dir,
+             INTERACTIVE_DEADLINE_MS, sim_port, keyfile, RPM, TPM, rpd, slices_per_minute,
+             tenants, keys);
     free(keyfile);
     return strdup(h_write("sluice.json", cfg));
 }
@@ -401,6 +562,8 @@ static void sample(run_t *run, const char *stats_url, double t_ms)
     smp->fault_429 = total(s, "fault_429");
     smp->fault_503 = total(s, "fault_503");
     smp->errors = total(s, "errors");
+    smp->replayed = total(s, "replayed");
+    smp->dropped = total(s, "dropped");
     json_decref(s);
 }
 
@@ -423,7 +586,18 @@ static status_t status_parse(const char *s)
         return ST_REJECTED;
     if (strcmp(s, "expired") == 0)
         return ST_EXPIRED;
+    if (strcmp(s, "cancelled") == 0)
+        return ST_CANCELLED;
     return ST_OTHER;
+}
+
+static void count_reason(run_t *run, const char *status, const char *reason)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s%s%s", status, reason != NULL ? " " : "",
+             reason != NULL ? reason : "");
+    json_t *v = json_object_get(run->reasons, key);
+    json_object_set_new(run->reasons, key, json_integer(json_integer_value(v) + 1));
 }
 
 static void on_result(run_t *run, const rd_kafka_message_t *m)
@@ -456,8 +630,14 @@ static void on_result(run_t *run, const rd_kafka_message_t *m)
     job->end_ms = now;
     json_t *usage = json_object_get(r, "usage");
     json_t *tm = json_object_get(r, "timings");
-    job->usage_tokens = json_integer_value(json_object_get(usage, "input")) +
-                        json_integer_value(json_object_get(usage, "output"));
+    job->usage_input = json_integer_value(json_object_get(usage, "input"));
+    job->usage_tokens = job->usage_input + json_integer_value(json_object_get(usage, "output"));
+    if (job->status != ST_SUCCEEDED)
+        count_reason(run, status,
+                     json_string_value(json_object_get(json_object_get(r, "error"), "reason")));
+    const char *job_id = json_string_value(json_object_get(r, "job_id"));
+    if (run->sc->stream && job_id != NULL)
+        job->job_id = strdup(job_id);
     job->attempts = (int)json_integer_value(json_object_get(r, "attempts"));
     if (job->attempts > 0) {
         /* queued_ms is (last) dispatch minus submit, total_ms finish minus submit: the dispatch
@@ -480,16 +660,92 @@ static void poll_results(rd_kafka_t *cons, run_t *run, int wait_ms)
     }
 }
 
+/* One chunk from sluice.stream: counted under its job id. */
+static void on_chunk(run_t *run, const rd_kafka_message_t *m)
+{
+    double now = h_wall_ms() - run->t0_wall;
+    json_t *c = m->err ? NULL : json_loadb(m->payload, m->len, 0, NULL);
+    const char *job_id = json_string_value(json_object_get(c, "job_id"));
+    if (job_id == NULL) {
+        run->stream_bad++;
+        json_decref(c);
+        return;
+    }
+    stream_seen_t *seen = sl_hmap_get(run->streams, job_id);
+    if (seen == NULL) {
+        seen = calloc(1, sizeof *seen);
+        if (seen == NULL || sl_hmap_put(run->streams, job_id, seen) != SL_OK) {
+            free(seen);
+            json_decref(c);
+            return;
+        }
+        seen->first_ms = now;
+    }
+    seen->chunks++;
+    if (json_is_true(json_object_get(c, "done"))) {
+        if (json_is_string(json_object_get(c, "finish_reason")))
+            seen->finished++;
+        else
+            seen->cut++;
+    }
+    json_decref(c);
+}
+
+static void poll_chunks(rd_kafka_t *cons, run_t *run)
+{
+    rd_kafka_message_t *m;
+    while (cons != NULL && (m = rd_kafka_consumer_poll(cons, 0)) != NULL) {
+        on_chunk(run, m);
+        rd_kafka_message_destroy(m);
+    }
+}
+
+static void free_seen(const char *key, void *value, void *arg)
+{
+    (void)key;
+    (void)arg;
+    free(value);
+}
+
+/* The client of job i gives up: a cancel request naming its idempotency key. */
+static void produce_cancel(rd_kafka_t *prod, run_t *run, int i)
+{
+    char idem[32], key[64], msg[256];
+    snprintf(idem, sizeof idem, "j%07d", i);
+    api_key_of(run->sc->tenants[run->jobs[i].tenant].name, key, sizeof key);
+    int len = snprintf(msg, sizeof msg, "{\"api_key\": \"%s\", \"cancel\": \"%s\"}", key, idem);
+    run->jobs[i].cancel_sent = 1;
+    h_produce(prod, "sluice.requests", idem, msg, (size_t)len);
+}
+
+/* The sum of every series of a Prometheus counter family in a /metrics text; NAN when the
+ * family is missing. */
+static double metric_sum(const char *text, const char *family)
+{
+    size_t fl = strlen(family);
+    double sum = NAN;
+    for (const char *p = text; p != NULL && *p != '\0';) {
+        if (strncmp(p, family, fl) == 0 && (p[fl] == ' ' || p[fl] == '{')) {
+            const char *v = strchr(p, ' ');
+            if (v != NULL)
+                sum = (isnan(sum) ? 0 : sum) + strtod(v + 1, NULL);
+        }
+        p = strchr(p, '\n');
+        p = p != NULL ? p + 1 : NULL;
+    }
+    return sum;
+}
+
 static void produce_job(rd_kafka_t *prod, run_t *run, int i)
 {
-    static char body[PROMPT_CHARS_MIN + PROMPT_CHARS_SPAN + 512];
+    static char body[PROMPT_CHARS_CAP + 512];
     static char msg[sizeof body + 512];
     job_t *job = &run->jobs[i];
     const tenant_spec_t *t = &run->sc->tenants[job->tenant];
     char idem[32], key[64];
     snprintf(idem, sizeof idem, "j%07d", i);
     api_key_of(t->name, key, sizeof key);
-    job_body(body, sizeof body, idem, job->prompt_chars, job->max_tokens);
+    job_body(body, sizeof body, idem, job->prompt_chars, job->max_tokens, run->sc->stream);
     int len = snprintf(msg, sizeof msg,
                        "{\"idempotency_key\": \"%s\", \"api_key\": \"%s\", \"route\": \"chat\","
                        " \"class\": \"%s\", \"request\": %s}",
@@ -503,17 +759,72 @@ static void add_rss(json_t *rss, const char *name, long kb)
     json_object_set_new(rss, name, json_integer(kb));
 }
 
+static const job_t *cancel_sort_jobs;
+
+static int cmp_cancel(const void *a, const void *b)
+{
+    const job_t *x = &cancel_sort_jobs[*(const int *)a], *y = &cancel_sort_jobs[*(const int *)b];
+    double tx = x->due_ms + x->cancel_after_ms, ty = y->due_ms + y->cancel_after_ms;
+    return tx < ty ? -1 : tx > ty;
+}
+
+/* The jobs whose clients give up, in the order of their cancels; *n gets their number. */
+static int *cancel_order(const run_t *run, int *n)
+{
+    int *idx = malloc(((size_t)run->njobs + 1) * sizeof *idx);
+    *n = 0;
+    for (int i = 0; idx != NULL && i < run->njobs; i++) {
+        if (run->jobs[i].cancel_after_ms >= 0 && run->jobs[i].due_ms < run->measure_ms)
+            idx[(*n)++] = i;
+    }
+    cancel_sort_jobs = run->jobs;
+    if (idx != NULL)
+        qsort(idx, (size_t)*n, sizeof *idx, cmp_cancel);
+    return idx;
+}
+
+/* What the scheduler says it reserved and settled, from its /metrics (before it stops). */
+static void scrape_scheduler(run_t *run)
+{
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", run->metrics_port);
+    char *text = h_http_text(url);
+    if (text == NULL)
+        return;
+    static const char *const names[][2] = {
+        {"tokens_admitted", "sluice_scheduler_admitted_tokens_total"},
+        {"tokens_reserved", "sluice_scheduler_tokens_reserved_total"},
+        {"tokens_settled", "sluice_scheduler_tokens_used_total"},
+        {"tokens_over_reserved", "sluice_scheduler_tokens_over_reserved_total"},
+        {"tokens_under_reserved", "sluice_scheduler_tokens_under_reserved_total"},
+        {"provider_429", "sluice_scheduler_provider_429_total"},
+        {"provider_5xx", "sluice_scheduler_provider_unavailable_total"},
+        {"cancelled", "sluice_scheduler_cancelled_total"},
+        {"retried", "sluice_scheduler_retried_total"},
+    };
+    json_t *o = json_object();
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        json_object_set_new(o, names[k][0], b_jnum(metric_sum(text, names[k][1])));
+    json_object_set_new(run->extra, "scheduler_metrics", o);
+    free(text);
+}
+
 /* Runs the workload through a fresh sluice stack. Returns NULL, or why it could not measure. */
 static const char *run_sluice(run_t *run)
 {
     int sim_port = h_free_port();
+    run->metrics_port = h_free_port();
     char *sim_cfg = write_sim_config(run);
     char *cfg = write_sluice_config(run, sim_port);
     h_stack_t st;
     h_stack_up(&st, cfg, sim_cfg, sim_port);
     rd_kafka_t *prod = h_producer(st.bootstrap);
     rd_kafka_t *cons = h_consumer_from_start(st.bootstrap, "sluice.results");
-    const char *broken = NULL;
+    rd_kafka_t *chunks = run->sc->stream ? h_consumer_from_start(st.bootstrap, "sluice.stream")
+                                         : NULL;
+    int ncancels = 0, next_cancel = 0;
+    int *cancels = cancel_order(run, &ncancels);
+    const char *broken = cancels == NULL ? "out of memory" : NULL;
 
     /* Warm-up: the measurement starts once every consumer group has settled. */
     static char msg[2048];
@@ -521,7 +832,7 @@ static const char *run_sluice(run_t *run)
         char idem[32], key[64], body[1024];
         snprintf(idem, sizeof idem, "w%03d", i);
         api_key_of("warm", key, sizeof key);
-        job_body(body, sizeof body, idem, 400, 16);
+        job_body(body, sizeof body, idem, 400, 16, 0);
         int len = snprintf(msg, sizeof msg,
                            "{\"idempotency_key\": \"%s\", \"api_key\": \"%s\", \"route\": "
                            "\"chat\", \"class\": \"standard\", \"request\": %s}",
@@ -547,7 +858,14 @@ static const char *run_sluice(run_t *run)
         while (next < run->njobs && run->jobs[next].due_ms <= elapsed &&
                run->jobs[next].due_ms < run->measure_ms)
             produce_job(prod, run, next++);
+        while (next_cancel < ncancels) {
+            const job_t *job = &run->jobs[cancels[next_cancel]];
+            if (job->submit_ms < 0 || job->due_ms + job->cancel_after_ms > elapsed)
+                break;
+            produce_cancel(prod, run, cancels[next_cancel++]);
+        }
         rd_kafka_poll(prod, 0);
+        poll_chunks(chunks, run);
         if (elapsed >= next_sample) {
             sample(run, st.stats_url, h_wall_ms() - run->t0_wall);
             next_sample += run->sample_ms;
@@ -559,8 +877,10 @@ static const char *run_sluice(run_t *run)
         poll_results(cons, run, wait < 1 ? 0 : wait > 5 ? 5 : (int)wait);
     }
     sample(run, st.stats_url, h_wall_ms() - run->t0_wall);
+    poll_chunks(chunks, run);
     if (broken == NULL && run->nsamples < 3)
         broken = "the simulator's /stats did not answer";
+    scrape_scheduler(run);
     json_t *rss = json_object();
     add_rss(rss, "scheduler", h_peak_rss_kb(st.sched));
     add_rss(rss, "dispatcher", h_peak_rss_kb(st.disp));
@@ -571,6 +891,11 @@ static const char *run_sluice(run_t *run)
     rd_kafka_destroy(prod);
     rd_kafka_consumer_close(cons);
     rd_kafka_destroy(cons);
+    if (chunks != NULL) {
+        rd_kafka_consumer_close(chunks);
+        rd_kafka_destroy(chunks);
+    }
+    free(cancels);
     int unclean = h_stack_down(&st);
     json_object_set_new(run->extra, "processes_not_stopped_cleanly", json_integer(unclean));
     json_object_set_new(run->extra, "duplicate_results", json_integer(run->duplicates));
@@ -593,14 +918,14 @@ static int write_request_files(const run_t *run, char paths[][512])
         if (f[t] == NULL)
             rc = -1;
     }
-    static char body[PROMPT_CHARS_MIN + PROMPT_CHARS_SPAN + 512];
+    static char body[PROMPT_CHARS_CAP + 512];
     for (int i = 0; i < run->njobs && rc == 0; i++) {
         const job_t *job = &run->jobs[i];
         if (job->due_ms >= run->measure_ms)
             break;
         char idem[32];
         snprintf(idem, sizeof idem, "j%07d", i);
-        job_body(body, sizeof body, idem, job->prompt_chars, job->max_tokens);
+        job_body(body, sizeof body, idem, job->prompt_chars, job->max_tokens, 0);
         if (fprintf(f[job->tenant],
                     "{\"id\": \"%s\", \"class\": \"%s\", \"due_ms\": %.3f, \"body\": %s}\n", idem,
                     class_names[sc->tenants[job->tenant].cls], job->due_ms, body) < 0)
@@ -635,11 +960,19 @@ static int read_client_output(run_t *run, const char *path)
         job->submit_ms = jget(r, "submit_ms");
         job->start_ms = jget(r, "start_ms");
         job->attempts = (int)json_integer_value(json_object_get(r, "attempts"));
+        job->est_tokens = json_integer_value(json_object_get(r, "tokens_estimate"));
         if (strcmp(status, "unfinished") != 0) {
             job->status = status_parse(status);
+            if (job->status != ST_SUCCEEDED) {
+                char why[32];
+                snprintf(why, sizeof why, "HTTP %lld",
+                         (long long)json_integer_value(json_object_get(r, "http_status")));
+                count_reason(run, status, why);
+            }
             job->end_ms = jget(r, "end_ms");
-            job->usage_tokens = json_integer_value(json_object_get(r, "prompt_tokens")) +
-                                json_integer_value(json_object_get(r, "completion_tokens"));
+            job->usage_input = json_integer_value(json_object_get(r, "prompt_tokens"));
+            job->usage_tokens =
+                job->usage_input + json_integer_value(json_object_get(r, "completion_tokens"));
         }
         n++;
         json_decref(r);
@@ -822,6 +1155,66 @@ static json_t *pcts(double *v, int n, int extra_key_n, const char *extra_key)
     return o;
 }
 
+/* Estimated against real tokens, and the capacity held back by over-reservation, over the
+ * whole run: what each system took from its own limits before the calls (sluice: the tokens its
+ * scheduler reserved for every attempt it admitted, from its /metrics; the baseline: its
+ * estimate, taken from its token bucket at every attempt and never given back) against what
+ * the provider's TPM counted (the simulator's tokens_charged: prompt + max_tokens of every call
+ * it admitted). Reservations for calls the provider then refused count as held for nothing. */
+static json_t *token_figures(const run_t *run)
+{
+    double est = 0;
+    if (!run->sys->baseline) {
+        est = jget(json_object_get(run->extra, "scheduler_metrics"), "tokens_admitted");
+    } else {
+        for (int i = 0; i < run->njobs; i++) {
+            const job_t *job = &run->jobs[i];
+            if (job->attempts > 0)
+                est += (double)job->attempts * (double)job->est_tokens;
+        }
+    }
+    double real = run->nsamples > 0 ? (double)run->samples[run->nsamples - 1].tokens : NAN;
+    return json_pack("{s:o, s:o, s:o, s:o, s:o}", "estimated", b_jnum(est), "real", b_jnum(real),
+                     "over_reserved", b_jnum(fmax(0, est - real)), "estimated_over_real",
+                     b_jnum(real > 0 ? est / real : NAN), "wasted_share",
+                     b_jnum(est > 0 ? fmax(0, est - real) / est : NAN));
+}
+
+/* What the runner saw of the streams: time to the first chunk, cut attempts, and whether every
+ * succeeded job's stream ended with a finish_reason. vals is scratch of njobs + 1 doubles. */
+static json_t *stream_figures(const run_t *run, double *vals)
+{
+    int n = 0, succeeded = 0, complete = 0, without_chunks = 0;
+    long chunks = 0, cut = 0;
+    for (int i = 0; i < run->njobs; i++) {
+        const job_t *job = &run->jobs[i];
+        const stream_seen_t *seen =
+            job->job_id != NULL ? sl_hmap_get(run->streams, job->job_id) : NULL;
+        if (seen != NULL) {
+            chunks += seen->chunks;
+            cut += seen->cut;
+        }
+        if (job->status != ST_SUCCEEDED)
+            continue;
+        succeeded++;
+        if (seen == NULL) {
+            without_chunks++;
+            continue;
+        }
+        complete += seen->finished > 0;
+        vals[n++] = seen->first_ms - job->submit_ms;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "first_chunk_ms", pcts(vals, n, 0, NULL));
+    json_object_set_new(o, "chunks", json_integer(chunks));
+    json_object_set_new(o, "cut_attempts", json_integer(cut));
+    json_object_set_new(o, "succeeded", json_integer(succeeded));
+    json_object_set_new(o, "succeeded_with_finished_stream", json_integer(complete));
+    json_object_set_new(o, "succeeded_without_chunks", json_integer(without_chunks));
+    json_object_set_new(o, "unparsed_chunks", json_integer(run->stream_bad));
+    return o;
+}
+
 /* Every figure of one run, and the series for the plots. */
 static json_t *figures(const run_t *run)
 {
@@ -841,12 +1234,14 @@ static json_t *figures(const run_t *run)
     if (s0 != NULL && send != NULL) {
         int64_t req = sim_requests(send) - sim_requests(s0);
         int64_t refused = send->refused - s0->refused;
-        json_t *sim =
-            json_pack("{s:I, s:I, s:I, s:I, s:I, s:o}", "requests", (json_int_t)req, "admitted",
-                      (json_int_t)(send->admitted - s0->admitted), "limit_429", (json_int_t)refused,
-                      "fault_429", (json_int_t)(send->fault_429 - s0->fault_429), "fault_503",
-                      (json_int_t)(send->fault_503 - s0->fault_503), "limit_429_share",
-                      b_jnum(req > 0 ? (double)refused / (double)req : NAN));
+        json_t *sim = json_pack(
+            "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "requests", (json_int_t)req, "admitted",
+            (json_int_t)(send->admitted - s0->admitted), "limit_429", (json_int_t)refused,
+            "fault_429", (json_int_t)(send->fault_429 - s0->fault_429), "fault_503",
+            (json_int_t)(send->fault_503 - s0->fault_503), "replayed",
+            (json_int_t)(send->replayed - s0->replayed), "dropped",
+            (json_int_t)(send->dropped - s0->dropped), "limit_429_share",
+            b_jnum(req > 0 ? (double)refused / (double)req : NAN));
         if (slo != NULL && shi != NULL) {
             int64_t wreq = sim_requests(shi) - sim_requests(slo);
             json_object_set_new(sim, "limit_429_window",
@@ -864,7 +1259,8 @@ static json_t *figures(const run_t *run)
         json_decref(fig);
         return NULL;
     }
-    int submitted = 0, succeeded = 0, failed = 0, expired = 0, other = 0, unfinished = 0;
+    int submitted = 0, succeeded = 0, failed = 0, expired = 0, rejected = 0, cancelled = 0;
+    int other = 0, unfinished = 0, cancels_sent = 0, done_after_cancel = 0;
     int finished = 0, retries = 0, done_in_window = 0;
     double tenant_tokens[MAX_TENANTS] = {0}, tokens_in_window = 0;
     for (int i = 0; i < run->njobs; i++) {
@@ -875,7 +1271,11 @@ static json_t *figures(const run_t *run)
         succeeded += job->status == ST_SUCCEEDED;
         failed += job->status == ST_FAILED;
         expired += job->status == ST_EXPIRED;
-        other += job->status == ST_REJECTED || job->status == ST_OTHER;
+        rejected += job->status == ST_REJECTED;
+        cancelled += job->status == ST_CANCELLED;
+        other += job->status == ST_OTHER;
+        cancels_sent += job->cancel_sent;
+        done_after_cancel += job->cancel_sent && job->status == ST_SUCCEEDED;
         unfinished += job->status == ST_NONE;
         if (job->status == ST_SUCCEEDED || job->status == ST_FAILED) {
             finished++;
@@ -892,7 +1292,18 @@ static json_t *figures(const run_t *run)
     json_object_set_new(fig, "succeeded", json_integer(succeeded));
     json_object_set_new(fig, "failed", json_integer(failed));
     json_object_set_new(fig, "expired", json_integer(expired));
-    json_object_set_new(fig, "rejected_or_other", json_integer(other));
+    json_object_set_new(fig, "rejected", json_integer(rejected));
+    json_object_set_new(fig, "other_status", json_integer(other));
+    json_object_set_new(fig, "reasons", json_deep_copy(run->reasons));
+    if (sc->cancel_share > 0) {
+        /* A cancel removes a queued job; one already sent runs to its end (and is charged). */
+        json_object_set_new(fig, "cancels",
+                            json_pack("{s:i, s:i, s:i}", "sent", cancels_sent, "cancelled",
+                                      cancelled, "succeeded_anyway", done_after_cancel));
+    }
+    json_object_set_new(fig, "tokens", token_figures(run));
+    if (run->streams != NULL)
+        json_object_set_new(fig, "stream", stream_figures(run, vals));
     json_object_set_new(fig, "unfinished_at_stop", json_integer(unfinished));
     json_object_set_new(fig, "retries_per_request",
                         b_jnum(finished > 0 ? (double)retries / finished : NAN));
@@ -1029,15 +1440,18 @@ static json_t *figures(const run_t *run)
 static void run_one(const scenario_t *sc, const system_t *sys, int quick, double minute_ms,
                     json_t *out)
 {
-    run_t run = {.sc = sc, .sys = sys, .quick = quick, .minute_ms = minute_ms};
+    scenario_t eff = with_defaults(sc);
+    run_t run = {.sc = &eff, .sys = sys, .quick = quick, .minute_ms = minute_ms};
     run.measure_ms = minute_ms * (quick ? sc->quick_measure_min : sc->measure_min);
-    run.grace_ms = minute_ms / 5;
+    run.grace_ms = minute_ms * eff.grace_min;
     /* The steady window starts once the baseline's initial stock (its buckets start with a
      * whole minute of capacity) is spent: 3 minutes in the full run, 40 % of the quick one. */
     run.win0_ms = quick ? 0.4 * run.measure_ms : 3 * minute_ms;
     run.win1_ms = run.measure_ms - minute_ms / 2;
     run.sample_ms = minute_ms / 12;
     run.extra = json_object();
+    run.reasons = json_object();
+    run.streams = eff.stream ? sl_hmap_new() : NULL;
     b_rng_seed(0x5eed0000u + (uint64_t)(sc - scenarios));
     json_object_set_new(out, "measure_s", json_real(run.measure_ms / 1000.0));
     json_object_set_new(out, "window_s",
@@ -1056,6 +1470,13 @@ static void run_one(const scenario_t *sc, const system_t *sys, int quick, double
     if (fig != NULL)
         json_object_set_new(out, "figures", fig);
     json_object_set_new(out, "details", run.extra);
+    json_decref(run.reasons);
+    if (run.streams != NULL) {
+        sl_hmap_each(run.streams, free_seen, NULL);
+        sl_hmap_free(run.streams);
+    }
+    for (int i = 0; i < run.njobs; i++)
+        free(run.jobs[i].job_id);
     free(run.jobs);
     free(run.samples);
     h_cleanup(broken != NULL);
@@ -1209,6 +1630,56 @@ static void fmt_ms(char *out, size_t cap, double ms)
         snprintf(out, cap, "%.0f", ms);
 }
 
+/* A second line for the figures some scenarios add: outcomes other than success, cancels,
+ * streams, the simulator's 503s. */
+static void print_details(json_t *fig)
+{
+    char line[1024] = "";
+    size_t n = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(fig, "reasons"), k, v)
+    {
+        n += (size_t)snprintf(line + n, sizeof line - n, "%s%s %lld", n ? ", " : "", k,
+                              (long long)json_integer_value(v));
+        if (n >= sizeof line)
+            n = sizeof line - 1;
+    }
+    double f503 = fig_num(fig, "sim", "fault_503", NULL);
+    if (f503 > 0) {
+        n += (size_t)snprintf(line + n, sizeof line - n, "%ssimulator 503s %.0f", n ? "; " : "",
+                              f503);
+        if (n >= sizeof line)
+            n = sizeof line - 1;
+    }
+    json_t *c = json_object_get(fig, "cancels");
+    if (c != NULL) {
+        n += (size_t)snprintf(line + n, sizeof line - n,
+                              "%scancels sent %.0f: cancelled %.0f, succeeded anyway %.0f",
+                              n ? "; " : "", fig_num(fig, "cancels", "sent", NULL),
+                              fig_num(fig, "cancels", "cancelled", NULL),
+                              fig_num(fig, "cancels", "succeeded_anyway", NULL));
+        if (n >= sizeof line)
+            n = sizeof line - 1;
+    }
+    json_t *st = json_object_get(fig, "stream");
+    if (st != NULL) {
+        char a[16], b[16];
+        fmt_ms(a, sizeof a, fig_num(fig, "stream", "first_chunk_ms", "p50"));
+        fmt_ms(b, sizeof b, fig_num(fig, "stream", "first_chunk_ms", "p99"));
+        n += (size_t)snprintf(
+            line + n, sizeof line - n,
+            "%sfirst chunk p50/p99 %s/%s ms; %.0f chunks; %.0f attempts cut; %.0f of %.0f "
+            "succeeded streams finished",
+            n ? "; " : "", a, b, fig_num(fig, "stream", "chunks", NULL),
+            fig_num(fig, "stream", "cut_attempts", NULL),
+            fig_num(fig, "stream", "succeeded_with_finished_stream", NULL),
+            fig_num(fig, "stream", "succeeded", NULL));
+    }
+    if (line[0] != '\0')
+        printf("%-13s   %s\n", "", line);
+}
+
 static void print_table(const scenario_t *sc, json_t *runs)
 {
     printf("\n%s: %s\n", sc->name, sc->what);
@@ -1227,7 +1698,8 @@ static void print_table(const scenario_t *sc, json_t *runs)
     }
     if (sc->burst_minutes > 0)
         printf(" %12s", "burst drain");
-    printf(" %6s %7s %6s %5s %7s %8s\n", "jobs/s", "tok/s", "Jain", "fail", "queued", "RSS MiB");
+    printf(" %6s %7s %6s %5s %7s %8s %8s %6s\n", "jobs/s", "tok/s", "Jain", "fail", "queued",
+           "RSS MiB", "est/real", "waste");
     size_t i;
     json_t *r;
     json_array_foreach(runs, i, r)
@@ -1275,11 +1747,15 @@ static void print_table(const scenario_t *sc, json_t *runs)
             else
                 printf(" %12s", "not drained");
         }
-        printf(" %6.1f %7.0f %6.4f %5.0f %7.0f %8.0f%s\n", fig_num(fig, "jobs_per_s", NULL, NULL),
-               fig_num(fig, "tokens_per_s", NULL, NULL), fig_num(fig, "jain", NULL, NULL),
+        printf(" %6.1f %7.0f %6.4f %5.0f %7.0f %8.0f %8.3f %5.1f%%%s\n",
+               fig_num(fig, "jobs_per_s", NULL, NULL), fig_num(fig, "tokens_per_s", NULL, NULL),
+               fig_num(fig, "jain", NULL, NULL),
                fig_num(fig, "failed", NULL, NULL) + fig_num(fig, "expired", NULL, NULL),
                fig_num(fig, "unfinished_at_stop", NULL, NULL), rss / 1024,
+               fig_num(fig, "tokens", "estimated_over_real", NULL),
+               100 * fig_num(fig, "tokens", "wasted_share", NULL),
                strcmp(status, "ok") == 0 ? "" : "  (broken)");
+        print_details(fig);
     }
     printf("(util: tokens the simulator admitted per second over the TPM limit, in the steady "
            "window; limit 429s: the simulator's own refusals over the run and their share of its "
@@ -1287,7 +1763,9 @@ static void print_table(const scenario_t *sc, json_t *runs)
            "ms, over the jobs that started / succeeded; jobs/s, tok/s: succeeded, steady window; "
            "burst drain: from the end of the burst window to the start of its last job; "
            "fail: failed + expired; queued: submitted and not finished at the stop; Jain: over "
-           "the tenants of equal demand; RSS: peak, all processes of the run)\n");
+           "the tenants of equal demand; RSS: peak, all processes of the run; est/real: tokens "
+           "reserved (sluice) or taken by the estimate at every attempt (baseline) over what the "
+           "provider's limit counted; waste: the share of the reserved tokens held above it)\n");
 }
 
 /* Writes a gnuplot data file; returns 0 or -1. */
@@ -1554,6 +2032,8 @@ int main(int argc, char **argv)
         json_t *runs = json_array();
         double t0 = sl_mono_ms();
         for (int k = 0; k < nsys; k++) {
+            if (sc->sluice_only && systems[k].baseline)
+                continue; /* the baseline has no counterpart */
             double measure_s =
                 minute_ms / 1000.0 * (quick ? sc->quick_measure_min : sc->measure_min);
             int timeout_s = (int)measure_s + 120;

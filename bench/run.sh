@@ -1,18 +1,62 @@
 #!/usr/bin/env bash
-# Runs the benchmarks (from the repository root). BENCH_QUICK=1 runs a small variant.
+# Runs the benchmarks (from the repository root), all of them or those named:
+#   bench/run.sh                      everything (about 25 minutes)
+#   bench/run.sh storm503 backfill    one compare scenario and the backfill
+#   BENCH_QUICK=1 bench/run.sh        the small variant CI runs (about 3 minutes)
+# Names: pipeline, ledger, scenarios, scenarios:<equal|weights|noisy|guarantee>, backfill,
+# compare (all its scenarios), or one compare scenario: steady, burst, noisy, storm, storm503,
+# longctx, maxout, daily, stream. `make bench SCENARIO="..."` passes the names here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SLUICE_BIN=${SLUICE_BIN:-$PWD/bin}
-if [ "${BENCH_QUICK:-0}" = 1 ]; then
-  bin/bench/pipeline --jobs 2000 --rate 200 --seconds 3
-  bin/bench/ledger --decisions 20000
-  bin/bench/scenarios --quick
-  # sluice vs the cookbook baseline: one scenario, two baseline settings (about 45 s).
+quick=${BENCH_QUICK:-0}
+compare_scenarios=" steady burst noisy storm storm503 longctx maxout daily stream "
+
+run_one() {
+  local name=$1
+  echo "== bench: $name"
+  case "$name" in
+    pipeline)
+      if [ "$quick" = 1 ]; then bin/bench/pipeline --jobs 2000 --rate 200 --seconds 3
+      else bin/bench/pipeline --jobs 20000 --rate 500 --seconds 10; fi ;;
+    ledger)
+      if [ "$quick" = 1 ]; then bin/bench/ledger --decisions 20000
+      else bin/bench/ledger --decisions 200000; fi ;;
+    scenarios)
+      if [ "$quick" = 1 ]; then bin/bench/scenarios --quick; else bin/bench/scenarios; fi ;;
+    scenarios:*)
+      if [ "$quick" = 1 ]; then bin/bench/scenarios --quick --scenario "${name#scenarios:}"
+      else bin/bench/scenarios --scenario "${name#scenarios:}"; fi ;;
+    backfill)
+      if [ "$quick" = 1 ]; then bin/bench/backfill --quick; else bin/bench/backfill; fi ;;
+    compare)
+      if [ "$quick" = 1 ]; then bin/bench/compare --quick; else bin/bench/compare; fi ;;
+    *)
+      if [[ "$compare_scenarios" != *" $name "* ]]; then
+        echo "bench/run.sh: unknown benchmark \"$name\"" >&2
+        echo "known: pipeline ledger scenarios scenarios:<name> backfill compare$compare_scenarios" >&2
+        exit 2
+      fi
+      if [ "$quick" = 1 ]; then bin/bench/compare --quick --scenario "$name"
+      else bin/bench/compare --scenario "$name"; fi ;;
+  esac
+}
+
+if [ $# -gt 0 ]; then
+  for name in "$@"; do run_one "$name"; done
+elif [ "$quick" = 1 ]; then
+  run_one pipeline
+  run_one ledger
+  run_one scenarios
+  # sluice vs the cookbook baseline on one scenario at two settings, and the streaming one.
+  echo "== bench: compare steady (quick, cookbook at 75 and 100 %)"
   bin/bench/compare --quick --scenario steady --fractions 0.75,1
+  run_one stream
+  run_one backfill
 else
-  bin/bench/pipeline --jobs 20000 --rate 500 --seconds 10
-  bin/bench/ledger --decisions 200000
-  bin/bench/scenarios
-  # sluice vs the cookbook baseline at 50/75/100 %: four scenarios (about 7 minutes).
-  bin/bench/compare
+  run_one pipeline
+  run_one ledger
+  run_one scenarios
+  run_one compare
+  run_one backfill
 fi
