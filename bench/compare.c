@@ -45,8 +45,8 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "stats.h"
 #include "sign.h"
+#include "stats.h"
 #include "util.h"
 
 enum {
@@ -104,10 +104,10 @@ typedef struct {
     int output_min, output_max;  /* the simulator's reply length (20 - 200) */
     double ms_per_token;         /* the simulator's generation time (0.2 ms a token) */
     double grace_min;            /* time after the stop for the calls in flight (a fifth) */
-    double rpd_share;   /* a daily request quota of this share of the jobs (0: none) */
-    int stream;         /* every job asks for a streamed answer */
+    double rpd_share;            /* a daily request quota of this share of the jobs (0: none) */
+    int stream;                  /* every job asks for a streamed answer */
     double cancel_share; /* share of jobs whose client gives up: a cancel 0 - 0.2 min later */
-    int sluice_only;    /* the baseline has no counterpart (it does not stream) */
+    int sluice_only;     /* the baseline has no counterpart (it does not stream) */
 } scenario_t;
 
 #define STEADY_TENANT(n, r)                                                                        \
@@ -240,19 +240,19 @@ typedef struct {
     double submit_ms, start_ms, end_ms;
     status_t status;
     int attempts;
-    int cancel_sent;       /* its client sent a cancel */
-    int64_t usage_tokens;  /* prompt + completion */
-    int64_t usage_input;   /* prompt, as the provider counted it */
-    int64_t est_tokens;    /* the baseline's estimate for one attempt */
-    char *job_id;          /* sluice's id for it (streamed scenarios only, to match chunks) */
+    int cancel_sent;      /* its client sent a cancel */
+    int64_t usage_tokens; /* prompt + completion */
+    int64_t usage_input;  /* prompt, as the provider counted it */
+    int64_t est_tokens;   /* the baseline's estimate for one attempt */
+    char *job_id;         /* sluice's id for it (streamed scenarios only, to match chunks) */
 } job_t;
 
 /* What the runner saw on sluice.stream for one job id. */
 typedef struct {
-    double first_ms;  /* first chunk received, after the start of the measurement */
-    int chunks;       /* every chunk of every attempt */
-    int cut;          /* attempts that ended with a done chunk without finish_reason */
-    int finished;     /* attempts that ended with a finish_reason */
+    double first_ms; /* first chunk received, after the start of the measurement */
+    int chunks;      /* every chunk of every attempt */
+    int cut;         /* attempts that ended with a done chunk without finish_reason */
+    int finished;    /* attempts that ended with a finish_reason */
 } stream_seen_t;
 
 /* One /stats sample of the simulator. */
@@ -272,13 +272,13 @@ typedef struct {
     int njobs;
     sample_t *samples;
     int nsamples, samples_cap;
-    double t0_wall; /* wall clock at the start of the measurement */
+    double t0_wall;   /* wall clock at the start of the measurement */
     int metrics_port; /* the scheduler's /metrics (sluice) */
     int warm_done, duplicates;
-    json_t *extra;    /* per-system details (client summaries, RSS) */
-    json_t *reasons;  /* error reasons of the jobs that did not succeed, counted */
+    json_t *extra;      /* per-system details (client summaries, RSS) */
+    json_t *reasons;    /* error reasons of the jobs that did not succeed, counted */
     sl_hmap_t *streams; /* job id -> stream_seen_t (streamed scenarios) */
-    int stream_bad;   /* chunks that did not parse */
+    int stream_bad;     /* chunks that did not parse */
 } run_t;
 
 /* ---- small helpers ---- */
@@ -470,19 +470,19 @@ static char *write_sim_config(const run_t *run)
     } else if (sc->fault == FAULT_503) {
         snprintf(faults, sizeof faults, ", \"faults\": {\"overloaded_share\": 0.3, \"seed\": 7}");
     } else if (sc->fault == FAULT_CUT) {
-        snprintf(faults, sizeof faults,
-                 ", \"faults\": {\"stream_cut_share\": 0.15, \"seed\": 7}");
+        snprintf(faults, sizeof faults, ", \"faults\": {\"stream_cut_share\": 0.15, \"seed\": 7}");
     }
     if (rpd_of(run) > 0)
         snprintf(rpd, sizeof rpd, ", \"rpd\": %ld", rpd_of(run));
     char sim[1024];
-    snprintf(sim, sizeof sim,
-             "{\"minute_ms\": %.0f, \"deployments\": [{\"name\": \"pool\", \"model\": "
-             "\"gpt-4o-mini\", \"rpm\": %d, \"tpm\": %d, \"tpm_counting\": \"sum\","
-             " \"slices_per_minute\": %d, \"ttft_ms\": 20, \"ms_per_token\": %.3f,"
-             " \"output_min\": %d, \"output_max\": %d, \"api_key\": \"compare-provider-key\"%s%s}]}",
-             run->minute_ms, RPM, TPM, slices_per_minute, sc->ms_per_token, sc->output_min,
-             sc->output_max, rpd, faults);
+    snprintf(
+        sim, sizeof sim,
+        "{\"minute_ms\": %.0f, \"deployments\": [{\"name\": \"pool\", \"model\": "
+        "\"gpt-4o-mini\", \"rpm\": %d, \"tpm\": %d, \"tpm_counting\": \"sum\","
+        " \"slices_per_minute\": %d, \"ttft_ms\": 20, \"ms_per_token\": %.3f,"
+        " \"output_min\": %d, \"output_max\": %d, \"api_key\": \"compare-provider-key\"%s%s}]}",
+        run->minute_ms, RPM, TPM, slices_per_minute, sc->ms_per_token, sc->output_min,
+        sc->output_max, rpd, faults);
     return strdup(h_write("sim.json", sim));
 }
 
@@ -532,8 +532,8 @@ static char *write_sluice_config(const run_t *run, int sim_port)
              " \"tenants\": [%s],"
              " \"keys\": [%s]}",
              run->minute_ms, dir, dir, run->metrics_port, h_free_port(), h_free_port(), dir, dir,
-             INTERACTIVE_DEADLINE_MS, sim_port, keyfile, RPM, TPM, rpd, slices_per_minute,
-             tenants, keys);
+             INTERACTIVE_DEADLINE_MS, sim_port, keyfile, RPM, TPM, rpd, slices_per_minute, tenants,
+             keys);
     free(keyfile);
     return strdup(h_write("sluice.json", cfg));
 }
@@ -718,24 +718,6 @@ static void produce_cancel(rd_kafka_t *prod, run_t *run, int i)
     h_produce(prod, "sluice.requests", idem, msg, (size_t)len);
 }
 
-/* The sum of every series of a Prometheus counter family in a /metrics text; NAN when the
- * family is missing. */
-static double metric_sum(const char *text, const char *family)
-{
-    size_t fl = strlen(family);
-    double sum = NAN;
-    for (const char *p = text; p != NULL && *p != '\0';) {
-        if (strncmp(p, family, fl) == 0 && (p[fl] == ' ' || p[fl] == '{')) {
-            const char *v = strchr(p, ' ');
-            if (v != NULL)
-                sum = (isnan(sum) ? 0 : sum) + strtod(v + 1, NULL);
-        }
-        p = strchr(p, '\n');
-        p = p != NULL ? p + 1 : NULL;
-    }
-    return sum;
-}
-
 static void produce_job(rd_kafka_t *prod, run_t *run, int i)
 {
     static char body[PROMPT_CHARS_CAP + 512];
@@ -804,7 +786,7 @@ static void scrape_scheduler(run_t *run)
     };
     json_t *o = json_object();
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
-        json_object_set_new(o, names[k][0], b_jnum(metric_sum(text, names[k][1])));
+        json_object_set_new(o, names[k][0], b_jnum(b_metric_sum(text, names[k][1])));
     json_object_set_new(run->extra, "scheduler_metrics", o);
     free(text);
 }
@@ -820,8 +802,8 @@ static const char *run_sluice(run_t *run)
     h_stack_up(&st, cfg, sim_cfg, sim_port);
     rd_kafka_t *prod = h_producer(st.bootstrap);
     rd_kafka_t *cons = h_consumer_from_start(st.bootstrap, "sluice.results");
-    rd_kafka_t *chunks = run->sc->stream ? h_consumer_from_start(st.bootstrap, "sluice.stream")
-                                         : NULL;
+    rd_kafka_t *chunks =
+        run->sc->stream ? h_consumer_from_start(st.bootstrap, "sluice.stream") : NULL;
     int ncancels = 0, next_cancel = 0;
     int *cancels = cancel_order(run, &ncancels);
     const char *broken = cancels == NULL ? "out of memory" : NULL;
@@ -1309,8 +1291,8 @@ static json_t *figures(const run_t *run)
                         b_jnum(finished > 0 ? (double)retries / finished : NAN));
     json_object_set_new(fig, "jobs_per_s", json_real(done_in_window / wsec));
     json_object_set_new(fig, "tokens_per_s", json_real(tokens_in_window / wsec));
-    json_object_set_new(fig, "jain",
-                        b_jnum(b_jain(tenant_tokens + sc->jain_from, sc->ntenants - sc->jain_from)));
+    json_object_set_new(
+        fig, "jain", b_jnum(b_jain(tenant_tokens + sc->jain_from, sc->ntenants - sc->jain_from)));
     json_t *tt = json_object();
     for (int t = 0; t < sc->ntenants; t++)
         json_object_set_new(tt, sc->tenants[t].name, json_real(tenant_tokens[t]));
@@ -1422,9 +1404,9 @@ static json_t *figures(const run_t *run)
             if (n == 0)
                 continue;
             qsort(vals, (size_t)n, sizeof *vals, b_cmp_double);
-            json_array_append_new(rows,
-                                  json_pack("[f, o, o, i]", (b + 0.5) * bin_ms / 1000.0,
-                                            b_jnum(b_pct(vals, n, 0.5)), b_jnum(b_pct(vals, n, 0.99)), n));
+            json_array_append_new(rows, json_pack("[f, o, o, i]", (b + 0.5) * bin_ms / 1000.0,
+                                                  b_jnum(b_pct(vals, n, 0.5)),
+                                                  b_jnum(b_pct(vals, n, 0.99)), n));
         }
         json_object_set_new(wbins, class_names[c], rows);
     }

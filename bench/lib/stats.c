@@ -2,6 +2,8 @@
 #include "stats.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 static uint64_t rng_state;
 
@@ -46,4 +48,21 @@ double b_jain(const double *x, int n)
 json_t *b_jnum(double v)
 {
     return isfinite(v) ? json_real(v) : json_null();
+}
+
+double b_metric_sum(const char *text, const char *name)
+{
+    size_t nlen = strlen(name);
+    double sum = NAN;
+    for (const char *line = text; line != NULL && *line != '\0';) {
+        const char *next = strchr(line, '\n');
+        if (strncmp(line, name, nlen) == 0 && (line[nlen] == ' ' || line[nlen] == '{')) {
+            /* the value follows the labels, when there are any */
+            const char *v = line[nlen] == '{' ? strchr(line + nlen, '}') : line + nlen;
+            if (v != NULL)
+                sum = (isnan(sum) ? 0 : sum) + strtod(v + 1, NULL);
+        }
+        line = next != NULL ? next + 1 : NULL;
+    }
+    return sum;
 }

@@ -1,5 +1,6 @@
 /* stats.h - the small statistics every benchmark needs: a seeded generator (so every system
- * in a comparison gets the same workload), percentiles and Jain's fairness index. */
+ * in a comparison gets the same workload), percentiles, Jain's fairness index, and sums read
+ * from a process's Prometheus metrics. */
 #ifndef SL_BENCH_STATS_H
 #define SL_BENCH_STATS_H
 
@@ -19,5 +20,9 @@ double b_pct(const double *sorted, int n, double p);
 double b_jain(const double *x, int n);
 /* A JSON number, or null for a value that is not finite (JSON has no NaN). */
 json_t *b_jnum(double v);
+
+/* The sum over every series (all label sets) of a metric in a Prometheus /metrics text; NAN
+ * when the metric is not there. */
+double b_metric_sum(const char *text, const char *name);
 
 #endif
