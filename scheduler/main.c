@@ -176,6 +176,13 @@ static const struct {
     {"sluice_scheduler_tokens_under_reserved_total",
      "Tokens used above the reservation, charged afterwards as debt.",
      offsetof(sl_sched_stats_t, tokens_under_reserved)},
+    {"sluice_scheduler_provider_tokens_charged_total",
+     "Tokens reserved on provider-side token buckets, every attempt.",
+     offsetof(sl_sched_stats_t, provider_tokens_charged)},
+    {"sluice_scheduler_provider_tokens_kept_total",
+     "What those reservations settled at: refusals given back, real use, or the whole charge "
+     "when the call may have counted. Above what the provider counted: capacity wasted.",
+     offsetof(sl_sched_stats_t, provider_tokens_kept)},
 };
 enum { NCOUNTERS = sizeof counters / sizeof counters[0] };
 

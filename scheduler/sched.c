@@ -2334,6 +2334,11 @@ static sl_err_t settle(sl_sched_t *s, job_t *j, end_t end, const char *state, in
         if (diff != 0)
             sl_ledger_settle(s->ledger, b, diff, h->charged_ms, now_ms);
         rule_t rule = (rule_t)h->rule[i];
+        if (s->binfo[b].provider_side && rule != RULE_KEEP && rule != RULE_RELEASE &&
+            rule != RULE_ACTUAL_SPEND) {
+            s->st.provider_tokens_charged += (int64_t)h->ch[i].amount;
+            s->st.provider_tokens_kept += (int64_t)settled[i];
+        }
         if (end == END_USAGE && rule != RULE_KEEP && rule != RULE_RELEASE &&
             rule != RULE_ACTUAL_SPEND && s->binfo[b].provider_side) {
             s->st.tokens_reserved += (int64_t)h->ch[i].amount;
@@ -2574,6 +2579,13 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         /* The probe (or a call sent after it) was answered: open again. Answers to calls sent
          * before the pause say nothing about now. */
         s->deps[dep].probing = 0;
+        s->deps[dep].probe_sent_ms = 0;
+    } else if (dep >= 0 && s->deps[dep].probing && s->deps[dep].probe_sent_ms > 0 &&
+               j->dispatched_ms >= s->deps[dep].probe_sent_ms && !ok) {
+        /* The probe failed: the next call goes as a new probe (after the pause this answer
+         * may set below), instead of waiting PROBE_WAIT_MS for an answer that already came.
+         * A failure that does not pause (a 503 after a success reset the streak) stalled the
+         * deployment for 2 s (bench/compare storm503). */
         s->deps[dep].probe_sent_ms = 0;
     }
     if (ok) {

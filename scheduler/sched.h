@@ -90,6 +90,9 @@ typedef struct {
      * and the difference either way. over_reserved is the capacity over-reservation held
      * back for nothing (until the call ended); under_reserved became debt. */
     int64_t tokens_reserved, tokens_settled, tokens_over_reserved, tokens_under_reserved;
+    /* Every attempt's charges on provider-side token buckets, and what they settled at
+     * (refusals given back, real use, or kept whole when the call may have counted). */
+    int64_t provider_tokens_charged, provider_tokens_kept;
 } sl_sched_stats_t;
 
 void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out);

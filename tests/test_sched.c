@@ -997,13 +997,60 @@ START_TEST(exhausted_attempts_fail_the_job)
 }
 END_TEST
 
+/* A probe that fails without pausing the deployment again (a success of an older call reset
+ * the streak) makes the next call a new probe at once, instead of a 2 s wait for an answer
+ * that already came. */
+START_TEST(failed_probe_probes_again)
+{
+    env_t e;
+    /* one attempt a job: no retries to compete with the jobs below */
+    opts_t o = {"'dep-big'", 0, 0, 1 /*max_attempts*/, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    usagespec_t u503 = {"overloaded", 503, -1, 0, -1, 0, NULL};
+    usagespec_t ok = {"ok", 200, 100, 20, -1, 0, NULL};
+    /* six calls in flight; five 503s in a row pause the deployment */
+    lease_t l[6];
+    for (int i = 0; i < 6; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "old-%d", i);
+        feed_job(&e, id, "acme", T0);
+        batch_t b = step(&e, T0);
+        l[i] = lease_of(find(&b, SL_MSG_DISPATCH, id), T0);
+        batch_free(&b);
+    }
+    for (int i = 0; i < 5; i++)
+        feed_usage(&e, l[i].job, l[i].attempt, l[i].res, l[i].dep, &u503, T0 + 10);
+    /* after the pause (at most 0.5 s) one call goes first: the probe */
+    int64_t t = T0 + 600;
+    feed_job(&e, "probe", "acme", t);
+    batch_t b = step(&e, t);
+    json_t *d = find(&b, SL_MSG_DISPATCH, "probe");
+    ck_assert_ptr_nonnull(d);
+    lease_t p = lease_of(d, t);
+    batch_free(&b);
+    feed_job(&e, "next", "acme", t + 5);
+    b = step(&e, t + 5);
+    ck_assert_ptr_null(find(&b, SL_MSG_DISPATCH, "next")); /* waits for the probe's answer */
+    batch_free(&b);
+    /* the sixth old call succeeds (the streak is reset), then the probe gets a 503 */
+    feed_usage(&e, l[5].job, l[5].attempt, l[5].res, l[5].dep, &ok, t + 10);
+    feed_usage(&e, p.job, p.attempt, p.res, p.dep, &u503, t + 20);
+    /* not paused: the next job goes at once, as a new probe */
+    b = step(&e, t + 30);
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_DISPATCH, "next"));
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
 /* A provider refusal (503 overloaded here) processed nothing: the deployment's tokens come
  * back at once, its request count stays (some providers count refused requests), the tenant's
  * token budget comes back. A 500 may have been processed: the deployment keeps everything. */
 START_TEST(refusal_gives_the_provider_tokens_back)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 5000 /*globex budget*/, 0, 0, 0, NULL, NULL};
+    /* one attempt a job: a retry (its backoff may be 0 ms) would charge again */
+    opts_t o = {"'dep-a'", 5000 /*globex budget*/, 0, 1 /*max_attempts*/, 0, NULL, NULL};
     env_init(&e, &o, T0);
     const char *ids[3] = {"tenant:globex:tokens", "deployment:dep-a:rpm", "deployment:dep-a:tpm"};
     const double charge[3] = {250, 1, 150};
@@ -1027,6 +1074,11 @@ START_TEST(refusal_gives_the_provider_tokens_back)
         ck_assert_double_eq_tol(bucket_level(&e, ids[2], t),
                                 (k == 0 ? before[2] : before[2] - charge[2]), 1e-6);
     }
+    /* the counters of capacity held: both charged, only the 500's kept */
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.provider_tokens_charged, 2 * 150);
+    ck_assert_int_eq(st.provider_tokens_kept, 150);
     env_done(&e);
 }
 END_TEST
@@ -2566,6 +2618,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, retry_budget_caps_a_storm);
     tcase_add_test(tc, overloaded_deployment_is_paused);
     tcase_add_test(tc, refusal_gives_the_provider_tokens_back);
+    tcase_add_test(tc, failed_probe_probes_again);
     tcase_add_test(tc, stream_reserves_max_tokens);
     tcase_add_test(tc, expired_leases_do_not_spend_the_retry_budget);
     tcase_add_test(tc, paused_deployment_reopens_with_one_probe);
