@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "group.h"
 #include "harness.h"
 #include "sign.h"
 #include "stats.h"
@@ -892,16 +893,6 @@ static const char *run_backfill(run_t *run)
 
 /* ---- the watchdog: the run in a child process group, so it can never hang ---- */
 
-static volatile sig_atomic_t child_group;
-
-static void forward_signal(int sig)
-{
-    if (child_group > 0)
-        kill(-child_group, SIGKILL);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
 static int write_report(json_t *rep)
 {
     mkdir("bench/results", 0755);
@@ -1026,9 +1017,8 @@ int main(int argc, char **argv)
         exit(child_main(&o));
     }
     setpgid(pid, pid); /* also here, so the group exists before we might signal it */
-    child_group = pid;
-    signal(SIGINT, forward_signal);
-    signal(SIGTERM, forward_signal);
+    b_child_group = pid;
+    b_forward_signals(SIGKILL);
     double deadline = sl_mono_ms() + 1000.0 * o.timeout_s;
     int ws = 0, ended = 0;
     while (!ended && sl_mono_ms() < deadline) {
@@ -1053,7 +1043,7 @@ int main(int argc, char **argv)
         why = buf;
         kill(-pid, SIGKILL);
     }
-    child_group = 0;
+    b_child_group = 0;
     if (why == NULL)
         return WEXITSTATUS(ws);
     printf("  BROKEN: %s\n", why);

@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "group.h"
 #include "harness.h"
 #include "sign.h"
 #include "stats.h"
@@ -774,7 +775,8 @@ static void scrape_scheduler(run_t *run)
     if (text == NULL)
         return;
     static const char *const names[][2] = {
-        {"tokens_admitted", "sluice_scheduler_admitted_tokens_total"},
+        {"provider_tokens_charged", "sluice_scheduler_provider_tokens_charged_total"},
+        {"provider_tokens_kept", "sluice_scheduler_provider_tokens_kept_total"},
         {"tokens_reserved", "sluice_scheduler_tokens_reserved_total"},
         {"tokens_settled", "sluice_scheduler_tokens_used_total"},
         {"tokens_over_reserved", "sluice_scheduler_tokens_over_reserved_total"},
@@ -1137,29 +1139,34 @@ static json_t *pcts(double *v, int n, int extra_key_n, const char *extra_key)
     return o;
 }
 
-/* Estimated against real tokens, and the capacity held back by over-reservation, over the
- * whole run: what each system took from its own limits before the calls (sluice: the tokens its
- * scheduler reserved for every attempt it admitted, from its /metrics; the baseline: its
- * estimate, taken from its token bucket at every attempt and never given back) against what
- * the provider's TPM counted (the simulator's tokens_charged: prompt + max_tokens of every call
- * it admitted). Reservations for calls the provider then refused count as held for nothing. */
+/* Estimated against real tokens, and the capacity wasted by over-reservation, over the whole
+ * run. estimated: what each system took from its own token limit for every attempt before
+ * the call (sluice: its reservations on the deployment's token buckets; the baseline: its
+ * estimate, taken from its token bucket at every attempt). kept: what its own accounting
+ * finally counted (sluice settles each reservation: a refusal is given back, a call that may
+ * have counted keeps it; the baseline never gives anything back). real: what the provider's
+ * TPM counted (the simulator's tokens_charged: prompt + max_tokens of every call it admitted).
+ * Wasted: kept above real, capacity of the system's own limit spent on nothing. */
 static json_t *token_figures(const run_t *run)
 {
-    double est = 0;
+    double est = 0, kept = 0;
     if (!run->sys->baseline) {
-        est = jget(json_object_get(run->extra, "scheduler_metrics"), "tokens_admitted");
+        json_t *m = json_object_get(run->extra, "scheduler_metrics");
+        est = jget(m, "provider_tokens_charged");
+        kept = jget(m, "provider_tokens_kept");
     } else {
         for (int i = 0; i < run->njobs; i++) {
             const job_t *job = &run->jobs[i];
             if (job->attempts > 0)
                 est += (double)job->attempts * (double)job->est_tokens;
         }
+        kept = est;
     }
     double real = run->nsamples > 0 ? (double)run->samples[run->nsamples - 1].tokens : NAN;
-    return json_pack("{s:o, s:o, s:o, s:o, s:o}", "estimated", b_jnum(est), "real", b_jnum(real),
-                     "over_reserved", b_jnum(fmax(0, est - real)), "estimated_over_real",
-                     b_jnum(real > 0 ? est / real : NAN), "wasted_share",
-                     b_jnum(est > 0 ? fmax(0, est - real) / est : NAN));
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "estimated", b_jnum(est), "kept",
+                     b_jnum(kept), "real", b_jnum(real), "wasted", b_jnum(fmax(0, kept - real)),
+                     "estimated_over_real", b_jnum(real > 0 ? est / real : NAN), "wasted_share",
+                     b_jnum(kept > 0 ? fmax(0, kept - real) / kept : NAN));
 }
 
 /* What the runner saw of the streams: time to the first chunk, cut attempts, and whether every
@@ -1466,17 +1473,6 @@ static void run_one(const scenario_t *sc, const system_t *sys, int quick, double
 
 /* ---- the parent: one child per run ---- */
 
-static volatile sig_atomic_t child_group;
-
-static void forward_signal(int sig)
-{
-    /* The child runs in its own process group with its stack: stop all of it, then us. */
-    if (child_group > 0)
-        kill(-child_group, SIGTERM);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
 static void write_all(int fd, const char *text, size_t len)
 {
     size_t off = 0;
@@ -1534,7 +1530,7 @@ static json_t *run_child(const scenario_t *sc, const system_t *sys, int quick, d
                          "fork failed");
     }
     setpgid(pid, pid); /* also here, so the group exists before we might signal it */
-    child_group = pid;
+    b_child_group = pid;
     char *text = malloc(RESULT_CAP + 1);
     size_t len = 0;
     int timed_out = 0;
@@ -1570,7 +1566,7 @@ static json_t *run_child(const scenario_t *sc, const system_t *sys, int quick, d
     int exit_ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
     if (!exit_ok && !timed_out)
         kill(-pid, SIGTERM); /* the harness exits when a stack does not start */
-    child_group = 0;
+    b_child_group = 0;
     if (text != NULL && exit_ok && !timed_out) {
         text[len] = '\0';
         res = json_loads(text, 0, NULL);
@@ -1649,14 +1645,14 @@ static void print_details(json_t *fig)
         char a[16], b[16];
         fmt_ms(a, sizeof a, fig_num(fig, "stream", "first_chunk_ms", "p50"));
         fmt_ms(b, sizeof b, fig_num(fig, "stream", "first_chunk_ms", "p99"));
-        n += (size_t)snprintf(
-            line + n, sizeof line - n,
-            "%sfirst chunk p50/p99 %s/%s ms; %.0f chunks; %.0f attempts cut; %.0f of %.0f "
-            "succeeded streams finished",
-            n ? "; " : "", a, b, fig_num(fig, "stream", "chunks", NULL),
-            fig_num(fig, "stream", "cut_attempts", NULL),
-            fig_num(fig, "stream", "succeeded_with_finished_stream", NULL),
-            fig_num(fig, "stream", "succeeded", NULL));
+        n += (size_t)snprintf(line + n, sizeof line - n,
+                              "%sfirst chunk p50/p99 %s/%s (ms unless s); %.0f chunks; %.0f "
+                              "attempts cut; %.0f of %.0f "
+                              "succeeded streams finished",
+                              n ? "; " : "", a, b, fig_num(fig, "stream", "chunks", NULL),
+                              fig_num(fig, "stream", "cut_attempts", NULL),
+                              fig_num(fig, "stream", "succeeded_with_finished_stream", NULL),
+                              fig_num(fig, "stream", "succeeded", NULL));
     }
     if (line[0] != '\0')
         printf("%-13s   %s\n", "", line);
@@ -1747,7 +1743,8 @@ static void print_table(const scenario_t *sc, json_t *runs)
            "fail: failed + expired; queued: submitted and not finished at the stop; Jain: over "
            "the tenants of equal demand; RSS: peak, all processes of the run; est/real: tokens "
            "reserved (sluice) or taken by the estimate at every attempt (baseline) over what the "
-           "provider's limit counted; waste: the share of the reserved tokens held above it)\n");
+           "provider's limit counted; waste: the share of what the system's own accounting kept "
+           "that the provider did not count)\n");
 }
 
 /* Writes a gnuplot data file; returns 0 or -1. */
@@ -1999,8 +1996,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "compare: nothing to run\n");
         return 2;
     }
-    signal(SIGINT, forward_signal);
-    signal(SIGTERM, forward_signal);
+    b_forward_signals(SIGTERM);
     mkdir("bench/results", 0755);
     printf("sluice vs the cookbook baseline%s: one deployment, TPM %d (prompt + max_tokens, %d "
            "slices a minute), %.0f ms minutes; baseline split: %s\n",

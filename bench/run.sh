@@ -2,7 +2,7 @@
 # Runs the benchmarks (from the repository root), all of them or those named:
 #   bench/run.sh                      everything (about 25 minutes)
 #   bench/run.sh storm503 backfill    one compare scenario and the backfill
-#   BENCH_QUICK=1 bench/run.sh        the small variant CI runs (about 3 minutes)
+#   BENCH_QUICK=1 bench/run.sh        the small variant CI runs (about 2 minutes)
 # Names: pipeline, ledger, scenarios, scenarios:<equal|weights|noisy|guarantee>, backfill,
 # compare (all its scenarios), or one compare scenario: steady, burst, noisy, storm, storm503,
 # longctx, maxout, daily, stream. `make bench SCENARIO="..."` passes the names here.
@@ -45,9 +45,10 @@ run_one() {
 if [ $# -gt 0 ]; then
   for name in "$@"; do run_one "$name"; done
 elif [ "$quick" = 1 ]; then
+  # every program once, small: about 2 minutes
   run_one pipeline
   run_one ledger
-  run_one scenarios
+  run_one scenarios:noisy
   # sluice vs the cookbook baseline on one scenario at two settings, and the streaming one.
   echo "== bench: compare steady (quick, cookbook at 75 and 100 %)"
   bin/bench/compare --quick --scenario steady --fractions 0.75,1

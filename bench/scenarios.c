@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "group.h"
 #include "harness.h"
 #include "stats.h"
 #include "sign.h"
@@ -797,17 +798,6 @@ static void run_scenario(const scenario_t *sc, int quick, json_t *out)
 
 /* ---- the parent: one child per scenario ---- */
 
-static volatile sig_atomic_t child_group;
-
-static void forward_signal(int sig)
-{
-    /* The child runs in its own process group with its stack: stop all of it, then us. */
-    if (child_group > 0)
-        kill(-child_group, SIGTERM);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
 /* Runs sc in a child process; returns its report (caller frees), status "broken" when the
  * child did not report. */
 static json_t *run_child(const scenario_t *sc, int quick, int timeout_s)
@@ -854,7 +844,7 @@ static json_t *run_child(const scenario_t *sc, int quick, int timeout_s)
                          "fork failed");
     }
     setpgid(pid, pid); /* also here, so the group exists before we might signal it */
-    child_group = pid;
+    b_child_group = pid;
     char *text = malloc(RESULT_CAP + 1);
     size_t len = 0;
     int timed_out = 0;
@@ -892,7 +882,7 @@ static json_t *run_child(const scenario_t *sc, int quick, int timeout_s)
         /* The harness exits when a stack does not start; stop what that stack left. */
         kill(-pid, SIGTERM);
     }
-    child_group = 0;
+    b_child_group = 0;
     if (text != NULL && exit_ok && !timed_out) {
         text[len] = '\0';
         res = json_loads(text, 0, NULL);
@@ -991,8 +981,7 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
-    signal(SIGINT, forward_signal);
-    signal(SIGTERM, forward_signal);
+    b_forward_signals(SIGTERM);
     printf("sluice scenarios%s: one deployment, TPM %d (prompt + max_tokens), %d ms minutes\n",
            quick ? " (quick)" : "", TPM, MINUTE_MS);
     long long started = (long long)time(NULL);
