@@ -2549,7 +2549,11 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
                 out, cached, outcome, now_ms);
     if (rc != SL_OK)
         goto out;
-    if (in >= 0) {
+    /* Only a finished call's usage is the provider's count: a failed one's is partial, or the
+     * dispatcher's own estimate (a cut stream without the provider's count carries ingest's
+     * input estimate), and learning from it pulled the learned input up to ingest's
+     * conservative count (bench/compare stream: 8 % more reserved a call). */
+    if (in >= 0 && ok) {
         sl_calib_observe(s->calib, j->route, j->cls, j->est_input, in, out);
         rc = sl_store_estimate_record(s->store, s->cfg->routes[j->route].name,
                                       sl_class_name((sl_class_t)j->cls), dep_name,

@@ -2467,6 +2467,65 @@ START_TEST(stream_reserves_max_tokens)
 }
 END_TEST
 
+/* Regression (bench/compare stream): the usage of a failed call (a cut stream's carries the
+ * dispatcher's estimate) does not teach the route its input estimate; only finished calls do. */
+START_TEST(failed_calls_do_not_teach_the_estimates)
+{
+    env_t e;
+    opts_t o = {"'dep-big'", 0, 0, 1 /*max_attempts*/, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    /* 40 finished calls with a short real input: the route learns it */
+    for (int i = 0; i < 40; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "warm-%02d", i);
+        feed_job(&e, id, "acme", T0);
+    }
+    batch_t b = step(&e, T0);
+    usagespec_t ok = {"ok", 200, 5, 20, -1, 0, NULL};
+    for (int i = 0; i < b.n; i++) {
+        lease_t l = lease_of(b.doc[i], T0);
+        feed_usage(&e, l.job, l.attempt, l.res, l.dep, &ok, T0 + 10);
+    }
+    batch_free(&b);
+    b = take(&e);
+    batch_free(&b);
+    feed_job(&e, "job-a", "acme", T0 + 20);
+    b = step(&e, T0 + 20);
+    batch_free(&b);
+    char learned[32];
+    snprintf(learned, sizeof learned, "%s",
+             peek_sql(&e, "SELECT r.est_input FROM reservations r JOIN jobs j ON"
+                          " j.job_id = r.job_id WHERE j.idempotency_key = '%s'",
+                      "idem-job-a"));
+    /* 20 calls cut short, reporting a large input of their own: nothing learned from them */
+    for (int i = 0; i < 20; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "cut-%02d", i);
+        feed_job(&e, id, "acme", T0 + 30);
+    }
+    b = step(&e, T0 + 30);
+    usagespec_t cut = {"transport", 0, 400, 3, -1, 0, NULL};
+    for (int i = 0; i < b.n; i++) {
+        if (b.m[i].kind != SL_MSG_DISPATCH)
+            continue;
+        lease_t l = lease_of(b.doc[i], T0 + 30);
+        feed_usage(&e, l.job, l.attempt, l.res, l.dep, &cut, T0 + 40);
+    }
+    batch_free(&b);
+    b = take(&e);
+    batch_free(&b);
+    /* (a minute later: the cut calls' input was charged as debt to the tenant's budget) */
+    feed_job(&e, "job-b", "acme", T0 + 60000);
+    b = step(&e, T0 + 60000);
+    batch_free(&b);
+    ck_assert_str_eq(peek_sql(&e, "SELECT r.est_input FROM reservations r JOIN jobs j ON"
+                                  " j.job_id = r.job_id WHERE j.idempotency_key = '%s'",
+                              "idem-job-b"),
+                     learned);
+    env_done(&e);
+}
+END_TEST
+
 /* Regression (e2e_crash): leases that expire because a dispatcher died are not a provider's
  * storm, so they are retried even with no retry budget at all. */
 START_TEST(expired_leases_do_not_spend_the_retry_budget)
@@ -2619,6 +2678,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, overloaded_deployment_is_paused);
     tcase_add_test(tc, refusal_gives_the_provider_tokens_back);
     tcase_add_test(tc, failed_probe_probes_again);
+    tcase_add_test(tc, failed_calls_do_not_teach_the_estimates);
     tcase_add_test(tc, stream_reserves_max_tokens);
     tcase_add_test(tc, expired_leases_do_not_spend_the_retry_budget);
     tcase_add_test(tc, paused_deployment_reopens_with_one_probe);
