@@ -202,22 +202,6 @@ static long count_new_lines(const char *path, long *off)
     return n;
 }
 
-/* Resident memory (VmRSS) of a running process in KiB; -1 when unknown. */
-static long rss_now_kb(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long kb = -1;
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            kb = strtol(line + 6, NULL, 10);
-    }
-    if (f != NULL)
-        fclose(f);
-    return kb;
-}
-
 static void take_sample(run_t *run)
 {
     if (run->nsamples >= MAX_SAMPLES)
@@ -233,7 +217,7 @@ static void take_sample(run_t *run)
     smp->refused = h_sim_total(s, "refused");
     smp->replayed = h_sim_total(s, "replayed");
     smp->in_flight = h_sim_total(s, "in_flight");
-    smp->sched_rss_kb = rss_now_kb(run->st.sched);
+    smp->sched_rss_kb = h_rss_kb(run->st.sched);
     json_decref(s);
 }
 

@@ -2428,6 +2428,27 @@ START_TEST(overloaded_deployment_is_paused)
 }
 END_TEST
 
+/* Feeds n jobs of acme named "<prefix>-NN" at now, dispatches them and answers every dispatch
+ * with u 10 ms later; drains what the answers produced. */
+static void answer_jobs(env_t *e, const char *prefix, int n, const usagespec_t *u, int64_t now)
+{
+    for (int i = 0; i < n; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "%s-%02d", prefix, i);
+        feed_job(e, id, "acme", now);
+    }
+    batch_t b = step(e, now);
+    for (int i = 0; i < b.n; i++) {
+        if (b.m[i].kind != SL_MSG_DISPATCH)
+            continue;
+        lease_t l = lease_of(b.doc[i], now);
+        feed_usage(e, l.job, l.attempt, l.res, l.dep, u, now + 10);
+    }
+    batch_free(&b);
+    b = take(e);
+    batch_free(&b);
+}
+
 /* A streamed job holds max_tokens of output until it ends, even once the route learned that
  * answers are short. */
 START_TEST(stream_reserves_max_tokens)
@@ -2436,20 +2457,9 @@ START_TEST(stream_reserves_max_tokens)
     opts_t o = {"'dep-big'", 0, 0, 0, 0, NULL, NULL};
     env_init(&e, &o, T0);
     /* teach the route that outputs are short: 40 answers of 20 tokens */
-    for (int i = 0; i < 40; i++) {
-        char id[32];
-        snprintf(id, sizeof id, "warm-%02d", i);
-        feed_job(&e, id, "acme", T0);
-    }
-    batch_t b = step(&e, T0);
     usagespec_t u = {"ok", 200, 150, 20, -1, 0, NULL};
-    for (int i = 0; i < b.n; i++) {
-        lease_t l = lease_of(b.doc[i], T0);
-        feed_usage(&e, l.job, l.attempt, l.res, l.dep, &u, T0 + 10);
-    }
-    batch_free(&b);
-    b = take(&e);
-    batch_free(&b);
+    answer_jobs(&e, "warm", 40, &u, T0);
+    batch_t b;
     feed_job(&e, "job-plain", "acme", T0 + 20);
     feed_job_with(&e, "job-stream", "{\"stream\": true}", 0, T0 + 20);
     b = step(&e, T0 + 20);
@@ -2475,22 +2485,10 @@ START_TEST(failed_calls_do_not_teach_the_estimates)
     opts_t o = {"'dep-big'", 0, 0, 1 /*max_attempts*/, 0, NULL, NULL};
     env_init(&e, &o, T0);
     /* 40 finished calls with a short real input: the route learns it */
-    for (int i = 0; i < 40; i++) {
-        char id[32];
-        snprintf(id, sizeof id, "warm-%02d", i);
-        feed_job(&e, id, "acme", T0);
-    }
-    batch_t b = step(&e, T0);
     usagespec_t ok = {"ok", 200, 5, 20, -1, 0, NULL};
-    for (int i = 0; i < b.n; i++) {
-        lease_t l = lease_of(b.doc[i], T0);
-        feed_usage(&e, l.job, l.attempt, l.res, l.dep, &ok, T0 + 10);
-    }
-    batch_free(&b);
-    b = take(&e);
-    batch_free(&b);
+    answer_jobs(&e, "warm", 40, &ok, T0);
     feed_job(&e, "job-a", "acme", T0 + 20);
-    b = step(&e, T0 + 20);
+    batch_t b = step(&e, T0 + 20);
     batch_free(&b);
     char learned[32];
     snprintf(learned, sizeof learned, "%s",
@@ -2498,22 +2496,8 @@ START_TEST(failed_calls_do_not_teach_the_estimates)
                           " j.job_id = r.job_id WHERE j.idempotency_key = '%s'",
                       "idem-job-a"));
     /* 20 calls cut short, reporting a large input of their own: nothing learned from them */
-    for (int i = 0; i < 20; i++) {
-        char id[32];
-        snprintf(id, sizeof id, "cut-%02d", i);
-        feed_job(&e, id, "acme", T0 + 30);
-    }
-    b = step(&e, T0 + 30);
     usagespec_t cut = {"transport", 0, 400, 3, -1, 0, NULL};
-    for (int i = 0; i < b.n; i++) {
-        if (b.m[i].kind != SL_MSG_DISPATCH)
-            continue;
-        lease_t l = lease_of(b.doc[i], T0 + 30);
-        feed_usage(&e, l.job, l.attempt, l.res, l.dep, &cut, T0 + 40);
-    }
-    batch_free(&b);
-    b = take(&e);
-    batch_free(&b);
+    answer_jobs(&e, "cut", 20, &cut, T0 + 30);
     /* (a minute later: the cut calls' input was charged as debt to the tenant's budget) */
     feed_job(&e, "job-b", "acme", T0 + 60000);
     b = step(&e, T0 + 60000);

@@ -441,19 +441,31 @@ double h_wall_ms(void)
     return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
 }
 
-long h_peak_rss_kb(pid_t pid)
+/* A "<field>: N kB" line of /proc/<pid>/status, in KiB; -1 when unknown. */
+static long status_kb(pid_t pid, const char *field)
 {
     char path[64], line[256];
+    size_t fl = strlen(field);
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     FILE *f = fopen(path, "r");
     long kb = -1;
     while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-        if (strncmp(line, "VmHWM:", 6) == 0)
-            kb = strtol(line + 6, NULL, 10);
+        if (strncmp(line, field, fl) == 0 && line[fl] == ':')
+            kb = strtol(line + fl + 1, NULL, 10);
     }
     if (f != NULL)
         fclose(f);
     return kb;
+}
+
+long h_peak_rss_kb(pid_t pid)
+{
+    return status_kb(pid, "VmHWM");
+}
+
+long h_rss_kb(pid_t pid)
+{
+    return status_kb(pid, "VmRSS");
 }
 
 double h_cpu_seconds(pid_t pid)
