@@ -46,6 +46,7 @@
 
 #include "group.h"
 #include "harness.h"
+#include "result.h"
 #include "sign.h"
 #include "stats.h"
 #include "util.h"
@@ -115,6 +116,10 @@ typedef struct {
     {                                                                                              \
         .name = n, .cls = 1, .rate = r                                                             \
     }
+/* Four standard tenants a - d whose arrivals add up to total x what the limit serves. */
+#define FOUR_STEADY_TENANTS(total)                                                                 \
+    .ntenants = 4, .tenants = {STEADY_TENANT("a", (total) / 4), STEADY_TENANT("b", (total) / 4),   \
+                               STEADY_TENANT("c", (total) / 4), STEADY_TENANT("d", (total) / 4)}
 #define BURST_TENANT(n)                                                                            \
     {                                                                                              \
         .name = n, .cls = 1, .rate = 0.4 / 4, .burst_rate = 4.0 / 4                                \
@@ -125,9 +130,7 @@ static const scenario_t scenarios[] = {
      .what = "4 tenants, arrivals at 1.25x the binding limit all the time",
      .measure_min = 7,
      .quick_measure_min = 3,
-     .ntenants = 4,
-     .tenants = {STEADY_TENANT("a", 1.25 / 4), STEADY_TENANT("b", 1.25 / 4),
-                 STEADY_TENANT("c", 1.25 / 4), STEADY_TENANT("d", 1.25 / 4)}},
+     FOUR_STEADY_TENANTS(1.25)},
     {.name = "burst",
      .what = "4 tenants at 0.4x the limit, 10x that for a sixth of a minute (10 s scaled)",
      .measure_min = 7,
@@ -152,25 +155,19 @@ static const scenario_t scenarios[] = {
      .what = "steady, and 30 % of admitted requests get a 429 (half with Retry-After)",
      .measure_min = 7,
      .quick_measure_min = 3,
-     .ntenants = 4,
-     .tenants = {STEADY_TENANT("a", 1.25 / 4), STEADY_TENANT("b", 1.25 / 4),
-                 STEADY_TENANT("c", 1.25 / 4), STEADY_TENANT("d", 1.25 / 4)},
+     FOUR_STEADY_TENANTS(1.25),
      .fault = FAULT_429},
     {.name = "storm503",
      .what = "steady, and 30 % of requests get a 503 (provider overloaded)",
      .measure_min = 7,
      .quick_measure_min = 3,
-     .ntenants = 4,
-     .tenants = {STEADY_TENANT("a", 1.25 / 4), STEADY_TENANT("b", 1.25 / 4),
-                 STEADY_TENANT("c", 1.25 / 4), STEADY_TENANT("d", 1.25 / 4)},
+     FOUR_STEADY_TENANTS(1.25),
      .fault = FAULT_503},
     {.name = "longctx",
      .what = "steady with prompts of 8,000 - 20,000 tokens (3 - 4 fill a provider slice)",
      .measure_min = 7,
      .quick_measure_min = 3,
-     .ntenants = 4,
-     .tenants = {STEADY_TENANT("a", 1.25 / 4), STEADY_TENANT("b", 1.25 / 4),
-                 STEADY_TENANT("c", 1.25 / 4), STEADY_TENANT("d", 1.25 / 4)},
+     FOUR_STEADY_TENANTS(1.25),
      .prompt_min = 32000,
      .prompt_span = 48000,
      .maxtok_min = 500,
@@ -179,9 +176,7 @@ static const scenario_t scenarios[] = {
      .what = "steady with max_tokens 3,000 - 4,000 and replies of 1,500 - 4,000 tokens",
      .measure_min = 7,
      .quick_measure_min = 3,
-     .ntenants = 4,
-     .tenants = {STEADY_TENANT("a", 1.25 / 4), STEADY_TENANT("b", 1.25 / 4),
-                 STEADY_TENANT("c", 1.25 / 4), STEADY_TENANT("d", 1.25 / 4)},
+     FOUR_STEADY_TENANTS(1.25),
      .prompt_min = 400,
      .prompt_span = 400,
      .maxtok_min = 3000,
@@ -195,18 +190,14 @@ static const scenario_t scenarios[] = {
      .what = "4 tenants at 0.8x the limit; the provider's daily request quota runs out halfway",
      .measure_min = 7,
      .quick_measure_min = 3,
-     .ntenants = 4,
-     .tenants = {STEADY_TENANT("a", 0.8 / 4), STEADY_TENANT("b", 0.8 / 4),
-                 STEADY_TENANT("c", 0.8 / 4), STEADY_TENANT("d", 0.8 / 4)},
+     FOUR_STEADY_TENANTS(0.8),
      .rpd_share = 0.5},
     {.name = "stream",
      .what = "streamed jobs at 0.9x; 15 % of streams cut by the provider, 10 % of clients "
              "give up",
      .measure_min = 7,
      .quick_measure_min = 3,
-     .ntenants = 4,
-     .tenants = {STEADY_TENANT("a", 0.9 / 4), STEADY_TENANT("b", 0.9 / 4),
-                 STEADY_TENANT("c", 0.9 / 4), STEADY_TENANT("d", 0.9 / 4)},
+     FOUR_STEADY_TENANTS(0.9),
      .fault = FAULT_CUT,
      .stream = 1,
      .cancel_share = 0.1,
@@ -604,51 +595,29 @@ static void count_reason(run_t *run, const char *status, const char *reason)
 static void on_result(run_t *run, const rd_kafka_message_t *m)
 {
     double now = h_wall_ms() - run->t0_wall;
-    json_t *r = m->err ? NULL : json_loadb(m->payload, m->len, 0, NULL);
-    const char *idem = json_string_value(json_object_get(r, "idempotency_key"));
-    const char *status = json_string_value(json_object_get(r, "status"));
-    if (idem == NULL || status == NULL) {
-        json_decref(r);
+    b_result_t r;
+    if (m->err || b_result_parse(m->payload, m->len, &r) != 0)
         return;
-    }
-    if (idem[0] == 'w') {
+    int i = b_job_index(r.idem, run->njobs);
+    if (r.idem[0] == 'w') {
         run->warm_done++;
-        json_decref(r);
-        return;
-    }
-    int i = idem[0] == 'j' ? atoi(idem + 1) : -1;
-    if (i < 0 || i >= run->njobs) {
-        json_decref(r);
-        return;
-    }
-    job_t *job = &run->jobs[i];
-    if (job->status != ST_NONE) {
+    } else if (i >= 0 && run->jobs[i].status != ST_NONE) {
         run->duplicates++; /* delivery is at least once */
-        json_decref(r);
-        return;
+    } else if (i >= 0) {
+        job_t *job = &run->jobs[i];
+        job->status = status_parse(r.status);
+        job->end_ms = now;
+        job->usage_input = r.input;
+        job->usage_tokens = r.input + r.output;
+        if (job->status != ST_SUCCEEDED)
+            count_reason(run, r.status, r.reason);
+        if (run->sc->stream && r.job_id != NULL)
+            job->job_id = strdup(r.job_id);
+        job->attempts = r.attempts;
+        if (r.dispatch_ms >= 0)
+            job->start_ms = r.dispatch_ms - run->t0_wall;
     }
-    job->status = status_parse(status);
-    job->end_ms = now;
-    json_t *usage = json_object_get(r, "usage");
-    json_t *tm = json_object_get(r, "timings");
-    job->usage_input = json_integer_value(json_object_get(usage, "input"));
-    job->usage_tokens = job->usage_input + json_integer_value(json_object_get(usage, "output"));
-    if (job->status != ST_SUCCEEDED)
-        count_reason(run, status,
-                     json_string_value(json_object_get(json_object_get(r, "error"), "reason")));
-    const char *job_id = json_string_value(json_object_get(r, "job_id"));
-    if (run->sc->stream && job_id != NULL)
-        job->job_id = strdup(job_id);
-    job->attempts = (int)json_integer_value(json_object_get(r, "attempts"));
-    if (job->attempts > 0) {
-        /* queued_ms is (last) dispatch minus submit, total_ms finish minus submit: the dispatch
-         * happened at finished_ms - total_ms + queued_ms on the scheduler's (wall) clock. */
-        double finished = (double)json_integer_value(json_object_get(r, "finished_ms"));
-        double dispatch = finished - json_number_value(json_object_get(tm, "total_ms")) +
-                          json_number_value(json_object_get(tm, "queued_ms"));
-        job->start_ms = dispatch - run->t0_wall;
-    }
-    json_decref(r);
+    b_result_free(&r);
 }
 
 static void poll_results(rd_kafka_t *cons, run_t *run, int wait_ms)
@@ -1473,17 +1442,19 @@ static void run_one(const scenario_t *sc, const system_t *sys, int quick, double
 
 /* ---- the parent: one child per run ---- */
 
-static void write_all(int fd, const char *text, size_t len)
+/* What the child of one run is given. */
+typedef struct {
+    const scenario_t *sc;
+    const system_t *sys;
+    int quick;
+    double minute_ms;
+} child_arg_t;
+
+static void child_run(void *arg, json_t *report)
 {
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = write(fd, text + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        off += (size_t)n;
-    }
+    const child_arg_t *a = arg;
+    sl_crypto_init();
+    run_one(a->sc, a->sys, a->quick, a->minute_ms, report);
 }
 
 /* Runs one system on one scenario in a child process; returns its report (caller frees),
@@ -1493,92 +1464,12 @@ static json_t *run_child(const scenario_t *sc, const system_t *sys, int quick, d
                          int timeout_s, json_t *parent_state)
 {
     double started_ms = sl_mono_ms();
-    int fds[2];
-    json_t *res = NULL;
-    if (pipe(fds) != 0) {
-        perror("pipe");
-        return json_pack("{s:s, s:s, s:s}", "system", sys->label, "status", "broken", "reason",
-                         "pipe failed");
-    }
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setpgid(0, 0);
-        close(fds[0]);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        sl_crypto_init();
-        json_t *out = json_pack("{s:s, s:b, s:f, s:b}", "system", sys->label, "baseline",
-                                sys->baseline, "fraction", sys->fraction, "full", sys->full);
-        double t0 = sl_mono_ms();
-        run_one(sc, sys, quick, minute_ms, out);
-        json_object_set_new(out, "duration_s", json_real((sl_mono_ms() - t0) / 1000.0));
-        char *text = json_dumps(out, JSON_COMPACT);
-        if (text != NULL)
-            write_all(fds[1], text, strlen(text));
-        free(text);
-        json_decref(out);
-        json_decref(parent_state);
-        close(fds[1]);
-        exit(0);
-    }
-    close(fds[1]);
-    if (pid < 0) {
-        perror("fork");
-        close(fds[0]);
-        return json_pack("{s:s, s:s, s:s}", "system", sys->label, "status", "broken", "reason",
-                         "fork failed");
-    }
-    setpgid(pid, pid); /* also here, so the group exists before we might signal it */
-    b_child_group = pid;
-    char *text = malloc(RESULT_CAP + 1);
-    size_t len = 0;
-    int timed_out = 0;
-    double deadline = sl_mono_ms() + 1000.0 * timeout_s;
-    while (text != NULL && len < RESULT_CAP) {
-        struct pollfd p = {.fd = fds[0], .events = POLLIN, .revents = 0};
-        double left = deadline - sl_mono_ms();
-        if (left <= 0) {
-            timed_out = 1;
-            break;
-        }
-        int r = poll(&p, 1, left > 1000 ? 1000 : (int)left);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r == 0)
-            continue;
-        ssize_t n = read(fds[0], text + len, RESULT_CAP - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    close(fds[0]);
-    if (timed_out) {
-        printf("  %s: no report after %d s, stopping it\n", sys->label, timeout_s);
-        kill(-pid, SIGTERM);
-        sleep(3);
-        kill(-pid, SIGKILL);
-    }
-    int wstatus = 0;
-    waitpid(pid, &wstatus, 0);
-    int exit_ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
-    if (!exit_ok && !timed_out)
-        kill(-pid, SIGTERM); /* the harness exits when a stack does not start */
-    b_child_group = 0;
-    if (text != NULL && exit_ok && !timed_out) {
-        text[len] = '\0';
-        res = json_loads(text, 0, NULL);
-    }
-    free(text);
-    if (res == NULL) {
-        char why[128];
-        snprintf(why, sizeof why,
-                 timed_out ? "timed out" : "the run's process ended with status %d",
-                 WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus));
-        res = json_pack("{s:s, s:s, s:s}", "system", sys->label, "status", "broken", "reason", why);
-    }
+    child_arg_t arg = {.sc = sc, .sys = sys, .quick = quick, .minute_ms = minute_ms};
+    json_t *head = json_pack("{s:s, s:b, s:f, s:b}", "system", sys->label, "baseline",
+                             sys->baseline, "fraction", sys->fraction, "full", sys->full);
+    json_t *res =
+        b_run_in_child(child_run, &arg, head, parent_state, sys->label, timeout_s, RESULT_CAP);
+    json_decref(head);
     if (json_object_get(res, "duration_s") == NULL)
         json_object_set_new(res, "duration_s", json_real((sl_mono_ms() - started_ms) / 1000.0));
     return res;

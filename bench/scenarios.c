@@ -39,8 +39,9 @@
 #include "config.h"
 #include "group.h"
 #include "harness.h"
-#include "stats.h"
+#include "result.h"
 #include "sign.h"
+#include "stats.h"
 #include "util.h"
 
 enum {
@@ -396,49 +397,27 @@ static void note_failure(run_t *run, const char *status, const char *reason)
 
 static void on_result(run_t *run, const rd_kafka_message_t *m)
 {
-    json_t *r = m->err ? NULL : json_loadb(m->payload, m->len, 0, NULL);
-    const char *idem = json_string_value(json_object_get(r, "idempotency_key"));
-    const char *status = json_string_value(json_object_get(r, "status"));
-    if (idem == NULL || status == NULL) {
-        json_decref(r);
+    b_result_t r;
+    if (m->err || b_result_parse(m->payload, m->len, &r) != 0)
         return;
-    }
-    if (idem[0] == 'w') {
+    int i = b_job_index(r.idem, run->njobs);
+    if (r.idem[0] == 'w') {
         run->warm_done++;
-        json_decref(r);
-        return;
-    }
-    int i = idem[0] == 'j' ? atoi(idem + 1) : -1;
-    if (i < 0 || i >= run->njobs) {
-        json_decref(r);
-        return;
-    }
-    job_t *job = &run->jobs[i];
-    if (job->status != ST_NONE) {
+    } else if (i >= 0 && run->jobs[i].status != ST_NONE) {
         run->duplicates++; /* delivery is at least once */
-        json_decref(r);
-        return;
+    } else if (i >= 0) {
+        job_t *job = &run->jobs[i];
+        run->results++;
+        job->status = status_parse(r.status);
+        job->usage_tokens = r.input + r.output;
+        job->charged_tokens = r.input + job->max_tokens;
+        job->queued_ms = r.queued_ms;
+        if (r.dispatch_ms >= 0)
+            job->dispatch_ms = r.dispatch_ms;
+        if (job->status != ST_SUCCEEDED)
+            note_failure(run, r.status, r.reason);
     }
-    run->results++;
-    job->status = status_parse(status);
-    json_t *usage = json_object_get(r, "usage");
-    json_t *tm = json_object_get(r, "timings");
-    int64_t input = json_integer_value(json_object_get(usage, "input"));
-    int64_t output = json_integer_value(json_object_get(usage, "output"));
-    job->usage_tokens = input + output;
-    job->charged_tokens = input + job->max_tokens;
-    job->queued_ms = json_number_value(json_object_get(tm, "queued_ms"));
-    if (json_integer_value(json_object_get(r, "attempts")) > 0) {
-        /* queued_ms is dispatch minus submit and total_ms finish minus submit, so the dispatch
-         * happened at finished_ms - total_ms + queued_ms on the scheduler's clock. */
-        double finished = (double)json_integer_value(json_object_get(r, "finished_ms"));
-        job->dispatch_ms =
-            finished - json_number_value(json_object_get(tm, "total_ms")) + job->queued_ms;
-    }
-    if (job->status != ST_SUCCEEDED)
-        note_failure(run, status,
-                     json_string_value(json_object_get(json_object_get(r, "error"), "reason")));
-    json_decref(r);
+    b_result_free(&r);
 }
 
 /* Reads the results waiting, up to wait_ms for the first one. */
@@ -798,103 +777,27 @@ static void run_scenario(const scenario_t *sc, int quick, json_t *out)
 
 /* ---- the parent: one child per scenario ---- */
 
+/* What the child of one scenario is given. */
+typedef struct {
+    const scenario_t *sc;
+    int quick;
+} child_arg_t;
+
+static void child_run(void *arg, json_t *report)
+{
+    const child_arg_t *a = arg;
+    sl_crypto_init();
+    run_scenario(a->sc, a->quick, report);
+}
+
 /* Runs sc in a child process; returns its report (caller frees), status "broken" when the
  * child did not report. */
 static json_t *run_child(const scenario_t *sc, int quick, int timeout_s)
 {
-    int fds[2];
-    json_t *res = NULL;
-    if (pipe(fds) != 0) {
-        perror("pipe");
-        return json_pack("{s:s, s:s, s:s}", "name", sc->name, "status", "broken", "reason",
-                         "pipe failed");
-    }
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setpgid(0, 0);
-        close(fds[0]);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        sl_crypto_init();
-        json_t *out = json_pack("{s:s, s:s}", "name", sc->name, "what", sc->what);
-        double t0 = sl_mono_ms();
-        run_scenario(sc, quick, out);
-        json_object_set_new(out, "duration_s", json_real((sl_mono_ms() - t0) / 1000.0));
-        char *text = json_dumps(out, JSON_COMPACT);
-        size_t len = text != NULL ? strlen(text) : 0, off = 0;
-        while (off < len) {
-            ssize_t n = write(fds[1], text + off, len - off);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                break;
-            off += (size_t)n;
-        }
-        free(text);
-        json_decref(out);
-        close(fds[1]);
-        exit(0);
-    }
-    close(fds[1]);
-    if (pid < 0) {
-        perror("fork");
-        close(fds[0]);
-        return json_pack("{s:s, s:s, s:s}", "name", sc->name, "status", "broken", "reason",
-                         "fork failed");
-    }
-    setpgid(pid, pid); /* also here, so the group exists before we might signal it */
-    b_child_group = pid;
-    char *text = malloc(RESULT_CAP + 1);
-    size_t len = 0;
-    int timed_out = 0;
-    double deadline = sl_mono_ms() + 1000.0 * timeout_s;
-    while (text != NULL && len < RESULT_CAP) {
-        struct pollfd p = {.fd = fds[0], .events = POLLIN};
-        double left = deadline - sl_mono_ms();
-        if (left <= 0) {
-            timed_out = 1;
-            break;
-        }
-        int r = poll(&p, 1, left > 1000 ? 1000 : (int)left);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r == 0)
-            continue;
-        ssize_t n = read(fds[0], text + len, RESULT_CAP - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    close(fds[0]);
-    if (timed_out) {
-        printf("%s: no report after %d s, stopping it\n", sc->name, timeout_s);
-        kill(-pid, SIGTERM);
-        sleep(3);
-        kill(-pid, SIGKILL);
-    }
-    int wstatus = 0;
-    waitpid(pid, &wstatus, 0);
-    int exit_ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
-    if (!exit_ok && !timed_out) {
-        /* The harness exits when a stack does not start; stop what that stack left. */
-        kill(-pid, SIGTERM);
-    }
-    b_child_group = 0;
-    if (text != NULL && exit_ok && !timed_out) {
-        text[len] = '\0';
-        res = json_loads(text, 0, NULL);
-    }
-    free(text);
-    if (res == NULL) {
-        char why[128];
-        snprintf(why, sizeof why,
-                 timed_out ? "timed out" : "the scenario's process ended with status %d",
-                 WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus));
-        res = json_pack("{s:s, s:s, s:s}", "name", sc->name, "status", "broken", "reason", why);
-    }
+    child_arg_t arg = {.sc = sc, .quick = quick};
+    json_t *head = json_pack("{s:s, s:s}", "name", sc->name, "what", sc->what);
+    json_t *res = b_run_in_child(child_run, &arg, head, NULL, sc->name, timeout_s, RESULT_CAP);
+    json_decref(head);
     return res;
 }
 

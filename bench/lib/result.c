@@ -1,0 +1,43 @@
+/* result.c - see result.h. */
+#include "result.h"
+
+#include <stdlib.h>
+
+int b_result_parse(const void *payload, size_t len, b_result_t *r)
+{
+    *r = (b_result_t){.doc = json_loadb(payload, len, 0, NULL), .dispatch_ms = -1};
+    r->idem = json_string_value(json_object_get(r->doc, "idempotency_key"));
+    r->status = json_string_value(json_object_get(r->doc, "status"));
+    if (r->idem == NULL || r->status == NULL) {
+        json_decref(r->doc);
+        r->doc = NULL;
+        return -1;
+    }
+    r->reason = json_string_value(json_object_get(json_object_get(r->doc, "error"), "reason"));
+    r->job_id = json_string_value(json_object_get(r->doc, "job_id"));
+    json_t *usage = json_object_get(r->doc, "usage");
+    r->input = json_integer_value(json_object_get(usage, "input"));
+    r->output = json_integer_value(json_object_get(usage, "output"));
+    r->attempts = (int)json_integer_value(json_object_get(r->doc, "attempts"));
+    json_t *tm = json_object_get(r->doc, "timings");
+    r->queued_ms = json_number_value(json_object_get(tm, "queued_ms"));
+    if (r->attempts > 0) {
+        /* queued_ms is (last) dispatch minus submit, total_ms finish minus submit: the dispatch
+         * happened at finished_ms - total_ms + queued_ms on the scheduler's (wall) clock. */
+        r->dispatch_ms = (double)json_integer_value(json_object_get(r->doc, "finished_ms")) -
+                         json_number_value(json_object_get(tm, "total_ms")) + r->queued_ms;
+    }
+    return 0;
+}
+
+void b_result_free(b_result_t *r)
+{
+    json_decref(r->doc);
+    r->doc = NULL;
+}
+
+int b_job_index(const char *idem, int njobs)
+{
+    int i = idem[0] == 'j' ? atoi(idem + 1) : -1;
+    return i >= 0 && i < njobs ? i : -1;
+}

@@ -1,0 +1,29 @@
+/* result.h - one sluice result (schema/result.json) as the benchmarks read it from
+ * sluice.results: what each of them needs, parsed one way. */
+#ifndef SL_BENCH_RESULT_H
+#define SL_BENCH_RESULT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    json_t *doc;           /* the parsed message; the strings below point into it */
+    const char *idem;      /* idempotency_key */
+    const char *status;    /* succeeded, failed, rejected, expired, cancelled */
+    const char *reason;    /* error.reason, or NULL */
+    const char *job_id;    /* or NULL */
+    int64_t input, output; /* usage (0 when absent) */
+    int attempts;
+    double queued_ms;   /* timings.queued_ms: (last) dispatch minus submit */
+    double dispatch_ms; /* when the scheduler last dispatched it (epoch ms); -1 when never */
+} b_result_t;
+
+/* Parses a result message; 0, or -1 when it is not one (nothing to free then). */
+int b_result_parse(const void *payload, size_t len, b_result_t *r);
+void b_result_free(b_result_t *r);
+
+/* The index of job "j<index>" of a workload of njobs; -1 for any other key (warm-up jobs). */
+int b_job_index(const char *idem, int njobs);
+
+#endif
