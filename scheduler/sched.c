@@ -2334,13 +2334,12 @@ static sl_err_t settle(sl_sched_t *s, job_t *j, end_t end, const char *state, in
         if (diff != 0)
             sl_ledger_settle(s->ledger, b, diff, h->charged_ms, now_ms);
         rule_t rule = (rule_t)h->rule[i];
-        if (s->binfo[b].provider_side && rule != RULE_KEEP && rule != RULE_RELEASE &&
-            rule != RULE_ACTUAL_SPEND) {
-            s->st.provider_tokens_charged += (int64_t)h->ch[i].amount;
-            s->st.provider_tokens_kept += (int64_t)settled[i];
-        }
-        if (end == END_USAGE && rule != RULE_KEEP && rule != RULE_RELEASE &&
-            rule != RULE_ACTUAL_SPEND && s->binfo[b].provider_side) {
+        if (!s->binfo[b].provider_side || rule == RULE_KEEP || rule == RULE_RELEASE ||
+            rule == RULE_ACTUAL_SPEND)
+            continue; /* the counters below are of provider-side tokens */
+        s->st.provider_tokens_charged += (int64_t)h->ch[i].amount;
+        s->st.provider_tokens_kept += (int64_t)settled[i];
+        if (end == END_USAGE) {
             s->st.tokens_reserved += (int64_t)h->ch[i].amount;
             s->st.tokens_settled += (int64_t)settled[i];
             if (diff > 0)
