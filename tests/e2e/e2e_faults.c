@@ -86,9 +86,6 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* For each 429 the scheduler reconciled (reservation outcome rate_limited, closed at C on
- * deployment D): reservations on D created in (C, C + pause) are dispatches into a pause.
- * Also collects, per 429, the wait until the same job's next attempt. */
 /* For each 429: how many dispatches went to the deployment in the millisecond of its first
  * dispatch after the pause (1 = the probe went alone). */
 static void probes(int *alone, int *total)
@@ -157,6 +154,9 @@ static void ra_violations(json_t *stats, int *checked, int *violations)
     sqlite3_close(db);
 }
 
+/* For each 429 the scheduler reconciled (reservation outcome rate_limited, closed at C on
+ * deployment D): reservations on D created in (C, C + pause) are dispatches into a pause.
+ * Also collects, per 429, the wait until the same job's next attempt. */
 static void analyse(int *violations, int *pauses, int64_t *waits, int *nwaits)
 {
     sqlite3 *db = NULL;
