@@ -212,16 +212,6 @@ typedef struct {
     char label[32];
 } system_t;
 
-typedef enum {
-    ST_NONE = 0,
-    ST_SUCCEEDED,
-    ST_FAILED,
-    ST_REJECTED,
-    ST_EXPIRED,
-    ST_CANCELLED,
-    ST_OTHER
-} status_t;
-
 /* One job of the workload, and what became of it in one run. Times are milliseconds after the
  * start of the measurement; -1 when it did not happen. */
 typedef struct {
@@ -230,7 +220,7 @@ typedef struct {
     double due_ms;
     double cancel_after_ms; /* the client gives up this long after its submit; -1: it does not */
     double submit_ms, start_ms, end_ms;
-    status_t status;
+    b_status_t status;
     int attempts;
     int cancel_sent;      /* its client sent a cancel */
     int64_t usage_tokens; /* prompt + completion */
@@ -568,21 +558,6 @@ static int alloc_samples(run_t *run)
 
 /* ---- sluice ---- */
 
-static status_t status_parse(const char *s)
-{
-    if (strcmp(s, "succeeded") == 0)
-        return ST_SUCCEEDED;
-    if (strcmp(s, "failed") == 0)
-        return ST_FAILED;
-    if (strcmp(s, "rejected") == 0)
-        return ST_REJECTED;
-    if (strcmp(s, "expired") == 0)
-        return ST_EXPIRED;
-    if (strcmp(s, "cancelled") == 0)
-        return ST_CANCELLED;
-    return ST_OTHER;
-}
-
 static void count_reason(run_t *run, const char *status, const char *reason)
 {
     char key[128];
@@ -601,15 +576,15 @@ static void on_result(run_t *run, const rd_kafka_message_t *m)
     int i = b_job_index(r.idem, run->njobs);
     if (r.idem[0] == 'w') {
         run->warm_done++;
-    } else if (i >= 0 && run->jobs[i].status != ST_NONE) {
+    } else if (i >= 0 && run->jobs[i].status != B_NONE) {
         run->duplicates++; /* delivery is at least once */
     } else if (i >= 0) {
         job_t *job = &run->jobs[i];
-        job->status = status_parse(r.status);
+        job->status = b_status_parse(r.status);
         job->end_ms = now;
         job->usage_input = r.input;
         job->usage_tokens = r.input + r.output;
-        if (job->status != ST_SUCCEEDED)
+        if (job->status != B_SUCCEEDED)
             count_reason(run, r.status, r.reason);
         if (run->sc->stream && r.job_id != NULL)
             job->job_id = strdup(r.job_id);
@@ -915,8 +890,8 @@ static int read_client_output(run_t *run, const char *path)
         job->attempts = (int)json_integer_value(json_object_get(r, "attempts"));
         job->est_tokens = json_integer_value(json_object_get(r, "tokens_estimate"));
         if (strcmp(status, "unfinished") != 0) {
-            job->status = status_parse(status);
-            if (job->status != ST_SUCCEEDED) {
+            job->status = b_status_parse(status);
+            if (job->status != B_SUCCEEDED) {
                 char why[32];
                 snprintf(why, sizeof why, "HTTP %lld",
                          (long long)json_integer_value(json_object_get(r, "http_status")));
@@ -1152,7 +1127,7 @@ static json_t *stream_figures(const run_t *run, double *vals)
             chunks += seen->chunks;
             cut += seen->cut;
         }
-        if (job->status != ST_SUCCEEDED)
+        if (job->status != B_SUCCEEDED)
             continue;
         succeeded++;
         if (seen == NULL) {
@@ -1226,20 +1201,20 @@ static json_t *figures(const run_t *run)
         if (job->submit_ms < 0)
             continue;
         submitted++;
-        succeeded += job->status == ST_SUCCEEDED;
-        failed += job->status == ST_FAILED;
-        expired += job->status == ST_EXPIRED;
-        rejected += job->status == ST_REJECTED;
-        cancelled += job->status == ST_CANCELLED;
-        other += job->status == ST_OTHER;
+        succeeded += job->status == B_SUCCEEDED;
+        failed += job->status == B_FAILED;
+        expired += job->status == B_EXPIRED;
+        rejected += job->status == B_REJECTED;
+        cancelled += job->status == B_CANCELLED;
+        other += job->status == B_OTHER;
         cancels_sent += job->cancel_sent;
-        done_after_cancel += job->cancel_sent && job->status == ST_SUCCEEDED;
-        unfinished += job->status == ST_NONE;
-        if (job->status == ST_SUCCEEDED || job->status == ST_FAILED) {
+        done_after_cancel += job->cancel_sent && job->status == B_SUCCEEDED;
+        unfinished += job->status == B_NONE;
+        if (job->status == B_SUCCEEDED || job->status == B_FAILED) {
             finished++;
             retries += job->attempts > 1 ? job->attempts - 1 : 0;
         }
-        if (job->status == ST_SUCCEEDED && job->end_ms >= w0 && job->end_ms < w1) {
+        if (job->status == B_SUCCEEDED && job->end_ms >= w0 && job->end_ms < w1) {
             done_in_window++;
             tokens_in_window += (double)job->usage_tokens;
             tenant_tokens[job->tenant] += (double)job->usage_tokens;
@@ -1310,7 +1285,7 @@ static json_t *figures(const run_t *run)
         for (int i = 0; i < run->njobs; i++) {
             const job_t *job = &run->jobs[i];
             if (job->submit_ms >= 0 && sc->tenants[job->tenant].cls == c &&
-                job->status == ST_SUCCEEDED)
+                job->status == B_SUCCEEDED)
                 vals[n++] = job->end_ms - job->submit_ms;
         }
         json_object_set_new(lat, class_names[c], pcts(vals, n, 0, NULL));

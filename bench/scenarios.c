@@ -135,8 +135,6 @@ static const scenario_t scenarios[] = {
 };
 enum { NSCENARIOS = sizeof scenarios / sizeof scenarios[0] };
 
-typedef enum { ST_NONE = 0, ST_SUCCEEDED, ST_FAILED, ST_REJECTED, ST_EXPIRED, ST_OTHER } status_t;
-
 /* One job of the run: what was sent, and what its result said. */
 typedef struct {
     int tenant;
@@ -144,7 +142,7 @@ typedef struct {
     int trickle;            /* produced at its own time (must get a result) */
     double due_ms;          /* when to produce it, from the start of the measurement */
     double sent_ms;         /* wall clock when produced */
-    status_t status;        /* ST_NONE until its result arrived */
+    b_status_t status;      /* B_NONE until its result arrived */
     double dispatch_ms;     /* wall clock of its (last) dispatch; 0 = never dispatched */
     double queued_ms;       /* the result's timings.queued_ms */
     int64_t usage_tokens;   /* usage input + output */
@@ -365,19 +363,6 @@ static void produce_job(rd_kafka_t *prod, run_t *run, int i)
 
 /* ---- results ---- */
 
-static status_t status_parse(const char *s)
-{
-    if (strcmp(s, "succeeded") == 0)
-        return ST_SUCCEEDED;
-    if (strcmp(s, "failed") == 0)
-        return ST_FAILED;
-    if (strcmp(s, "rejected") == 0)
-        return ST_REJECTED;
-    if (strcmp(s, "expired") == 0)
-        return ST_EXPIRED;
-    return ST_OTHER;
-}
-
 static void note_failure(run_t *run, const char *status, const char *reason)
 {
     char kind[64];
@@ -403,18 +388,18 @@ static void on_result(run_t *run, const rd_kafka_message_t *m)
     int i = b_job_index(r.idem, run->njobs);
     if (r.idem[0] == 'w') {
         run->warm_done++;
-    } else if (i >= 0 && run->jobs[i].status != ST_NONE) {
+    } else if (i >= 0 && run->jobs[i].status != B_NONE) {
         run->duplicates++; /* delivery is at least once */
     } else if (i >= 0) {
         job_t *job = &run->jobs[i];
         run->results++;
-        job->status = status_parse(r.status);
+        job->status = b_status_parse(r.status);
         job->usage_tokens = r.input + r.output;
         job->charged_tokens = r.input + job->max_tokens;
         job->queued_ms = r.queued_ms;
         if (r.dispatch_ms >= 0)
             job->dispatch_ms = r.dispatch_ms;
-        if (job->status != ST_SUCCEEDED)
+        if (job->status != B_SUCCEEDED)
             note_failure(run, r.status, r.reason);
     }
     b_result_free(&r);
@@ -437,7 +422,7 @@ static double tokens_in(const run_t *run, int tenant, double from_ms, double to_
     double sum = 0;
     for (int i = 0; i < run->njobs; i++) {
         const job_t *job = &run->jobs[i];
-        if (job->tenant == tenant && job->status == ST_SUCCEEDED && job->dispatch_ms >= from_ms &&
+        if (job->tenant == tenant && job->status == B_SUCCEEDED && job->dispatch_ms >= from_ms &&
             job->dispatch_ms < to_ms)
             sum += (double)(charged ? job->charged_tokens : job->usage_tokens);
     }
@@ -496,9 +481,9 @@ static void report(const run_t *run, double t0_ms, json_t *s_lo, json_t *s_hi, j
             if (job->tenant != t)
                 continue;
             submitted += job->sent_ms > 0;
-            results += job->status != ST_NONE;
-            ok += job->status == ST_SUCCEEDED;
-            expired += job->status == ST_EXPIRED;
+            results += job->status != B_NONE;
+            ok += job->status == B_SUCCEEDED;
+            expired += job->status == B_EXPIRED;
         }
         const tenant_spec_t *ts = &sc->tenants[t];
         json_t *tj = json_pack(
@@ -549,9 +534,9 @@ static void report(const run_t *run, double t0_ms, json_t *s_lo, json_t *s_hi, j
             if (strcmp(sc->tenants[job->tenant].cls, "interactive") != 0 || job->sent_ms == 0)
                 continue;
             n_int++;
-            expired += job->status == ST_EXPIRED;
-            missing += job->status == ST_NONE;
-            if (job->status != ST_SUCCEEDED)
+            expired += job->status == B_EXPIRED;
+            missing += job->status == B_NONE;
+            if (job->status != B_SUCCEEDED)
                 continue;
             waits[nw++] = job->queued_ms;
             if (job->sent_ms >= w0 && job->sent_ms < w1)
@@ -623,7 +608,7 @@ static void report(const run_t *run, double t0_ms, json_t *s_lo, json_t *s_hi, j
                                run->fail_kind[i]);
     int unfinished = 0;
     for (int i = 0; i < run->njobs; i++)
-        unfinished += run->jobs[i].sent_ms > 0 && run->jobs[i].status == ST_NONE;
+        unfinished += run->jobs[i].sent_ms > 0 && run->jobs[i].status == B_NONE;
     json_object_set_new(metrics, "not_succeeded", json_integer(run->failed_total));
     json_object_set_new(metrics, "still_queued_at_stop", json_integer(unfinished));
     json_object_set_new(metrics, "duplicate_results", json_integer(run->duplicates));
@@ -739,7 +724,7 @@ static void run_scenario(const scenario_t *sc, int quick, json_t *out)
         int missing = 0;
         for (int i = 0; i < run.njobs; i++)
             missing +=
-                run.jobs[i].trickle && run.jobs[i].sent_ms > 0 && run.jobs[i].status == ST_NONE;
+                run.jobs[i].trickle && run.jobs[i].sent_ms > 0 && run.jobs[i].status == B_NONE;
         if (missing == 0 || broken != NULL)
             break;
         if (sl_mono_ms() >= until) {

@@ -2,6 +2,7 @@
 #include "result.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int b_result_parse(const void *payload, size_t len, b_result_t *r)
 {
@@ -40,4 +41,14 @@ int b_job_index(const char *idem, int njobs)
 {
     int i = idem[0] == 'j' ? atoi(idem + 1) : -1;
     return i >= 0 && i < njobs ? i : -1;
+}
+
+b_status_t b_status_parse(const char *s)
+{
+    static const char *const names[] = {"succeeded", "failed", "rejected", "expired", "cancelled"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(s, names[i]) == 0)
+            return (b_status_t)(B_SUCCEEDED + i);
+    }
+    return B_OTHER;
 }

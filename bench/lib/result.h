@@ -19,6 +19,20 @@ typedef struct {
     double dispatch_ms; /* when the scheduler last dispatched it (epoch ms); -1 when never */
 } b_result_t;
 
+/* A job's final status; B_NONE until its result arrives. */
+typedef enum {
+    B_NONE = 0,
+    B_SUCCEEDED,
+    B_FAILED,
+    B_REJECTED,
+    B_EXPIRED,
+    B_CANCELLED,
+    B_OTHER
+} b_status_t;
+
+/* The status of a result's "status" text (B_OTHER when unknown). */
+b_status_t b_status_parse(const char *s);
+
 /* Parses a result message; 0, or -1 when it is not one (nothing to free then). */
 int b_result_parse(const void *payload, size_t len, b_result_t *r);
 void b_result_free(b_result_t *r);
