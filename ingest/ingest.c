@@ -9,6 +9,8 @@
 
 #include "estimate.h"
 #include "jsonschema.h"
+#include "msg_job.h"
+#include "msg_result.h"
 #include "sign.h"
 #include "util.h"
 
@@ -88,26 +90,32 @@ static sl_err_t fill_out(sl_ingest_out_t *out, sl_ingest_kind_t kind, const char
 /* Builds the rejection result. idem and job_id may be NULL. */
 static sl_err_t reject(sl_ingest_t *ing, sl_ingest_out_t *out, const sl_ingest_source_t *src,
                        int64_t now_ms, const char *job_id, const char *idem, const char *tenant,
-                       const char *type, const char *reason, const char *message)
+                       sl_errtype_t type, sl_reason_t reason, const char *message)
 {
     char fresh_id[33];
     if (job_id == NULL) {
         sl_random_id(fresh_id, 16);
         job_id = fresh_id;
     }
-    json_t *res = json_pack("{s:i, s:s, s:s?, s:s?, s:s, s:i, s:I, s:{s:s, s:s, s:s, s:s, s:b}}",
-                            "v", 1, "job_id", job_id, "idempotency_key", idem, "tenant", tenant,
-                            "status", "rejected", "attempts", 0, "finished_ms", (json_int_t)now_ms,
-                            "error", "type", type, "reason", reason, "message", message,
-                            "gateway_decision", "rejected_locally", "retryable", 0);
+    sl_msg_error_t e;
+    sl_msg_error_init(&e, type, reason, SL_DECISION_REJECTED_LOCALLY, message);
+    sl_msg_result_t r;
+    sl_msg_result_init(&r, job_id, SL_STATUS_REJECTED);
+    r.idempotency_key = idem;
+    r.tenant = tenant;
+    r.finished_ms = now_ms;
+    r.error = &e;
+    if (src != NULL && src->topic != NULL) {
+        r.has_source = 1;
+        r.source_topic = src->topic;
+        r.source_partition = (int)src->partition;
+        r.source_offset = src->offset;
+    }
+    json_t *res = sl_msg_result_json(&r);
     if (res == NULL)
         return SL_ENOMEM;
-    if (src != NULL && src->topic != NULL)
-        json_object_set_new(res, "source",
-                            json_pack("{s:s, s:i, s:I}", "topic", src->topic, "partition",
-                                      (int)src->partition, "offset", (json_int_t)src->offset));
     sl_err_t rc = fill_out(out, SL_INGEST_REJECT, ing->cfg->kafka.topic_results, job_id, res);
-    out->reason = rc == SL_OK ? reason : NULL;
+    out->reason = rc == SL_OK ? sl_reason_name(reason) : NULL;
     json_decref(res);
     return rc;
 }
@@ -141,22 +149,22 @@ static sl_err_t cancel(sl_ingest_t *ing, json_t *req, int64_t now_ms,
                            ? json_string_value(idem_j)
                            : NULL;
     if (sl_schema_validate(ing->cancel_schema, req, why, sizeof why) != SL_OK)
-        return reject(ing, out, src, now_ms, NULL, idem, NULL, "invalid_request",
-                      "schema_violation", why);
+        return reject(ing, out, src, now_ms, NULL, idem, NULL, SL_ERRTYPE_INVALID_REQUEST,
+                      SL_REASON_SCHEMA_VIOLATION, why);
     const char *api_key = json_string_value(json_object_get(req, "api_key"));
     uint8_t hash[32];
     sl_keyhash(api_key, strlen(api_key), hash);
     int key = sl_config_key_by_hash(cfg, hash);
     if (key < 0)
-        return reject(ing, out, src, now_ms, NULL, idem, NULL, "authentication",
-                      "unknown_api_key", "the API key is not known");
+        return reject(ing, out, src, now_ms, NULL, idem, NULL, SL_ERRTYPE_AUTHENTICATION,
+                      SL_REASON_UNKNOWN_API_KEY, "the API key is not known");
     const sl_key_cfg_t *k = &cfg->keys[key];
     const char *tenant = cfg->tenants[k->tenant].name;
     char job_id[33];
     sl_ingest_job_id(tenant, idem, job_id);
-    json_t *msg = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:I}", "v", 1, "type", "cancel",
-                            "job_id", job_id, "idempotency_key", idem, "tenant", tenant,
-                            "key_id", k->id, "requested_ms", (json_int_t)now_ms);
+    sl_msg_cancel_t c = {.job_id = job_id, .idempotency_key = idem, .tenant = tenant,
+                         .key_id = k->id, .requested_ms = now_ms};
+    json_t *msg = sl_msg_cancel_json(&c);
     if (msg == NULL)
         return SL_ENOMEM;
     sl_err_t rc = fill_out(out, SL_INGEST_JOB, cfg->kafka.topic_jobs, tenant, msg);
@@ -177,16 +185,16 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
     if ((int64_t)len > cfg->max_request_bytes) {
         snprintf(why, sizeof why, "request is %zu bytes; the limit is %lld", len,
                  (long long)cfg->max_request_bytes);
-        return reject(ing, out, src, now_ms, NULL, NULL, NULL, "invalid_request",
-                      "payload_too_large", why);
+        return reject(ing, out, src, now_ms, NULL, NULL, NULL, SL_ERRTYPE_INVALID_REQUEST,
+                      SL_REASON_PAYLOAD_TOO_LARGE, why);
     }
     json_error_t jerr;
     req = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &jerr);
     if (req == NULL) {
         snprintf(why, sizeof why, "malformed JSON at line %d column %d: %s", jerr.line,
                  jerr.column, jerr.text);
-        return reject(ing, out, src, now_ms, NULL, NULL, NULL, "invalid_request",
-                      "malformed_json", why);
+        return reject(ing, out, src, now_ms, NULL, NULL, NULL, SL_ERRTYPE_INVALID_REQUEST,
+                      SL_REASON_MALFORMED_JSON, why);
     }
     /* The idempotency key is echoed even on a schema violation when it is usable, so the
      * producer can match the rejection. The schema bounds it at 200 characters; 800 bytes is
@@ -200,8 +208,8 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
         goto out;
     }
     if (sl_schema_validate(ing->schema, req, why, sizeof why) != SL_OK) {
-        rc = reject(ing, out, src, now_ms, NULL, idem, NULL, "invalid_request",
-                    "schema_violation", why);
+        rc = reject(ing, out, src, now_ms, NULL, idem, NULL, SL_ERRTYPE_INVALID_REQUEST,
+                    SL_REASON_SCHEMA_VIOLATION, why);
         goto out;
     }
 
@@ -210,7 +218,7 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
     sl_keyhash(api_key, strlen(api_key), hash);
     int key = sl_config_key_by_hash(cfg, hash);
     if (key < 0) {
-        rc = reject(ing, out, src, now_ms, NULL, idem, NULL, "authentication", "unknown_api_key",
+        rc = reject(ing, out, src, now_ms, NULL, idem, NULL, SL_ERRTYPE_AUTHENTICATION, SL_REASON_UNKNOWN_API_KEY,
                     "the API key is not known");
         goto out;
     }
@@ -224,7 +232,7 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
     }
     sl_ingest_job_id(tenant, idem, job_id);
     if (k->paused) {
-        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, "policy", "key_paused",
+        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, SL_ERRTYPE_POLICY, SL_REASON_KEY_PAUSED,
                     "this API key is paused by an operator");
         goto out;
     }
@@ -232,14 +240,14 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
     int route = sl_config_route(cfg, route_name);
     if (route < 0) {
         snprintf(why, sizeof why, "route \"%.128s\" does not exist", route_name);
-        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, "invalid_request",
-                    "unknown_route", why);
+        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, SL_ERRTYPE_INVALID_REQUEST,
+                    SL_REASON_UNKNOWN_ROUTE, why);
         goto out;
     }
     if (!sl_config_tenant_allows_route(cfg, k->tenant, route)) {
         snprintf(why, sizeof why, "tenant \"%s\" may not use route \"%s\"", tenant, route_name);
-        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, "permission",
-                    "route_not_allowed", why);
+        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, SL_ERRTYPE_PERMISSION,
+                    SL_REASON_ROUTE_NOT_ALLOWED, why);
         goto out;
     }
     const json_t *cls_j = json_object_get(req, "class");
@@ -268,7 +276,7 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
                  "request needs about %lld input + %lld output tokens, more than any limit on "
                  "route \"%s\" or tenant \"%s\" allows",
                  (long long)input, (long long)max_tokens, route_name, tenant);
-        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, "capacity", "request_too_large",
+        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, SL_ERRTYPE_CAPACITY, SL_REASON_REQUEST_TOO_LARGE,
                     why);
         goto out;
     }
@@ -276,24 +284,19 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
     int64_t rel_deadline = json_is_integer(dl) ? json_integer_value(dl)
                                                : cfg->classes[cls].deadline_ms;
 
-    job = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:{s:I, s:I, s:I}, "
-                    "s:O}",
-                    "v", 1, "job_id", job_id, "idempotency_key", idem, "tenant", tenant, "app",
-                    k->app, "env", k->env, "key_id", k->id, "route", route_name, "class",
-                    sl_class_name((sl_class_t)cls), "submitted_ms", (json_int_t)now_ms,
-                    "deadline_ms", (json_int_t)(now_ms + rel_deadline), "estimate", "input",
-                    (json_int_t)input, "output", (json_int_t)max_tokens, "total",
-                    (json_int_t)(input + max_tokens), "request", body);
+    const json_t *fb = json_object_get(req, "fallback");
+    sl_msg_job_t mj = {.job_id = job_id, .idempotency_key = idem, .tenant = tenant,
+                       .app = k->app, .env = k->env, .key_id = k->id, .route = route_name,
+                       .cls = sl_class_name((sl_class_t)cls), .submitted_ms = now_ms,
+                       .deadline_ms = now_ms + rel_deadline, .est_input = input,
+                       .est_output = max_tokens, .est_total = input + max_tokens,
+                       .fallback = json_is_boolean(fb) ? json_is_true(fb) : -1,
+                       .metadata = json_object_get(req, "metadata"), .request = body};
+    job = sl_msg_job_json(&mj);
     if (job == NULL) {
         rc = SL_ENOMEM;
         goto out;
     }
-    json_t *meta = json_object_get(req, "metadata");
-    if (meta != NULL)
-        json_object_set(job, "metadata", meta);
-    json_t *fb = json_object_get(req, "fallback");
-    if (fb != NULL)
-        json_object_set(job, "fallback", fb);
     rc = fill_out(out, SL_INGEST_JOB, cfg->kafka.topic_jobs, tenant, job);
 out:
     json_decref(job);
