@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capacity.h"
 #include "estimate.h"
 #include "jsonschema.h"
 #include "msg_job.h"
@@ -120,8 +121,9 @@ static sl_err_t reject(sl_ingest_t *ing, sl_ingest_out_t *out, const sl_ingest_s
     return rc;
 }
 
-/* Returns 1 when at least one deployment of the route can ever take the request, and the
- * tenant's own budget is not smaller than it. */
+/* Returns 1 when at least one deployment of the route could ever take the request by the
+ * same rule the scheduler reserves with (common/capacity.h, at its cold-start estimates), and
+ * the tenant's own token budget is not smaller than it. */
 static int fits_any_limit(const sl_config_t *cfg, int route, int tenant, int64_t input,
                           int64_t max_tokens)
 {
@@ -129,8 +131,9 @@ static int fits_any_limit(const sl_config_t *cfg, int route, int tenant, int64_t
     const sl_tenant_cfg_t *t = &cfg->tenants[tenant];
     if (t->tokens_per_min > 0 && input + max_tokens > t->tokens_per_min)
         return 0;
+    sl_demand_t dm = sl_demand_cold(input, max_tokens);
     for (int i = 0; i < r->ndeployments; i++) {
-        if (sl_deployment_can_take(&cfg->deployments[r->deployments[i]], input, max_tokens))
+        if (sl_capacity_deployment_fits(cfg, r->deployments[i], &dm))
             return 1;
     }
     return 0;

@@ -56,6 +56,11 @@ static void setup_restricted(void)
     open_with(RESTRICTED);
 }
 
+static void setup_provider_limits(void)
+{
+    open_with("tests/fixtures/config/provider_limits.json");
+}
+
 static void teardown(void)
 {
     sl_schema_free(job_schema);
@@ -702,6 +707,77 @@ END_TEST
 
 
 
+/* Regression: ingest used to check only TPM and max_tokens, so a request that an ITPM, an OTPM
+ * counted at max_tokens, or a daily quota on the deployment or its scope could never hold was
+ * queued and only refused by the scheduler. */
+START_TEST(request_beyond_itpm_otpm_or_a_daily_quota_is_rejected)
+{
+    sl_ingest_out_t out;
+    /* max_tokens 1500 > OTPM 1000 (counted at max_tokens). */
+    json_t *res = expect_reject("{'idempotency_key':'otpm','api_key':'" ACME_KEY "',"
+                                "'route':'claude','request':{'messages':[{'role':'user',"
+                                "'content':'hi'}],'max_tokens':1500}}",
+                                "request_too_large", "capacity", "otpm", &out);
+    json_decref(res);
+    sl_ingest_out_clear(&out);
+    /* About 10,000 characters: more input than ITPM 2000. */
+    size_t n = 10000;
+    char *text = malloc(n + 512);
+    int head = snprintf(text, 512,
+                        "{\"idempotency_key\":\"itpm\",\"api_key\":\"" ACME_KEY "\","
+                        "\"route\":\"claude\",\"request\":{\"messages\":[{\"role\":"
+                        "\"user\",\"content\":\"");
+    for (size_t i = 0; i < n; i++)
+        text[head + (int)i] = "abcd "[i % 5];
+    strcpy(text + head + n, "\"}],\"max_tokens\":16}}");
+    process_bytes(text, strlen(text), &SRC, &out);
+    res = check_rejection(&out, "request_too_large", "capacity", "itpm", &SRC);
+    json_decref(res);
+    sl_ingest_out_clear(&out);
+    free(text);
+    /* max_tokens 600 > the deployment's own 500 tokens a day. */
+    res = expect_reject("{'idempotency_key':'tpd','api_key':'" ACME_KEY "',"
+                        "'route':'daily','request':{'messages':[{'role':'user',"
+                        "'content':'hi'}],'max_tokens':600}}",
+                        "request_too_large", "capacity", "tpd", &out);
+    json_decref(res);
+    sl_ingest_out_clear(&out);
+    /* Within every limit it is a job. */
+    json_t *job = expect_job("{'api_key':'" ACME_KEY "','route':'claude','request':"
+                             "{'messages':[{'role':'user','content':'hi'}],'max_tokens':900}}",
+                             &out);
+    json_decref(job);
+    sl_ingest_out_clear(&out);
+    job = expect_job("{'api_key':'" ACME_KEY "','route':'daily','request':"
+                     "{'messages':[{'role':'user','content':'hi'}],'max_tokens':400}}",
+                     &out);
+    json_decref(job);
+    sl_ingest_out_clear(&out);
+}
+END_TEST
+
+START_TEST(request_beyond_a_parent_scope_quota_is_rejected)
+{
+    /* A prompt within ITPM (2000) but above the project's 1,500 tokens a day, which counts
+     * max(input, max_tokens) at receipt: refused by the scope above the deployment. */
+    sl_ingest_out_t out;
+    size_t n = 5500; /* about 1,730 tokens */
+    char *text = malloc(n + 512);
+    int head = snprintf(text, 512,
+                        "{\"idempotency_key\":\"scope\",\"api_key\":\"" ACME_KEY "\","
+                        "\"route\":\"claude\",\"request\":{\"messages\":[{\"role\":"
+                        "\"user\",\"content\":\"");
+    for (size_t i = 0; i < n; i++)
+        text[head + (int)i] = "abcd "[i % 5];
+    strcpy(text + head + n, "\"}],\"max_tokens\":16}}");
+    process_bytes(text, strlen(text), &SRC, &out);
+    json_t *res = check_rejection(&out, "request_too_large", "capacity", "scope", &SRC);
+    json_decref(res);
+    sl_ingest_out_clear(&out);
+    free(text);
+}
+END_TEST
+
 START_TEST(rejection_without_a_source_has_none)
 {
     const char *text = "{not json";
@@ -948,6 +1024,12 @@ static Suite *ingest_suite(void)
     tcase_add_test(rej, rejection_is_finished_at_the_time_of_processing);
     tcase_add_test(rej, rejections_of_unidentified_messages_get_distinct_ids);
     suite_add_tcase(s, rej);
+
+    TCase *limits = tcase_create("provider-limits-config");
+    tcase_add_checked_fixture(limits, setup_provider_limits, teardown);
+    tcase_add_test(limits, request_beyond_itpm_otpm_or_a_daily_quota_is_rejected);
+    tcase_add_test(limits, request_beyond_a_parent_scope_quota_is_rejected);
+    suite_add_tcase(s, limits);
 
     TCase *restricted = tcase_create("restricted-config");
     tcase_add_checked_fixture(restricted, setup_restricted, teardown);

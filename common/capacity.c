@@ -1,0 +1,135 @@
+/* capacity.c - the counting rules of every limit (see capacity.h). */
+#include "capacity.h"
+
+#include <string.h>
+
+static const char *const rule_names[] = {
+#define X(name, text) text,
+    SL_CHARGE_RULE_MAP(X)
+#undef X
+};
+
+const char *sl_charge_rule_name(sl_charge_rule_t r)
+{
+    return (int)r >= 0 && r < SL_RULE_COUNT_ ? rule_names[r] : "?";
+}
+
+int sl_charge_rule_parse(const char *name)
+{
+    for (int i = 0; name != NULL && i < SL_RULE_COUNT_; i++) {
+        if (strcmp(rule_names[i], name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+sl_demand_t sl_demand_cold(int64_t input, int64_t max_tokens)
+{
+    sl_demand_t dm = {.input_raw = input, .input = input, .max_tokens = max_tokens,
+                      .output = max_tokens};
+    return dm;
+}
+
+double sl_capacity_spend_usd(const sl_price_cfg_t *p, int64_t input, int64_t cached,
+                             int64_t output)
+{
+    if (cached > input)
+        cached = input;
+    return ((double)(input - cached) * p->input_per_mtok +
+            (double)cached * p->cached_input_per_mtok + (double)output * p->output_per_mtok) /
+           1e6;
+}
+
+void sl_capacity_charge(const sl_limit_cfg_t *limit, int provider_side,
+                        const sl_deployment_cfg_t *dc, const sl_demand_t *dm, double *amount,
+                        sl_charge_rule_t *rule)
+{
+    sl_dimension_t dim = limit->dimension;
+    if (dim == SL_DIM_RAMP)
+        dim = limit->ramp_unit;
+    switch (dim) {
+    case SL_DIM_REQUESTS:
+    case SL_DIM_REQUESTS_PER_DAY:
+        *amount = 1;
+        *rule = SL_RULE_KEEP;
+        return;
+    case SL_DIM_CONCURRENCY:
+        *amount = 1;
+        *rule = SL_RULE_RELEASE;
+        return;
+    case SL_DIM_INPUT_TOKENS:
+        if (provider_side) {
+            /* Counted at receipt from the real prompt: reserve ingest's conservative count. */
+            *amount = (double)dm->input_raw;
+            *rule = dc->input_counting == SL_INPUT_COUNT_EXCLUDE_CACHE_READS
+                        ? SL_RULE_ACTUAL_INPUT_UNCACHED
+                        : SL_RULE_ACTUAL_INPUT;
+        } else {
+            *amount = (double)dm->input;
+            *rule = SL_RULE_ACTUAL_INPUT;
+        }
+        return;
+    case SL_DIM_OUTPUT_TOKENS:
+        *amount = (double)(provider_side && dc->output_counting == SL_OUTPUT_COUNT_MAX_TOKENS
+                               ? dm->max_tokens
+                               : dm->output);
+        *rule = SL_RULE_ACTUAL_OUTPUT;
+        return;
+    case SL_DIM_SPEND:
+        *amount = sl_capacity_spend_usd(&dc->price, dm->input, 0, dm->output);
+        *rule = SL_RULE_ACTUAL_SPEND;
+        return;
+    default: /* total tokens, per minute or per day */
+        /* Counted at receipt: the learned input estimate, not ingest's conservative count
+         * (which held back 14 % of a prompt-heavy pool), settled upwards when the real input
+         * shows the provider counted more. */
+        if (provider_side && dc->tpm_counting == SL_TPM_COUNT_MAX) {
+            *amount = (double)(dm->input > dm->max_tokens ? dm->input : dm->max_tokens);
+            *rule = SL_RULE_RECEIPT_MAX;
+        } else if (provider_side && dc->tpm_counting == SL_TPM_COUNT_SUM) {
+            *amount = (double)(dm->input + dm->max_tokens);
+            *rule = SL_RULE_RECEIPT_SUM;
+        } else {
+            *amount = (double)(dm->input + dm->output);
+            *rule = SL_RULE_ACTUAL_TOTAL;
+        }
+        return;
+    }
+}
+
+int sl_capacity_within(const sl_limit_cfg_t *limit, double amount)
+{
+    return limit->algorithm == SL_LIMIT_RAMP || amount <= limit->capacity;
+}
+
+/* Whether every limit in limits[0..n) could hold the request. */
+static int limits_fit(const sl_limit_cfg_t *limits, int n, const sl_deployment_cfg_t *dc,
+                      const sl_demand_t *dm)
+{
+    for (int i = 0; i < n; i++) {
+        double amount;
+        sl_charge_rule_t rule;
+        sl_capacity_charge(&limits[i], 1 /*provider side*/, dc, dm, &amount, &rule);
+        if (!sl_capacity_within(&limits[i], amount))
+            return 0;
+    }
+    return 1;
+}
+
+int sl_capacity_deployment_fits(const sl_config_t *cfg, int d, const sl_demand_t *dm)
+{
+    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
+    if (dm->max_tokens > dc->max_output_tokens)
+        return 0;
+    if (!limits_fit(dc->limits, dc->nlimits, dc, dm))
+        return 0;
+    /* Scopes form a tree (the loader refuses cycles); the depth bound is only a guard. */
+    int depth = 0;
+    for (int p = dc->parent; p >= 0 && depth < cfg->nscopes; p = cfg->scopes[p].parent) {
+        const sl_scope_cfg_t *sc = &cfg->scopes[p];
+        if (!limits_fit(sc->limits, sc->nlimits, dc, dm))
+            return 0;
+        depth++;
+    }
+    return 1;
+}
