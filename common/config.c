@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "calendar.h"
+#include "jsonstrict.h"
 #include "util.h"
 
 static const char *const class_names[SL_CLASS_COUNT] = {"interactive", "standard", "partner",
@@ -52,21 +53,14 @@ static void fail(ctx_t *c, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Fails when obj has a key not in the NULL-terminated list. */
+/* Fails when obj (an object) has a key not in the NULL-terminated list, naming the first. */
 static void check_keys(ctx_t *c, json_t *obj, const char *where, const char *const *allowed)
 {
-    const char *key;
-    json_t *val;
-    json_object_foreach(obj, key, val)
-    {
-        int ok = 0;
-        for (int i = 0; allowed[i] != NULL; i++) {
-            if (strcmp(key, allowed[i]) == 0)
-                ok = 1;
-        }
-        if (!ok)
-            fail(c, "%s: unknown key \"%s\"", where, key);
-    }
+    /* Like fail(), only the first failure of a load is reported. */
+    if (c->failed)
+        return;
+    if (sl_jsonstrict_check(obj, allowed, where, c->err, c->errlen) != SL_OK)
+        c->failed = 1;
 }
 
 static const char *get_str(ctx_t *c, json_t *obj, const char *where, const char *key,
