@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "config_fleet.h"
-#include "config_limits.h"
+#include "config_parties.h"
 #include "config_read.h"
-#include "util.h"
+#include "config_scopes.h"
 
 static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
 {
@@ -59,271 +59,6 @@ static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
         }
     }
     json_decref(empty);
-}
-
-static void load_tenants(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
-{
-    static const char *const keys[] = {"name",    "weight",  "tokens_per_min", "routes",
-                                       "parent",  "buckets", "guarantee",      "max_in_flight",
-                                       "regions", NULL};
-    size_t n = json_array_size(arr);
-    cfg->tenants = calloc(n + 1, sizeof *cfg->tenants);
-    if (cfg->tenants == NULL) {
-        cfg_fail(c, "out of memory");
-        return;
-    }
-    double guarantees = 0;
-    for (size_t i = 0; i < n; i++) {
-        char where[64];
-        json_t *tj = cfg_array_object(c, arr, i, "tenants", keys, where, sizeof where);
-        if (tj == NULL)
-            continue;
-        sl_tenant_cfg_t *t = &cfg->tenants[cfg->ntenants];
-        t->name = cfg_get_str(c, tj, where, "name", NULL);
-        if (t->name != NULL && sl_config_tenant(cfg, t->name) >= 0)
-            cfg_fail(c, "%s: duplicate tenant name \"%s\"", where, t->name);
-        cfg->ntenants++;
-        t->weight = cfg_get_int(c, tj, where, "weight", 1, 1, 1000000);
-        t->tokens_per_min = cfg_get_int(c, tj, where, "tokens_per_min", 0, 0, CFG_I64MAX);
-        t->guarantee = cfg_get_real(c, tj, where, "guarantee", 0, 0, 0.95);
-        json_t *regions = cfg_get_arr(c, tj, where, "regions");
-        t->regions = calloc(json_array_size(regions) + 1, sizeof *t->regions);
-        for (size_t k = 0; t->regions != NULL && k < json_array_size(regions); k++) {
-            const char *reg = json_string_value(json_array_get(regions, k));
-            if (reg == NULL || reg[0] == '\0')
-                cfg_fail(c, "%s: regions[%zu] must be a non-empty string", where, k);
-            else
-                t->regions[t->nregions++] = reg;
-        }
-        guarantees += t->guarantee;
-        cfg_limits_t ls = {0};
-        cfg_add_shorthand(c, cfg, &ls, where, "tokens", SL_DIM_TOTAL_TOKENS,
-                          (double)t->tokens_per_min, &cfg_caller_defaults);
-        cfg_add_shorthand(c, cfg, &ls, where, "max_in_flight", SL_DIM_CONCURRENCY,
-                          (double)cfg_get_int(c, tj, where, "max_in_flight", 0, 0, CFG_I64MAX),
-                          &cfg_caller_defaults);
-        cfg_finish_limits(c, cfg, tj, where, &cfg_caller_defaults, &ls, &t->limits, &t->nlimits);
-        const char *parent = cfg_get_str(c, tj, where, "parent", "");
-        t->parent = parent[0] != '\0' ? sl_config_scope(cfg, parent) : -1;
-        if (parent[0] != '\0' && t->parent < 0)
-            cfg_fail(c, "%s: unknown parent scope \"%s\"", where, parent);
-        cfg_resolve_names(c, cfg, tj, where, "routes", "route", sl_config_route, &t->routes,
-                          &t->nroutes);
-    }
-    if (guarantees > 0.95)
-        cfg_fail(c, "tenants: the guarantees add up to %.2f; at most 0.95 can be promised",
-                 guarantees);
-}
-
-static void load_keys(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
-{
-    static const char *const keys[] = {"id",     "hash",          "tenant",  "app", "env",
-                                       "paused", "max_in_flight", "buckets", NULL};
-    size_t n = json_array_size(arr);
-    cfg->keys = calloc(n + 1, sizeof *cfg->keys);
-    if (cfg->keys == NULL) {
-        cfg_fail(c, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char where[64];
-        json_t *kj = cfg_array_object(c, arr, i, "keys", keys, where, sizeof where);
-        if (kj == NULL)
-            continue;
-        sl_key_cfg_t *k = &cfg->keys[cfg->nkeys++];
-        k->id = cfg_get_str(c, kj, where, "id", NULL);
-        const char *hash = cfg_get_str(c, kj, where, "hash", NULL);
-        if (hash != NULL && sl_hex_decode(hash, k->hash, sizeof k->hash) != SL_OK)
-            cfg_fail(c, "%s: hash must be 64 hex digits (see `sluice hash-key`)", where);
-        const char *tenant = cfg_get_str(c, kj, where, "tenant", NULL);
-        k->tenant = tenant != NULL ? sl_config_tenant(cfg, tenant) : -1;
-        if (tenant != NULL && k->tenant < 0)
-            cfg_fail(c, "%s: unknown tenant \"%s\"", where, tenant);
-        for (int j = 0; j < cfg->nkeys - 1 && k->id != NULL; j++) {
-            if (cfg->keys[j].id != NULL && strcmp(cfg->keys[j].id, k->id) == 0)
-                cfg_fail(c, "%s: duplicate key id \"%s\"", where, k->id);
-            else if (memcmp(cfg->keys[j].hash, k->hash, sizeof k->hash) == 0)
-                cfg_fail(c, "%s: duplicate key hash (ids \"%s\" and \"%s\" have the same key)",
-                         where, cfg->keys[j].id ? cfg->keys[j].id : "?", k->id);
-        }
-        k->app = cfg_get_str(c, kj, where, "app", "default");
-        k->env = cfg_get_str(c, kj, where, "env", "prod");
-        json_t *p = json_object_get(kj, "paused");
-        if (p != NULL && !json_is_boolean(p))
-            cfg_fail(c, "%s: \"paused\" must be true or false", where);
-        k->paused = p != NULL && json_is_true(p);
-        cfg_limits_t ls = {0};
-        cfg_add_shorthand(c, cfg, &ls, where, "max_in_flight", SL_DIM_CONCURRENCY,
-                          (double)cfg_get_int(c, kj, where, "max_in_flight", 0, 0, CFG_I64MAX),
-                          &cfg_caller_defaults);
-        cfg_finish_limits(c, cfg, kj, where, &cfg_caller_defaults, &ls, &k->limits, &k->nlimits);
-    }
-}
-
-/* Whether scope (an index into scopes) is tenant t's partner scope or above it. */
-static int tenant_under_scope(const sl_config_t *cfg, int t, int scope)
-{
-    for (int p = cfg->tenants[t].parent, steps = 0; p >= 0 && steps <= cfg->nscopes;
-         p = cfg->scopes[p].parent, steps++) {
-        if (p == scope)
-            return 1;
-    }
-    return 0;
-}
-
-/* Admin API keys: "admin" sees and changes everything; "partner" reads only its tenants, named
- * in "tenants" or found under its "partner" scope (e.g. "partner:acme"). */
-static void load_admin_keys(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
-{
-    static const char *const keys[] = {"id", "hash", "role", "tenants", "partner", NULL};
-    size_t n = json_array_size(arr);
-    cfg->admin_keys = calloc(n + 1, sizeof *cfg->admin_keys);
-    if (cfg->admin_keys == NULL) {
-        cfg_fail(c, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char where[64];
-        json_t *kj = cfg_array_object(c, arr, i, "admin_keys", keys, where, sizeof where);
-        if (kj == NULL)
-            continue;
-        sl_admin_key_cfg_t *k = &cfg->admin_keys[cfg->nadmin_keys++];
-        k->id = cfg_get_str(c, kj, where, "id", NULL);
-        const char *hash = cfg_get_str(c, kj, where, "hash", NULL);
-        if (hash != NULL && sl_hex_decode(hash, k->hash, sizeof k->hash) != SL_OK)
-            cfg_fail(c, "%s: hash must be 64 hex digits (see `sluice hash-key`)", where);
-        for (int j = 0; j < cfg->nadmin_keys - 1 && k->id != NULL; j++) {
-            if (cfg->admin_keys[j].id != NULL && strcmp(cfg->admin_keys[j].id, k->id) == 0)
-                cfg_fail(c, "%s: duplicate admin key id \"%s\"", where, k->id);
-            else if (memcmp(cfg->admin_keys[j].hash, k->hash, sizeof k->hash) == 0)
-                cfg_fail(c, "%s: duplicate admin key hash", where);
-        }
-        for (int j = 0; j < cfg->nkeys && hash != NULL; j++) {
-            if (memcmp(cfg->keys[j].hash, k->hash, sizeof k->hash) == 0)
-                cfg_fail(c, "%s: the same key is also API key \"%s\"; use separate keys", where,
-                         cfg->keys[j].id);
-        }
-        const char *role = cfg_get_str(c, kj, where, "role", "admin");
-        if (strcmp(role, "admin") == 0) {
-            k->role = SL_ADMIN_ROLE_ADMIN;
-            if (json_object_get(kj, "tenants") != NULL || json_object_get(kj, "partner") != NULL)
-                cfg_fail(c,
-                         "%s: an admin key sees every tenant; \"tenants\" and \"partner\" are "
-                         "for role \"partner\"",
-                         where);
-            continue;
-        }
-        if (strcmp(role, "partner") != 0) {
-            cfg_fail(c, "%s: role must be \"admin\" or \"partner\"", where);
-            continue;
-        }
-        k->role = SL_ADMIN_ROLE_PARTNER;
-        cfg_resolve_names(c, cfg, kj, where, "tenants", "tenant", sl_config_tenant, &k->tenants,
-                          &k->ntenants);
-        const char *partner = cfg_get_str(c, kj, where, "partner", "");
-        int scope = partner[0] != '\0' ? sl_config_scope(cfg, partner) : -1;
-        if (partner[0] != '\0' && scope < 0)
-            cfg_fail(c, "%s: unknown partner scope \"%s\"", where, partner);
-        for (int t = 0; scope >= 0 && k->tenants != NULL && t < cfg->ntenants; t++) {
-            int have = 0;
-            for (int j = 0; j < k->ntenants; j++)
-                have |= k->tenants[j] == t;
-            if (have || !tenant_under_scope(cfg, t, scope))
-                continue;
-            int *nt = realloc(k->tenants, (size_t)(k->ntenants + 2) * sizeof *nt);
-            if (nt == NULL) {
-                cfg_fail(c, "out of memory");
-                break;
-            }
-            k->tenants = nt;
-            k->tenants[k->ntenants++] = t;
-        }
-        if (!c->failed && k->ntenants == 0)
-            cfg_fail(c, "%s: a partner key needs \"tenants\" or a \"partner\" scope with tenants",
-                     where);
-    }
-}
-
-/* The scope hierarchy above deployments and tenants. Names first, so parents may be named in any
- * order; then parents, checked for cycles; then limits, with provider-side defaults for scopes
- * above deployments. */
-static void load_scopes(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
-{
-    static const char *const keys[] = {"name", "parent", "buckets", NULL};
-    size_t n = json_array_size(arr);
-    cfg->scopes = calloc(n + 1, sizeof *cfg->scopes);
-    if (cfg->scopes == NULL) {
-        cfg_fail(c, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char where[64];
-        json_t *sj = cfg_array_object(c, arr, i, "scopes", keys, where, sizeof where);
-        sl_scope_cfg_t *sc = &cfg->scopes[cfg->nscopes];
-        sc->parent = -1;
-        sc->name = sj != NULL ? cfg_get_str(c, sj, where, "name", NULL) : NULL;
-        if (sc->name == NULL)
-            continue;
-        const char *colon = strchr(sc->name, ':');
-        if (colon == NULL || colon == sc->name || colon[1] == '\0')
-            cfg_fail(c, "%s: a scope is named \"<kind>:<name>\", e.g. \"project:main\"", where);
-        static const char *const reserved[] = {"deployment:", "tenant:", "key:"};
-        for (int r = 0; r < 3; r++) {
-            if (strncmp(sc->name, reserved[r], strlen(reserved[r])) == 0)
-                cfg_fail(c, "%s: \"%s\" scopes are configured in their own section", where,
-                         reserved[r]);
-        }
-        if (sl_config_scope(cfg, sc->name) >= 0)
-            cfg_fail(c, "%s: duplicate scope \"%s\"", where, sc->name);
-        cfg->nscopes++;
-    }
-    for (int i = 0; i < cfg->nscopes; i++) {
-        char where[64];
-        snprintf(where, sizeof where, "scopes[%d]", i);
-        const char *parent = cfg_get_str(c, json_array_get(arr, (size_t)i), where, "parent", "");
-        if (parent[0] == '\0')
-            continue;
-        cfg->scopes[i].parent = sl_config_scope(cfg, parent);
-        if (cfg->scopes[i].parent < 0)
-            cfg_fail(c, "%s: unknown parent scope \"%s\"", where, parent);
-    }
-    for (int i = 0; i < cfg->nscopes; i++) {
-        int p = cfg->scopes[i].parent, steps = 0;
-        while (p >= 0 && steps++ <= cfg->nscopes)
-            p = cfg->scopes[p].parent;
-        if (p >= 0)
-            cfg_fail(c, "scopes: \"%s\" is its own ancestor", cfg->scopes[i].name);
-    }
-}
-
-/* Marks the scopes above deployments as provider-side, checks no scope is on both sides, and
- * parses every scope's limits with its side's defaults. */
-static void load_scope_limits(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
-{
-    for (int d = 0; d < cfg->ndeployments; d++) {
-        for (int p = cfg->deployments[d].parent, steps = 0; p >= 0 && steps < cfg->nscopes;
-             p = cfg->scopes[p].parent, steps++)
-            cfg->scopes[p].provider_side = 1;
-    }
-    for (int t = 0; t < cfg->ntenants; t++) {
-        for (int p = cfg->tenants[t].parent, steps = 0; p >= 0 && steps < cfg->nscopes;
-             p = cfg->scopes[p].parent, steps++) {
-            if (cfg->scopes[p].provider_side)
-                cfg_fail(c, "scopes: \"%s\" is above both a deployment and a tenant",
-                         cfg->scopes[p].name);
-        }
-    }
-    for (int i = 0; i < cfg->nscopes; i++) {
-        sl_scope_cfg_t *sc = &cfg->scopes[i];
-        if (sc->provider_side && strncmp(sc->name, "app:", 4) == 0)
-            cfg_fail(c, "scopes: \"%s\": app scopes are on the callers' side", sc->name);
-        char where[64];
-        snprintf(where, sizeof where, "scopes[%d]", i);
-        cfg_limits_t ls = {0};
-        cfg_finish_limits(c, cfg, json_array_get(arr, (size_t)i), where,
-                          sc->provider_side ? &cfg_provider_defaults : &cfg_caller_defaults, &ls,
-                          &sc->limits, &sc->nlimits);
-    }
 }
 
 sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t errlen)
@@ -406,14 +141,14 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
 
     cfg_load_classes(&c, cfg, root);
     json_t *scopes = cfg_get_arr(&c, root, "config", "scopes");
-    load_scopes(&c, cfg, scopes);
+    cfg_load_scopes(&c, cfg, scopes);
     cfg_load_deployments(&c, cfg, cfg_get_arr(&c, root, "config", "deployments"));
     cfg_load_routes(&c, cfg, cfg_get_arr(&c, root, "config", "routes"));
-    load_tenants(&c, cfg, cfg_get_arr(&c, root, "config", "tenants"));
-    load_keys(&c, cfg, cfg_get_arr(&c, root, "config", "keys"));
-    load_admin_keys(&c, cfg, cfg_get_arr(&c, root, "config", "admin_keys"));
+    cfg_load_tenants(&c, cfg, cfg_get_arr(&c, root, "config", "tenants"));
+    cfg_load_keys(&c, cfg, cfg_get_arr(&c, root, "config", "keys"));
+    cfg_load_admin_keys(&c, cfg, cfg_get_arr(&c, root, "config", "admin_keys"));
     if (!c.failed)
-        load_scope_limits(&c, cfg, scopes);
+        cfg_load_scope_limits(&c, cfg, scopes);
     if (!c.failed && cfg->nroutes == 0)
         cfg_fail(&c, "config: at least one route is needed");
 out:
