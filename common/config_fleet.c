@@ -4,6 +4,7 @@
  */
 #include "config_fleet.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +34,15 @@ const char *sl_provider_name(sl_provider_t p)
     return (unsigned)p < SL_PROVIDER_COUNT ? names[p] : "unknown";
 }
 
+/* In the order of sl_strategy_t; a route's "strategy" is one of these. */
+static const char *const strategy_names[] = {"spread", "waterfall", "latency", "cheapest",
+                                             "weighted"};
+#define NSTRATEGIES ((int)(sizeof strategy_names / sizeof strategy_names[0]))
+_Static_assert(NSTRATEGIES == SL_STRATEGY_WEIGHTED + 1, "a name for every sl_strategy_t");
+
 const char *sl_strategy_name(sl_strategy_t s)
 {
-    static const char *const names[] = {"spread", "waterfall", "latency", "cheapest", "weighted"};
-    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
+    return (unsigned)s < NSTRATEGIES ? strategy_names[s] : "unknown";
 }
 
 static void load_deployment(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr, size_t i,
@@ -101,7 +107,9 @@ static void load_deployment(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr, size_t 
     d->slices_per_minute = cfg_get_int(c, dj, where, "slices_per_minute", 60, 1, 256);
     d->headroom = cfg_get_real(c, dj, where, "headroom", 0.97, 0.01, 1.0);
     d->burst_fraction = cfg_get_real(c, dj, where, "burst_fraction", 0.5, 0.01, 1.0);
-    const cfg_limit_defaults_t def = {d->slices_per_minute, d->headroom, d->burst_fraction};
+    const cfg_limit_defaults_t def = {.slices = d->slices_per_minute,
+                                      .headroom = d->headroom,
+                                      .burst_fraction = d->burst_fraction};
     cfg_limits_t ls = {0};
     json_t *lj = cfg_get_obj(c, dj, where, "limits");
     if (lj != NULL) {
@@ -178,18 +186,19 @@ void cfg_load_classes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
 {
     static const char *const keys[] = {"deadline_ms", "max_queue",   "weight",
                                        "overload",    "yield_above", NULL};
-    static const int64_t def_deadline[SL_CLASS_COUNT] = {30000, 600000, 600000, 86400000};
-    static const int64_t def_queue[SL_CLASS_COUNT] = {1000, 100000, 100000, 1000000};
-    static const int64_t def_weight[SL_CLASS_COUNT] = {8, 4, 4, 1};
+    /* Fields not set here are 0: overload "reject", and yield_above 0 (never waits). */
+    static const sl_class_cfg_t defaults[SL_CLASS_COUNT] = {
+        [SL_CLASS_INTERACTIVE] = {.deadline_ms = 30000, .max_queue = 1000, .weight = 8},
+        [SL_CLASS_STANDARD] = {.deadline_ms = 600000, .max_queue = 100000, .weight = 4},
+        [SL_CLASS_PARTNER] = {.deadline_ms = 600000, .max_queue = 100000, .weight = 4},
+        [SL_CLASS_BATCH] = {.deadline_ms = 86400000,
+                            .max_queue = 1000000,
+                            .weight = 1,
+                            .yield_above = 0.5},
+    };
     json_t *cj = cfg_get_obj(c, root, "config", "classes");
-    for (int i = 0; i < SL_CLASS_COUNT; i++) {
-        sl_class_cfg_t *k = &cfg->classes[i];
-        k->deadline_ms = def_deadline[i];
-        k->max_queue = def_queue[i];
-        k->weight = def_weight[i];
-        k->overload = SL_OVERLOAD_REJECT;
-        k->yield_above = i == SL_CLASS_BATCH ? 0.5 : 0;
-    }
+    for (int i = 0; i < SL_CLASS_COUNT; i++)
+        cfg->classes[i] = defaults[i];
     if (cj == NULL)
         return;
     const char *name;
@@ -224,8 +233,6 @@ void cfg_load_routes(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
     static const char *const keys[] = {
         "name",        "deployments", "default_max_tokens", "strategy",
         "overflow_at", "fallback",    "max_retry_ratio",    NULL};
-    static const char *const strategies[] = {"spread",   "waterfall", "latency",
-                                             "cheapest", "weighted",  NULL};
     size_t n = json_array_size(arr);
     cfg->routes = calloc(n + 1, sizeof *cfg->routes);
     if (cfg->routes == NULL) {
@@ -250,8 +257,8 @@ void cfg_load_routes(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
                      SL_ROUTE_MAX_DEPLOYMENTS);
         const char *strategy = cfg_get_str(c, rj, where, "strategy", "spread");
         int found = -1;
-        for (int k = 0; strategies[k] != NULL; k++) {
-            if (strcmp(strategy, strategies[k]) == 0)
+        for (int k = 0; k < NSTRATEGIES; k++) {
+            if (strcmp(strategy, strategy_names[k]) == 0)
                 found = k;
         }
         if (found < 0)
@@ -293,7 +300,10 @@ int sl_deployment_can_take(const sl_deployment_cfg_t *d, int64_t input, int64_t 
 
 int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d)
 {
+    assert(d >= 0 && d < cfg->ndeployments);
     const sl_deployment_cfg_t *dc = &cfg->deployments[d];
+    /* The loader keeps both in range; the division below relies on it. */
+    assert(dc->slices_per_minute > 0 && dc->headroom > 0);
     int per_minute = 0;
     for (int i = 0; i < dc->nlimits; i++)
         per_minute |= dc->limits[i].algorithm == SL_LIMIT_TOKEN_BUCKET ||
