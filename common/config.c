@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <jansson.h>
 #include <sodium.h>
@@ -16,6 +17,18 @@
 #include "config_read.h"
 #include "config_scopes.h"
 
+/* parent[key]: an optional object whose keys must be among keys (where names it in messages).
+ * NULL when absent, which the readers take as an object without members, so every setting of
+ * the section gets its default. */
+static json_t *section(cfg_ctx_t *c, json_t *parent, const char *parent_where, const char *key,
+                       const char *where, const char *const *keys)
+{
+    json_t *obj = cfg_get_obj(c, parent, parent_where, key);
+    if (obj != NULL)
+        cfg_check_keys(c, obj, where, keys);
+    return obj;
+}
+
 static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
 {
     static const char *const keys[] = {"bootstrap_servers", "bootstrap_file", "topics",
@@ -23,17 +36,10 @@ static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     static const char *const topic_keys[] = {"requests", "jobs",   "dispatch", "results",
                                              "usage",    "stream", NULL};
     sl_kafka_cfg_t *k = &cfg->kafka;
-    json_t *kj = cfg_get_obj(c, root, "config", "kafka");
-    json_t *empty = json_object();
-    if (kj == NULL)
-        kj = empty;
-    cfg_check_keys(c, kj, "kafka", keys);
+    json_t *kj = section(c, root, "config", "kafka", "kafka", keys);
     k->bootstrap_servers = cfg_get_str(c, kj, "kafka", "bootstrap_servers", "");
     k->bootstrap_file = cfg_get_str(c, kj, "kafka", "bootstrap_file", "var/devkafka.bootstrap");
-    json_t *tj = cfg_get_obj(c, kj, "kafka", "topics");
-    if (tj == NULL)
-        tj = empty;
-    cfg_check_keys(c, tj, "kafka.topics", topic_keys);
+    json_t *tj = section(c, kj, "kafka", "topics", "kafka.topics", topic_keys);
     k->topic_requests = cfg_get_str(c, tj, "kafka.topics", "requests", "sluice.requests");
     k->topic_jobs = cfg_get_str(c, tj, "kafka.topics", "jobs", "sluice.jobs");
     k->topic_dispatch = cfg_get_str(c, tj, "kafka.topics", "dispatch", "sluice.dispatch");
@@ -58,7 +64,41 @@ static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
             k->nprops++;
         }
     }
-    json_decref(empty);
+}
+
+/* The settings of each process: "ingest", "scheduler", "dispatcher" and "signing". */
+static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
+{
+    static const char *const ingest_keys[] = {"max_request_bytes", "metrics_listen", NULL};
+    static const char *const sched_keys[] = {
+        "db",           "lease_ms", "max_attempts", "drr_quantum_tokens", "metrics_listen",
+        "admin_listen", NULL};
+    static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", NULL};
+    static const char *const sign_keys[] = {"secret_key_file", "public_key_file", NULL};
+
+    json_t *ij = section(c, root, "config", "ingest", "ingest", ingest_keys);
+    cfg->max_request_bytes =
+        cfg_get_int(c, ij, "ingest", "max_request_bytes", 1 << 20, 256, 64 << 20);
+    cfg->ingest_metrics_listen = cfg_get_str(c, ij, "ingest", "metrics_listen", "127.0.0.1:9310");
+
+    json_t *sj = section(c, root, "config", "scheduler", "scheduler", sched_keys);
+    cfg->db_path = cfg_get_str(c, sj, "scheduler", "db", "var/sluice.db");
+    cfg->lease_ms = cfg_get_int(c, sj, "scheduler", "lease_ms", 180000, 100, 86400000);
+    cfg->max_attempts = cfg_get_int(c, sj, "scheduler", "max_attempts", 5, 1, 100);
+    cfg->drr_quantum_tokens =
+        cfg_get_int(c, sj, "scheduler", "drr_quantum_tokens", 4096, 1, 100000000);
+    cfg->sched_metrics_listen = cfg_get_str(c, sj, "scheduler", "metrics_listen", "127.0.0.1:9311");
+    cfg->admin_listen = cfg_get_str(c, sj, "scheduler", "admin_listen", "127.0.0.1:9320");
+
+    json_t *dj = section(c, root, "config", "dispatcher", "dispatcher", disp_keys);
+    cfg->max_in_flight = cfg_get_int(c, dj, "dispatcher", "max_in_flight", 256, 1, 100000);
+    cfg->disp_metrics_listen = cfg_get_str(c, dj, "dispatcher", "metrics_listen", "127.0.0.1:9312");
+
+    json_t *gj = section(c, root, "config", "signing", "signing", sign_keys);
+    cfg->signing_secret_key_file =
+        cfg_get_str(c, gj, "signing", "secret_key_file", "var/dispatch.key");
+    cfg->signing_public_key_file =
+        cfg_get_str(c, gj, "signing", "public_key_file", "var/dispatch.pub");
 }
 
 sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t errlen)
@@ -67,14 +107,9 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
                                        "scheduler", "dispatcher",  "signing",  "classes",
                                        "scopes",    "deployments", "routes",   "tenants",
                                        "keys",      "admin_keys",  "$comment", NULL};
-    static const char *const ingest_keys[] = {"max_request_bytes", "metrics_listen", NULL};
-    static const char *const sched_keys[] = {
-        "db",           "lease_ms", "max_attempts", "drr_quantum_tokens", "metrics_listen",
-        "admin_listen", NULL};
-    static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", NULL};
-    static const char *const sign_keys[] = {"secret_key_file", "public_key_file", NULL};
+    assert(path != NULL && out != NULL);
     *out = NULL;
-    cfg_ctx_t c = {err, errlen, 0};
+    cfg_ctx_t c = {.err = err, .errlen = errlen, .failed = 0};
     json_error_t jerr;
     FILE *probe = fopen(path, "r");
     if (probe == NULL) {
@@ -102,43 +137,11 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
     cfg->minute_ms = cfg_get_int(&c, root, "config", "minute_ms", 60000, 10, 86400000);
     cfg->schema_dir = cfg_get_str(&c, root, "config", "schema_dir", "schema");
     load_kafka(&c, cfg, root);
+    load_processes(&c, cfg, root);
 
-    json_t *empty = json_object();
-    json_t *ij = cfg_get_obj(&c, root, "config", "ingest");
-    ij = ij != NULL ? ij : empty;
-    cfg_check_keys(&c, ij, "ingest", ingest_keys);
-    cfg->max_request_bytes =
-        cfg_get_int(&c, ij, "ingest", "max_request_bytes", 1 << 20, 256, 64 << 20);
-    cfg->ingest_metrics_listen = cfg_get_str(&c, ij, "ingest", "metrics_listen", "127.0.0.1:9310");
-
-    json_t *sj = cfg_get_obj(&c, root, "config", "scheduler");
-    sj = sj != NULL ? sj : empty;
-    cfg_check_keys(&c, sj, "scheduler", sched_keys);
-    cfg->db_path = cfg_get_str(&c, sj, "scheduler", "db", "var/sluice.db");
-    cfg->lease_ms = cfg_get_int(&c, sj, "scheduler", "lease_ms", 180000, 100, 86400000);
-    cfg->max_attempts = cfg_get_int(&c, sj, "scheduler", "max_attempts", 5, 1, 100);
-    cfg->drr_quantum_tokens =
-        cfg_get_int(&c, sj, "scheduler", "drr_quantum_tokens", 4096, 1, 100000000);
-    cfg->sched_metrics_listen =
-        cfg_get_str(&c, sj, "scheduler", "metrics_listen", "127.0.0.1:9311");
-    cfg->admin_listen = cfg_get_str(&c, sj, "scheduler", "admin_listen", "127.0.0.1:9320");
-
-    json_t *dj = cfg_get_obj(&c, root, "config", "dispatcher");
-    dj = dj != NULL ? dj : empty;
-    cfg_check_keys(&c, dj, "dispatcher", disp_keys);
-    cfg->max_in_flight = cfg_get_int(&c, dj, "dispatcher", "max_in_flight", 256, 1, 100000);
-    cfg->disp_metrics_listen =
-        cfg_get_str(&c, dj, "dispatcher", "metrics_listen", "127.0.0.1:9312");
-
-    json_t *gj = cfg_get_obj(&c, root, "config", "signing");
-    gj = gj != NULL ? gj : empty;
-    cfg_check_keys(&c, gj, "signing", sign_keys);
-    cfg->signing_secret_key_file =
-        cfg_get_str(&c, gj, "signing", "secret_key_file", "var/dispatch.key");
-    cfg->signing_public_key_file =
-        cfg_get_str(&c, gj, "signing", "public_key_file", "var/dispatch.pub");
-    json_decref(empty);
-
+    /* Each section after what it names: deployments name scopes, routes name deployments,
+     * tenants name routes and scopes, keys name tenants. A scope's limits come last, when its
+     * side (above deployments or not) is known. */
     cfg_load_classes(&c, cfg, root);
     json_t *scopes = cfg_get_arr(&c, root, "config", "scopes");
     cfg_load_scopes(&c, cfg, scopes);
@@ -252,6 +255,7 @@ int sl_config_admin_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32])
 
 int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route)
 {
+    assert(tenant >= 0 && tenant < cfg->ntenants);
     const sl_tenant_cfg_t *t = &cfg->tenants[tenant];
     if (t->nroutes == 0)
         return 1;

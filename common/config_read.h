@@ -33,7 +33,8 @@ void cfg_check_keys(cfg_ctx_t *c, json_t *obj, const char *where, const char *co
 
 /* The readers of obj[key]. Absent or null gives def; a value of the wrong type, or outside
  * [min, max], is a failure and gives def too. Strings point into obj; a NULL def makes a string
- * required ("missing string"), and a wrong type then gives "". */
+ * required ("missing string"), and a wrong type then gives "". A NULL obj (an optional section
+ * that is absent) reads as an object without members. */
 const char *cfg_get_str(cfg_ctx_t *c, json_t *obj, const char *where, const char *key,
                         const char *def);
 int64_t cfg_get_int(cfg_ctx_t *c, json_t *obj, const char *where, const char *key, int64_t def,
