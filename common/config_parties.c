@@ -63,6 +63,16 @@ void cfg_load_tenants(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
                  guarantees);
 }
 
+/* kj's required "hash", the hex of a key's sl_keyhash(), decoded into out; returns the hex, or
+ * NULL when it is missing. */
+static const char *read_hash(cfg_ctx_t *c, json_t *kj, const char *where, uint8_t out[32])
+{
+    const char *hash = cfg_get_str(c, kj, where, "hash", NULL);
+    if (hash != NULL && sl_hex_decode(hash, out, 32) != SL_OK)
+        cfg_fail(c, "%s: hash must be 64 hex digits (see `sluice hash-key`)", where);
+    return hash;
+}
+
 void cfg_load_keys(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
 {
     static const char *const keys[] = {"id",     "hash",          "tenant",  "app", "env",
@@ -80,9 +90,7 @@ void cfg_load_keys(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
             continue;
         sl_key_cfg_t *k = &cfg->keys[cfg->nkeys++];
         k->id = cfg_get_str(c, kj, where, "id", NULL);
-        const char *hash = cfg_get_str(c, kj, where, "hash", NULL);
-        if (hash != NULL && sl_hex_decode(hash, k->hash, sizeof k->hash) != SL_OK)
-            cfg_fail(c, "%s: hash must be 64 hex digits (see `sluice hash-key`)", where);
+        read_hash(c, kj, where, k->hash);
         const char *tenant = cfg_get_str(c, kj, where, "tenant", NULL);
         k->tenant = tenant != NULL ? sl_config_tenant(cfg, tenant) : -1;
         if (tenant != NULL && k->tenant < 0)
@@ -135,9 +143,7 @@ void cfg_load_admin_keys(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
             continue;
         sl_admin_key_cfg_t *k = &cfg->admin_keys[cfg->nadmin_keys++];
         k->id = cfg_get_str(c, kj, where, "id", NULL);
-        const char *hash = cfg_get_str(c, kj, where, "hash", NULL);
-        if (hash != NULL && sl_hex_decode(hash, k->hash, sizeof k->hash) != SL_OK)
-            cfg_fail(c, "%s: hash must be 64 hex digits (see `sluice hash-key`)", where);
+        const char *hash = read_hash(c, kj, where, k->hash);
         for (int j = 0; j < cfg->nadmin_keys - 1 && k->id != NULL; j++) {
             if (cfg->admin_keys[j].id != NULL && strcmp(cfg->admin_keys[j].id, k->id) == 0)
                 cfg_fail(c, "%s: duplicate admin key id \"%s\"", where, k->id);

@@ -96,28 +96,29 @@ int cfg_get_bool(cfg_ctx_t *c, json_t *obj, const char *where, const char *key, 
     return json_is_true(v);
 }
 
-json_t *cfg_get_obj(cfg_ctx_t *c, json_t *obj, const char *where, const char *key)
+/* obj[key] when it is of type type; NULL when absent, and a failure ("must be <what>") when it is
+ * anything else. */
+static json_t *get_typed(cfg_ctx_t *c, json_t *obj, const char *where, const char *key,
+                         json_type type, const char *what)
 {
     json_t *v = json_object_get(obj, key);
     if (v == NULL)
         return NULL;
-    if (!json_is_object(v)) {
-        cfg_fail(c, "%s: \"%s\" must be an object", where, key);
+    if (json_typeof(v) != type) {
+        cfg_fail(c, "%s: \"%s\" must be %s", where, key, what);
         return NULL;
     }
     return v;
 }
 
+json_t *cfg_get_obj(cfg_ctx_t *c, json_t *obj, const char *where, const char *key)
+{
+    return get_typed(c, obj, where, key, JSON_OBJECT, "an object");
+}
+
 json_t *cfg_get_arr(cfg_ctx_t *c, json_t *obj, const char *where, const char *key)
 {
-    json_t *v = json_object_get(obj, key);
-    if (v == NULL)
-        return NULL;
-    if (!json_is_array(v)) {
-        cfg_fail(c, "%s: \"%s\" must be an array", where, key);
-        return NULL;
-    }
-    return v;
+    return get_typed(c, obj, where, key, JSON_ARRAY, "an array");
 }
 
 json_t *cfg_array_object(cfg_ctx_t *c, json_t *arr, size_t i, const char *section,
