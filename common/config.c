@@ -4,188 +4,49 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <jansson.h>
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "calendar.h"
-#include "util.h"
+#include "config_fleet.h"
+#include "config_parties.h"
+#include "config_read.h"
+#include "config_scopes.h"
 
-static const char *const class_names[SL_CLASS_COUNT] = {"interactive", "standard", "partner",
-                                                        "batch"};
-
-const char *sl_class_name(sl_class_t c)
+/* parent[key]: an optional object whose keys must be among keys (where names it in messages).
+ * NULL when absent, which the readers take as an object without members, so every setting of
+ * the section gets its default. */
+static json_t *section(cfg_ctx_t *c, json_t *parent, const char *parent_where, const char *key,
+                       const char *where, const char *const *keys)
 {
-    return (unsigned)c < SL_CLASS_COUNT ? class_names[c] : "unknown";
+    json_t *obj = cfg_get_obj(c, parent, parent_where, key);
+    if (obj != NULL)
+        cfg_check_keys(c, obj, where, keys);
+    return obj;
 }
 
-int sl_class_parse(const char *name)
-{
-    for (int i = 0; i < SL_CLASS_COUNT; i++) {
-        if (strcmp(name, class_names[i]) == 0)
-            return i;
-    }
-    return -1;
-}
-
-typedef struct {
-    char *err;
-    size_t errlen;
-    int failed;
-} ctx_t;
-
-static void fail(ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(ctx_t *c, const char *fmt, ...)
-{
-    if (c->failed)
-        return;
-    c->failed = 1;
-    if (c->err == NULL || c->errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->err, c->errlen, fmt, ap);
-    va_end(ap);
-}
-
-/* Fails when obj has a key not in the NULL-terminated list. */
-static void check_keys(ctx_t *c, json_t *obj, const char *where, const char *const *allowed)
-{
-    const char *key;
-    json_t *val;
-    json_object_foreach(obj, key, val)
-    {
-        int ok = 0;
-        for (int i = 0; allowed[i] != NULL; i++) {
-            if (strcmp(key, allowed[i]) == 0)
-                ok = 1;
-        }
-        if (!ok)
-            fail(c, "%s: unknown key \"%s\"", where, key);
-    }
-}
-
-static const char *get_str(ctx_t *c, json_t *obj, const char *where, const char *key,
-                           const char *def)
-{
-    json_t *v = json_object_get(obj, key);
-    if (v == NULL || json_is_null(v)) {
-        if (def == NULL)
-            fail(c, "%s: missing string \"%s\"", where, key);
-        return def;
-    }
-    if (!json_is_string(v)) {
-        fail(c, "%s: \"%s\" must be a string", where, key);
-        return def != NULL ? def : "";
-    }
-    return json_string_value(v);
-}
-
-static int64_t get_int(ctx_t *c, json_t *obj, const char *where, const char *key, int64_t def,
-                       int64_t min, int64_t max)
-{
-    json_t *v = json_object_get(obj, key);
-    if (v == NULL || json_is_null(v))
-        return def;
-    if (!json_is_integer(v)) {
-        fail(c, "%s: \"%s\" must be an integer", where, key);
-        return def;
-    }
-    int64_t x = (int64_t)json_integer_value(v);
-    if (x < min || x > max) {
-        fail(c, "%s: \"%s\" = %lld is outside [%lld, %lld]", where, key, (long long)x,
-             (long long)min, (long long)max);
-        return def;
-    }
-    return x;
-}
-
-static double get_real(ctx_t *c, json_t *obj, const char *where, const char *key, double def,
-                       double min, double max)
-{
-    json_t *v = json_object_get(obj, key);
-    if (v == NULL || json_is_null(v))
-        return def;
-    if (!json_is_number(v)) {
-        fail(c, "%s: \"%s\" must be a number", where, key);
-        return def;
-    }
-    double x = json_number_value(v);
-    if (x < min || x > max) {
-        fail(c, "%s: \"%s\" = %g is outside [%g, %g]", where, key, x, min, max);
-        return def;
-    }
-    return x;
-}
-
-static int get_bool(ctx_t *c, json_t *obj, const char *where, const char *key, int def)
-{
-    json_t *v = json_object_get(obj, key);
-    if (v == NULL || json_is_null(v))
-        return def;
-    if (!json_is_boolean(v)) {
-        fail(c, "%s: \"%s\" must be true or false", where, key);
-        return def;
-    }
-    return json_is_true(v);
-}
-
-static json_t *get_obj(ctx_t *c, json_t *obj, const char *where, const char *key)
-{
-    json_t *v = json_object_get(obj, key);
-    if (v == NULL)
-        return NULL;
-    if (!json_is_object(v)) {
-        fail(c, "%s: \"%s\" must be an object", where, key);
-        return NULL;
-    }
-    return v;
-}
-
-static json_t *get_arr(ctx_t *c, json_t *obj, const char *where, const char *key)
-{
-    json_t *v = json_object_get(obj, key);
-    if (v == NULL)
-        return NULL;
-    if (!json_is_array(v)) {
-        fail(c, "%s: \"%s\" must be an array", where, key);
-        return NULL;
-    }
-    return v;
-}
-
-#define I64MAX INT64_C(9000000000000000000)
-
-static void load_kafka(ctx_t *c, sl_config_t *cfg, json_t *root)
+static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
 {
     static const char *const keys[] = {"bootstrap_servers", "bootstrap_file", "topics",
                                        "properties", NULL};
-    static const char *const topic_keys[] = {"requests", "jobs", "dispatch", "results", "usage",
-                                             "stream",
-                                             NULL};
+    static const char *const topic_keys[] = {"requests", "jobs",   "dispatch", "results",
+                                             "usage",    "stream", NULL};
     sl_kafka_cfg_t *k = &cfg->kafka;
-    json_t *kj = get_obj(c, root, "config", "kafka");
-    json_t *empty = json_object();
-    if (kj == NULL)
-        kj = empty;
-    check_keys(c, kj, "kafka", keys);
-    k->bootstrap_servers = get_str(c, kj, "kafka", "bootstrap_servers", "");
-    k->bootstrap_file = get_str(c, kj, "kafka", "bootstrap_file", "var/devkafka.bootstrap");
-    json_t *tj = get_obj(c, kj, "kafka", "topics");
-    if (tj == NULL)
-        tj = empty;
-    check_keys(c, tj, "kafka.topics", topic_keys);
-    k->topic_requests = get_str(c, tj, "kafka.topics", "requests", "sluice.requests");
-    k->topic_jobs = get_str(c, tj, "kafka.topics", "jobs", "sluice.jobs");
-    k->topic_dispatch = get_str(c, tj, "kafka.topics", "dispatch", "sluice.dispatch");
-    k->topic_results = get_str(c, tj, "kafka.topics", "results", "sluice.results");
-    k->topic_usage = get_str(c, tj, "kafka.topics", "usage", "sluice.usage");
-    k->topic_stream = get_str(c, tj, "kafka.topics", "stream", "sluice.stream");
-    json_t *pj = get_obj(c, kj, "kafka", "properties");
+    json_t *kj = section(c, root, "config", "kafka", "kafka", keys);
+    k->bootstrap_servers = cfg_get_str(c, kj, "kafka", "bootstrap_servers", "");
+    k->bootstrap_file = cfg_get_str(c, kj, "kafka", "bootstrap_file", "var/devkafka.bootstrap");
+    json_t *tj = section(c, kj, "kafka", "topics", "kafka.topics", topic_keys);
+    k->topic_requests = cfg_get_str(c, tj, "kafka.topics", "requests", "sluice.requests");
+    k->topic_jobs = cfg_get_str(c, tj, "kafka.topics", "jobs", "sluice.jobs");
+    k->topic_dispatch = cfg_get_str(c, tj, "kafka.topics", "dispatch", "sluice.dispatch");
+    k->topic_results = cfg_get_str(c, tj, "kafka.topics", "results", "sluice.results");
+    k->topic_usage = cfg_get_str(c, tj, "kafka.topics", "usage", "sluice.usage");
+    k->topic_stream = cfg_get_str(c, tj, "kafka.topics", "stream", "sluice.stream");
+    json_t *pj = cfg_get_obj(c, kj, "kafka", "properties");
     if (pj != NULL) {
         size_t n = json_object_size(pj);
         k->prop_names = calloc(n + 1, sizeof *k->prop_names);
@@ -195,7 +56,7 @@ static void load_kafka(ctx_t *c, sl_config_t *cfg, json_t *root)
         json_object_foreach(pj, name, val)
         {
             if (!json_is_string(val)) {
-                fail(c, "kafka.properties: \"%s\" must be a string", name);
+                cfg_fail(c, "kafka.properties: \"%s\" must be a string", name);
                 continue;
             }
             k->prop_names[k->nprops] = name;
@@ -203,763 +64,52 @@ static void load_kafka(ctx_t *c, sl_config_t *cfg, json_t *root)
             k->nprops++;
         }
     }
-    json_decref(empty);
 }
 
-/* Element i of a config array, which must be an object with only the allowed keys; writes
- * its label ("routes[2]") into where. NULL (and a failure recorded) when it is not an object. */
-static json_t *array_object(ctx_t *c, json_t *arr, size_t i, const char *section,
-                            const char *const *keys, char *where, size_t wherecap)
+/* The settings of each process: "ingest", "scheduler", "dispatcher" and "signing". */
+static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
 {
-    json_t *obj = json_array_get(arr, i);
-    snprintf(where, wherecap, "%s[%zu]", section, i);
-    if (!json_is_object(obj)) {
-        fail(c, "%s must be an object", where);
-        return NULL;
-    }
-    check_keys(c, obj, where, keys);
-    return obj;
-}
+    static const char *const ingest_keys[] = {"max_request_bytes", "metrics_listen", NULL};
+    static const char *const sched_keys[] = {
+        "db",           "lease_ms", "max_attempts", "drr_quantum_tokens", "metrics_listen",
+        "admin_listen", NULL};
+    static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", NULL};
+    static const char *const sign_keys[] = {"secret_key_file", "public_key_file", NULL};
 
-/* Resolves obj[key], an array of names, into indexes with lookup (names of `what` it does not
- * know are failures). *out gets a malloc'd array (freed with the config), *n its length. */
-static void resolve_names(ctx_t *c, const sl_config_t *cfg, json_t *obj, const char *where,
-                          const char *key, const char *what,
-                          int (*lookup)(const sl_config_t *, const char *), int **out, int *n)
-{
-    json_t *arr = get_arr(c, obj, where, key);
-    size_t len = json_array_size(arr);
-    *n = 0;
-    *out = calloc(len + 1, sizeof **out);
-    if (*out == NULL) {
-        fail(c, "out of memory");
-        return;
-    }
-    for (size_t j = 0; j < len; j++) {
-        json_t *name = json_array_get(arr, j);
-        int idx = json_is_string(name) ? lookup(cfg, json_string_value(name)) : -1;
-        if (idx < 0)
-            fail(c, "%s: unknown %s at %s[%zu]", where, what, key, j);
-        else
-            (*out)[(*n)++] = idx;
-    }
-}
+    json_t *ij = section(c, root, "config", "ingest", "ingest", ingest_keys);
+    cfg->max_request_bytes =
+        cfg_get_int(c, ij, "ingest", "max_request_bytes", 1 << 20, 256, 64 << 20);
+    cfg->ingest_metrics_listen = cfg_get_str(c, ij, "ingest", "metrics_listen", "127.0.0.1:9310");
 
-static const char *const dimension_names[SL_DIM_COUNT] = {
-    "requests",    "input_tokens",     "output_tokens",  "total_tokens", "concurrency",
-    "spend",       "requests_per_day", "tokens_per_day", "ramp"};
-static const char *const limit_alg_names[SL_LIMIT_ALG_COUNT] = {
-    "token_bucket", "sliding_window", "calendar", "gauge", "rolling", "ramp"};
+    json_t *sj = section(c, root, "config", "scheduler", "scheduler", sched_keys);
+    cfg->db_path = cfg_get_str(c, sj, "scheduler", "db", "var/sluice.db");
+    cfg->lease_ms = cfg_get_int(c, sj, "scheduler", "lease_ms", 180000, 100, 86400000);
+    cfg->max_attempts = cfg_get_int(c, sj, "scheduler", "max_attempts", 5, 1, 100);
+    cfg->drr_quantum_tokens =
+        cfg_get_int(c, sj, "scheduler", "drr_quantum_tokens", 4096, 1, 100000000);
+    cfg->sched_metrics_listen = cfg_get_str(c, sj, "scheduler", "metrics_listen", "127.0.0.1:9311");
+    cfg->admin_listen = cfg_get_str(c, sj, "scheduler", "admin_listen", "127.0.0.1:9320");
 
-const char *sl_provider_name(sl_provider_t p)
-{
-    static const char *const names[SL_PROVIDER_COUNT] = {"openai", "azure", "anthropic",
-                                                         "gemini"};
-    return (unsigned)p < SL_PROVIDER_COUNT ? names[p] : "unknown";
-}
+    json_t *dj = section(c, root, "config", "dispatcher", "dispatcher", disp_keys);
+    cfg->max_in_flight = cfg_get_int(c, dj, "dispatcher", "max_in_flight", 256, 1, 100000);
+    cfg->disp_metrics_listen = cfg_get_str(c, dj, "dispatcher", "metrics_listen", "127.0.0.1:9312");
 
-const char *sl_strategy_name(sl_strategy_t s)
-{
-    static const char *const names[] = {"spread", "waterfall", "latency", "cheapest",
-                                        "weighted"};
-    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
-}
-
-const char *sl_dimension_name(sl_dimension_t d)
-{
-    return (unsigned)d < SL_DIM_COUNT ? dimension_names[d] : "unknown";
-}
-
-const char *sl_limit_alg_name(sl_limit_alg_t a)
-{
-    return (unsigned)a < SL_LIMIT_ALG_COUNT ? limit_alg_names[a] : "unknown";
-}
-
-int sl_dimension_is_tokens(sl_dimension_t d)
-{
-    return d == SL_DIM_INPUT_TOKENS || d == SL_DIM_OUTPUT_TOKENS || d == SL_DIM_TOTAL_TOKENS ||
-           d == SL_DIM_TOKENS_PER_DAY;
-}
-
-static int name_index(const char *const *names, int n, const char *name)
-{
-    for (int i = 0; i < n; i++) {
-        if (strcmp(names[i], name) == 0)
-            return i;
-    }
-    return -1;
-}
-
-/* Defaults a scope gives its limits: deployments plan with their own slices, headroom and burst
- * share; callers' budgets (tenants, keys) are plain budgets: the whole limit, usable at once. */
-typedef struct {
-    int64_t slices;
-    double headroom, burst_fraction;
-} limit_defaults_t;
-
-static const limit_defaults_t caller_defaults = {1, 1.0, 1.0};
-static const limit_defaults_t provider_defaults = {60, 0.97, 0.5};
-
-/* A growable list of limits while a scope is parsed. */
-typedef struct {
-    sl_limit_cfg_t *items;
-    int n, cap;
-} limits_t;
-
-static sl_limit_cfg_t *limits_push(ctx_t *c, limits_t *ls, const char *where, const char *name)
-{
-    for (int i = 0; i < ls->n; i++) {
-        if (strcmp(ls->items[i].name, name) == 0) {
-            fail(c, "%s: two limits named \"%s\"", where, name);
-            return NULL;
-        }
-    }
-    if (ls->n == ls->cap) {
-        int ncap = ls->cap ? ls->cap * 2 : 8;
-        sl_limit_cfg_t *ni = realloc(ls->items, (size_t)ncap * sizeof *ni);
-        if (ni == NULL) {
-            fail(c, "out of memory");
-            return NULL;
-        }
-        ls->items = ni;
-        ls->cap = ncap;
-    }
-    sl_limit_cfg_t *l = &ls->items[ls->n++];
-    memset(l, 0, sizeof *l);
-    l->name = name;
-    return l;
-}
-
-/* Fills the defaults of a limit of dimension dim in a scope with defaults def. */
-static void limit_defaults(const sl_config_t *cfg, sl_limit_cfg_t *l, sl_dimension_t dim,
-                           const limit_defaults_t *def)
-{
-    l->dimension = dim;
-    l->slices = def->slices;
-    l->headroom = def->headroom;
-    l->burst_fraction = def->burst_fraction;
-    l->burst = 1.0;
-    l->reset_tz = "";
-    l->period_ms = cfg->minute_ms;
-    l->ramp_unit = SL_DIM_REQUESTS;
-    switch (dim) {
-    case SL_DIM_CONCURRENCY:
-        l->algorithm = SL_LIMIT_GAUGE;
-        break;
-    case SL_DIM_SPEND:
-        l->algorithm = SL_LIMIT_ROLLING;
-        l->period_ms = 30 * 1440 * cfg->minute_ms;
-        l->slices = 30;
-        l->strict = 1;
-        break;
-    case SL_DIM_REQUESTS_PER_DAY:
-    case SL_DIM_TOKENS_PER_DAY:
-        l->algorithm = SL_LIMIT_CALENDAR;
-        l->period_ms = 86400000;
-        l->reset_tz = "UTC";
-        l->strict = 1;
-        break;
-    case SL_DIM_RAMP:
-        l->algorithm = SL_LIMIT_RAMP;
-        l->growth = 0.5;
-        break;
-    default:
-        l->algorithm = SL_LIMIT_TOKEN_BUCKET;
-        break;
-    }
-}
-
-/* Parses one entry of a scope's "buckets" array into ls. */
-static void load_limit(ctx_t *c, const sl_config_t *cfg, json_t *arr, size_t i, const char *owner,
-                       const limit_defaults_t *def, limits_t *ls)
-{
-    static const char *const keys[] = {
-        "name",     "dimension", "algorithm", "capacity", "period",   "period_ms", "slices",
-        "burst",    "headroom",  "burst_fraction", "reset_tz", "growth", "unit", "strict", NULL};
-    char section[128], where[160];
-    snprintf(section, sizeof section, "%s.buckets", owner);
-    json_t *lj = array_object(c, arr, i, section, keys, where, sizeof where);
-    if (lj == NULL)
-        return;
-    const char *dim_name = get_str(c, lj, where, "dimension", NULL);
-    int dim = dim_name != NULL ? name_index(dimension_names, SL_DIM_COUNT, dim_name) : -1;
-    if (dim < 0) {
-        fail(c, "%s: \"dimension\" must be one of requests, input_tokens, output_tokens, "
-                "total_tokens, concurrency, spend, requests_per_day, tokens_per_day, ramp",
-             where);
-        return;
-    }
-    sl_limit_cfg_t *l = limits_push(c, ls, where, get_str(c, lj, where, "name", dim_name));
-    if (l == NULL)
-        return;
-    limit_defaults(cfg, l, (sl_dimension_t)dim, def);
-    const char *alg = get_str(c, lj, where, "algorithm", limit_alg_names[l->algorithm]);
-    int a = name_index(limit_alg_names, SL_LIMIT_ALG_COUNT, alg);
-    if (a < 0)
-        fail(c, "%s: unknown algorithm \"%s\"", where, alg);
-    else
-        l->algorithm = (sl_limit_alg_t)a;
-    if ((l->algorithm == SL_LIMIT_GAUGE) != (l->dimension == SL_DIM_CONCURRENCY))
-        fail(c, "%s: concurrency is counted by a gauge, and a gauge counts only concurrency",
-             where);
-    if ((l->algorithm == SL_LIMIT_RAMP) != (l->dimension == SL_DIM_RAMP))
-        fail(c, "%s: a ramp limit needs dimension \"ramp\" and algorithm \"ramp\"", where);
-    l->capacity = get_real(c, lj, where, "capacity", -1, 0, 1e15);
-    if (!(l->capacity > 0))
-        fail(c, "%s: needs a \"capacity\" > 0", where);
-    const char *period = get_str(c, lj, where, "period", "");
-    static const char *const periods[] = {"second", "minute", "hour", "day", "month"};
-    int p = period[0] != '\0' ? name_index(periods, 5, period) : -2;
-    const int64_t scaled[] = {cfg->minute_ms / 60, cfg->minute_ms, 60 * cfg->minute_ms,
-                              1440 * cfg->minute_ms, 30 * 1440 * cfg->minute_ms};
-    if (p == -1)
-        fail(c, "%s: \"period\" must be second, minute, hour, day or month", where);
-    else if (p >= 0)
-        l->period_ms = scaled[p] > 0 ? scaled[p] : 1;
-    /* A calendar "day" is a real local day in reset_tz (a daily quota resets at midnight there,
-     * however long a test's minute is); other calendar periods are fixed windows from the epoch. */
-    if (l->algorithm == SL_LIMIT_CALENDAR && p != -2 && p != 3)
-        l->reset_tz = "";
-    l->period_ms = get_int(c, lj, where, "period_ms", l->period_ms, 1, I64MAX);
-    if (l->algorithm == SL_LIMIT_CALENDAR && json_object_get(lj, "period_ms") != NULL)
-        l->reset_tz = "";
-    l->reset_tz = get_str(c, lj, where, "reset_tz", l->reset_tz);
-    if (l->reset_tz[0] != '\0' && l->algorithm != SL_LIMIT_CALENDAR)
-        fail(c, "%s: \"reset_tz\" is for calendar limits", where);
-    if (l->reset_tz[0] != '\0' && !sl_calendar_zone_ok(l->reset_tz))
-        fail(c, "%s: unknown time zone \"%s\" (install tzdata?)", where, l->reset_tz);
-    l->slices = get_int(c, lj, where, "slices", l->slices, 1, 256);
-    if ((l->algorithm == SL_LIMIT_SLIDING_WINDOW || l->algorithm == SL_LIMIT_ROLLING) &&
-        l->period_ms < l->slices)
-        fail(c, "%s: a period of %lld ms cannot hold %lld slices", where,
-             (long long)l->period_ms, (long long)l->slices);
-    l->burst = get_real(c, lj, where, "burst", l->burst, 1.0, 1e6);
-    l->headroom = get_real(c, lj, where, "headroom", l->headroom, 0.01, 1.0);
-    l->burst_fraction = get_real(c, lj, where, "burst_fraction", l->burst_fraction, 0.01, 1.0);
-    l->growth = get_real(c, lj, where, "growth", l->growth, 0, 100);
-    const char *unit = get_str(c, lj, where, "unit", "requests");
-    if (strcmp(unit, "requests") == 0)
-        l->ramp_unit = SL_DIM_REQUESTS;
-    else if (strcmp(unit, "tokens") == 0)
-        l->ramp_unit = SL_DIM_TOTAL_TOKENS;
-    else
-        fail(c, "%s: \"unit\" must be \"requests\" or \"tokens\"", where);
-    json_t *st = json_object_get(lj, "strict");
-    if (st != NULL && !json_is_boolean(st))
-        fail(c, "%s: \"strict\" must be true or false", where);
-    else if (st != NULL)
-        l->strict = json_is_true(st);
-}
-
-/* A shorthand limit (e.g. a deployment's "rpm"): dimension dim per period with defaults. */
-static void add_shorthand(ctx_t *c, const sl_config_t *cfg, limits_t *ls, const char *where,
-                          const char *name, sl_dimension_t dim, double capacity,
-                          const limit_defaults_t *def)
-{
-    if (!(capacity > 0))
-        return;
-    sl_limit_cfg_t *l = limits_push(c, ls, where, name);
-    if (l == NULL)
-        return;
-    limit_defaults(cfg, l, dim, def);
-    l->capacity = capacity;
-}
-
-/* Parses obj["buckets"] into ls (after any shorthands already there) and hands the list over. */
-static void finish_limits(ctx_t *c, const sl_config_t *cfg, json_t *obj, const char *where,
-                          const limit_defaults_t *def, limits_t *ls, sl_limit_cfg_t **out,
-                          int *n)
-{
-    json_t *arr = get_arr(c, obj, where, "buckets");
-    for (size_t i = 0; i < json_array_size(arr); i++)
-        load_limit(c, cfg, arr, i, where, def, ls);
-    *out = ls->items;
-    *n = ls->n;
-}
-
-static void load_deployment(ctx_t *c, sl_config_t *cfg, json_t *arr, size_t i,
-                            sl_deployment_cfg_t *d)
-{
-    static const char *const keys[] = {
-        "name",           "provider",          "base_url",      "model",
-        "api_key_env",    "api_key_file",      "limits",        "slices_per_minute",
-        "headroom",       "burst_fraction",    "tpm_counting",  "input_counting",
-        "output_counting", "price",            "parent",        "buckets",
-        "max_output_tokens", "timeout_ms",     "api_version",   "context_window",
-        "supports_tools", "supports_json",     "region",        NULL};
-    static const char *const limit_keys[] = {"rpm", "tpm", "itpm", "otpm", "rpd", "tpd",
-                                             "max_in_flight", NULL};
-    static const char *const price_keys[] = {"input_per_mtok", "cached_input_per_mtok",
-                                             "output_per_mtok", NULL};
-    char where[64];
-    json_t *dj = array_object(c, arr, i, "deployments", keys, where, sizeof where);
-    if (dj == NULL)
-        return;
-    d->name = get_str(c, dj, where, "name", NULL);
-    d->provider = get_str(c, dj, where, "provider", "openai");
-    d->api = SL_PROVIDER_COUNT;
-    for (int p = 0; p < SL_PROVIDER_COUNT; p++) {
-        if (strcmp(d->provider, sl_provider_name((sl_provider_t)p)) == 0)
-            d->api = (sl_provider_t)p;
-    }
-    if (d->api == SL_PROVIDER_COUNT) {
-        fail(c, "%s: provider must be \"openai\", \"azure\", \"anthropic\" or \"gemini\"",
-             where);
-        d->api = SL_PROVIDER_OPENAI;
-    }
-    d->api_version = get_str(c, dj, where, "api_version",
-                             d->api == SL_PROVIDER_AZURE       ? "2024-10-21"
-                             : d->api == SL_PROVIDER_ANTHROPIC ? "2023-06-01"
-                                                               : "");
-    d->context_window = get_int(c, dj, where, "context_window", 0, 0, 100000000);
-    d->supports_tools = get_bool(c, dj, where, "supports_tools", 1);
-    d->supports_json = get_bool(c, dj, where, "supports_json", 1);
-    d->region = get_str(c, dj, where, "region", "");
-    d->base_url = get_str(c, dj, where, "base_url", NULL);
-    d->model = get_str(c, dj, where, "model", NULL);
-    d->api_key_env = get_str(c, dj, where, "api_key_env", "");
-    d->api_key_file = get_str(c, dj, where, "api_key_file", "");
-    d->slices_per_minute = get_int(c, dj, where, "slices_per_minute", 60, 1, 256);
-    d->headroom = get_real(c, dj, where, "headroom", 0.97, 0.01, 1.0);
-    d->burst_fraction = get_real(c, dj, where, "burst_fraction", 0.5, 0.01, 1.0);
-    const limit_defaults_t def = {d->slices_per_minute, d->headroom, d->burst_fraction};
-    limits_t ls = {0};
-    json_t *lj = get_obj(c, dj, where, "limits");
-    if (lj != NULL) {
-        check_keys(c, lj, where, limit_keys);
-        d->rpm = get_int(c, lj, where, "rpm", 0, 0, I64MAX);
-        d->tpm = get_int(c, lj, where, "tpm", 0, 0, I64MAX);
-        add_shorthand(c, cfg, &ls, where, "rpm", SL_DIM_REQUESTS, (double)d->rpm, &def);
-        add_shorthand(c, cfg, &ls, where, "tpm", SL_DIM_TOTAL_TOKENS, (double)d->tpm, &def);
-        add_shorthand(c, cfg, &ls, where, "itpm", SL_DIM_INPUT_TOKENS,
-                      (double)get_int(c, lj, where, "itpm", 0, 0, I64MAX), &def);
-        add_shorthand(c, cfg, &ls, where, "otpm", SL_DIM_OUTPUT_TOKENS,
-                      (double)get_int(c, lj, where, "otpm", 0, 0, I64MAX), &def);
-        add_shorthand(c, cfg, &ls, where, "rpd", SL_DIM_REQUESTS_PER_DAY,
-                      (double)get_int(c, lj, where, "rpd", 0, 0, I64MAX), &def);
-        add_shorthand(c, cfg, &ls, where, "tpd", SL_DIM_TOKENS_PER_DAY,
-                      (double)get_int(c, lj, where, "tpd", 0, 0, I64MAX), &def);
-        add_shorthand(c, cfg, &ls, where, "max_in_flight", SL_DIM_CONCURRENCY,
-                      (double)get_int(c, lj, where, "max_in_flight", 0, 0, I64MAX), &def);
-    }
-    finish_limits(c, cfg, dj, where, &def, &ls, &d->limits, &d->nlimits);
-    const char *counting = get_str(c, dj, where, "tpm_counting", "max");
-    if (strcmp(counting, "max") == 0)
-        d->tpm_counting = SL_TPM_COUNT_MAX;
-    else if (strcmp(counting, "sum") == 0)
-        d->tpm_counting = SL_TPM_COUNT_SUM;
-    else if (strcmp(counting, "actual") == 0)
-        d->tpm_counting = SL_TPM_COUNT_ACTUAL;
-    else
-        fail(c, "%s: tpm_counting must be \"max\", \"sum\" or \"actual\"", where);
-    counting = get_str(c, dj, where, "input_counting", "all");
-    if (strcmp(counting, "all") == 0)
-        d->input_counting = SL_INPUT_COUNT_ALL;
-    else if (strcmp(counting, "exclude_cache_reads") == 0)
-        d->input_counting = SL_INPUT_COUNT_EXCLUDE_CACHE_READS;
-    else
-        fail(c, "%s: input_counting must be \"all\" or \"exclude_cache_reads\"", where);
-    counting = get_str(c, dj, where, "output_counting", "generated");
-    if (strcmp(counting, "generated") == 0)
-        d->output_counting = SL_OUTPUT_COUNT_GENERATED;
-    else if (strcmp(counting, "max_tokens") == 0)
-        d->output_counting = SL_OUTPUT_COUNT_MAX_TOKENS;
-    else
-        fail(c, "%s: output_counting must be \"generated\" or \"max_tokens\"", where);
-    json_t *pj = get_obj(c, dj, where, "price");
-    if (pj != NULL) {
-        check_keys(c, pj, where, price_keys);
-        d->price.input_per_mtok = get_real(c, pj, where, "input_per_mtok", 0, 0, 1e6);
-        d->price.output_per_mtok = get_real(c, pj, where, "output_per_mtok", 0, 0, 1e6);
-        d->price.cached_input_per_mtok = get_real(c, pj, where, "cached_input_per_mtok",
-                                                  d->price.input_per_mtok, 0, 1e6);
-    }
-    const char *parent = get_str(c, dj, where, "parent", "");
-    d->parent = parent[0] != '\0' ? sl_config_scope(cfg, parent) : -1;
-    if (parent[0] != '\0' && d->parent < 0)
-        fail(c, "%s: unknown parent scope \"%s\"", where, parent);
-    d->max_output_tokens = get_int(c, dj, where, "max_output_tokens", 16384, 1, 10000000);
-    d->timeout_ms = get_int(c, dj, where, "timeout_ms", 120000, 100, 3600000);
-}
-
-static void load_classes(ctx_t *c, sl_config_t *cfg, json_t *root)
-{
-    static const char *const keys[] = {"deadline_ms", "max_queue", "weight", "overload",
-                                       "yield_above", NULL};
-    static const int64_t def_deadline[SL_CLASS_COUNT] = {30000, 600000, 600000, 86400000};
-    static const int64_t def_queue[SL_CLASS_COUNT] = {1000, 100000, 100000, 1000000};
-    static const int64_t def_weight[SL_CLASS_COUNT] = {8, 4, 4, 1};
-    json_t *cj = get_obj(c, root, "config", "classes");
-    for (int i = 0; i < SL_CLASS_COUNT; i++) {
-        sl_class_cfg_t *k = &cfg->classes[i];
-        k->deadline_ms = def_deadline[i];
-        k->max_queue = def_queue[i];
-        k->weight = def_weight[i];
-        k->overload = SL_OVERLOAD_REJECT;
-        k->yield_above = i == SL_CLASS_BATCH ? 0.5 : 0;
-    }
-    if (cj == NULL)
-        return;
-    const char *name;
-    json_t *val;
-    json_object_foreach(cj, name, val)
-    {
-        int cls = sl_class_parse(name);
-        char where[64];
-        snprintf(where, sizeof where, "classes.%s", name);
-        if (cls < 0 || !json_is_object(val)) {
-            fail(c, "%s: unknown class or not an object", where);
-            continue;
-        }
-        check_keys(c, val, where, keys);
-        sl_class_cfg_t *k = &cfg->classes[cls];
-        k->deadline_ms = get_int(c, val, where, "deadline_ms", k->deadline_ms, 1, I64MAX);
-        k->max_queue = get_int(c, val, where, "max_queue", k->max_queue, 1, I64MAX);
-        k->weight = get_int(c, val, where, "weight", k->weight, 1, 1000000);
-        const char *overload = get_str(c, val, where, "overload", "reject");
-        if (strcmp(overload, "reject") == 0)
-            k->overload = SL_OVERLOAD_REJECT;
-        else if (strcmp(overload, "shed") == 0)
-            k->overload = SL_OVERLOAD_SHED;
-        else
-            fail(c, "%s: \"overload\" must be \"reject\" or \"shed\"", where);
-        k->yield_above = get_real(c, val, where, "yield_above", k->yield_above, 0, 1);
-    }
-}
-
-static void load_routes(ctx_t *c, sl_config_t *cfg, json_t *arr)
-{
-    static const char *const keys[] = {"name",        "deployments", "default_max_tokens",
-                                       "strategy",    "overflow_at", "fallback",
-                                       "max_retry_ratio", NULL};
-    static const char *const strategies[] = {"spread",   "waterfall", "latency",
-                                             "cheapest", "weighted",  NULL};
-    size_t n = json_array_size(arr);
-    cfg->routes = calloc(n + 1, sizeof *cfg->routes);
-    if (cfg->routes == NULL) {
-        fail(c, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char where[64];
-        json_t *rj = array_object(c, arr, i, "routes", keys, where, sizeof where);
-        if (rj == NULL)
-            continue;
-        sl_route_cfg_t *r = &cfg->routes[cfg->nroutes];
-        r->name = get_str(c, rj, where, "name", NULL);
-        if (r->name != NULL && sl_config_route(cfg, r->name) >= 0)
-            fail(c, "%s: duplicate route name \"%s\"", where, r->name);
-        cfg->nroutes++;
-        r->default_max_tokens = get_int(c, rj, where, "default_max_tokens", 1024, 1, 10000000);
-        resolve_names(c, cfg, rj, where, "deployments", "deployment", sl_config_deployment,
-                      &r->deployments, &r->ndeployments);
-        if (r->ndeployments == 0 || r->ndeployments > SL_ROUTE_MAX_DEPLOYMENTS)
-            fail(c, "%s: needs at least one deployment and at most %d", where,
-                 SL_ROUTE_MAX_DEPLOYMENTS);
-        const char *strategy = get_str(c, rj, where, "strategy", "spread");
-        int found = -1;
-        for (int k = 0; strategies[k] != NULL; k++) {
-            if (strcmp(strategy, strategies[k]) == 0)
-                found = k;
-        }
-        if (found < 0)
-            fail(c, "%s: strategy must be \"spread\", \"waterfall\", \"latency\", "
-                    "\"cheapest\" or \"weighted\"",
-                 where);
-        r->strategy = found < 0 ? SL_STRATEGY_SPREAD : (sl_strategy_t)found;
-        r->overflow_at = get_real(c, rj, where, "overflow_at", 0.9, 0.01, 1.0);
-        r->max_retry_ratio = get_real(c, rj, where, "max_retry_ratio", 0.5, 0.0, 10.0);
-    }
-    /* Fallbacks name other routes, in any order: resolved once every route is known. */
-    for (int i = 0; i < cfg->nroutes && !c->failed; i++) {
-        char where[64];
-        snprintf(where, sizeof where, "routes[%d]", i);
-        json_t *rj = json_array_get(arr, (size_t)i);
-        resolve_names(c, cfg, rj, where, "fallback", "route", sl_config_route,
-                      &cfg->routes[i].fallbacks, &cfg->routes[i].nfallbacks);
-        for (int k = 0; k < cfg->routes[i].nfallbacks; k++) {
-            if (cfg->routes[i].fallbacks[k] == i)
-                fail(c, "%s: a route cannot fall back to itself", where);
-        }
-    }
-}
-
-static void load_tenants(ctx_t *c, sl_config_t *cfg, json_t *arr)
-{
-    static const char *const keys[] = {"name",   "weight",  "tokens_per_min", "routes",
-                                       "parent", "buckets", "guarantee",      "max_in_flight",
-                                       "regions", NULL};
-    size_t n = json_array_size(arr);
-    cfg->tenants = calloc(n + 1, sizeof *cfg->tenants);
-    if (cfg->tenants == NULL) {
-        fail(c, "out of memory");
-        return;
-    }
-    double guarantees = 0;
-    for (size_t i = 0; i < n; i++) {
-        char where[64];
-        json_t *tj = array_object(c, arr, i, "tenants", keys, where, sizeof where);
-        if (tj == NULL)
-            continue;
-        sl_tenant_cfg_t *t = &cfg->tenants[cfg->ntenants];
-        t->name = get_str(c, tj, where, "name", NULL);
-        if (t->name != NULL && sl_config_tenant(cfg, t->name) >= 0)
-            fail(c, "%s: duplicate tenant name \"%s\"", where, t->name);
-        cfg->ntenants++;
-        t->weight = get_int(c, tj, where, "weight", 1, 1, 1000000);
-        t->tokens_per_min = get_int(c, tj, where, "tokens_per_min", 0, 0, I64MAX);
-        t->guarantee = get_real(c, tj, where, "guarantee", 0, 0, 0.95);
-        json_t *regions = get_arr(c, tj, where, "regions");
-        t->regions = calloc(json_array_size(regions) + 1, sizeof *t->regions);
-        for (size_t k = 0; t->regions != NULL && k < json_array_size(regions); k++) {
-            const char *reg = json_string_value(json_array_get(regions, k));
-            if (reg == NULL || reg[0] == '\0')
-                fail(c, "%s: regions[%zu] must be a non-empty string", where, k);
-            else
-                t->regions[t->nregions++] = reg;
-        }
-        guarantees += t->guarantee;
-        limits_t ls = {0};
-        add_shorthand(c, cfg, &ls, where, "tokens", SL_DIM_TOTAL_TOKENS,
-                      (double)t->tokens_per_min, &caller_defaults);
-        add_shorthand(c, cfg, &ls, where, "max_in_flight", SL_DIM_CONCURRENCY,
-                      (double)get_int(c, tj, where, "max_in_flight", 0, 0, I64MAX),
-                      &caller_defaults);
-        finish_limits(c, cfg, tj, where, &caller_defaults, &ls, &t->limits, &t->nlimits);
-        const char *parent = get_str(c, tj, where, "parent", "");
-        t->parent = parent[0] != '\0' ? sl_config_scope(cfg, parent) : -1;
-        if (parent[0] != '\0' && t->parent < 0)
-            fail(c, "%s: unknown parent scope \"%s\"", where, parent);
-        resolve_names(c, cfg, tj, where, "routes", "route", sl_config_route, &t->routes,
-                      &t->nroutes);
-    }
-    if (guarantees > 0.95)
-        fail(c, "tenants: the guarantees add up to %.2f; at most 0.95 can be promised", guarantees);
-}
-
-static void load_keys(ctx_t *c, sl_config_t *cfg, json_t *arr)
-{
-    static const char *const keys[] = {"id",     "hash",          "tenant",  "app", "env",
-                                       "paused", "max_in_flight", "buckets", NULL};
-    size_t n = json_array_size(arr);
-    cfg->keys = calloc(n + 1, sizeof *cfg->keys);
-    if (cfg->keys == NULL) {
-        fail(c, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char where[64];
-        json_t *kj = array_object(c, arr, i, "keys", keys, where, sizeof where);
-        if (kj == NULL)
-            continue;
-        sl_key_cfg_t *k = &cfg->keys[cfg->nkeys++];
-        k->id = get_str(c, kj, where, "id", NULL);
-        const char *hash = get_str(c, kj, where, "hash", NULL);
-        if (hash != NULL && sl_hex_decode(hash, k->hash, sizeof k->hash) != SL_OK)
-            fail(c, "%s: hash must be 64 hex digits (see `sluice hash-key`)", where);
-        const char *tenant = get_str(c, kj, where, "tenant", NULL);
-        k->tenant = tenant != NULL ? sl_config_tenant(cfg, tenant) : -1;
-        if (tenant != NULL && k->tenant < 0)
-            fail(c, "%s: unknown tenant \"%s\"", where, tenant);
-        for (int j = 0; j < cfg->nkeys - 1 && k->id != NULL; j++) {
-            if (cfg->keys[j].id != NULL && strcmp(cfg->keys[j].id, k->id) == 0)
-                fail(c, "%s: duplicate key id \"%s\"", where, k->id);
-            else if (memcmp(cfg->keys[j].hash, k->hash, sizeof k->hash) == 0)
-                fail(c, "%s: duplicate key hash (ids \"%s\" and \"%s\" have the same key)",
-                     where, cfg->keys[j].id ? cfg->keys[j].id : "?", k->id);
-        }
-        k->app = get_str(c, kj, where, "app", "default");
-        k->env = get_str(c, kj, where, "env", "prod");
-        json_t *p = json_object_get(kj, "paused");
-        if (p != NULL && !json_is_boolean(p))
-            fail(c, "%s: \"paused\" must be true or false", where);
-        k->paused = p != NULL && json_is_true(p);
-        limits_t ls = {0};
-        add_shorthand(c, cfg, &ls, where, "max_in_flight", SL_DIM_CONCURRENCY,
-                      (double)get_int(c, kj, where, "max_in_flight", 0, 0, I64MAX),
-                      &caller_defaults);
-        finish_limits(c, cfg, kj, where, &caller_defaults, &ls, &k->limits, &k->nlimits);
-    }
-}
-
-/* Whether scope (an index into scopes) is tenant t's partner scope or above it. */
-static int tenant_under_scope(const sl_config_t *cfg, int t, int scope)
-{
-    for (int p = cfg->tenants[t].parent, steps = 0; p >= 0 && steps <= cfg->nscopes;
-         p = cfg->scopes[p].parent, steps++) {
-        if (p == scope)
-            return 1;
-    }
-    return 0;
-}
-
-/* Admin API keys: "admin" sees and changes everything; "partner" reads only its tenants, named
- * in "tenants" or found under its "partner" scope (e.g. "partner:acme"). */
-static void load_admin_keys(ctx_t *c, sl_config_t *cfg, json_t *arr)
-{
-    static const char *const keys[] = {"id", "hash", "role", "tenants", "partner", NULL};
-    size_t n = json_array_size(arr);
-    cfg->admin_keys = calloc(n + 1, sizeof *cfg->admin_keys);
-    if (cfg->admin_keys == NULL) {
-        fail(c, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char where[64];
-        json_t *kj = array_object(c, arr, i, "admin_keys", keys, where, sizeof where);
-        if (kj == NULL)
-            continue;
-        sl_admin_key_cfg_t *k = &cfg->admin_keys[cfg->nadmin_keys++];
-        k->id = get_str(c, kj, where, "id", NULL);
-        const char *hash = get_str(c, kj, where, "hash", NULL);
-        if (hash != NULL && sl_hex_decode(hash, k->hash, sizeof k->hash) != SL_OK)
-            fail(c, "%s: hash must be 64 hex digits (see `sluice hash-key`)", where);
-        for (int j = 0; j < cfg->nadmin_keys - 1 && k->id != NULL; j++) {
-            if (cfg->admin_keys[j].id != NULL && strcmp(cfg->admin_keys[j].id, k->id) == 0)
-                fail(c, "%s: duplicate admin key id \"%s\"", where, k->id);
-            else if (memcmp(cfg->admin_keys[j].hash, k->hash, sizeof k->hash) == 0)
-                fail(c, "%s: duplicate admin key hash", where);
-        }
-        for (int j = 0; j < cfg->nkeys && hash != NULL; j++) {
-            if (memcmp(cfg->keys[j].hash, k->hash, sizeof k->hash) == 0)
-                fail(c, "%s: the same key is also API key \"%s\"; use separate keys", where,
-                     cfg->keys[j].id);
-        }
-        const char *role = get_str(c, kj, where, "role", "admin");
-        if (strcmp(role, "admin") == 0) {
-            k->role = SL_ADMIN_ROLE_ADMIN;
-            if (json_object_get(kj, "tenants") != NULL || json_object_get(kj, "partner") != NULL)
-                fail(c, "%s: an admin key sees every tenant; \"tenants\" and \"partner\" are "
-                     "for role \"partner\"", where);
-            continue;
-        }
-        if (strcmp(role, "partner") != 0) {
-            fail(c, "%s: role must be \"admin\" or \"partner\"", where);
-            continue;
-        }
-        k->role = SL_ADMIN_ROLE_PARTNER;
-        resolve_names(c, cfg, kj, where, "tenants", "tenant", sl_config_tenant, &k->tenants,
-                      &k->ntenants);
-        const char *partner = get_str(c, kj, where, "partner", "");
-        int scope = partner[0] != '\0' ? sl_config_scope(cfg, partner) : -1;
-        if (partner[0] != '\0' && scope < 0)
-            fail(c, "%s: unknown partner scope \"%s\"", where, partner);
-        for (int t = 0; scope >= 0 && k->tenants != NULL && t < cfg->ntenants; t++) {
-            int have = 0;
-            for (int j = 0; j < k->ntenants; j++)
-                have |= k->tenants[j] == t;
-            if (have || !tenant_under_scope(cfg, t, scope))
-                continue;
-            int *nt = realloc(k->tenants, (size_t)(k->ntenants + 2) * sizeof *nt);
-            if (nt == NULL) {
-                fail(c, "out of memory");
-                break;
-            }
-            k->tenants = nt;
-            k->tenants[k->ntenants++] = t;
-        }
-        if (!c->failed && k->ntenants == 0)
-            fail(c, "%s: a partner key needs \"tenants\" or a \"partner\" scope with tenants",
-                 where);
-    }
-}
-
-/* The scope hierarchy above deployments and tenants. Names first, so parents may be named in any
- * order; then parents, checked for cycles; then limits, with provider-side defaults for scopes
- * above deployments. */
-static void load_scopes(ctx_t *c, sl_config_t *cfg, json_t *arr)
-{
-    static const char *const keys[] = {"name", "parent", "buckets", NULL};
-    size_t n = json_array_size(arr);
-    cfg->scopes = calloc(n + 1, sizeof *cfg->scopes);
-    if (cfg->scopes == NULL) {
-        fail(c, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char where[64];
-        json_t *sj = array_object(c, arr, i, "scopes", keys, where, sizeof where);
-        sl_scope_cfg_t *sc = &cfg->scopes[cfg->nscopes];
-        sc->parent = -1;
-        sc->name = sj != NULL ? get_str(c, sj, where, "name", NULL) : NULL;
-        if (sc->name == NULL)
-            continue;
-        const char *colon = strchr(sc->name, ':');
-        if (colon == NULL || colon == sc->name || colon[1] == '\0')
-            fail(c, "%s: a scope is named \"<kind>:<name>\", e.g. \"project:main\"", where);
-        static const char *const reserved[] = {"deployment:", "tenant:", "key:"};
-        for (int r = 0; r < 3; r++) {
-            if (strncmp(sc->name, reserved[r], strlen(reserved[r])) == 0)
-                fail(c, "%s: \"%s\" scopes are configured in their own section", where,
-                     reserved[r]);
-        }
-        if (sl_config_scope(cfg, sc->name) >= 0)
-            fail(c, "%s: duplicate scope \"%s\"", where, sc->name);
-        cfg->nscopes++;
-    }
-    for (int i = 0; i < cfg->nscopes; i++) {
-        char where[64];
-        snprintf(where, sizeof where, "scopes[%d]", i);
-        const char *parent = get_str(c, json_array_get(arr, (size_t)i), where, "parent", "");
-        if (parent[0] == '\0')
-            continue;
-        cfg->scopes[i].parent = sl_config_scope(cfg, parent);
-        if (cfg->scopes[i].parent < 0)
-            fail(c, "%s: unknown parent scope \"%s\"", where, parent);
-    }
-    for (int i = 0; i < cfg->nscopes; i++) {
-        int p = cfg->scopes[i].parent, steps = 0;
-        while (p >= 0 && steps++ <= cfg->nscopes)
-            p = cfg->scopes[p].parent;
-        if (p >= 0)
-            fail(c, "scopes: \"%s\" is its own ancestor", cfg->scopes[i].name);
-    }
-}
-
-/* Marks the scopes above deployments as provider-side, checks no scope is on both sides, and
- * parses every scope's limits with its side's defaults. */
-static void load_scope_limits(ctx_t *c, sl_config_t *cfg, json_t *arr)
-{
-    for (int d = 0; d < cfg->ndeployments; d++) {
-        for (int p = cfg->deployments[d].parent, steps = 0; p >= 0 && steps < cfg->nscopes;
-             p = cfg->scopes[p].parent, steps++)
-            cfg->scopes[p].provider_side = 1;
-    }
-    for (int t = 0; t < cfg->ntenants; t++) {
-        for (int p = cfg->tenants[t].parent, steps = 0; p >= 0 && steps < cfg->nscopes;
-             p = cfg->scopes[p].parent, steps++) {
-            if (cfg->scopes[p].provider_side)
-                fail(c, "scopes: \"%s\" is above both a deployment and a tenant",
-                     cfg->scopes[p].name);
-        }
-    }
-    for (int i = 0; i < cfg->nscopes; i++) {
-        sl_scope_cfg_t *sc = &cfg->scopes[i];
-        if (sc->provider_side && strncmp(sc->name, "app:", 4) == 0)
-            fail(c, "scopes: \"%s\": app scopes are on the callers' side", sc->name);
-        char where[64];
-        snprintf(where, sizeof where, "scopes[%d]", i);
-        limits_t ls = {0};
-        finish_limits(c, cfg, json_array_get(arr, (size_t)i), where,
-                      sc->provider_side ? &provider_defaults : &caller_defaults, &ls,
-                      &sc->limits, &sc->nlimits);
-    }
+    json_t *gj = section(c, root, "config", "signing", "signing", sign_keys);
+    cfg->signing_secret_key_file =
+        cfg_get_str(c, gj, "signing", "secret_key_file", "var/dispatch.key");
+    cfg->signing_public_key_file =
+        cfg_get_str(c, gj, "signing", "public_key_file", "var/dispatch.pub");
 }
 
 sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t errlen)
 {
-    static const char *const keys[] = {
-        "minute_ms", "schema_dir", "kafka", "ingest", "scheduler", "dispatcher", "signing",
-        "classes", "scopes", "deployments", "routes", "tenants", "keys", "admin_keys",
-        "$comment", NULL};
-    static const char *const ingest_keys[] = {"max_request_bytes", "metrics_listen", NULL};
-    static const char *const sched_keys[] = {"db", "lease_ms", "max_attempts",
-                                             "drr_quantum_tokens", "metrics_listen",
-                                             "admin_listen", NULL};
-    static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", NULL};
-    static const char *const sign_keys[] = {"secret_key_file", "public_key_file", NULL};
+    static const char *const keys[] = {"minute_ms", "schema_dir",  "kafka",    "ingest",
+                                       "scheduler", "dispatcher",  "signing",  "classes",
+                                       "scopes",    "deployments", "routes",   "tenants",
+                                       "keys",      "admin_keys",  "$comment", NULL};
+    assert(path != NULL && out != NULL);
     *out = NULL;
-    ctx_t c = {err, errlen, 0};
+    cfg_ctx_t c = {.err = err, .errlen = errlen, .failed = 0};
     json_error_t jerr;
     FILE *probe = fopen(path, "r");
     if (probe == NULL) {
@@ -979,70 +129,31 @@ sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t e
     }
     cfg->priv_ = root;
     if (!json_is_object(root)) {
-        fail(&c, "top level must be an object");
+        cfg_fail(&c, "top level must be an object");
         goto out;
     }
-    check_keys(&c, root, "config", keys);
+    cfg_check_keys(&c, root, "config", keys);
     cfg->path = strdup(path);
-    cfg->minute_ms = get_int(&c, root, "config", "minute_ms", 60000, 10, 86400000);
-    cfg->schema_dir = get_str(&c, root, "config", "schema_dir", "schema");
+    cfg->minute_ms = cfg_get_int(&c, root, "config", "minute_ms", 60000, 10, 86400000);
+    cfg->schema_dir = cfg_get_str(&c, root, "config", "schema_dir", "schema");
     load_kafka(&c, cfg, root);
+    load_processes(&c, cfg, root);
 
-    json_t *empty = json_object();
-    json_t *ij = get_obj(&c, root, "config", "ingest");
-    ij = ij != NULL ? ij : empty;
-    check_keys(&c, ij, "ingest", ingest_keys);
-    cfg->max_request_bytes = get_int(&c, ij, "ingest", "max_request_bytes", 1 << 20, 256, 64 << 20);
-    cfg->ingest_metrics_listen = get_str(&c, ij, "ingest", "metrics_listen", "127.0.0.1:9310");
-
-    json_t *sj = get_obj(&c, root, "config", "scheduler");
-    sj = sj != NULL ? sj : empty;
-    check_keys(&c, sj, "scheduler", sched_keys);
-    cfg->db_path = get_str(&c, sj, "scheduler", "db", "var/sluice.db");
-    cfg->lease_ms = get_int(&c, sj, "scheduler", "lease_ms", 180000, 100, 86400000);
-    cfg->max_attempts = get_int(&c, sj, "scheduler", "max_attempts", 5, 1, 100);
-    cfg->drr_quantum_tokens =
-        get_int(&c, sj, "scheduler", "drr_quantum_tokens", 4096, 1, 100000000);
-    cfg->sched_metrics_listen =
-        get_str(&c, sj, "scheduler", "metrics_listen", "127.0.0.1:9311");
-    cfg->admin_listen = get_str(&c, sj, "scheduler", "admin_listen", "127.0.0.1:9320");
-
-    json_t *dj = get_obj(&c, root, "config", "dispatcher");
-    dj = dj != NULL ? dj : empty;
-    check_keys(&c, dj, "dispatcher", disp_keys);
-    cfg->max_in_flight = get_int(&c, dj, "dispatcher", "max_in_flight", 256, 1, 100000);
-    cfg->disp_metrics_listen =
-        get_str(&c, dj, "dispatcher", "metrics_listen", "127.0.0.1:9312");
-
-    json_t *gj = get_obj(&c, root, "config", "signing");
-    gj = gj != NULL ? gj : empty;
-    check_keys(&c, gj, "signing", sign_keys);
-    cfg->signing_secret_key_file =
-        get_str(&c, gj, "signing", "secret_key_file", "var/dispatch.key");
-    cfg->signing_public_key_file =
-        get_str(&c, gj, "signing", "public_key_file", "var/dispatch.pub");
-    json_decref(empty);
-
-    load_classes(&c, cfg, root);
-    json_t *scopes = get_arr(&c, root, "config", "scopes");
-    load_scopes(&c, cfg, scopes);
-    json_t *deps = get_arr(&c, root, "config", "deployments");
-    size_t nd = json_array_size(deps);
-    cfg->deployments = calloc(nd + 1, sizeof *cfg->deployments);
-    for (size_t i = 0; i < nd; i++) {
-        load_deployment(&c, cfg, deps, i, &cfg->deployments[i]);
-        cfg->ndeployments++;
-        if (!c.failed && sl_config_deployment(cfg, cfg->deployments[i].name) != (int)i)
-            fail(&c, "deployments[%zu]: duplicate name \"%s\"", i, cfg->deployments[i].name);
-    }
-    load_routes(&c, cfg, get_arr(&c, root, "config", "routes"));
-    load_tenants(&c, cfg, get_arr(&c, root, "config", "tenants"));
-    load_keys(&c, cfg, get_arr(&c, root, "config", "keys"));
-    load_admin_keys(&c, cfg, get_arr(&c, root, "config", "admin_keys"));
+    /* Each section after what it names: deployments name scopes, routes name deployments,
+     * tenants name routes and scopes, keys name tenants. A scope's limits come last, when its
+     * side (above deployments or not) is known. */
+    cfg_load_classes(&c, cfg, root);
+    json_t *scopes = cfg_get_arr(&c, root, "config", "scopes");
+    cfg_load_scopes(&c, cfg, scopes);
+    cfg_load_deployments(&c, cfg, cfg_get_arr(&c, root, "config", "deployments"));
+    cfg_load_routes(&c, cfg, cfg_get_arr(&c, root, "config", "routes"));
+    cfg_load_tenants(&c, cfg, cfg_get_arr(&c, root, "config", "tenants"));
+    cfg_load_keys(&c, cfg, cfg_get_arr(&c, root, "config", "keys"));
+    cfg_load_admin_keys(&c, cfg, cfg_get_arr(&c, root, "config", "admin_keys"));
     if (!c.failed)
-        load_scope_limits(&c, cfg, scopes);
+        cfg_load_scope_limits(&c, cfg, scopes);
     if (!c.failed && cfg->nroutes == 0)
-        fail(&c, "config: at least one route is needed");
+        cfg_fail(&c, "config: at least one route is needed");
 out:
     if (c.failed) {
         sl_config_free(cfg);
@@ -1144,6 +255,7 @@ int sl_config_admin_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32])
 
 int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route)
 {
+    assert(tenant >= 0 && tenant < cfg->ntenants);
     const sl_tenant_cfg_t *t = &cfg->tenants[tenant];
     if (t->nroutes == 0)
         return 1;
@@ -1152,32 +264,4 @@ int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route)
             return 1;
     }
     return 0;
-}
-
-int64_t sl_deployment_tpm_charge(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens)
-{
-    if (d->tpm_counting == SL_TPM_COUNT_SUM)
-        return input + max_tokens;
-    return input > max_tokens ? input : max_tokens;
-}
-
-int sl_deployment_can_take(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens)
-{
-    if (max_tokens > d->max_output_tokens)
-        return 0;
-    return d->tpm <= 0 || sl_deployment_tpm_charge(d, input, max_tokens) <= d->tpm;
-}
-
-int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d)
-{
-    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
-    int per_minute = 0;
-    for (int i = 0; i < dc->nlimits; i++)
-        per_minute |= dc->limits[i].algorithm == SL_LIMIT_TOKEN_BUCKET ||
-                      dc->limits[i].algorithm == SL_LIMIT_SLIDING_WINDOW;
-    if (!per_minute)
-        return INT64_MAX;
-    double slice_ms = (double)cfg->minute_ms / (double)dc->slices_per_minute;
-    double ms = slice_ms * (1.0 - dc->burst_fraction) / dc->headroom;
-    return ms < 50 ? 50 : (int64_t)ms;
 }

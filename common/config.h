@@ -4,6 +4,11 @@
  * the routes (pools of deployments), the workload classes, tenants and API keys (stored hashed).
  * It is a plain, read-only description once loaded, so its structs are public: modules read it,
  * none writes it. Every string points into memory owned by the sl_config_t.
+ *
+ * The loader is cut by section: config.c reads the top level and the processes' settings, frees
+ * and looks up; config_fleet.c the deployments, routes and classes; config_parties.c tenants,
+ * API keys and admin keys; config_scopes.c the scope hierarchy; config_limits.c the limits of
+ * every scope; config_read.c holds the strict, typed readers they share.
  */
 #ifndef SL_CONFIG_H
 #define SL_CONFIG_H
@@ -263,9 +268,9 @@ typedef struct sl_config {
     void *priv_; /* the parsed JSON the strings point into */
 } sl_config_t;
 
-/* Loads and checks a config file. On failure writes a one-line reason (naming the offending
- * key) into err and returns SL_ECONFIG/SL_EIO/SL_EPARSE; *out is set only on success and is
- * freed with sl_config_free. */
+/* Loads and checks a config file (path and out are not NULL). On failure writes a one-line
+ * reason (naming the offending key) into err and returns SL_ECONFIG/SL_EIO/SL_EPARSE; *out is set
+ * only on success and is freed with sl_config_free. */
 sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t errlen);
 void sl_config_free(sl_config_t *cfg);
 
@@ -277,6 +282,7 @@ int sl_config_deployment(const sl_config_t *cfg, const char *name);
 int sl_config_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32]);
 /* The admin key whose hash matches, or -1 (constant time per candidate). */
 int sl_config_admin_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32]);
+/* Whether tenant (an index into tenants) may use route: any route when it names none. */
 int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route);
 
 /* The tokens deployment d's TPM limit counts for a request at receipt, by its rule. */
@@ -285,11 +291,12 @@ int64_t sl_deployment_tpm_charge(const sl_deployment_cfg_t *d, int64_t input, in
  * its TPM charge within the whole per-minute limit. */
 int sl_deployment_can_take(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens);
 
-/* How late a dispatch may reach the provider after the scheduler admitted it, for deployment d:
- * the part of the provider's burst the ledger keeps unused (the margin) lasts this long at the
- * planned rate. A dispatch older than this is not sent (its admission decision is stale: e.g.
- * it waited in Kafka while no dispatcher was consuming), so a backlog of old dispatches can never
- * reach the provider as one burst. INT64_MAX for a deployment without per-minute limits. */
+/* How late a dispatch may reach the provider after the scheduler admitted it, for deployment d
+ * (an index into deployments): the part of the provider's burst the ledger keeps unused (the
+ * margin) lasts this long at the planned rate. A dispatch older than this is not sent (its
+ * admission decision is stale: e.g. it waited in Kafka while no dispatcher was consuming), so a
+ * backlog of old dispatches can never reach the provider as one burst. INT64_MAX for a
+ * deployment without per-minute limits. */
 int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d);
 
 int sl_config_scope(const sl_config_t *cfg, const char *name);

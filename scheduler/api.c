@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "jsonstrict.h"
 #include "log.h"
 #include "sign.h"
 #include "util.h"
@@ -533,17 +534,12 @@ static void put_bucket(ctx_t *c, const sl_admin_req_t *req, int b)
     if (body == NULL)
         return;
     static const char *const allowed[] = {"limit", NULL};
-    const char *k;
-    json_t *v;
-    json_object_foreach(body, k, v) {
-        int ok = 0;
-        for (int i = 0; allowed[i] != NULL; i++)
-            ok |= strcmp(k, allowed[i]) == 0;
-        if (!ok) {
-            fail(c, 400, "bad_request", "unknown field \"%.100s\" (a bucket takes \"limit\")", k);
-            json_decref(body);
-            return;
-        }
+    const char *unknown = sl_jsonstrict_unknown_key(body, allowed);
+    if (unknown != NULL) {
+        fail(c, 400, "bad_request", "unknown field \"%.100s\" (a bucket takes \"limit\")",
+             unknown);
+        json_decref(body);
+        return;
     }
     double limit;
     int set;
@@ -598,20 +594,14 @@ static void put_tenant(ctx_t *c, const sl_admin_req_t *req, int t)
     json_t *body = parse_body(c, req);
     if (body == NULL)
         return;
-    const char *k;
-    json_t *v;
-    json_object_foreach(body, k, v) {
-        int ok = 0;
-        for (int i = 0; allowed[i] != NULL; i++)
-            ok |= strcmp(k, allowed[i]) == 0;
-        if (!ok) {
-            fail(c, 400, "bad_request",
-                 "unknown field \"%.100s\" (a tenant takes weight, guarantee, daily_requests, "
-                 "daily_tokens)",
-                 k);
-            json_decref(body);
-            return;
-        }
+    const char *unknown = sl_jsonstrict_unknown_key(body, allowed);
+    if (unknown != NULL) {
+        fail(c, 400, "bad_request",
+             "unknown field \"%.100s\" (a tenant takes weight, guarantee, daily_requests, "
+             "daily_tokens)",
+             unknown);
+        json_decref(body);
+        return;
     }
     const sl_tenant_cfg_t *tc = &c->cfg->tenants[t];
     double weight, daily[2];

@@ -1,0 +1,316 @@
+/* config_fleet.c - the provider side of the config: the deployments (endpoints with their
+ * limits), the routes (pools of deployments and how a job picks one) and the workload classes;
+ * and what a deployment's settings mean for a request (see config_fleet.h, config.h).
+ */
+#include "config_fleet.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_limits.h"
+
+static const char *const class_names[SL_CLASS_COUNT] = {"interactive", "standard", "partner",
+                                                        "batch"};
+
+const char *sl_class_name(sl_class_t c)
+{
+    return (unsigned)c < SL_CLASS_COUNT ? class_names[c] : "unknown";
+}
+
+int sl_class_parse(const char *name)
+{
+    for (int i = 0; i < SL_CLASS_COUNT; i++) {
+        if (strcmp(name, class_names[i]) == 0)
+            return i;
+    }
+    return -1;
+}
+
+const char *sl_provider_name(sl_provider_t p)
+{
+    static const char *const names[SL_PROVIDER_COUNT] = {"openai", "azure", "anthropic", "gemini"};
+    return (unsigned)p < SL_PROVIDER_COUNT ? names[p] : "unknown";
+}
+
+/* In the order of sl_strategy_t; a route's "strategy" is one of these. */
+static const char *const strategy_names[] = {"spread", "waterfall", "latency", "cheapest",
+                                             "weighted"};
+#define NSTRATEGIES ((int)(sizeof strategy_names / sizeof strategy_names[0]))
+_Static_assert(NSTRATEGIES == SL_STRATEGY_WEIGHTED + 1, "a name for every sl_strategy_t");
+
+const char *sl_strategy_name(sl_strategy_t s)
+{
+    return (unsigned)s < NSTRATEGIES ? strategy_names[s] : "unknown";
+}
+
+static void load_deployment(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr, size_t i,
+                            sl_deployment_cfg_t *d)
+{
+    static const char *const keys[] = {"name",
+                                       "provider",
+                                       "base_url",
+                                       "model",
+                                       "api_key_env",
+                                       "api_key_file",
+                                       "limits",
+                                       "slices_per_minute",
+                                       "headroom",
+                                       "burst_fraction",
+                                       "tpm_counting",
+                                       "input_counting",
+                                       "output_counting",
+                                       "price",
+                                       "parent",
+                                       "buckets",
+                                       "max_output_tokens",
+                                       "timeout_ms",
+                                       "api_version",
+                                       "context_window",
+                                       "supports_tools",
+                                       "supports_json",
+                                       "region",
+                                       NULL};
+    static const char *const limit_keys[] = {"rpm", "tpm", "itpm",          "otpm",
+                                             "rpd", "tpd", "max_in_flight", NULL};
+    static const char *const price_keys[] = {"input_per_mtok", "cached_input_per_mtok",
+                                             "output_per_mtok", NULL};
+    char where[64];
+    json_t *dj = cfg_array_object(c, arr, i, "deployments", keys, where, sizeof where);
+    if (dj == NULL)
+        return;
+    d->name = cfg_get_str(c, dj, where, "name", NULL);
+    d->provider = cfg_get_str(c, dj, where, "provider", "openai");
+    d->api = SL_PROVIDER_COUNT;
+    for (int p = 0; p < SL_PROVIDER_COUNT; p++) {
+        if (strcmp(d->provider, sl_provider_name((sl_provider_t)p)) == 0)
+            d->api = (sl_provider_t)p;
+    }
+    if (d->api == SL_PROVIDER_COUNT) {
+        cfg_fail(c, "%s: provider must be \"openai\", \"azure\", \"anthropic\" or \"gemini\"",
+                 where);
+        d->api = SL_PROVIDER_OPENAI;
+    }
+    d->api_version = cfg_get_str(c, dj, where, "api_version",
+                                 d->api == SL_PROVIDER_AZURE       ? "2024-10-21"
+                                 : d->api == SL_PROVIDER_ANTHROPIC ? "2023-06-01"
+                                                                   : "");
+    d->context_window = cfg_get_int(c, dj, where, "context_window", 0, 0, 100000000);
+    d->supports_tools = cfg_get_bool(c, dj, where, "supports_tools", 1);
+    d->supports_json = cfg_get_bool(c, dj, where, "supports_json", 1);
+    d->region = cfg_get_str(c, dj, where, "region", "");
+    d->base_url = cfg_get_str(c, dj, where, "base_url", NULL);
+    d->model = cfg_get_str(c, dj, where, "model", NULL);
+    d->api_key_env = cfg_get_str(c, dj, where, "api_key_env", "");
+    d->api_key_file = cfg_get_str(c, dj, where, "api_key_file", "");
+    d->slices_per_minute = cfg_get_int(c, dj, where, "slices_per_minute", 60, 1, 256);
+    d->headroom = cfg_get_real(c, dj, where, "headroom", 0.97, 0.01, 1.0);
+    d->burst_fraction = cfg_get_real(c, dj, where, "burst_fraction", 0.5, 0.01, 1.0);
+    const cfg_limit_defaults_t def = {.slices = d->slices_per_minute,
+                                      .headroom = d->headroom,
+                                      .burst_fraction = d->burst_fraction};
+    cfg_limits_t ls = {0};
+    json_t *lj = cfg_get_obj(c, dj, where, "limits");
+    if (lj != NULL) {
+        cfg_check_keys(c, lj, where, limit_keys);
+        d->rpm = cfg_get_int(c, lj, where, "rpm", 0, 0, CFG_I64MAX);
+        d->tpm = cfg_get_int(c, lj, where, "tpm", 0, 0, CFG_I64MAX);
+        cfg_add_shorthand(c, cfg, &ls, where, "rpm", SL_DIM_REQUESTS, (double)d->rpm, &def);
+        cfg_add_shorthand(c, cfg, &ls, where, "tpm", SL_DIM_TOTAL_TOKENS, (double)d->tpm, &def);
+        cfg_add_shorthand(c, cfg, &ls, where, "itpm", SL_DIM_INPUT_TOKENS,
+                          (double)cfg_get_int(c, lj, where, "itpm", 0, 0, CFG_I64MAX), &def);
+        cfg_add_shorthand(c, cfg, &ls, where, "otpm", SL_DIM_OUTPUT_TOKENS,
+                          (double)cfg_get_int(c, lj, where, "otpm", 0, 0, CFG_I64MAX), &def);
+        cfg_add_shorthand(c, cfg, &ls, where, "rpd", SL_DIM_REQUESTS_PER_DAY,
+                          (double)cfg_get_int(c, lj, where, "rpd", 0, 0, CFG_I64MAX), &def);
+        cfg_add_shorthand(c, cfg, &ls, where, "tpd", SL_DIM_TOKENS_PER_DAY,
+                          (double)cfg_get_int(c, lj, where, "tpd", 0, 0, CFG_I64MAX), &def);
+        cfg_add_shorthand(c, cfg, &ls, where, "max_in_flight", SL_DIM_CONCURRENCY,
+                          (double)cfg_get_int(c, lj, where, "max_in_flight", 0, 0, CFG_I64MAX),
+                          &def);
+    }
+    cfg_finish_limits(c, cfg, dj, where, &def, &ls, &d->limits, &d->nlimits);
+    const char *counting = cfg_get_str(c, dj, where, "tpm_counting", "max");
+    if (strcmp(counting, "max") == 0)
+        d->tpm_counting = SL_TPM_COUNT_MAX;
+    else if (strcmp(counting, "sum") == 0)
+        d->tpm_counting = SL_TPM_COUNT_SUM;
+    else if (strcmp(counting, "actual") == 0)
+        d->tpm_counting = SL_TPM_COUNT_ACTUAL;
+    else
+        cfg_fail(c, "%s: tpm_counting must be \"max\", \"sum\" or \"actual\"", where);
+    counting = cfg_get_str(c, dj, where, "input_counting", "all");
+    if (strcmp(counting, "all") == 0)
+        d->input_counting = SL_INPUT_COUNT_ALL;
+    else if (strcmp(counting, "exclude_cache_reads") == 0)
+        d->input_counting = SL_INPUT_COUNT_EXCLUDE_CACHE_READS;
+    else
+        cfg_fail(c, "%s: input_counting must be \"all\" or \"exclude_cache_reads\"", where);
+    counting = cfg_get_str(c, dj, where, "output_counting", "generated");
+    if (strcmp(counting, "generated") == 0)
+        d->output_counting = SL_OUTPUT_COUNT_GENERATED;
+    else if (strcmp(counting, "max_tokens") == 0)
+        d->output_counting = SL_OUTPUT_COUNT_MAX_TOKENS;
+    else
+        cfg_fail(c, "%s: output_counting must be \"generated\" or \"max_tokens\"", where);
+    json_t *pj = cfg_get_obj(c, dj, where, "price");
+    if (pj != NULL) {
+        cfg_check_keys(c, pj, where, price_keys);
+        d->price.input_per_mtok = cfg_get_real(c, pj, where, "input_per_mtok", 0, 0, 1e6);
+        d->price.output_per_mtok = cfg_get_real(c, pj, where, "output_per_mtok", 0, 0, 1e6);
+        d->price.cached_input_per_mtok =
+            cfg_get_real(c, pj, where, "cached_input_per_mtok", d->price.input_per_mtok, 0, 1e6);
+    }
+    const char *parent = cfg_get_str(c, dj, where, "parent", "");
+    d->parent = parent[0] != '\0' ? sl_config_scope(cfg, parent) : -1;
+    if (parent[0] != '\0' && d->parent < 0)
+        cfg_fail(c, "%s: unknown parent scope \"%s\"", where, parent);
+    d->max_output_tokens = cfg_get_int(c, dj, where, "max_output_tokens", 16384, 1, 10000000);
+    d->timeout_ms = cfg_get_int(c, dj, where, "timeout_ms", 120000, 100, 3600000);
+}
+
+void cfg_load_deployments(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
+{
+    size_t nd = json_array_size(arr);
+    cfg->deployments = calloc(nd + 1, sizeof *cfg->deployments);
+    for (size_t i = 0; i < nd; i++) {
+        load_deployment(c, cfg, arr, i, &cfg->deployments[i]);
+        cfg->ndeployments++;
+        if (!c->failed && sl_config_deployment(cfg, cfg->deployments[i].name) != (int)i)
+            cfg_fail(c, "deployments[%zu]: duplicate name \"%s\"", i, cfg->deployments[i].name);
+    }
+}
+
+void cfg_load_classes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
+{
+    static const char *const keys[] = {"deadline_ms", "max_queue",   "weight",
+                                       "overload",    "yield_above", NULL};
+    /* Fields not set here are 0: overload "reject", and yield_above 0 (never waits). */
+    static const sl_class_cfg_t defaults[SL_CLASS_COUNT] = {
+        [SL_CLASS_INTERACTIVE] = {.deadline_ms = 30000, .max_queue = 1000, .weight = 8},
+        [SL_CLASS_STANDARD] = {.deadline_ms = 600000, .max_queue = 100000, .weight = 4},
+        [SL_CLASS_PARTNER] = {.deadline_ms = 600000, .max_queue = 100000, .weight = 4},
+        [SL_CLASS_BATCH] = {.deadline_ms = 86400000,
+                            .max_queue = 1000000,
+                            .weight = 1,
+                            .yield_above = 0.5},
+    };
+    json_t *cj = cfg_get_obj(c, root, "config", "classes");
+    for (int i = 0; i < SL_CLASS_COUNT; i++)
+        cfg->classes[i] = defaults[i];
+    if (cj == NULL)
+        return;
+    const char *name;
+    json_t *val;
+    json_object_foreach(cj, name, val)
+    {
+        int cls = sl_class_parse(name);
+        char where[64];
+        snprintf(where, sizeof where, "classes.%s", name);
+        if (cls < 0 || !json_is_object(val)) {
+            cfg_fail(c, "%s: unknown class or not an object", where);
+            continue;
+        }
+        cfg_check_keys(c, val, where, keys);
+        sl_class_cfg_t *k = &cfg->classes[cls];
+        k->deadline_ms = cfg_get_int(c, val, where, "deadline_ms", k->deadline_ms, 1, CFG_I64MAX);
+        k->max_queue = cfg_get_int(c, val, where, "max_queue", k->max_queue, 1, CFG_I64MAX);
+        k->weight = cfg_get_int(c, val, where, "weight", k->weight, 1, 1000000);
+        const char *overload = cfg_get_str(c, val, where, "overload", "reject");
+        if (strcmp(overload, "reject") == 0)
+            k->overload = SL_OVERLOAD_REJECT;
+        else if (strcmp(overload, "shed") == 0)
+            k->overload = SL_OVERLOAD_SHED;
+        else
+            cfg_fail(c, "%s: \"overload\" must be \"reject\" or \"shed\"", where);
+        k->yield_above = cfg_get_real(c, val, where, "yield_above", k->yield_above, 0, 1);
+    }
+}
+
+void cfg_load_routes(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
+{
+    static const char *const keys[] = {
+        "name",        "deployments", "default_max_tokens", "strategy",
+        "overflow_at", "fallback",    "max_retry_ratio",    NULL};
+    size_t n = json_array_size(arr);
+    cfg->routes = calloc(n + 1, sizeof *cfg->routes);
+    if (cfg->routes == NULL) {
+        cfg_fail(c, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char where[64];
+        json_t *rj = cfg_array_object(c, arr, i, "routes", keys, where, sizeof where);
+        if (rj == NULL)
+            continue;
+        sl_route_cfg_t *r = &cfg->routes[cfg->nroutes];
+        r->name = cfg_get_str(c, rj, where, "name", NULL);
+        if (r->name != NULL && sl_config_route(cfg, r->name) >= 0)
+            cfg_fail(c, "%s: duplicate route name \"%s\"", where, r->name);
+        cfg->nroutes++;
+        r->default_max_tokens = cfg_get_int(c, rj, where, "default_max_tokens", 1024, 1, 10000000);
+        cfg_resolve_names(c, cfg, rj, where, "deployments", "deployment", sl_config_deployment,
+                          &r->deployments, &r->ndeployments);
+        if (r->ndeployments == 0 || r->ndeployments > SL_ROUTE_MAX_DEPLOYMENTS)
+            cfg_fail(c, "%s: needs at least one deployment and at most %d", where,
+                     SL_ROUTE_MAX_DEPLOYMENTS);
+        const char *strategy = cfg_get_str(c, rj, where, "strategy", "spread");
+        int found = -1;
+        for (int k = 0; k < NSTRATEGIES; k++) {
+            if (strcmp(strategy, strategy_names[k]) == 0)
+                found = k;
+        }
+        if (found < 0)
+            cfg_fail(c,
+                     "%s: strategy must be \"spread\", \"waterfall\", \"latency\", "
+                     "\"cheapest\" or \"weighted\"",
+                     where);
+        r->strategy = found < 0 ? SL_STRATEGY_SPREAD : (sl_strategy_t)found;
+        r->overflow_at = cfg_get_real(c, rj, where, "overflow_at", 0.9, 0.01, 1.0);
+        r->max_retry_ratio = cfg_get_real(c, rj, where, "max_retry_ratio", 0.5, 0.0, 10.0);
+    }
+    /* Fallbacks name other routes, in any order: resolved once every route is known. */
+    for (int i = 0; i < cfg->nroutes && !c->failed; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "routes[%d]", i);
+        json_t *rj = json_array_get(arr, (size_t)i);
+        cfg_resolve_names(c, cfg, rj, where, "fallback", "route", sl_config_route,
+                          &cfg->routes[i].fallbacks, &cfg->routes[i].nfallbacks);
+        for (int k = 0; k < cfg->routes[i].nfallbacks; k++) {
+            if (cfg->routes[i].fallbacks[k] == i)
+                cfg_fail(c, "%s: a route cannot fall back to itself", where);
+        }
+    }
+}
+
+int64_t sl_deployment_tpm_charge(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens)
+{
+    if (d->tpm_counting == SL_TPM_COUNT_SUM)
+        return input + max_tokens;
+    return input > max_tokens ? input : max_tokens;
+}
+
+int sl_deployment_can_take(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens)
+{
+    if (max_tokens > d->max_output_tokens)
+        return 0;
+    return d->tpm <= 0 || sl_deployment_tpm_charge(d, input, max_tokens) <= d->tpm;
+}
+
+int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d)
+{
+    assert(d >= 0 && d < cfg->ndeployments);
+    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
+    /* The loader keeps both in range; the division below relies on it. */
+    assert(dc->slices_per_minute > 0 && dc->headroom > 0);
+    int per_minute = 0;
+    for (int i = 0; i < dc->nlimits; i++)
+        per_minute |= dc->limits[i].algorithm == SL_LIMIT_TOKEN_BUCKET ||
+                      dc->limits[i].algorithm == SL_LIMIT_SLIDING_WINDOW;
+    if (!per_minute)
+        return INT64_MAX;
+    double slice_ms = (double)cfg->minute_ms / (double)dc->slices_per_minute;
+    double ms = slice_ms * (1.0 - dc->burst_fraction) / dc->headroom;
+    return ms < 50 ? 50 : (int64_t)ms;
+}
