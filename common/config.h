@@ -285,11 +285,8 @@ int sl_config_admin_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32]);
 /* Whether tenant (an index into tenants) may use route: any route when it names none. */
 int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route);
 
-/* The tokens deployment d's TPM limit counts for a request at receipt, by its rule. */
-int64_t sl_deployment_tpm_charge(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens);
-/* Whether deployment d can ever take such a request: max_tokens within its output ceiling and
- * its TPM charge within the whole per-minute limit. */
-int sl_deployment_can_take(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens);
+/* What a request costs in each limit, and whether a deployment could ever take it, is one rule
+ * for ingest and the scheduler: common/capacity.h. */
 
 /* How late a dispatch may reach the provider after the scheduler admitted it, for deployment d
  * (an index into deployments): the part of the provider's burst the ledger keeps unused (the

@@ -284,20 +284,6 @@ void cfg_load_routes(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
     }
 }
 
-int64_t sl_deployment_tpm_charge(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens)
-{
-    if (d->tpm_counting == SL_TPM_COUNT_SUM)
-        return input + max_tokens;
-    return input > max_tokens ? input : max_tokens;
-}
-
-int sl_deployment_can_take(const sl_deployment_cfg_t *d, int64_t input, int64_t max_tokens)
-{
-    if (max_tokens > d->max_output_tokens)
-        return 0;
-    return d->tpm <= 0 || sl_deployment_tpm_charge(d, input, max_tokens) <= d->tpm;
-}
-
 int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d)
 {
     assert(d >= 0 && d < cfg->ndeployments);
