@@ -26,52 +26,53 @@
 #include "log.h"
 #include "wire.h"
 
-#define ORGANIZATION "org-sim"
-#define RATE_LIMIT_HELP "Visit https://platform.openai.com/account/rate-limits to learn more."
-#define ANTHROPIC_RATE_LIMIT_HELP                                                                  \
+#define SL_SIM_ORGANIZATION "org-sim"
+#define SL_SIM_OPENAI_RATE_LIMIT_HELP                                                              \
+    "Visit https://platform.openai.com/account/rate-limits to learn more."
+#define SL_SIM_ANTHROPIC_RATE_LIMIT_HELP                                                           \
     "For details, refer to: https://docs.anthropic.com/en/api/rate-limits. You can see the "       \
     "response headers for current usage. Please reduce the prompt length or the maximum "          \
     "tokens requested, or try again later."
-#define GEMINI_QUOTA_HELP                                                                          \
+#define SL_SIM_GEMINI_QUOTA_HELP                                                                   \
     "You exceeded your current quota, please check your plan and billing details. For more "       \
     "information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits."
 #define NAME_MAX_LEN 64
 #define MODEL_MAX_LEN 128
 #define IDEMPOTENCY_KEY_MAX_LEN 255
 #define MAX_TOKENS_MAX 1000000000LL
-#define BODY_CAP 4096
-#define MAX_HEADERS 32
+#define SL_SIM_BODY_CAP 4096
+#define SL_SIM_MAX_HEADERS 32
 #define DAY_MS_DEFAULT 86400000LL
 /* SDKs retry a 429 on their own; past this wait a daily quota tells them not to. */
 #define SHOULD_NOT_RETRY_AFTER_MS 120000
 #define MAX_WINDOWS 64
 #define STREAM_CHUNKS_MAX 64
-#define RING_CAP 1000       /* 429s with a Retry-After, and arrivals, kept per deployment */
-#define STREAM_RING_CAP 100 /* recent streams kept */
-#define RING_KEY_MAX 100    /* characters of an Idempotency-Key kept in a ring entry */
-#define REQUEST_ID_LEN 40
+#define SL_SIM_RING_CAP 1000       /* 429s with a Retry-After, and arrivals, kept per deployment */
+#define SL_SIM_STREAM_RING_CAP 100 /* recent streams kept */
+#define SL_SIM_RING_KEY_MAX 100    /* characters of an Idempotency-Key kept in a ring entry */
+#define SL_SIM_REQUEST_ID_LEN 40
 
 /* ---- Configuration ---------------------------------------------------------------------- */
 
 /* Which rate-limit headers a deployment sends. */
 typedef enum {
-    HEADERS_OPENAI = 0, /* x-ratelimit-{limit,remaining,reset}-{requests,tokens} */
-    HEADERS_ANTHROPIC,  /* anthropic-ratelimit-* */
-    HEADERS_AZURE,      /* x-ratelimit-{limit,remaining}-{requests,tokens} */
-    HEADERS_NONE,       /* Gemini: none, the wait is in the body */
-} header_style_t;
+    SL_SIM_HEADERS_OPENAI = 0, /* x-ratelimit-{limit,remaining,reset}-{requests,tokens} */
+    SL_SIM_HEADERS_ANTHROPIC,  /* anthropic-ratelimit-* */
+    SL_SIM_HEADERS_AZURE,      /* x-ratelimit-{limit,remaining}-{requests,tokens} */
+    SL_SIM_HEADERS_NONE,       /* Gemini: none, the wait is in the body */
+} sl_sim_header_style_t;
 
 typedef struct {
     int64_t from_ms; /* since the simulator started, inclusive */
     int64_t to_ms;   /* exclusive */
-} window_t;
+} sl_sim_window_t;
 
 /* Injected faults of one deployment ("faults" in the config). */
 typedef struct {
     double rate_limit_share;  /* of otherwise admitted requests: 429 anyway, uncharged */
     double retry_after_share; /* of those 429s: with a Retry-After */
     int64_t retry_after_ms;
-    window_t *windows; /* every request inside one gets 503 (Anthropic 529) */
+    sl_sim_window_t *windows; /* every request inside one gets 503 (Anthropic 529) */
     size_t n_windows;
     bool windows_from_first; /* windows count from the first request, not the start */
     double overloaded_share; /* of requests: 503 (529) at random */
@@ -88,7 +89,7 @@ typedef struct {
     int64_t accel_floor;
     bool has_seed;
     uint64_t seed;
-} faults_t;
+} sl_sim_faults_t;
 
 typedef struct {
     char *name;  /* first URL segment: /<name>/... */
@@ -112,11 +113,11 @@ typedef struct {
     double cache_read_fraction; /* share of a hit's prompt that is read from the cache */
     int64_t rpd;                /* requests per day window; 0 = unlimited */
     int64_t day_ms;             /* length of a day window */
-    header_style_t headers;
+    sl_sim_header_style_t headers;
     double tool_use_share; /* share of request bodies offering tools that get a tool call */
     int64_t stream_chunks; /* text pieces of a streamed reply */
-    faults_t faults;
-} dep_config_t;
+    sl_sim_faults_t faults;
+} sl_sim_dep_config_t;
 
 struct sl_sim_config {
     int64_t minute_ms;
@@ -124,7 +125,7 @@ struct sl_sim_config {
     int64_t idempotency_keys; /* keys remembered per deployment */
     uint64_t seed;            /* of the fault draws, unless a deployment sets its own */
     size_t n_deps;
-    dep_config_t *deps;
+    sl_sim_dep_config_t *deps;
 };
 
 static const char *const top_keys[] = {"minute_ms",        "deployments", "max_pending",
@@ -155,20 +156,10 @@ static const char *const dep_keys[] = {"name",
                                        "stream_chunks",
                                        "faults",
                                        NULL};
-static const char *const fault_keys[] = {"rate_limit_share",
-                                         "retry_after_share",
-                                         "retry_after_ms",
-                                         "unavailable",
-                                         "unavailable_origin",
-                                         "overloaded_share",
-                                         "slow_share",
-                                         "slow_ms",
-                                         "drop_share",
-                                         "stream_cut_share",
-                                         "spend_limit_after",
-                                         "acceleration",
-                                         "seed",
-                                         NULL};
+static const char *const fault_keys[] = {
+    "rate_limit_share",  "retry_after_share", "retry_after_ms", "unavailable", "unavailable_origin",
+    "overloaded_share",  "slow_share",        "slow_ms",        "drop_share",  "stream_cut_share",
+    "spend_limit_after", "acceleration",      "seed",           NULL};
 static const char *const window_keys[] = {"from_ms", "to_ms", NULL};
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -334,7 +325,7 @@ static bool get_choice(json_t *obj, const char *key, const char *const *choices,
     return false;
 }
 
-static void dep_config_clear(dep_config_t *dep)
+static void dep_config_clear(sl_sim_dep_config_t *dep)
 {
     free(dep->name);
     free(dep->model);
@@ -345,7 +336,8 @@ static void dep_config_clear(dep_config_t *dep)
 /* Times in the config: up to ten years of milliseconds. */
 #define CONFIG_MS_MAX 315360000000LL
 
-static bool parse_faults(json_t *obj, const char *dep_where, faults_t *f, char *err, size_t errlen)
+static bool parse_faults(json_t *obj, const char *dep_where, sl_sim_faults_t *f, char *err,
+                         size_t errlen)
 {
     f->spend_limit_after = -1;
     f->retry_after_share = 1.0;
@@ -427,7 +419,7 @@ static bool parse_faults(json_t *obj, const char *dep_where, faults_t *f, char *
             set_err(err, errlen, "%s: must be an object", wwhere);
             return false;
         }
-        window_t *w = &f->windows[i];
+        sl_sim_window_t *w = &f->windows[i];
         if (!check_keys(win, window_keys, wwhere, err, errlen) ||
             !get_int(win, "from_ms", -1, 0, CONFIG_MS_MAX, wwhere, &w->from_ms, err, errlen) ||
             !get_int(win, "to_ms", -1, 0, CONFIG_MS_MAX, wwhere, &w->to_ms, err, errlen))
@@ -441,7 +433,8 @@ static bool parse_faults(json_t *obj, const char *dep_where, faults_t *f, char *
     return true;
 }
 
-static bool parse_deployment(json_t *obj, size_t index, dep_config_t *dep, char *err, size_t errlen)
+static bool parse_deployment(json_t *obj, size_t index, sl_sim_dep_config_t *dep, char *err,
+                             size_t errlen)
 {
     char where[NAME_MAX_LEN + 48];
     snprintf(where, sizeof where, "deployments[%zu]", index);
@@ -481,11 +474,11 @@ static bool parse_deployment(json_t *obj, size_t index, dep_config_t *dep, char 
     static const char *const otpm_counting[] = {"generated", "max_tokens", NULL};
     static const char *const headers[] = {"openai", "anthropic", "azure", "none", NULL};
     /* Each API's own headers unless the config says otherwise. */
-    static const header_style_t api_headers[SL_SIM_API_COUNT_] = {
-        [SL_SIM_API_OPENAI] = HEADERS_OPENAI,
-        [SL_SIM_API_AZURE] = HEADERS_AZURE,
-        [SL_SIM_API_ANTHROPIC] = HEADERS_ANTHROPIC,
-        [SL_SIM_API_GEMINI] = HEADERS_NONE,
+    static const sl_sim_header_style_t api_headers[SL_SIM_API_COUNT_] = {
+        [SL_SIM_API_OPENAI] = SL_SIM_HEADERS_OPENAI,
+        [SL_SIM_API_AZURE] = SL_SIM_HEADERS_AZURE,
+        [SL_SIM_API_ANTHROPIC] = SL_SIM_HEADERS_ANTHROPIC,
+        [SL_SIM_API_GEMINI] = SL_SIM_HEADERS_NONE,
     };
     int choice = 0;
     if (!get_choice(obj, "api", apis, where, &choice, err, errlen))
@@ -500,8 +493,8 @@ static bool parse_deployment(json_t *obj, size_t index, dep_config_t *dep, char 
     if (!get_choice(obj, "headers", headers, where, &choice, err, errlen))
         return false;
     json_t *style = json_object_get(obj, "headers");
-    dep->headers =
-        style == NULL || json_is_null(style) ? api_headers[dep->api] : (header_style_t)choice;
+    dep->headers = style == NULL || json_is_null(style) ? api_headers[dep->api]
+                                                        : (sl_sim_header_style_t)choice;
 
     json_t *key = json_object_get(obj, "api_key");
     if (key != NULL && !json_is_null(key) &&
@@ -696,40 +689,37 @@ typedef struct {
     int64_t slow;                  /* answers delayed by slow_ms */
     int64_t early_retries; /* a key came back before the Retry-After it was given had passed */
     int64_t last_first_chunk_ms; /* Unix ms of the last stream's first event; -1 = none */
-} counters_t;
+} sl_sim_counters_t;
 
-/* How each dimension appears in 429 messages, error types, /stats and logs. */
+/* How each dimension appears in 429 messages, error types and logs. */
 typedef struct {
-    const char *what;        /* "... in organization org-sim on <what>: Limit ..." */
-    const char *error_type;  /* OpenAI's error.type */
-    const char *stats_field; /* its refused_*_dim counter */
+    const char *what;       /* "... in organization org-sim on <what>: Limit ..." */
+    const char *error_type; /* OpenAI's error.type */
     const char *log_name;
     const char *per_minute;   /* Anthropic: "... of N <per_minute>" */
     const char *quota_id;     /* Gemini: QuotaFailure quotaId */
     const char *quota_metric; /* Gemini: quotaMetric */
-} dim_info_t;
+} sl_sim_dim_info_t;
 
-static const dim_info_t dim_info[SL_SIM_DIM_COUNT_] = {
-    [SL_SIM_DIM_REQUESTS] = {"requests per min (RPM)", "requests", "refused_requests_dim",
-                             "requests", "requests per minute",
-                             "GenerateRequestsPerMinutePerProjectPerModel",
+static const sl_sim_dim_info_t sl_sim_dim_info[SL_SIM_DIM_COUNT_] = {
+    [SL_SIM_DIM_REQUESTS] = {"requests per min (RPM)", "requests", "requests",
+                             "requests per minute", "GenerateRequestsPerMinutePerProjectPerModel",
                              "generativelanguage.googleapis.com/generate_requests_per_model"},
-    [SL_SIM_DIM_TOKENS] = {"tokens per min (TPM)", "tokens", "refused_tokens_dim", "tokens",
-                           "tokens per minute", "GenerateContentInputTokensPerModelPerMinute",
+    [SL_SIM_DIM_TOKENS] = {"tokens per min (TPM)", "tokens", "tokens", "tokens per minute",
+                           "GenerateContentInputTokensPerModelPerMinute",
                            "generativelanguage.googleapis.com/generate_content_input_tokens"},
-    [SL_SIM_DIM_INPUT_TOKENS] = {"input tokens per min (ITPM)", "tokens", "refused_itpm_dim",
-                                 "input tokens", "input tokens per minute",
+    [SL_SIM_DIM_INPUT_TOKENS] = {"input tokens per min (ITPM)", "tokens", "input tokens",
+                                 "input tokens per minute",
                                  "GenerateContentInputTokensPerModelPerMinute",
                                  "generativelanguage.googleapis.com/"
                                  "generate_content_input_tokens"},
-    [SL_SIM_DIM_OUTPUT_TOKENS] = {"output tokens per min (OTPM)", "tokens", "refused_otpm_dim",
-                                  "output tokens", "output tokens per minute",
+    [SL_SIM_DIM_OUTPUT_TOKENS] = {"output tokens per min (OTPM)", "tokens", "output tokens",
+                                  "output tokens per minute",
                                   "GenerateContentOutputTokensPerModelPerMinute",
                                   "generativelanguage.googleapis.com/"
                                   "generate_content_output_tokens"},
-    [SL_SIM_DIM_REQUESTS_DAY] = {"requests per day (RPD)", "requests", "refused_rpd_dim",
-                                 "requests per day", "requests per day",
-                                 "GenerateRequestsPerDayPerProjectPerModel",
+    [SL_SIM_DIM_REQUESTS_DAY] = {"requests per day (RPD)", "requests", "requests per day",
+                                 "requests per day", "GenerateRequestsPerDayPerProjectPerModel",
                                  "generativelanguage.googleapis.com/"
                                  "generate_requests_per_model_per_day"},
 };
@@ -739,33 +729,33 @@ typedef struct {
     int64_t sent_ms; /* Unix ms */
     int64_t retry_after_ms;
     bool fault; /* injected rather than a real refusal */
-    char key[RING_KEY_MAX + 1];
-} retry_entry_t;
+    char key[SL_SIM_RING_KEY_MAX + 1];
+} sl_sim_retry_entry_t;
 
 /* A request that reached a deployment's endpoint. */
 typedef struct {
     int64_t at_ms; /* Unix ms */
     int status;
-    char key[RING_KEY_MAX + 1];
-} arrival_t;
+    char key[SL_SIM_RING_KEY_MAX + 1];
+} sl_sim_arrival_t;
 
 /* A streamed answer, for GET /stats' recent_streams. */
 typedef struct {
     uint64_t serial; /* 0 = empty slot */
-    char request_id[REQUEST_ID_LEN];
+    char request_id[SL_SIM_REQUEST_ID_LEN];
     const char *deployment;
     int64_t first_chunk_ms; /* Unix ms; -1 = not sent yet */
     int64_t chunks;         /* events handed to the network so far */
     bool cut;
-} stream_entry_t;
+} sl_sim_stream_entry_t;
 
 /* A ring of up to cap entries: next is where the next one goes, len how many are held. */
 typedef struct {
     size_t next;
     size_t len;
-} ring_t;
+} sl_sim_ring_t;
 
-static size_t ring_push(ring_t *ring, size_t cap)
+static size_t ring_push(sl_sim_ring_t *ring, size_t cap)
 {
     size_t slot = ring->next;
     ring->next = (ring->next + 1) % cap;
@@ -775,28 +765,28 @@ static size_t ring_push(ring_t *ring, size_t cap)
 }
 
 /* The index of the i-th oldest entry (i < len). */
-static size_t ring_at(const ring_t *ring, size_t cap, size_t i)
+static size_t ring_at(const sl_sim_ring_t *ring, size_t cap, size_t i)
 {
     return (ring->next + cap - ring->len + i) % cap;
 }
 
 typedef struct {
-    const dep_config_t *cfg;
+    const sl_sim_dep_config_t *cfg;
     sl_sim_limiter_t *lim;
     sl_sim_idem_t *idem;
     sl_sim_idem_t *retry_keys; /* Idempotency-Key -> time (sim ms) before which it is early */
-    counters_t count;
+    sl_sim_counters_t count;
     int64_t in_flight;
-    int64_t admitted_total;   /* since start, never reset: for spend_limit_after */
-    int64_t first_request_ms; /* of the first validated request (sim time); -1 = none yet */
+    int64_t admitted_total;        /* since start, never reset: for spend_limit_after */
+    int64_t first_request_ms;      /* of the first validated request (sim time); -1 = none yet */
     int64_t accel_window_start_ms; /* the acceleration limit's current window */
     int64_t accel_cur, accel_prev; /* admitted in it, and in the one before */
-    uint64_t rng;             /* fault draws (splitmix64 state) */
-    retry_entry_t *retries;   /* RING_CAP */
-    ring_t retries_ring;
-    arrival_t *arrivals; /* RING_CAP */
-    ring_t arrivals_ring;
-} deployment_t;
+    uint64_t rng;                  /* fault draws (splitmix64 state) */
+    sl_sim_retry_entry_t *retries; /* SL_SIM_RING_CAP */
+    sl_sim_ring_t retries_ring;
+    sl_sim_arrival_t *arrivals; /* SL_SIM_RING_CAP */
+    sl_sim_ring_t arrivals_ring;
+} sl_sim_deployment_t;
 
 /* What an admitted completion was: enough to rebuild its answer exactly for a replay. */
 typedef struct {
@@ -808,11 +798,11 @@ typedef struct {
     int64_t processing_ms;
     bool hit_max_tokens;
     char tool_name[SL_SIM_TOOL_NAME_MAX + 1]; /* "" = a text reply */
-} completion_t;
+} sl_sim_completion_t;
 
 struct sl_sim {
     sl_sim_config_t *cfg;
-    deployment_t *deps;
+    sl_sim_deployment_t *deps;
     pthread_mutex_t lock;
     int64_t in_flight;    /* across deployments; under lock */
     uint64_t seq;         /* completions so far; under lock */
@@ -821,28 +811,28 @@ struct sl_sim {
     uint64_t salt; /* makes ids differ between runs */
     int64_t origin_ms;
     int64_t origin_unix_s;
-    int64_t origin_unix_ms;                  /* the wall clock at origin_ms */
-    stream_entry_t streams[STREAM_RING_CAP]; /* under lock */
-    ring_t streams_ring;
+    int64_t origin_unix_ms;                                /* the wall clock at origin_ms */
+    sl_sim_stream_entry_t streams[SL_SIM_STREAM_RING_CAP]; /* under lock */
+    sl_sim_ring_t streams_ring;
     uint64_t stream_serial;
 };
 
 typedef struct {
     char name[48]; /* fits anthropic-ratelimit-output-tokens-remaining */
     char value[64];
-} header_t;
+} sl_sim_header_t;
 
 struct sl_sim_response {
     int status;
-    char *body; /* BODY_CAP bytes unless replaced by a larger /stats body */
+    char *body; /* SL_SIM_BODY_CAP bytes unless replaced by a larger /stats body */
     size_t body_len;
-    header_t headers[MAX_HEADERS];
+    sl_sim_header_t headers[SL_SIM_MAX_HEADERS];
     size_t n_headers;
     int64_t delay_ms;
-    deployment_t *in_flight_on; /* set while this 200 counts as in flight */
-    int64_t output_refund;      /* OTPM tokens to give back when it is finished */
-    uint64_t stats_epoch;       /* of the counters its charges went to */
-    char request_id[REQUEST_ID_LEN];
+    sl_sim_deployment_t *in_flight_on; /* set while this 200 counts as in flight */
+    int64_t output_refund;             /* OTPM tokens to give back when it is finished */
+    uint64_t stats_epoch;              /* of the counters its charges went to */
+    char request_id[SL_SIM_REQUEST_ID_LEN];
     int api; /* the deployment's API, or -1 for the simulator's own endpoints */
     /* A stream: events to send, each at its time; then, when cut, the connection is closed. */
     sl_sim_event_t *events;
@@ -850,10 +840,10 @@ struct sl_sim_response {
     size_t n_events;        /* to send: all of them, or those before the cut */
     bool dropped;           /* close the connection instead of completing the answer */
     uint64_t stream_serial; /* its recent_streams entry; 0 = none */
-    deployment_t *stream_dep;
+    sl_sim_deployment_t *stream_dep;
 };
 
-static void counters_reset(counters_t *count)
+static void sl_sim_stats_counters_reset(sl_sim_counters_t *count)
 {
     memset(count, 0, sizeof *count);
     count->first_admit_ms = -1;
@@ -862,7 +852,7 @@ static void counters_reset(counters_t *count)
 }
 
 /* splitmix64's finaliser: spreads any 64-bit input over all 64 bits. */
-static uint64_t mix64(uint64_t x)
+static uint64_t sl_sim_rng_mix64(uint64_t x)
 {
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ULL;
@@ -873,7 +863,7 @@ static uint64_t mix64(uint64_t x)
 }
 
 /* FNV-1a; mixed differently for each thing derived from a body, so those are independent. */
-static uint64_t fnv1a(const char *data, size_t len)
+static uint64_t sl_sim_rng_fnv1a(const char *data, size_t len)
 {
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < len; i++) {
@@ -883,20 +873,20 @@ static uint64_t fnv1a(const char *data, size_t len)
     return h;
 }
 
-/* A uniform draw in [0, 1) from the deployment's fault sequence (splitmix64). */
-static double next_uniform(deployment_t *dep)
+/* A uniform draw in [0, 1) from the sequence whose splitmix64 state is *state. */
+static double sl_sim_rng_next(uint64_t *state)
 {
-    dep->rng += 0x9e3779b97f4a7c15ULL;
-    return (double)(mix64(dep->rng) >> 11) * 0x1p-53;
+    *state += 0x9e3779b97f4a7c15ULL;
+    return (double)(sl_sim_rng_mix64(*state) >> 11) * 0x1p-53;
 }
 
 /* The same body always gets the same draw of a kind; kinds are independent. */
-static double body_draw(uint64_t body_hash, uint64_t kind)
+static double sl_sim_rng_body(uint64_t body_hash, uint64_t kind)
 {
-    return (double)(mix64(body_hash ^ kind) >> 11) * 0x1p-53;
+    return (double)(sl_sim_rng_mix64(body_hash ^ kind) >> 11) * 0x1p-53;
 }
 
-static void deployment_free(deployment_t *dep)
+static void deployment_free(sl_sim_deployment_t *dep)
 {
     sl_sim_limiter_free(dep->lim);
     sl_sim_idem_free(dep->idem);
@@ -920,14 +910,15 @@ sl_err_t sl_sim_new(sl_sim_config_t *cfg, int64_t now_ms, sl_sim_t **out)
     }
     sl_err_t rc = SL_OK;
     for (size_t i = 0; i < cfg->n_deps && rc == SL_OK; i++) {
-        const dep_config_t *dc = &cfg->deps[i];
-        deployment_t *dep = &sim->deps[i];
+        const sl_sim_dep_config_t *dc = &cfg->deps[i];
+        sl_sim_deployment_t *dep = &sim->deps[i];
         dep->cfg = dc;
-        counters_reset(&dep->count);
+        sl_sim_stats_counters_reset(&dep->count);
         dep->first_request_ms = -1;
         /* A fixed sequence per deployment: the seed mixed with its name. */
         uint64_t seed = dc->faults.has_seed ? dc->faults.seed : cfg->seed;
-        dep->rng = mix64(seed ^ mix64(fnv1a(dc->name, strlen(dc->name))));
+        dep->rng =
+            sl_sim_rng_mix64(seed ^ sl_sim_rng_mix64(sl_sim_rng_fnv1a(dc->name, strlen(dc->name))));
         sl_sim_limits_t limits = {
             .limit =
                 {
@@ -943,12 +934,13 @@ sl_err_t sl_sim_new(sl_sim_config_t *cfg, int64_t now_ms, sl_sim_t **out)
         };
         rc = sl_sim_limiter_new_limits(&limits, now_ms, &dep->lim);
         if (rc == SL_OK)
-            rc = sl_sim_idem_new((size_t)cfg->idempotency_keys, sizeof(completion_t), &dep->idem);
+            rc = sl_sim_idem_new((size_t)cfg->idempotency_keys, sizeof(sl_sim_completion_t),
+                                 &dep->idem);
         if (rc == SL_OK)
             rc = sl_sim_idem_new((size_t)cfg->idempotency_keys, sizeof(int64_t), &dep->retry_keys);
         if (rc == SL_OK) {
-            dep->retries = calloc(RING_CAP, sizeof *dep->retries);
-            dep->arrivals = calloc(RING_CAP, sizeof *dep->arrivals);
+            dep->retries = calloc(SL_SIM_RING_CAP, sizeof *dep->retries);
+            dep->arrivals = calloc(SL_SIM_RING_CAP, sizeof *dep->arrivals);
             if (dep->retries == NULL || dep->arrivals == NULL)
                 rc = SL_ENOMEM;
         }
@@ -968,7 +960,8 @@ sl_err_t sl_sim_new(sl_sim_config_t *cfg, int64_t now_ms, sl_sim_t **out)
     sim->origin_ms = now_ms;
     sim->origin_unix_s = (int64_t)ts.tv_sec;
     sim->origin_unix_ms = (int64_t)ts.tv_sec * 1000 + (int64_t)ts.tv_nsec / 1000000;
-    sim->salt = mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid());
+    sim->salt =
+        sl_sim_rng_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid());
     atomic_init(&sim->request_seq, 0);
     *out = sim;
     return SL_OK;
@@ -987,19 +980,19 @@ void sl_sim_free(sl_sim_t *sim)
 }
 
 /* The Unix time in ms of a simulator time. */
-static int64_t unix_ms_of(const sl_sim_t *sim, int64_t now_ms)
+static int64_t sl_sim_unix_ms(const sl_sim_t *sim, int64_t now_ms)
 {
     return sim->origin_unix_ms + (now_ms - sim->origin_ms);
 }
 
 /* ---- Response building ------------------------------------------------------------------ */
 
-static sl_sim_response_t *response_new(void)
+static sl_sim_response_t *sl_sim_respond_new(void)
 {
     sl_sim_response_t *resp = calloc(1, sizeof *resp);
     if (resp == NULL)
         return NULL;
-    resp->body = malloc(BODY_CAP);
+    resp->body = malloc(SL_SIM_BODY_CAP);
     if (resp->body == NULL) {
         free(resp);
         return NULL;
@@ -1009,18 +1002,19 @@ static sl_sim_response_t *response_new(void)
     return resp;
 }
 
-static void add_header(sl_sim_response_t *resp, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void sl_sim_respond_add_header(sl_sim_response_t *resp, const char *name, const char *fmt,
+                                      ...) __attribute__((format(printf, 3, 4)));
 
 /* Adds a header. The table is sized for the most headers any response carries; running out is
  * a programming error, reported and otherwise ignored rather than fatal for a daemon. */
-static void add_header(sl_sim_response_t *resp, const char *name, const char *fmt, ...)
+static void sl_sim_respond_add_header(sl_sim_response_t *resp, const char *name, const char *fmt,
+                                      ...)
 {
-    if (resp->n_headers == MAX_HEADERS) {
+    if (resp->n_headers == SL_SIM_MAX_HEADERS) {
         sl_error("sim: header table full, dropping %s", name);
         return;
     }
-    header_t *h = &resp->headers[resp->n_headers++];
+    sl_sim_header_t *h = &resp->headers[resp->n_headers++];
     snprintf(h->name, sizeof h->name, "%s", name);
     va_list ap;
     va_start(ap, fmt);
@@ -1028,55 +1022,66 @@ static void add_header(sl_sim_response_t *resp, const char *name, const char *fm
     va_end(ap);
 }
 
-static void set_body(sl_sim_response_t *resp, const char *fmt, ...)
+static void sl_sim_respond_set_body(sl_sim_response_t *resp, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Formats the body into the fixed buffer. Every body format is far below BODY_CAP (names are
+/* Formats the body into the fixed buffer. Every body format is far below SL_SIM_BODY_CAP (names are
  * bounded by the config, messages by the error buffer), so truncation cannot happen in
  * practice. */
-static void set_body(sl_sim_response_t *resp, const char *fmt, ...)
+static void sl_sim_respond_set_body(sl_sim_response_t *resp, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(resp->body, BODY_CAP, fmt, ap);
+    int n = vsnprintf(resp->body, SL_SIM_BODY_CAP, fmt, ap);
     va_end(ap);
-    resp->body_len = n < 0 ? 0 : (size_t)n < BODY_CAP ? (size_t)n : BODY_CAP - 1;
+    resp->body_len = n < 0 ? 0 : (size_t)n < SL_SIM_BODY_CAP ? (size_t)n : SL_SIM_BODY_CAP - 1;
+}
+
+/* Replaces the body with text (NUL-terminated, malloc'd), which resp then owns. */
+static void sl_sim_respond_take_body(sl_sim_response_t *resp, char *text)
+{
+    free(resp->body);
+    resp->body = text;
+    resp->body_len = strlen(text);
 }
 
 /* Takes a length returned by a wire writer into resp->body. */
 static void set_body_len(sl_sim_response_t *resp, size_t n)
 {
-    if (n >= BODY_CAP) {
-        sl_error("sim: a response body of %zu bytes was cut to %d", n, BODY_CAP - 1);
-        n = BODY_CAP - 1;
+    if (n >= SL_SIM_BODY_CAP) {
+        sl_error("sim: a response body of %zu bytes was cut to %d", n, SL_SIM_BODY_CAP - 1);
+        n = SL_SIM_BODY_CAP - 1;
     }
     resp->body_len = n;
 }
 
 /* The content type and request-id headers every response starts with: x-request-id (OpenAI's
  * and Azure's), request-id (Anthropic's) or none (Gemini's), and always x-sim-request-id. */
-static void common_headers(sl_sim_response_t *resp, const char *content_type)
+static void sl_sim_respond_common_headers(sl_sim_response_t *resp, const char *content_type)
 {
-    add_header(resp, "content-type", "%s", content_type);
+    sl_sim_respond_add_header(resp, "content-type", "%s", content_type);
     if (resp->api == SL_SIM_API_ANTHROPIC)
-        add_header(resp, "request-id", "%s", resp->request_id);
+        sl_sim_respond_add_header(resp, "request-id", "%s", resp->request_id);
     else if (resp->api != SL_SIM_API_GEMINI)
-        add_header(resp, "x-request-id", "%s", resp->request_id);
-    add_header(resp, "x-sim-request-id", "%s", resp->request_id);
+        sl_sim_respond_add_header(resp, "x-request-id", "%s", resp->request_id);
+    sl_sim_respond_add_header(resp, "x-sim-request-id", "%s", resp->request_id);
 }
 
 /* Writes err as the body of the response in api's format, with its status. */
-static void error_reply(sl_sim_response_t *resp, sl_sim_api_t api, const sl_sim_error_t *err)
+static void sl_sim_respond_error(sl_sim_response_t *resp, sl_sim_api_t api,
+                                 const sl_sim_error_t *err)
 {
     resp->status = sl_sim_wire_error_status(api, err->kind);
-    set_body_len(resp, sl_sim_wire_error_body(api, err, resp->request_id, resp->body, BODY_CAP));
+    set_body_len(resp,
+                 sl_sim_wire_error_body(api, err, resp->request_id, resp->body, SL_SIM_BODY_CAP));
 }
 
-static void describe(sl_sim_error_t *err, sl_sim_err_kind_t kind, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void sl_sim_respond_describe(sl_sim_error_t *err, sl_sim_err_kind_t kind, const char *fmt,
+                                    ...) __attribute__((format(printf, 3, 4)));
 
 /* Starts an error description of kind with a message. */
-static void describe(sl_sim_error_t *err, sl_sim_err_kind_t kind, const char *fmt, ...)
+static void sl_sim_respond_describe(sl_sim_error_t *err, sl_sim_err_kind_t kind, const char *fmt,
+                                    ...)
 {
     memset(err, 0, sizeof *err);
     err->kind = kind;
@@ -1088,22 +1093,23 @@ static void describe(sl_sim_error_t *err, sl_sim_err_kind_t kind, const char *fm
 
 /* OpenAI's error shape, for the simulator's own endpoints and OpenAI deployments. message is
  * plain text (escaped here); param and code may be NULL. */
-static void error_body(sl_sim_response_t *resp, int status, const char *type, const char *param,
-                       const char *code, const char *message)
+static void sl_sim_respond_openai_error(sl_sim_response_t *resp, int status, const char *type,
+                                        const char *param, const char *code, const char *message)
 {
     sl_sim_error_t err;
-    describe(&err, SL_SIM_ERR_INVALID, "%s", message);
+    sl_sim_respond_describe(&err, SL_SIM_ERR_INVALID, "%s", message);
     err.type = type;
     err.param = param;
     err.code = code;
-    set_body_len(resp, sl_sim_wire_error_body(SL_SIM_API_OPENAI, &err, NULL, resp->body, BODY_CAP));
+    set_body_len(
+        resp, sl_sim_wire_error_body(SL_SIM_API_OPENAI, &err, NULL, resp->body, SL_SIM_BODY_CAP));
     resp->status = status;
 }
 
 /* OpenAI's x-ratelimit-* headers for RPM and TPM (Azure's: without the reset ones); a
  * dimension without a limit has none. */
-static void openai_limit_headers(sl_sim_response_t *resp, const deployment_t *dep, int64_t now_ms,
-                                 bool with_reset)
+static void openai_limit_headers(sl_sim_response_t *resp, const sl_sim_deployment_t *dep,
+                                 int64_t now_ms, bool with_reset)
 {
     enum { N_OPENAI_DIMS = 2 };
     static const char *const suffix[N_OPENAI_DIMS] = {"requests", "tokens"};
@@ -1114,14 +1120,15 @@ static void openai_limit_headers(sl_sim_response_t *resp, const deployment_t *de
         if (limit == 0)
             continue;
         snprintf(name, sizeof name, "x-ratelimit-limit-%s", suffix[d]);
-        add_header(resp, name, "%lld", (long long)limit);
+        sl_sim_respond_add_header(resp, name, "%lld", (long long)limit);
     }
     for (int d = 0; d < N_OPENAI_DIMS; d++) {
         if (sl_sim_limiter_limit(dep->lim, (sl_sim_dim_t)d) == 0)
             continue;
         snprintf(name, sizeof name, "x-ratelimit-remaining-%s", suffix[d]);
-        add_header(resp, name, "%lld",
-                   (long long)sl_sim_limiter_remaining(dep->lim, (sl_sim_dim_t)d, now_ms));
+        sl_sim_respond_add_header(
+            resp, name, "%lld",
+            (long long)sl_sim_limiter_remaining(dep->lim, (sl_sim_dim_t)d, now_ms));
     }
     for (int d = 0; d < N_OPENAI_DIMS && with_reset; d++) {
         if (sl_sim_limiter_limit(dep->lim, (sl_sim_dim_t)d) == 0)
@@ -1129,14 +1136,14 @@ static void openai_limit_headers(sl_sim_response_t *resp, const deployment_t *de
         snprintf(name, sizeof name, "x-ratelimit-reset-%s", suffix[d]);
         sl_sim_go_duration(sl_sim_limiter_reset_ms(dep->lim, (sl_sim_dim_t)d, now_ms), dur,
                            sizeof dur);
-        add_header(resp, name, "%s", dur);
+        sl_sim_respond_add_header(resp, name, "%s", dur);
     }
 }
 
 /* Anthropic's anthropic-ratelimit-{requests,input-tokens,output-tokens}-{limit,remaining,reset}
  * for RPM, ITPM and OTPM; a dimension without a limit has none. */
-static void anthropic_limit_headers(sl_sim_t *sim, sl_sim_response_t *resp, const deployment_t *dep,
-                                    int64_t now_ms)
+static void anthropic_limit_headers(sl_sim_t *sim, sl_sim_response_t *resp,
+                                    const sl_sim_deployment_t *dep, int64_t now_ms)
 {
     static const struct {
         sl_sim_dim_t dim;
@@ -1156,32 +1163,33 @@ static void anthropic_limit_headers(sl_sim_t *sim, sl_sim_response_t *resp, cons
          * the simulator never promises more than the bucket holds. */
         if (dim != SL_SIM_DIM_REQUESTS && remaining >= 1000)
             remaining = remaining / 1000 * 1000;
-        int64_t full_ms = unix_ms_of(sim, now_ms) + sl_sim_limiter_reset_ms(dep->lim, dim, now_ms);
+        int64_t full_ms =
+            sl_sim_unix_ms(sim, now_ms) + sl_sim_limiter_reset_ms(dep->lim, dim, now_ms);
         sl_sim_rfc3339(full_ms, reset, sizeof reset);
         snprintf(name, sizeof name, "anthropic-ratelimit-%s-limit", groups[i].group);
-        add_header(resp, name, "%lld", (long long)limit);
+        sl_sim_respond_add_header(resp, name, "%lld", (long long)limit);
         snprintf(name, sizeof name, "anthropic-ratelimit-%s-remaining", groups[i].group);
-        add_header(resp, name, "%lld", (long long)remaining);
+        sl_sim_respond_add_header(resp, name, "%lld", (long long)remaining);
         snprintf(name, sizeof name, "anthropic-ratelimit-%s-reset", groups[i].group);
-        add_header(resp, name, "%s", reset);
+        sl_sim_respond_add_header(resp, name, "%s", reset);
     }
 }
 
 /* The rate-limit headers of the deployment's style. Caller holds the lock. */
-static void limit_headers(sl_sim_t *sim, sl_sim_response_t *resp, const deployment_t *dep,
-                          int64_t now_ms)
+static void sl_sim_respond_limit_headers(sl_sim_t *sim, sl_sim_response_t *resp,
+                                         const sl_sim_deployment_t *dep, int64_t now_ms)
 {
     switch (dep->cfg->headers) {
-    case HEADERS_OPENAI:
+    case SL_SIM_HEADERS_OPENAI:
         openai_limit_headers(resp, dep, now_ms, true);
         break;
-    case HEADERS_AZURE:
+    case SL_SIM_HEADERS_AZURE:
         openai_limit_headers(resp, dep, now_ms, false);
         break;
-    case HEADERS_ANTHROPIC:
+    case SL_SIM_HEADERS_ANTHROPIC:
         anthropic_limit_headers(sim, resp, dep, now_ms);
         break;
-    case HEADERS_NONE:
+    case SL_SIM_HEADERS_NONE:
         break;
     }
 }
@@ -1189,18 +1197,19 @@ static void limit_headers(sl_sim_t *sim, sl_sim_response_t *resp, const deployme
 /* The Retry-After headers of the deployment's style for a wait of wait_ms: retry-after in whole
  * seconds (rounded up) unless the style has no headers, plus retry-after-ms for OpenAI and
  * Azure (Anthropic sends only retry-after; Gemini puts the wait in its body). */
-static void retry_headers(sl_sim_response_t *resp, const deployment_t *dep, int64_t wait_ms)
+static void sl_sim_respond_retry_headers(sl_sim_response_t *resp, const sl_sim_deployment_t *dep,
+                                         int64_t wait_ms)
 {
-    header_style_t style = dep->cfg->headers;
-    if (style == HEADERS_NONE)
+    sl_sim_header_style_t style = dep->cfg->headers;
+    if (style == SL_SIM_HEADERS_NONE)
         return;
-    add_header(resp, "retry-after", "%lld", (long long)((wait_ms + 999) / 1000));
-    if (style == HEADERS_OPENAI || style == HEADERS_AZURE)
-        add_header(resp, "retry-after-ms", "%lld", (long long)wait_ms);
+    sl_sim_respond_add_header(resp, "retry-after", "%lld", (long long)((wait_ms + 999) / 1000));
+    if (style == SL_SIM_HEADERS_OPENAI || style == SL_SIM_HEADERS_AZURE)
+        sl_sim_respond_add_header(resp, "retry-after-ms", "%lld", (long long)wait_ms);
 }
 
 /* Replaces the value of header name, or adds it. */
-static void set_header(sl_sim_response_t *resp, const char *name, const char *value)
+static void sl_sim_respond_set_header(sl_sim_response_t *resp, const char *name, const char *value)
 {
     for (size_t i = 0; i < resp->n_headers; i++) {
         if (strcasecmp(resp->headers[i].name, name) == 0) {
@@ -1208,13 +1217,13 @@ static void set_header(sl_sim_response_t *resp, const char *name, const char *va
             return;
         }
     }
-    add_header(resp, name, "%s", value);
+    sl_sim_respond_add_header(resp, name, "%s", value);
 }
 
 /* ---- Requests --------------------------------------------------------------------------- */
 
 /* The value of request header name (case-insensitive), or NULL. */
-static const char *req_header(const sl_sim_request_t *req, const char *name)
+static const char *sl_sim_request_header(const sl_sim_request_t *req, const char *name)
 {
     if (strcasecmp(name, "authorization") == 0 && req->authorization != NULL)
         return req->authorization;
@@ -1228,7 +1237,7 @@ static const char *req_header(const sl_sim_request_t *req, const char *name)
 }
 
 /* The value of query argument name, or NULL ("" for an argument without a value). */
-static const char *req_query(const sl_sim_request_t *req, const char *name)
+static const char *sl_sim_request_query(const sl_sim_request_t *req, const char *name)
 {
     for (const char *const *q = req->query; q != NULL && q[0] != NULL; q += 2) {
         if (strcmp(q[0], name) == 0)
@@ -1253,7 +1262,7 @@ static const char *bearer_token(const char *auth, size_t *len)
 }
 
 /* Whether a present credential is the configured key (any non-empty one without api_key). */
-static bool key_matches(const dep_config_t *dc, const char *tok, size_t len)
+static bool key_matches(const sl_sim_dep_config_t *dc, const char *tok, size_t len)
 {
     return dc->api_key == NULL ||
            (len == strlen(dc->api_key) && memcmp(tok, dc->api_key, len) == 0);
@@ -1261,62 +1270,67 @@ static bool key_matches(const dep_config_t *dc, const char *tok, size_t len)
 
 /* Checks the credential the way the deployment's API expects it; false with *err otherwise.
  * Unlike the providers, no message echoes any part of a key: test logs end up in CI output. */
-static bool authorize(const dep_config_t *dc, const sl_sim_request_t *req, sl_sim_error_t *err)
+static bool sl_sim_request_authorize(const sl_sim_dep_config_t *dc, const sl_sim_request_t *req,
+                                     sl_sim_error_t *err)
 {
     const char *key = NULL;
     size_t len = 0;
     switch (dc->api) {
     case SL_SIM_API_OPENAI:
-        key = bearer_token(req_header(req, "authorization"), &len);
+        key = bearer_token(sl_sim_request_header(req, "authorization"), &len);
         if (key == NULL) {
-            describe(err, SL_SIM_ERR_AUTH,
-                     "You didn't provide an API key. You need to provide your API key in an "
-                     "Authorization header using Bearer auth (i.e. Authorization: Bearer "
-                     "YOUR_KEY).");
+            sl_sim_respond_describe(
+                err, SL_SIM_ERR_AUTH,
+                "You didn't provide an API key. You need to provide your API key in an "
+                "Authorization header using Bearer auth (i.e. Authorization: Bearer "
+                "YOUR_KEY).");
             return false;
         }
         if (!key_matches(dc, key, len)) {
-            describe(err, SL_SIM_ERR_AUTH, "Incorrect API key provided.");
+            sl_sim_respond_describe(err, SL_SIM_ERR_AUTH, "Incorrect API key provided.");
             err->code = "invalid_api_key";
             return false;
         }
         return true;
     case SL_SIM_API_AZURE:
-        key = req_header(req, "api-key");
+        key = sl_sim_request_header(req, "api-key");
         if (key == NULL || key[0] == '\0' || !key_matches(dc, key, strlen(key))) {
-            describe(err, SL_SIM_ERR_AUTH,
-                     "Access denied due to invalid subscription key or wrong API endpoint. Make "
-                     "sure to provide a valid key for an active subscription and use a correct "
-                     "regional API endpoint for your resource.");
+            sl_sim_respond_describe(
+                err, SL_SIM_ERR_AUTH,
+                "Access denied due to invalid subscription key or wrong API endpoint. Make "
+                "sure to provide a valid key for an active subscription and use a correct "
+                "regional API endpoint for your resource.");
             err->azure_code = "401";
             return false;
         }
         return true;
     case SL_SIM_API_ANTHROPIC:
-        key = req_header(req, "x-api-key");
+        key = sl_sim_request_header(req, "x-api-key");
         if (key == NULL || key[0] == '\0') {
-            describe(err, SL_SIM_ERR_AUTH, "x-api-key header is required");
+            sl_sim_respond_describe(err, SL_SIM_ERR_AUTH, "x-api-key header is required");
             return false;
         }
         if (!key_matches(dc, key, strlen(key))) {
-            describe(err, SL_SIM_ERR_AUTH, "invalid x-api-key");
+            sl_sim_respond_describe(err, SL_SIM_ERR_AUTH, "invalid x-api-key");
             return false;
         }
         return true;
     default:
         /* Google takes the key in a header or the key= query argument. */
-        key = req_header(req, "x-goog-api-key");
+        key = sl_sim_request_header(req, "x-goog-api-key");
         if (key == NULL)
-            key = req_query(req, "key");
+            key = sl_sim_request_query(req, "key");
         if (key == NULL || key[0] == '\0') {
-            describe(err, SL_SIM_ERR_PERMISSION,
-                     "Method doesn't allow unregistered callers (callers without established "
-                     "identity). Please use API Key or other form of API consumer identity to "
-                     "call this API.");
+            sl_sim_respond_describe(
+                err, SL_SIM_ERR_PERMISSION,
+                "Method doesn't allow unregistered callers (callers without established "
+                "identity). Please use API Key or other form of API consumer identity to "
+                "call this API.");
             return false;
         }
         if (!key_matches(dc, key, strlen(key))) {
-            describe(err, SL_SIM_ERR_INVALID, "API key not valid. Please pass a valid API key.");
+            sl_sim_respond_describe(err, SL_SIM_ERR_INVALID,
+                                    "API key not valid. Please pass a valid API key.");
             err->reason = "API_KEY_INVALID";
             return false;
         }
@@ -1326,10 +1340,10 @@ static bool authorize(const dep_config_t *dc, const sl_sim_request_t *req, sl_si
 
 /* Where a path leads. */
 typedef struct {
-    deployment_t *dep;     /* NULL: no deployment of that name */
-    bool endpoint;         /* the path is the deployment's completion endpoint */
-    bool wrong_deployment; /* Azure: another deployment named after /openai/deployments/ */
-    bool gemini_stream;    /* Gemini: :streamGenerateContent */
+    sl_sim_deployment_t *dep; /* NULL: no deployment of that name */
+    bool endpoint;            /* the path is the deployment's completion endpoint */
+    bool wrong_deployment;    /* Azure: another deployment named after /openai/deployments/ */
+    bool gemini_stream;       /* Gemini: :streamGenerateContent */
 } route_t;
 
 static bool ends_with(const char *s, const char *suffix)
@@ -1357,7 +1371,7 @@ static route_t route_path(sl_sim_t *sim, const char *path)
     }
     if (r.dep == NULL)
         return r;
-    const dep_config_t *dc = r.dep->cfg;
+    const sl_sim_dep_config_t *dc = r.dep->cfg;
     static const char azure_prefix[] = "/openai/deployments/";
     static const char azure_suffix[] = "/chat/completions";
     static const char gemini_prefix[] = "/v1beta/models/";
@@ -1410,13 +1424,13 @@ typedef struct {
     int64_t completion_tokens;
     bool hit_max_tokens;
     bool tool_call; /* answer with a call of ask.tool_name */
-} chat_t;
+} sl_sim_chat_t;
 
 /* Costs, completion length, cache reads and tool use of a validated request. The same body
  * always yields the same completion length, cache outcome and tool decision, so runs are
  * reproducible; each comes from a differently mixed hash, so they are independent. */
-static void chat_from_ask(const dep_config_t *dc, const sl_sim_request_t *req,
-                          const sl_sim_ask_t *ask, chat_t *chat)
+static void sl_sim_admit_cost(const sl_sim_dep_config_t *dc, const sl_sim_request_t *req,
+                              const sl_sim_ask_t *ask, sl_sim_chat_t *chat)
 {
     chat->ask = *ask;
     chat->max_tokens = ask->max_tokens > 0 ? ask->max_tokens : dc->default_max_tokens;
@@ -1426,13 +1440,13 @@ static void chat_from_ask(const dep_config_t *dc, const sl_sim_request_t *req,
     else
         chat->cost_tokens =
             chat->max_tokens > chat->prompt_tokens ? chat->max_tokens : chat->prompt_tokens;
-    uint64_t body_hash = fnv1a(req->body, req->body_len);
+    uint64_t body_hash = sl_sim_rng_fnv1a(req->body, req->body_len);
     uint64_t span = (uint64_t)(dc->output_max - dc->output_min) + 1;
-    int64_t drawn = dc->output_min + (int64_t)(mix64(body_hash) % span);
+    int64_t drawn = dc->output_min + (int64_t)(sl_sim_rng_mix64(body_hash) % span);
     chat->hit_max_tokens = drawn >= chat->max_tokens;
     chat->completion_tokens = chat->hit_max_tokens ? chat->max_tokens : drawn;
     chat->cached_tokens = 0;
-    if (body_draw(body_hash, 0x9e3779b97f4a7c15ULL) < dc->cache_hit_share) {
+    if (sl_sim_rng_body(body_hash, 0x9e3779b97f4a7c15ULL) < dc->cache_hit_share) {
         /* The epsilon keeps floor(100 * 0.29) at 29, not 28 from binary rounding. */
         chat->cached_tokens =
             (int64_t)floor((double)chat->prompt_tokens * dc->cache_read_fraction + 1e-9);
@@ -1442,22 +1456,23 @@ static void chat_from_ask(const dep_config_t *dc, const sl_sim_request_t *req,
     chat->input_tokens = chat->prompt_tokens - chat->cached_tokens;
     chat->output_tokens = dc->otpm_max_tokens ? chat->max_tokens : chat->completion_tokens;
     chat->tool_call = ask->tool_name[0] != '\0' &&
-                      body_draw(body_hash, 0x5851f42d4c957f2dULL) < dc->tool_use_share;
+                      sl_sim_rng_body(body_hash, 0x5851f42d4c957f2dULL) < dc->tool_use_share;
 }
 
 /* ---- Decisions -------------------------------------------------------------------------- */
 
 /* Finishes a non-200 answer of a deployment: counts it as an error, adds the limit headers. */
-static void finish_error(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp, int64_t now_ms)
+static void finish_error(sl_sim_t *sim, sl_sim_deployment_t *dep, sl_sim_response_t *resp,
+                         int64_t now_ms)
 {
     pthread_mutex_lock(&sim->lock);
     dep->count.errors++;
-    limit_headers(sim, resp, dep, now_ms);
+    sl_sim_respond_limit_headers(sim, resp, dep, now_ms);
     pthread_mutex_unlock(&sim->lock);
 }
 
 /* Counts a refusal reported for dim and applies count_refused. Caller holds the lock. */
-static void count_refusal(deployment_t *dep, sl_sim_dim_t dim, int64_t now_ms)
+static void count_refusal(sl_sim_deployment_t *dep, sl_sim_dim_t dim, int64_t now_ms)
 {
     dep->count.refused++;
     dep->count.refused_by[dim]++;
@@ -1466,20 +1481,50 @@ static void count_refusal(deployment_t *dep, sl_sim_dim_t dim, int64_t now_ms)
 }
 
 /* The wait a client is told for wait_ms: Anthropic's headers carry whole seconds only. */
-static int64_t announced_wait_ms(const deployment_t *dep, int64_t wait_ms)
+static int64_t announced_wait_ms(const sl_sim_deployment_t *dep, int64_t wait_ms)
 {
-    if (dep->cfg->headers == HEADERS_ANTHROPIC && dep->cfg->api != SL_SIM_API_GEMINI)
+    if (dep->cfg->headers == SL_SIM_HEADERS_ANTHROPIC && dep->cfg->api != SL_SIM_API_GEMINI)
         return (wait_ms + 999) / 1000 * 1000;
     return wait_ms;
 }
 
+/* Records an answered request (its Idempotency-Key, or NULL, and status) in the deployment's
+ * arrivals ring. Takes the lock. */
+static void sl_sim_stats_note_arrival(sl_sim_t *sim, sl_sim_deployment_t *dep, const char *key,
+                                      int status, int64_t now_ms)
+{
+    pthread_mutex_lock(&sim->lock);
+    sl_sim_arrival_t *a = &dep->arrivals[ring_push(&dep->arrivals_ring, SL_SIM_RING_CAP)];
+    a->at_ms = sl_sim_unix_ms(sim, now_ms);
+    a->status = status;
+    snprintf(a->key, sizeof a->key, "%s", key != NULL ? key : "");
+    pthread_mutex_unlock(&sim->lock);
+}
+
+/* Registers the stream resp in recent_streams (its request id, whether it is cut) and ties resp
+ * to that entry for sl_sim_chunk_sent. Caller holds the lock. */
+static void sl_sim_stats_open_stream(sl_sim_t *sim, sl_sim_deployment_t *dep,
+                                     sl_sim_response_t *resp)
+{
+    uint64_t serial = ++sim->stream_serial;
+    sl_sim_stream_entry_t *e = &sim->streams[ring_push(&sim->streams_ring, SL_SIM_STREAM_RING_CAP)];
+    e->serial = serial;
+    snprintf(e->request_id, sizeof e->request_id, "%s", resp->request_id);
+    e->deployment = dep->cfg->name;
+    e->first_chunk_ms = -1;
+    e->chunks = 0;
+    e->cut = resp->dropped;
+    resp->stream_serial = serial;
+    resp->stream_dep = dep;
+}
+
 /* Remembers a 429 that announced a wait: in the ring for /stats, and under its Idempotency-Key
  * so that the key coming back early counts as an early retry. Caller holds the lock. */
-static void note_retry_after(sl_sim_t *sim, deployment_t *dep, const char *key, int64_t now_ms,
-                             int64_t wait_ms, bool fault)
+static void sl_sim_stats_note_retry_after(sl_sim_t *sim, sl_sim_deployment_t *dep, const char *key,
+                                          int64_t now_ms, int64_t wait_ms, bool fault)
 {
-    retry_entry_t *e = &dep->retries[ring_push(&dep->retries_ring, RING_CAP)];
-    e->sent_ms = unix_ms_of(sim, now_ms);
+    sl_sim_retry_entry_t *e = &dep->retries[ring_push(&dep->retries_ring, SL_SIM_RING_CAP)];
+    e->sent_ms = sl_sim_unix_ms(sim, now_ms);
     e->retry_after_ms = announced_wait_ms(dep, wait_ms);
     e->fault = fault;
     snprintf(e->key, sizeof e->key, "%s", key != NULL ? key : "");
@@ -1490,9 +1535,9 @@ static void note_retry_after(sl_sim_t *sim, deployment_t *dep, const char *key, 
 }
 
 /* The Azure api-version of the request, for its messages. */
-static const char *azure_version(const sl_sim_request_t *req)
+static const char *sl_sim_request_azure_version(const sl_sim_request_t *req)
 {
-    const char *v = req_query(req, "api-version");
+    const char *v = sl_sim_request_query(req, "api-version");
     return v != NULL && v[0] != '\0' ? v : "2024-10-21";
 }
 
@@ -1504,11 +1549,11 @@ static bool is_token_dim(sl_sim_dim_t dim)
 
 /* A 429 for a request that dim has no room for yet; cost[dim] is what it asked of dim and
  * wait_ms how long until it would have room. Caller holds the lock. */
-static void refuse(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req,
+static void refuse(sl_sim_t *sim, sl_sim_deployment_t *dep, const sl_sim_request_t *req,
                    sl_sim_response_t *resp, const int64_t cost[SL_SIM_DIM_COUNT_], sl_sim_dim_t dim,
                    int64_t wait_ms, int64_t now_ms)
 {
-    const dep_config_t *dc = dep->cfg;
+    const sl_sim_dep_config_t *dc = dep->cfg;
     int64_t limit = sl_sim_limiter_limit(dep->lim, dim);
     int64_t used = limit - sl_sim_limiter_remaining(dep->lim, dim, now_ms);
     char dur[32];
@@ -1516,110 +1561,116 @@ static void refuse(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req
     sl_sim_error_t err;
     switch (dc->api) {
     case SL_SIM_API_OPENAI:
-        describe(&err, SL_SIM_ERR_RATE_LIMIT,
-                 "Rate limit reached for %s in organization " ORGANIZATION " on %s: Limit %lld, "
-                 "Used %lld, Requested %lld. Please try again in %s. " RATE_LIMIT_HELP,
-                 dc->model, dim_info[dim].what, (long long)limit, (long long)used,
-                 (long long)cost[dim], dur);
-        err.type = dim_info[dim].error_type;
+        sl_sim_respond_describe(
+            &err, SL_SIM_ERR_RATE_LIMIT,
+            "Rate limit reached for %s in organization " SL_SIM_ORGANIZATION " on %s: Limit %lld, "
+            "Used %lld, Requested %lld. Please try again in %s. " SL_SIM_OPENAI_RATE_LIMIT_HELP,
+            dc->model, sl_sim_dim_info[dim].what, (long long)limit, (long long)used,
+            (long long)cost[dim], dur);
+        err.type = sl_sim_dim_info[dim].error_type;
         err.code = "rate_limit_exceeded";
         break;
     case SL_SIM_API_AZURE:
-        describe(
+        sl_sim_respond_describe(
             &err, SL_SIM_ERR_RATE_LIMIT,
             "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version "
             "%.32s have exceeded %s rate limit of your current OpenAI S0 pricing tier. "
             "Please retry after %lld seconds. Please go here: https://aka.ms/oai/quotaincrease "
             "if you would like to further increase the default rate limit.",
-            azure_version(req), is_token_dim(dim) ? "token" : "call",
+            sl_sim_request_azure_version(req), is_token_dim(dim) ? "token" : "call",
             (long long)((wait_ms + 999) / 1000));
         err.azure_code = "429";
         break;
     case SL_SIM_API_ANTHROPIC:
-        describe(&err, SL_SIM_ERR_RATE_LIMIT,
-                 "This request would exceed the rate limit for your organization (" ORGANIZATION
-                 ") of %lld %s. " ANTHROPIC_RATE_LIMIT_HELP,
-                 (long long)limit, dim_info[dim].per_minute);
+        sl_sim_respond_describe(
+            &err, SL_SIM_ERR_RATE_LIMIT,
+            "This request would exceed the rate limit for your organization (" SL_SIM_ORGANIZATION
+            ") of %lld %s. " SL_SIM_ANTHROPIC_RATE_LIMIT_HELP,
+            (long long)limit, sl_sim_dim_info[dim].per_minute);
         break;
     default: {
         char delay[32];
         sl_sim_wire_google_duration(wait_ms, delay, sizeof delay);
-        describe(&err, SL_SIM_ERR_RATE_LIMIT,
-                 GEMINI_QUOTA_HELP " \n* Quota exceeded for metric: %s, limit: %lld\nPlease "
-                                   "retry in %s.",
-                 dim_info[dim].quota_metric, (long long)limit, delay);
-        err.quota_id = dim_info[dim].quota_id;
-        err.quota_metric = dim_info[dim].quota_metric;
+        sl_sim_respond_describe(&err, SL_SIM_ERR_RATE_LIMIT,
+                                SL_SIM_GEMINI_QUOTA_HELP
+                                " \n* Quota exceeded for metric: %s, limit: %lld\nPlease "
+                                "retry in %s.",
+                                sl_sim_dim_info[dim].quota_metric, (long long)limit, delay);
+        err.quota_id = sl_sim_dim_info[dim].quota_id;
+        err.quota_metric = sl_sim_dim_info[dim].quota_metric;
         err.quota_value = limit;
         err.retry_info = true;
         err.retry_delay_ms = wait_ms;
         break;
     }
     }
-    error_reply(resp, dc->api, &err);
+    sl_sim_respond_error(resp, dc->api, &err);
     count_refusal(dep, dim, now_ms);
-    limit_headers(sim, resp, dep, now_ms);
-    retry_headers(resp, dep, wait_ms);
+    sl_sim_respond_limit_headers(sim, resp, dep, now_ms);
+    sl_sim_respond_retry_headers(resp, dep, wait_ms);
     /* A client that retries within its SDK would wait for hours; tell it to give up instead. */
     if (dim == SL_SIM_DIM_REQUESTS_DAY && wait_ms > SHOULD_NOT_RETRY_AFTER_MS &&
-        dc->headers != HEADERS_NONE)
-        add_header(resp, "x-should-retry", "false");
-    note_retry_after(sim, dep, req_header(req, "idempotency-key"), now_ms, wait_ms, false);
+        dc->headers != SL_SIM_HEADERS_NONE)
+        sl_sim_respond_add_header(resp, "x-should-retry", "false");
+    sl_sim_stats_note_retry_after(sim, dep, sl_sim_request_header(req, "idempotency-key"), now_ms,
+                                  wait_ms, false);
     sl_logf(SL_LOG_DEBUG, "deployment", dc->name, "429 on %s, retry in %lld ms",
-            dim_info[dim].log_name, (long long)wait_ms);
+            sl_sim_dim_info[dim].log_name, (long long)wait_ms);
 }
 
 /* A 429 for a request that asks more of dim than its whole per-minute limit. Caller holds the
  * lock. */
-static void refuse_too_large(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp,
+static void refuse_too_large(sl_sim_t *sim, sl_sim_deployment_t *dep, sl_sim_response_t *resp,
                              const int64_t cost[SL_SIM_DIM_COUNT_], sl_sim_dim_t dim,
                              int64_t now_ms)
 {
-    const dep_config_t *dc = dep->cfg;
+    const sl_sim_dep_config_t *dc = dep->cfg;
     int64_t limit = sl_sim_limiter_limit(dep->lim, dim);
     sl_sim_error_t err;
     switch (dc->api) {
     case SL_SIM_API_OPENAI:
     case SL_SIM_API_AZURE:
-        describe(&err, SL_SIM_ERR_RATE_LIMIT,
-                 "Request too large for %s in organization " ORGANIZATION
-                 " on %s: Limit %lld, Requested %lld. The input or output tokens "
-                 "must be reduced in order to run successfully. " RATE_LIMIT_HELP,
-                 dc->model, dim_info[dim].what, (long long)limit, (long long)cost[dim]);
-        err.type = dim_info[dim].error_type;
+        sl_sim_respond_describe(
+            &err, SL_SIM_ERR_RATE_LIMIT,
+            "Request too large for %s in organization " SL_SIM_ORGANIZATION
+            " on %s: Limit %lld, Requested %lld. The input or output tokens "
+            "must be reduced in order to run successfully. " SL_SIM_OPENAI_RATE_LIMIT_HELP,
+            dc->model, sl_sim_dim_info[dim].what, (long long)limit, (long long)cost[dim]);
+        err.type = sl_sim_dim_info[dim].error_type;
         err.code = "rate_limit_exceeded";
         break;
     case SL_SIM_API_ANTHROPIC:
-        describe(&err, SL_SIM_ERR_RATE_LIMIT,
-                 "This request asks for %lld %s, more than the rate limit for your organization "
-                 "(" ORGANIZATION ") of %lld %s allows at all. Please reduce the prompt length "
-                 "or the maximum tokens requested.",
-                 (long long)cost[dim], dim_info[dim].log_name, (long long)limit,
-                 dim_info[dim].per_minute);
+        sl_sim_respond_describe(
+            &err, SL_SIM_ERR_RATE_LIMIT,
+            "This request asks for %lld %s, more than the rate limit for your organization "
+            "(" SL_SIM_ORGANIZATION ") of %lld %s allows at all. Please reduce the prompt length "
+            "or the maximum tokens requested.",
+            (long long)cost[dim], sl_sim_dim_info[dim].log_name, (long long)limit,
+            sl_sim_dim_info[dim].per_minute);
         break;
     default:
-        describe(&err, SL_SIM_ERR_RATE_LIMIT, "%s", GEMINI_QUOTA_HELP);
-        err.quota_id = dim_info[dim].quota_id;
-        err.quota_metric = dim_info[dim].quota_metric;
+        sl_sim_respond_describe(&err, SL_SIM_ERR_RATE_LIMIT, "%s", SL_SIM_GEMINI_QUOTA_HELP);
+        err.quota_id = sl_sim_dim_info[dim].quota_id;
+        err.quota_metric = sl_sim_dim_info[dim].quota_metric;
         err.quota_value = limit;
         break;
     }
-    error_reply(resp, dc->api, &err);
+    sl_sim_respond_error(resp, dc->api, &err);
     count_refusal(dep, dim, now_ms);
-    limit_headers(sim, resp, dep, now_ms);
+    sl_sim_respond_limit_headers(sim, resp, dep, now_ms);
     /* Waiting cannot help, so there is no retry-after; OpenAI's and Anthropic's SDKs honour
      * this header. */
-    if (dc->headers != HEADERS_NONE)
-        add_header(resp, "x-should-retry", "false");
+    if (dc->headers != SL_SIM_HEADERS_NONE)
+        sl_sim_respond_add_header(resp, "x-should-retry", "false");
 }
 
 /* An injected 429 (rate_limit_share, or the acceleration limit: counted in *counter), with or
  * without a Retry-After of retry_after_ms. Nothing is charged. Caller holds the lock. */
-static void inject_429(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req,
-                       sl_sim_response_t *resp, bool with_retry, int64_t now_ms,
-                       int64_t *counter)
+static void sl_sim_faults_inject_429(sl_sim_t *sim, sl_sim_deployment_t *dep,
+                                     const sl_sim_request_t *req, sl_sim_response_t *resp,
+                                     bool with_retry, int64_t now_ms, int64_t *counter)
 {
-    const dep_config_t *dc = dep->cfg;
+    const sl_sim_dep_config_t *dc = dep->cfg;
     int64_t wait_ms = dc->faults.retry_after_ms;
     int64_t rpm = sl_sim_limiter_limit(dep->lim, SL_SIM_DIM_REQUESTS);
     char dur[32];
@@ -1630,11 +1681,12 @@ static void inject_429(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t 
     sl_sim_error_t err;
     switch (dc->api) {
     case SL_SIM_API_OPENAI:
-        describe(&err, SL_SIM_ERR_RATE_LIMIT,
-                 "Rate limit reached for %s in organization " ORGANIZATION " on %s: Limit %lld, "
-                 "Used %lld, Requested 1. Please try again %s. " RATE_LIMIT_HELP,
-                 dc->model, dim_info[SL_SIM_DIM_REQUESTS].what, (long long)rpm, (long long)rpm,
-                 again);
+        sl_sim_respond_describe(
+            &err, SL_SIM_ERR_RATE_LIMIT,
+            "Rate limit reached for %s in organization " SL_SIM_ORGANIZATION " on %s: Limit %lld, "
+            "Used %lld, Requested 1. Please try again %s. " SL_SIM_OPENAI_RATE_LIMIT_HELP,
+            dc->model, sl_sim_dim_info[SL_SIM_DIM_REQUESTS].what, (long long)rpm, (long long)rpm,
+            again);
         err.type = "requests";
         err.code = "rate_limit_exceeded";
         break;
@@ -1644,110 +1696,119 @@ static void inject_429(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t 
                      (long long)((wait_ms + 999) / 1000));
         else
             again[0] = '\0';
-        describe(&err, SL_SIM_ERR_RATE_LIMIT,
-                 "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version "
-                 "%.32s have exceeded token rate limit of your current OpenAI S0 pricing tier. "
-                 "%sPlease go here: https://aka.ms/oai/quotaincrease if you would like to "
-                 "further increase the default rate limit.",
-                 azure_version(req), again);
+        sl_sim_respond_describe(
+            &err, SL_SIM_ERR_RATE_LIMIT,
+            "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version "
+            "%.32s have exceeded token rate limit of your current OpenAI S0 pricing tier. "
+            "%sPlease go here: https://aka.ms/oai/quotaincrease if you would like to "
+            "further increase the default rate limit.",
+            sl_sim_request_azure_version(req), again);
         err.azure_code = "429";
         break;
     case SL_SIM_API_ANTHROPIC:
-        describe(&err, SL_SIM_ERR_RATE_LIMIT,
-                 "This request would exceed the rate limit for your organization (" ORGANIZATION
-                 ") of %lld requests per minute. " ANTHROPIC_RATE_LIMIT_HELP,
-                 (long long)rpm);
+        sl_sim_respond_describe(
+            &err, SL_SIM_ERR_RATE_LIMIT,
+            "This request would exceed the rate limit for your organization (" SL_SIM_ORGANIZATION
+            ") of %lld requests per minute. " SL_SIM_ANTHROPIC_RATE_LIMIT_HELP,
+            (long long)rpm);
         break;
     default:
-        describe(&err, SL_SIM_ERR_RATE_LIMIT, "%s", GEMINI_QUOTA_HELP);
-        err.quota_id = dim_info[SL_SIM_DIM_REQUESTS].quota_id;
-        err.quota_metric = dim_info[SL_SIM_DIM_REQUESTS].quota_metric;
+        sl_sim_respond_describe(&err, SL_SIM_ERR_RATE_LIMIT, "%s", SL_SIM_GEMINI_QUOTA_HELP);
+        err.quota_id = sl_sim_dim_info[SL_SIM_DIM_REQUESTS].quota_id;
+        err.quota_metric = sl_sim_dim_info[SL_SIM_DIM_REQUESTS].quota_metric;
         err.quota_value = rpm;
         err.retry_info = with_retry;
         err.retry_delay_ms = wait_ms;
         break;
     }
-    error_reply(resp, dc->api, &err);
-    limit_headers(sim, resp, dep, now_ms);
+    sl_sim_respond_error(resp, dc->api, &err);
+    sl_sim_respond_limit_headers(sim, resp, dep, now_ms);
     (*counter)++;
     if (with_retry) {
         if (counter == &dep->count.fault_429)
             dep->count.fault_429_retry_after++;
-        retry_headers(resp, dep, wait_ms);
-        note_retry_after(sim, dep, req_header(req, "idempotency-key"), now_ms, wait_ms, true);
+        sl_sim_respond_retry_headers(resp, dep, wait_ms);
+        sl_sim_stats_note_retry_after(sim, dep, sl_sim_request_header(req, "idempotency-key"),
+                                      now_ms, wait_ms, true);
     }
 }
 
 /* The spend cap or quota is exhausted (spend_limit_after): a 429 that is not worth retrying,
  * with no Retry-After. Caller holds the lock. */
-static void refuse_spend_limit(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp,
-                               int64_t now_ms)
+static void sl_sim_faults_refuse_spend(sl_sim_t *sim, sl_sim_deployment_t *dep,
+                                       sl_sim_response_t *resp, int64_t now_ms)
 {
-    const dep_config_t *dc = dep->cfg;
+    const sl_sim_dep_config_t *dc = dep->cfg;
     sl_sim_error_t err;
     switch (dc->api) {
     case SL_SIM_API_OPENAI:
     case SL_SIM_API_AZURE:
-        describe(&err, SL_SIM_ERR_QUOTA,
-                 "You exceeded your current quota, please check your plan and billing details. "
-                 "For more information on this error, read the docs: "
-                 "https://platform.openai.com/docs/guides/error-codes/api-errors.");
+        sl_sim_respond_describe(
+            &err, SL_SIM_ERR_QUOTA,
+            "You exceeded your current quota, please check your plan and billing details. "
+            "For more information on this error, read the docs: "
+            "https://platform.openai.com/docs/guides/error-codes/api-errors.");
         err.code = "insufficient_quota";
         break;
     case SL_SIM_API_ANTHROPIC:
-        describe(&err, SL_SIM_ERR_QUOTA,
-                 "This request would exceed your account's monthly spend limit. Please try again "
-                 "later.");
+        sl_sim_respond_describe(
+            &err, SL_SIM_ERR_QUOTA,
+            "This request would exceed your account's monthly spend limit. Please try again "
+            "later.");
         err.spend_limit = true;
         break;
     default:
-        describe(&err, SL_SIM_ERR_QUOTA, "%s", GEMINI_QUOTA_HELP);
+        sl_sim_respond_describe(&err, SL_SIM_ERR_QUOTA, "%s", SL_SIM_GEMINI_QUOTA_HELP);
         err.quota_id = "GenerateRequestsPerDayPerProjectPerModel-FreeTier";
-        err.quota_metric = dim_info[SL_SIM_DIM_REQUESTS_DAY].quota_metric;
+        err.quota_metric = sl_sim_dim_info[SL_SIM_DIM_REQUESTS_DAY].quota_metric;
         break;
     }
-    error_reply(resp, dc->api, &err);
-    limit_headers(sim, resp, dep, now_ms);
+    sl_sim_respond_error(resp, dc->api, &err);
+    sl_sim_respond_limit_headers(sim, resp, dep, now_ms);
     dep->count.fault_spend_limit++;
 }
 
 /* A 503 (Anthropic: 529) for an overloaded or unavailable service. Caller holds the lock. */
-static void overloaded(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp, int64_t now_ms)
+static void sl_sim_respond_overloaded(sl_sim_t *sim, sl_sim_deployment_t *dep,
+                                      sl_sim_response_t *resp, int64_t now_ms)
 {
-    const dep_config_t *dc = dep->cfg;
+    const sl_sim_dep_config_t *dc = dep->cfg;
     sl_sim_error_t err;
     switch (dc->api) {
     case SL_SIM_API_OPENAI:
-        describe(&err, SL_SIM_ERR_OVERLOADED, "The server is overloaded or not ready yet.");
+        sl_sim_respond_describe(&err, SL_SIM_ERR_OVERLOADED,
+                                "The server is overloaded or not ready yet.");
         break;
     case SL_SIM_API_AZURE:
-        describe(&err, SL_SIM_ERR_OVERLOADED,
-                 "The service is temporarily unable to process your request. Please try again "
-                 "later.");
+        sl_sim_respond_describe(
+            &err, SL_SIM_ERR_OVERLOADED,
+            "The service is temporarily unable to process your request. Please try again "
+            "later.");
         err.azure_code = "ServiceUnavailable";
         break;
     case SL_SIM_API_ANTHROPIC:
-        describe(&err, SL_SIM_ERR_OVERLOADED, "Overloaded");
+        sl_sim_respond_describe(&err, SL_SIM_ERR_OVERLOADED, "Overloaded");
         break;
     default:
-        describe(&err, SL_SIM_ERR_OVERLOADED, "The model is overloaded. Please try again later.");
+        sl_sim_respond_describe(&err, SL_SIM_ERR_OVERLOADED,
+                                "The model is overloaded. Please try again later.");
         break;
     }
-    error_reply(resp, dc->api, &err);
-    limit_headers(sim, resp, dep, now_ms);
+    sl_sim_respond_error(resp, dc->api, &err);
+    sl_sim_respond_limit_headers(sim, resp, dep, now_ms);
 }
 
 /* Builds the 200 of a completion: a body, or a stream's events each at its time (all at once
  * for a replay: instant), cut after a share cut_at (< 0: not cut) of them. extra_ms delays the
  * whole answer (slow faults). Caller holds the lock (streams are registered for /stats). */
-static void answer(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp,
-                   const completion_t *done, const sl_sim_ask_t *ask, double extra_ms, bool instant,
-                   double cut_at)
+static void sl_sim_respond_answer(sl_sim_t *sim, sl_sim_deployment_t *dep, sl_sim_response_t *resp,
+                                  const sl_sim_completion_t *done, const sl_sim_ask_t *ask,
+                                  double extra_ms, bool instant, double cut_at)
 {
-    const dep_config_t *dc = dep->cfg;
+    const sl_sim_dep_config_t *dc = dep->cfg;
     sl_sim_reply_t reply = {
         .api = dc->api,
-        .id = mix64(sim->salt) + done->seq,
+        .id = sl_sim_rng_mix64(sim->salt) + done->seq,
         .created_s = done->created_s,
         .model = dc->model,
         .deployment = dc->name,
@@ -1761,7 +1822,7 @@ static void answer(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp,
     };
     resp->status = 200;
     if (resp->events == NULL) {
-        set_body_len(resp, sl_sim_wire_body(&reply, resp->body, BODY_CAP));
+        set_body_len(resp, sl_sim_wire_body(&reply, resp->body, SL_SIM_BODY_CAP));
         return;
     }
     size_t n = sl_sim_wire_stream(&reply, (size_t)dc->stream_chunks, resp->events);
@@ -1779,43 +1840,42 @@ static void answer(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp,
         resp->dropped = true;
     }
     bool sse = dc->api != SL_SIM_API_GEMINI || ask->sse;
-    set_header(resp, "content-type",
-               !sse                           ? "application/json; charset=UTF-8"
-               : dc->api == SL_SIM_API_GEMINI ? "text/event-stream"
-                                              : "text/event-stream; charset=utf-8");
-    add_header(resp, "cache-control", "no-cache");
-    uint64_t serial = ++sim->stream_serial;
-    stream_entry_t *e = &sim->streams[ring_push(&sim->streams_ring, STREAM_RING_CAP)];
-    e->serial = serial;
-    snprintf(e->request_id, sizeof e->request_id, "%s", resp->request_id);
-    e->deployment = dc->name;
-    e->first_chunk_ms = -1;
-    e->chunks = 0;
-    e->cut = resp->dropped;
-    resp->stream_serial = serial;
-    resp->stream_dep = dep;
+    sl_sim_respond_set_header(resp, "content-type",
+                              !sse                           ? "application/json; charset=UTF-8"
+                              : dc->api == SL_SIM_API_GEMINI ? "text/event-stream"
+                                                             : "text/event-stream; charset=utf-8");
+    sl_sim_respond_add_header(resp, "cache-control", "no-cache");
+    sl_sim_stats_open_stream(sim, dep, resp);
 }
 
 /* The draws of one request from the deployment's fault sequence: always all of them, in this
  * order, so the sequence does not depend on which ones are used. */
 typedef struct {
     double overloaded, rate_limit, retry_after, slow, drop, cut_at;
-} draws_t;
+} sl_sim_draws_t;
 
-static draws_t draw(deployment_t *dep)
+static sl_sim_draws_t sl_sim_faults_draw(sl_sim_deployment_t *dep)
 {
-    draws_t d;
-    d.overloaded = next_uniform(dep);
-    d.rate_limit = next_uniform(dep);
-    d.retry_after = next_uniform(dep);
-    d.slow = next_uniform(dep);
-    d.drop = next_uniform(dep);
-    d.cut_at = next_uniform(dep);
+    sl_sim_draws_t d;
+    d.overloaded = sl_sim_rng_next(&dep->rng);
+    d.rate_limit = sl_sim_rng_next(&dep->rng);
+    d.retry_after = sl_sim_rng_next(&dep->rng);
+    d.slow = sl_sim_rng_next(&dep->rng);
+    d.drop = sl_sim_rng_next(&dep->rng);
+    d.cut_at = sl_sim_rng_next(&dep->rng);
     return d;
 }
 
-static bool in_unavailable_window(const faults_t *f, int64_t since_start_ms)
+/* Whether now_ms falls in one of the deployment's unavailable windows. The first call also
+ * notes the time of the deployment's first validated request, which windows may count from.
+ * Caller holds the lock. */
+static bool sl_sim_faults_unavailable(const sl_sim_t *sim, sl_sim_deployment_t *dep, int64_t now_ms)
 {
+    const sl_sim_faults_t *f = &dep->cfg->faults;
+    if (dep->first_request_ms < 0)
+        dep->first_request_ms = now_ms;
+    int64_t window_origin_ms = f->windows_from_first ? dep->first_request_ms : sim->origin_ms;
+    int64_t since_start_ms = now_ms - window_origin_ms;
     for (size_t i = 0; i < f->n_windows; i++) {
         if (since_start_ms >= f->windows[i].from_ms && since_start_ms < f->windows[i].to_ms)
             return true;
@@ -1823,54 +1883,82 @@ static bool in_unavailable_window(const faults_t *f, int64_t since_start_ms)
     return false;
 }
 
+/* The acceleration limit (Anthropic's "sharp increases" 429s): whether it lets one more request
+ * through at now_ms, which it then counts; always true when the limit is off. Caller holds the
+ * lock. */
+static bool sl_sim_faults_acceleration_admits(sl_sim_deployment_t *dep, int64_t now_ms)
+{
+    const sl_sim_faults_t *faults = &dep->cfg->faults;
+    if (faults->accel_window_ms <= 0)
+        return true;
+    int64_t w = faults->accel_window_ms;
+    int64_t elapsed = now_ms - dep->accel_window_start_ms;
+    if (dep->accel_window_start_ms == 0 || elapsed >= 2 * w) {
+        /* first use, or a whole idle window: start cold */
+        dep->accel_prev = 0;
+        dep->accel_cur = 0;
+        dep->accel_window_start_ms = now_ms;
+    } else if (elapsed >= w) {
+        dep->accel_prev = dep->accel_cur;
+        dep->accel_cur = 0;
+        dep->accel_window_start_ms += w;
+    }
+    double allowed = (double)dep->accel_prev * (1.0 + faults->accel_growth);
+    if (allowed < (double)faults->accel_floor)
+        allowed = (double)faults->accel_floor;
+    if ((double)(dep->accel_cur + 1) > allowed)
+        return false;
+    dep->accel_cur++;
+    return true;
+}
+
 /* The decision for a validated request, in this order: early-retry bookkeeping, unavailable
  * windows, idempotent replay, max_pending, spend cap, random overload, too large, the limits,
  * injected 429, then admission (with slow and drop faults). Caller holds the lock. */
-static void decide(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req,
-                   const chat_t *chat, int64_t now_ms, sl_sim_response_t *resp)
+static void sl_sim_admit_decide(sl_sim_t *sim, sl_sim_deployment_t *dep,
+                                const sl_sim_request_t *req, const sl_sim_chat_t *chat,
+                                int64_t now_ms, sl_sim_response_t *resp)
 {
-    const dep_config_t *dc = dep->cfg;
-    const faults_t *faults = &dc->faults;
-    const char *key = req_header(req, "idempotency-key");
+    const sl_sim_dep_config_t *dc = dep->cfg;
+    const sl_sim_faults_t *faults = &dc->faults;
+    const char *key = sl_sim_request_header(req, "idempotency-key");
     bool openai_like = dc->api == SL_SIM_API_OPENAI || dc->api == SL_SIM_API_AZURE;
-    draws_t u = draw(dep);
+    sl_sim_draws_t u = sl_sim_faults_draw(dep);
 
     if (key != NULL) {
         const int64_t *until_ms = sl_sim_idem_get(dep->retry_keys, key);
         if (until_ms != NULL && now_ms < *until_ms)
             dep->count.early_retries++;
     }
-    if (dep->first_request_ms < 0)
-        dep->first_request_ms = now_ms;
-    int64_t window_origin_ms = faults->windows_from_first ? dep->first_request_ms : sim->origin_ms;
-    if (in_unavailable_window(faults, now_ms - window_origin_ms)) {
-        overloaded(sim, dep, resp, now_ms);
+    if (sl_sim_faults_unavailable(sim, dep, now_ms)) {
+        sl_sim_respond_overloaded(sim, dep, resp, now_ms);
         dep->count.fault_503++;
         return;
     }
-    const completion_t *seen = key != NULL ? sl_sim_idem_get(dep->idem, key) : NULL;
+    const sl_sim_completion_t *seen = key != NULL ? sl_sim_idem_get(dep->idem, key) : NULL;
     if (seen != NULL) {
         /* A retry of a call already charged: same answer, no charge, no wait. */
         dep->count.replayed++;
-        answer(sim, dep, resp, seen, &chat->ask, 0, true /*instant*/, -1);
-        limit_headers(sim, resp, dep, now_ms);
+        sl_sim_respond_answer(sim, dep, resp, seen, &chat->ask, 0, true /*instant*/, -1);
+        sl_sim_respond_limit_headers(sim, resp, dep, now_ms);
         if (openai_like)
-            add_header(resp, "openai-processing-ms", "%lld", (long long)seen->processing_ms);
+            sl_sim_respond_add_header(resp, "openai-processing-ms", "%lld",
+                                      (long long)seen->processing_ms);
         return;
     }
     if (sim->in_flight >= sim->cfg->max_pending) {
-        overloaded(sim, dep, resp, now_ms);
+        sl_sim_respond_overloaded(sim, dep, resp, now_ms);
         dep->count.errors++;
-        if (dc->headers != HEADERS_NONE)
-            add_header(resp, "retry-after", "1");
+        if (dc->headers != SL_SIM_HEADERS_NONE)
+            sl_sim_respond_add_header(resp, "retry-after", "1");
         return;
     }
     if (faults->spend_limit_after >= 0 && dep->admitted_total >= faults->spend_limit_after) {
-        refuse_spend_limit(sim, dep, resp, now_ms);
+        sl_sim_faults_refuse_spend(sim, dep, resp, now_ms);
         return;
     }
     if (u.overloaded < faults->overloaded_share) {
-        overloaded(sim, dep, resp, now_ms);
+        sl_sim_respond_overloaded(sim, dep, resp, now_ms);
         dep->count.fault_503++;
         return;
     }
@@ -1899,32 +1987,14 @@ static void decide(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req
         return;
     }
     if (u.rate_limit < faults->rate_limit_share) {
-        inject_429(sim, dep, req, resp, u.retry_after < faults->retry_after_share, now_ms,
-                   &dep->count.fault_429);
+        sl_sim_faults_inject_429(sim, dep, req, resp, u.retry_after < faults->retry_after_share,
+                                 now_ms, &dep->count.fault_429);
         return;
     }
-    if (faults->accel_window_ms > 0) {
-        int64_t w = faults->accel_window_ms;
-        int64_t elapsed = now_ms - dep->accel_window_start_ms;
-        if (dep->accel_window_start_ms == 0 || elapsed >= 2 * w) {
-            /* first use, or a whole idle window: start cold */
-            dep->accel_prev = 0;
-            dep->accel_cur = 0;
-            dep->accel_window_start_ms = now_ms;
-        } else if (elapsed >= w) {
-            dep->accel_prev = dep->accel_cur;
-            dep->accel_cur = 0;
-            dep->accel_window_start_ms += w;
-        }
-        double allowed = (double)dep->accel_prev * (1.0 + faults->accel_growth);
-        if (allowed < (double)faults->accel_floor)
-            allowed = (double)faults->accel_floor;
-        if ((double)(dep->accel_cur + 1) > allowed) {
-            inject_429(sim, dep, req, resp, u.retry_after < faults->retry_after_share, now_ms,
-                       &dep->count.fault_acceleration);
-            return;
-        }
-        dep->accel_cur++;
+    if (!sl_sim_faults_acceleration_admits(dep, now_ms)) {
+        sl_sim_faults_inject_429(sim, dep, req, resp, u.retry_after < faults->retry_after_share,
+                                 now_ms, &dep->count.fault_acceleration);
+        return;
     }
     if (!sl_sim_limiter_admit_all(dep->lim, cost, now_ms, &dim, &wait_ms)) {
         /* Cannot happen: the same request at the same time just passed the dry run. */
@@ -1936,7 +2006,7 @@ static void decide(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req
     double extra_ms = slow ? (double)faults->slow_ms : 0.0;
     int64_t delay_ms =
         llround(dc->ttft_ms + extra_ms + dc->ms_per_token * (double)chat->completion_tokens);
-    completion_t done = {
+    sl_sim_completion_t done = {
         .seq = ++sim->seq,
         .created_s = sim->origin_unix_s + (now_ms - sim->origin_ms) / 1000,
         .prompt_tokens = chat->prompt_tokens,
@@ -1951,7 +2021,7 @@ static void decide(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req
     /* Losing a key only weakens replay protection for that one call: report and go on. */
     if (key != NULL && sl_sim_idem_put(dep->idem, key, &done) != SL_OK)
         sl_logf(SL_LOG_WARN, "deployment", dc->name, "out of memory storing an idempotency key");
-    counters_t *count = &dep->count;
+    sl_sim_counters_t *count = &dep->count;
     count->admitted++;
     dep->admitted_total++;
     count->tokens_charged += chat->cost_tokens;
@@ -1974,35 +2044,23 @@ static void decide(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req
     double share = chat->ask.stream ? faults->stream_cut_share : faults->drop_share;
     bool drop = u.drop < share;
     count->dropped += drop;
-    answer(sim, dep, resp, &done, &chat->ask, extra_ms, false, drop ? u.cut_at : -1);
+    sl_sim_respond_answer(sim, dep, resp, &done, &chat->ask, extra_ms, false, drop ? u.cut_at : -1);
     if (resp->events == NULL) {
         resp->delay_ms = delay_ms;
         resp->dropped = drop;
     }
-    limit_headers(sim, resp, dep, now_ms);
+    sl_sim_respond_limit_headers(sim, resp, dep, now_ms);
     if (openai_like)
-        add_header(resp, "openai-processing-ms", "%lld",
-                   (long long)(resp->n_events > 0 ? resp->event_at_ms[0] : delay_ms));
-}
-
-/* Records an answered request in the deployment's arrivals ring. */
-static void note_arrival(sl_sim_t *sim, deployment_t *dep, const sl_sim_request_t *req,
-                         const sl_sim_response_t *resp, int64_t now_ms)
-{
-    const char *key = req_header(req, "idempotency-key");
-    pthread_mutex_lock(&sim->lock);
-    arrival_t *a = &dep->arrivals[ring_push(&dep->arrivals_ring, RING_CAP)];
-    a->at_ms = unix_ms_of(sim, now_ms);
-    a->status = resp->status;
-    snprintf(a->key, sizeof a->key, "%s", key != NULL ? key : "");
-    pthread_mutex_unlock(&sim->lock);
+        sl_sim_respond_add_header(
+            resp, "openai-processing-ms", "%lld",
+            (long long)(resp->n_events > 0 ? resp->event_at_ms[0] : delay_ms));
 }
 
 /* An error of the deployment's API, counted, with the limit headers. */
-static void deny(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp,
+static void deny(sl_sim_t *sim, sl_sim_deployment_t *dep, sl_sim_response_t *resp,
                  const sl_sim_error_t *err, int64_t now_ms)
 {
-    error_reply(resp, dep->cfg->api, err);
+    sl_sim_respond_error(resp, dep->cfg->api, err);
     finish_error(sim, dep, resp, now_ms);
 }
 
@@ -2011,53 +2069,57 @@ static void deny(sl_sim_t *sim, deployment_t *dep, sl_sim_response_t *resp,
 static sl_err_t handle_endpoint(sl_sim_t *sim, const route_t *route, const sl_sim_request_t *req,
                                 int64_t now_ms, sl_sim_response_t *resp)
 {
-    deployment_t *dep = route->dep;
-    const dep_config_t *dc = dep->cfg;
+    sl_sim_deployment_t *dep = route->dep;
+    const sl_sim_dep_config_t *dc = dep->cfg;
     sl_sim_error_t err;
     if (strcmp(req->method, "POST") != 0) {
         char method[32];
         char path[160];
         snprintf(method, sizeof method, "%s", req->method);
         snprintf(path, sizeof path, "%s", req->path);
-        describe(&err, SL_SIM_ERR_METHOD, "Invalid method for URL (%s %s).", method, path);
+        sl_sim_respond_describe(&err, SL_SIM_ERR_METHOD, "Invalid method for URL (%s %s).", method,
+                                path);
         deny(sim, dep, resp, &err, now_ms);
         if (dc->api != SL_SIM_API_GEMINI)
-            add_header(resp, "allow", "POST");
+            sl_sim_respond_add_header(resp, "allow", "POST");
         return SL_OK;
     }
-    if (!authorize(dc, req, &err)) {
+    if (!sl_sim_request_authorize(dc, req, &err)) {
         deny(sim, dep, resp, &err, now_ms);
         return SL_OK;
     }
     if (dc->api == SL_SIM_API_AZURE) {
-        const char *version = req_query(req, "api-version");
+        const char *version = sl_sim_request_query(req, "api-version");
         if (version == NULL || version[0] == '\0') {
-            describe(&err, SL_SIM_ERR_INVALID,
-                     "The api-version query parameter (?api-version=) is required for all "
-                     "requests.");
+            sl_sim_respond_describe(
+                &err, SL_SIM_ERR_INVALID,
+                "The api-version query parameter (?api-version=) is required for all "
+                "requests.");
             err.azure_code = "MissingApiVersionParameter";
             deny(sim, dep, resp, &err, now_ms);
             return SL_OK;
         }
     }
     if (dc->api == SL_SIM_API_ANTHROPIC) {
-        const char *version = req_header(req, "anthropic-version");
+        const char *version = sl_sim_request_header(req, "anthropic-version");
         if (version == NULL || version[0] == '\0') {
-            describe(&err, SL_SIM_ERR_INVALID, "anthropic-version: header is required");
+            sl_sim_respond_describe(&err, SL_SIM_ERR_INVALID,
+                                    "anthropic-version: header is required");
             deny(sim, dep, resp, &err, now_ms);
             return SL_OK;
         }
     }
     if (req->body_too_large || req->body_len > SL_SIM_MAX_BODY_BYTES) {
-        describe(&err, SL_SIM_ERR_TOO_LARGE, "Request body too large: the limit is 4194304 bytes.");
+        sl_sim_respond_describe(&err, SL_SIM_ERR_TOO_LARGE,
+                                "Request body too large: the limit is 4194304 bytes.");
         err.code = "request_too_large";
         deny(sim, dep, resp, &err, now_ms);
         return SL_OK;
     }
-    const char *key = req_header(req, "idempotency-key");
+    const char *key = sl_sim_request_header(req, "idempotency-key");
     if (key != NULL && (key[0] == '\0' || strlen(key) > IDEMPOTENCY_KEY_MAX_LEN)) {
-        describe(&err, SL_SIM_ERR_INVALID,
-                 "Invalid Idempotency-Key: expected 1 to 255 characters.");
+        sl_sim_respond_describe(&err, SL_SIM_ERR_INVALID,
+                                "Invalid Idempotency-Key: expected 1 to 255 characters.");
         err.code = "invalid_idempotency_key";
         deny(sim, dep, resp, &err, now_ms);
         return SL_OK;
@@ -2068,12 +2130,12 @@ static sl_err_t handle_endpoint(sl_sim_t *sim, const route_t *route, const sl_si
         return SL_OK;
     }
     if (dc->api == SL_SIM_API_GEMINI) {
-        const char *alt = req_query(req, "alt");
+        const char *alt = sl_sim_request_query(req, "alt");
         ask.stream = route->gemini_stream;
         ask.sse = alt != NULL && strcmp(alt, "sse") == 0;
     }
-    chat_t chat;
-    chat_from_ask(dc, req, &ask, &chat);
+    sl_sim_chat_t chat;
+    sl_sim_admit_cost(dc, req, &ask, &chat);
     if (ask.stream) {
         /* Allocated before any decision, so running out changes nothing. */
         size_t max = sl_sim_wire_stream_max((size_t)dc->stream_chunks);
@@ -2083,7 +2145,7 @@ static sl_err_t handle_endpoint(sl_sim_t *sim, const route_t *route, const sl_si
             return SL_ENOMEM;
     }
     pthread_mutex_lock(&sim->lock);
-    decide(sim, dep, req, &chat, now_ms, resp);
+    sl_sim_admit_decide(sim, dep, req, &chat, now_ms, resp);
     pthread_mutex_unlock(&sim->lock);
     /* Only a 200 streams; a refusal is a plain body. */
     if (resp->status != 200 || resp->n_events == 0) {
@@ -2105,22 +2167,23 @@ static void not_found(sl_sim_response_t *resp, const route_t *route, const sl_si
     snprintf(method, sizeof method, "%s", req->method);
     snprintf(path, sizeof path, "%s", req->path);
     sl_sim_error_t err;
-    describe(&err, SL_SIM_ERR_NOT_FOUND, "Invalid URL (%s %s): no such deployment or endpoint.",
-             method, path);
+    sl_sim_respond_describe(&err, SL_SIM_ERR_NOT_FOUND,
+                            "Invalid URL (%s %s): no such deployment or endpoint.", method, path);
     if (api == SL_SIM_API_AZURE && route->wrong_deployment) {
-        describe(&err, SL_SIM_ERR_NOT_FOUND,
-                 "The API deployment for this resource does not exist. If you created the "
-                 "deployment within the last 5 minutes, please wait a moment and try again.");
+        sl_sim_respond_describe(
+            &err, SL_SIM_ERR_NOT_FOUND,
+            "The API deployment for this resource does not exist. If you created the "
+            "deployment within the last 5 minutes, please wait a moment and try again.");
         err.azure_code = "DeploymentNotFound";
     } else if (api == SL_SIM_API_AZURE) {
-        describe(&err, SL_SIM_ERR_NOT_FOUND, "Resource not found");
+        sl_sim_respond_describe(&err, SL_SIM_ERR_NOT_FOUND, "Resource not found");
         err.azure_code = "404";
     } else if (api == SL_SIM_API_ANTHROPIC) {
-        describe(&err, SL_SIM_ERR_NOT_FOUND, "Not Found");
+        sl_sim_respond_describe(&err, SL_SIM_ERR_NOT_FOUND, "Not Found");
     } else if (api == SL_SIM_API_GEMINI) {
-        describe(&err, SL_SIM_ERR_NOT_FOUND, "Requested entity was not found.");
+        sl_sim_respond_describe(&err, SL_SIM_ERR_NOT_FOUND, "Requested entity was not found.");
     }
-    error_reply(resp, api, &err);
+    sl_sim_respond_error(resp, api, &err);
 }
 
 static void method_not_allowed(sl_sim_response_t *resp, const char *allow, const char *method,
@@ -2130,10 +2193,17 @@ static void method_not_allowed(sl_sim_response_t *resp, const char *allow, const
     char safe_method[32];
     snprintf(safe_method, sizeof safe_method, "%s", method);
     snprintf(msg, sizeof msg, "Invalid method for URL (%s %s).", safe_method, path);
-    common_headers(resp, "application/json");
-    error_body(resp, 405, "invalid_request_error", NULL, NULL, msg);
-    add_header(resp, "allow", "%s", allow);
+    sl_sim_respond_common_headers(resp, "application/json");
+    sl_sim_respond_openai_error(resp, 405, "invalid_request_error", NULL, NULL, msg);
+    sl_sim_respond_add_header(resp, "allow", "%s", allow);
 }
+
+/* The /stats counter of the refusals reported for each dimension. */
+static const char *const refused_field[SL_SIM_DIM_COUNT_] = {
+    [SL_SIM_DIM_REQUESTS] = "refused_requests_dim", [SL_SIM_DIM_TOKENS] = "refused_tokens_dim",
+    [SL_SIM_DIM_INPUT_TOKENS] = "refused_itpm_dim", [SL_SIM_DIM_OUTPUT_TOKENS] = "refused_otpm_dim",
+    [SL_SIM_DIM_REQUESTS_DAY] = "refused_rpd_dim",
+};
 
 /* Adds name: value (an integer, or null when negative) to obj; false without memory. */
 static bool set_ms(json_t *obj, const char *name, int64_t value)
@@ -2143,13 +2213,14 @@ static bool set_ms(json_t *obj, const char *name, int64_t value)
 }
 
 /* The rings of a deployment, oldest first. Caller holds the lock. */
-static bool add_rings(json_t *one, const deployment_t *dep)
+static bool add_rings(json_t *one, const sl_sim_deployment_t *dep)
 {
     json_t *retries = json_array();
     json_t *arrivals = json_array();
     bool ok = retries != NULL && arrivals != NULL;
     for (size_t i = 0; ok && i < dep->retries_ring.len; i++) {
-        const retry_entry_t *e = &dep->retries[ring_at(&dep->retries_ring, RING_CAP, i)];
+        const sl_sim_retry_entry_t *e =
+            &dep->retries[ring_at(&dep->retries_ring, SL_SIM_RING_CAP, i)];
         json_t *item =
             json_pack("{s:I, s:I, s:b, s:o}", "sent_ms", (json_int_t)e->sent_ms, "retry_after_ms",
                       (json_int_t)e->retry_after_ms, "fault", (int)e->fault, "idempotency_key",
@@ -2157,7 +2228,8 @@ static bool add_rings(json_t *one, const deployment_t *dep)
         ok = item != NULL && json_array_append_new(retries, item) == 0;
     }
     for (size_t i = 0; ok && i < dep->arrivals_ring.len; i++) {
-        const arrival_t *a = &dep->arrivals[ring_at(&dep->arrivals_ring, RING_CAP, i)];
+        const sl_sim_arrival_t *a =
+            &dep->arrivals[ring_at(&dep->arrivals_ring, SL_SIM_RING_CAP, i)];
         json_t *item =
             json_pack("{s:I, s:i, s:o}", "at_ms", (json_int_t)a->at_ms, "status", a->status,
                       "idempotency_key", a->key[0] ? json_string(a->key) : json_null());
@@ -2177,7 +2249,8 @@ static json_t *streams_json(const sl_sim_t *sim)
 {
     json_t *list = json_array();
     for (size_t i = 0; list != NULL && i < sim->streams_ring.len; i++) {
-        const stream_entry_t *e = &sim->streams[ring_at(&sim->streams_ring, STREAM_RING_CAP, i)];
+        const sl_sim_stream_entry_t *e =
+            &sim->streams[ring_at(&sim->streams_ring, SL_SIM_STREAM_RING_CAP, i)];
         json_t *item = json_pack(
             "{s:s, s:s, s:o, s:I, s:b}", "request_id", e->request_id, "deployment", e->deployment,
             "first_chunk_ms", e->first_chunk_ms < 0 ? json_null() : json_integer(e->first_chunk_ms),
@@ -2190,8 +2263,11 @@ static json_t *streams_json(const sl_sim_t *sim)
     return list;
 }
 
-static sl_err_t stats_body(sl_sim_t *sim, sl_sim_response_t *resp, int64_t now_ms)
+/* The body of GET /stats at now_ms into *out (NUL-terminated, freed with free()). Returns SL_OK,
+ * or SL_ENOMEM with *out NULL. Takes the lock. */
+static sl_err_t sl_sim_stats_json(sl_sim_t *sim, int64_t now_ms, char **out)
 {
+    *out = NULL;
     json_t *deps = json_object();
     json_t *root =
         json_pack("{s:I, s:I, s:I, s:o}", "now_ms", (json_int_t)(now_ms - sim->origin_ms),
@@ -2202,9 +2278,9 @@ static sl_err_t stats_body(sl_sim_t *sim, sl_sim_response_t *resp, int64_t now_m
     bool ok = true;
     pthread_mutex_lock(&sim->lock);
     for (size_t i = 0; i < sim->cfg->n_deps && ok; i++) {
-        const deployment_t *dep = &sim->deps[i];
-        const counters_t *c = &dep->count;
-        const dep_config_t *dc = dep->cfg;
+        const sl_sim_deployment_t *dep = &sim->deps[i];
+        const sl_sim_counters_t *c = &dep->count;
+        const sl_sim_dep_config_t *dc = dep->cfg;
         const struct {
             const char *name;
             int64_t value;
@@ -2216,12 +2292,11 @@ static sl_err_t stats_body(sl_sim_t *sim, sl_sim_response_t *resp, int64_t now_m
             {"rpd", dc->rpd},
             {"admitted", c->admitted},
             {"refused", c->refused},
-            {dim_info[SL_SIM_DIM_REQUESTS].stats_field, c->refused_by[SL_SIM_DIM_REQUESTS]},
-            {dim_info[SL_SIM_DIM_TOKENS].stats_field, c->refused_by[SL_SIM_DIM_TOKENS]},
-            {dim_info[SL_SIM_DIM_INPUT_TOKENS].stats_field, c->refused_by[SL_SIM_DIM_INPUT_TOKENS]},
-            {dim_info[SL_SIM_DIM_OUTPUT_TOKENS].stats_field,
-             c->refused_by[SL_SIM_DIM_OUTPUT_TOKENS]},
-            {dim_info[SL_SIM_DIM_REQUESTS_DAY].stats_field, c->refused_by[SL_SIM_DIM_REQUESTS_DAY]},
+            {refused_field[SL_SIM_DIM_REQUESTS], c->refused_by[SL_SIM_DIM_REQUESTS]},
+            {refused_field[SL_SIM_DIM_TOKENS], c->refused_by[SL_SIM_DIM_TOKENS]},
+            {refused_field[SL_SIM_DIM_INPUT_TOKENS], c->refused_by[SL_SIM_DIM_INPUT_TOKENS]},
+            {refused_field[SL_SIM_DIM_OUTPUT_TOKENS], c->refused_by[SL_SIM_DIM_OUTPUT_TOKENS]},
+            {refused_field[SL_SIM_DIM_REQUESTS_DAY], c->refused_by[SL_SIM_DIM_REQUESTS_DAY]},
             {"replayed", c->replayed},
             {"errors", c->errors},
             {"tokens_charged", c->tokens_charged},
@@ -2266,26 +2341,22 @@ static sl_err_t stats_body(sl_sim_t *sim, sl_sim_response_t *resp, int64_t now_m
     json_decref(root);
     if (text == NULL)
         return SL_ENOMEM;
-    free(resp->body);
-    resp->body = text;
-    resp->body_len = strlen(text);
-    resp->status = 200;
-    common_headers(resp, "application/json");
+    *out = text;
     return SL_OK;
 }
 
 /* Zeroes the counters and rings; the buckets, day windows and in-flight counts stay. Caller
  * holds the lock. */
-static void stats_reset(sl_sim_t *sim)
+static void sl_sim_stats_reset(sl_sim_t *sim)
 {
     for (size_t i = 0; i < sim->cfg->n_deps; i++) {
-        deployment_t *dep = &sim->deps[i];
-        counters_reset(&dep->count);
+        sl_sim_deployment_t *dep = &sim->deps[i];
+        sl_sim_stats_counters_reset(&dep->count);
         dep->retries_ring.len = 0;
         dep->arrivals_ring.len = 0;
     }
     /* The ring keeps its position, so an entry's slot stays (serial - 1) % capacity. */
-    for (size_t i = 0; i < STREAM_RING_CAP; i++)
+    for (size_t i = 0; i < SL_SIM_STREAM_RING_CAP; i++)
         sim->streams[i].serial = 0;
     sim->streams_ring.len = 0;
     sim->stats_epoch++;
@@ -2300,13 +2371,13 @@ sl_err_t sl_sim_handle(sl_sim_t *sim, const sl_sim_request_t *req, int64_t now_m
                        sl_sim_response_t **out)
 {
     *out = NULL;
-    sl_sim_response_t *resp = response_new();
+    sl_sim_response_t *resp = sl_sim_respond_new();
     if (resp == NULL)
         return SL_ENOMEM;
     uint64_t n = atomic_fetch_add(&sim->request_seq, 1);
     snprintf(resp->request_id, sizeof resp->request_id, "req_%016llx%016llx",
-             (unsigned long long)mix64(sim->salt ^ (n * 2 + 1)),
-             (unsigned long long)mix64(~sim->salt ^ (n * 2)));
+             (unsigned long long)sl_sim_rng_mix64(sim->salt ^ (n * 2 + 1)),
+             (unsigned long long)sl_sim_rng_mix64(~sim->salt ^ (n * 2)));
     sl_sim_request_t r = *req;
     if (r.method == NULL)
         r.method = "";
@@ -2318,42 +2389,50 @@ sl_err_t sl_sim_handle(sl_sim_t *sim, const sl_sim_request_t *req, int64_t now_m
 
     if (strcmp(r.path, "/healthz") == 0) {
         if (is_get(r.method)) {
-            common_headers(resp, "text/plain; charset=utf-8");
+            sl_sim_respond_common_headers(resp, "text/plain; charset=utf-8");
             resp->status = 200;
-            set_body(resp, "ok");
+            sl_sim_respond_set_body(resp, "ok");
         } else {
             method_not_allowed(resp, "GET", r.method, path);
         }
     } else if (strcmp(r.path, "/stats") == 0) {
         if (!is_get(r.method)) {
             method_not_allowed(resp, "GET", r.method, path);
-        } else if (stats_body(sim, resp, now_ms) != SL_OK) {
-            sl_sim_response_free(resp);
-            return SL_ENOMEM;
+        } else {
+            char *text = NULL;
+            if (sl_sim_stats_json(sim, now_ms, &text) != SL_OK) {
+                sl_sim_response_free(resp);
+                return SL_ENOMEM;
+            }
+            sl_sim_respond_take_body(resp, text);
+            resp->status = 200;
+            sl_sim_respond_common_headers(resp, "application/json");
         }
     } else if (strcmp(r.path, "/stats/reset") == 0) {
         if (strcmp(r.method, "POST") != 0) {
             method_not_allowed(resp, "POST", r.method, path);
         } else {
             pthread_mutex_lock(&sim->lock);
-            stats_reset(sim);
+            sl_sim_stats_reset(sim);
             pthread_mutex_unlock(&sim->lock);
-            common_headers(resp, "application/json");
+            sl_sim_respond_common_headers(resp, "application/json");
             resp->status = 200;
-            set_body(resp, "{\"reset\":true}");
+            sl_sim_respond_set_body(resp, "{\"reset\":true}");
         }
     } else {
         route_t route = route_path(sim, r.path);
         if (route.dep != NULL) {
             resp->api = (int)route.dep->cfg->api;
-            common_headers(resp, "application/json");
+            sl_sim_respond_common_headers(resp, "application/json");
             if (!route.endpoint) {
                 not_found(resp, &route, &r);
             } else if (handle_endpoint(sim, &route, &r, now_ms, resp) != SL_OK) {
                 sl_sim_response_free(resp);
                 return SL_ENOMEM;
             } else {
-                note_arrival(sim, route.dep, &r, resp, now_ms);
+                sl_sim_stats_note_arrival(sim, route.dep,
+                                          sl_sim_request_header(&r, "idempotency-key"),
+                                          resp->status, now_ms);
             }
         } else {
             char msg[256];
@@ -2361,8 +2440,8 @@ sl_err_t sl_sim_handle(sl_sim_t *sim, const sl_sim_request_t *req, int64_t now_m
             snprintf(method, sizeof method, "%s", r.method);
             snprintf(msg, sizeof msg, "Invalid URL (%s %s): no such deployment or endpoint.",
                      method, path);
-            common_headers(resp, "application/json");
-            error_body(resp, 404, "invalid_request_error", NULL, NULL, msg);
+            sl_sim_respond_common_headers(resp, "application/json");
+            sl_sim_respond_openai_error(resp, 404, "invalid_request_error", NULL, NULL, msg);
         }
     }
     if (!resp->in_flight_on)
@@ -2370,7 +2449,7 @@ sl_err_t sl_sim_handle(sl_sim_t *sim, const sl_sim_request_t *req, int64_t now_m
     bool openai_like =
         resp->api < 0 || resp->api == SL_SIM_API_OPENAI || resp->api == SL_SIM_API_AZURE;
     if (openai_like && sl_sim_response_header_get(resp, "openai-processing-ms") == NULL)
-        add_header(resp, "openai-processing-ms", "0");
+        sl_sim_respond_add_header(resp, "openai-processing-ms", "0");
     *out = resp;
     return SL_OK;
 }
@@ -2380,7 +2459,7 @@ void sl_sim_finish(sl_sim_t *sim, sl_sim_response_t *resp)
     if (resp == NULL || resp->in_flight_on == NULL)
         return;
     pthread_mutex_lock(&sim->lock);
-    deployment_t *dep = resp->in_flight_on;
+    sl_sim_deployment_t *dep = resp->in_flight_on;
     dep->in_flight--;
     sim->in_flight--;
     if (resp->output_refund > 0) {
@@ -2398,8 +2477,8 @@ void sl_sim_chunk_sent(sl_sim_t *sim, sl_sim_response_t *resp, size_t i, int64_t
     if (resp == NULL || resp->stream_serial == 0)
         return;
     pthread_mutex_lock(&sim->lock);
-    int64_t unix_ms = unix_ms_of(sim, now_ms);
-    stream_entry_t *e = &sim->streams[(resp->stream_serial - 1) % STREAM_RING_CAP];
+    int64_t unix_ms = sl_sim_unix_ms(sim, now_ms);
+    sl_sim_stream_entry_t *e = &sim->streams[(resp->stream_serial - 1) % SL_SIM_STREAM_RING_CAP];
     if (e->serial == resp->stream_serial) {
         if ((int64_t)i + 1 > e->chunks)
             e->chunks = (int64_t)i + 1;
