@@ -25,6 +25,9 @@
 #include "idem.h"
 #include "limiter.h"
 #include "log.h"
+#include "rng.h"
+#include "sim_internal.h"
+#include "stats.h"
 #include "wire.h"
 
 #define SL_SIM_ORGANIZATION "org-sim"
@@ -38,45 +41,12 @@
     "You exceeded your current quota, please check your plan and billing details. For more "       \
     "information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits."
 #define IDEMPOTENCY_KEY_MAX_LEN 255
-#define SL_SIM_BODY_CAP 4096
-#define SL_SIM_MAX_HEADERS 32
 /* SDKs retry a 429 on their own; past this wait a daily quota tells them not to. */
 #define SHOULD_NOT_RETRY_AFTER_MS 120000
-#define SL_SIM_RING_CAP 1000       /* 429s with a Retry-After, and arrivals, kept per deployment */
-#define SL_SIM_STREAM_RING_CAP 100 /* recent streams kept */
-#define SL_SIM_RING_KEY_MAX 100    /* characters of an Idempotency-Key kept in a ring entry */
-#define SL_SIM_REQUEST_ID_LEN 40
 
 /* ---- Configuration ---------------------------------------------------------------------- */
 
 /* ---- Simulator state -------------------------------------------------------------------- */
-
-typedef struct {
-    int64_t admitted;
-    int64_t refused;
-    int64_t refused_by[SL_SIM_DIM_COUNT_]; /* the dimension each refusal reported */
-    int64_t replayed;
-    int64_t errors;
-    int64_t tokens_charged;
-    int64_t input_tokens_charged;  /* what ITPM is charged: prompt minus cache reads */
-    int64_t output_tokens_charged; /* what OTPM is charged, net of refunds */
-    int64_t prompt_tokens;
-    int64_t completion_tokens;
-    int64_t cached_tokens;
-    int64_t first_admit_ms; /* -1 = none since the last reset */
-    int64_t last_admit_ms;
-    int64_t streams;               /* admitted requests answered as a stream */
-    int64_t tool_calls;            /* admitted requests answered with a tool call */
-    int64_t fault_429;             /* injected 429s (rate_limit_share) */
-    int64_t fault_429_retry_after; /* of those, with a Retry-After */
-    int64_t fault_503;             /* injected 503/529s: unavailable windows, overloaded_share */
-    int64_t fault_spend_limit;     /* refusals past spend_limit_after */
-    int64_t fault_acceleration;    /* 429s for growing faster than the acceleration limit */
-    int64_t dropped;               /* connections closed early: drops and cut streams */
-    int64_t slow;                  /* answers delayed by slow_ms */
-    int64_t early_retries; /* a key came back before the Retry-After it was given had passed */
-    int64_t last_first_chunk_ms; /* Unix ms of the last stream's first event; -1 = none */
-} sl_sim_counters_t;
 
 /* How each dimension appears in 429 messages, error types and logs. */
 typedef struct {
@@ -110,168 +80,6 @@ static const sl_sim_dim_info_t sl_sim_dim_info[SL_SIM_DIM_COUNT_] = {
                                  "generativelanguage.googleapis.com/"
                                  "generate_requests_per_model_per_day"},
 };
-
-/* A 429 that announced a Retry-After. */
-typedef struct {
-    int64_t sent_ms; /* Unix ms */
-    int64_t retry_after_ms;
-    bool fault; /* injected rather than a real refusal */
-    char key[SL_SIM_RING_KEY_MAX + 1];
-} sl_sim_retry_entry_t;
-
-/* A request that reached a deployment's endpoint. */
-typedef struct {
-    int64_t at_ms; /* Unix ms */
-    int status;
-    char key[SL_SIM_RING_KEY_MAX + 1];
-} sl_sim_arrival_t;
-
-/* A streamed answer, for GET /stats' recent_streams. */
-typedef struct {
-    uint64_t serial; /* 0 = empty slot */
-    char request_id[SL_SIM_REQUEST_ID_LEN];
-    const char *deployment;
-    int64_t first_chunk_ms; /* Unix ms; -1 = not sent yet */
-    int64_t chunks;         /* events handed to the network so far */
-    bool cut;
-} sl_sim_stream_entry_t;
-
-/* A ring of up to cap entries: next is where the next one goes, len how many are held. */
-typedef struct {
-    size_t next;
-    size_t len;
-} sl_sim_ring_t;
-
-static size_t ring_push(sl_sim_ring_t *ring, size_t cap)
-{
-    size_t slot = ring->next;
-    ring->next = (ring->next + 1) % cap;
-    if (ring->len < cap)
-        ring->len++;
-    return slot;
-}
-
-/* The index of the i-th oldest entry (i < len). */
-static size_t ring_at(const sl_sim_ring_t *ring, size_t cap, size_t i)
-{
-    return (ring->next + cap - ring->len + i) % cap;
-}
-
-typedef struct {
-    const sl_sim_dep_config_t *cfg;
-    sl_sim_limiter_t *lim;
-    sl_sim_idem_t *idem;
-    sl_sim_idem_t *retry_keys; /* Idempotency-Key -> time (sim ms) before which it is early */
-    sl_sim_counters_t count;
-    int64_t in_flight;
-    int64_t admitted_total;        /* since start, never reset: for spend_limit_after */
-    int64_t first_request_ms;      /* of the first validated request (sim time); -1 = none yet */
-    int64_t accel_window_start_ms; /* the acceleration limit's current window */
-    int64_t accel_cur, accel_prev; /* admitted in it, and in the one before */
-    uint64_t rng;                  /* fault draws (splitmix64 state) */
-    sl_sim_retry_entry_t *retries; /* SL_SIM_RING_CAP */
-    sl_sim_ring_t retries_ring;
-    sl_sim_arrival_t *arrivals; /* SL_SIM_RING_CAP */
-    sl_sim_ring_t arrivals_ring;
-} sl_sim_deployment_t;
-
-/* What an admitted completion was: enough to rebuild its answer exactly for a replay. */
-typedef struct {
-    uint64_t seq; /* the ids derive from it */
-    int64_t created_s;
-    int64_t prompt_tokens;
-    int64_t completion_tokens;
-    int64_t cached_tokens;
-    int64_t processing_ms;
-    bool hit_max_tokens;
-    char tool_name[SL_SIM_TOOL_NAME_MAX + 1]; /* "" = a text reply */
-} sl_sim_completion_t;
-
-struct sl_sim {
-    sl_sim_config_t *cfg;
-    sl_sim_deployment_t *deps;
-    pthread_mutex_t lock;
-    int64_t in_flight;    /* across deployments; under lock */
-    uint64_t seq;         /* completions so far; under lock */
-    uint64_t stats_epoch; /* POST /stats/reset calls so far; under lock */
-    atomic_uint_fast64_t request_seq;
-    uint64_t salt; /* makes ids differ between runs */
-    int64_t origin_ms;
-    int64_t origin_unix_s;
-    int64_t origin_unix_ms;                                /* the wall clock at origin_ms */
-    sl_sim_stream_entry_t streams[SL_SIM_STREAM_RING_CAP]; /* under lock */
-    sl_sim_ring_t streams_ring;
-    uint64_t stream_serial;
-};
-
-typedef struct {
-    char name[48]; /* fits anthropic-ratelimit-output-tokens-remaining */
-    char value[64];
-} sl_sim_header_t;
-
-struct sl_sim_response {
-    int status;
-    char *body; /* SL_SIM_BODY_CAP bytes unless replaced by a larger /stats body */
-    size_t body_len;
-    sl_sim_header_t headers[SL_SIM_MAX_HEADERS];
-    size_t n_headers;
-    int64_t delay_ms;
-    sl_sim_deployment_t *in_flight_on; /* set while this 200 counts as in flight */
-    int64_t output_refund;             /* OTPM tokens to give back when it is finished */
-    uint64_t stats_epoch;              /* of the counters its charges went to */
-    char request_id[SL_SIM_REQUEST_ID_LEN];
-    int api; /* the deployment's API, or -1 for the simulator's own endpoints */
-    /* A stream: events to send, each at its time; then, when cut, the connection is closed. */
-    sl_sim_event_t *events;
-    int64_t *event_at_ms;
-    size_t n_events;        /* to send: all of them, or those before the cut */
-    bool dropped;           /* close the connection instead of completing the answer */
-    uint64_t stream_serial; /* its recent_streams entry; 0 = none */
-    sl_sim_deployment_t *stream_dep;
-};
-
-static void sl_sim_stats_counters_reset(sl_sim_counters_t *count)
-{
-    memset(count, 0, sizeof *count);
-    count->first_admit_ms = -1;
-    count->last_admit_ms = -1;
-    count->last_first_chunk_ms = -1;
-}
-
-/* splitmix64's finaliser: spreads any 64-bit input over all 64 bits. */
-static uint64_t sl_sim_rng_mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
-/* FNV-1a; mixed differently for each thing derived from a body, so those are independent. */
-static uint64_t sl_sim_rng_fnv1a(const char *data, size_t len)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)data[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
-/* A uniform draw in [0, 1) from the sequence whose splitmix64 state is *state. */
-static double sl_sim_rng_next(uint64_t *state)
-{
-    *state += 0x9e3779b97f4a7c15ULL;
-    return (double)(sl_sim_rng_mix64(*state) >> 11) * 0x1p-53;
-}
-
-/* The same body always gets the same draw of a kind; kinds are independent. */
-static double sl_sim_rng_body(uint64_t body_hash, uint64_t kind)
-{
-    return (double)(sl_sim_rng_mix64(body_hash ^ kind) >> 11) * 0x1p-53;
-}
 
 static void deployment_free(sl_sim_deployment_t *dep)
 {
@@ -364,12 +172,6 @@ void sl_sim_free(sl_sim_t *sim)
     pthread_mutex_destroy(&sim->lock);
     sl_sim_config_free(sim->cfg);
     free(sim);
-}
-
-/* The Unix time in ms of a simulator time. */
-static int64_t sl_sim_unix_ms(const sl_sim_t *sim, int64_t now_ms)
-{
-    return sim->origin_unix_ms + (now_ms - sim->origin_ms);
 }
 
 /* ---- Response building ------------------------------------------------------------------ */
@@ -865,60 +667,6 @@ static void count_refusal(sl_sim_deployment_t *dep, sl_sim_dim_t dim, int64_t no
     dep->count.refused_by[dim]++;
     if (dep->cfg->count_refused)
         sl_sim_limiter_charge_request(dep->lim, now_ms);
-}
-
-/* The wait a client is told for wait_ms: Anthropic's headers carry whole seconds only. */
-static int64_t announced_wait_ms(const sl_sim_deployment_t *dep, int64_t wait_ms)
-{
-    if (dep->cfg->headers == SL_SIM_HEADERS_ANTHROPIC && dep->cfg->api != SL_SIM_API_GEMINI)
-        return (wait_ms + 999) / 1000 * 1000;
-    return wait_ms;
-}
-
-/* Records an answered request (its Idempotency-Key, or NULL, and status) in the deployment's
- * arrivals ring. Takes the lock. */
-static void sl_sim_stats_note_arrival(sl_sim_t *sim, sl_sim_deployment_t *dep, const char *key,
-                                      int status, int64_t now_ms)
-{
-    pthread_mutex_lock(&sim->lock);
-    sl_sim_arrival_t *a = &dep->arrivals[ring_push(&dep->arrivals_ring, SL_SIM_RING_CAP)];
-    a->at_ms = sl_sim_unix_ms(sim, now_ms);
-    a->status = status;
-    snprintf(a->key, sizeof a->key, "%s", key != NULL ? key : "");
-    pthread_mutex_unlock(&sim->lock);
-}
-
-/* Registers the stream resp in recent_streams (its request id, whether it is cut) and ties resp
- * to that entry for sl_sim_chunk_sent. Caller holds the lock. */
-static void sl_sim_stats_open_stream(sl_sim_t *sim, sl_sim_deployment_t *dep,
-                                     sl_sim_response_t *resp)
-{
-    uint64_t serial = ++sim->stream_serial;
-    sl_sim_stream_entry_t *e = &sim->streams[ring_push(&sim->streams_ring, SL_SIM_STREAM_RING_CAP)];
-    e->serial = serial;
-    snprintf(e->request_id, sizeof e->request_id, "%s", resp->request_id);
-    e->deployment = dep->cfg->name;
-    e->first_chunk_ms = -1;
-    e->chunks = 0;
-    e->cut = resp->dropped;
-    resp->stream_serial = serial;
-    resp->stream_dep = dep;
-}
-
-/* Remembers a 429 that announced a wait: in the ring for /stats, and under its Idempotency-Key
- * so that the key coming back early counts as an early retry. Caller holds the lock. */
-static void sl_sim_stats_note_retry_after(sl_sim_t *sim, sl_sim_deployment_t *dep, const char *key,
-                                          int64_t now_ms, int64_t wait_ms, bool fault)
-{
-    sl_sim_retry_entry_t *e = &dep->retries[ring_push(&dep->retries_ring, SL_SIM_RING_CAP)];
-    e->sent_ms = sl_sim_unix_ms(sim, now_ms);
-    e->retry_after_ms = announced_wait_ms(dep, wait_ms);
-    e->fault = fault;
-    snprintf(e->key, sizeof e->key, "%s", key != NULL ? key : "");
-    int64_t until_ms = now_ms + e->retry_after_ms;
-    /* Losing a key only loses one early-retry count: report and go on. */
-    if (key != NULL && sl_sim_idem_put(dep->retry_keys, key, &until_ms) != SL_OK)
-        sl_logf(SL_LOG_WARN, "deployment", dep->cfg->name, "out of memory storing a retry key");
 }
 
 /* The Azure api-version of the request, for its messages. */
@@ -1585,170 +1333,6 @@ static void method_not_allowed(sl_sim_response_t *resp, const char *allow, const
     sl_sim_respond_add_header(resp, "allow", "%s", allow);
 }
 
-/* The /stats counter of the refusals reported for each dimension. */
-static const char *const refused_field[SL_SIM_DIM_COUNT_] = {
-    [SL_SIM_DIM_REQUESTS] = "refused_requests_dim", [SL_SIM_DIM_TOKENS] = "refused_tokens_dim",
-    [SL_SIM_DIM_INPUT_TOKENS] = "refused_itpm_dim", [SL_SIM_DIM_OUTPUT_TOKENS] = "refused_otpm_dim",
-    [SL_SIM_DIM_REQUESTS_DAY] = "refused_rpd_dim",
-};
-
-/* Adds name: value (an integer, or null when negative) to obj; false without memory. */
-static bool set_ms(json_t *obj, const char *name, int64_t value)
-{
-    json_t *v = value < 0 ? json_null() : json_integer(value);
-    return json_object_set_new(obj, name, v) == 0;
-}
-
-/* The rings of a deployment, oldest first. Caller holds the lock. */
-static bool add_rings(json_t *one, const sl_sim_deployment_t *dep)
-{
-    json_t *retries = json_array();
-    json_t *arrivals = json_array();
-    bool ok = retries != NULL && arrivals != NULL;
-    for (size_t i = 0; ok && i < dep->retries_ring.len; i++) {
-        const sl_sim_retry_entry_t *e =
-            &dep->retries[ring_at(&dep->retries_ring, SL_SIM_RING_CAP, i)];
-        json_t *item =
-            json_pack("{s:I, s:I, s:b, s:o}", "sent_ms", (json_int_t)e->sent_ms, "retry_after_ms",
-                      (json_int_t)e->retry_after_ms, "fault", (int)e->fault, "idempotency_key",
-                      e->key[0] ? json_string(e->key) : json_null());
-        ok = item != NULL && json_array_append_new(retries, item) == 0;
-    }
-    for (size_t i = 0; ok && i < dep->arrivals_ring.len; i++) {
-        const sl_sim_arrival_t *a =
-            &dep->arrivals[ring_at(&dep->arrivals_ring, SL_SIM_RING_CAP, i)];
-        json_t *item =
-            json_pack("{s:I, s:i, s:o}", "at_ms", (json_int_t)a->at_ms, "status", a->status,
-                      "idempotency_key", a->key[0] ? json_string(a->key) : json_null());
-        ok = item != NULL && json_array_append_new(arrivals, item) == 0;
-    }
-    if (!ok) {
-        json_decref(retries);
-        json_decref(arrivals);
-        return false;
-    }
-    return json_object_set_new(one, "retry_after_429s", retries) == 0 &&
-           json_object_set_new(one, "arrivals", arrivals) == 0;
-}
-
-/* The recent streams, oldest first. Caller holds the lock. */
-static json_t *streams_json(const sl_sim_t *sim)
-{
-    json_t *list = json_array();
-    for (size_t i = 0; list != NULL && i < sim->streams_ring.len; i++) {
-        const sl_sim_stream_entry_t *e =
-            &sim->streams[ring_at(&sim->streams_ring, SL_SIM_STREAM_RING_CAP, i)];
-        json_t *item = json_pack(
-            "{s:s, s:s, s:o, s:I, s:b}", "request_id", e->request_id, "deployment", e->deployment,
-            "first_chunk_ms", e->first_chunk_ms < 0 ? json_null() : json_integer(e->first_chunk_ms),
-            "chunks", (json_int_t)e->chunks, "cut", (int)e->cut);
-        if (item == NULL || json_array_append_new(list, item) != 0) {
-            json_decref(list);
-            return NULL;
-        }
-    }
-    return list;
-}
-
-/* The body of GET /stats at now_ms into *out (NUL-terminated, freed with free()). Returns SL_OK,
- * or SL_ENOMEM with *out NULL. Takes the lock. */
-static sl_err_t sl_sim_stats_json(sl_sim_t *sim, int64_t now_ms, char **out)
-{
-    *out = NULL;
-    json_t *deps = json_object();
-    json_t *root =
-        json_pack("{s:I, s:I, s:I, s:o}", "now_ms", (json_int_t)(now_ms - sim->origin_ms),
-                  "minute_ms", (json_int_t)sim->cfg->minute_ms, "origin_unix_ms",
-                  (json_int_t)sim->origin_unix_ms, "deployments", deps);
-    if (root == NULL)
-        return SL_ENOMEM;
-    bool ok = true;
-    pthread_mutex_lock(&sim->lock);
-    for (size_t i = 0; i < sim->cfg->n_deps && ok; i++) {
-        const sl_sim_deployment_t *dep = &sim->deps[i];
-        const sl_sim_counters_t *c = &dep->count;
-        const sl_sim_dep_config_t *dc = dep->cfg;
-        const struct {
-            const char *name;
-            int64_t value;
-        } fields[] = {
-            {"rpm", dc->rpm},
-            {"tpm", dc->tpm},
-            {"itpm", dc->itpm},
-            {"otpm", dc->otpm},
-            {"rpd", dc->rpd},
-            {"admitted", c->admitted},
-            {"refused", c->refused},
-            {refused_field[SL_SIM_DIM_REQUESTS], c->refused_by[SL_SIM_DIM_REQUESTS]},
-            {refused_field[SL_SIM_DIM_TOKENS], c->refused_by[SL_SIM_DIM_TOKENS]},
-            {refused_field[SL_SIM_DIM_INPUT_TOKENS], c->refused_by[SL_SIM_DIM_INPUT_TOKENS]},
-            {refused_field[SL_SIM_DIM_OUTPUT_TOKENS], c->refused_by[SL_SIM_DIM_OUTPUT_TOKENS]},
-            {refused_field[SL_SIM_DIM_REQUESTS_DAY], c->refused_by[SL_SIM_DIM_REQUESTS_DAY]},
-            {"replayed", c->replayed},
-            {"errors", c->errors},
-            {"tokens_charged", c->tokens_charged},
-            {"input_tokens_charged", c->input_tokens_charged},
-            {"output_tokens_charged", c->output_tokens_charged},
-            {"prompt_tokens", c->prompt_tokens},
-            {"completion_tokens", c->completion_tokens},
-            {"cached_tokens", c->cached_tokens},
-            {"in_flight", dep->in_flight},
-            {"requests_today", sl_sim_limiter_day_count(dep->lim, now_ms)},
-            {"streams", c->streams},
-            {"tool_calls", c->tool_calls},
-            {"fault_429", c->fault_429},
-            {"fault_429_retry_after", c->fault_429_retry_after},
-            {"fault_503", c->fault_503},
-            {"fault_spend_limit", c->fault_spend_limit},
-            {"fault_acceleration", c->fault_acceleration},
-            {"dropped", c->dropped},
-            {"slow", c->slow},
-            {"early_retries", c->early_retries},
-        };
-        json_t *one = json_pack("{s:s, s:s}", "model", dc->model, "api", sl_sim_api_name(dc->api));
-        for (size_t f = 0; one != NULL && f < sizeof fields / sizeof fields[0]; f++) {
-            if (json_object_set_new(one, fields[f].name, json_integer(fields[f].value)) != 0) {
-                json_decref(one);
-                one = NULL;
-            }
-        }
-        if (one != NULL &&
-            (!set_ms(one, "first_admit_ms", c->first_admit_ms) ||
-             !set_ms(one, "last_admit_ms", c->last_admit_ms) ||
-             !set_ms(one, "last_first_chunk_ms", c->last_first_chunk_ms) || !add_rings(one, dep))) {
-            json_decref(one);
-            one = NULL;
-        }
-        ok = one != NULL && json_object_set_new(deps, dep->cfg->name, one) == 0;
-    }
-    json_t *streams = ok ? streams_json(sim) : NULL;
-    pthread_mutex_unlock(&sim->lock);
-    ok = ok && streams != NULL && json_object_set_new(root, "recent_streams", streams) == 0;
-    char *text = ok ? json_dumps(root, JSON_COMPACT) : NULL;
-    json_decref(root);
-    if (text == NULL)
-        return SL_ENOMEM;
-    *out = text;
-    return SL_OK;
-}
-
-/* Zeroes the counters and rings; the buckets, day windows and in-flight counts stay. Caller
- * holds the lock. */
-static void sl_sim_stats_reset(sl_sim_t *sim)
-{
-    for (size_t i = 0; i < sim->cfg->n_deps; i++) {
-        sl_sim_deployment_t *dep = &sim->deps[i];
-        sl_sim_stats_counters_reset(&dep->count);
-        dep->retries_ring.len = 0;
-        dep->arrivals_ring.len = 0;
-    }
-    /* The ring keeps its position, so an entry's slot stays (serial - 1) % capacity. */
-    for (size_t i = 0; i < SL_SIM_STREAM_RING_CAP; i++)
-        sim->streams[i].serial = 0;
-    sim->streams_ring.len = 0;
-    sim->stats_epoch++;
-}
-
 static bool is_get(const char *method)
 {
     return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
@@ -1857,24 +1441,6 @@ void sl_sim_finish(sl_sim_t *sim, sl_sim_response_t *resp)
     }
     pthread_mutex_unlock(&sim->lock);
     resp->in_flight_on = NULL;
-}
-
-void sl_sim_chunk_sent(sl_sim_t *sim, sl_sim_response_t *resp, size_t i, int64_t now_ms)
-{
-    if (resp == NULL || resp->stream_serial == 0)
-        return;
-    pthread_mutex_lock(&sim->lock);
-    int64_t unix_ms = sl_sim_unix_ms(sim, now_ms);
-    sl_sim_stream_entry_t *e = &sim->streams[(resp->stream_serial - 1) % SL_SIM_STREAM_RING_CAP];
-    if (e->serial == resp->stream_serial) {
-        if ((int64_t)i + 1 > e->chunks)
-            e->chunks = (int64_t)i + 1;
-        if (i == 0 && e->first_chunk_ms < 0)
-            e->first_chunk_ms = unix_ms;
-    }
-    if (i == 0)
-        resp->stream_dep->count.last_first_chunk_ms = unix_ms;
-    pthread_mutex_unlock(&sim->lock);
 }
 
 /* ---- Response accessors ----------------------------------------------------------------- */
