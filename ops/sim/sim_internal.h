@@ -6,7 +6,8 @@
  * deployments' limiters, key tables, counters and rings, and the simulator's totals) except a
  * response, which belongs to the one request that builds it. The modules, lowest first: rng,
  * config, stats, respond, request, faults, admit, endpoints, and sim.c (life cycle); none calls a
- * module above it.
+ * module above it. Below them all are the parts that know nothing of the simulator: limiter.c,
+ * idem.c and the API formats (wire.h).
  */
 #ifndef SL_SIM_INTERNAL_H
 #define SL_SIM_INTERNAL_H
