@@ -1,9 +1,9 @@
 /* main.c - sluice-sim: a provider simulator (OpenAI, Azure OpenAI, Anthropic, Gemini) for
  * development and tests.
  *
- * Wiring only: options, config, signals. The decisions live in sim.c, the HTTP server in
- * http.c. Exit status: 0 after SIGTERM/SIGINT, 2 for bad options or config, 1 when the server
- * cannot start.
+ * Wiring only: options, config, signals. The decisions live in admit.c and faults.c, the HTTP
+ * server in http.c. Exit status: 0 after SIGTERM/SIGINT, 2 for bad options or config, 1 when the
+ * server cannot start.
  */
 #include <errno.h>
 #include <getopt.h>

@@ -5,9 +5,11 @@
  * The idea to hold first: each API is reduced to one neutral description each way. A request
  * body becomes an sl_sim_ask_t (prompt estimate, max_tokens, stream, the first tool offered), and
  * a decided completion (sl_sim_reply_t) or refusal (sl_sim_error_t) becomes that API's body or
- * Server-Sent Events. Nothing here holds state, reads a clock or decides anything; sim.c decides,
- * this module only spells. Every string that reaches a body is either escaped here or restricted
- * to characters that need no escaping (names, models, tool names).
+ * Server-Sent Events. Nothing here holds state, reads a clock or decides anything; admission and
+ * the faults decide (admit.c, faults.c), this module only spells. Every string that reaches a body
+ * is either escaped here or restricted to characters that need no escaping (names, models, tool
+ * names). wire.c dispatches on the API to one file per provider: wire_openai.c (with Azure),
+ * wire_anthropic.c and wire_gemini.c.
  */
 #ifndef SL_SIM_WIRE_H
 #define SL_SIM_WIRE_H
