@@ -25,7 +25,7 @@
 
 #include "config.h"
 #include "err.h"
-#include "openai.h"
+#include "ratelimit.h"
 
 typedef struct sl_adapter sl_adapter_t;
 
@@ -116,9 +116,5 @@ json_t *sl_adapter_error(const sl_adapter_t *ad, const json_t *body, const char 
  * says STOP then). */
 const char *sl_adapter_finish_reason(const sl_adapter_t *ad, const char *reason,
                                      int has_tool_calls);
-
-/* Parses a google.protobuf.Duration in JSON form ("23s", "1.5s", "0.250s") into ms (rounded
- * up to whole ms); -1 when malformed. */
-int64_t sl_duration_ms(const char *s);
 
 #endif

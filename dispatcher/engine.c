@@ -14,7 +14,7 @@
 #include "hmap.h"
 #include "jsonschema.h"
 #include "log.h"
-#include "openai.h"
+#include "ratelimit.h"
 #include "stream.h"
 #include "util.h"
 
@@ -261,7 +261,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
     size_t n = size * nmemb;
     /* One parser for every provider: each API's rate-limit and retry headers have their own
      * names (Gemini sends none), so the others' are simply absent. */
-    sl_openai_header(&c->rl, data, n);
+    sl_ratelimit_header(&c->rl, data, n);
     static const char ct[] = "content-type:";
     if (n > sizeof ct && strncasecmp(data, ct, sizeof ct - 1) == 0)
         c->event_stream = memmem(data, n, "text/event-stream", 17) != NULL;

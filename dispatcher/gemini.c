@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "adapter_impl.h"
+#include "timefmt.h"
 
 /* The keys of Gemini's Schema object (an OpenAPI 3.0 subset); anything else in a JSON Schema
  * (additionalProperties, $schema, strict, ...) makes the API refuse the request. */
@@ -560,7 +561,7 @@ static int64_t retry_hint_gemini(const json_t *body)
 {
     const json_t *error = json_object_get(unwrap(body), "error");
     const json_t *ri = detail(error, "google.rpc.RetryInfo");
-    return sl_duration_ms(json_string_value(json_object_get(ri, "retryDelay")));
+    return sl_timefmt_proto_duration_ms(json_string_value(json_object_get(ri, "retryDelay")));
 }
 
 /* ---- Streams -------------------------------------------------------------------------------

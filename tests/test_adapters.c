@@ -19,9 +19,10 @@
 #include "../common/jsonschema.h"
 #include "../common/util.h"
 #include "../dispatcher/adapter.h"
-#include "../dispatcher/openai.h"
+#include "../dispatcher/ratelimit.h"
 #include "../dispatcher/sse.h"
 #include "../dispatcher/stream.h"
+#include "../dispatcher/timefmt.h"
 
 #define FIXTURES "tests/fixtures/providers/"
 /* 2025-10-14T09:15:10Z: the Date of the Anthropic fixtures, for their reset headers. */
@@ -94,7 +95,7 @@ typedef struct {
     json_t *body;
 } recorded_t;
 
-/* Replays a recorded response: every header line goes to sl_openai_header (the engine's one
+/* Replays a recorded response: every header line goes to sl_ratelimit_header (the engine's one
  * header parser for every provider), with a fixed clock. */
 static recorded_t replay(const char *name)
 {
@@ -109,7 +110,7 @@ static recorded_t replay(const char *name)
     for (char *line = text; line < end + 2;) {
         char *eol = strstr(line, "\r\n");
         size_t n = (size_t)(eol + 2 - line);
-        sl_openai_header(&r.rl, line, n);
+        sl_ratelimit_header(&r.rl, line, n);
         line += n;
     }
     const char *body = end + 4;
@@ -659,19 +660,19 @@ END_TEST
 
 START_TEST(protobuf_durations_are_parsed)
 {
-    ck_assert_int_eq(sl_duration_ms("23s"), 23000);
-    ck_assert_int_eq(sl_duration_ms("1.5s"), 1500);
-    ck_assert_int_eq(sl_duration_ms("0.250s"), 250);
-    ck_assert_int_eq(sl_duration_ms("0s"), 0);
-    ck_assert_int_eq(sl_duration_ms("0.0001s"), 1); /* a lower bound: rounded up */
-    ck_assert_int_eq(sl_duration_ms("0.0015s"), 2);
-    ck_assert_int_eq(sl_duration_ms("s"), -1);
-    ck_assert_int_eq(sl_duration_ms("23"), -1);
-    ck_assert_int_eq(sl_duration_ms("-1s"), -1);
-    ck_assert_int_eq(sl_duration_ms("1m"), -1);
-    ck_assert_int_eq(sl_duration_ms("1.5ms"), -1);
-    ck_assert_int_eq(sl_duration_ms(""), -1);
-    ck_assert_int_eq(sl_duration_ms(NULL), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("23s"), 23000);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("1.5s"), 1500);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("0.250s"), 250);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("0s"), 0);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("0.0001s"), 1); /* a lower bound: rounded up */
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("0.0015s"), 2);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("s"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("23"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("-1s"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("1m"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("1.5ms"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms(""), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms(NULL), -1);
 }
 END_TEST
 
