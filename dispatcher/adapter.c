@@ -91,26 +91,26 @@ json_t *sl_usage_json(const sl_usage_t *u)
                      (json_int_t)u->reasoning, "total", (json_int_t)total);
 }
 
-static int retryable(const char *outcome)
+static int retryable(sl_outcome_t outcome)
 {
-    return strcmp(outcome, "rate_limited") == 0 || strcmp(outcome, "overloaded") == 0 ||
-           strcmp(outcome, "server_error") == 0 || strcmp(outcome, "timeout") == 0;
+    return outcome == SL_OUTCOME_RATE_LIMITED || outcome == SL_OUTCOME_OVERLOADED ||
+           outcome == SL_OUTCOME_SERVER_ERROR || outcome == SL_OUTCOME_TIMEOUT;
 }
 
-const char *sl_adapter_classify(const sl_adapter_t *ad, int transport_error, long http_status,
-                                const json_t *body, const sl_ratelimit_t *rl)
+sl_outcome_t sl_adapter_classify(const sl_adapter_t *ad, int transport_error, long http_status,
+                                 const json_t *body, const sl_ratelimit_t *rl)
 {
-    const char *outcome;
+    sl_outcome_t outcome;
     if (transport_error == 2)
-        outcome = "timeout";
+        outcome = SL_OUTCOME_TIMEOUT;
     else if (transport_error != 0)
-        outcome = "transport";
+        outcome = SL_OUTCOME_TRANSPORT;
     else
         outcome = ad->classify(http_status, body);
     /* OpenAI's x-should-retry: false overrides the status: e.g. a 429 "Request too large" can
      * never succeed by waiting, so it is a request error, not a capacity one. */
     if (rl != NULL && rl->should_retry == 0 && retryable(outcome))
-        outcome = "client_error";
+        outcome = SL_OUTCOME_CLIENT_ERROR;
     return outcome;
 }
 

@@ -293,13 +293,13 @@ typedef struct {
     const char *res_id;
     int deployment; /* index, or -1 (then deployment_name) */
     const char *deployment_name;
-    const char *outcome;
+    sl_outcome_t outcome;
     long http_status;
     const sl_ratelimit_t *rl; /* may be NULL */
     int64_t retry_after_ms;   /* -1: none */
     json_t *usage;            /* may be NULL */
-    json_t *response;         /* may be NULL; only kept for "ok" */
-    json_t *error;            /* may be NULL; only kept when not "ok" */
+    json_t *response;         /* may be NULL; only kept for ok */
+    json_t *error;            /* may be NULL; only kept when not ok */
     double ttft_ms, total_ms;
     int64_t started_ms, finished_ms;
 } usage_event_t;
@@ -307,12 +307,12 @@ typedef struct {
 /* Emits a usage event and releases the json_t members of ev. */
 static void emit_usage(sl_engine_t *e, usage_event_t *ev)
 {
-    json_t *js = json_pack("{s:i, s:s, s:i, s:s, s:s, s:s, s:i, s:I, s:I}", "v", 1, "job_id",
-                           ev->job_id, "attempt", ev->attempt, "reservation_id", ev->res_id,
-                           "deployment", ev->deployment_name, "outcome", ev->outcome, "http_status",
-                           (int)ev->http_status, "started_ms", (json_int_t)ev->started_ms,
-                           "finished_ms", (json_int_t)ev->finished_ms);
-    int ok = strcmp(ev->outcome, "ok") == 0;
+    json_t *js = json_pack(
+        "{s:i, s:s, s:i, s:s, s:s, s:s, s:i, s:I, s:I}", "v", 1, "job_id", ev->job_id, "attempt",
+        ev->attempt, "reservation_id", ev->res_id, "deployment", ev->deployment_name, "outcome",
+        sl_outcome_name(ev->outcome), "http_status", (int)ev->http_status, "started_ms",
+        (json_int_t)ev->started_ms, "finished_ms", (json_int_t)ev->finished_ms);
+    int ok = ev->outcome == SL_OUTCOME_OK;
     if (js == NULL) {
         sl_error("out of memory building a usage event for job %s", ev->job_id);
         goto out;
@@ -391,10 +391,13 @@ void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char 
          * that it could join a burst the ledger did not plan. The scheduler releases the
          * reservation and schedules the job again. */
         e->st.not_sent++;
-        usage_event_t ev = {job_id,   attempt,    res_id, -1,
-                            dep_name, "not_sent", 0,      NULL,
-                            -1,       NULL,       NULL,   plain_error("not_sent", why_not),
-                            0,        0,          now_ms, now_ms};
+        usage_event_t ev = {
+            job_id, attempt,  res_id,
+            -1,     dep_name, SL_OUTCOME_NOT_SENT,
+            0,      NULL,     -1,
+            NULL,   NULL,     plain_error(sl_outcome_name(SL_OUTCOME_NOT_SENT), why_not),
+            0,      0,        now_ms,
+            now_ms};
         emit_usage(e, &ev);
         json_decref(doc);
         return;
@@ -447,7 +450,7 @@ void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char 
                  sl_adapter_name(ad), why);
         usage_event_t ev = {c->job_id, attempt,
                             c->res_id, d,
-                            dc->name,  "client_error",
+                            dc->name,  SL_OUTCOME_CLIENT_ERROR,
                             0,         NULL,
                             -1,        sl_usage_json(&zero),
                             NULL,      plain_error("invalid_request", message),
@@ -536,7 +539,7 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
                         c->res_id,
                         c->deployment,
                         dc->name,
-                        NULL,
+                        SL_OUTCOME_OK,
                         status,
                         &c->rl,
                         -1,
@@ -550,34 +553,34 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
     if (c->mode == BODY_EVENTS) {
         ev.outcome = sl_stream_end(c->stream, transport);
         const json_t *perr = sl_stream_error(c->stream);
-        if (strcmp(ev.outcome, "bad_response") == 0)
+        if (ev.outcome == SL_OUTCOME_BAD_RESPONSE)
             detail = "the stream was malformed, or larger than sluice carries";
-        else if (perr == NULL && strcmp(ev.outcome, "ok") != 0)
+        else if (perr == NULL && ev.outcome != SL_OUTCOME_OK)
             detail = transport == 2   ? "the stream timed out before the provider finished it"
                      : transport == 1 ? "the stream was cut before the provider finished it"
                                       : "the stream ended before the provider's final event";
         /* Whatever was consumed is charged, complete or not. */
         ev.usage = sl_stream_usage(c->stream);
-        if (strcmp(ev.outcome, "ok") == 0)
+        if (ev.outcome == SL_OUTCOME_OK)
             ev.response = sl_stream_response(c->stream);
         else
-            ev.error = sl_adapter_error(ad, perr, ev.outcome, detail);
+            ev.error = sl_adapter_error(ad, perr, sl_outcome_name(ev.outcome), detail);
         ev.retry_after_ms = sl_adapter_retry_after_ms(ad, &c->rl, perr);
         double first = sl_stream_first_event_ms(c->stream);
         if (first > 0)
             ev.ttft_ms = first - c->started_mono_ms;
     } else {
         json_t *body = c->resp != NULL ? json_loadb(c->resp, c->resp_len, 0, NULL) : NULL;
-        ev.outcome =
-            c->too_big ? "bad_response" : sl_adapter_classify(ad, transport, status, body, &c->rl);
+        ev.outcome = c->too_big ? SL_OUTCOME_BAD_RESPONSE
+                                : sl_adapter_classify(ad, transport, status, body, &c->rl);
         ev.usage = body != NULL ? sl_adapter_usage(ad, body) : NULL;
-        if (strcmp(ev.outcome, "ok") == 0) {
+        if (ev.outcome == SL_OUTCOME_OK) {
             ev.response = sl_adapter_response(ad, body, dc->model);
             if (ev.response == NULL)
-                ev.outcome = "bad_response"; /* usage without an answer */
+                ev.outcome = SL_OUTCOME_BAD_RESPONSE; /* usage without an answer */
         }
-        if (strcmp(ev.outcome, "ok") != 0)
-            ev.error = sl_adapter_error(ad, body, ev.outcome, detail);
+        if (ev.outcome != SL_OUTCOME_OK)
+            ev.error = sl_adapter_error(ad, body, sl_outcome_name(ev.outcome), detail);
         ev.retry_after_ms = sl_adapter_retry_after_ms(ad, &c->rl, body);
         if (c->stream != NULL)
             sl_stream_end_whole(c->stream, ev.response, ev.usage);

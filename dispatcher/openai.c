@@ -23,29 +23,29 @@ static int is_quota_error(const json_t *body)
     return 0;
 }
 
-const char *sl_openai_classify(int transport_error, long http_status, const json_t *body)
+sl_outcome_t sl_openai_classify(int transport_error, long http_status, const json_t *body)
 {
     if (transport_error == 2)
-        return "timeout";
+        return SL_OUTCOME_TIMEOUT;
     if (transport_error != 0)
-        return "transport";
+        return SL_OUTCOME_TRANSPORT;
     if (http_status >= 200 && http_status < 300)
         return json_is_object(body) && json_is_object(json_object_get(body, "usage"))
-                   ? "ok"
-                   : "bad_response";
+                   ? SL_OUTCOME_OK
+                   : SL_OUTCOME_BAD_RESPONSE;
     if (http_status == 429)
-        return is_quota_error(body) ? "quota_exhausted" : "rate_limited";
+        return is_quota_error(body) ? SL_OUTCOME_QUOTA_EXHAUSTED : SL_OUTCOME_RATE_LIMITED;
     if (http_status == 401 || http_status == 403)
-        return "auth_error";
+        return SL_OUTCOME_AUTH_ERROR;
     if (http_status == 408 || http_status == 409)
-        return "server_error";
+        return SL_OUTCOME_SERVER_ERROR;
     if (http_status == 503 || http_status == 529)
-        return "overloaded";
+        return SL_OUTCOME_OVERLOADED;
     if (http_status == 504)
-        return "timeout";
+        return SL_OUTCOME_TIMEOUT;
     if (http_status >= 500)
-        return "server_error";
-    return "client_error";
+        return SL_OUTCOME_SERVER_ERROR;
+    return SL_OUTCOME_CLIENT_ERROR;
 }
 
 static int64_t jint(const json_t *obj, const char *key)
@@ -144,21 +144,21 @@ static sl_err_t request_azure(const sl_deployment_cfg_t *dep, const json_t *chat
 
 /* What an error object means when it arrives without a telling status: inside a stream (HTTP
  * 200 already sent) or in a 2xx body. */
-static const char *openai_error_outcome(const json_t *body)
+static sl_outcome_t openai_error_outcome(const json_t *body)
 {
     if (is_quota_error(body))
-        return "quota_exhausted";
+        return SL_OUTCOME_QUOTA_EXHAUSTED;
     const json_t *err = json_object_get(body, "error");
     const char *code = json_string_value(json_object_get(err, "code"));
     const char *type = json_string_value(json_object_get(err, "type"));
     if (code != NULL && strcmp(code, "rate_limit_exceeded") == 0)
-        return "rate_limited";
+        return SL_OUTCOME_RATE_LIMITED;
     if (type != NULL && strcmp(type, "invalid_request_error") == 0)
-        return "client_error";
-    return "server_error";
+        return SL_OUTCOME_CLIENT_ERROR;
+    return SL_OUTCOME_SERVER_ERROR;
 }
 
-static const char *classify_openai(long http_status, const json_t *body)
+static sl_outcome_t classify_openai(long http_status, const json_t *body)
 {
     if (http_status >= 200 && http_status < 300 && json_is_object(json_object_get(body, "error")))
         return openai_error_outcome(body);

@@ -7,10 +7,12 @@
 
 #include <jansson.h>
 
+#include "outcome.h"
+
 /* Classifies a finished call into a usage-event outcome (schema/usage.json):
  * transport_error: 0 = the HTTP exchange completed, 1 = transport failure, 2 = timeout.
- * body may be NULL. Returns a static string. */
-const char *sl_openai_classify(int transport_error, long http_status, const json_t *body);
+ * body may be NULL. */
+sl_outcome_t sl_openai_classify(int transport_error, long http_status, const json_t *body);
 
 /* Extracts the canonical usage {input, output, cached, reasoning, total} from a chat-completion
  * body; NULL when the body has no usable usage object. Caller owns the result. */

@@ -119,6 +119,19 @@ static recorded_t replay(const char *name)
     return r;
 }
 
+/* sl_adapter_classify and sl_stream_end answer with an sl_outcome_t; the tests compare its
+ * name, the string that goes on the wire. */
+static const char *classify(const sl_adapter_t *ad, int transport_error, long http_status,
+                            const json_t *body, const sl_ratelimit_t *rl)
+{
+    return sl_outcome_name(sl_adapter_classify(ad, transport_error, http_status, body, rl));
+}
+
+static const char *stream_end(sl_stream_t *st, int transport_error)
+{
+    return sl_outcome_name(sl_stream_end(st, transport_error));
+}
+
 static int64_t jint(const json_t *obj, const char *key)
 {
     const json_t *v = json_object_get(obj, key);
@@ -589,7 +602,7 @@ START_TEST(recorded_responses_are_classified_with_retry_hints_and_errors)
         const sl_adapter_t *ad = adapter(k->api);
         recorded_t r = replay(k->fixture);
         ck_assert_msg(r.body != NULL, "%s: body is not JSON", k->fixture);
-        const char *got = sl_adapter_classify(ad, 0, r.status, r.body, &r.rl);
+        const char *got = classify(ad, 0, r.status, r.body, &r.rl);
         ck_assert_msg(strcmp(got, k->outcome) == 0, "%s classified %s, expected %s", k->fixture,
                       got, k->outcome);
         int64_t retry = sl_adapter_retry_after_ms(ad, &r.rl, r.body);
@@ -625,19 +638,19 @@ START_TEST(transport_failures_and_should_retry_win_over_status)
 {
     for (int api = 0; api < SL_PROVIDER_COUNT; api++) {
         const sl_adapter_t *ad = adapter((sl_provider_t)api);
-        ck_assert_str_eq(sl_adapter_classify(ad, 2, 0, NULL, NULL), "timeout");
-        ck_assert_str_eq(sl_adapter_classify(ad, 1, 200, NULL, NULL), "transport");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 200, NULL, NULL), "bad_response");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 404, NULL, NULL), "client_error");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 401, NULL, NULL), "auth_error");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 503, NULL, NULL), "overloaded");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 502, NULL, NULL), "server_error");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 429, NULL, NULL), "rate_limited");
+        ck_assert_str_eq(classify(ad, 2, 0, NULL, NULL), "timeout");
+        ck_assert_str_eq(classify(ad, 1, 200, NULL, NULL), "transport");
+        ck_assert_str_eq(classify(ad, 0, 200, NULL, NULL), "bad_response");
+        ck_assert_str_eq(classify(ad, 0, 404, NULL, NULL), "client_error");
+        ck_assert_str_eq(classify(ad, 0, 401, NULL, NULL), "auth_error");
+        ck_assert_str_eq(classify(ad, 0, 503, NULL, NULL), "overloaded");
+        ck_assert_str_eq(classify(ad, 0, 502, NULL, NULL), "server_error");
+        ck_assert_str_eq(classify(ad, 0, 429, NULL, NULL), "rate_limited");
         sl_ratelimit_t rl;
         sl_ratelimit_init(&rl);
         rl.should_retry = 0;
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 429, NULL, &rl), "client_error");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 401, NULL, &rl), "auth_error");
+        ck_assert_str_eq(classify(ad, 0, 429, NULL, &rl), "client_error");
+        ck_assert_str_eq(classify(ad, 0, 401, NULL, &rl), "auth_error");
         /* With no body and no header, nobody said when to retry. */
         ck_assert_int_eq(sl_adapter_retry_after_ms(ad, NULL, NULL), -1);
         /* The header wins over a body hint. */
@@ -653,7 +666,7 @@ START_TEST(transport_failures_and_should_retry_win_over_status)
         json_decref(err);
     }
     /* Anthropic's 529 is overload, with or without its body. */
-    ck_assert_str_eq(sl_adapter_classify(adapter(SL_PROVIDER_ANTHROPIC), 0, 529, NULL, NULL),
+    ck_assert_str_eq(classify(adapter(SL_PROVIDER_ANTHROPIC), 0, 529, NULL, NULL),
                      "overloaded");
 }
 END_TEST
@@ -1066,8 +1079,8 @@ START_TEST(streams_translate_to_the_same_chunks_however_the_bytes_arrive)
         chunks_t cs = {.n = 0};
         sl_stream_t *st = stream_new(k->api, &cs);
         ck_assert_int_eq(feed(st, text, len, pieces[p]), SL_OK);
-        ck_assert_str_eq(sl_stream_end(st, 0), "ok");
-        ck_assert_str_eq(sl_stream_end(st, 1), "ok"); /* ending twice changes nothing */
+        ck_assert_str_eq(stream_end(st, 0), "ok");
+        ck_assert_str_eq(stream_end(st, 1), "ok"); /* ending twice changes nothing */
         ck_assert_msg(cs.n == k->nchunks, "%s in pieces of %zu: %d chunks, expected %d", k->fixture,
                       pieces[p], cs.n, k->nchunks);
         expect_chunk_sequence(&cs);
@@ -1162,7 +1175,7 @@ START_TEST(cut_anthropic_stream_is_charged_what_it_consumed)
                    "\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" and",
                    &cs);
     ck_assert_int_eq(cs.n, 3); /* start, "The Danube", ", the Rhine" */
-    ck_assert_str_eq(sl_stream_end(st, 1), "transport");
+    ck_assert_str_eq(stream_end(st, 1), "transport");
     ck_assert_int_eq(cs.n, 4);
     expect_cut_end(&cs);
     /* Input from message_start; output: the provider's count (1) is behind what was seen,
@@ -1187,7 +1200,7 @@ START_TEST(stream_that_times_out_estimates_input_and_output)
                                  "\"service_tier\":\"default\",\"system_fingerprint\":"
                                  "\"fp_560af6e559\",\"choices\":[]",
                                  &cs);
-    ck_assert_str_eq(sl_stream_end(st, 2), "timeout");
+    ck_assert_str_eq(stream_end(st, 2), "timeout");
     expect_cut_end(&cs);
     /* Input: the request's estimate (40); output: ceil(36 / 4). */
     expect_usage(json_object_get(cs.chunk[cs.n - 1], "usage"), 40, 9, 0, 0, 49);
@@ -1201,7 +1214,7 @@ START_TEST(stream_without_its_final_event_is_cut)
     /* OpenAI: usage came, [DONE] did not: not complete, charged at least the provider's count. */
     chunks_t cs = {.n = 0};
     sl_stream_t *st = feed_until(SL_PROVIDER_OPENAI, "openai/stream.sse", "data: [DONE]", &cs);
-    ck_assert_str_eq(sl_stream_end(st, 0), "transport");
+    ck_assert_str_eq(stream_end(st, 0), "transport");
     expect_cut_end(&cs);
     expect_usage(json_object_get(cs.chunk[cs.n - 1], "usage"), 19, 10, 0, 0, 29);
     sl_stream_free(st);
@@ -1211,7 +1224,7 @@ START_TEST(stream_without_its_final_event_is_cut)
                     "data: {\"candidates\":[{\"content\":"
                     "{\"parts\":[{\"text\":\" and",
                     &cs);
-    ck_assert_str_eq(sl_stream_end(st, 0), "transport");
+    ck_assert_str_eq(stream_end(st, 0), "transport");
     expect_cut_end(&cs);
     /* Input from usageMetadata; no output count yet: ceil(21 / 4). */
     expect_usage(json_object_get(cs.chunk[cs.n - 1], "usage"), 12, 6, 0, 0, 18);
@@ -1219,7 +1232,7 @@ START_TEST(stream_without_its_final_event_is_cut)
     chunks_clear(&cs);
     /* A stream that never sent a byte. */
     st = stream_new(SL_PROVIDER_ANTHROPIC, &cs);
-    ck_assert_str_eq(sl_stream_end(st, 1), "transport");
+    ck_assert_str_eq(stream_end(st, 1), "transport");
     ck_assert_int_eq(cs.n, 1);
     expect_cut_end(&cs);
     expect_usage(json_object_get(cs.chunk[0], "usage"), 40, 0, 0, 0, 40);
@@ -1235,7 +1248,7 @@ START_TEST(provider_error_event_ends_the_stream_with_its_outcome)
     char *text = read_fixture("anthropic/stream_overloaded.sse", &len);
     sl_stream_t *st = stream_new(SL_PROVIDER_ANTHROPIC, &cs);
     ck_assert_int_eq(feed(st, text, len, 1), SL_OK);
-    ck_assert_str_eq(sl_stream_end(st, 0), "overloaded");
+    ck_assert_str_eq(stream_end(st, 0), "overloaded");
     expect_cut_end(&cs);
     expect_usage(json_object_get(cs.chunk[cs.n - 1], "usage"), 2125, 3, 2000, 0, 2128);
     const json_t *perr = sl_stream_error(st);
@@ -1253,7 +1266,7 @@ START_TEST(provider_error_event_ends_the_stream_with_its_outcome)
     const char *oe = "data: {\"error\":{\"message\":\"Rate limit reached\",\"type\":\"tokens\","
                      "\"code\":\"rate_limit_exceeded\"}}\n\n";
     ck_assert_int_eq(feed(st, oe, strlen(oe), 5), SL_OK);
-    ck_assert_str_eq(sl_stream_end(st, 0), "rate_limited");
+    ck_assert_str_eq(stream_end(st, 0), "rate_limited");
     sl_stream_free(st);
     chunks_clear(&cs);
     /* Gemini too, with its status. */
@@ -1261,7 +1274,7 @@ START_TEST(provider_error_event_ends_the_stream_with_its_outcome)
     const char *ge = "data: {\"error\":{\"code\":503,\"message\":\"The model is overloaded.\","
                      "\"status\":\"UNAVAILABLE\"}}\r\n\r\n";
     ck_assert_int_eq(feed(st, ge, strlen(ge), 3), SL_OK);
-    ck_assert_str_eq(sl_stream_end(st, 0), "overloaded");
+    ck_assert_str_eq(stream_end(st, 0), "overloaded");
     sl_stream_free(st);
     chunks_clear(&cs);
 }
@@ -1275,7 +1288,7 @@ START_TEST(malformed_or_oversized_stream_is_a_bad_response)
         "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: {not json\n\n";
     ck_assert_int_eq(feed(st, bad, strlen(bad), 4), SL_EPARSE);
     ck_assert_int_eq(sl_stream_feed(st, "data: x\n\n", 9), SL_EINVAL); /* no more after that */
-    ck_assert_str_eq(sl_stream_end(st, 1), "bad_response");
+    ck_assert_str_eq(stream_end(st, 1), "bad_response");
     expect_cut_end(&cs);
     sl_stream_free(st);
     chunks_clear(&cs);
@@ -1293,7 +1306,7 @@ START_TEST(malformed_or_oversized_stream_is_a_bad_response)
         rc = sl_stream_feed(st, ev, strlen(ev));
     ck_assert_int_eq(rc, SL_ETOOBIG);
     ck_assert_int_eq(fed, 65); /* 64 fit in 4 MiB; the 65th does not */
-    ck_assert_str_eq(sl_stream_end(st, 1), "bad_response");
+    ck_assert_str_eq(stream_end(st, 1), "bad_response");
     ck_assert(json_is_true(json_object_get(cs.chunk[cs.n - 1], "done")));
     /* What was consumed is still charged: 4 MiB of x is about a million tokens. */
     ck_assert_int_eq(jint(json_object_get(cs.chunk[cs.n - 1], "usage"), "output"),
@@ -1308,7 +1321,7 @@ START_TEST(malformed_or_oversized_stream_is_a_bad_response)
     memcpy(huge, "data: ", 6);
     memset(huge + 6, 'y', SL_STREAM_MAX_EVENT_BYTES + 8);
     ck_assert_int_eq(feed(st, huge, SL_STREAM_MAX_EVENT_BYTES + 14, 65536), SL_ETOOBIG);
-    ck_assert_str_eq(sl_stream_end(st, 1), "bad_response");
+    ck_assert_str_eq(stream_end(st, 1), "bad_response");
     free(huge);
     sl_stream_free(st);
     chunks_clear(&cs);
@@ -1327,7 +1340,7 @@ START_TEST(events_after_the_final_one_change_nothing)
                        "\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"LATE\"}}\n\n";
     ck_assert_int_eq(feed(st, late, strlen(late), 9), SL_OK);
     ck_assert_int_eq(cs.n, n);
-    ck_assert_str_eq(sl_stream_end(st, 1), "ok"); /* complete before the connection broke */
+    ck_assert_str_eq(stream_end(st, 1), "ok"); /* complete before the connection broke */
     ck_assert_int_eq(cs.n, n);
     json_t *resp = sl_stream_response(st);
     ck_assert_ptr_null(

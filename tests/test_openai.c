@@ -60,6 +60,13 @@ static void header(sl_ratelimit_t *rl, const char *line)
     sl_ratelimit_header(rl, line, strlen(line));
 }
 
+/* sl_openai_classify answers with an sl_outcome_t; the tests compare its name, the string that
+ * goes on the wire. */
+static const char *classify(int transport_error, long http_status, const json_t *body)
+{
+    return sl_outcome_name(sl_openai_classify(transport_error, http_status, body));
+}
+
 static int64_t dur(const char *s)
 {
     return sl_timefmt_go_duration_ms(s, strlen(s));
@@ -599,7 +606,7 @@ END_TEST
 static void expect_outcome(const char *fixture, const char *outcome)
 {
     recorded_t r = replay(fixture);
-    const char *got = sl_openai_classify(0, r.status, r.body);
+    const char *got = classify(0, r.status, r.body);
     ck_assert_msg(strcmp(got, outcome) == 0, "%s classified as %s, expected %s", fixture, got,
                   outcome);
     json_decref(r.body);
@@ -627,17 +634,17 @@ START_TEST(quota_and_spend_caps_are_not_rate_limits)
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         json_t *by_code = json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", "no", "type",
                                     "requests", "param", "code", codes[i]);
-        ck_assert_str_eq(sl_openai_classify(0, 429, by_code), "quota_exhausted");
+        ck_assert_str_eq(classify(0, 429, by_code), "quota_exhausted");
         json_decref(by_code);
         json_t *by_type = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", "no", "type",
                                     codes[i], "param", "code");
-        ck_assert_str_eq(sl_openai_classify(0, 429, by_type), "quota_exhausted");
+        ck_assert_str_eq(classify(0, 429, by_type), "quota_exhausted");
         json_decref(by_type);
     }
     /* A 429 without a JSON body is a rate limit. */
-    ck_assert_str_eq(sl_openai_classify(0, 429, NULL), "rate_limited");
+    ck_assert_str_eq(classify(0, 429, NULL), "rate_limited");
     json_t *odd = parse("{\"error\":\"slow down\"}");
-    ck_assert_str_eq(sl_openai_classify(0, 429, odd), "rate_limited");
+    ck_assert_str_eq(classify(0, 429, odd), "rate_limited");
     json_decref(odd);
 }
 END_TEST
@@ -645,30 +652,30 @@ END_TEST
 START_TEST(status_codes_map_to_outcomes)
 {
     json_t *usage = parse("{\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}");
-    ck_assert_str_eq(sl_openai_classify(0, 200, usage), "ok");
-    ck_assert_str_eq(sl_openai_classify(0, 200, NULL), "bad_response"); /* not JSON */
+    ck_assert_str_eq(classify(0, 200, usage), "ok");
+    ck_assert_str_eq(classify(0, 200, NULL), "bad_response"); /* not JSON */
     json_t *arr = parse("[1]");
-    ck_assert_str_eq(sl_openai_classify(0, 200, arr), "bad_response");
+    ck_assert_str_eq(classify(0, 200, arr), "bad_response");
     json_decref(arr);
     json_t *usage_null = parse("{\"usage\":null}");
-    ck_assert_str_eq(sl_openai_classify(0, 200, usage_null), "bad_response");
+    ck_assert_str_eq(classify(0, 200, usage_null), "bad_response");
     json_decref(usage_null);
-    ck_assert_str_eq(sl_openai_classify(0, 400, NULL), "client_error");
-    ck_assert_str_eq(sl_openai_classify(0, 404, NULL), "client_error");
-    ck_assert_str_eq(sl_openai_classify(0, 413, NULL), "client_error");
-    ck_assert_str_eq(sl_openai_classify(0, 422, NULL), "client_error");
-    ck_assert_str_eq(sl_openai_classify(0, 401, NULL), "auth_error");
-    ck_assert_str_eq(sl_openai_classify(0, 403, NULL), "auth_error");
-    ck_assert_str_eq(sl_openai_classify(0, 500, NULL), "server_error");
-    ck_assert_str_eq(sl_openai_classify(0, 502, NULL), "server_error");
-    ck_assert_str_eq(sl_openai_classify(0, 503, NULL), "overloaded");
-    ck_assert_str_eq(sl_openai_classify(0, 529, NULL), "overloaded");
-    ck_assert_str_eq(sl_openai_classify(0, 504, NULL), "timeout");
+    ck_assert_str_eq(classify(0, 400, NULL), "client_error");
+    ck_assert_str_eq(classify(0, 404, NULL), "client_error");
+    ck_assert_str_eq(classify(0, 413, NULL), "client_error");
+    ck_assert_str_eq(classify(0, 422, NULL), "client_error");
+    ck_assert_str_eq(classify(0, 401, NULL), "auth_error");
+    ck_assert_str_eq(classify(0, 403, NULL), "auth_error");
+    ck_assert_str_eq(classify(0, 500, NULL), "server_error");
+    ck_assert_str_eq(classify(0, 502, NULL), "server_error");
+    ck_assert_str_eq(classify(0, 503, NULL), "overloaded");
+    ck_assert_str_eq(classify(0, 529, NULL), "overloaded");
+    ck_assert_str_eq(classify(0, 504, NULL), "timeout");
     /* Transport failures win over whatever status was seen. */
-    ck_assert_str_eq(sl_openai_classify(2, 0, NULL), "timeout");
-    ck_assert_str_eq(sl_openai_classify(2, 200, usage), "timeout");
-    ck_assert_str_eq(sl_openai_classify(1, 0, NULL), "transport");
-    ck_assert_str_eq(sl_openai_classify(1, 200, usage), "transport");
+    ck_assert_str_eq(classify(2, 0, NULL), "timeout");
+    ck_assert_str_eq(classify(2, 200, usage), "timeout");
+    ck_assert_str_eq(classify(1, 0, NULL), "transport");
+    ck_assert_str_eq(classify(1, 200, usage), "transport");
     json_decref(usage);
 }
 END_TEST
