@@ -191,6 +191,48 @@ static void emit_last(sl_stream_t *st)
     emit(st, "", NULL, complete(st) ? st->finish : NULL, 1, sl_stream_usage(st));
 }
 
+/* Adds the chunk delta of tool call index to the event being translated: its id and name when
+ * given (the delta that opens the call), and len bytes of arguments. */
+static sl_err_t tool_delta(sl_stream_t *st, int index, const char *id, const char *name,
+                           const char *args, size_t len)
+{
+    json_t *d = json_pack("{s:i}", "index", index);
+    json_t *fn = json_object();
+    if (d == NULL || fn == NULL) {
+        json_decref(d);
+        json_decref(fn);
+        return SL_ENOMEM;
+    }
+    if (id != NULL) {
+        json_object_set_new(d, "id", json_string(id));
+        json_object_set_new(d, "type", json_string("function"));
+    }
+    if (name != NULL)
+        json_object_set_new(fn, "name", json_string(name));
+    json_object_set_new(fn, "arguments", json_stringn(args != NULL ? args : "", len));
+    json_object_set_new(d, "function", fn);
+    json_array_append_new(st->ev_tools, d);
+    return SL_OK;
+}
+
+/* A tool call whose arguments never came gets "{}" once the answer is complete: Anthropic streams
+ * a call that takes no arguments as one partial_json of "", while in OpenAI's shape, which every
+ * client parses, arguments are always a JSON object. The "{}" also goes out as a delta, so the
+ * chunks join to the same arguments as the assembled answer. */
+static sl_err_t close_tool_calls(sl_stream_t *st)
+{
+    for (int i = 0; i < st->ntools; i++) {
+        if (st->tools[i].args.len > 0)
+            continue;
+        if (dbuf_add(&st->tools[i].args, "{}", 2) != SL_OK)
+            return SL_ENOMEM;
+        sl_err_t rc = tool_delta(st, i, NULL, NULL, "{}", 2);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return SL_OK;
+}
+
 static sl_err_t on_event(void *arg, const char *event, const char *data, size_t len)
 {
     sl_stream_t *st = arg;
@@ -207,6 +249,12 @@ static sl_err_t on_event(void *arg, const char *event, const char *data, size_t 
     sl_err_t rc = st->ad->stream_event(st, event, data, len);
     if (rc != SL_OK || st->failed)
         return rc; /* the last chunk goes out from sl_stream_end */
+    /* A finish reason or the final event: no more arguments will come. */
+    if (st->ev_finish != NULL || st->done) {
+        rc = close_tool_calls(st);
+        if (rc != SL_OK)
+            return rc;
+    }
     /* The first event always makes a chunk, so a consumer sees at once that the provider has
      * started; later ones only when they carry something. */
     if (st->ev_text.len > 0 || json_array_size(st->ev_tools) > 0 || st->ev_finish != NULL ||
@@ -377,23 +425,7 @@ sl_err_t sl_stream_tool(sl_stream_t *st, int64_t key, const char *id, const char
     st->chars += code_points(args != NULL ? args : "", len);
     if (id == NULL && name == NULL && len == 0)
         return SL_OK; /* an empty delta (Anthropic opens arguments with ""): nothing to say */
-    json_t *d = json_pack("{s:i}", "index", index);
-    json_t *fn = json_object();
-    if (d == NULL || fn == NULL) {
-        json_decref(d);
-        json_decref(fn);
-        return SL_ENOMEM;
-    }
-    if (id != NULL) {
-        json_object_set_new(d, "id", json_string(id));
-        json_object_set_new(d, "type", json_string("function"));
-    }
-    if (name != NULL)
-        json_object_set_new(fn, "name", json_string(name));
-    json_object_set_new(fn, "arguments", json_stringn(args != NULL ? args : "", len));
-    json_object_set_new(d, "function", fn);
-    json_array_append_new(st->ev_tools, d);
-    return SL_OK;
+    return tool_delta(st, index, id, name, args, len);
 }
 
 int sl_stream_tool_count(const sl_stream_t *st)

@@ -74,7 +74,8 @@ sl_outcome_t sl_stream_end(sl_stream_t *st, int transport_error);
 void sl_stream_end_whole(sl_stream_t *st, const json_t *response, const json_t *usage);
 
 /* The assembled canonical chat.completion (content concatenated, tool calls joined), or NULL
- * when out of memory. Caller owns it. */
+ * when out of memory. Caller owns it. Once the provider has finished the answer (a finish reason
+ * or its final event), a tool call whose arguments never came has "{}", in the chunks as here. */
 json_t *sl_stream_response(const sl_stream_t *st);
 
 /* The usage of what was consumed so far (see the file comment). Caller owns it. */

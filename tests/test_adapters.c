@@ -666,8 +666,7 @@ START_TEST(transport_failures_and_should_retry_win_over_status)
         json_decref(err);
     }
     /* Anthropic's 529 is overload, with or without its body. */
-    ck_assert_str_eq(classify(adapter(SL_PROVIDER_ANTHROPIC), 0, 529, NULL, NULL),
-                     "overloaded");
+    ck_assert_str_eq(classify(adapter(SL_PROVIDER_ANTHROPIC), 0, 529, NULL, NULL), "overloaded");
 }
 END_TEST
 
@@ -998,6 +997,29 @@ static char *joined_deltas(const chunks_t *cs)
     return out;
 }
 
+/* The arguments of tool call index joined over every chunk's deltas, as a client reassembling
+ * the stream does. Caller frees. */
+static char *joined_arguments(const chunks_t *cs, int index)
+{
+    size_t len = 1;
+    char *out = calloc(1, len);
+    for (int i = 0; i < cs->n; i++) {
+        size_t k;
+        const json_t *d;
+        json_array_foreach(json_object_get(cs->chunk[i], "tool_calls"), k, d)
+        {
+            const char *args =
+                json_string_value(json_object_get(json_object_get(d, "function"), "arguments"));
+            if (jint(d, "index") != index || args == NULL)
+                continue;
+            len += strlen(args);
+            out = realloc(out, len);
+            strcat(out, args);
+        }
+    }
+    return out;
+}
+
 typedef struct {
     sl_provider_t api;
     const char *fixture;
@@ -1141,6 +1163,78 @@ START_TEST(streams_translate_to_the_same_chunks_however_the_bytes_arrive)
     }
     free(reference);
     free(text);
+}
+END_TEST
+
+START_TEST(streamed_tool_call_without_arguments_has_an_empty_object)
+{
+    /* Anthropic streams a call that takes no arguments as one input_json_delta whose
+     * partial_json is "": the arguments must still be JSON, "{}" as OpenAI sends them, both in
+     * the assembled answer and in the chunks a client joins. */
+    size_t len = 0;
+    char *text = read_fixture("anthropic/stream_tool_use_no_args.sse", &len);
+    const size_t pieces[] = {len, 7, 1};
+    for (size_t p = 0; p < sizeof pieces / sizeof pieces[0]; p++) {
+        chunks_t cs = {.n = 0};
+        sl_stream_t *st = stream_new(SL_PROVIDER_ANTHROPIC, &cs);
+        ck_assert_int_eq(feed(st, text, len, pieces[p]), SL_OK);
+        ck_assert_str_eq(stream_end(st, 0), "ok");
+        expect_chunk_sequence(&cs);
+        char *args = joined_arguments(&cs, 0);
+        ck_assert_str_eq(args, "{}");
+        free(args);
+        args = joined_arguments(&cs, 1);
+        ck_assert_str_eq(args, "{\"city\": \"Paris\"}");
+        free(args);
+        json_t *resp = sl_stream_response(st);
+        json_t *choice = json_array_get(json_object_get(resp, "choices"), 0);
+        ck_assert_str_eq(jstr(choice, "finish_reason"), "tool_calls");
+        json_t *calls = json_object_get(json_object_get(choice, "message"), "tool_calls");
+        ck_assert_uint_eq(json_array_size(calls), 2);
+        json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+        ck_assert_str_eq(jstr(fn, "name"), "get_time");
+        ck_assert_str_eq(jstr(fn, "arguments"), "{}");
+        fn = json_object_get(json_array_get(calls, 1), "function");
+        ck_assert_str_eq(jstr(fn, "arguments"), "{\"city\": \"Paris\"}");
+        json_decref(resp);
+        sl_stream_free(st);
+        chunks_clear(&cs);
+    }
+    free(text);
+}
+END_TEST
+
+START_TEST(anthropic_tool_use_with_empty_input_has_empty_object_arguments)
+{
+    const sl_adapter_t *ad = adapter(SL_PROVIDER_ANTHROPIC);
+    recorded_t r = replay("anthropic/200_tool_use_no_args.http");
+    json_t *c = sl_adapter_response(ad, r.body, NULL);
+    json_t *choice = json_array_get(json_object_get(c, "choices"), 0);
+    ck_assert_str_eq(jstr(choice, "finish_reason"), "tool_calls");
+    json_t *msg = json_object_get(choice, "message");
+    ck_assert(json_is_null(json_object_get(msg, "content")));
+    json_t *calls = json_object_get(msg, "tool_calls");
+    ck_assert_uint_eq(json_array_size(calls), 2);
+    json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+    ck_assert_str_eq(jstr(fn, "name"), "get_time");
+    ck_assert_str_eq(jstr(fn, "arguments"), "{}");
+    json_t *args = parse(jstr(json_object_get(json_array_get(calls, 1), "function"), "arguments"));
+    ck_assert_str_eq(jstr(args, "city"), "Paris");
+    json_decref(args);
+    /* A stream request answered with this whole body: its one chunk says the same. */
+    chunks_t cs = {.n = 0};
+    sl_stream_t *st = stream_new(SL_PROVIDER_ANTHROPIC, &cs);
+    json_t *usage = sl_adapter_usage(ad, r.body);
+    sl_stream_end_whole(st, c, usage);
+    ck_assert_int_eq(cs.n, 1);
+    char *joined = joined_arguments(&cs, 0);
+    ck_assert_str_eq(joined, "{}");
+    free(joined);
+    sl_stream_free(st);
+    chunks_clear(&cs);
+    json_decref(usage);
+    json_decref(c);
+    json_decref(r.body);
 }
 END_TEST
 
@@ -1409,6 +1503,7 @@ static Suite *adapters_suite(void)
     tcase_add_test(rs, anthropic_and_gemini_headers_fill_the_ratelimit_object);
     tcase_add_test(rs, openai_and_azure_usage_include_cached_and_reasoning);
     tcase_add_test(rs, anthropic_message_becomes_a_chat_completion);
+    tcase_add_test(rs, anthropic_tool_use_with_empty_input_has_empty_object_arguments);
     tcase_add_test(rs, gemini_response_becomes_a_chat_completion);
     suite_add_tcase(s, rs);
     TCase *ss = tcase_create("sse");
@@ -1419,6 +1514,7 @@ static Suite *adapters_suite(void)
     tcase_set_timeout(st, 60);
     tcase_add_loop_test(st, streams_translate_to_the_same_chunks_however_the_bytes_arrive, 0,
                         (int)(sizeof stream_cases / sizeof stream_cases[0]));
+    tcase_add_test(st, streamed_tool_call_without_arguments_has_an_empty_object);
     tcase_add_test(st, cut_anthropic_stream_is_charged_what_it_consumed);
     tcase_add_test(st, stream_that_times_out_estimates_input_and_output);
     tcase_add_test(st, stream_without_its_final_event_is_cut);

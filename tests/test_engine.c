@@ -1233,6 +1233,40 @@ START_TEST(request_the_api_cannot_express_is_a_client_error_without_a_call)
 }
 END_TEST
 
+START_TEST(tool_call_without_arguments_reaches_the_client_as_an_empty_object)
+{
+    start_script_env();
+    /* get_time takes no arguments: Anthropic streams them as one partial_json of "". */
+    script_events("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream",
+                  "anthropic/stream_tool_use_no_args.sse", 0, 0);
+    char *msg = dispatch_with("job-noargs", "p-anthropic", stream_request);
+    submit_signed(msg);
+    drain();
+    json_t *ev = event(0, "job-noargs", 1, "p-anthropic", "ok");
+    json_t *choice = json_array_get(json_object_get(json_object_get(ev, "response"), "choices"), 0);
+    json_t *calls = json_object_get(json_object_get(choice, "message"), "tool_calls");
+    json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+    ck_assert_str_eq(json_string_value(json_object_get(fn, "name")), "get_time");
+    ck_assert_str_eq(json_string_value(json_object_get(fn, "arguments")), "{}");
+    /* The chunks, joined as a client joins them, carry the same arguments. */
+    char joined[64] = "";
+    for (int i = 0; i < env.nchunks; i++) {
+        size_t k;
+        json_t *d;
+        json_array_foreach(json_object_get(env.chunks[i].json, "tool_calls"), k, d)
+        {
+            const char *args =
+                json_string_value(json_object_get(json_object_get(d, "function"), "arguments"));
+            if (jint(d, "index") == 0 && args != NULL)
+                strncat(joined, args, sizeof joined - strlen(joined) - 1);
+        }
+    }
+    ck_assert_str_eq(joined, "{}");
+    free(msg);
+    stop_env();
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
     Suite *s = suite_create("engine");
@@ -1263,6 +1297,7 @@ static Suite *engine_suite(void)
     tcase_add_test(ta, credential_quoted_by_the_provider_never_reaches_an_event);
     tcase_add_test(ta, anthropic_answer_is_canonical_in_the_usage_event);
     tcase_add_test(ta, request_the_api_cannot_express_is_a_client_error_without_a_call);
+    tcase_add_test(ta, tool_call_without_arguments_reaches_the_client_as_an_empty_object);
     suite_add_tcase(s, ta);
     return s;
 }
