@@ -87,7 +87,7 @@ static char *join_url(const char *base, const char *suffix)
 }
 
 /* The canonical body with streaming usage requested: without include_usage, OpenAI sends no
- * usage in a stream, and the ledger could not settle it. */
+ * usage in a stream, and the ledger could not settle it. NULL when out of memory. */
 static json_t *chat_body(const json_t *chat, int *stream)
 {
     json_t *body = json_deep_copy(chat);
@@ -96,11 +96,17 @@ static json_t *chat_body(const json_t *chat, int *stream)
     *stream = json_is_true(json_object_get(body, "stream"));
     if (*stream) {
         json_t *opts = json_object_get(body, "stream_options");
+        /* json_object_set_new releases the value when it fails, so opts is only used after a
+         * success. */
         if (!json_is_object(opts)) {
             opts = json_object();
-            json_object_set_new(body, "stream_options", opts);
+            if (json_object_set_new(body, "stream_options", opts) != 0)
+                opts = NULL;
         }
-        json_object_set_new(opts, "include_usage", json_true());
+        if (opts == NULL || json_object_set_new(opts, "include_usage", json_true()) != 0) {
+            json_decref(body);
+            return NULL;
+        }
     } else {
         /* "stream_options" is only allowed with "stream": true. */
         json_object_del(body, "stream_options");
@@ -118,8 +124,10 @@ static sl_err_t request_openai(const sl_deployment_cfg_t *dep, const json_t *cha
         return SL_ENOMEM;
     /* The deployment's own model name goes to the provider, whatever the caller asked for:
      * the route decided where the job runs. */
-    json_object_set_new(body, "model", json_string(dep->model));
-    sl_err_t rc = sl_adapter_set_body(out, body);
+    sl_err_t rc =
+        json_object_set_new(body, "model", json_string(dep->model)) == 0 ? SL_OK : SL_ENOMEM;
+    if (rc == SL_OK)
+        rc = sl_adapter_set_body(out, body);
     json_decref(body);
     out->url = join_url(dep->base_url, "/chat/completions");
     return rc == SL_OK && out->url == NULL ? SL_ENOMEM : rc;
