@@ -2,7 +2,6 @@
  * adapters share (see adapter.h, adapter_impl.h). */
 #include "adapter_impl.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,26 +91,26 @@ json_t *sl_usage_json(const sl_usage_t *u)
                      (json_int_t)u->reasoning, "total", (json_int_t)total);
 }
 
-static int retryable(const char *outcome)
+static int retryable(sl_outcome_t outcome)
 {
-    return strcmp(outcome, "rate_limited") == 0 || strcmp(outcome, "overloaded") == 0 ||
-           strcmp(outcome, "server_error") == 0 || strcmp(outcome, "timeout") == 0;
+    return outcome == SL_OUTCOME_RATE_LIMITED || outcome == SL_OUTCOME_OVERLOADED ||
+           outcome == SL_OUTCOME_SERVER_ERROR || outcome == SL_OUTCOME_TIMEOUT;
 }
 
-const char *sl_adapter_classify(const sl_adapter_t *ad, int transport_error, long http_status,
-                                const json_t *body, const sl_ratelimit_t *rl)
+sl_outcome_t sl_adapter_classify(const sl_adapter_t *ad, int transport_error, long http_status,
+                                 const json_t *body, const sl_ratelimit_t *rl)
 {
-    const char *outcome;
+    sl_outcome_t outcome;
     if (transport_error == 2)
-        outcome = "timeout";
+        outcome = SL_OUTCOME_TIMEOUT;
     else if (transport_error != 0)
-        outcome = "transport";
+        outcome = SL_OUTCOME_TRANSPORT;
     else
         outcome = ad->classify(http_status, body);
     /* OpenAI's x-should-retry: false overrides the status: e.g. a 429 "Request too large" can
      * never succeed by waiting, so it is a request error, not a capacity one. */
     if (rl != NULL && rl->should_retry == 0 && retryable(outcome))
-        outcome = "client_error";
+        outcome = SL_OUTCOME_CLIENT_ERROR;
     return outcome;
 }
 
@@ -166,30 +165,6 @@ json_t *sl_adapter_error(const sl_adapter_t *ad, const json_t *body, const char 
 const char *sl_adapter_finish_reason(const sl_adapter_t *ad, const char *reason, int has_tool_calls)
 {
     return reason != NULL ? ad->finish_reason(reason, has_tool_calls) : NULL;
-}
-
-int64_t sl_duration_ms(const char *s)
-{
-    if (s == NULL)
-        return -1;
-    size_t n = strlen(s);
-    if (n < 2 || s[n - 1] != 's')
-        return -1;
-    char buf[48];
-    if (n - 1 >= sizeof buf)
-        return -1;
-    memcpy(buf, s, n - 1);
-    buf[n - 1] = '\0';
-    for (size_t i = 0; buf[i] != '\0'; i++) {
-        if (!((buf[i] >= '0' && buf[i] <= '9') || buf[i] == '.'))
-            return -1;
-    }
-    char *end = NULL;
-    double secs = strtod(buf, &end);
-    if (end == buf || *end != '\0' || secs < 0 || secs > 1e9)
-        return -1;
-    /* Rounded up: a retry hint is a lower bound, so never wait less than asked. */
-    return (int64_t)ceil(secs * 1000.0 - 1e-6);
 }
 
 /* ---- Shared helpers ------------------------------------------------------------------------ */

@@ -25,7 +25,8 @@
 
 #include "config.h"
 #include "err.h"
-#include "openai.h"
+#include "outcome.h"
+#include "ratelimit.h"
 
 typedef struct sl_adapter sl_adapter_t;
 
@@ -80,12 +81,12 @@ typedef struct {
  * Caller owns the result; NULL when out of memory. */
 json_t *sl_usage_json(const sl_usage_t *u);
 
-/* Classifies a finished call into a usage-event outcome (a static string):
+/* Classifies a finished call into a usage-event outcome:
  * transport_error 0 = the HTTP exchange completed, 1 = transport failure, 2 = timeout;
  * http_status and body (the parsed response, may be NULL) of the exchange; rl (may be NULL) the
  * headers, whose x-should-retry: false turns a retryable outcome into client_error. */
-const char *sl_adapter_classify(const sl_adapter_t *ad, int transport_error, long http_status,
-                                const json_t *body, const sl_ratelimit_t *rl);
+sl_outcome_t sl_adapter_classify(const sl_adapter_t *ad, int transport_error, long http_status,
+                                 const json_t *body, const sl_ratelimit_t *rl);
 
 /* The canonical chat.completion of a successful body: {id, object, created, model,
  * choices:[{index:0, message:{role:"assistant", content, tool_calls?}, finish_reason}], usage}.
@@ -106,8 +107,9 @@ int64_t sl_adapter_retry_after_ms(const sl_adapter_t *ad, const sl_ratelimit_t *
                                   const json_t *body);
 
 /* The usage event's error object {type, code, message} for a failed call: the provider's own
- * error type/code/message when body has them, else type = outcome and message = detail (may be
- * NULL: then the outcome). Caller owns the result. */
+ * error type/code/message when body has them, else type = outcome (the outcome's name,
+ * sl_outcome_name) and message = detail (may be NULL: then the outcome). Caller owns the
+ * result. */
 json_t *sl_adapter_error(const sl_adapter_t *ad, const json_t *body, const char *outcome,
                          const char *detail);
 
@@ -116,9 +118,5 @@ json_t *sl_adapter_error(const sl_adapter_t *ad, const json_t *body, const char 
  * says STOP then). */
 const char *sl_adapter_finish_reason(const sl_adapter_t *ad, const char *reason,
                                      int has_tool_calls);
-
-/* Parses a google.protobuf.Duration in JSON form ("23s", "1.5s", "0.250s") into ms (rounded
- * up to whole ms); -1 when malformed. */
-int64_t sl_duration_ms(const char *s);
 
 #endif

@@ -16,7 +16,7 @@ struct sl_adapter {
     sl_err_t (*request)(const sl_deployment_cfg_t *dep, const json_t *chat,
                         sl_adapter_request_t *out, char *err, size_t errlen);
     /* A completed HTTP exchange (transport errors and x-should-retry are handled around it). */
-    const char *(*classify)(long http_status, const json_t *body);
+    sl_outcome_t (*classify)(long http_status, const json_t *body);
     json_t *(*response)(const json_t *body, const char *model);
     int (*usage)(const json_t *body, sl_usage_t *u);
     /* {type, code, message} from an error body, or NULL when it has none. */

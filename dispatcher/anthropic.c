@@ -382,54 +382,63 @@ static int spend_limit_reached(const json_t *body)
     return code != NULL && strcmp(code, "enforced_spend_limit_reached") == 0;
 }
 
-/* The outcome an error type means; NULL for a type not known here. */
-static const char *error_type_outcome(const json_t *body)
+/* The outcome the body's error type means, in *outcome; 0 when it has no type or one not known
+ * here. */
+static int error_type_outcome(const json_t *body, sl_outcome_t *outcome)
 {
     const char *type = json_string_value(json_object_get(json_object_get(body, "error"), "type"));
     if (type == NULL)
-        return NULL;
+        return 0;
     static const struct {
-        const char *type, *outcome;
+        const char *type;
+        sl_outcome_t outcome;
     } map[] = {
-        {"rate_limit_error", "rate_limited"},   {"overloaded_error", "overloaded"},
-        {"api_error", "server_error"},          {"timeout_error", "timeout"},
-        {"authentication_error", "auth_error"}, {"permission_error", "auth_error"},
-        {"billing_error", "quota_exhausted"},   {"invalid_request_error", "client_error"},
-        {"request_too_large", "client_error"},  {"not_found_error", "client_error"},
+        {"rate_limit_error", SL_OUTCOME_RATE_LIMITED},
+        {"overloaded_error", SL_OUTCOME_OVERLOADED},
+        {"api_error", SL_OUTCOME_SERVER_ERROR},
+        {"timeout_error", SL_OUTCOME_TIMEOUT},
+        {"authentication_error", SL_OUTCOME_AUTH_ERROR},
+        {"permission_error", SL_OUTCOME_AUTH_ERROR},
+        {"billing_error", SL_OUTCOME_QUOTA_EXHAUSTED},
+        {"invalid_request_error", SL_OUTCOME_CLIENT_ERROR},
+        {"request_too_large", SL_OUTCOME_CLIENT_ERROR},
+        {"not_found_error", SL_OUTCOME_CLIENT_ERROR},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         if (strcmp(type, map[i].type) == 0) {
-            if (strcmp(map[i].outcome, "rate_limited") == 0 && spend_limit_reached(body))
-                return "quota_exhausted";
-            return map[i].outcome;
+            *outcome = map[i].outcome == SL_OUTCOME_RATE_LIMITED && spend_limit_reached(body)
+                           ? SL_OUTCOME_QUOTA_EXHAUSTED
+                           : map[i].outcome;
+            return 1;
         }
     }
-    return NULL;
+    return 0;
 }
 
-static const char *classify_anthropic(long http_status, const json_t *body)
+static sl_outcome_t classify_anthropic(long http_status, const json_t *body)
 {
-    const char *by_type = error_type_outcome(body);
+    sl_outcome_t by_type;
+    int typed = error_type_outcome(body, &by_type);
     if (http_status >= 200 && http_status < 300) {
-        if (by_type != NULL)
+        if (typed)
             return by_type;
         return json_is_object(body) && json_is_object(json_object_get(body, "usage"))
-                   ? "ok"
-                   : "bad_response";
+                   ? SL_OUTCOME_OK
+                   : SL_OUTCOME_BAD_RESPONSE;
     }
-    if (by_type != NULL)
+    if (typed)
         return by_type;
     if (http_status == 429)
-        return spend_limit_reached(body) ? "quota_exhausted" : "rate_limited";
+        return spend_limit_reached(body) ? SL_OUTCOME_QUOTA_EXHAUSTED : SL_OUTCOME_RATE_LIMITED;
     if (http_status == 401 || http_status == 403)
-        return "auth_error";
+        return SL_OUTCOME_AUTH_ERROR;
     if (http_status == 503 || http_status == 529)
-        return "overloaded";
+        return SL_OUTCOME_OVERLOADED;
     if (http_status == 504)
-        return "timeout";
+        return SL_OUTCOME_TIMEOUT;
     if (http_status == 408 || http_status == 409 || http_status >= 500)
-        return "server_error";
-    return "client_error";
+        return SL_OUTCOME_SERVER_ERROR;
+    return SL_OUTCOME_CLIENT_ERROR;
 }
 
 static json_t *error_anthropic(const json_t *body)
@@ -521,8 +530,10 @@ static sl_err_t stream_event_anthropic(sl_stream_t *st, const char *event, const
     } else if (strcmp(type, "message_stop") == 0) {
         sl_stream_done(st);
     } else if (strcmp(type, "error") == 0) {
-        const char *outcome = error_type_outcome(j);
-        sl_stream_fail(st, j, outcome != NULL ? outcome : "server_error");
+        sl_outcome_t outcome;
+        if (!error_type_outcome(j, &outcome))
+            outcome = SL_OUTCOME_SERVER_ERROR;
+        sl_stream_fail(st, j, outcome);
     }
     /* ping, content_block_stop, and event types added later carry nothing to translate. */
     json_decref(j);

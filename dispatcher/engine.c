@@ -14,7 +14,7 @@
 #include "hmap.h"
 #include "jsonschema.h"
 #include "log.h"
-#include "openai.h"
+#include "ratelimit.h"
 #include "stream.h"
 #include "util.h"
 
@@ -261,7 +261,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
     size_t n = size * nmemb;
     /* One parser for every provider: each API's rate-limit and retry headers have their own
      * names (Gemini sends none), so the others' are simply absent. */
-    sl_openai_header(&c->rl, data, n);
+    sl_ratelimit_header(&c->rl, data, n);
     static const char ct[] = "content-type:";
     if (n > sizeof ct && strncasecmp(data, ct, sizeof ct - 1) == 0)
         c->event_stream = memmem(data, n, "text/event-stream", 17) != NULL;
@@ -293,26 +293,28 @@ typedef struct {
     const char *res_id;
     int deployment; /* index, or -1 (then deployment_name) */
     const char *deployment_name;
-    const char *outcome;
+    sl_outcome_t outcome;
     long http_status;
     const sl_ratelimit_t *rl; /* may be NULL */
     int64_t retry_after_ms;   /* -1: none */
     json_t *usage;            /* may be NULL */
-    json_t *response;         /* may be NULL; only kept for "ok" */
-    json_t *error;            /* may be NULL; only kept when not "ok" */
+    json_t *response;         /* may be NULL; only kept for ok */
+    json_t *error;            /* may be NULL; only kept when not ok */
     double ttft_ms, total_ms;
     int64_t started_ms, finished_ms;
 } usage_event_t;
 
-/* Emits a usage event and releases the json_t members of ev. */
-static void emit_usage(sl_engine_t *e, usage_event_t *ev)
+/* Emits a usage event and releases the json_t members of ev. SL_ENOMEM (logged) when the event
+ * could not be built: then nothing was emitted. */
+static sl_err_t emit_usage(sl_engine_t *e, usage_event_t *ev)
 {
-    json_t *js = json_pack("{s:i, s:s, s:i, s:s, s:s, s:s, s:i, s:I, s:I}", "v", 1, "job_id",
-                           ev->job_id, "attempt", ev->attempt, "reservation_id", ev->res_id,
-                           "deployment", ev->deployment_name, "outcome", ev->outcome, "http_status",
-                           (int)ev->http_status, "started_ms", (json_int_t)ev->started_ms,
-                           "finished_ms", (json_int_t)ev->finished_ms);
-    int ok = strcmp(ev->outcome, "ok") == 0;
+    sl_err_t rc = SL_ENOMEM;
+    json_t *js = json_pack(
+        "{s:i, s:s, s:i, s:s, s:s, s:s, s:i, s:I, s:I}", "v", 1, "job_id", ev->job_id, "attempt",
+        ev->attempt, "reservation_id", ev->res_id, "deployment", ev->deployment_name, "outcome",
+        sl_outcome_name(ev->outcome), "http_status", (int)ev->http_status, "started_ms",
+        (json_int_t)ev->started_ms, "finished_ms", (json_int_t)ev->finished_ms);
+    int ok = ev->outcome == SL_OUTCOME_OK;
     if (js == NULL) {
         sl_error("out of memory building a usage event for job %s", ev->job_id);
         goto out;
@@ -338,10 +340,12 @@ static void emit_usage(sl_engine_t *e, usage_event_t *ev)
         scrub_key(e, ev->deployment, value);
     e->emit(ev->job_id, value, e->emit_arg);
     free(value);
+    rc = SL_OK;
 out:
     json_decref(ev->usage);
     json_decref(ev->response);
     json_decref(ev->error);
+    return rc;
 }
 
 /* {type: outcome, code: null, message: detail} for failures no provider described. */
@@ -353,25 +357,85 @@ static json_t *plain_error(const char *type, const char *detail)
     return err;
 }
 
-void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char *sig,
-                      size_t sig_len, int64_t now_ms)
+/* Appends line to *list. On failure *list is left as it was (curl_slist_append returns NULL
+ * then, and assigning that would lose the lines already there). */
+static sl_err_t add_header(struct curl_slist **list, const char *line)
 {
+    struct curl_slist *grown = curl_slist_append(*list, line);
+    if (grown == NULL)
+        return SL_ENOMEM;
+    *list = grown;
+    return SL_OK;
+}
+
+/* Builds c's header lines: the engine's own, the adapter's, then the credential. */
+static sl_err_t call_headers(const sl_engine_t *e, call_t *c)
+{
+    /* The provider sees the job id as idempotency key: unique per tenant and job, unlike the
+     * client's own key, which two tenants may both use. */
+    char idem_header[128];
+    snprintf(idem_header, sizeof idem_header, "Idempotency-Key: %s", c->job_id);
+    sl_err_t rc = add_header(&c->headers, "Content-Type: application/json");
+    if (rc == SL_OK)
+        rc = add_header(&c->headers, idem_header);
+    if (rc == SL_OK)
+        rc = add_header(&c->headers, "Expect:");
+    if (rc == SL_OK && c->req.stream)
+        rc = add_header(&c->headers, "Accept: text/event-stream");
+    for (int i = 0; rc == SL_OK && i < c->req.nheaders; i++)
+        rc = add_header(&c->headers, c->req.headers[i]);
+    const char *auth = e->deps[c->deployment].auth_header;
+    if (rc == SL_OK && auth != NULL)
+        rc = add_header(&c->headers, auth);
+    return rc;
+}
+
+/* Creates c's easy handle, set up to send c's request within timeout_ms. */
+static sl_err_t call_easy(call_t *c, long timeout_ms)
+{
+    c->easy = curl_easy_init();
+    if (c->easy == NULL)
+        return SL_ENOMEM;
+    /* Of these options only the URL is copied by libcurl, so only it can fail. */
+    CURLcode cc = curl_easy_setopt(c->easy, CURLOPT_URL, c->req.url);
+    if (cc != CURLE_OK)
+        return cc == CURLE_OUT_OF_MEMORY ? SL_ENOMEM : SL_EHTTP;
+    curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->req.body);
+    curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, c->headers);
+    curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, c);
+    curl_easy_setopt(c->easy, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c->easy, CURLOPT_HEADERDATA, c);
+    curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(c->easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c->easy, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(c->easy, CURLOPT_PRIVATE, c);
+    return SL_OK;
+}
+
+sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char *sig,
+                          size_t sig_len, int64_t now_ms)
+{
+    sl_err_t rc = SL_OK;
+    json_t *doc = NULL;
+    call_t *c = NULL;
+    const char *job_id = NULL;
     if (e->verifier != NULL &&
         (sig == NULL || sl_verifier_check(e->verifier, value, len, sig, sig_len) != SL_OK)) {
         /* Not from the scheduler: nobody may bypass the ledger by writing to the topic. */
         e->st.forged++;
         sl_warn("dropped a dispatch message without a valid signature");
-        return;
+        goto out;
     }
     char why[256];
-    json_t *doc = json_loadb(value, len, 0, NULL);
+    doc = json_loadb(value, len, 0, NULL);
     if (doc == NULL || sl_schema_validate(e->schema, doc, why, sizeof why) != SL_OK) {
         e->st.malformed++;
         sl_warn("dropped a malformed dispatch message: %s", doc ? why : "malformed JSON");
-        json_decref(doc);
-        return;
+        goto out;
     }
-    const char *job_id = json_string_value(json_object_get(doc, "job_id"));
+    job_id = json_string_value(json_object_get(doc, "job_id"));
     const char *res_id = json_string_value(json_object_get(doc, "reservation_id"));
     const char *dep_name = json_string_value(json_object_get(doc, "deployment"));
     int attempt = (int)json_integer_value(json_object_get(doc, "attempt"));
@@ -391,26 +455,26 @@ void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char 
          * that it could join a burst the ledger did not plan. The scheduler releases the
          * reservation and schedules the job again. */
         e->st.not_sent++;
-        usage_event_t ev = {job_id,   attempt,    res_id, -1,
-                            dep_name, "not_sent", 0,      NULL,
-                            -1,       NULL,       NULL,   plain_error("not_sent", why_not),
-                            0,        0,          now_ms, now_ms};
-        emit_usage(e, &ev);
-        json_decref(doc);
-        return;
+        usage_event_t ev = {
+            job_id, attempt,  res_id,
+            -1,     dep_name, SL_OUTCOME_NOT_SENT,
+            0,      NULL,     -1,
+            NULL,   NULL,     plain_error(sl_outcome_name(SL_OUTCOME_NOT_SENT), why_not),
+            0,      0,        now_ms,
+            now_ms};
+        rc = emit_usage(e, &ev);
+        goto out;
     }
     char key[96];
     snprintf(key, sizeof key, "%s:%d", job_id, attempt);
-    if (sl_hmap_get(e->inflight, key) != NULL) {
-        json_decref(doc); /* a redelivery of a call already running here */
-        return;
-    }
+    if (sl_hmap_get(e->inflight, key) != NULL)
+        goto out; /* a redelivery of a call already running here */
     const sl_deployment_cfg_t *dc = &e->cfg->deployments[d];
     const sl_adapter_t *ad = e->deps[d].ad;
-    call_t *c = calloc(1, sizeof *c);
+    c = calloc(1, sizeof *c);
     if (c == NULL) {
-        json_decref(doc);
-        return;
+        rc = SL_ENOMEM;
+        goto out;
     }
     c->e = e;
     sl_ratelimit_init(&c->rl);
@@ -426,15 +490,11 @@ void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char 
          * input that was, the same estimate ingest reserved is the best figure there is. */
         sl_stream_ids_t ids = {job_id, attempt, res_id, dc->model,
                                sl_estimate_input_tokens(request, dc->model)};
-        if (sl_stream_new(ad, &ids, on_chunk, c, &c->stream) != SL_OK) {
-            call_free(c);
-            json_decref(doc);
-            sl_error("out of memory starting a call for job %s", job_id);
-            return;
-        }
+        rc = sl_stream_new(ad, &ids, on_chunk, c, &c->stream);
+        if (rc != SL_OK)
+            goto out;
     }
-    sl_err_t rc = sl_adapter_request(ad, dc, request, &c->req, why, sizeof why);
-    json_decref(doc);
+    rc = sl_adapter_request(ad, dc, request, &c->req, why, sizeof why);
     if (rc == SL_EINVAL) {
         /* No provider call can carry this request: a request error, charged nothing. */
         e->st.untranslatable++;
@@ -447,53 +507,40 @@ void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char 
                  sl_adapter_name(ad), why);
         usage_event_t ev = {c->job_id, attempt,
                             c->res_id, d,
-                            dc->name,  "client_error",
+                            dc->name,  SL_OUTCOME_CLIENT_ERROR,
                             0,         NULL,
                             -1,        sl_usage_json(&zero),
                             NULL,      plain_error("invalid_request", message),
                             0,         0,
                             now_ms,    now_ms};
-        emit_usage(e, &ev);
-        call_free(c);
-        return;
+        rc = emit_usage(e, &ev);
+        goto out;
     }
-    /* The provider sees the job id as idempotency key: unique per tenant and job, unlike the
-     * client's own key, which two tenants may both use. */
-    char idem_header[128];
-    snprintf(idem_header, sizeof idem_header, "Idempotency-Key: %s", c->job_id);
-    c->headers = curl_slist_append(NULL, "Content-Type: application/json");
-    c->headers = curl_slist_append(c->headers, idem_header);
-    c->headers = curl_slist_append(c->headers, "Expect:");
-    if (c->req.stream)
-        c->headers = curl_slist_append(c->headers, "Accept: text/event-stream");
-    for (int i = 0; i < c->req.nheaders; i++)
-        c->headers = curl_slist_append(c->headers, c->req.headers[i]);
-    if (e->deps[d].auth_header != NULL)
-        c->headers = curl_slist_append(c->headers, e->deps[d].auth_header);
-    c->easy = curl_easy_init();
-    long timeout = (long)(budget_ms < dc->timeout_ms ? budget_ms : dc->timeout_ms);
-    if (rc != SL_OK || c->headers == NULL || c->easy == NULL ||
-        sl_hmap_put(e->inflight, c->inflight_key, c) != SL_OK) {
-        sl_error("out of memory starting a call for job %s", c->job_id);
-        call_free(c);
-        return;
-    }
-    curl_easy_setopt(c->easy, CURLOPT_URL, c->req.url);
-    curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->req.body);
-    curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, c->headers);
-    curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, c);
-    curl_easy_setopt(c->easy, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c->easy, CURLOPT_HEADERDATA, c);
-    curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, timeout);
-    curl_easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt(c->easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c->easy, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(c->easy, CURLOPT_PRIVATE, c);
+    if (rc == SL_OK)
+        rc = call_headers(e, c);
+    if (rc == SL_OK)
+        rc = call_easy(c, (long)(budget_ms < dc->timeout_ms ? budget_ms : dc->timeout_ms));
+    if (rc == SL_OK)
+        rc = sl_hmap_put(e->inflight, c->inflight_key, c);
+    if (rc != SL_OK)
+        goto out;
     c->started_mono_ms = sl_mono_ms();
-    curl_multi_add_handle(e->multi, c->easy);
+    CURLMcode mc = curl_multi_add_handle(e->multi, c->easy);
+    if (mc != CURLM_OK) {
+        sl_hmap_del(e->inflight, c->inflight_key);
+        rc = mc == CURLM_OUT_OF_MEMORY ? SL_ENOMEM : SL_EHTTP;
+        goto out;
+    }
     e->n_inflight++;
     e->st.accepted++;
+    c = NULL; /* the engine holds the call now */
+out:
+    if (rc != SL_OK)
+        sl_logf(SL_LOG_DEBUG, "job", job_id != NULL ? job_id : "", "dispatch not taken: %s",
+                sl_strerror(rc));
+    call_free(c);
+    json_decref(doc);
+    return rc;
 }
 
 /* Reports the call's timing, measured from pretransfer (the request about to go out) so that
@@ -536,7 +583,7 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
                         c->res_id,
                         c->deployment,
                         dc->name,
-                        NULL,
+                        SL_OUTCOME_OK,
                         status,
                         &c->rl,
                         -1,
@@ -550,34 +597,34 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
     if (c->mode == BODY_EVENTS) {
         ev.outcome = sl_stream_end(c->stream, transport);
         const json_t *perr = sl_stream_error(c->stream);
-        if (strcmp(ev.outcome, "bad_response") == 0)
+        if (ev.outcome == SL_OUTCOME_BAD_RESPONSE)
             detail = "the stream was malformed, or larger than sluice carries";
-        else if (perr == NULL && strcmp(ev.outcome, "ok") != 0)
+        else if (perr == NULL && ev.outcome != SL_OUTCOME_OK)
             detail = transport == 2   ? "the stream timed out before the provider finished it"
                      : transport == 1 ? "the stream was cut before the provider finished it"
                                       : "the stream ended before the provider's final event";
         /* Whatever was consumed is charged, complete or not. */
         ev.usage = sl_stream_usage(c->stream);
-        if (strcmp(ev.outcome, "ok") == 0)
+        if (ev.outcome == SL_OUTCOME_OK)
             ev.response = sl_stream_response(c->stream);
         else
-            ev.error = sl_adapter_error(ad, perr, ev.outcome, detail);
+            ev.error = sl_adapter_error(ad, perr, sl_outcome_name(ev.outcome), detail);
         ev.retry_after_ms = sl_adapter_retry_after_ms(ad, &c->rl, perr);
         double first = sl_stream_first_event_ms(c->stream);
         if (first > 0)
             ev.ttft_ms = first - c->started_mono_ms;
     } else {
         json_t *body = c->resp != NULL ? json_loadb(c->resp, c->resp_len, 0, NULL) : NULL;
-        ev.outcome =
-            c->too_big ? "bad_response" : sl_adapter_classify(ad, transport, status, body, &c->rl);
+        ev.outcome = c->too_big ? SL_OUTCOME_BAD_RESPONSE
+                                : sl_adapter_classify(ad, transport, status, body, &c->rl);
         ev.usage = body != NULL ? sl_adapter_usage(ad, body) : NULL;
-        if (strcmp(ev.outcome, "ok") == 0) {
+        if (ev.outcome == SL_OUTCOME_OK) {
             ev.response = sl_adapter_response(ad, body, dc->model);
             if (ev.response == NULL)
-                ev.outcome = "bad_response"; /* usage without an answer */
+                ev.outcome = SL_OUTCOME_BAD_RESPONSE; /* usage without an answer */
         }
-        if (strcmp(ev.outcome, "ok") != 0)
-            ev.error = sl_adapter_error(ad, body, ev.outcome, detail);
+        if (ev.outcome != SL_OUTCOME_OK)
+            ev.error = sl_adapter_error(ad, body, sl_outcome_name(ev.outcome), detail);
         ev.retry_after_ms = sl_adapter_retry_after_ms(ad, &c->rl, body);
         if (c->stream != NULL)
             sl_stream_end_whole(c->stream, ev.response, ev.usage);

@@ -50,17 +50,21 @@ void sl_engine_on_timing(sl_engine_t *e, sl_engine_timing_fn fn, void *arg);
 /* Sets (fn NULL: clears) the receiver of stream chunks: key (job id) and value (a chunk message,
  * schema/stream.json), both valid only during the call. Called from sl_engine_run the moment a
  * provider event has been parsed, so a consumer sees each chunk without waiting for the call to
- * end. Every attempt of a streamed request that was not refused ("not_sent") ends with one chunk
- * whose done is true, whatever happened. */
+ * end. Every attempt of a streamed request that was not refused ("not_sent") and that
+ * sl_engine_submit took ends with one chunk whose done is true, whatever happened. */
 void sl_engine_on_chunk(sl_engine_t *e, sl_engine_emit_fn fn, void *arg);
 
 /* Takes one dispatch message (value bytes and its sluice-sig header, which may be NULL).
  * Forged or malformed messages are dropped (and counted) with no call; a valid message whose
  * lease already expired, or that names an unknown deployment, yields a "not_sent" usage event;
  * a request the deployment's API cannot express (e.g. tool-call arguments that are not JSON for
- * anthropic) yields a "client_error" usage event with zero usage; otherwise the call starts. */
-void sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char *sig,
-                      size_t sig_len, int64_t now_ms);
+ * anthropic) yields a "client_error" usage event with zero usage; a redelivery of a call in
+ * flight here is ignored; otherwise the call starts. All of these return SL_OK.
+ * Returns SL_ENOMEM (SL_EHTTP when libcurl refuses the call) when the engine could not take the
+ * message, or not report it: then no call was made and no usage event went out for it; its lease
+ * will expire and the scheduler dispatches the job again. The caller reports the failure. */
+sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char *sig,
+                          size_t sig_len, int64_t now_ms);
 
 /* Waits up to timeout_ms for call activity or for extra_fd (may be -1) to become readable, then
  * advances every call and emits the usage events of those that finished. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "adapter_impl.h"
+#include "timefmt.h"
 
 /* The keys of Gemini's Schema object (an OpenAPI 3.0 subset); anything else in a JSON Schema
  * (additionalProperties, $schema, strict, ...) makes the API refuse the request. */
@@ -213,8 +214,8 @@ static sl_err_t translate_contents(const json_t *chat, json_t *body, char *err, 
             }
             free(text);
             sl_add_turn(contents, "user", "parts",
-                     json_pack("[{s:{s:s, s:o}}]", "functionResponse", "name", name, "response",
-                               result));
+                        json_pack("[{s:{s:s, s:o}}]", "functionResponse", "name", name, "response",
+                                  result));
         } else {
             snprintf(err, errlen, "message %zu: role \"%s\" is not supported", i, role);
             rc = SL_EINVAL;
@@ -487,52 +488,52 @@ static int per_day_quota(const json_t *error)
     return 0;
 }
 
-static const char *status_outcome(const json_t *error)
+/* The outcome that error's google.rpc status (not NULL) means. */
+static sl_outcome_t status_outcome(const json_t *error, const char *status)
 {
-    const char *status = json_string_value(json_object_get(error, "status"));
-    if (status == NULL)
-        return NULL;
     if (strcmp(status, "RESOURCE_EXHAUSTED") == 0)
-        return per_day_quota(error) ? "quota_exhausted" : "rate_limited";
+        return per_day_quota(error) ? SL_OUTCOME_QUOTA_EXHAUSTED : SL_OUTCOME_RATE_LIMITED;
     if (strcmp(status, "UNAVAILABLE") == 0)
-        return "overloaded";
+        return SL_OUTCOME_OVERLOADED;
     if (strcmp(status, "DEADLINE_EXCEEDED") == 0)
-        return "timeout";
+        return SL_OUTCOME_TIMEOUT;
     if (strcmp(status, "UNAUTHENTICATED") == 0 || strcmp(status, "PERMISSION_DENIED") == 0)
-        return "auth_error";
+        return SL_OUTCOME_AUTH_ERROR;
     if (strcmp(status, "INVALID_ARGUMENT") == 0) {
         /* A bad key is a 400 INVALID_ARGUMENT whose ErrorInfo says API_KEY_INVALID. */
         const char *reason =
             json_string_value(json_object_get(detail(error, "google.rpc.ErrorInfo"), "reason"));
-        return reason != NULL && strcmp(reason, "API_KEY_INVALID") == 0 ? "auth_error"
-                                                                        : "client_error";
+        return reason != NULL && strcmp(reason, "API_KEY_INVALID") == 0 ? SL_OUTCOME_AUTH_ERROR
+                                                                        : SL_OUTCOME_CLIENT_ERROR;
     }
     if (strcmp(status, "INTERNAL") == 0 || strcmp(status, "UNKNOWN") == 0 ||
         strcmp(status, "ABORTED") == 0 || strcmp(status, "DATA_LOSS") == 0)
-        return "server_error";
-    return "client_error"; /* FAILED_PRECONDITION, NOT_FOUND, OUT_OF_RANGE, ... */
+        return SL_OUTCOME_SERVER_ERROR;
+    return SL_OUTCOME_CLIENT_ERROR; /* FAILED_PRECONDITION, NOT_FOUND, OUT_OF_RANGE, ... */
 }
 
-static const char *classify_gemini(long http_status, const json_t *body)
+static sl_outcome_t classify_gemini(long http_status, const json_t *body)
 {
     const json_t *error = json_object_get(unwrap(body), "error");
-    const char *by_status = json_is_object(error) ? status_outcome(error) : NULL;
-    if (by_status != NULL)
-        return by_status;
+    const char *status = json_string_value(json_object_get(error, "status"));
+    if (status != NULL)
+        return status_outcome(error, status);
     if (http_status >= 200 && http_status < 300)
-        return json_is_object(json_object_get(unwrap(body), "usageMetadata")) ? "ok"
-                                                                              : "bad_response";
+        return json_is_object(json_object_get(unwrap(body), "usageMetadata"))
+                   ? SL_OUTCOME_OK
+                   : SL_OUTCOME_BAD_RESPONSE;
     if (http_status == 429)
-        return json_is_object(error) && per_day_quota(error) ? "quota_exhausted" : "rate_limited";
+        return json_is_object(error) && per_day_quota(error) ? SL_OUTCOME_QUOTA_EXHAUSTED
+                                                             : SL_OUTCOME_RATE_LIMITED;
     if (http_status == 401 || http_status == 403)
-        return "auth_error";
+        return SL_OUTCOME_AUTH_ERROR;
     if (http_status == 503)
-        return "overloaded";
+        return SL_OUTCOME_OVERLOADED;
     if (http_status == 504)
-        return "timeout";
+        return SL_OUTCOME_TIMEOUT;
     if (http_status >= 500)
-        return "server_error";
-    return "client_error";
+        return SL_OUTCOME_SERVER_ERROR;
+    return SL_OUTCOME_CLIENT_ERROR;
 }
 
 static json_t *error_gemini(const json_t *body)
@@ -560,7 +561,7 @@ static int64_t retry_hint_gemini(const json_t *body)
 {
     const json_t *error = json_object_get(unwrap(body), "error");
     const json_t *ri = detail(error, "google.rpc.RetryInfo");
-    return sl_duration_ms(json_string_value(json_object_get(ri, "retryDelay")));
+    return sl_timefmt_proto_duration_ms(json_string_value(json_object_get(ri, "retryDelay")));
 }
 
 /* ---- Streams -------------------------------------------------------------------------------
@@ -580,8 +581,9 @@ static sl_err_t stream_event_gemini(sl_stream_t *st, const char *event, const ch
     sl_err_t rc = SL_OK;
     const json_t *error = json_object_get(r, "error");
     if (json_is_object(error)) {
-        const char *outcome = status_outcome(error);
-        sl_stream_fail(st, r, outcome != NULL ? outcome : "server_error");
+        const char *status = json_string_value(json_object_get(error, "status"));
+        sl_stream_fail(st, r,
+                       status != NULL ? status_outcome(error, status) : SL_OUTCOME_SERVER_ERROR);
         json_decref(j);
         return SL_OK;
     }

@@ -138,6 +138,35 @@ static sl_err_t stream_producer_new(const sl_config_t *cfg, rd_kafka_t **out, ch
     return SL_OK;
 }
 
+/* At most one log line per kind of submit error in this long; the metric counts every one. */
+#define SUBMIT_ERROR_LOG_MS 10000
+
+/* Dispatch messages the engine could not take (sl_engine_submit failed): counted by error kind,
+ * and logged at most once per kind every SUBMIT_ERROR_LOG_MS: an out-of-memory storm must not
+ * flood the log. */
+typedef struct {
+    sl_metrics_t *metrics;
+    int family;
+    int64_t unlogged[SL_E_COUNT_];  /* failures of that kind since its last log line */
+    int64_t logged_ms[SL_E_COUNT_]; /* when that kind was last logged; 0: never */
+} submit_errors_t;
+
+static void submit_failed(submit_errors_t *se, sl_err_t rc, int64_t now_ms)
+{
+    const char *v[] = {sl_errname(rc)};
+    sl_metrics_add(se->metrics, se->family, v, 1);
+    if ((unsigned)rc >= (unsigned)SL_E_COUNT_)
+        return;
+    se->unlogged[rc]++;
+    if (se->logged_ms[rc] != 0 && now_ms - se->logged_ms[rc] < SUBMIT_ERROR_LOG_MS)
+        return;
+    sl_error("%lld dispatch message(s) not taken: %s; no call was made, the scheduler dispatches "
+             "them again when their lease expires",
+             (long long)se->unlogged[rc], sl_strerror(rc));
+    se->unlogged[rc] = 0;
+    se->logged_ms[rc] = now_ms;
+}
+
 static void on_timing(const sl_engine_timing_t *timing, void *arg)
 {
     emit_ctx_t *ctx = arg;
@@ -198,9 +227,16 @@ int main(int argc, char **argv)
                                    "The same calls, by deployment: seconds from sending the "
                                    "request to the first byte of the response.",
                                    deployment_label, latency_bounds_s, nbounds);
+    static const char *const error_label[] = {"error", NULL};
+    submit_errors_t submit_errors = {ctx.metrics, -1, {0}, {0}};
+    submit_errors.family = sl_metrics_family(
+        ctx.metrics, SL_METRIC_COUNTER, "sluice_dispatcher_submit_errors_total",
+        "Dispatch messages the dispatcher could not take (no call made; the lease expires and "
+        "the job is dispatched again), by error (NOMEM, ...).",
+        error_label, NULL, 0);
     int m_lag = sl_kafka_lag_family(ctx.metrics);
     if (ctx.metrics == NULL || ctx.m_outcomes < 0 || m_in_flight < 0 || m_refused < 0 ||
-        ctx.m_latency < 0 || ctx.m_ttfb < 0 || m_lag < 0) {
+        ctx.m_latency < 0 || ctx.m_ttfb < 0 || submit_errors.family < 0 || m_lag < 0) {
         fprintf(stderr, "sluice-dispatcher: cannot set up metrics\n");
         return 1;
     }
@@ -265,7 +301,10 @@ int main(int argc, char **argv)
                 const char *sig = NULL;
                 size_t sig_len = 0;
                 sl_kafka_header(msg, "sluice-sig", &sig, &sig_len);
-                sl_engine_submit(engine, msg->payload, msg->len, sig, sig_len, sl_now_ms());
+                sl_err_t rc =
+                    sl_engine_submit(engine, msg->payload, msg->len, sig, sig_len, sl_now_ms());
+                if (rc != SL_OK)
+                    submit_failed(&submit_errors, rc, sl_now_ms());
                 rd_kafka_offset_store(msg->rkt, msg->partition, msg->offset);
             }
             rd_kafka_message_destroy(msg);

@@ -1,331 +1,10 @@
-/* openai.c - OpenAI dialect helpers (see openai.h). */
+/* openai.c - the openai and azure adapters and the OpenAI dialect helpers (see openai.h). */
 #include "openai.h"
 
-#include <ctype.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "adapter_impl.h"
-#include "util.h"
-
-void sl_ratelimit_init(sl_ratelimit_t *rl)
-{
-    rl->limit_requests = rl->limit_tokens = -1;
-    rl->limit_input_tokens = rl->limit_output_tokens = -1;
-    rl->remaining_requests = rl->remaining_tokens = -1;
-    rl->remaining_input_tokens = rl->remaining_output_tokens = -1;
-    rl->reset_requests_ms = rl->reset_tokens_ms = -1;
-    rl->reset_input_tokens_ms = rl->reset_output_tokens_ms = -1;
-    rl->retry_after_ms = -1;
-    rl->should_retry = -1;
-    rl->now_ms = -1;
-}
-
-int64_t sl_go_duration_ms(const char *s, size_t len)
-{
-    double total = 0;
-    size_t i = 0;
-    if (len == 0)
-        return -1;
-    while (i < len) {
-        char *end = NULL;
-        char num[64];
-        size_t j = i;
-        while (j < len && (isdigit((unsigned char)s[j]) || s[j] == '.'))
-            j++;
-        if (j == i || j - i >= sizeof num)
-            return -1;
-        memcpy(num, s + i, j - i);
-        num[j - i] = '\0';
-        double v = strtod(num, &end);
-        if (end == NULL || *end != '\0')
-            return -1;
-        i = j;
-        double unit;
-        if (i + 1 < len && s[i] == 'm' && s[i + 1] == 's') {
-            unit = 1;
-            i += 2;
-        } else if (i + 1 < len && (s[i] == 'u' || s[i] == 'n') && s[i + 1] == 's') {
-            unit = s[i] == 'u' ? 1e-3 : 1e-6;
-            i += 2;
-        } else if (i + 2 < len && (unsigned char)s[i] == 0xC2 && (unsigned char)s[i + 1] == 0xB5 &&
-                   s[i + 2] == 's') {
-            unit = 1e-3; /* "µs" with U+00B5 MICRO SIGN, as Go prints it */
-            i += 3;
-        } else if (i + 2 < len && (unsigned char)s[i] == 0xCE && (unsigned char)s[i + 1] == 0xBC &&
-                   s[i + 2] == 's') {
-            unit = 1e-3; /* "μs" with U+03BC GREEK SMALL LETTER MU */
-            i += 3;
-        } else if (i < len && s[i] == 'h') {
-            unit = 3600000;
-            i++;
-        } else if (i < len && s[i] == 'm') {
-            unit = 60000;
-            i++;
-        } else if (i < len && s[i] == 's') {
-            unit = 1000;
-            i++;
-        } else {
-            return -1;
-        }
-        total += v * unit;
-    }
-    return (int64_t)(total + 0.5);
-}
-
-/* Parses a non-negative decimal number of seconds (or an integer) into ms; -1 when not one.
- * (An HTTP-date Retry-After is not sent by these providers and is treated as absent.) */
-static int64_t seconds_ms(const char *v, size_t len)
-{
-    char buf[64];
-    if (len == 0 || len >= sizeof buf)
-        return -1;
-    memcpy(buf, v, len);
-    buf[len] = '\0';
-    char *end = NULL;
-    double x = strtod(buf, &end);
-    if (end == buf || *end != '\0' || x < 0)
-        return -1;
-    return (int64_t)(x * 1000 + 0.5);
-}
-
-static int64_t integer(const char *v, size_t len)
-{
-    char buf[32];
-    if (len == 0 || len >= sizeof buf)
-        return -1;
-    memcpy(buf, v, len);
-    buf[len] = '\0';
-    char *end = NULL;
-    long long x = strtoll(buf, &end, 10);
-    return (end == buf || *end != '\0') ? -1 : (int64_t)x;
-}
-
-/* Reads exactly n decimal digits at s (no sign); -1 when any is not a digit. */
-static int digits(const char *s, size_t n)
-{
-    int v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isdigit((unsigned char)s[i]))
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    return v;
-}
-
-/* Days from 1970-01-01 to the proleptic Gregorian date y-m-d (m 1..12); Howard Hinnant's
- * days_from_civil, exact for every year of four digits. */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static int days_in_month(int y, int m)
-{
-    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    return m == 2 && leap ? 29 : days[m - 1];
-}
-
-int64_t sl_rfc3339_ms(const char *s, size_t len)
-{
-    /* "YYYY-MM-DDTHH:MM:SS" is 19 bytes; a fraction and a zone follow. */
-    if (s == NULL || len < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
-        s[13] != ':' || s[16] != ':')
-        return -1;
-    int year = digits(s, 4);
-    int mon = digits(s + 5, 2);
-    int day = digits(s + 8, 2);
-    int hour = digits(s + 11, 2);
-    int min = digits(s + 14, 2);
-    int sec = digits(s + 17, 2);
-    /* Second 60 is a leap second; it counts as the next minute's first second. */
-    if (year < 0 || mon < 1 || mon > 12 || day < 1 || day > days_in_month(year, mon) || hour < 0 ||
-        hour > 23 || min < 0 || min > 59 || sec < 0 || sec > 60)
-        return -1;
-    size_t i = 19;
-    int64_t frac_ms = 0;
-    if (s[i] == '.') {
-        size_t first = ++i;
-        while (i < len && isdigit((unsigned char)s[i])) {
-            if (i - first < 3)
-                frac_ms = frac_ms * 10 + (s[i] - '0');
-            i++;
-        }
-        if (i == first)
-            return -1;
-        for (size_t n = i - first; n < 3; n++)
-            frac_ms *= 10;
-    }
-    int64_t offset_s;
-    if (i + 1 == len && (s[i] == 'Z' || s[i] == 'z')) {
-        offset_s = 0;
-    } else if (i + 6 == len && (s[i] == '+' || s[i] == '-') && s[i + 3] == ':') {
-        int oh = digits(s + i + 1, 2);
-        int om = digits(s + i + 4, 2);
-        if (oh < 0 || oh > 23 || om < 0 || om > 59)
-            return -1;
-        offset_s = (s[i] == '-' ? -1 : 1) * (int64_t)(oh * 3600 + om * 60);
-    } else {
-        return -1;
-    }
-    int64_t epoch_s =
-        days_from_civil(year, mon, day) * 86400 + hour * 3600 + min * 60 + sec - offset_s;
-    if (epoch_s < 0)
-        return -1;
-    return epoch_s * 1000 + frac_ms;
-}
-
-/* How a rate-limit header's value is read. */
-typedef enum {
-    VALUE_COUNT,       /* a non-negative integer */
-    VALUE_GO_DURATION, /* OpenAI's reset: time until restored, "6m0s" */
-    VALUE_RFC3339,     /* Anthropic's reset: the instant it is restored */
-} value_kind_t;
-
-#define FIELD(member) offsetof(sl_ratelimit_t, member)
-
-static const struct {
-    const char *name;
-    value_kind_t kind;
-    size_t field; /* offset of the int64_t member */
-} ratelimit_headers[] = {
-    {"x-ratelimit-limit-requests", VALUE_COUNT, FIELD(limit_requests)},
-    {"x-ratelimit-limit-tokens", VALUE_COUNT, FIELD(limit_tokens)},
-    {"x-ratelimit-remaining-requests", VALUE_COUNT, FIELD(remaining_requests)},
-    {"x-ratelimit-remaining-tokens", VALUE_COUNT, FIELD(remaining_tokens)},
-    {"x-ratelimit-reset-requests", VALUE_GO_DURATION, FIELD(reset_requests_ms)},
-    {"x-ratelimit-reset-tokens", VALUE_GO_DURATION, FIELD(reset_tokens_ms)},
-    {"anthropic-ratelimit-requests-limit", VALUE_COUNT, FIELD(limit_requests)},
-    {"anthropic-ratelimit-requests-remaining", VALUE_COUNT, FIELD(remaining_requests)},
-    {"anthropic-ratelimit-requests-reset", VALUE_RFC3339, FIELD(reset_requests_ms)},
-    {"anthropic-ratelimit-tokens-limit", VALUE_COUNT, FIELD(limit_tokens)},
-    {"anthropic-ratelimit-tokens-remaining", VALUE_COUNT, FIELD(remaining_tokens)},
-    {"anthropic-ratelimit-tokens-reset", VALUE_RFC3339, FIELD(reset_tokens_ms)},
-    {"anthropic-ratelimit-input-tokens-limit", VALUE_COUNT, FIELD(limit_input_tokens)},
-    {"anthropic-ratelimit-input-tokens-remaining", VALUE_COUNT, FIELD(remaining_input_tokens)},
-    {"anthropic-ratelimit-input-tokens-reset", VALUE_RFC3339, FIELD(reset_input_tokens_ms)},
-    {"anthropic-ratelimit-output-tokens-limit", VALUE_COUNT, FIELD(limit_output_tokens)},
-    {"anthropic-ratelimit-output-tokens-remaining", VALUE_COUNT, FIELD(remaining_output_tokens)},
-    {"anthropic-ratelimit-output-tokens-reset", VALUE_RFC3339, FIELD(reset_output_tokens_ms)},
-};
-
-#undef FIELD
-
-/* Reads one rate-limit value; -1 when malformed or negative. Azure OpenAI sends -1 for a
- * remaining count it does not track: that is "not reported", like any other negative. */
-static int64_t ratelimit_value(const sl_ratelimit_t *rl, value_kind_t kind, const char *v,
-                               size_t vlen)
-{
-    switch (kind) {
-    case VALUE_COUNT: {
-        int64_t n = integer(v, vlen);
-        return n >= 0 ? n : -1;
-    }
-    case VALUE_GO_DURATION:
-        return sl_go_duration_ms(v, vlen);
-    case VALUE_RFC3339: {
-        int64_t at_ms = sl_rfc3339_ms(v, vlen);
-        if (at_ms < 0)
-            return -1;
-        int64_t now_ms = rl->now_ms >= 0 ? rl->now_ms : sl_now_ms();
-        /* A reset already behind us (clock skew, a slow response) means "restored now". */
-        return at_ms > now_ms ? at_ms - now_ms : 0;
-    }
-    }
-    return -1;
-}
-
-void sl_openai_header(sl_ratelimit_t *rl, const char *line, size_t len)
-{
-    const char *colon = memchr(line, ':', len);
-    if (colon == NULL)
-        return;
-    size_t nlen = (size_t)(colon - line);
-    const char *v = colon + 1;
-    size_t vlen = len - nlen - 1;
-    while (vlen > 0 && (*v == ' ' || *v == '\t')) {
-        v++;
-        vlen--;
-    }
-    while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
-        vlen--;
-#define IS(name) (nlen == strlen(name) && strncasecmp(line, name, nlen) == 0)
-    if (IS("retry-after-ms")) {
-        int64_t ms = seconds_ms(v, vlen);
-        if (ms >= 0)
-            rl->retry_after_ms = ms / 1000; /* seconds_ms scaled by 1000 */
-        return;
-    }
-    if (IS("retry-after")) {
-        /* retry-after-ms is more precise; keep it when it came first. */
-        int64_t ms = seconds_ms(v, vlen);
-        if (ms >= 0 && rl->retry_after_ms < 0)
-            rl->retry_after_ms = ms;
-        return;
-    }
-    if (IS("x-should-retry")) {
-        rl->should_retry = vlen == 4 && strncasecmp(v, "true", 4) == 0 ? 1 : 0;
-        return;
-    }
-    for (size_t i = 0; i < sizeof ratelimit_headers / sizeof ratelimit_headers[0]; i++) {
-        if (IS(ratelimit_headers[i].name)) {
-            int64_t x = ratelimit_value(rl, ratelimit_headers[i].kind, v, vlen);
-            if (x >= 0)
-                *(int64_t *)((char *)rl + ratelimit_headers[i].field) = x;
-            return;
-        }
-    }
-#undef IS
-}
-
-/* Azure OpenAI reports remaining -1 or 0 on some APIs where it tracks nothing (PROVIDERS.md);
- * -1 never reaches the struct (see ratelimit_value). A 0 is only believed when the same response
- * also reported a positive limit for that dimension: a real exhausted bucket comes with its
- * limit (OpenAI and Anthropic send both), while a lone 0 would make the scheduler stop
- * sending to a deployment that has capacity. Applied here rather than at parse time so that the
- * order of the headers does not matter. */
-static int64_t reported_remaining(int64_t remaining, int64_t limit)
-{
-    if (remaining > 0)
-        return remaining;
-    return remaining == 0 && limit > 0 ? 0 : -1;
-}
-
-void sl_ratelimit_to_json(const sl_ratelimit_t *rl, json_t *obj)
-{
-    struct {
-        const char *name;
-        int64_t v;
-    } f[] = {
-        {"limit_requests", rl->limit_requests},
-        {"limit_tokens", rl->limit_tokens},
-        {"limit_input_tokens", rl->limit_input_tokens},
-        {"limit_output_tokens", rl->limit_output_tokens},
-        {"remaining_requests", reported_remaining(rl->remaining_requests, rl->limit_requests)},
-        {"remaining_tokens", reported_remaining(rl->remaining_tokens, rl->limit_tokens)},
-        {"remaining_input_tokens",
-         reported_remaining(rl->remaining_input_tokens, rl->limit_input_tokens)},
-        {"remaining_output_tokens",
-         reported_remaining(rl->remaining_output_tokens, rl->limit_output_tokens)},
-        {"reset_requests_ms", rl->reset_requests_ms},
-        {"reset_tokens_ms", rl->reset_tokens_ms},
-        {"reset_input_tokens_ms", rl->reset_input_tokens_ms},
-        {"reset_output_tokens_ms", rl->reset_output_tokens_ms},
-        {"should_retry", rl->should_retry},
-    };
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        if (f[i].v >= 0)
-            json_object_set_new(obj, f[i].name, json_integer(f[i].v));
-    }
-}
 
 /* OpenAI says "do not retry" for quota and spend caps with a 429 status. */
 static int is_quota_error(const json_t *body)
@@ -344,29 +23,29 @@ static int is_quota_error(const json_t *body)
     return 0;
 }
 
-const char *sl_openai_classify(int transport_error, long http_status, const json_t *body)
+sl_outcome_t sl_openai_classify(int transport_error, long http_status, const json_t *body)
 {
     if (transport_error == 2)
-        return "timeout";
+        return SL_OUTCOME_TIMEOUT;
     if (transport_error != 0)
-        return "transport";
+        return SL_OUTCOME_TRANSPORT;
     if (http_status >= 200 && http_status < 300)
         return json_is_object(body) && json_is_object(json_object_get(body, "usage"))
-                   ? "ok"
-                   : "bad_response";
+                   ? SL_OUTCOME_OK
+                   : SL_OUTCOME_BAD_RESPONSE;
     if (http_status == 429)
-        return is_quota_error(body) ? "quota_exhausted" : "rate_limited";
+        return is_quota_error(body) ? SL_OUTCOME_QUOTA_EXHAUSTED : SL_OUTCOME_RATE_LIMITED;
     if (http_status == 401 || http_status == 403)
-        return "auth_error";
+        return SL_OUTCOME_AUTH_ERROR;
     if (http_status == 408 || http_status == 409)
-        return "server_error";
+        return SL_OUTCOME_SERVER_ERROR;
     if (http_status == 503 || http_status == 529)
-        return "overloaded";
+        return SL_OUTCOME_OVERLOADED;
     if (http_status == 504)
-        return "timeout";
+        return SL_OUTCOME_TIMEOUT;
     if (http_status >= 500)
-        return "server_error";
-    return "client_error";
+        return SL_OUTCOME_SERVER_ERROR;
+    return SL_OUTCOME_CLIENT_ERROR;
 }
 
 static int64_t jint(const json_t *obj, const char *key)
@@ -408,7 +87,7 @@ static char *join_url(const char *base, const char *suffix)
 }
 
 /* The canonical body with streaming usage requested: without include_usage, OpenAI sends no
- * usage in a stream, and the ledger could not settle it. */
+ * usage in a stream, and the ledger could not settle it. NULL when out of memory. */
 static json_t *chat_body(const json_t *chat, int *stream)
 {
     json_t *body = json_deep_copy(chat);
@@ -417,11 +96,17 @@ static json_t *chat_body(const json_t *chat, int *stream)
     *stream = json_is_true(json_object_get(body, "stream"));
     if (*stream) {
         json_t *opts = json_object_get(body, "stream_options");
+        /* json_object_set_new releases the value when it fails, so opts is only used after a
+         * success. */
         if (!json_is_object(opts)) {
             opts = json_object();
-            json_object_set_new(body, "stream_options", opts);
+            if (json_object_set_new(body, "stream_options", opts) != 0)
+                opts = NULL;
         }
-        json_object_set_new(opts, "include_usage", json_true());
+        if (opts == NULL || json_object_set_new(opts, "include_usage", json_true()) != 0) {
+            json_decref(body);
+            return NULL;
+        }
     } else {
         /* "stream_options" is only allowed with "stream": true. */
         json_object_del(body, "stream_options");
@@ -439,8 +124,10 @@ static sl_err_t request_openai(const sl_deployment_cfg_t *dep, const json_t *cha
         return SL_ENOMEM;
     /* The deployment's own model name goes to the provider, whatever the caller asked for:
      * the route decided where the job runs. */
-    json_object_set_new(body, "model", json_string(dep->model));
-    sl_err_t rc = sl_adapter_set_body(out, body);
+    sl_err_t rc =
+        json_object_set_new(body, "model", json_string(dep->model)) == 0 ? SL_OK : SL_ENOMEM;
+    if (rc == SL_OK)
+        rc = sl_adapter_set_body(out, body);
     json_decref(body);
     out->url = join_url(dep->base_url, "/chat/completions");
     return rc == SL_OK && out->url == NULL ? SL_ENOMEM : rc;
@@ -465,21 +152,21 @@ static sl_err_t request_azure(const sl_deployment_cfg_t *dep, const json_t *chat
 
 /* What an error object means when it arrives without a telling status: inside a stream (HTTP
  * 200 already sent) or in a 2xx body. */
-static const char *openai_error_outcome(const json_t *body)
+static sl_outcome_t openai_error_outcome(const json_t *body)
 {
     if (is_quota_error(body))
-        return "quota_exhausted";
+        return SL_OUTCOME_QUOTA_EXHAUSTED;
     const json_t *err = json_object_get(body, "error");
     const char *code = json_string_value(json_object_get(err, "code"));
     const char *type = json_string_value(json_object_get(err, "type"));
     if (code != NULL && strcmp(code, "rate_limit_exceeded") == 0)
-        return "rate_limited";
+        return SL_OUTCOME_RATE_LIMITED;
     if (type != NULL && strcmp(type, "invalid_request_error") == 0)
-        return "client_error";
-    return "server_error";
+        return SL_OUTCOME_CLIENT_ERROR;
+    return SL_OUTCOME_SERVER_ERROR;
 }
 
-static const char *classify_openai(long http_status, const json_t *body)
+static sl_outcome_t classify_openai(long http_status, const json_t *body)
 {
     if (http_status >= 200 && http_status < 300 && json_is_object(json_object_get(body, "error")))
         return openai_error_outcome(body);

@@ -43,10 +43,12 @@ struct sl_stream {
 
     int done;      /* the provider's final event came */
     json_t *error; /* a provider error event */
-    const char *error_outcome;
-    int bad;             /* sl_stream_feed failed */
-    const char *outcome; /* set by sl_stream_end */
-    int last_sent;       /* the chunk with done: true went out */
+    int failed;    /* a provider error event came: error_outcome says what it means */
+    sl_outcome_t error_outcome;
+    int bad;   /* sl_stream_feed failed */
+    int ended; /* sl_stream_end was called: outcome is set */
+    sl_outcome_t outcome;
+    int last_sent; /* the chunk with done: true went out */
     int64_t seq;
     double first_event_ms;
 
@@ -133,7 +135,7 @@ void sl_stream_free(sl_stream_t *st)
 /* Whether the answer is known to be whole. */
 static int complete(const sl_stream_t *st)
 {
-    return st->done || (st->outcome != NULL && strcmp(st->outcome, "ok") == 0);
+    return st->done || (st->ended && st->outcome == SL_OUTCOME_OK);
 }
 
 static void current_usage(const sl_stream_t *st, sl_usage_t *u)
@@ -189,11 +191,53 @@ static void emit_last(sl_stream_t *st)
     emit(st, "", NULL, complete(st) ? st->finish : NULL, 1, sl_stream_usage(st));
 }
 
+/* Adds the chunk delta of tool call index to the event being translated: its id and name when
+ * given (the delta that opens the call), and len bytes of arguments. */
+static sl_err_t tool_delta(sl_stream_t *st, int index, const char *id, const char *name,
+                           const char *args, size_t len)
+{
+    json_t *d = json_pack("{s:i}", "index", index);
+    json_t *fn = json_object();
+    if (d == NULL || fn == NULL) {
+        json_decref(d);
+        json_decref(fn);
+        return SL_ENOMEM;
+    }
+    if (id != NULL) {
+        json_object_set_new(d, "id", json_string(id));
+        json_object_set_new(d, "type", json_string("function"));
+    }
+    if (name != NULL)
+        json_object_set_new(fn, "name", json_string(name));
+    json_object_set_new(fn, "arguments", json_stringn(args != NULL ? args : "", len));
+    json_object_set_new(d, "function", fn);
+    json_array_append_new(st->ev_tools, d);
+    return SL_OK;
+}
+
+/* A tool call whose arguments never came gets "{}" once the answer is complete: Anthropic streams
+ * a call that takes no arguments as one partial_json of "", while in OpenAI's shape, which every
+ * client parses, arguments are always a JSON object. The "{}" also goes out as a delta, so the
+ * chunks join to the same arguments as the assembled answer. */
+static sl_err_t close_tool_calls(sl_stream_t *st)
+{
+    for (int i = 0; i < st->ntools; i++) {
+        if (st->tools[i].args.len > 0)
+            continue;
+        if (dbuf_add(&st->tools[i].args, "{}", 2) != SL_OK)
+            return SL_ENOMEM;
+        sl_err_t rc = tool_delta(st, i, NULL, NULL, "{}", 2);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return SL_OK;
+}
+
 static sl_err_t on_event(void *arg, const char *event, const char *data, size_t len)
 {
     sl_stream_t *st = arg;
     /* After the final event or an error event nothing the provider says changes the answer. */
-    if (st->last_sent || st->error_outcome != NULL)
+    if (st->last_sent || st->failed)
         return SL_OK;
     if (st->first_event_ms == 0)
         st->first_event_ms = sl_mono_ms();
@@ -203,8 +247,14 @@ static sl_err_t on_event(void *arg, const char *event, const char *data, size_t 
     json_array_clear(st->ev_tools);
     st->ev_finish = NULL;
     sl_err_t rc = st->ad->stream_event(st, event, data, len);
-    if (rc != SL_OK || st->error_outcome != NULL)
+    if (rc != SL_OK || st->failed)
         return rc; /* the last chunk goes out from sl_stream_end */
+    /* A finish reason or the final event: no more arguments will come. */
+    if (st->ev_finish != NULL || st->done) {
+        rc = close_tool_calls(st);
+        if (rc != SL_OK)
+            return rc;
+    }
     /* The first event always makes a chunk, so a consumer sees at once that the provider has
      * started; later ones only when they carry something. */
     if (st->ev_text.len > 0 || json_array_size(st->ev_tools) > 0 || st->ev_finish != NULL ||
@@ -217,7 +267,7 @@ static sl_err_t on_event(void *arg, const char *event, const char *data, size_t 
 
 sl_err_t sl_stream_feed(sl_stream_t *st, const char *data, size_t len)
 {
-    if (st->bad || st->outcome != NULL)
+    if (st->bad || st->ended)
         return SL_EINVAL;
     sl_err_t rc = sl_sse_feed(st->sse, data, len, on_event, st);
     if (rc != SL_OK)
@@ -225,20 +275,21 @@ sl_err_t sl_stream_feed(sl_stream_t *st, const char *data, size_t len)
     return rc;
 }
 
-const char *sl_stream_end(sl_stream_t *st, int transport_error)
+sl_outcome_t sl_stream_end(sl_stream_t *st, int transport_error)
 {
-    if (st->outcome != NULL)
+    if (st->ended)
         return st->outcome;
-    if (st->error_outcome != NULL)
+    if (st->failed)
         st->outcome = st->error_outcome;
     else if (st->done)
-        st->outcome = "ok";
+        st->outcome = SL_OUTCOME_OK;
     else if (st->bad)
-        st->outcome = "bad_response";
+        st->outcome = SL_OUTCOME_BAD_RESPONSE;
     else if (st->ad->complete_at_eof && st->finish != NULL && transport_error == 0)
-        st->outcome = "ok";
+        st->outcome = SL_OUTCOME_OK;
     else
-        st->outcome = transport_error == 2 ? "timeout" : "transport";
+        st->outcome = transport_error == 2 ? SL_OUTCOME_TIMEOUT : SL_OUTCOME_TRANSPORT;
+    st->ended = 1;
     emit_last(st);
     return st->outcome;
 }
@@ -374,23 +425,7 @@ sl_err_t sl_stream_tool(sl_stream_t *st, int64_t key, const char *id, const char
     st->chars += code_points(args != NULL ? args : "", len);
     if (id == NULL && name == NULL && len == 0)
         return SL_OK; /* an empty delta (Anthropic opens arguments with ""): nothing to say */
-    json_t *d = json_pack("{s:i}", "index", index);
-    json_t *fn = json_object();
-    if (d == NULL || fn == NULL) {
-        json_decref(d);
-        json_decref(fn);
-        return SL_ENOMEM;
-    }
-    if (id != NULL) {
-        json_object_set_new(d, "id", json_string(id));
-        json_object_set_new(d, "type", json_string("function"));
-    }
-    if (name != NULL)
-        json_object_set_new(fn, "name", json_string(name));
-    json_object_set_new(fn, "arguments", json_stringn(args != NULL ? args : "", len));
-    json_object_set_new(d, "function", fn);
-    json_array_append_new(st->ev_tools, d);
-    return SL_OK;
+    return tool_delta(st, index, id, name, args, len);
 }
 
 int sl_stream_tool_count(const sl_stream_t *st)
@@ -427,9 +462,10 @@ void sl_stream_done(sl_stream_t *st)
     st->done = 1;
 }
 
-void sl_stream_fail(sl_stream_t *st, const json_t *body, const char *outcome)
+void sl_stream_fail(sl_stream_t *st, const json_t *body, sl_outcome_t outcome)
 {
     json_decref(st->error);
     st->error = json_deep_copy(body);
+    st->failed = 1;
     st->error_outcome = outcome;
 }

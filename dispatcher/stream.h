@@ -29,6 +29,7 @@
 
 #include "adapter.h"
 #include "err.h"
+#include "outcome.h"
 
 #define SL_STREAM_MAX_EVENT_BYTES ((size_t)1 << 20)
 #define SL_STREAM_MAX_CONTENT_BYTES ((size_t)4 << 20)
@@ -60,11 +61,11 @@ void sl_stream_free(sl_stream_t *st);
 sl_err_t sl_stream_feed(sl_stream_t *st, const char *data, size_t len);
 
 /* Ends the stream once the transfer is over (transport_error as sl_adapter_classify's) and
- * returns its outcome: "ok" when the provider finished the answer; the outcome of a provider
- * error event; "bad_response" after sl_stream_feed failed; else "timeout" or "transport" (a cut
+ * returns its outcome: ok when the provider finished the answer; the outcome of a provider
+ * error event; bad_response after sl_stream_feed failed; else timeout or transport (a cut
  * stream). Emits the last chunk (done true) unless it went out already. Idempotent: later calls
  * return the same outcome and emit nothing. */
-const char *sl_stream_end(sl_stream_t *st, int transport_error);
+sl_outcome_t sl_stream_end(sl_stream_t *st, int transport_error);
 
 /* Ends a stream whose answer did not come as events (an HTTP error, or a provider that answered
  * a stream request with one JSON body): emits one last chunk carrying all of response (a
@@ -73,7 +74,8 @@ const char *sl_stream_end(sl_stream_t *st, int transport_error);
 void sl_stream_end_whole(sl_stream_t *st, const json_t *response, const json_t *usage);
 
 /* The assembled canonical chat.completion (content concatenated, tool calls joined), or NULL
- * when out of memory. Caller owns it. */
+ * when out of memory. Caller owns it. Once the provider has finished the answer (a finish reason
+ * or its final event), a tool call whose arguments never came has "{}", in the chunks as here. */
 json_t *sl_stream_response(const sl_stream_t *st);
 
 /* The usage of what was consumed so far (see the file comment). Caller owns it. */
@@ -112,6 +114,6 @@ void sl_stream_set_usage(sl_stream_t *st, const sl_usage_t *u, int has_input, in
 /* The provider's final event: the answer is complete. */
 void sl_stream_done(sl_stream_t *st);
 /* A provider error event: body (copied) and the outcome it means. */
-void sl_stream_fail(sl_stream_t *st, const json_t *body, const char *outcome);
+void sl_stream_fail(sl_stream_t *st, const json_t *body, sl_outcome_t outcome);
 
 #endif

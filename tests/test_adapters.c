@@ -19,9 +19,10 @@
 #include "../common/jsonschema.h"
 #include "../common/util.h"
 #include "../dispatcher/adapter.h"
-#include "../dispatcher/openai.h"
+#include "../dispatcher/ratelimit.h"
 #include "../dispatcher/sse.h"
 #include "../dispatcher/stream.h"
+#include "../dispatcher/timefmt.h"
 
 #define FIXTURES "tests/fixtures/providers/"
 /* 2025-10-14T09:15:10Z: the Date of the Anthropic fixtures, for their reset headers. */
@@ -94,7 +95,7 @@ typedef struct {
     json_t *body;
 } recorded_t;
 
-/* Replays a recorded response: every header line goes to sl_openai_header (the engine's one
+/* Replays a recorded response: every header line goes to sl_ratelimit_header (the engine's one
  * header parser for every provider), with a fixed clock. */
 static recorded_t replay(const char *name)
 {
@@ -109,13 +110,26 @@ static recorded_t replay(const char *name)
     for (char *line = text; line < end + 2;) {
         char *eol = strstr(line, "\r\n");
         size_t n = (size_t)(eol + 2 - line);
-        sl_openai_header(&r.rl, line, n);
+        sl_ratelimit_header(&r.rl, line, n);
         line += n;
     }
     const char *body = end + 4;
     r.body = json_loadb(body, len - (size_t)(body - text), 0, NULL);
     free(text);
     return r;
+}
+
+/* sl_adapter_classify and sl_stream_end answer with an sl_outcome_t; the tests compare its
+ * name, the string that goes on the wire. */
+static const char *classify(const sl_adapter_t *ad, int transport_error, long http_status,
+                            const json_t *body, const sl_ratelimit_t *rl)
+{
+    return sl_outcome_name(sl_adapter_classify(ad, transport_error, http_status, body, rl));
+}
+
+static const char *stream_end(sl_stream_t *st, int transport_error)
+{
+    return sl_outcome_name(sl_stream_end(st, transport_error));
 }
 
 static int64_t jint(const json_t *obj, const char *key)
@@ -588,7 +602,7 @@ START_TEST(recorded_responses_are_classified_with_retry_hints_and_errors)
         const sl_adapter_t *ad = adapter(k->api);
         recorded_t r = replay(k->fixture);
         ck_assert_msg(r.body != NULL, "%s: body is not JSON", k->fixture);
-        const char *got = sl_adapter_classify(ad, 0, r.status, r.body, &r.rl);
+        const char *got = classify(ad, 0, r.status, r.body, &r.rl);
         ck_assert_msg(strcmp(got, k->outcome) == 0, "%s classified %s, expected %s", k->fixture,
                       got, k->outcome);
         int64_t retry = sl_adapter_retry_after_ms(ad, &r.rl, r.body);
@@ -624,19 +638,19 @@ START_TEST(transport_failures_and_should_retry_win_over_status)
 {
     for (int api = 0; api < SL_PROVIDER_COUNT; api++) {
         const sl_adapter_t *ad = adapter((sl_provider_t)api);
-        ck_assert_str_eq(sl_adapter_classify(ad, 2, 0, NULL, NULL), "timeout");
-        ck_assert_str_eq(sl_adapter_classify(ad, 1, 200, NULL, NULL), "transport");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 200, NULL, NULL), "bad_response");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 404, NULL, NULL), "client_error");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 401, NULL, NULL), "auth_error");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 503, NULL, NULL), "overloaded");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 502, NULL, NULL), "server_error");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 429, NULL, NULL), "rate_limited");
+        ck_assert_str_eq(classify(ad, 2, 0, NULL, NULL), "timeout");
+        ck_assert_str_eq(classify(ad, 1, 200, NULL, NULL), "transport");
+        ck_assert_str_eq(classify(ad, 0, 200, NULL, NULL), "bad_response");
+        ck_assert_str_eq(classify(ad, 0, 404, NULL, NULL), "client_error");
+        ck_assert_str_eq(classify(ad, 0, 401, NULL, NULL), "auth_error");
+        ck_assert_str_eq(classify(ad, 0, 503, NULL, NULL), "overloaded");
+        ck_assert_str_eq(classify(ad, 0, 502, NULL, NULL), "server_error");
+        ck_assert_str_eq(classify(ad, 0, 429, NULL, NULL), "rate_limited");
         sl_ratelimit_t rl;
         sl_ratelimit_init(&rl);
         rl.should_retry = 0;
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 429, NULL, &rl), "client_error");
-        ck_assert_str_eq(sl_adapter_classify(ad, 0, 401, NULL, &rl), "auth_error");
+        ck_assert_str_eq(classify(ad, 0, 429, NULL, &rl), "client_error");
+        ck_assert_str_eq(classify(ad, 0, 401, NULL, &rl), "auth_error");
         /* With no body and no header, nobody said when to retry. */
         ck_assert_int_eq(sl_adapter_retry_after_ms(ad, NULL, NULL), -1);
         /* The header wins over a body hint. */
@@ -652,26 +666,25 @@ START_TEST(transport_failures_and_should_retry_win_over_status)
         json_decref(err);
     }
     /* Anthropic's 529 is overload, with or without its body. */
-    ck_assert_str_eq(sl_adapter_classify(adapter(SL_PROVIDER_ANTHROPIC), 0, 529, NULL, NULL),
-                     "overloaded");
+    ck_assert_str_eq(classify(adapter(SL_PROVIDER_ANTHROPIC), 0, 529, NULL, NULL), "overloaded");
 }
 END_TEST
 
 START_TEST(protobuf_durations_are_parsed)
 {
-    ck_assert_int_eq(sl_duration_ms("23s"), 23000);
-    ck_assert_int_eq(sl_duration_ms("1.5s"), 1500);
-    ck_assert_int_eq(sl_duration_ms("0.250s"), 250);
-    ck_assert_int_eq(sl_duration_ms("0s"), 0);
-    ck_assert_int_eq(sl_duration_ms("0.0001s"), 1); /* a lower bound: rounded up */
-    ck_assert_int_eq(sl_duration_ms("0.0015s"), 2);
-    ck_assert_int_eq(sl_duration_ms("s"), -1);
-    ck_assert_int_eq(sl_duration_ms("23"), -1);
-    ck_assert_int_eq(sl_duration_ms("-1s"), -1);
-    ck_assert_int_eq(sl_duration_ms("1m"), -1);
-    ck_assert_int_eq(sl_duration_ms("1.5ms"), -1);
-    ck_assert_int_eq(sl_duration_ms(""), -1);
-    ck_assert_int_eq(sl_duration_ms(NULL), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("23s"), 23000);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("1.5s"), 1500);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("0.250s"), 250);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("0s"), 0);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("0.0001s"), 1); /* a lower bound: rounded up */
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("0.0015s"), 2);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("s"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("23"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("-1s"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("1m"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("1.5ms"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms(""), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms(NULL), -1);
 }
 END_TEST
 
@@ -984,6 +997,29 @@ static char *joined_deltas(const chunks_t *cs)
     return out;
 }
 
+/* The arguments of tool call index joined over every chunk's deltas, as a client reassembling
+ * the stream does. Caller frees. */
+static char *joined_arguments(const chunks_t *cs, int index)
+{
+    size_t len = 1;
+    char *out = calloc(1, len);
+    for (int i = 0; i < cs->n; i++) {
+        size_t k;
+        const json_t *d;
+        json_array_foreach(json_object_get(cs->chunk[i], "tool_calls"), k, d)
+        {
+            const char *args =
+                json_string_value(json_object_get(json_object_get(d, "function"), "arguments"));
+            if (jint(d, "index") != index || args == NULL)
+                continue;
+            len += strlen(args);
+            out = realloc(out, len);
+            strcat(out, args);
+        }
+    }
+    return out;
+}
+
 typedef struct {
     sl_provider_t api;
     const char *fixture;
@@ -1065,8 +1101,8 @@ START_TEST(streams_translate_to_the_same_chunks_however_the_bytes_arrive)
         chunks_t cs = {.n = 0};
         sl_stream_t *st = stream_new(k->api, &cs);
         ck_assert_int_eq(feed(st, text, len, pieces[p]), SL_OK);
-        ck_assert_str_eq(sl_stream_end(st, 0), "ok");
-        ck_assert_str_eq(sl_stream_end(st, 1), "ok"); /* ending twice changes nothing */
+        ck_assert_str_eq(stream_end(st, 0), "ok");
+        ck_assert_str_eq(stream_end(st, 1), "ok"); /* ending twice changes nothing */
         ck_assert_msg(cs.n == k->nchunks, "%s in pieces of %zu: %d chunks, expected %d", k->fixture,
                       pieces[p], cs.n, k->nchunks);
         expect_chunk_sequence(&cs);
@@ -1130,6 +1166,78 @@ START_TEST(streams_translate_to_the_same_chunks_however_the_bytes_arrive)
 }
 END_TEST
 
+START_TEST(streamed_tool_call_without_arguments_has_an_empty_object)
+{
+    /* Anthropic streams a call that takes no arguments as one input_json_delta whose
+     * partial_json is "": the arguments must still be JSON, "{}" as OpenAI sends them, both in
+     * the assembled answer and in the chunks a client joins. */
+    size_t len = 0;
+    char *text = read_fixture("anthropic/stream_tool_use_no_args.sse", &len);
+    const size_t pieces[] = {len, 7, 1};
+    for (size_t p = 0; p < sizeof pieces / sizeof pieces[0]; p++) {
+        chunks_t cs = {.n = 0};
+        sl_stream_t *st = stream_new(SL_PROVIDER_ANTHROPIC, &cs);
+        ck_assert_int_eq(feed(st, text, len, pieces[p]), SL_OK);
+        ck_assert_str_eq(stream_end(st, 0), "ok");
+        expect_chunk_sequence(&cs);
+        char *args = joined_arguments(&cs, 0);
+        ck_assert_str_eq(args, "{}");
+        free(args);
+        args = joined_arguments(&cs, 1);
+        ck_assert_str_eq(args, "{\"city\": \"Paris\"}");
+        free(args);
+        json_t *resp = sl_stream_response(st);
+        json_t *choice = json_array_get(json_object_get(resp, "choices"), 0);
+        ck_assert_str_eq(jstr(choice, "finish_reason"), "tool_calls");
+        json_t *calls = json_object_get(json_object_get(choice, "message"), "tool_calls");
+        ck_assert_uint_eq(json_array_size(calls), 2);
+        json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+        ck_assert_str_eq(jstr(fn, "name"), "get_time");
+        ck_assert_str_eq(jstr(fn, "arguments"), "{}");
+        fn = json_object_get(json_array_get(calls, 1), "function");
+        ck_assert_str_eq(jstr(fn, "arguments"), "{\"city\": \"Paris\"}");
+        json_decref(resp);
+        sl_stream_free(st);
+        chunks_clear(&cs);
+    }
+    free(text);
+}
+END_TEST
+
+START_TEST(anthropic_tool_use_with_empty_input_has_empty_object_arguments)
+{
+    const sl_adapter_t *ad = adapter(SL_PROVIDER_ANTHROPIC);
+    recorded_t r = replay("anthropic/200_tool_use_no_args.http");
+    json_t *c = sl_adapter_response(ad, r.body, NULL);
+    json_t *choice = json_array_get(json_object_get(c, "choices"), 0);
+    ck_assert_str_eq(jstr(choice, "finish_reason"), "tool_calls");
+    json_t *msg = json_object_get(choice, "message");
+    ck_assert(json_is_null(json_object_get(msg, "content")));
+    json_t *calls = json_object_get(msg, "tool_calls");
+    ck_assert_uint_eq(json_array_size(calls), 2);
+    json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+    ck_assert_str_eq(jstr(fn, "name"), "get_time");
+    ck_assert_str_eq(jstr(fn, "arguments"), "{}");
+    json_t *args = parse(jstr(json_object_get(json_array_get(calls, 1), "function"), "arguments"));
+    ck_assert_str_eq(jstr(args, "city"), "Paris");
+    json_decref(args);
+    /* A stream request answered with this whole body: its one chunk says the same. */
+    chunks_t cs = {.n = 0};
+    sl_stream_t *st = stream_new(SL_PROVIDER_ANTHROPIC, &cs);
+    json_t *usage = sl_adapter_usage(ad, r.body);
+    sl_stream_end_whole(st, c, usage);
+    ck_assert_int_eq(cs.n, 1);
+    char *joined = joined_arguments(&cs, 0);
+    ck_assert_str_eq(joined, "{}");
+    free(joined);
+    sl_stream_free(st);
+    chunks_clear(&cs);
+    json_decref(usage);
+    json_decref(c);
+    json_decref(r.body);
+}
+END_TEST
+
 /* Feeds fixture up to (not including) the first occurrence of cut_at. */
 static sl_stream_t *feed_until(sl_provider_t api, const char *fixture, const char *cut_at,
                                chunks_t *cs)
@@ -1161,7 +1269,7 @@ START_TEST(cut_anthropic_stream_is_charged_what_it_consumed)
                    "\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" and",
                    &cs);
     ck_assert_int_eq(cs.n, 3); /* start, "The Danube", ", the Rhine" */
-    ck_assert_str_eq(sl_stream_end(st, 1), "transport");
+    ck_assert_str_eq(stream_end(st, 1), "transport");
     ck_assert_int_eq(cs.n, 4);
     expect_cut_end(&cs);
     /* Input from message_start; output: the provider's count (1) is behind what was seen,
@@ -1186,7 +1294,7 @@ START_TEST(stream_that_times_out_estimates_input_and_output)
                                  "\"service_tier\":\"default\",\"system_fingerprint\":"
                                  "\"fp_560af6e559\",\"choices\":[]",
                                  &cs);
-    ck_assert_str_eq(sl_stream_end(st, 2), "timeout");
+    ck_assert_str_eq(stream_end(st, 2), "timeout");
     expect_cut_end(&cs);
     /* Input: the request's estimate (40); output: ceil(36 / 4). */
     expect_usage(json_object_get(cs.chunk[cs.n - 1], "usage"), 40, 9, 0, 0, 49);
@@ -1200,7 +1308,7 @@ START_TEST(stream_without_its_final_event_is_cut)
     /* OpenAI: usage came, [DONE] did not: not complete, charged at least the provider's count. */
     chunks_t cs = {.n = 0};
     sl_stream_t *st = feed_until(SL_PROVIDER_OPENAI, "openai/stream.sse", "data: [DONE]", &cs);
-    ck_assert_str_eq(sl_stream_end(st, 0), "transport");
+    ck_assert_str_eq(stream_end(st, 0), "transport");
     expect_cut_end(&cs);
     expect_usage(json_object_get(cs.chunk[cs.n - 1], "usage"), 19, 10, 0, 0, 29);
     sl_stream_free(st);
@@ -1210,7 +1318,7 @@ START_TEST(stream_without_its_final_event_is_cut)
                     "data: {\"candidates\":[{\"content\":"
                     "{\"parts\":[{\"text\":\" and",
                     &cs);
-    ck_assert_str_eq(sl_stream_end(st, 0), "transport");
+    ck_assert_str_eq(stream_end(st, 0), "transport");
     expect_cut_end(&cs);
     /* Input from usageMetadata; no output count yet: ceil(21 / 4). */
     expect_usage(json_object_get(cs.chunk[cs.n - 1], "usage"), 12, 6, 0, 0, 18);
@@ -1218,7 +1326,7 @@ START_TEST(stream_without_its_final_event_is_cut)
     chunks_clear(&cs);
     /* A stream that never sent a byte. */
     st = stream_new(SL_PROVIDER_ANTHROPIC, &cs);
-    ck_assert_str_eq(sl_stream_end(st, 1), "transport");
+    ck_assert_str_eq(stream_end(st, 1), "transport");
     ck_assert_int_eq(cs.n, 1);
     expect_cut_end(&cs);
     expect_usage(json_object_get(cs.chunk[0], "usage"), 40, 0, 0, 0, 40);
@@ -1234,7 +1342,7 @@ START_TEST(provider_error_event_ends_the_stream_with_its_outcome)
     char *text = read_fixture("anthropic/stream_overloaded.sse", &len);
     sl_stream_t *st = stream_new(SL_PROVIDER_ANTHROPIC, &cs);
     ck_assert_int_eq(feed(st, text, len, 1), SL_OK);
-    ck_assert_str_eq(sl_stream_end(st, 0), "overloaded");
+    ck_assert_str_eq(stream_end(st, 0), "overloaded");
     expect_cut_end(&cs);
     expect_usage(json_object_get(cs.chunk[cs.n - 1], "usage"), 2125, 3, 2000, 0, 2128);
     const json_t *perr = sl_stream_error(st);
@@ -1252,7 +1360,7 @@ START_TEST(provider_error_event_ends_the_stream_with_its_outcome)
     const char *oe = "data: {\"error\":{\"message\":\"Rate limit reached\",\"type\":\"tokens\","
                      "\"code\":\"rate_limit_exceeded\"}}\n\n";
     ck_assert_int_eq(feed(st, oe, strlen(oe), 5), SL_OK);
-    ck_assert_str_eq(sl_stream_end(st, 0), "rate_limited");
+    ck_assert_str_eq(stream_end(st, 0), "rate_limited");
     sl_stream_free(st);
     chunks_clear(&cs);
     /* Gemini too, with its status. */
@@ -1260,7 +1368,7 @@ START_TEST(provider_error_event_ends_the_stream_with_its_outcome)
     const char *ge = "data: {\"error\":{\"code\":503,\"message\":\"The model is overloaded.\","
                      "\"status\":\"UNAVAILABLE\"}}\r\n\r\n";
     ck_assert_int_eq(feed(st, ge, strlen(ge), 3), SL_OK);
-    ck_assert_str_eq(sl_stream_end(st, 0), "overloaded");
+    ck_assert_str_eq(stream_end(st, 0), "overloaded");
     sl_stream_free(st);
     chunks_clear(&cs);
 }
@@ -1274,7 +1382,7 @@ START_TEST(malformed_or_oversized_stream_is_a_bad_response)
         "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: {not json\n\n";
     ck_assert_int_eq(feed(st, bad, strlen(bad), 4), SL_EPARSE);
     ck_assert_int_eq(sl_stream_feed(st, "data: x\n\n", 9), SL_EINVAL); /* no more after that */
-    ck_assert_str_eq(sl_stream_end(st, 1), "bad_response");
+    ck_assert_str_eq(stream_end(st, 1), "bad_response");
     expect_cut_end(&cs);
     sl_stream_free(st);
     chunks_clear(&cs);
@@ -1292,7 +1400,7 @@ START_TEST(malformed_or_oversized_stream_is_a_bad_response)
         rc = sl_stream_feed(st, ev, strlen(ev));
     ck_assert_int_eq(rc, SL_ETOOBIG);
     ck_assert_int_eq(fed, 65); /* 64 fit in 4 MiB; the 65th does not */
-    ck_assert_str_eq(sl_stream_end(st, 1), "bad_response");
+    ck_assert_str_eq(stream_end(st, 1), "bad_response");
     ck_assert(json_is_true(json_object_get(cs.chunk[cs.n - 1], "done")));
     /* What was consumed is still charged: 4 MiB of x is about a million tokens. */
     ck_assert_int_eq(jint(json_object_get(cs.chunk[cs.n - 1], "usage"), "output"),
@@ -1307,7 +1415,7 @@ START_TEST(malformed_or_oversized_stream_is_a_bad_response)
     memcpy(huge, "data: ", 6);
     memset(huge + 6, 'y', SL_STREAM_MAX_EVENT_BYTES + 8);
     ck_assert_int_eq(feed(st, huge, SL_STREAM_MAX_EVENT_BYTES + 14, 65536), SL_ETOOBIG);
-    ck_assert_str_eq(sl_stream_end(st, 1), "bad_response");
+    ck_assert_str_eq(stream_end(st, 1), "bad_response");
     free(huge);
     sl_stream_free(st);
     chunks_clear(&cs);
@@ -1326,7 +1434,7 @@ START_TEST(events_after_the_final_one_change_nothing)
                        "\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"LATE\"}}\n\n";
     ck_assert_int_eq(feed(st, late, strlen(late), 9), SL_OK);
     ck_assert_int_eq(cs.n, n);
-    ck_assert_str_eq(sl_stream_end(st, 1), "ok"); /* complete before the connection broke */
+    ck_assert_str_eq(stream_end(st, 1), "ok"); /* complete before the connection broke */
     ck_assert_int_eq(cs.n, n);
     json_t *resp = sl_stream_response(st);
     ck_assert_ptr_null(
@@ -1395,6 +1503,7 @@ static Suite *adapters_suite(void)
     tcase_add_test(rs, anthropic_and_gemini_headers_fill_the_ratelimit_object);
     tcase_add_test(rs, openai_and_azure_usage_include_cached_and_reasoning);
     tcase_add_test(rs, anthropic_message_becomes_a_chat_completion);
+    tcase_add_test(rs, anthropic_tool_use_with_empty_input_has_empty_object_arguments);
     tcase_add_test(rs, gemini_response_becomes_a_chat_completion);
     suite_add_tcase(s, rs);
     TCase *ss = tcase_create("sse");
@@ -1405,6 +1514,7 @@ static Suite *adapters_suite(void)
     tcase_set_timeout(st, 60);
     tcase_add_loop_test(st, streams_translate_to_the_same_chunks_however_the_bytes_arrive, 0,
                         (int)(sizeof stream_cases / sizeof stream_cases[0]));
+    tcase_add_test(st, streamed_tool_call_without_arguments_has_an_empty_object);
     tcase_add_test(st, cut_anthropic_stream_is_charged_what_it_consumed);
     tcase_add_test(st, stream_that_times_out_estimates_input_and_output);
     tcase_add_test(st, stream_without_its_final_event_is_cut);

@@ -980,6 +980,88 @@ START_TEST(free_with_calls_in_flight_is_clean)
 }
 END_TEST
 
+/* jansson's allocator for the allocation-failure test: counts allocations, and fails the one
+ * fail_countdown allocations from now (0: the next one), once; -1: none. */
+static long fail_countdown = -1;
+static int fail_happened;
+static long allocations;
+
+static void *failing_malloc(size_t n)
+{
+    allocations++;
+    if (fail_countdown == 0) {
+        fail_countdown = -1;
+        fail_happened = 1;
+        return NULL;
+    }
+    if (fail_countdown > 0)
+        fail_countdown--;
+    return malloc(n);
+}
+
+START_TEST(dispatch_the_engine_cannot_take_is_reported)
+{
+    start_env(1000, 20);
+    json_set_alloc_funcs(failing_malloc, free);
+    static const char streamed[] =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":8,\"stream\":true}";
+    char *msgs[] = {dispatch_msg("job-oom", 1, "sim-e", 30000, "hi"),
+                    dispatch_with("job-oom-stream", "sim-e", streamed)};
+    for (size_t m = 0; m < sizeof msgs / sizeof msgs[0]; m++) {
+        char sig[SL_SIG_B64_LEN];
+        sl_signer_sign(env.signer, msgs[m], strlen(msgs[m]), sig);
+        /* jansson's own parser does not survive a failed allocation (its lexer ignores a buffer
+         * that could not grow), so the failures start after the engine parsed the message, which
+         * is its first use of jansson. */
+        allocations = 0;
+        json_decref(json_loadb(msgs[m], strlen(msgs[m]), 0, NULL));
+        long parse_allocations = allocations;
+        int reported = 0;
+        /* Fails each later allocation of the submission in turn, until one goes through
+         * untouched. */
+        for (long n = parse_allocations;; n++) {
+            sl_engine_t *e = NULL;
+            char err[256] = "";
+            ck_assert_msg(
+                sl_engine_new(env.cfg, env.verifier, on_event, NULL, &e, err, sizeof err) == SL_OK,
+                "%s", err);
+            int events_before = env.nevents;
+            fail_countdown = n;
+            fail_happened = 0;
+            sl_err_t rc =
+                sl_engine_submit(e, msgs[m], strlen(msgs[m]), sig, strlen(sig), sl_now_ms());
+            fail_countdown = -1;
+            sl_engine_stats_t st;
+            sl_engine_stats(e, &st);
+            int in_flight = sl_engine_in_flight(e);
+            sl_engine_free(e);
+            if (!fail_happened) {
+                ck_assert_int_eq(rc, SL_OK);
+                ck_assert_int_eq(in_flight, 1);
+                break;
+            }
+            /* Running out of memory is not the sender's fault. */
+            ck_assert_msg(st.forged + st.malformed == 0,
+                          "message %zu, allocation %ld: counted as forged or malformed", m, n);
+            if (rc != SL_OK) {
+                ck_assert_int_eq(rc, SL_ENOMEM);
+                ck_assert_int_eq(in_flight, 0);
+                reported++;
+            } else {
+                ck_assert_msg(in_flight == 1 || env.nevents > events_before,
+                              "message %zu, allocation %ld failed and the dispatch was lost "
+                              "without a word",
+                              m, n);
+            }
+        }
+        ck_assert_int_gt(reported, 0);
+        free(msgs[m]);
+    }
+    json_set_alloc_funcs(malloc, free);
+    stop_env();
+}
+END_TEST
+
 /* ---- Provider APIs and streaming, against the scripted provider ------------------------ */
 
 static const char stream_request[] =
@@ -1233,6 +1315,40 @@ START_TEST(request_the_api_cannot_express_is_a_client_error_without_a_call)
 }
 END_TEST
 
+START_TEST(tool_call_without_arguments_reaches_the_client_as_an_empty_object)
+{
+    start_script_env();
+    /* get_time takes no arguments: Anthropic streams them as one partial_json of "". */
+    script_events("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream",
+                  "anthropic/stream_tool_use_no_args.sse", 0, 0);
+    char *msg = dispatch_with("job-noargs", "p-anthropic", stream_request);
+    submit_signed(msg);
+    drain();
+    json_t *ev = event(0, "job-noargs", 1, "p-anthropic", "ok");
+    json_t *choice = json_array_get(json_object_get(json_object_get(ev, "response"), "choices"), 0);
+    json_t *calls = json_object_get(json_object_get(choice, "message"), "tool_calls");
+    json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+    ck_assert_str_eq(json_string_value(json_object_get(fn, "name")), "get_time");
+    ck_assert_str_eq(json_string_value(json_object_get(fn, "arguments")), "{}");
+    /* The chunks, joined as a client joins them, carry the same arguments. */
+    char joined[64] = "";
+    for (int i = 0; i < env.nchunks; i++) {
+        size_t k;
+        json_t *d;
+        json_array_foreach(json_object_get(env.chunks[i].json, "tool_calls"), k, d)
+        {
+            const char *args =
+                json_string_value(json_object_get(json_object_get(d, "function"), "arguments"));
+            if (jint(d, "index") == 0 && args != NULL)
+                strncat(joined, args, sizeof joined - strlen(joined) - 1);
+        }
+    }
+    ck_assert_str_eq(joined, "{}");
+    free(msg);
+    stop_env();
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
     Suite *s = suite_create("engine");
@@ -1253,6 +1369,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, call_does_not_outlive_its_lease);
     tcase_add_test(tc, engine_without_verifier_accepts_unsigned_messages);
     tcase_add_test(tc, free_with_calls_in_flight_is_clean);
+    tcase_add_test(tc, dispatch_the_engine_cannot_take_is_reported);
     suite_add_tcase(s, tc);
     TCase *ta = tcase_create("adapters");
     tcase_set_timeout(ta, 30);
@@ -1263,6 +1380,7 @@ static Suite *engine_suite(void)
     tcase_add_test(ta, credential_quoted_by_the_provider_never_reaches_an_event);
     tcase_add_test(ta, anthropic_answer_is_canonical_in_the_usage_event);
     tcase_add_test(ta, request_the_api_cannot_express_is_a_client_error_without_a_call);
+    tcase_add_test(ta, tool_call_without_arguments_reaches_the_client_as_an_empty_object);
     suite_add_tcase(s, ta);
     return s;
 }

@@ -1,6 +1,7 @@
-/* test_openai.c - behaviour of the OpenAI dialect (dispatcher/openai.h): rate-limit headers
- * (OpenAI, Azure OpenAI's quirks, Anthropic's), Go durations, RFC 3339 times, Retry-After,
- * classification of finished calls and usage normalisation.
+/* test_openai.c - behaviour of the OpenAI dialect (dispatcher/openai.h), the rate-limit headers
+ * it shares with the other providers (dispatcher/ratelimit.h: OpenAI, Azure OpenAI's quirks,
+ * Anthropic's, Retry-After) and the time formats they use (dispatcher/timefmt.h: Go durations,
+ * RFC 3339 times): classification of finished calls and usage normalisation.
  *
  * Recorded responses live in tests/fixtures/openai/ (one .http file each) as raw HTTP/1.1 responses
  * (status line, CRLF header lines, blank line, body), shaped after PROVIDERS.md and OpenAI's API.
@@ -16,6 +17,8 @@
 #include "../common/sign.h"
 #include "../common/util.h"
 #include "../dispatcher/openai.h"
+#include "../dispatcher/ratelimit.h"
+#include "../dispatcher/timefmt.h"
 
 #define FIXTURES "tests/fixtures/openai/"
 
@@ -27,7 +30,7 @@ typedef struct {
     json_t *body; /* NULL when the body is not JSON */
 } recorded_t;
 
-/* Replays a recorded response: feeds every header line to sl_openai_header. */
+/* Replays a recorded response: feeds every header line to sl_ratelimit_header. */
 static recorded_t replay(const char *name)
 {
     char path[256];
@@ -43,7 +46,7 @@ static recorded_t replay(const char *name)
     for (char *line = text; line < end + 2;) {
         char *eol = strstr(line, "\r\n");
         size_t n = (size_t)(eol + 2 - line);
-        sl_openai_header(&r.rl, line, n);
+        sl_ratelimit_header(&r.rl, line, n);
         line += n;
     }
     const char *body = end + 4;
@@ -54,17 +57,24 @@ static recorded_t replay(const char *name)
 
 static void header(sl_ratelimit_t *rl, const char *line)
 {
-    sl_openai_header(rl, line, strlen(line));
+    sl_ratelimit_header(rl, line, strlen(line));
+}
+
+/* sl_openai_classify answers with an sl_outcome_t; the tests compare its name, the string that
+ * goes on the wire. */
+static const char *classify(int transport_error, long http_status, const json_t *body)
+{
+    return sl_outcome_name(sl_openai_classify(transport_error, http_status, body));
 }
 
 static int64_t dur(const char *s)
 {
-    return sl_go_duration_ms(s, strlen(s));
+    return sl_timefmt_go_duration_ms(s, strlen(s));
 }
 
 static int64_t rfc3339(const char *s)
 {
-    return sl_rfc3339_ms(s, strlen(s));
+    return sl_timefmt_rfc3339_ms(s, strlen(s));
 }
 
 /* The JSON sl_ratelimit_to_json makes of rl; the caller frees it. */
@@ -170,7 +180,7 @@ START_TEST(header_lines_with_or_without_crlf_and_spaces)
 
     /* The line length is honoured: a value is not read past len. */
     const char *line = "x-ratelimit-remaining-tokens: 12345\r\n";
-    sl_openai_header(&rl, line, strlen("x-ratelimit-remaining-tokens: 12"));
+    sl_ratelimit_header(&rl, line, strlen("x-ratelimit-remaining-tokens: 12"));
     ck_assert_int_eq(rl.remaining_tokens, 12);
 }
 END_TEST
@@ -216,7 +226,7 @@ START_TEST(go_durations_are_parsed)
     ck_assert_int_eq(dur("3000000ns"), 3);
     ck_assert_int_eq(dur("24h0m0s"), 86400000);
     /* Only the given length is read. */
-    ck_assert_int_eq(sl_go_duration_ms("6m0s and more", 4), 360000);
+    ck_assert_int_eq(sl_timefmt_go_duration_ms("6m0s and more", 4), 360000);
 }
 END_TEST
 
@@ -543,7 +553,8 @@ START_TEST(rfc3339_fractions_are_truncated_to_milliseconds)
     ck_assert_int_eq(rfc3339("2025-08-21T12:40:59.123999999Z"), INT64_C(1755780059123));
     ck_assert_int_eq(rfc3339("2025-08-21T14:40:59.007+02:00"), INT64_C(1755780059007));
     /* Only the given length is read. */
-    ck_assert_int_eq(sl_rfc3339_ms("2025-08-21T12:40:59Z and more", 20), INT64_C(1755780059000));
+    ck_assert_int_eq(sl_timefmt_rfc3339_ms("2025-08-21T12:40:59Z and more", 20),
+                     INT64_C(1755780059000));
 }
 END_TEST
 
@@ -584,9 +595,9 @@ START_TEST(malformed_rfc3339_times_are_rejected)
         if (rfc3339(bad[i]) != -1)
             ck_abort_msg("\"%s\" parsed as %lld", bad[i], (long long)rfc3339(bad[i]));
     }
-    ck_assert_int_eq(sl_rfc3339_ms(NULL, 0), -1);
+    ck_assert_int_eq(sl_timefmt_rfc3339_ms(NULL, 0), -1);
     /* A length that cuts the zone off is malformed too. */
-    ck_assert_int_eq(sl_rfc3339_ms("2025-08-21T12:40:59Z", 19), -1);
+    ck_assert_int_eq(sl_timefmt_rfc3339_ms("2025-08-21T12:40:59Z", 19), -1);
 }
 END_TEST
 
@@ -595,7 +606,7 @@ END_TEST
 static void expect_outcome(const char *fixture, const char *outcome)
 {
     recorded_t r = replay(fixture);
-    const char *got = sl_openai_classify(0, r.status, r.body);
+    const char *got = classify(0, r.status, r.body);
     ck_assert_msg(strcmp(got, outcome) == 0, "%s classified as %s, expected %s", fixture, got,
                   outcome);
     json_decref(r.body);
@@ -623,17 +634,17 @@ START_TEST(quota_and_spend_caps_are_not_rate_limits)
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         json_t *by_code = json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", "no", "type",
                                     "requests", "param", "code", codes[i]);
-        ck_assert_str_eq(sl_openai_classify(0, 429, by_code), "quota_exhausted");
+        ck_assert_str_eq(classify(0, 429, by_code), "quota_exhausted");
         json_decref(by_code);
         json_t *by_type = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", "no", "type",
                                     codes[i], "param", "code");
-        ck_assert_str_eq(sl_openai_classify(0, 429, by_type), "quota_exhausted");
+        ck_assert_str_eq(classify(0, 429, by_type), "quota_exhausted");
         json_decref(by_type);
     }
     /* A 429 without a JSON body is a rate limit. */
-    ck_assert_str_eq(sl_openai_classify(0, 429, NULL), "rate_limited");
+    ck_assert_str_eq(classify(0, 429, NULL), "rate_limited");
     json_t *odd = parse("{\"error\":\"slow down\"}");
-    ck_assert_str_eq(sl_openai_classify(0, 429, odd), "rate_limited");
+    ck_assert_str_eq(classify(0, 429, odd), "rate_limited");
     json_decref(odd);
 }
 END_TEST
@@ -641,30 +652,30 @@ END_TEST
 START_TEST(status_codes_map_to_outcomes)
 {
     json_t *usage = parse("{\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}");
-    ck_assert_str_eq(sl_openai_classify(0, 200, usage), "ok");
-    ck_assert_str_eq(sl_openai_classify(0, 200, NULL), "bad_response"); /* not JSON */
+    ck_assert_str_eq(classify(0, 200, usage), "ok");
+    ck_assert_str_eq(classify(0, 200, NULL), "bad_response"); /* not JSON */
     json_t *arr = parse("[1]");
-    ck_assert_str_eq(sl_openai_classify(0, 200, arr), "bad_response");
+    ck_assert_str_eq(classify(0, 200, arr), "bad_response");
     json_decref(arr);
     json_t *usage_null = parse("{\"usage\":null}");
-    ck_assert_str_eq(sl_openai_classify(0, 200, usage_null), "bad_response");
+    ck_assert_str_eq(classify(0, 200, usage_null), "bad_response");
     json_decref(usage_null);
-    ck_assert_str_eq(sl_openai_classify(0, 400, NULL), "client_error");
-    ck_assert_str_eq(sl_openai_classify(0, 404, NULL), "client_error");
-    ck_assert_str_eq(sl_openai_classify(0, 413, NULL), "client_error");
-    ck_assert_str_eq(sl_openai_classify(0, 422, NULL), "client_error");
-    ck_assert_str_eq(sl_openai_classify(0, 401, NULL), "auth_error");
-    ck_assert_str_eq(sl_openai_classify(0, 403, NULL), "auth_error");
-    ck_assert_str_eq(sl_openai_classify(0, 500, NULL), "server_error");
-    ck_assert_str_eq(sl_openai_classify(0, 502, NULL), "server_error");
-    ck_assert_str_eq(sl_openai_classify(0, 503, NULL), "overloaded");
-    ck_assert_str_eq(sl_openai_classify(0, 529, NULL), "overloaded");
-    ck_assert_str_eq(sl_openai_classify(0, 504, NULL), "timeout");
+    ck_assert_str_eq(classify(0, 400, NULL), "client_error");
+    ck_assert_str_eq(classify(0, 404, NULL), "client_error");
+    ck_assert_str_eq(classify(0, 413, NULL), "client_error");
+    ck_assert_str_eq(classify(0, 422, NULL), "client_error");
+    ck_assert_str_eq(classify(0, 401, NULL), "auth_error");
+    ck_assert_str_eq(classify(0, 403, NULL), "auth_error");
+    ck_assert_str_eq(classify(0, 500, NULL), "server_error");
+    ck_assert_str_eq(classify(0, 502, NULL), "server_error");
+    ck_assert_str_eq(classify(0, 503, NULL), "overloaded");
+    ck_assert_str_eq(classify(0, 529, NULL), "overloaded");
+    ck_assert_str_eq(classify(0, 504, NULL), "timeout");
     /* Transport failures win over whatever status was seen. */
-    ck_assert_str_eq(sl_openai_classify(2, 0, NULL), "timeout");
-    ck_assert_str_eq(sl_openai_classify(2, 200, usage), "timeout");
-    ck_assert_str_eq(sl_openai_classify(1, 0, NULL), "transport");
-    ck_assert_str_eq(sl_openai_classify(1, 200, usage), "transport");
+    ck_assert_str_eq(classify(2, 0, NULL), "timeout");
+    ck_assert_str_eq(classify(2, 200, usage), "timeout");
+    ck_assert_str_eq(classify(1, 0, NULL), "transport");
+    ck_assert_str_eq(classify(1, 200, usage), "transport");
     json_decref(usage);
 }
 END_TEST
