@@ -11,7 +11,7 @@ static const char *const rule_names[] = {
 
 const char *sl_charge_rule_name(sl_charge_rule_t r)
 {
-    return (int)r >= 0 && r < SL_RULE_COUNT_ ? rule_names[r] : "?";
+    return (int)r >= 0 && r < SL_RULE_COUNT_ ? rule_names[r] : "unknown";
 }
 
 int sl_charge_rule_parse(const char *name)

@@ -41,7 +41,7 @@ typedef enum {
         SL_RULE_COUNT_
 } sl_charge_rule_t;
 
-/* The stored name of a rule (never NULL; "?" outside the enum); the rule of a name, or -1. */
+/* The stored name of a rule (never NULL; "unknown" outside the enum); the rule of a name, or -1. */
 const char *sl_charge_rule_name(sl_charge_rule_t r);
 int sl_charge_rule_parse(const char *name);
 

@@ -7,7 +7,7 @@
     static const char *const fn_name##_names[] = {map(NAME_ENTRY_)};                           \
     const char *fn_name(type v)                                                                \
     {                                                                                          \
-        return (int)v >= 0 && (int)v < (int)(count) ? fn_name##_names[v] : "?";                \
+        return (int)v >= 0 && (int)v < (int)(count) ? fn_name##_names[v] : "unknown";                \
     }
 #define NAME_ENTRY_(name, text) text,
 

@@ -86,7 +86,7 @@ typedef enum {
         SL_REASON_COUNT_
 } sl_reason_t;
 
-/* The wire names (never NULL; "?" for a value outside the enum). */
+/* The wire names (never NULL; "unknown" for a value outside the enum). */
 const char *sl_status_name(sl_status_t s);
 const char *sl_errtype_name(sl_errtype_t t);
 const char *sl_decision_name(sl_decision_t d);

@@ -11,7 +11,7 @@ static const char *const outcome_names[] = {
 
 const char *sl_outcome_name(sl_outcome_t o)
 {
-    return (int)o >= 0 && o < SL_OUTCOME_COUNT_ ? outcome_names[o] : "?";
+    return (int)o >= 0 && o < SL_OUTCOME_COUNT_ ? outcome_names[o] : "unknown";
 }
 
 int sl_outcome_parse(const char *name)

@@ -13,7 +13,15 @@
 
 #include "err.h"
 
-/* What happened on one attempt, from the gateway's point of view. */
+/* How one provider call ended. Inside the dispatcher and the scheduler an outcome is an
+ * sl_outcome_t and is compared as one; only its name travels, and the names are exactly the
+ * schema's strings.
+ *
+ * ok: the answer came whole. rate_limited: a rate limit, which passes by waiting;
+ * quota_exhausted: a quota or spend cap, which does not (soon). overloaded, server_error,
+ * timeout: the provider's trouble. client_error: the request itself is at fault (retrying will
+ * not help); auth_error: the credential. transport: no complete HTTP exchange, or a cut stream.
+ * bad_response: an answer sluice cannot read or carry. not_sent: the dispatcher did not call. */
 #define SL_OUTCOME_MAP(X)                                                                      \
     X(OK, "ok")                                                                                \
     X(RATE_LIMITED, "rate_limited")       /* 429: capacity, retryable */                       \
@@ -34,7 +42,7 @@ typedef enum {
         SL_OUTCOME_COUNT_
 } sl_outcome_t;
 
-/* The wire name of an outcome (never NULL; "?" outside the enum). */
+/* The wire name of an outcome (never NULL; "unknown" outside the enum). */
 const char *sl_outcome_name(sl_outcome_t o);
 /* The outcome of a wire name, or -1 when it is none. */
 int sl_outcome_parse(const char *name);

@@ -25,7 +25,7 @@
 
 #include "config.h"
 #include "err.h"
-#include "outcome.h"
+#include "msg_usage.h"
 #include "ratelimit.h"
 
 typedef struct sl_adapter sl_adapter_t;

@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "outcome.h"
+#include "msg_usage.h"
 
 /* Classifies a finished call into a usage-event outcome (schema/usage.json):
  * transport_error: 0 = the HTTP exchange completed, 1 = transport failure, 2 = timeout.

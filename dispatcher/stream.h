@@ -29,7 +29,7 @@
 
 #include "adapter.h"
 #include "err.h"
-#include "outcome.h"
+#include "msg_usage.h"
 
 #define SL_STREAM_MAX_EVENT_BYTES ((size_t)1 << 20)
 #define SL_STREAM_MAX_CONTENT_BYTES ((size_t)4 << 20)

@@ -232,7 +232,8 @@ START_TEST(every_name_round_trips)
         ck_assert_int_eq(sl_outcome_parse(sl_outcome_name((sl_outcome_t)i)), i);
     ck_assert_int_eq(sl_outcome_parse("nope"), -1);
     ck_assert_int_eq(sl_reason_parse(NULL), -1);
-    ck_assert_str_eq(sl_status_name((sl_status_t)99), "?");
+    ck_assert_str_eq(sl_status_name((sl_status_t)99), "unknown");
+    ck_assert_str_eq(sl_outcome_name((sl_outcome_t)99), "unknown");
     ck_assert_str_eq(sl_decision_name(SL_DECISION_EXPIRED_IN_QUEUE), "expired_in_queue");
     ck_assert_str_eq(sl_errtype_name(SL_ERRTYPE_INTERNAL), "internal");
 }
