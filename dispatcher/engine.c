@@ -14,6 +14,7 @@
 #include "hmap.h"
 #include "jsonschema.h"
 #include "log.h"
+#include "msg_dispatch.h"
 #include "ratelimit.h"
 #include "stream.h"
 #include "util.h"
@@ -309,27 +310,30 @@ typedef struct {
 static sl_err_t emit_usage(sl_engine_t *e, usage_event_t *ev)
 {
     sl_err_t rc = SL_ENOMEM;
-    json_t *js = json_pack(
-        "{s:i, s:s, s:i, s:s, s:s, s:s, s:i, s:I, s:I}", "v", 1, "job_id", ev->job_id, "attempt",
-        ev->attempt, "reservation_id", ev->res_id, "deployment", ev->deployment_name, "outcome",
-        sl_outcome_name(ev->outcome), "http_status", (int)ev->http_status, "started_ms",
-        (json_int_t)ev->started_ms, "finished_ms", (json_int_t)ev->finished_ms);
-    int ok = ev->outcome == SL_OUTCOME_OK;
+    json_t *rlj = json_object();
+    if (rlj != NULL && ev->rl != NULL)
+        sl_ratelimit_to_json(ev->rl, rlj);
+    sl_msg_usage_t u = {.job_id = ev->job_id,
+                        .attempt = ev->attempt,
+                        .reservation_id = ev->res_id,
+                        .deployment = ev->deployment_name,
+                        .outcome = ev->outcome,
+                        .http_status = (int)ev->http_status,
+                        .usage = ev->usage,
+                        .ratelimit = rlj,
+                        .retry_after_ms = ev->retry_after_ms,
+                        .ttft_ms = ev->ttft_ms,
+                        .total_ms = ev->total_ms,
+                        .started_ms = ev->started_ms,
+                        .finished_ms = ev->finished_ms,
+                        .response = ev->response,
+                        .error = ev->error};
+    json_t *js = rlj != NULL ? sl_msg_usage_json(&u) : NULL;
+    json_decref(rlj);
     if (js == NULL) {
         sl_error("out of memory building a usage event for job %s", ev->job_id);
         goto out;
     }
-    json_object_set(js, "usage", ev->usage != NULL ? ev->usage : json_null());
-    json_t *rlj = json_object();
-    if (ev->rl != NULL)
-        sl_ratelimit_to_json(ev->rl, rlj);
-    json_object_set_new(js, "ratelimit", rlj);
-    json_object_set_new(js, "retry_after_ms",
-                        ev->retry_after_ms >= 0 ? json_integer(ev->retry_after_ms) : json_null());
-    json_object_set_new(js, "latency",
-                        json_pack("{s:f, s:f}", "ttft_ms", ev->ttft_ms, "total_ms", ev->total_ms));
-    json_object_set(js, "response", ok && ev->response != NULL ? ev->response : json_null());
-    json_object_set(js, "error", !ok && ev->error != NULL ? ev->error : json_null());
     char *value = json_dumps(js, JSON_COMPACT);
     json_decref(js);
     if (value == NULL) {
@@ -435,12 +439,18 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
         sl_warn("dropped a malformed dispatch message: %s", doc ? why : "malformed JSON");
         goto out;
     }
-    job_id = json_string_value(json_object_get(doc, "job_id"));
-    const char *res_id = json_string_value(json_object_get(doc, "reservation_id"));
-    const char *dep_name = json_string_value(json_object_get(doc, "deployment"));
-    int attempt = (int)json_integer_value(json_object_get(doc, "attempt"));
-    int64_t lease_expires = json_integer_value(json_object_get(doc, "lease_expires_ms"));
-    int64_t issued = json_integer_value(json_object_get(doc, "issued_ms"));
+    sl_msg_dispatch_t msg;
+    if (sl_msg_dispatch_read(doc, &msg) != SL_OK) {
+        e->st.malformed++;
+        sl_warn("dropped a malformed dispatch message: a required field is missing");
+        goto out;
+    }
+    job_id = msg.job_id;
+    const char *res_id = msg.reservation_id;
+    const char *dep_name = msg.deployment;
+    int attempt = msg.attempt;
+    int64_t lease_expires = msg.lease_expires_ms;
+    int64_t issued = msg.issued_ms;
     int d = sl_config_deployment(e->cfg, dep_name);
     int64_t budget_ms = lease_expires - now_ms - LEASE_GUARD_MS;
     const char *why_not = NULL;
@@ -484,7 +494,7 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
     c->attempt = attempt;
     c->deployment = d;
     c->started_ms = now_ms;
-    json_t *request = json_object_get(doc, "request");
+    const json_t *request = msg.request;
     if (json_is_true(json_object_get(request, "stream"))) {
         /* A cut stream is charged what it consumed; when the provider never said how much
          * input that was, the same estimate ingest reserved is the best figure there is. */
