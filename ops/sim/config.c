@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonstrict.h"
 #include "limiter.h"
 
 #define NAME_MAX_LEN 64
@@ -71,24 +72,11 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The one strict reader of sluice (common/jsonstrict.h): a misspelt key is an error. */
 static bool check_keys(json_t *obj, const char *const *allowed, const char *where, char *err,
                        size_t errlen)
 {
-    const char *key;
-    json_t *val;
-    json_object_foreach(obj, key, val)
-    {
-        bool known = false;
-        for (size_t i = 0; allowed[i] != NULL; i++) {
-            if (strcmp(key, allowed[i]) == 0)
-                known = true;
-        }
-        if (!known) {
-            set_err(err, errlen, "%s: unknown key \"%s\"", where, key);
-            return false;
-        }
-    }
-    return true;
+    return sl_jsonstrict_check(obj, allowed, where, err, errlen) == SL_OK;
 }
 
 /* Reads an optional integer member (absent or null = def) within [min, max]. */
