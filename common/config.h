@@ -27,7 +27,7 @@ typedef enum {
 } sl_class_t;
 
 /* How a deployment's token-per-minute limit counts a request at the time it is received,
- * mirroring the provider (PROVIDERS.md): OpenAI charges max(max_tokens, input estimate), an
+ * mirroring the provider (docs/providers.md): OpenAI charges max(max_tokens, input estimate), an
  * older rule and Azure charge input estimate + max_tokens. */
 typedef enum { SL_TPM_COUNT_MAX = 0, SL_TPM_COUNT_SUM, SL_TPM_COUNT_ACTUAL } sl_tpm_counting_t;
 /* What an input-token limit counts: all input, or (Anthropic ITPM) input without cache reads. */
@@ -36,7 +36,7 @@ typedef enum { SL_INPUT_COUNT_ALL = 0, SL_INPUT_COUNT_EXCLUDE_CACHE_READS } sl_i
  * at the real count) or max_tokens at receipt (settled at the real count at the end). */
 typedef enum { SL_OUTPUT_COUNT_GENERATED = 0, SL_OUTPUT_COUNT_MAX_TOKENS } sl_output_counting_t;
 
-/* What a limit counts (DESIGN §4). */
+/* What a limit counts (README.md, "buckets"). */
 typedef enum {
     SL_DIM_REQUESTS = 0,
     SL_DIM_INPUT_TOKENS,

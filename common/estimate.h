@@ -1,4 +1,5 @@
-/* estimate.h - the deterministic part of demand estimation (DESIGN §5), used by ingest.
+/* estimate.h - the deterministic part of demand estimation, used by ingest (the README's
+ * "Limits: the capacity ledger" says how the estimate is used).
  *
  * Input tokens are estimated from the serialised request: message text, tool definitions,
  * response schema and a per-message overhead, with a bytes-per-token ratio per model family.

@@ -4,7 +4,7 @@
  * Recorded responses live in tests/fixtures/providers/<provider>/: *.http are raw HTTP/1.1
  * responses (status line, CRLF header lines, blank line, body), replayed one header line at a
  * time as libcurl hands them over; *.sse are streamed bodies exactly as sent on the wire (Gemini's
- * with CRLF line ends). They follow each provider's documented formats (PROVIDERS.md).
+ * with CRLF line ends). They follow each provider's documented formats (docs/providers.md).
  *
  * Streams are fed whole, in 7-byte pieces and byte by byte: the chunks that come out must not
  * depend on how the network cut the bytes.

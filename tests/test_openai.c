@@ -4,7 +4,8 @@
  * RFC 3339 times): classification of finished calls and usage normalisation.
  *
  * Recorded responses live in tests/fixtures/openai/ (one .http file each) as raw HTTP/1.1 responses
- * (status line, CRLF header lines, blank line, body), shaped after PROVIDERS.md and OpenAI's API.
+ * (status line, CRLF header lines, blank line, body), shaped after docs/providers.md and
+ * OpenAI's API.
  * Each is replayed here the way libcurl hands it to the engine: one header line at a time, with its
  * CRLF, status line included.
  */
