@@ -4,10 +4,12 @@
  */
 #include "config_limits.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "calendar.h"
 
 static const char *const dimension_names[SL_DIM_COUNT] = {
@@ -57,15 +59,10 @@ static sl_limit_cfg_t *limits_push(cfg_ctx_t *c, cfg_limits_t *ls, const char *w
             return NULL;
         }
     }
-    if (ls->n == ls->cap) {
-        int ncap = ls->cap ? ls->cap * 2 : 8;
-        sl_limit_cfg_t *ni = realloc(ls->items, (size_t)ncap * sizeof *ni);
-        if (ni == NULL) {
-            cfg_fail(c, "out of memory");
-            return NULL;
-        }
-        ls->items = ni;
-        ls->cap = ncap;
+    if (sl_grow((void **)&ls->items, sizeof *ls->items, &ls->cap, (size_t)ls->n + 1, INT_MAX) !=
+        SL_OK) {
+        cfg_fail(c, "out of memory");
+        return NULL;
     }
     sl_limit_cfg_t *l = &ls->items[ls->n++];
     memset(l, 0, sizeof *l);

@@ -30,7 +30,8 @@ extern const cfg_limit_defaults_t cfg_provider_defaults;
 /* A growable list of limits while a scope is parsed; start it zeroed. */
 typedef struct {
     sl_limit_cfg_t *items;
-    int n, cap;
+    int n;
+    size_t cap;
 } cfg_limits_t;
 
 /* Appends a shorthand limit named name: dimension dim with capacity per minute (or the

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "buf.h"
 #include "hmap.h"
 #include "log.h"
 #include "util.h"
@@ -69,7 +71,7 @@ struct sl_metrics {
     pthread_mutex_t lock; /* guards everything below but server */
     family_t **fams;      /* registration order; the id is the index */
     int nfams;
-    int fams_cap;
+    size_t fams_cap;
     sl_hmap_t *names; /* every name a family exposes -> its family */
     int dropped;      /* id of SL_METRICS_DROPPED_NAME */
     server_t *server; /* touched only by sl_metrics_serve and sl_metrics_free */
@@ -196,37 +198,14 @@ static void format_number(double v, char out[32])
 /* ---- Text buffer -------------------------------------------------------------------------- */
 
 typedef struct {
-    char *data;
-    size_t len;
-    size_t cap;
-    bool failed; /* out of memory or past SL_METRICS_MAX_TEXT_BYTES; later appends do nothing */
+    sl_buf_t buf; /* capped below SL_METRICS_MAX_TEXT_BYTES */
+    bool failed;  /* out of memory or past the cap; later appends do nothing */
 } text_t;
 
 static void put_bytes(text_t *t, const char *s, size_t n)
 {
-    if (t->failed)
-        return;
-    if (n >= SL_METRICS_MAX_TEXT_BYTES - t->len) {
+    if (!t->failed && sl_buf_add(&t->buf, s, n) != SL_OK)
         t->failed = true;
-        return;
-    }
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap == 0 ? 4096 : t->cap;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        if (cap > SL_METRICS_MAX_TEXT_BYTES)
-            cap = SL_METRICS_MAX_TEXT_BYTES;
-        char *data = realloc(t->data, cap);
-        if (data == NULL) {
-            t->failed = true;
-            return;
-        }
-        t->data = data;
-        t->cap = cap;
-    }
-    memcpy(t->data + t->len, s, n);
-    t->len += n;
-    t->data[t->len] = '\0';
 }
 
 static void put(text_t *t, const char *s)
@@ -341,18 +320,19 @@ static void render_family(text_t *t, const family_t *fam)
 
 char *sl_metrics_render(sl_metrics_t *m)
 {
-    text_t t = {0};
+    text_t t = {.failed = false};
+    sl_buf_init(&t.buf, SL_METRICS_MAX_TEXT_BYTES - 1);
     pthread_mutex_lock(&m->lock);
     for (int f = 0; f < m->nfams; f++)
         render_family(&t, m->fams[f]);
     pthread_mutex_unlock(&m->lock);
-    if (t.len == 0)
+    if (t.buf.len == 0)
         put(&t, ""); /* an empty registry still renders a string */
     if (t.failed) {
-        free(t.data);
+        sl_buf_free(&t.buf);
         return NULL;
     }
-    return t.data;
+    return sl_buf_take(&t.buf, NULL);
 }
 
 /* ---- Registry ----------------------------------------------------------------------------- */
@@ -386,14 +366,9 @@ static void series_key(const family_t *fam, char clean[][SL_METRICS_MAX_VALUE_BY
 static series_t *series_create(family_t *fam, char clean[][SL_METRICS_MAX_VALUE_BYTES + 1],
                                const char *key)
 {
-    if (fam->nseries == fam->series_cap) {
-        size_t cap = fam->series_cap == 0 ? 8 : fam->series_cap * 2;
-        series_t **series = realloc(fam->series, cap * sizeof *series);
-        if (series == NULL)
-            return NULL;
-        fam->series = series;
-        fam->series_cap = cap;
-    }
+    if (sl_grow((void **)&fam->series, sizeof *fam->series, &fam->series_cap, fam->nseries + 1,
+                SIZE_MAX / sizeof *fam->series) != SL_OK)
+        return NULL;
     size_t nbuckets = fam->kind == SL_METRIC_HISTOGRAM ? (size_t)fam->nbounds + 1 : 0;
     size_t head = sizeof(series_t) + nbuckets * sizeof(uint64_t);
     size_t strings = 0;
@@ -513,14 +488,9 @@ static int family_add(sl_metrics_t *m, sl_metric_kind_t kind, const char *name, 
         if (sl_hmap_get(m->names, names[i]) != NULL)
             goto fail;
     }
-    if (m->nfams == m->fams_cap) {
-        int cap = m->fams_cap == 0 ? 16 : m->fams_cap * 2;
-        family_t **fams = realloc(m->fams, (size_t)cap * sizeof *fams);
-        if (fams == NULL)
-            goto fail;
-        m->fams = fams;
-        m->fams_cap = cap;
-    }
+    if (sl_grow((void **)&m->fams, sizeof *m->fams, &m->fams_cap, (size_t)m->nfams + 1, INT_MAX) !=
+        SL_OK)
+        goto fail;
     fam = calloc(1, sizeof *fam);
     if (fam == NULL)
         goto fail;

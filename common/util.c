@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
+
 int64_t sl_now_ms(void)
 {
     struct timespec ts;
@@ -79,46 +81,22 @@ sl_err_t sl_read_file(const char *path, size_t max_bytes, char **out, size_t *le
     if (f == NULL)
         return errno == ENOENT ? SL_ENOTFOUND : SL_EIO;
     sl_err_t rc = SL_OK;
-    size_t cap = 4096, used = 0;
-    char *buf = malloc(cap);
-    if (buf == NULL) {
-        rc = SL_ENOMEM;
-        goto out;
-    }
-    for (;;) {
-        if (used + 1 >= cap) {
-            if (cap > max_bytes) {
-                rc = SL_ETOOBIG;
-                goto out;
-            }
-            char *bigger = realloc(buf, cap * 2);
-            if (bigger == NULL) {
-                rc = SL_ENOMEM;
-                goto out;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-        size_t n = fread(buf + used, 1, cap - used - 1, f);
-        used += n;
-        if (n == 0)
-            break;
-    }
-    if (ferror(f)) {
+    sl_buf_t buf;
+    sl_buf_init(&buf, max_bytes > 0 ? max_bytes : 1);
+    char chunk[16384];
+    size_t n;
+    while (rc == SL_OK && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        rc = max_bytes > 0 ? sl_buf_add(&buf, chunk, n) : SL_ETOOBIG;
+    if (rc == SL_OK && ferror(f))
         rc = SL_EIO;
-        goto out;
+    if (rc == SL_OK) {
+        /* An empty file is an empty string, not NULL. */
+        if (buf.ptr == NULL)
+            rc = sl_buf_add(&buf, "", 0);
     }
-    if (used > max_bytes) {
-        rc = SL_ETOOBIG;
-        goto out;
-    }
-    buf[used] = '\0';
-    *out = buf;
-    if (len != NULL)
-        *len = used;
-    buf = NULL;
-out:
-    free(buf);
+    if (rc == SL_OK)
+        *out = sl_buf_take(&buf, len);
+    sl_buf_free(&buf);
     fclose(f);
     return rc;
 }

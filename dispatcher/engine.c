@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "adapter.h"
+#include "buf.h"
 #include "estimate.h"
 #include "hmap.h"
 #include "jsonschema.h"
@@ -39,8 +40,7 @@ typedef struct call {
     CURL *easy;
     struct curl_slist *headers;
     sl_adapter_request_t req;
-    char *resp;
-    size_t resp_len, resp_cap;
+    sl_buf_t resp; /* the whole body (BODY_WHOLE), capped below MAX_RESPONSE_BYTES */
     int too_big;
     sl_ratelimit_t rl;
     sl_stream_t *stream; /* a streamed request; NULL otherwise */
@@ -175,7 +175,7 @@ static void call_free(call_t *c)
     curl_slist_free_all(c->headers);
     sl_adapter_request_clear(&c->req);
     sl_stream_free(c->stream);
-    free(c->resp);
+    sl_buf_free(&c->resp);
     free(c);
 }
 
@@ -236,23 +236,11 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
          * bad_response. */
         return sl_stream_feed(c->stream, data, n) == SL_OK ? n : 0;
     }
-    if (c->resp_len + n + 1 > MAX_RESPONSE_BYTES) {
-        c->too_big = 1;
-        return 0; /* aborts the transfer: a response this large is not one we can carry */
-    }
-    if (c->resp_len + n + 1 > c->resp_cap) {
-        size_t ncap = c->resp_cap ? c->resp_cap : 4096;
-        while (ncap < c->resp_len + n + 1)
-            ncap *= 2;
-        char *nr = realloc(c->resp, ncap);
-        if (nr == NULL)
-            return 0;
-        c->resp = nr;
-        c->resp_cap = ncap;
-    }
-    memcpy(c->resp + c->resp_len, data, n);
-    c->resp_len += n;
-    c->resp[c->resp_len] = '\0';
+    sl_err_t rc = sl_buf_add(&c->resp, data, n);
+    if (rc == SL_ETOOBIG)
+        c->too_big = 1; /* aborts the transfer: a response this large is not one we can carry */
+    if (rc != SL_OK)
+        return 0;
     return n;
 }
 
@@ -487,6 +475,7 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
         goto out;
     }
     c->e = e;
+    sl_buf_init(&c->resp, MAX_RESPONSE_BYTES - 1);
     sl_ratelimit_init(&c->rl);
     snprintf(c->job_id, sizeof c->job_id, "%s", job_id);
     snprintf(c->res_id, sizeof c->res_id, "%s", res_id);
@@ -624,7 +613,7 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
         if (first > 0)
             ev.ttft_ms = first - c->started_mono_ms;
     } else {
-        json_t *body = c->resp != NULL ? json_loadb(c->resp, c->resp_len, 0, NULL) : NULL;
+        json_t *body = c->resp.ptr != NULL ? json_loadb(c->resp.ptr, c->resp.len, 0, NULL) : NULL;
         ev.outcome = c->too_big ? SL_OUTCOME_BAD_RESPONSE
                                 : sl_adapter_classify(ad, transport, status, body, &c->rl);
         ev.usage = body != NULL ? sl_adapter_usage(ad, body) : NULL;

@@ -4,17 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EVENT_NAME_MAX = 64 };
+#include "buf.h"
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-} buf_t;
+enum { EVENT_NAME_MAX = 64 };
 
 struct sl_sse {
     size_t max;
-    buf_t line;
-    buf_t data;
+    sl_buf_t line; /* capped at max */
+    sl_buf_t data; /* capped at max + 1: the data and the LF after its last line */
     char event[EVENT_NAME_MAX]; /* "" = not named; longer names are cut (none matter) */
     int after_cr;               /* the last byte was CR: an LF right after it ends nothing */
     size_t bom_seen;            /* bytes of a leading BOM matched so far; 3 = past the start */
@@ -31,6 +28,8 @@ sl_err_t sl_sse_new(size_t max_event_bytes, sl_sse_t **out)
     if (p == NULL)
         return SL_ENOMEM;
     p->max = max_event_bytes;
+    sl_buf_init(&p->line, max_event_bytes);
+    sl_buf_init(&p->data, max_event_bytes + 1);
     *out = p;
     return SL_OK;
 }
@@ -39,32 +38,9 @@ void sl_sse_free(sl_sse_t *p)
 {
     if (p == NULL)
         return;
-    free(p->line.p);
-    free(p->data.p);
+    sl_buf_free(&p->line);
+    sl_buf_free(&p->data);
     free(p);
-}
-
-/* Appends n bytes, keeping one spare byte for a NUL; SL_ETOOBIG past max. */
-static sl_err_t buf_add(buf_t *b, const char *s, size_t n, size_t max)
-{
-    if (b->len + n > max)
-        return SL_ETOOBIG;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        if (cap > max + 1)
-            cap = max + 1;
-        char *grown = realloc(b->p, cap);
-        if (grown == NULL)
-            return SL_ENOMEM;
-        b->p = grown;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return SL_OK;
 }
 
 static sl_err_t dispatch(sl_sse_t *p, sl_sse_event_fn fn, void *arg)
@@ -73,17 +49,17 @@ static sl_err_t dispatch(sl_sse_t *p, sl_sse_event_fn fn, void *arg)
     if (p->data.len > 0) {
         /* Every data line added a LF; the last one is not part of the data. */
         p->data.len--;
-        p->data.p[p->data.len] = '\0';
-        rc = fn(arg, p->event[0] != '\0' ? p->event : "message", p->data.p, p->data.len);
+        p->data.ptr[p->data.len] = '\0';
+        rc = fn(arg, p->event[0] != '\0' ? p->event : "message", p->data.ptr, p->data.len);
     }
-    p->data.len = 0;
+    sl_buf_reset(&p->data);
     p->event[0] = '\0';
     return rc;
 }
 
 static sl_err_t process_line(sl_sse_t *p, sl_sse_event_fn fn, void *arg)
 {
-    const char *line = p->line.p != NULL ? p->line.p : "";
+    const char *line = p->line.ptr != NULL ? p->line.ptr : "";
     size_t len = p->line.len;
     if (len == 0)
         return dispatch(p, fn, arg);
@@ -98,9 +74,9 @@ static sl_err_t process_line(sl_sse_t *p, sl_sse_event_fn fn, void *arg)
         vlen--;
     }
     if (nlen == 4 && memcmp(line, "data", 4) == 0) {
-        sl_err_t rc = buf_add(&p->data, value, vlen, p->max);
+        sl_err_t rc = sl_buf_add(&p->data, value, vlen);
         if (rc == SL_OK)
-            rc = buf_add(&p->data, "\n", 1, p->max + 1);
+            rc = sl_buf_add(&p->data, "\n", 1);
         return rc;
     }
     if (nlen == 5 && memcmp(line, "event", 5) == 0) {
@@ -120,7 +96,7 @@ sl_err_t sl_sse_feed(sl_sse_t *p, const char *data, size_t len, sl_sse_event_fn 
         if ((unsigned char)data[i] != BOM[p->bom_seen]) {
             if (p->bom_seen > 0) {
                 /* Not a BOM after all: what matched is ordinary line content. */
-                sl_err_t rc = buf_add(&p->line, (const char *)BOM, p->bom_seen, p->max);
+                sl_err_t rc = sl_buf_add(&p->line, (const char *)BOM, p->bom_seen);
                 if (rc != SL_OK)
                     return rc;
             }
@@ -141,7 +117,7 @@ sl_err_t sl_sse_feed(sl_sse_t *p, const char *data, size_t len, sl_sse_event_fn 
         }
         if (ch == '\r' || ch == '\n') {
             sl_err_t rc = process_line(p, fn, arg);
-            p->line.len = 0;
+            sl_buf_reset(&p->line);
             if (rc != SL_OK)
                 return rc;
             p->after_cr = ch == '\r';
@@ -151,7 +127,7 @@ sl_err_t sl_sse_feed(sl_sse_t *p, const char *data, size_t len, sl_sse_event_fn 
         size_t j = i;
         while (j < len && data[j] != '\r' && data[j] != '\n')
             j++;
-        sl_err_t rc = buf_add(&p->line, data + i, j - i, p->max);
+        sl_err_t rc = sl_buf_add(&p->line, data + i, j - i);
         if (rc != SL_OK)
             return rc;
         i = j;

@@ -7,18 +7,18 @@
 #include <string.h>
 
 #include "adapter_impl.h"
+#include "buf.h"
 #include "sse.h"
 #include "util.h"
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-} dbuf_t;
+/* The answer's text and each call's arguments together stay within SL_STREAM_MAX_CONTENT_BYTES
+ * (answer_bytes); every buffer has that cap too, plus room for a closing "{}". */
+#define ANSWER_BUF_MAX (SL_STREAM_MAX_CONTENT_BYTES + 2)
 
 typedef struct {
     int64_t key;
     char *id, *name;
-    dbuf_t args;
+    sl_buf_t args;
 } tool_t;
 
 struct sl_stream {
@@ -32,7 +32,7 @@ struct sl_stream {
 
     char *id, *model;
     int64_t created;
-    dbuf_t content;
+    sl_buf_t content;
     size_t answer_bytes; /* content plus tool-call arguments, against the cap */
     int64_t chars;       /* code points generated (answer, arguments, reasoning) */
     tool_t tools[SL_STREAM_MAX_TOOL_CALLS];
@@ -53,28 +53,10 @@ struct sl_stream {
     double first_event_ms;
 
     /* What the event being translated said. */
-    dbuf_t ev_text;
+    sl_buf_t ev_text;
     json_t *ev_tools;
     const char *ev_finish;
 };
-
-static sl_err_t dbuf_add(dbuf_t *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *grown = realloc(b->p, cap);
-        if (grown == NULL)
-            return SL_ENOMEM;
-        b->p = grown;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return SL_OK;
-}
 
 /* UTF-8 code points in n bytes (continuation bytes do not start one). */
 static int64_t code_points(const char *s, size_t n)
@@ -100,6 +82,8 @@ sl_err_t sl_stream_new(const sl_adapter_t *ad, const sl_stream_ids_t *ids, sl_st
     st->job_id = strdup(ids->job_id != NULL ? ids->job_id : "");
     st->res_id = strdup(ids->reservation_id != NULL ? ids->reservation_id : "");
     st->dep_model = strdup(ids->model != NULL ? ids->model : "");
+    sl_buf_init(&st->content, ANSWER_BUF_MAX);
+    sl_buf_init(&st->ev_text, ANSWER_BUF_MAX);
     st->ev_tools = json_array();
     if (st->job_id == NULL || st->res_id == NULL || st->dep_model == NULL || st->ev_tools == NULL ||
         sl_sse_new(SL_STREAM_MAX_EVENT_BYTES, &st->sse) != SL_OK) {
@@ -120,14 +104,14 @@ void sl_stream_free(sl_stream_t *st)
     sl_sse_free(st->sse);
     free(st->id);
     free(st->model);
-    free(st->content.p);
+    sl_buf_free(&st->content);
     for (int i = 0; i < st->ntools; i++) {
         free(st->tools[i].id);
         free(st->tools[i].name);
-        free(st->tools[i].args.p);
+        sl_buf_free(&st->tools[i].args);
     }
     json_decref(st->error);
-    free(st->ev_text.p);
+    sl_buf_free(&st->ev_text);
     json_decref(st->ev_tools);
     free(st);
 }
@@ -224,7 +208,7 @@ static sl_err_t close_tool_calls(sl_stream_t *st)
     for (int i = 0; i < st->ntools; i++) {
         if (st->tools[i].args.len > 0)
             continue;
-        if (dbuf_add(&st->tools[i].args, "{}", 2) != SL_OK)
+        if (sl_buf_add(&st->tools[i].args, "{}", 2) != SL_OK)
             return SL_ENOMEM;
         sl_err_t rc = tool_delta(st, i, NULL, NULL, "{}", 2);
         if (rc != SL_OK)
@@ -241,9 +225,7 @@ static sl_err_t on_event(void *arg, const char *event, const char *data, size_t 
         return SL_OK;
     if (st->first_event_ms == 0)
         st->first_event_ms = sl_mono_ms();
-    st->ev_text.len = 0;
-    if (st->ev_text.p != NULL)
-        st->ev_text.p[0] = '\0';
+    sl_buf_reset(&st->ev_text);
     json_array_clear(st->ev_tools);
     st->ev_finish = NULL;
     sl_err_t rc = st->ad->stream_event(st, event, data, len);
@@ -259,7 +241,7 @@ static sl_err_t on_event(void *arg, const char *event, const char *data, size_t 
      * started; later ones only when they carry something. */
     if (st->ev_text.len > 0 || json_array_size(st->ev_tools) > 0 || st->ev_finish != NULL ||
         st->seq == 0)
-        emit(st, st->ev_text.p, st->ev_tools, st->ev_finish, 0, NULL);
+        emit(st, st->ev_text.ptr, st->ev_tools, st->ev_finish, 0, NULL);
     if (st->done)
         emit_last(st);
     return SL_OK;
@@ -328,11 +310,11 @@ json_t *sl_stream_response(const sl_stream_t *st)
         json_array_append_new(tools, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id",
                                                t->id != NULL ? t->id : gen, "type", "function",
                                                "function", "name", t->name ? t->name : "",
-                                               "arguments", t->args.p ? t->args.p : ""));
+                                               "arguments", t->args.ptr ? t->args.ptr : ""));
     }
     sl_usage_t u;
     current_usage(st, &u);
-    const char *content = st->content.p != NULL ? st->content.p : st->ntools > 0 ? NULL : "";
+    const char *content = st->content.ptr != NULL ? st->content.ptr : st->ntools > 0 ? NULL : "";
     json_t *c = sl_canonical_completion(st->id, st->model != NULL ? st->model : st->dep_model,
                                         st->created, content, tools, st->finish, &u);
     json_decref(tools);
@@ -382,9 +364,9 @@ sl_err_t sl_stream_text(sl_stream_t *st, const char *text, size_t len)
         return SL_OK;
     if (st->answer_bytes + len > SL_STREAM_MAX_CONTENT_BYTES)
         return SL_ETOOBIG;
-    sl_err_t rc = dbuf_add(&st->content, text, len);
+    sl_err_t rc = sl_buf_add(&st->content, text, len);
     if (rc == SL_OK)
-        rc = dbuf_add(&st->ev_text, text, len);
+        rc = sl_buf_add(&st->ev_text, text, len);
     if (rc != SL_OK)
         return rc;
     st->answer_bytes += len;
@@ -411,6 +393,7 @@ sl_err_t sl_stream_tool(sl_stream_t *st, int64_t key, const char *id, const char
         index = st->ntools++;
         memset(&st->tools[index], 0, sizeof st->tools[index]);
         st->tools[index].key = key;
+        sl_buf_init(&st->tools[index].args, ANSWER_BUF_MAX);
     }
     tool_t *t = &st->tools[index];
     if (st->answer_bytes + len > SL_STREAM_MAX_CONTENT_BYTES)
@@ -419,7 +402,7 @@ sl_err_t sl_stream_tool(sl_stream_t *st, int64_t key, const char *id, const char
         return SL_ENOMEM;
     if (name != NULL && t->name == NULL && (t->name = strdup(name)) == NULL)
         return SL_ENOMEM;
-    if (len > 0 && dbuf_add(&t->args, args, len) != SL_OK)
+    if (len > 0 && sl_buf_add(&t->args, args, len) != SL_OK)
         return SL_ENOMEM;
     st->answer_bytes += len;
     st->chars += code_points(args != NULL ? args : "", len);

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "log.h"
 
 #define WORKER_THREADS 4
@@ -97,14 +98,9 @@ static bool before(const pending_t *a, const pending_t *b)
 
 static bool heap_push(sl_sim_server_t *server, int64_t due_ms, exchange_t *ex)
 {
-    if (server->heap_len == server->heap_cap) {
-        size_t cap = server->heap_cap == 0 ? 256 : server->heap_cap * 2;
-        pending_t *heap = realloc(server->heap, cap * sizeof *heap);
-        if (heap == NULL)
-            return false;
-        server->heap = heap;
-        server->heap_cap = cap;
-    }
+    if (sl_grow((void **)&server->heap, sizeof *server->heap, &server->heap_cap,
+                server->heap_len + 1, SIZE_MAX / sizeof *server->heap) != SL_OK)
+        return false;
     size_t i = server->heap_len++;
     pending_t item = {due_ms, server->order++, ex};
     while (i > 0 && before(&item, &server->heap[(i - 1) / 2])) {
