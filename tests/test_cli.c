@@ -1,8 +1,9 @@
-/* test_cli.c - the text side of the admin commands (ops/cli/admin.h): fixtures shaped exactly
- * as scheduler/ADMIN-API.md describes go through the renderers, and the tests read the text
- * that comes out (bars, percentages, reset times, the tenant table and its truncation, a
- * partner's status without pools, job explanations), the `quota set` body builder (`default`
- * is JSON null) and the percent-encoding of path segments. No network is involved.
+/* test_cli.c - the text side of the admin commands (ops/cli/render.h and the helpers beside
+ * it): fixtures shaped exactly as scheduler/ADMIN-API.md describes go through the renderers,
+ * and the tests read the text that comes out (bars, percentages, reset times, the tenant table
+ * and its truncation, a partner's status without pools, job explanations), the `quota set` body
+ * builder (`default` is JSON null) and the percent-encoding of path segments. No network is
+ * involved.
  */
 #include <check.h>
 #include <jansson.h>
@@ -11,7 +12,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../ops/cli/admin.h"
+#include "../ops/cli/client.h"
+#include "../ops/cli/format.h"
+#include "../ops/cli/quota.h"
+#include "../ops/cli/render.h"
 
 /* 2026-12-03 12:13:20 UTC: the scheduler's clock in every fixture. */
 #define NOW_MS 1796300000000LL

@@ -12,9 +12,10 @@ int sl_cli_results(const sl_config_t *cfg, int argc, char **argv);
 /* Sends a cancel request for each idempotency key (schema/cancel-request.json). */
 int sl_cli_cancel(const sl_config_t *cfg, int argc, char **argv);
 
-/* The admin API commands (admin.c; scheduler/ADMIN-API.md), each with --json, --admin URL and
- * --admin-key-file FILE. cfg gives the default URL (scheduler.admin_listen). Exit status: 0 done,
- * 1 the API answered an error or could not be reached, 2 usage or no admin key. */
+/* The admin API commands (status.c, pause.c, quota.c, jobs.c; scheduler/ADMIN-API.md), each
+ * with --json, --admin URL and --admin-key-file FILE. cfg gives the default URL
+ * (scheduler.admin_listen). Exit status: 0 done, 1 the API answered an error or could not be
+ * reached, 2 usage or no admin key. */
 /* `status [--once] [--interval SECONDS]`: a live view on a terminal, else one snapshot. */
 int sl_cli_status(const sl_config_t *cfg, int argc, char **argv);
 /* `pause|resume tenant NAME | key ID` (resume != 0 for resume). */

@@ -1,0 +1,313 @@
+/* quota.c - `sluice quota get|set`: buckets' limits, levels and reset times, and run-time
+ * changes to a bucket's limit or a tenant's share and daily limits.
+ */
+#include "quota.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "client.h"
+#include "fields.h"
+#include "render.h"
+#include "util.h"
+
+/* ---- The body of `quota set` ------------------------------------------------------------ */
+
+/* A non-negative number, or null for "default"; NULL when s is neither. */
+static json_t *parse_value(const char *s, int integer_only)
+{
+    if (strcmp(s, "default") == 0)
+        return json_null();
+    if (*s == '\0' || *s == '-' || *s == '+' || *s == ' ')
+        return NULL;
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(s, &end, 10);
+    if (errno == 0 && *end == '\0')
+        return json_integer((json_int_t)n);
+    if (integer_only)
+        return NULL;
+    errno = 0;
+    double d = strtod(s, &end);
+    if (errno != 0 || *end != '\0' || !isfinite(d) || d < 0)
+        return NULL;
+    return json_real(d);
+}
+
+json_t *sl_cli_quota_body(int tenant, int argc, char **argv, char *err, size_t errlen)
+{
+    static const struct {
+        const char *name;
+        int integer_only;
+    } fields[] = {{"weight", 1}, {"guarantee", 0}, {"daily_requests", 1}, {"daily_tokens", 1}};
+    json_t *body = json_object();
+    if (body == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (!tenant) {
+        json_t *v = argc == 1 ? parse_value(argv[0], 0) : NULL;
+        if (v == NULL) {
+            snprintf(err, errlen, "LIMIT must be a non-negative number or \"default\"");
+            json_decref(body);
+            return NULL;
+        }
+        json_object_set_new(body, "limit", v);
+        return body;
+    }
+    for (int i = 0; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        size_t f = sizeof fields / sizeof fields[0];
+        if (eq != NULL) {
+            for (f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+                if (strlen(fields[f].name) == (size_t)(eq - argv[i]) &&
+                    strncmp(argv[i], fields[f].name, (size_t)(eq - argv[i])) == 0)
+                    break;
+            }
+        }
+        if (f == sizeof fields / sizeof fields[0]) {
+            snprintf(err, errlen,
+                     "%s: expected KEY=VALUE with KEY weight, guarantee, daily_requests or "
+                     "daily_tokens",
+                     argv[i]);
+            json_decref(body);
+            return NULL;
+        }
+        if (json_object_get(body, fields[f].name) != NULL) {
+            snprintf(err, errlen, "%s is given twice", fields[f].name);
+            json_decref(body);
+            return NULL;
+        }
+        json_t *v = parse_value(eq + 1, fields[f].integer_only);
+        if (v == NULL) {
+            snprintf(err, errlen, "%s must be %s or \"default\"", fields[f].name,
+                     fields[f].integer_only ? "a non-negative integer" : "a non-negative number");
+            json_decref(body);
+            return NULL;
+        }
+        json_object_set_new(body, fields[f].name, v);
+    }
+    if (json_object_size(body) == 0) {
+        snprintf(err, errlen,
+                 "name at least one of weight=, guarantee=, daily_requests=, "
+                 "daily_tokens=");
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
+/* ---- sluice quota ----------------------------------------------------------------------- */
+
+static const char quota_usage[] =
+    "usage: sluice quota get [BUCKET_ID | --tenant NAME | --prefix P]\n"
+    "       sluice quota set BUCKET_ID LIMIT|default\n"
+    "       sluice quota set --tenant NAME [weight=N] [guarantee=F] [daily_requests=N]\n"
+    "                                      [daily_tokens=N]\n"
+    "\n"
+    "get prints buckets: one by id (e.g. deployment:sim-a:tpm), a tenant's (with its weight and\n"
+    "guarantee), those whose id starts with P, or all. Columns: the limit per period, the\n"
+    "ledger's level/capacity, how much is used, when it is full again or its window restarts,\n"
+    "and whether a run-time override is in force.\n"
+    "set changes a bucket's limit (per its period) or a tenant's settings at run time; they are\n"
+    "stored by the scheduler and win over the config until set back to "
+    "`default`.\n" SL_CLI_ADMIN_HELP;
+
+/* Every bucket whose id starts with prefix (NULL = all), page after page. Returns 0 with a new
+ * {"buckets": [...], "total": N, "next_offset": null} in *out (caller decrefs), else 1. */
+static int list_buckets(sl_cli_admin_t *a, const char *prefix, json_t **out)
+{
+    *out = NULL;
+    char *esc = prefix != NULL ? sl_cli_url_escape(prefix) : NULL;
+    json_t *all = json_array();
+    int rc = (all == NULL || (prefix != NULL && esc == NULL)) ? 1 : 0;
+    int64_t offset = 0, total = 0;
+    while (rc == 0) {
+        char path[2048];
+        snprintf(path, sizeof path, "/v1/buckets?offset=%lld%s%s", (long long)offset,
+                 esc != NULL ? "&prefix=" : "", esc != NULL ? esc : "");
+        json_t *page = NULL;
+        rc = sl_cli_admin_request(a, "GET", path, NULL, &page);
+        if (rc != 0)
+            break;
+        json_t *buckets = json_object_get(page, "buckets");
+        json_t *next = json_object_get(page, "next_offset");
+        total = sl_cli_get_i64(page, "total", total);
+        if (!json_is_array(buckets)) {
+            rc = sl_cli_admin_unexpected(a);
+        } else {
+            json_array_extend(all, buckets);
+            if (!json_is_integer(next)) {
+                json_decref(page);
+                break; /* null: the last page */
+            }
+            /* A next_offset that does not move on would page forever. */
+            if (json_integer_value(next) <= offset) {
+                fprintf(stderr, "%s: the scheduler's next_offset does not advance\n",
+                        sl_cli_admin_prog(a));
+                rc = 1;
+            }
+            offset = json_integer_value(next);
+        }
+        json_decref(page);
+    }
+    free(esc);
+    if (rc == 0) {
+        *out =
+            json_pack("{s:o, s:I, s:n}", "buckets", all, "total", (json_int_t)total, "next_offset");
+        if (*out != NULL)
+            return 0;
+        rc = 1;
+    } else {
+        json_decref(all);
+    }
+    return rc;
+}
+
+static int quota_get(sl_cli_admin_t *a, const char *bucket_id, const char *tenant,
+                     const char *prefix)
+{
+    json_t *answer = NULL;
+    int rc;
+    if (bucket_id != NULL || tenant != NULL) {
+        char *esc = sl_cli_url_escape(bucket_id != NULL ? bucket_id : tenant);
+        if (esc == NULL)
+            return 1;
+        char path[2048];
+        snprintf(path, sizeof path, "/v1/%s/%s", bucket_id != NULL ? "buckets" : "tenants", esc);
+        free(esc);
+        rc = sl_cli_admin_request(a, "GET", path, NULL, &answer);
+    } else {
+        rc = list_buckets(a, prefix, &answer);
+    }
+    if (rc != 0)
+        return rc;
+    if (sl_cli_admin_json(a)) {
+        rc = sl_cli_print_json(answer);
+    } else {
+        int64_t now_ms = sl_now_ms();
+        int bad;
+        if (tenant != NULL) {
+            bad = sl_cli_render_tenant(answer, stdout, now_ms);
+        } else if (bucket_id != NULL) {
+            json_t *one = json_is_object(answer) ? json_pack("[O]", answer) : NULL;
+            bad = sl_cli_render_buckets(one, stdout, now_ms);
+            json_decref(one);
+        } else {
+            bad = sl_cli_render_buckets(json_object_get(answer, "buckets"), stdout, now_ms);
+        }
+        if (bad != 0)
+            rc = sl_cli_admin_unexpected(a);
+    }
+    json_decref(answer);
+    return rc;
+}
+
+static int quota_set(sl_cli_admin_t *a, const char *bucket_id, const char *tenant, json_t *body)
+{
+    char *esc = sl_cli_url_escape(bucket_id != NULL ? bucket_id : tenant);
+    if (esc == NULL)
+        return 1;
+    char path[2048];
+    snprintf(path, sizeof path, "/v1/%s/%s", bucket_id != NULL ? "buckets" : "tenants", esc);
+    free(esc);
+    json_t *answer = NULL;
+    int rc = sl_cli_admin_request(a, "PUT", path, body, &answer);
+    if (rc == 0 && sl_cli_admin_json(a)) {
+        rc = sl_cli_print_json(answer);
+    } else if (rc == 0) {
+        int bad;
+        if (tenant != NULL) {
+            bad = sl_cli_render_tenant(answer, stdout, sl_now_ms());
+        } else {
+            json_t *one = json_is_object(answer) ? json_pack("[O]", answer) : NULL;
+            bad = sl_cli_render_buckets(one, stdout, sl_now_ms());
+            json_decref(one);
+        }
+        if (bad != 0)
+            rc = sl_cli_admin_unexpected(a);
+    }
+    json_decref(answer);
+    return rc;
+}
+
+int sl_cli_quota(const sl_config_t *cfg, int argc, char **argv)
+{
+    const char *prog = "sluice quota";
+    sl_cli_admin_opts_t opts;
+    int rc = sl_cli_admin_parse(prog, argc, argv, &opts);
+    if (rc == 0 && opts.help) {
+        fputs(quota_usage, stdout);
+        free(opts.rest);
+        return 0;
+    }
+    const char *verb = opts.nrest > 0 ? opts.rest[0] : "";
+    int set = strcmp(verb, "set") == 0;
+    if (rc == 0 && !set && strcmp(verb, "get") != 0) {
+        fprintf(stderr, "%s: say get or set\n%s", prog, quota_usage);
+        rc = 2;
+    }
+    /* Split the verb's arguments into --tenant/--prefix and the positional ones. */
+    const char *tenant = NULL, *prefix = NULL;
+    char **pos = calloc((size_t)opts.nrest + 1, sizeof *pos);
+    int npos = 0;
+    if (rc == 0 && pos == NULL) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        rc = 1;
+    }
+    for (int i = 1; rc == 0 && i < opts.nrest; i++) {
+        const char *arg = opts.rest[i];
+        if (strcmp(arg, "--tenant") == 0 && i + 1 < opts.nrest) {
+            tenant = opts.rest[++i];
+        } else if (!set && strcmp(arg, "--prefix") == 0 && i + 1 < opts.nrest) {
+            prefix = opts.rest[++i];
+        } else if (arg[0] == '-' && arg[1] == '-') {
+            fprintf(stderr, "%s: unknown argument %s\n%s", prog, arg, quota_usage);
+            rc = 2;
+        } else {
+            pos[npos++] = opts.rest[i];
+        }
+    }
+    const char *bucket_id = NULL;
+    json_t *body = NULL;
+    if (rc == 0 && !set) {
+        if ((tenant != NULL) + (prefix != NULL) + (npos > 0) > 1 || npos > 1) {
+            fprintf(stderr, "%s: give one of BUCKET_ID, --tenant or --prefix\n", prog);
+            rc = 2;
+        } else if (npos == 1) {
+            bucket_id = pos[0];
+        }
+    } else if (rc == 0) {
+        char err[256] = "";
+        if (tenant == NULL && npos >= 1)
+            bucket_id = pos[0];
+        if (tenant == NULL && npos != 2) {
+            fprintf(stderr, "%s: set takes BUCKET_ID LIMIT, or --tenant NAME KEY=VALUE...\n", prog);
+            rc = 2;
+        } else {
+            body = tenant != NULL ? sl_cli_quota_body(1, npos, pos, err, sizeof err)
+                                  : sl_cli_quota_body(0, 1, pos + 1, err, sizeof err);
+            if (body == NULL) {
+                fprintf(stderr, "%s: %s\n", prog, err);
+                rc = 2;
+            }
+        }
+    }
+    free(opts.rest);
+    free(pos);
+    sl_cli_admin_t *a = NULL;
+    if (rc == 0)
+        rc = sl_cli_admin_open(cfg, prog, &opts, &a);
+    if (rc != 0) {
+        json_decref(body);
+        return rc;
+    }
+    rc = set ? quota_set(a, bucket_id, tenant, body) : quota_get(a, bucket_id, tenant, prefix);
+    json_decref(body);
+    sl_cli_admin_close(a);
+    return rc;
+}
