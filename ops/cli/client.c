@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "fields.h"
 #include "util.h"
 
@@ -23,38 +24,6 @@ struct sl_cli_admin {
     int json;         /* --json: print answers as JSON */
     CURL *curl;
 };
-
-/* ---- Options every admin command takes -------------------------------------------------- */
-
-int sl_cli_admin_parse(const char *prog, int argc, char **argv, sl_cli_admin_opts_t *opts)
-{
-    memset(opts, 0, sizeof *opts);
-    opts->rest = calloc((size_t)argc + 1, sizeof *opts->rest);
-    if (opts->rest == NULL) {
-        fprintf(stderr, "%s: out of memory\n", prog);
-        return 2;
-    }
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--json") == 0) {
-            opts->json = 1;
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            opts->help = 1;
-        } else if (strcmp(a, "--admin") == 0 || strcmp(a, "--admin-key-file") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "%s: %s needs a value\n", prog, a);
-                return 2;
-            }
-            if (strcmp(a, "--admin") == 0)
-                opts->admin_url = argv[++i];
-            else
-                opts->key_file = argv[++i];
-        } else {
-            opts->rest[opts->nrest++] = argv[i];
-        }
-    }
-    return 0;
-}
 
 /* ---- Where the API is, and the key ------------------------------------------------------ */
 
@@ -148,19 +117,22 @@ static char *resolve_url(const sl_config_t *cfg, const char *flag, char *err, si
     return out;
 }
 
-int sl_cli_admin_open(const sl_config_t *cfg, const char *prog, const sl_cli_admin_opts_t *opts,
+int sl_cli_admin_open(sl_proc_opts_t *proc, const char *prog, const sl_cli_admin_opts_t *opts,
                       sl_cli_admin_t **out)
 {
     char err[512] = "";
     *out = NULL;
+    sl_config_t *cfg = sl_cli_config(proc);
     sl_cli_admin_t *a = calloc(1, sizeof *a);
     if (a == NULL) {
         fprintf(stderr, "%s: out of memory\n", prog);
+        sl_config_free(cfg);
         return 2;
     }
     a->prog = prog;
     a->json = opts->json;
     a->base_url = resolve_url(cfg, opts->admin_url, err, sizeof err);
+    sl_config_free(cfg);
     if (a->base_url != NULL)
         a->key = read_key(opts->key_file, err, sizeof err);
     if (a->base_url == NULL || a->key == NULL) {

@@ -11,16 +11,23 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "proc.h"
 
-/* The options every admin command takes. */
+/* The options every admin command takes: --json, --admin URL, --admin-key-file FILE. */
 typedef struct {
     int json;
-    int help;
-    const char *admin_url;
-    const char *key_file;
-    int nrest;
-    char **rest; /* the command's own arguments, in order (points into argv) */
+    const char *admin_url; /* NULL: $SLUICE_ADMIN_URL, else the config's */
+    const char *key_file;  /* NULL: $SLUICE_ADMIN_KEY */
 } sl_cli_admin_opts_t;
+
+/* Their entries in a command's sl_proc_opt_t table, filling the sl_cli_admin_opts_t *o. (The
+ * formatter would put the last entry's braces on lines of their own.) */
+/* clang-format off */
+#define SL_CLI_ADMIN_OPTIONS(o)                                                                    \
+    {"json", NULL, &(o)->json},                                                                    \
+    {"admin", &(o)->admin_url, NULL},                                                              \
+    {"admin-key-file", &(o)->key_file, NULL}
+/* clang-format on */
 
 /* What every admin command's --help ends with. */
 #define SL_CLI_ADMIN_HELP                                                                          \
@@ -33,16 +40,13 @@ typedef struct {
     "                         $SLUICE_ADMIN_KEY)\n"                                                \
     "Exit status: 0 done, 1 the API refused or could not be reached, 2 bad usage.\n"
 
-/* Takes --json, --admin URL, --admin-key-file FILE and --help out of argv. Returns 0, or 2
- * (usage) with the reason printed. opts->rest is allocated (free it) even on failure. */
-int sl_cli_admin_parse(const char *prog, int argc, char **argv, sl_cli_admin_opts_t *opts);
-
 typedef struct sl_cli_admin sl_cli_admin_t;
 
-/* A client for prog ("sluice status": the prefix of its messages) from the options and the
- * config (cfg gives the default URL). Returns 0 with *out set (caller closes it), or 2 with
- * the reason printed on stderr and *out NULL: no URL, no admin key, or libcurl failed. */
-int sl_cli_admin_open(const sl_config_t *cfg, const char *prog, const sl_cli_admin_opts_t *opts,
+/* A client for prog ("sluice status": the prefix of its messages) from its options and the
+ * config (loaded from proc, as sl_cli_config does: it gives the default URL). Returns 0 with
+ * *out set (caller closes it), or 2 with the reason printed on stderr and *out NULL: no URL, no
+ * admin key, or libcurl failed. Exits 2 when the config cannot be loaded. */
+int sl_cli_admin_open(sl_proc_opts_t *proc, const char *prog, const sl_cli_admin_opts_t *opts,
                       sl_cli_admin_t **out);
 
 /* Frees the client and wipes its key; NULL is a no-op. */

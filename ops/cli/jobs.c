@@ -15,30 +15,27 @@ static const char jobs_usage[] =
     "its deadline, and why it is where it is: the limit it waits for, the deployment it is\n"
     "leased to, or its result.\n" SL_CLI_ADMIN_HELP;
 
-int sl_cli_jobs(const sl_config_t *cfg, int argc, char **argv)
+int sl_cli_jobs(sl_proc_opts_t *opts, int argc, char **argv)
 {
     const char *prog = "sluice jobs";
-    sl_cli_admin_opts_t opts;
-    int rc = sl_cli_admin_parse(prog, argc, argv, &opts);
-    if (rc == 0 && opts.help) {
-        fputs(jobs_usage, stdout);
-        free(opts.rest);
-        return 0;
-    }
-    if (rc == 0 && (opts.nrest != 1 || opts.rest[0][0] == '-')) {
-        fprintf(stderr, "%s: name one job id\n%s", prog, jobs_usage);
-        rc = 2;
-    }
-    char *esc = rc == 0 ? sl_cli_url_escape(opts.rest[0]) : NULL;
-    free(opts.rest);
-    if (rc != 0)
+    sl_cli_admin_opts_t admin = {0};
+    const sl_proc_opt_t own[] = {SL_CLI_ADMIN_OPTIONS(&admin), {NULL, NULL, NULL}};
+    const sl_proc_cmdline_t cl = {prog, jobs_usage, own, SL_PROC_ARGS};
+    int npos = 0;
+    int rc = sl_proc_args(&cl, argc, argv, opts, &npos);
+    if (rc != SL_PROC_GO_ON)
         return rc;
+    if (npos != 1 || argv[1][0] == '-') {
+        fprintf(stderr, "%s: name one job id\n%s", prog, jobs_usage);
+        return 2;
+    }
+    char *esc = sl_cli_url_escape(argv[1]);
     if (esc == NULL) {
         fprintf(stderr, "%s: out of memory\n", prog);
         return 1;
     }
     sl_cli_admin_t *a = NULL;
-    rc = sl_cli_admin_open(cfg, prog, &opts, &a);
+    rc = sl_cli_admin_open(opts, prog, &admin, &a);
     if (rc != 0) {
         free(esc);
         return rc;

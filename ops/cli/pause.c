@@ -19,32 +19,29 @@ static const char pause_usage[] =
     "(tenant_paused, key_paused; retryable). Resume puts the held jobs back in "
     "line.\n" SL_CLI_ADMIN_HELP;
 
-int sl_cli_pause(const sl_config_t *cfg, int resume, int argc, char **argv)
+static int pause_or_resume(sl_proc_opts_t *opts, int resume, int argc, char **argv)
 {
     const char *prog = resume ? "sluice resume" : "sluice pause";
-    sl_cli_admin_opts_t opts;
-    int rc = sl_cli_admin_parse(prog, argc, argv, &opts);
-    if (rc == 0 && opts.help) {
-        fputs(pause_usage, stdout);
-        free(opts.rest);
-        return 0;
-    }
-    int is_key = opts.nrest == 2 && strcmp(opts.rest[0], "key") == 0;
-    int is_tenant = opts.nrest == 2 && strcmp(opts.rest[0], "tenant") == 0;
-    if (rc == 0 && ((!is_key && !is_tenant) || opts.rest[1][0] == '\0' || opts.rest[1][0] == '-')) {
-        fprintf(stderr, "%s: name a tenant or a key\n%s", prog, pause_usage);
-        rc = 2;
-    }
-    char *name = rc == 0 ? sl_cli_url_escape(opts.rest[1]) : NULL;
-    free(opts.rest);
-    if (rc != 0)
+    sl_cli_admin_opts_t admin = {0};
+    const sl_proc_opt_t own[] = {SL_CLI_ADMIN_OPTIONS(&admin), {NULL, NULL, NULL}};
+    const sl_proc_cmdline_t cl = {prog, pause_usage, own, SL_PROC_ARGS};
+    int npos = 0;
+    int rc = sl_proc_args(&cl, argc, argv, opts, &npos);
+    if (rc != SL_PROC_GO_ON)
         return rc;
+    int is_key = npos == 2 && strcmp(argv[1], "key") == 0;
+    int is_tenant = npos == 2 && strcmp(argv[1], "tenant") == 0;
+    if ((!is_key && !is_tenant) || argv[2][0] == '\0' || argv[2][0] == '-') {
+        fprintf(stderr, "%s: name a tenant or a key\n%s", prog, pause_usage);
+        return 2;
+    }
+    char *name = sl_cli_url_escape(argv[2]);
     if (name == NULL) {
         fprintf(stderr, "%s: out of memory\n", prog);
         return 1;
     }
     sl_cli_admin_t *a = NULL;
-    rc = sl_cli_admin_open(cfg, prog, &opts, &a);
+    rc = sl_cli_admin_open(opts, prog, &admin, &a);
     if (rc != 0) {
         free(name);
         return rc;
@@ -62,4 +59,14 @@ int sl_cli_pause(const sl_config_t *cfg, int resume, int argc, char **argv)
     free(name);
     sl_cli_admin_close(a);
     return rc;
+}
+
+int sl_cli_pause(sl_proc_opts_t *opts, int argc, char **argv)
+{
+    return pause_or_resume(opts, 0 /*pause*/, argc, argv);
+}
+
+int sl_cli_resume(sl_proc_opts_t *opts, int argc, char **argv)
+{
+    return pause_or_resume(opts, 1 /*resume*/, argc, argv);
 }

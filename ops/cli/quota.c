@@ -235,73 +235,59 @@ static int quota_set(sl_cli_admin_t *a, const char *bucket_id, const char *tenan
     return rc;
 }
 
-int sl_cli_quota(const sl_config_t *cfg, int argc, char **argv)
+int sl_cli_quota(sl_proc_opts_t *opts, int argc, char **argv)
 {
     const char *prog = "sluice quota";
-    sl_cli_admin_opts_t opts;
-    int rc = sl_cli_admin_parse(prog, argc, argv, &opts);
-    if (rc == 0 && opts.help) {
-        fputs(quota_usage, stdout);
-        free(opts.rest);
-        return 0;
-    }
-    const char *verb = opts.nrest > 0 ? opts.rest[0] : "";
-    int set = strcmp(verb, "set") == 0;
-    if (rc == 0 && !set && strcmp(verb, "get") != 0) {
-        fprintf(stderr, "%s: say get or set\n%s", prog, quota_usage);
-        rc = 2;
-    }
-    /* Split the verb's arguments into --tenant/--prefix and the positional ones. */
+    sl_cli_admin_opts_t admin = {0};
     const char *tenant = NULL, *prefix = NULL;
-    char **pos = calloc((size_t)opts.nrest + 1, sizeof *pos);
-    int npos = 0;
-    if (rc == 0 && pos == NULL) {
-        fprintf(stderr, "%s: out of memory\n", prog);
-        rc = 1;
+    const sl_proc_opt_t own[] = {{"tenant", &tenant, NULL},
+                                 {"prefix", &prefix, NULL},
+                                 SL_CLI_ADMIN_OPTIONS(&admin),
+                                 {NULL, NULL, NULL}};
+    const sl_proc_cmdline_t cl = {prog, quota_usage, own, SL_PROC_ARGS};
+    int nargs = 0;
+    int rc = sl_proc_args(&cl, argc, argv, opts, &nargs);
+    if (rc != SL_PROC_GO_ON)
+        return rc;
+    const char *verb = nargs > 0 ? argv[1] : "";
+    int set = strcmp(verb, "set") == 0;
+    if (!set && strcmp(verb, "get") != 0) {
+        fprintf(stderr, "%s: say get or set\n%s", prog, quota_usage);
+        return 2;
     }
-    for (int i = 1; rc == 0 && i < opts.nrest; i++) {
-        const char *arg = opts.rest[i];
-        if (strcmp(arg, "--tenant") == 0 && i + 1 < opts.nrest) {
-            tenant = opts.rest[++i];
-        } else if (!set && strcmp(arg, "--prefix") == 0 && i + 1 < opts.nrest) {
-            prefix = opts.rest[++i];
-        } else if (arg[0] == '-' && arg[1] == '-') {
-            fprintf(stderr, "%s: unknown argument %s\n%s", prog, arg, quota_usage);
-            rc = 2;
-        } else {
-            pos[npos++] = opts.rest[i];
-        }
+    if (set && prefix != NULL) {
+        fprintf(stderr, "%s: unknown argument --prefix\n%s", prog, quota_usage);
+        return 2;
     }
+    /* The verb's positional arguments. */
+    char **pos = argv + 2;
+    int npos = nargs - 1;
     const char *bucket_id = NULL;
     json_t *body = NULL;
-    if (rc == 0 && !set) {
+    if (!set) {
         if ((tenant != NULL) + (prefix != NULL) + (npos > 0) > 1 || npos > 1) {
             fprintf(stderr, "%s: give one of BUCKET_ID, --tenant or --prefix\n", prog);
-            rc = 2;
-        } else if (npos == 1) {
-            bucket_id = pos[0];
+            return 2;
         }
-    } else if (rc == 0) {
+        if (npos == 1)
+            bucket_id = pos[0];
+    } else {
         char err[256] = "";
         if (tenant == NULL && npos >= 1)
             bucket_id = pos[0];
         if (tenant == NULL && npos != 2) {
             fprintf(stderr, "%s: set takes BUCKET_ID LIMIT, or --tenant NAME KEY=VALUE...\n", prog);
-            rc = 2;
-        } else {
-            body = tenant != NULL ? sl_cli_quota_body(1, npos, pos, err, sizeof err)
-                                  : sl_cli_quota_body(0, 1, pos + 1, err, sizeof err);
-            if (body == NULL) {
-                fprintf(stderr, "%s: %s\n", prog, err);
-                rc = 2;
-            }
+            return 2;
+        }
+        body = tenant != NULL ? sl_cli_quota_body(1, npos, pos, err, sizeof err)
+                              : sl_cli_quota_body(0, 1, pos + 1, err, sizeof err);
+        if (body == NULL) {
+            fprintf(stderr, "%s: %s\n", prog, err);
+            return 2;
         }
     }
-    free(opts.rest);
-    free(pos);
     sl_cli_admin_t *a = NULL;
-    if (rc == 0)
-        rc = sl_cli_admin_open(cfg, prog, &opts, &a);
+    rc = sl_cli_admin_open(opts, prog, &admin, &a);
     if (rc != 0) {
         json_decref(body);
         return rc;

@@ -124,38 +124,31 @@ static int status_live(sl_cli_admin_t *a, double interval_s)
     return 0;
 }
 
-int sl_cli_status(const sl_config_t *cfg, int argc, char **argv)
+int sl_cli_status(sl_proc_opts_t *opts, int argc, char **argv)
 {
     const char *prog = "sluice status";
-    sl_cli_admin_opts_t opts;
-    int rc = sl_cli_admin_parse(prog, argc, argv, &opts);
+    sl_cli_admin_opts_t admin = {0};
     int once = 0;
+    const char *interval = NULL;
+    const sl_proc_opt_t own[] = {{"once", NULL, &once},
+                                 {"interval", &interval, NULL},
+                                 SL_CLI_ADMIN_OPTIONS(&admin),
+                                 {NULL, NULL, NULL}};
+    const sl_proc_cmdline_t cl = {prog, status_usage, own, SL_PROC_NO_ARGS};
+    int rc = sl_proc_args(&cl, argc, argv, opts, NULL);
+    if (rc != SL_PROC_GO_ON)
+        return rc;
     double interval_s = 1.0;
-    for (int i = 0; rc == 0 && !opts.help && i < opts.nrest; i++) {
-        const char *arg = opts.rest[i];
-        if (strcmp(arg, "--once") == 0) {
-            once = 1;
-        } else if (strcmp(arg, "--interval") == 0 && i + 1 < opts.nrest) {
-            char *end = NULL;
-            interval_s = strtod(opts.rest[++i], &end);
-            if (*end != '\0' || !(interval_s >= 0.1 && interval_s <= 3600)) {
-                fprintf(stderr, "%s: --interval takes seconds, 0.1 to 3600\n", prog);
-                rc = 2;
-            }
-        } else {
-            fprintf(stderr, "%s: unknown argument %s\n%s", prog, arg, status_usage);
-            rc = 2;
+    if (interval != NULL) {
+        char *end = NULL;
+        interval_s = strtod(interval, &end);
+        if (*end != '\0' || !(interval_s >= 0.1 && interval_s <= 3600)) {
+            fprintf(stderr, "%s: --interval takes seconds, 0.1 to 3600\n", prog);
+            return 2;
         }
     }
-    if (rc != 0 || opts.help) {
-        if (opts.help && rc == 0)
-            fputs(status_usage, stdout);
-        free(opts.rest);
-        return rc;
-    }
-    free(opts.rest);
     sl_cli_admin_t *a = NULL;
-    rc = sl_cli_admin_open(cfg, prog, &opts, &a);
+    rc = sl_cli_admin_open(opts, prog, &admin, &a);
     if (rc != 0)
         return rc;
     if (!once && !sl_cli_admin_json(a) && isatty(STDOUT_FILENO)) {
