@@ -168,40 +168,54 @@ static int list_buckets(sl_cli_admin_t *a, const char *prefix, json_t **out)
     return rc;
 }
 
+/* The path of one bucket (bucket_id) or one tenant: "/v1/buckets/ID", "/v1/tenants/NAME".
+ * Returns 0, or 1 when out of memory. */
+static int item_path(const char *bucket_id, const char *tenant, char *path, size_t cap)
+{
+    char *esc = sl_cli_url_escape(bucket_id != NULL ? bucket_id : tenant);
+    if (esc == NULL)
+        return 1;
+    snprintf(path, cap, "/v1/%s/%s", bucket_id != NULL ? "buckets" : "tenants", esc);
+    free(esc);
+    return 0;
+}
+
+/* An answer about one tenant (tenant != NULL) or one bucket, as JSON with --json, else text. */
+static int print_item(sl_cli_admin_t *a, const json_t *answer, const char *tenant)
+{
+    if (sl_cli_admin_json(a))
+        return sl_cli_print_json(answer);
+    int64_t now_ms = sl_now_ms();
+    int bad;
+    if (tenant != NULL) {
+        bad = sl_cli_render_tenant(answer, stdout, now_ms);
+    } else {
+        json_t *one = json_is_object(answer) ? json_pack("[O]", answer) : NULL;
+        bad = sl_cli_render_buckets(one, stdout, now_ms);
+        json_decref(one);
+    }
+    return bad != 0 ? sl_cli_admin_unexpected(a) : 0;
+}
+
 static int quota_get(sl_cli_admin_t *a, const char *bucket_id, const char *tenant,
                      const char *prefix)
 {
     json_t *answer = NULL;
+    char path[2048];
     int rc;
-    if (bucket_id != NULL || tenant != NULL) {
-        char *esc = sl_cli_url_escape(bucket_id != NULL ? bucket_id : tenant);
-        if (esc == NULL)
-            return 1;
-        char path[2048];
-        snprintf(path, sizeof path, "/v1/%s/%s", bucket_id != NULL ? "buckets" : "tenants", esc);
-        free(esc);
-        rc = sl_cli_admin_request(a, "GET", path, NULL, &answer);
-    } else {
+    if (bucket_id == NULL && tenant == NULL) {
         rc = list_buckets(a, prefix, &answer);
-    }
-    if (rc != 0)
-        return rc;
-    if (sl_cli_admin_json(a)) {
-        rc = sl_cli_print_json(answer);
-    } else {
-        int64_t now_ms = sl_now_ms();
-        int bad;
-        if (tenant != NULL) {
-            bad = sl_cli_render_tenant(answer, stdout, now_ms);
-        } else if (bucket_id != NULL) {
-            json_t *one = json_is_object(answer) ? json_pack("[O]", answer) : NULL;
-            bad = sl_cli_render_buckets(one, stdout, now_ms);
-            json_decref(one);
-        } else {
-            bad = sl_cli_render_buckets(json_object_get(answer, "buckets"), stdout, now_ms);
-        }
-        if (bad != 0)
+        if (rc == 0 && sl_cli_admin_json(a))
+            rc = sl_cli_print_json(answer);
+        else if (rc == 0 && sl_cli_render_buckets(json_object_get(answer, "buckets"), stdout,
+                                                  sl_now_ms()) != 0)
             rc = sl_cli_admin_unexpected(a);
+    } else {
+        rc = item_path(bucket_id, tenant, path, sizeof path);
+        if (rc == 0)
+            rc = sl_cli_admin_request(a, "GET", path, NULL, &answer);
+        if (rc == 0)
+            rc = print_item(a, answer, tenant);
     }
     json_decref(answer);
     return rc;
@@ -209,28 +223,13 @@ static int quota_get(sl_cli_admin_t *a, const char *bucket_id, const char *tenan
 
 static int quota_set(sl_cli_admin_t *a, const char *bucket_id, const char *tenant, json_t *body)
 {
-    char *esc = sl_cli_url_escape(bucket_id != NULL ? bucket_id : tenant);
-    if (esc == NULL)
-        return 1;
-    char path[2048];
-    snprintf(path, sizeof path, "/v1/%s/%s", bucket_id != NULL ? "buckets" : "tenants", esc);
-    free(esc);
     json_t *answer = NULL;
-    int rc = sl_cli_admin_request(a, "PUT", path, body, &answer);
-    if (rc == 0 && sl_cli_admin_json(a)) {
-        rc = sl_cli_print_json(answer);
-    } else if (rc == 0) {
-        int bad;
-        if (tenant != NULL) {
-            bad = sl_cli_render_tenant(answer, stdout, sl_now_ms());
-        } else {
-            json_t *one = json_is_object(answer) ? json_pack("[O]", answer) : NULL;
-            bad = sl_cli_render_buckets(one, stdout, sl_now_ms());
-            json_decref(one);
-        }
-        if (bad != 0)
-            rc = sl_cli_admin_unexpected(a);
-    }
+    char path[2048];
+    int rc = item_path(bucket_id, tenant, path, sizeof path);
+    if (rc == 0)
+        rc = sl_cli_admin_request(a, "PUT", path, body, &answer);
+    if (rc == 0)
+        rc = print_item(a, answer, tenant);
     json_decref(answer);
     return rc;
 }
