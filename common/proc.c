@@ -1,4 +1,5 @@
-/* proc.c - common daemon start-up (see proc.h). */
+/* proc.c - what every sluice program does at start (see proc.h): its command line through
+ * getopt_long, then the config, logging, signals and libsodium. */
 #include "proc.h"
 
 #include <assert.h>
@@ -139,7 +140,7 @@ int sl_proc_args(const sl_proc_cmdline_t *cl, int argc, char **argv, sl_proc_opt
     if (npos != NULL)
         *npos = n;
     if (opts->help && cl->positional == SL_PROC_COMMAND && n > 0)
-        return SL_PROC_GO_ON;
+        return SL_PROC_GO_ON; /* the command answers it, with its own usage */
     if (opts->help) {
         fputs(cl->usage, stdout);
         return 0;

@@ -987,6 +987,24 @@ START_TEST(parsing_twice_starts_afresh)
 }
 END_TEST
 
+START_TEST(proc_parse_leaves_the_rest_in_order)
+{
+    /* The entry point for a program that parses its own options after the common ones. */
+    char *argv[] = {"prog", "--config=a.json", "--file", "f", "--bogus", "pos", "-h",
+                    "--",   "--log-level",     NULL};
+    sl_proc_opts_t opts;
+    sl_proc_parse(9, argv, &opts);
+    ck_assert_str_eq(opts.config_path, "a.json");
+    ck_assert_str_eq(opts.log_level, "info");
+    ck_assert_int_eq(opts.help, 1);
+    const char *rest[] = {"--file", "f", "--bogus", "pos", "--", "--log-level"};
+    ck_assert_int_eq(opts.nrest, 6);
+    for (int i = 0; i < 6; i++)
+        ck_assert_str_eq(opts.rest[i], rest[i]);
+    free(opts.rest);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -1018,6 +1036,7 @@ static Suite *cli_suite(void)
     tcase_add_test(args, help_before_the_command_is_the_commands);
     tcase_add_test(args, positional_arguments_keep_their_order_among_options);
     tcase_add_test(args, parsing_twice_starts_afresh);
+    tcase_add_test(args, proc_parse_leaves_the_rest_in_order);
     suite_add_tcase(s, args);
     return s;
 }
