@@ -1,8 +1,11 @@
-/* test_cli.c - the text side of the admin commands (ops/cli/admin.h): fixtures shaped exactly
- * as scheduler/ADMIN-API.md describes go through the renderers, and the tests read the text
- * that comes out (bars, percentages, reset times, the tenant table and its truncation, a
- * partner's status without pools, job explanations), the `quota set` body builder (`default`
- * is JSON null) and the percent-encoding of path segments. No network is involved.
+/* test_cli.c - the text side of the admin commands (ops/cli/render.h and the helpers beside
+ * it): fixtures shaped exactly as scheduler/ADMIN-API.md describes go through the renderers,
+ * and the tests read the text that comes out (bars, percentages, reset times, the tenant table
+ * and its truncation, a partner's status without pools, job explanations), the `quota set` body
+ * builder (`default` is JSON null) and the percent-encoding of path segments. Then the command
+ * line: every command's --help and usage errors, the common options anywhere on the line,
+ * --opt=value, missing values, and parsing twice in one process. No network is involved: each
+ * case stops before a command loads the config.
  */
 #include <check.h>
 #include <jansson.h>
@@ -10,8 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "../ops/cli/admin.h"
+#include "../ops/cli/cli.h"
+#include "../ops/cli/client.h"
+#include "../ops/cli/format.h"
+#include "../ops/cli/quota.h"
+#include "../ops/cli/render.h"
 
 /* 2026-12-03 12:13:20 UTC: the scheduler's clock in every fixture. */
 #define NOW_MS 1796300000000LL
@@ -659,6 +667,344 @@ START_TEST(renderers_refuse_the_wrong_shape)
 }
 END_TEST
 
+/* ---- The command line ------------------------------------------------------------------- */
+
+/* What a command printed and returned. */
+typedef struct {
+    int rc;
+    char *out; /* stdout; caller frees */
+    char *err; /* stderr; caller frees */
+} ran_t;
+
+/* Reads back what went to the file behind fd since it was redirected there. */
+static char *read_back(FILE *f)
+{
+    fflush(f);
+    long len = ftell(f);
+    ck_assert_int_ge(len, 0);
+    char *text = calloc((size_t)len + 1, 1);
+    ck_assert_ptr_nonnull(text);
+    rewind(f);
+    ck_assert_uint_eq(fread(text, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    return text;
+}
+
+/* Runs cmd(opts, argv) with stdout and stderr caught. argv is copied: commands reorder it. */
+static ran_t run(int (*cmd)(sl_proc_opts_t *, int, char **), sl_proc_opts_t *opts,
+                 const char *const *argv)
+{
+    char *args[32];
+    int argc = 0;
+    for (; argv[argc] != NULL; argc++) {
+        ck_assert_int_lt(argc, 31);
+        args[argc] = (char *)argv[argc];
+    }
+    args[argc] = NULL;
+    FILE *out = tmpfile(), *err = tmpfile();
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(err);
+    fflush(stdout);
+    fflush(stderr);
+    int saved_out = dup(STDOUT_FILENO), saved_err = dup(STDERR_FILENO);
+    dup2(fileno(out), STDOUT_FILENO);
+    dup2(fileno(err), STDERR_FILENO);
+    ran_t r = {cmd(opts, argc, args), NULL, NULL};
+    fflush(stdout);
+    fflush(stderr);
+    dup2(saved_out, STDOUT_FILENO);
+    dup2(saved_err, STDERR_FILENO);
+    close(saved_out);
+    close(saved_err);
+    r.out = read_back(out);
+    r.err = read_back(err);
+    return r;
+}
+
+static ran_t run_fresh(int (*cmd)(sl_proc_opts_t *, int, char **), const char *const *argv)
+{
+    sl_proc_opts_t opts;
+    sl_proc_init(&opts);
+    return run(cmd, &opts, argv);
+}
+
+static void ran_free(ran_t *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static const struct {
+    const char *name;
+    int (*run)(sl_proc_opts_t *, int, char **);
+    const char *usage; /* how its usage starts */
+} commands[] = {
+    {"submit", sl_cli_submit, "usage: sluice submit"},
+    {"results", sl_cli_results, "usage: sluice results"},
+    {"cancel", sl_cli_cancel, "usage: sluice cancel"},
+    {"hash-key", sl_cli_hash_key, "usage: sluice hash-key"},
+    {"keygen", sl_cli_keygen, "usage: sluice keygen"},
+    {"status", sl_cli_status, "usage: sluice status"},
+    {"pause", sl_cli_pause, "usage: sluice pause"},
+    {"resume", sl_cli_resume, "usage: sluice pause"},
+    {"quota", sl_cli_quota, "usage: sluice quota"},
+    {"jobs", sl_cli_jobs, "usage: sluice jobs"},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+/* A sluice main's first parse: the common options up to the command's name. */
+static int parse_head(int argc, char **argv, sl_proc_opts_t *opts, int *npos)
+{
+    static const sl_proc_cmdline_t head = {"sluice", "usage: sluice COMMAND\n", NULL,
+                                           SL_PROC_COMMAND};
+    sl_proc_init(opts);
+    return sl_proc_args(&head, argc, argv, opts, npos);
+}
+
+START_TEST(every_command_answers_help_on_stdout)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        const char *flags[] = {"--help", "-h"};
+        for (size_t f = 0; f < 2; f++) {
+            const char *argv[] = {commands[i].name, flags[f], NULL};
+            ran_t r = run_fresh(commands[i].run, argv);
+            ck_assert_msg(r.rc == 0, "%s %s exits %d", commands[i].name, flags[f], r.rc);
+            ck_assert_msg(strncmp(r.out, commands[i].usage, strlen(commands[i].usage)) == 0,
+                          "%s %s printed: %s", commands[i].name, flags[f], r.out);
+            ck_assert_str_eq(r.err, "");
+            ran_free(&r);
+        }
+    }
+}
+END_TEST
+
+START_TEST(unknown_option_prints_usage_on_stderr)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        const char *argv[] = {commands[i].name, "--bogus", NULL};
+        ran_t r = run_fresh(commands[i].run, argv);
+        ck_assert_msg(r.rc == 2, "%s --bogus exits %d", commands[i].name, r.rc);
+        ck_assert_str_eq(r.out, "");
+        ck_assert_msg(strstr(r.err, ": unknown argument --bogus\n") != NULL, "%s", r.err);
+        ck_assert_ptr_nonnull(strstr(r.err, commands[i].usage));
+        ran_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(help_wins_over_a_usage_error)
+{
+    const char *argv[] = {"status", "--bogus", "--interval", "--help", NULL};
+    ran_t r = run_fresh(sl_cli_status, argv);
+    /* --interval takes "--help" as its value, so only --bogus is wrong... */
+    ck_assert_int_eq(r.rc, 2);
+    ran_free(&r);
+    const char *argv2[] = {"status", "--bogus", "--help", "--interval", NULL};
+    r = run_fresh(sl_cli_status, argv2);
+    /* ...and here --help is asked for, which beats both --bogus and the missing value. */
+    ck_assert_int_eq(r.rc, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "usage: sluice status"));
+    ck_assert_str_eq(r.err, "");
+    ran_free(&r);
+}
+END_TEST
+
+START_TEST(missing_value_is_an_error)
+{
+    static const struct {
+        const char *argv[5];
+        const char *says;
+    } cases[] = {
+        {{"status", "--interval", NULL}, "sluice status: --interval needs a value\n"},
+        {{"status", "--once", "--admin", NULL}, "sluice status: --admin needs a value\n"},
+        {{"submit", "--file", NULL}, "sluice submit: --file needs a value\n"},
+        {{"results", "demo-1", "--timeout", NULL}, "sluice results: --timeout needs a value\n"},
+        {{"cancel", "--api-key", NULL}, "sluice cancel: --api-key needs a value\n"},
+        {{"quota", "get", "--tenant", NULL}, "sluice quota: --tenant needs a value\n"},
+        {{"jobs", "J1", "--config", NULL}, "sluice jobs: --config needs a value\n"},
+        {{"pause", "tenant", "acme", "--admin-key-file", NULL},
+         "sluice pause: --admin-key-file needs a value\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int (*cmd)(sl_proc_opts_t *, int, char **) = NULL;
+        for (size_t c = 0; c < NCOMMANDS; c++) {
+            if (strcmp(commands[c].name, cases[i].argv[0]) == 0)
+                cmd = commands[c].run;
+        }
+        ran_t r = run_fresh(cmd, cases[i].argv);
+        ck_assert_msg(r.rc == 2, "%s exits %d", cases[i].says, r.rc);
+        ck_assert_msg(strncmp(r.err, cases[i].says, strlen(cases[i].says)) == 0, "%s", r.err);
+        ck_assert_str_eq(r.out, "");
+        ran_free(&r);
+    }
+    /* Before the command's name too. */
+    char *argv[] = {"sluice", "--log-level", NULL};
+    sl_proc_opts_t opts;
+    int npos = -1;
+    fflush(stderr);
+    int saved_err = dup(STDERR_FILENO);
+    FILE *err = tmpfile();
+    ck_assert_ptr_nonnull(err);
+    dup2(fileno(err), STDERR_FILENO);
+    int rc = parse_head(2, argv, &opts, &npos);
+    fflush(stderr);
+    dup2(saved_err, STDERR_FILENO);
+    close(saved_err);
+    char *said = read_back(err);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_ptr_nonnull(strstr(said, "sluice: --log-level needs a value\n"));
+    free(said);
+}
+END_TEST
+
+START_TEST(equals_form_accepted)
+{
+    /* Each value reaches the command's own check, which then refuses it. */
+    const char *status[] = {"status", "--interval=0.01", NULL};
+    ran_t r = run_fresh(sl_cli_status, status);
+    ck_assert_int_eq(r.rc, 2);
+    ck_assert_str_eq(r.err, "sluice status: --interval takes seconds, 0.1 to 3600\n");
+    ran_free(&r);
+    const char *submit[] = {"submit", "--file=examples/jobs.jsonl", "--class=urgent", NULL};
+    r = run_fresh(sl_cli_submit, submit);
+    ck_assert_int_eq(r.rc, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--class must be interactive"));
+    ran_free(&r);
+    const char *quota[] = {"quota", "set", "--tenant=acme", "weight=x", NULL};
+    r = run_fresh(sl_cli_quota, quota);
+    ck_assert_int_eq(r.rc, 2);
+    ck_assert_str_eq(r.err, "sluice quota: weight must be a non-negative integer or \"default\"\n");
+    ran_free(&r);
+    /* The common options too. */
+    const char *jobs[] = {"jobs",
+                          "--config=a.json",
+                          "--log-level=debug",
+                          "--metrics-listen=127.0.0.1:9",
+                          "J1",
+                          "--help",
+                          NULL};
+    sl_proc_opts_t opts;
+    sl_proc_init(&opts);
+    r = run(sl_cli_jobs, &opts, jobs);
+    ck_assert_int_eq(r.rc, 0);
+    ck_assert_str_eq(opts.config_path, "a.json");
+    ck_assert_str_eq(opts.log_level, "debug");
+    ck_assert_str_eq(opts.metrics_listen, "127.0.0.1:9");
+    ran_free(&r);
+    /* A flag takes no value. */
+    const char *once[] = {"status", "--once=yes", NULL};
+    r = run_fresh(sl_cli_status, once);
+    ck_assert_int_eq(r.rc, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "sluice status: --once takes no value\n"));
+    ran_free(&r);
+}
+END_TEST
+
+START_TEST(common_options_after_command)
+{
+    char *argv[] = {"sluice",   "--config", "a.json",      "quota", "get",    "--tenant", "acme",
+                    "--config", "b.json",   "--log-level", "debug", "--help", NULL};
+    sl_proc_opts_t opts;
+    int npos = 0;
+    ck_assert_int_eq(parse_head(12, argv, &opts, &npos), SL_PROC_GO_ON);
+    /* The head stops at the command: what follows is the command's, unparsed. */
+    ck_assert_int_eq(npos, 9);
+    ck_assert_str_eq(argv[1], "quota");
+    ck_assert_str_eq(opts.config_path, "a.json");
+    ck_assert_int_eq(opts.help, 0);
+    const char *cmd[10];
+    for (int i = 0; i < npos; i++)
+        cmd[i] = argv[1 + i];
+    cmd[npos] = NULL;
+    ran_t r = run(sl_cli_quota, &opts, cmd);
+    ck_assert_int_eq(r.rc, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "usage: sluice quota"));
+    ck_assert_str_eq(opts.config_path, "b.json");
+    ck_assert_str_eq(opts.log_level, "debug");
+    ran_free(&r);
+}
+END_TEST
+
+START_TEST(help_before_the_command_is_the_commands)
+{
+    char *argv[] = {"sluice", "--help", "jobs", NULL};
+    sl_proc_opts_t opts;
+    int npos = 0;
+    ck_assert_int_eq(parse_head(3, argv, &opts, &npos), SL_PROC_GO_ON);
+    ck_assert_int_eq(npos, 1);
+    ck_assert_int_eq(opts.help, 1);
+    const char *cmd[] = {argv[1], NULL};
+    ran_t r = run(sl_cli_jobs, &opts, cmd);
+    ck_assert_int_eq(r.rc, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "usage: sluice jobs"));
+    ran_free(&r);
+}
+END_TEST
+
+START_TEST(positional_arguments_keep_their_order_among_options)
+{
+    char *argv[] = {"results", "demo-1", "--timeout", "5",  "demo-2",
+                    "--all",   "--",     "--all",     "-h", NULL};
+    const char *timeout = NULL;
+    int all = 0;
+    const sl_proc_opt_t own[] = {
+        {"timeout", &timeout, NULL}, {"all", NULL, &all}, {NULL, NULL, NULL}};
+    const sl_proc_cmdline_t cl = {"sluice results", "usage\n", own, SL_PROC_ARGS};
+    sl_proc_opts_t opts;
+    sl_proc_init(&opts);
+    int npos = 0;
+    ck_assert_int_eq(sl_proc_args(&cl, 9, argv, &opts, &npos), SL_PROC_GO_ON);
+    ck_assert_str_eq(timeout, "5");
+    ck_assert_int_eq(all, 1);
+    ck_assert_int_eq(opts.help, 0); /* after "--", -h is an argument */
+    ck_assert_int_eq(npos, 4);
+    ck_assert_str_eq(argv[1], "demo-1");
+    ck_assert_str_eq(argv[2], "demo-2");
+    ck_assert_str_eq(argv[3], "--all");
+    ck_assert_str_eq(argv[4], "-h");
+}
+END_TEST
+
+START_TEST(parsing_twice_starts_afresh)
+{
+    /* The head leaves getopt_long stopped at "results" in "+" mode; the command's parse must
+     * begin again at its own argv[1] and hand back arguments in order ("-" mode), or --all,
+     * which follows a positional argument, would be lost. */
+    char *argv[] = {"sluice", "--config", "a.json", "results", "demo-1", "--all", NULL};
+    sl_proc_opts_t opts;
+    int npos = 0;
+    ck_assert_int_eq(parse_head(6, argv, &opts, &npos), SL_PROC_GO_ON);
+    ck_assert_int_eq(npos, 3);
+    int all = 0;
+    const sl_proc_opt_t own[] = {{"all", NULL, &all}, {NULL, NULL, NULL}};
+    const sl_proc_cmdline_t cl = {"sluice results", "usage\n", own, SL_PROC_ARGS};
+    int nargs = 0;
+    ck_assert_int_eq(sl_proc_args(&cl, npos, argv + 1, &opts, &nargs), SL_PROC_GO_ON);
+    ck_assert_int_eq(all, 1);
+    ck_assert_int_eq(nargs, 1);
+    ck_assert_str_eq(argv[2], "demo-1");
+    ck_assert_str_eq(opts.config_path, "a.json");
+}
+END_TEST
+
+START_TEST(proc_parse_leaves_the_rest_in_order)
+{
+    /* The entry point for a program that parses its own options after the common ones. */
+    char *argv[] = {"prog", "--config=a.json", "--file", "f", "--bogus", "pos", "-h",
+                    "--",   "--log-level",     NULL};
+    sl_proc_opts_t opts;
+    sl_proc_parse(9, argv, &opts);
+    ck_assert_str_eq(opts.config_path, "a.json");
+    ck_assert_str_eq(opts.log_level, "info");
+    ck_assert_int_eq(opts.help, 1);
+    const char *rest[] = {"--file", "f", "--bogus", "pos", "--", "--log-level"};
+    ck_assert_int_eq(opts.nrest, 6);
+    for (int i = 0; i < 6; i++)
+        ck_assert_str_eq(opts.rest[i], rest[i]);
+    free(opts.rest);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -680,6 +1026,18 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, path_segments_are_percent_encoded);
     tcase_add_test(tc, renderers_refuse_the_wrong_shape);
     suite_add_tcase(s, tc);
+    TCase *args = tcase_create("command line");
+    tcase_add_test(args, every_command_answers_help_on_stdout);
+    tcase_add_test(args, unknown_option_prints_usage_on_stderr);
+    tcase_add_test(args, help_wins_over_a_usage_error);
+    tcase_add_test(args, missing_value_is_an_error);
+    tcase_add_test(args, equals_form_accepted);
+    tcase_add_test(args, common_options_after_command);
+    tcase_add_test(args, help_before_the_command_is_the_commands);
+    tcase_add_test(args, positional_arguments_keep_their_order_among_options);
+    tcase_add_test(args, parsing_twice_starts_afresh);
+    tcase_add_test(args, proc_parse_leaves_the_rest_in_order);
+    suite_add_tcase(s, args);
     return s;
 }
 

@@ -1,13 +1,9 @@
 /* sluice: the command line for users and operators. main.c only picks the command. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "log.h"
 #include "proc.h"
-#include "sign.h"
-#include "util.h"
 
 static const char usage_text[] =
     "usage: sluice [--config FILE] COMMAND [ARGS]\n"
@@ -36,82 +32,34 @@ static const char usage_text[] =
     "The config (default $SLUICE_CONFIG or examples/sluice.json) tells where Kafka is.\n"
     "`sluice COMMAND --help` describes each command.\n";
 
+static const struct {
+    const char *name;
+    int (*run)(sl_proc_opts_t *opts, int argc, char **argv);
+} commands[] = {
+    {"submit", sl_cli_submit},     {"results", sl_cli_results}, {"cancel", sl_cli_cancel},
+    {"hash-key", sl_cli_hash_key}, {"keygen", sl_cli_keygen},   {"status", sl_cli_status},
+    {"pause", sl_cli_pause},       {"resume", sl_cli_resume},   {"quota", sl_cli_quota},
+    {"jobs", sl_cli_jobs},
+};
+
 int main(int argc, char **argv)
 {
+    /* The common options may come before the command's name too: `sluice --config F status`. */
+    const sl_proc_cmdline_t cl = {"sluice", usage_text, NULL, SL_PROC_COMMAND};
     sl_proc_opts_t opts;
-    sl_proc_parse(argc, argv, &opts);
-    if (opts.nrest == 0) {
-        fputs(usage_text, opts.help ? stdout : stderr);
-        free(opts.rest);
-        return opts.help ? 0 : 2;
+    sl_proc_init(&opts);
+    int npos = 0;
+    int rc = sl_proc_args(&cl, argc, argv, &opts, &npos);
+    if (rc != SL_PROC_GO_ON)
+        return rc;
+    if (npos == 0) {
+        fputs(usage_text, stderr);
+        return 2;
     }
-    const char *cmd = opts.rest[0];
-    int rc = 2;
-    if (opts.help) {
-        /* `sluice submit --help`: the command prints its own help. */
-        opts.rest[opts.nrest++] = "--help";
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(&opts, npos, argv + 1);
     }
-    if (strcmp(cmd, "hash-key") == 0) {
-        char buf[1024];
-        const char *key = opts.nrest > 1 ? opts.rest[1] : NULL;
-        if (key != NULL && strcmp(key, "--help") == 0) {
-            puts("usage: sluice hash-key [KEY]   (reads KEY from stdin when absent)");
-            rc = 0;
-        } else {
-            if (key == NULL && fgets(buf, sizeof buf, stdin) != NULL) {
-                buf[strcspn(buf, "\r\n")] = '\0';
-                key = buf;
-            }
-            if (key == NULL || strlen(key) < 8) {
-                fprintf(stderr, "sluice hash-key: give a key of at least 8 characters\n");
-            } else if (sl_crypto_init() == SL_OK) {
-                uint8_t hash[32];
-                char hex[65];
-                sl_keyhash(key, strlen(key), hash);
-                sl_hex_encode(hash, sizeof hash, hex);
-                puts(hex);
-                rc = 0;
-            }
-        }
-    } else if (strcmp(cmd, "keygen") == 0) {
-        if (opts.nrest != 3 || sl_crypto_init() != SL_OK) {
-            fprintf(stderr, "usage: sluice keygen SECRET_FILE PUBLIC_FILE\n");
-        } else if (sl_sign_keygen(opts.rest[1], opts.rest[2]) != SL_OK) {
-            fprintf(stderr, "sluice keygen: cannot write the key files\n");
-            rc = 1;
-        } else {
-            rc = 0;
-        }
-    } else if (strcmp(cmd, "submit") == 0 || strcmp(cmd, "results") == 0 ||
-               strcmp(cmd, "cancel") == 0) {
-        opts.log_level = "warn";
-        sl_config_t *cfg = sl_proc_start("cli", &opts);
-        if (strcmp(cmd, "submit") == 0)
-            rc = sl_cli_submit(cfg, opts.nrest - 1, opts.rest + 1);
-        else if (strcmp(cmd, "cancel") == 0)
-            rc = sl_cli_cancel(cfg, opts.nrest - 1, opts.rest + 1);
-        else
-            rc = sl_cli_results(cfg, opts.nrest - 1, opts.rest + 1);
-        sl_config_free(cfg);
-    } else if (strcmp(cmd, "status") == 0 || strcmp(cmd, "pause") == 0 ||
-               strcmp(cmd, "resume") == 0 || strcmp(cmd, "quota") == 0 ||
-               strcmp(cmd, "jobs") == 0) {
-        opts.log_level = "warn";
-        sl_config_t *cfg = sl_proc_start("cli", &opts);
-        int argc_cmd = opts.nrest - 1;
-        char **argv_cmd = opts.rest + 1;
-        if (strcmp(cmd, "status") == 0)
-            rc = sl_cli_status(cfg, argc_cmd, argv_cmd);
-        else if (strcmp(cmd, "pause") == 0 || strcmp(cmd, "resume") == 0)
-            rc = sl_cli_pause(cfg, strcmp(cmd, "resume") == 0, argc_cmd, argv_cmd);
-        else if (strcmp(cmd, "quota") == 0)
-            rc = sl_cli_quota(cfg, argc_cmd, argv_cmd);
-        else
-            rc = sl_cli_jobs(cfg, argc_cmd, argv_cmd);
-        sl_config_free(cfg);
-    } else {
-        fprintf(stderr, "sluice: unknown command %s\n%s", cmd, usage_text);
-    }
-    free(opts.rest);
-    return rc;
+    fprintf(stderr, "sluice: unknown command %s\n%s", argv[1], usage_text);
+    return 2;
 }

@@ -4,6 +4,9 @@
  * instead. A line without an idempotency_key gets "<run>-<line>", where run is a hash of the
  * file's contents: re-running the same file after a crash resubmits the same jobs, which the
  * scheduler does not run twice (it sends finished jobs' results again).
+ *
+ * `sluice results` and `sluice cancel`, the other commands that go through Kafka, are here too:
+ * results reads the results topic with the consumer --follow uses.
  */
 #include <jansson.h>
 #include <sodium.h>
@@ -128,53 +131,19 @@ static char *run_id_of(const char *data, size_t len)
     return hex;
 }
 
-int sl_cli_submit(const sl_config_t *cfg, int argc, char **argv)
-{
-    const char *file = NULL, *api_key = NULL, *route = NULL, *cls = NULL, *out_path = NULL;
-    int follow = 0;
-    long long timeout_s = 3600;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--follow") == 0) {
-            follow = 1;
-        } else if (v != NULL && strcmp(a, "--file") == 0) {
-            file = v;
-            i++;
-        } else if (v != NULL && strcmp(a, "--api-key") == 0) {
-            api_key = v;
-            i++;
-        } else if (v != NULL && strcmp(a, "--route") == 0) {
-            route = v;
-            i++;
-        } else if (v != NULL && strcmp(a, "--class") == 0) {
-            cls = v;
-            i++;
-        } else if (v != NULL && strcmp(a, "--out") == 0) {
-            out_path = v;
-            i++;
-        } else if (v != NULL && strcmp(a, "--timeout") == 0) {
-            timeout_s = sl_parse_count(v);
-            i++;
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(submit_usage, stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "sluice submit: unknown argument %s\n%s", a, submit_usage);
-            return 2;
-        }
-    }
-    if (file == NULL || timeout_s < 0) {
-        fputs(submit_usage, stderr);
-        return 2;
-    }
-    if (cls != NULL && sl_class_parse(cls) < 0) {
-        fprintf(stderr, "sluice submit: --class must be interactive, standard, partner or batch\n");
-        return 2;
-    }
-    if (api_key == NULL)
-        api_key = getenv("SLUICE_API_KEY");
+/* What `sluice submit` was asked to do. */
+typedef struct {
+    const char *file, *api_key, *route, *cls, *out_path;
+    int follow;
+    long long timeout_s;
+} submit_args_t;
 
+static int submit(const sl_config_t *cfg, const submit_args_t *args)
+{
+    const char *file = args->file, *api_key = args->api_key, *route = args->route;
+    const char *cls = args->cls, *out_path = args->out_path;
+    int follow = args->follow;
+    long long timeout_s = args->timeout_s;
     char *data = NULL;
     size_t len = 0;
     if (strcmp(file, "-") == 0) {
@@ -341,39 +310,50 @@ int sl_cli_submit(const sl_config_t *cfg, int argc, char **argv)
     return (p.succeeded == p.total && status == 0) ? 0 : 1;
 }
 
-int sl_cli_results(const sl_config_t *cfg, int argc, char **argv)
+int sl_cli_submit(sl_proc_opts_t *opts, int argc, char **argv)
 {
-    long long timeout_s = 10;
-    sl_hmap_t *want = sl_hmap_new();
-    int all = 0;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--all") == 0) {
-            all = 1;
-        } else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
-            timeout_s = sl_parse_count(argv[++i]);
-        } else if (strcmp(argv[i], "--help") == 0 || argv[i][0] == '-') {
-            fputs("usage: sluice results [--timeout SECONDS] [--all] JOB_ID|IDEMPOTENCY_KEY...\n"
-                  "\nReads the results topic from the beginning and prints (JSONL) the results\n"
-                  "of the given jobs (by job id or idempotency key), or every result with\n"
-                  "--all. Exit status 0 when every job given was found, else 1.\n",
-                  strcmp(argv[i], "--help") == 0 ? stdout : stderr);
-            sl_hmap_free(want);
-            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
-        } else {
-            sl_hmap_put(want, argv[i], (void *)1);
-        }
-    }
-    size_t wanted = sl_hmap_len(want);
-    if (wanted == 0 && !all) {
-        fprintf(stderr, "sluice results: name at least one job id or key, or --all\n");
-        sl_hmap_free(want);
+    submit_args_t args = {0};
+    const char *timeout = NULL;
+    const sl_proc_opt_t own[] = {{"file", &args.file, NULL},     {"api-key", &args.api_key, NULL},
+                                 {"route", &args.route, NULL},   {"class", &args.cls, NULL},
+                                 {"follow", NULL, &args.follow}, {"out", &args.out_path, NULL},
+                                 {"timeout", &timeout, NULL},    {NULL, NULL, NULL}};
+    const sl_proc_cmdline_t cl = {"sluice submit", submit_usage, own, SL_PROC_NO_ARGS};
+    int rc = sl_proc_args(&cl, argc, argv, opts, NULL);
+    if (rc != SL_PROC_GO_ON)
+        return rc;
+    args.timeout_s = timeout != NULL ? sl_parse_count(timeout) : 3600;
+    if (args.file == NULL || args.timeout_s < 0) {
+        fputs(submit_usage, stderr);
         return 2;
     }
+    if (args.cls != NULL && sl_class_parse(args.cls) < 0) {
+        fprintf(stderr, "sluice submit: --class must be interactive, standard, partner or batch\n");
+        return 2;
+    }
+    if (args.api_key == NULL)
+        args.api_key = getenv("SLUICE_API_KEY");
+    sl_config_t *cfg = sl_cli_config(opts);
+    rc = submit(cfg, &args);
+    sl_config_free(cfg);
+    return rc;
+}
+
+static const char results_usage[] =
+    "usage: sluice results [--timeout SECONDS] [--all] JOB_ID|IDEMPOTENCY_KEY...\n"
+    "\nReads the results topic from the beginning and prints (JSONL) the results\n"
+    "of the given jobs (by job id or idempotency key), or every result with\n"
+    "--all. Exit status 0 when every job given was found, else 1.\n";
+
+/* Prints the results of the jobs in want (job ids or idempotency keys; found ones are taken
+ * out), or every result with all. */
+static int results(const sl_config_t *cfg, sl_hmap_t *want, int all, long long timeout_s)
+{
+    size_t wanted = sl_hmap_len(want);
     char err[512];
     rd_kafka_t *cons = results_consumer(cfg, 1, err, sizeof err);
     if (cons == NULL) {
         fprintf(stderr, "sluice results: kafka: %s\n", err);
-        sl_hmap_free(want);
         return 2;
     }
     /* Read until nothing new arrives for a while (the topic's end) or the timeout. */
@@ -408,8 +388,34 @@ int sl_cli_results(const sl_config_t *cfg, int argc, char **argv)
         rd_kafka_message_destroy(msg);
     }
     sl_kafka_consumer_close(cons);
-    sl_hmap_free(want);
     return found == wanted ? 0 : 1;
+}
+
+int sl_cli_results(sl_proc_opts_t *opts, int argc, char **argv)
+{
+    const char *timeout = NULL;
+    int all = 0;
+    const sl_proc_opt_t own[] = {
+        {"timeout", &timeout, NULL}, {"all", NULL, &all}, {NULL, NULL, NULL}};
+    const sl_proc_cmdline_t cl = {"sluice results", results_usage, own, SL_PROC_ARGS};
+    int npos = 0;
+    int rc = sl_proc_args(&cl, argc, argv, opts, &npos);
+    if (rc != SL_PROC_GO_ON)
+        return rc;
+    long long timeout_s = timeout != NULL ? sl_parse_count(timeout) : 10;
+    sl_hmap_t *want = sl_hmap_new();
+    for (int i = 1; i <= npos; i++)
+        sl_hmap_put(want, argv[i], (void *)1);
+    if (sl_hmap_len(want) == 0 && !all) {
+        fprintf(stderr, "sluice results: name at least one job id or key, or --all\n");
+        sl_hmap_free(want);
+        return 2;
+    }
+    sl_config_t *cfg = sl_cli_config(opts);
+    rc = results(cfg, want, all, timeout_s);
+    sl_config_free(cfg);
+    sl_hmap_free(want);
+    return rc;
 }
 
 static const char cancel_usage[] =
@@ -420,25 +426,9 @@ static const char cancel_usage[] =
     "sluice.results; one already sent to a provider finishes normally. Exits 0 once every\n"
     "request reached the broker.\n";
 
-int sl_cli_cancel(const sl_config_t *cfg, int argc, char **argv)
+/* Sends a cancel request for each of the n idempotency keys idem, as api_key. */
+static int cancel(const sl_config_t *cfg, const char *api_key, int n, char **idem)
 {
-    const char *api_key = getenv("SLUICE_API_KEY");
-    int first = 0;
-    for (; first < argc; first++) {
-        if (strcmp(argv[first], "--help") == 0 || strcmp(argv[first], "-h") == 0) {
-            fputs(cancel_usage, stdout);
-            return 0;
-        }
-        if (strcmp(argv[first], "--api-key") == 0 && first + 1 < argc) {
-            api_key = argv[++first];
-            continue;
-        }
-        break;
-    }
-    if (first >= argc || api_key == NULL || argv[first][0] == '-') {
-        fputs(cancel_usage, stderr);
-        return 2;
-    }
     char err[512] = "";
     rd_kafka_t *prod = NULL;
     if (sl_kafka_producer_new(cfg, "sluice-cli", NULL, NULL, &prod, err, sizeof err) != SL_OK) {
@@ -446,13 +436,13 @@ int sl_cli_cancel(const sl_config_t *cfg, int argc, char **argv)
         return 2;
     }
     int status = 0;
-    for (int i = first; i < argc; i++) {
-        json_t *req = json_pack("{s:s, s:s}", "api_key", api_key, "cancel", argv[i]);
+    for (int i = 0; i < n; i++) {
+        json_t *req = json_pack("{s:s, s:s}", "api_key", api_key, "cancel", idem[i]);
         char *value = req != NULL ? json_dumps(req, JSON_COMPACT) : NULL;
         json_decref(req);
-        if (value == NULL || sl_kafka_produce(prod, cfg->kafka.topic_requests, argv[i], value,
+        if (value == NULL || sl_kafka_produce(prod, cfg->kafka.topic_requests, idem[i], value,
                                               strlen(value), NULL, NULL) != SL_OK) {
-            fprintf(stderr, "sluice cancel: %s could not be sent\n", argv[i]);
+            fprintf(stderr, "sluice cancel: %s could not be sent\n", idem[i]);
             status = 1;
         }
         free(value);
@@ -463,4 +453,25 @@ int sl_cli_cancel(const sl_config_t *cfg, int argc, char **argv)
     }
     rd_kafka_destroy(prod);
     return status;
+}
+
+int sl_cli_cancel(sl_proc_opts_t *opts, int argc, char **argv)
+{
+    const char *api_key = NULL;
+    const sl_proc_opt_t own[] = {{"api-key", &api_key, NULL}, {NULL, NULL, NULL}};
+    const sl_proc_cmdline_t cl = {"sluice cancel", cancel_usage, own, SL_PROC_ARGS};
+    int npos = 0;
+    int rc = sl_proc_args(&cl, argc, argv, opts, &npos);
+    if (rc != SL_PROC_GO_ON)
+        return rc;
+    if (api_key == NULL)
+        api_key = getenv("SLUICE_API_KEY");
+    if (npos == 0 || api_key == NULL || argv[1][0] == '-') {
+        fputs(cancel_usage, stderr);
+        return 2;
+    }
+    sl_config_t *cfg = sl_cli_config(opts);
+    rc = cancel(cfg, api_key, npos, argv + 1);
+    sl_config_free(cfg);
+    return rc;
 }

@@ -27,30 +27,18 @@ static const char usage_text[] =
 int main(int argc, char **argv)
 {
     sl_proc_opts_t opts;
-    sl_proc_parse(argc, argv, &opts);
-    long long partitions = 32, brokers = 1;
-    const char *bootstrap_file = NULL;
-    for (int i = 0; i < opts.nrest; i++) {
-        const char *a = opts.rest[i];
-        const char *v = i + 1 < opts.nrest ? opts.rest[i + 1] : NULL;
-        if (strcmp(a, "--partitions") == 0 && v != NULL) {
-            partitions = sl_parse_count(v);
-            i++;
-        } else if (strcmp(a, "--brokers") == 0 && v != NULL) {
-            brokers = sl_parse_count(v);
-            i++;
-        } else if (strcmp(a, "--bootstrap-file") == 0 && v != NULL) {
-            bootstrap_file = v;
-            i++;
-        } else {
-            fprintf(stderr, "sluice-devkafka: unknown argument %s\n%s", a, usage_text);
-            return 2;
-        }
-    }
-    if (opts.help) {
-        fputs(usage_text, stdout);
-        return 0;
-    }
+    const char *partitions_arg = NULL, *brokers_arg = NULL, *bootstrap_file = NULL;
+    const sl_proc_opt_t own[] = {{"partitions", &partitions_arg, NULL},
+                                 {"brokers", &brokers_arg, NULL},
+                                 {"bootstrap-file", &bootstrap_file, NULL},
+                                 {NULL, NULL, NULL}};
+    const sl_proc_cmdline_t cl = {"sluice-devkafka", usage_text, own, SL_PROC_NO_ARGS};
+    sl_proc_init(&opts);
+    int rc = sl_proc_args(&cl, argc, argv, &opts, NULL);
+    if (rc != SL_PROC_GO_ON)
+        return rc;
+    long long partitions = partitions_arg != NULL ? sl_parse_count(partitions_arg) : 32;
+    long long brokers = brokers_arg != NULL ? sl_parse_count(brokers_arg) : 1;
     if (partitions < 1 || partitions > 1000 || brokers < 1 || brokers > 9) {
         fprintf(stderr, "sluice-devkafka: --partitions must be 1..1000 and --brokers 1..9\n");
         return 2;
@@ -99,6 +87,5 @@ int main(int argc, char **argv)
     rd_kafka_mock_cluster_destroy(mc);
     rd_kafka_destroy(rk);
     sl_config_free(cfg);
-    free(opts.rest);
     return 0;
 }
