@@ -74,12 +74,9 @@ void sl_random_id(char *out, size_t nbytes)
     sl_hex_encode(buf, nbytes, out);
 }
 
-sl_err_t sl_read_file(const char *path, size_t max_bytes, char **out, size_t *len)
+sl_err_t sl_read_stream(FILE *f, size_t max_bytes, char **out, size_t *len)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return errno == ENOENT ? SL_ENOTFOUND : SL_EIO;
     sl_err_t rc = SL_OK;
     sl_buf_t buf;
     sl_buf_init(&buf, max_bytes > 0 ? max_bytes : 1);
@@ -89,14 +86,22 @@ sl_err_t sl_read_file(const char *path, size_t max_bytes, char **out, size_t *le
         rc = max_bytes > 0 ? sl_buf_add(&buf, chunk, n) : SL_ETOOBIG;
     if (rc == SL_OK && ferror(f))
         rc = SL_EIO;
-    if (rc == SL_OK) {
-        /* An empty file is an empty string, not NULL. */
-        if (buf.ptr == NULL)
-            rc = sl_buf_add(&buf, "", 0);
-    }
+    /* An empty input is an empty string, not NULL. */
+    if (rc == SL_OK && buf.ptr == NULL)
+        rc = sl_buf_add(&buf, "", 0);
     if (rc == SL_OK)
         *out = sl_buf_take(&buf, len);
     sl_buf_free(&buf);
+    return rc;
+}
+
+sl_err_t sl_read_file(const char *path, size_t max_bytes, char **out, size_t *len)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return errno == ENOENT ? SL_ENOTFOUND : SL_EIO;
+    sl_err_t rc = sl_read_stream(f, max_bytes, out, len);
     fclose(f);
     return rc;
 }

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "err.h"
 
@@ -23,6 +24,10 @@ sl_err_t sl_hex_decode(const char *hex, uint8_t *out, size_t outlen);
 
 /* Fills out with a random id of 2*nbytes hex digits (nbytes <= 32); out holds 2*nbytes+1. */
 void sl_random_id(char *out, size_t nbytes);
+
+/* Reads f to its end (at most max_bytes) into a NUL-terminated buffer the caller frees; the same
+ * contract as sl_read_file. */
+sl_err_t sl_read_stream(FILE *f, size_t max_bytes, char **out, size_t *len);
 
 /* Reads a whole file (at most max_bytes) into a NUL-terminated buffer the caller frees.
  * *out is NULL on entry and set only on success; SL_ETOOBIG when the file is larger. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "cli.h"
 #include "fields.h"
 #include "util.h"
@@ -182,8 +183,7 @@ int sl_cli_admin_json(const sl_cli_admin_t *a)
 /* ---- Calls ---------------------------------------------------------------------------- */
 
 typedef struct {
-    char *data;
-    size_t len;
+    sl_buf_t body; /* capped at ANSWER_MAX_BYTES */
     int toobig;
 } answer_buf_t;
 
@@ -191,18 +191,9 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     answer_buf_t *b = ud;
     size_t n = size * nmemb;
-    if (b->len + n > ANSWER_MAX_BYTES) {
-        b->toobig = 1;
-        return 0;
-    }
-    char *bigger = realloc(b->data, b->len + n + 1);
-    if (bigger == NULL)
-        return 0;
-    b->data = bigger;
-    memcpy(b->data + b->len, ptr, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return n;
+    sl_err_t rc = sl_buf_add(&b->body, ptr, n);
+    b->toobig |= rc == SL_ETOOBIG;
+    return rc == SL_OK ? n : 0;
 }
 
 /* Ctrl-C during a call ends it at once instead of after the timeout. */
@@ -237,7 +228,8 @@ int sl_cli_admin_call(sl_cli_admin_t *a, const char *method, const char *path, c
     char *auth = NULL;
     char *payload = NULL;
     struct curl_slist *headers = NULL;
-    answer_buf_t buf = {NULL, 0, 0};
+    answer_buf_t buf = {.toobig = 0};
+    sl_buf_init(&buf.body, ANSWER_MAX_BYTES);
     snprintf(url, sizeof url, "%s%s", a->base_url, path);
     if (a->curl == NULL)
         a->curl = curl_easy_init();
@@ -298,7 +290,7 @@ int sl_cli_admin_call(sl_cli_admin_t *a, const char *method, const char *path, c
     }
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    json_t *doc = buf.data != NULL ? json_loadb(buf.data, buf.len, 0, NULL) : NULL;
+    json_t *doc = buf.body.ptr != NULL ? json_loadb(buf.body.ptr, buf.body.len, 0, NULL) : NULL;
     if (status >= 200 && status < 300 && doc != NULL) {
         *answer = doc;
         rc = 0;
@@ -320,7 +312,7 @@ out:
         free(auth);
     }
     free(payload);
-    free(buf.data);
+    sl_buf_free(&buf.body);
     return rc;
 }
 

@@ -147,24 +147,8 @@ static int submit(const sl_config_t *cfg, const submit_args_t *args)
     char *data = NULL;
     size_t len = 0;
     if (strcmp(file, "-") == 0) {
-        size_t cap = 1 << 16;
-        data = malloc(cap);
-        size_t n;
-        while (data != NULL && (n = fread(data + len, 1, cap - len - 1, stdin)) > 0) {
-            len += n;
-            if (len + 1 == cap) {
-                char *bigger = realloc(data, cap * 2);
-                if (bigger == NULL) {
-                    free(data);
-                    data = NULL;
-                    break;
-                }
-                data = bigger;
-                cap *= 2;
-            }
-        }
-        if (data != NULL)
-            data[len] = '\0';
+        if (sl_read_stream(stdin, (size_t)1 << 31, &data, &len) != SL_OK)
+            data = NULL;
     } else {
         sl_err_t rc = sl_read_file(file, (size_t)1 << 31, &data, &len);
         if (rc != SL_OK) {
