@@ -22,7 +22,7 @@ static const char usage_text[] =
     "with N partitions each (default 32), writes the bootstrap address to PATH (default the\n"
     "config's kafka.bootstrap_file, var/devkafka.bootstrap) and runs until SIGTERM/SIGINT.\n"
     "All data is in memory and lost when it exits; the mock keeps about 5 MB or 100,000\n"
-    "message sets per partition and silently drops older data (see KAFKA-DEV.md).\n";
+    "message sets per partition and silently drops older data (see docs/dev-kafka.md).\n";
 
 int main(int argc, char **argv)
 {
