@@ -1243,9 +1243,12 @@ static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_
                                   o->provider_ms, "total_ms",
                                   (double)(now_ms - j->submitted_ms)));
     if (o->err_type != NULL) {
+        /* job_flags: a restored job's flags are read from its stored message when not known. */
+        int fallback_allowed = (job_flags(s, j) & JF_FALLBACK) != 0;
         json_t *e = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "type", o->err_type, "reason",
                               o->err_reason, "message", o->err_message, "gateway_decision",
-                              o->decision, "retryable", o->retryable, "fallback_allowed", 0);
+                              o->decision, "retryable", o->retryable, "fallback_allowed",
+                              fallback_allowed);
         json_object_set_new(e, "limiter", o->limiter ? json_string(o->limiter) : json_null());
         json_object_set_new(e, "scope", o->scope ? json_string(o->scope) : json_null());
         json_object_set_new(e, "retry_after_ms", o->retry_after_ms >= 0
