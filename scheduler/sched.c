@@ -14,8 +14,10 @@
 #include <string.h>
 
 #include "calib.h"
+#include "core.h"
 #include "drr.h"
 #include "hmap.h"
+#include "job.h"
 #include "jsonschema.h"
 #include "ledger.h"
 #include "log.h"
@@ -24,8 +26,8 @@
 enum { PROBE_WAIT_MS = 2000, PROBE_POLL_MS = 20 };
 /* Server-side failures in a row (no success between) that pause a deployment without a hint. */
 enum { OVERLOAD_STREAK = 5 };
-enum { MAX_CHARGES = 16, MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100,
-       DEADLINE_SCAN_EVERY_MS = 500, BUCKET_SAVE_EVERY_MS = 1000, STATE_TEXT_MAX = 8192 };
+enum { MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100, DEADLINE_SCAN_EVERY_MS = 500,
+       BUCKET_SAVE_EVERY_MS = 1000, STATE_TEXT_MAX = 8192 };
 
 /* How reconciliation settles a charge, by what the limit counts:
  *   KEEP: the provider counted the reserved amount at receipt (OpenAI-style TPM, requests), so
@@ -52,137 +54,6 @@ static const char *const rule_names[RULE_COUNT_] = {
     "keep",         "actual_total", "actual_input", "actual_input_uncached", "actual_output",
     "actual_spend", "release",      "receipt_max",  "receipt_sum"};
 
-/* J_ORPHAN: the config no longer knows the job's tenant or route; it is only ever finished.
- * J_HELD: queued, but its tenant or key is paused (admin API): kept out of the DRR. */
-typedef enum { J_QUEUED = 0, J_DELAYED, J_LEASED, J_ORPHAN, J_HELD } jstate_t;
-
-/* What one lease holds in the ledger: its charges, how each is settled, and each bucket's
- * reserved total just before it (to read provider headers against). Allocated at lease. */
-typedef struct {
-    int n;
-    sl_charge_t ch[MAX_CHARGES];
-    uint8_t rule[MAX_CHARGES];
-    double before[MAX_CHARGES];
-    int64_t charged_ms;
-    int64_t est_input, est_output; /* what was reserved for input and output */
-} held_t;
-
-/* What a job's request needs from a deployment, read from its request body (JF_KNOWN once
- * read: jobs restored after a restart read it when first considered). */
-enum {
-    JF_KNOWN = 1,
-    JF_TOOLS = 2,    /* it offers tools */
-    JF_JSON = 4,     /* structured output (response_format) */
-    JF_STREAM = 8,   /* streamed: output reserved at max_tokens until the end */
-    JF_FALLBACK = 16 /* the caller allows a fallback route */
-};
-
-typedef struct job {
-    char id[65];
-    char *idem;
-    char *orphan_tenant, *orphan_route; /* the job's own names when the config lacks them */
-    int tenant, cls, route, key; /* key: -1 when the config no longer knows it */
-    int home_route;              /* the route it was submitted to (route differs after fallback) */
-    unsigned flags;
-    jstate_t state;
-    int attempts;  /* leases so far: numbers each attempt */
-    int not_sent;  /* leases a dispatcher refused without calling: not charged to the budget */
-    int64_t submitted_ms, deadline_ms, not_before_ms;
-    int64_t est_input, est_output, est_total; /* from ingest: est_output is max_tokens */
-    sl_drr_node_t *node; /* when queued */
-    int list_idx;        /* index in the delayed or leased array */
-    /* the current lease */
-    char res_id[33];
-    int deployment;
-    int64_t lease_expires_ms, dispatched_ms;
-    held_t *held;
-} job_t;
-
-/* The buckets on one side of a job's path, narrowest scope first. */
-typedef struct {
-    int n;
-    int *b;
-} path_t;
-
-/* Per bucket: the limit it enforces (the config's, or an owned copy with a run-time limit) and
- * on which side of the path it sits. */
-typedef struct {
-    const sl_limit_cfg_t *limit;
-    const sl_limit_cfg_t *configured;
-    sl_limit_cfg_t *own; /* set by sl_sched_set_limit; limit points to it */
-    int provider_side;
-} binfo_t;
-
-/* What the admin API can change about a tenant at run time. */
-typedef struct {
-    int64_t weight;
-    double guarantee;
-    int paused;
-} tenant_rt_t;
-
-/* Provider rate-limit headers name four dimensions; each maps to the deployment's own
- * per-minute bucket of that dimension. */
-enum { HDR_REQUESTS = 0, HDR_TOKENS, HDR_INPUT, HDR_OUTPUT, HDR_COUNT };
-
-typedef struct {
-    path_t path;                 /* the deployment's limits, then its parent scopes' */
-    int header_bucket[HDR_COUNT]; /* -1 when there is none */
-    int64_t paused_until_ms;
-    double ttft_ms;  /* rolling time to first token (latency strategy); 0 = none seen yet */
-    int fail_streak; /* overloaded / server errors in a row, for its pause */
-    /* Half-open after a pause: when the pause ends, one call goes first (a probe) and the
-     * rest wait for its answer (at most PROBE_WAIT_MS), so a deployment that is still
-     * refusing is not met by every waiting job at once. */
-    int probing;
-    int64_t probe_sent_ms; /* 0 = the probe has not gone yet */
-} dep_t;
-
-typedef struct {
-    sl_drr_t *drr;
-    int64_t blocked_until_ms;
-    /* First attempts and retries leased recently, decaying with a time constant of one minute:
-     * the retry ratio budget (routes[].max_retry_ratio). */
-    double recent_first, recent_retries;
-    int64_t retry_ms;
-    /* Tokens admitted per class, decaying with a time constant of one minute: what each class
-     * took of the route recently (for classes that yield, classes.yield_above). */
-    double recent[SL_CLASS_COUNT];
-    int64_t recent_ms;
-} route_t;
-
-typedef struct {
-    job_t **items;
-    int n, cap;
-} joblist_t;
-
-struct sl_sched {
-    const sl_config_t *cfg;
-    sl_store_t *store;
-    const sl_signer_t *signer;
-    sl_schema_t *job_schema, *usage_schema, *cancel_schema;
-    sl_ledger_t *ledger;
-    binfo_t *binfo;
-    int nbinfo;
-    sl_calib_t *calib;
-    dep_t *deps;
-    route_t *routes;
-    path_t *tenant_paths; /* the tenant's limits, then its partner's */
-    path_t *key_paths;    /* the key's, its app/env's, then its tenant's path */
-    sl_hmap_t *key_index;    /* key id -> index + 1 (a job names its key by id) */
-    sl_hmap_t *tenant_index; /* tenant name -> index + 1: every job is looked up by it */
-    sl_hmap_t *jobs; /* id -> job_t*, every unfinished job */
-    joblist_t delayed, leased, orphans, held;
-    tenant_rt_t *trt;      /* per tenant */
-    uint8_t *key_paused;   /* per key */
-    sl_sched_observer_t obs;
-    void *obs_arg;
-    int64_t last_scan_ms, last_deadline_scan_ms, last_bucket_save_ms;
-    sl_sched_msg_t *out;
-    int nout, capout;
-    unsigned res_counter;
-    sl_sched_stats_t st;
-};
-
 static sl_err_t fail_orphans(sl_sched_t *s, int64_t now_ms);
 
 /* ---- small helpers ---- */
@@ -194,31 +65,6 @@ static char *json_quote(const char *s)
     char *out = str != NULL ? json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     json_decref(str);
     return out;
-}
-
-static sl_err_t list_add(joblist_t *l, job_t *j)
-{
-    if (l->n == l->cap) {
-        int ncap = l->cap ? l->cap * 2 : 64;
-        job_t **ni = realloc(l->items, (size_t)ncap * sizeof *ni);
-        if (ni == NULL)
-            return SL_ENOMEM;
-        l->items = ni;
-        l->cap = ncap;
-    }
-    j->list_idx = l->n;
-    l->items[l->n++] = j;
-    return SL_OK;
-}
-
-static void list_del(joblist_t *l, job_t *j)
-{
-    int i = j->list_idx;
-    if (i < 0 || i >= l->n || l->items[i] != j)
-        return;
-    l->items[i] = l->items[--l->n];
-    l->items[i]->list_idx = i;
-    j->list_idx = -1;
 }
 
 static sl_err_t emit(sl_sched_t *s, sl_msg_kind_t kind, const char *topic, const char *key,
@@ -289,7 +135,7 @@ static sl_err_t enqueue(sl_sched_t *s, job_t *j, int front)
     if (is_paused(s, j)) {
         j->state = J_HELD;
         j->node = NULL;
-        return list_add(&s->held, j);
+        return sl_job_list_add(&s->held, j);
     }
     sl_drr_place_t p = {
         .group = j->cls,
@@ -303,34 +149,6 @@ static sl_err_t enqueue(sl_sched_t *s, job_t *j, int front)
     j->state = J_QUEUED;
     j->node = sl_drr_push_at(s->routes[j->route].drr, &p, j, front);
     return j->node != NULL ? SL_OK : SL_ENOMEM;
-}
-
-static void job_free(job_t *j)
-{
-    if (j == NULL)
-        return;
-    free(j->idem);
-    free(j->held);
-    free(j->orphan_tenant);
-    free(j->orphan_route);
-    free(j);
-}
-
-/* Takes a job out of whatever in-memory place holds it. */
-static void unplace(sl_sched_t *s, job_t *j)
-{
-    if (j->state == J_QUEUED && j->node != NULL) {
-        sl_drr_remove(s->routes[j->route].drr, j->node);
-        j->node = NULL;
-    } else if (j->state == J_DELAYED) {
-        list_del(&s->delayed, j);
-    } else if (j->state == J_LEASED) {
-        list_del(&s->leased, j);
-    } else if (j->state == J_ORPHAN) {
-        list_del(&s->orphans, j);
-    } else if (j->state == J_HELD) {
-        list_del(&s->held, j);
-    }
 }
 
 /* ---- buckets ---- */
@@ -584,56 +402,6 @@ static sl_err_t save_buckets(sl_sched_t *s, int64_t now_ms, int all)
     return SL_OK;
 }
 
-/* The config's index of a tenant, or -1 when the config does not know it. */
-static int tenant_of(const sl_sched_t *s, const char *name)
-{
-    return (int)(intptr_t)sl_hmap_get(s->tenant_index, name) - 1;
-}
-
-/* The config's index of a job's key, or -1 when the config no longer knows it or gives it to
- * another tenant (the job then runs on its tenant's path only). */
-static int key_of(const sl_sched_t *s, const char *key_id, int tenant)
-{
-    intptr_t v = key_id != NULL ? (intptr_t)sl_hmap_get(s->key_index, key_id) : 0;
-    int k = (int)v - 1;
-    return k >= 0 && s->cfg->keys[k].tenant == tenant ? k : -1;
-}
-
-/* What a request body needs from a deployment (JF_* without JF_KNOWN's meaning of "read"). */
-static unsigned request_flags(json_t *req)
-{
-    unsigned f = JF_KNOWN;
-    json_t *tools = json_object_get(req, "tools");
-    if (json_is_array(tools) && json_array_size(tools) > 0)
-        f |= JF_TOOLS;
-    const char *rf = json_string_value(json_object_get(json_object_get(req, "response_format"),
-                                                       "type"));
-    if (rf != NULL && (strcmp(rf, "json_schema") == 0 || strcmp(rf, "json_object") == 0))
-        f |= JF_JSON;
-    if (json_is_true(json_object_get(req, "stream")))
-        f |= JF_STREAM;
-    return f;
-}
-
-/* The job's flags, reading its stored message once when they are not known yet (restored
- * jobs). A job whose message cannot be read is treated as needing nothing special. */
-static unsigned job_flags(sl_sched_t *s, job_t *j)
-{
-    if (j->flags & JF_KNOWN)
-        return j->flags;
-    char *text = NULL;
-    j->flags |= JF_KNOWN;
-    if (sl_store_job_json(s->store, j->id, &text) == SL_OK) {
-        json_t *doc = json_loads(text, 0, NULL);
-        j->flags |= request_flags(json_object_get(doc, "request"));
-        if (json_is_true(json_object_get(doc, "fallback")))
-            j->flags |= JF_FALLBACK;
-        json_decref(doc);
-    }
-    free(text);
-    return j->flags;
-}
-
 /* ---- restore ---- */
 
 typedef struct {
@@ -752,15 +520,14 @@ static void restore_job(const sl_store_row_t *row, void *arg)
     sl_sched_t *s = r->s;
     if (r->rc != SL_OK)
         return;
-    int tenant = tenant_of(s, row->tenant);
+    int tenant = sl_job_tenant_index(s, row->tenant);
     int route = sl_config_route(s->cfg, row->route);
     int cls = sl_class_parse(row->cls);
-    job_t *j = calloc(1, sizeof *j);
+    job_t *j = sl_job_new(row->job_id);
     if (j == NULL) {
         r->rc = SL_ENOMEM;
         return;
     }
-    snprintf(j->id, sizeof j->id, "%s", row->job_id);
     j->tenant = tenant;
     j->route = route;
     j->cls = cls < 0 ? SL_CLASS_STANDARD : cls;
@@ -771,9 +538,7 @@ static void restore_job(const sl_store_row_t *row, void *arg)
     j->est_input = row->est_input;
     j->est_output = row->est_output;
     j->est_total = row->est_total;
-    j->deployment = -1;
-    j->list_idx = -1;
-    j->key = key_of(s, row->key_id, tenant);
+    j->key = sl_job_key_index(s, row->key_id, tenant);
     j->home_route = route;
     j->idem = strdup(row->idempotency_key != NULL ? row->idempotency_key : j->id);
     int orphan = tenant < 0 || route < 0;
@@ -790,7 +555,7 @@ static void restore_job(const sl_store_row_t *row, void *arg)
     }
     sl_err_t rc = j->idem != NULL ? sl_hmap_put(s->jobs, j->id, j) : SL_ENOMEM;
     if (rc != SL_OK) {
-        job_free(j);
+        sl_job_free(j);
         r->rc = rc;
         return;
     }
@@ -798,7 +563,7 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL)
             snprintf(j->res_id, sizeof j->res_id, "%s", row->reservation_id);
         j->state = J_ORPHAN;
-        r->rc = list_add(&s->orphans, j);
+        r->rc = sl_job_list_add(&s->orphans, j);
     } else if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL) {
         snprintf(j->res_id, sizeof j->res_id, "%s", row->reservation_id);
         j->deployment = row->deployment ? sl_config_deployment(s->cfg, row->deployment) : -1;
@@ -815,10 +580,10 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         j->held->est_input = j->est_input;
         j->held->est_output = j->est_output;
         sl_store_res_charges(s->store, j->res_id, restore_charge, r);
-        r->rc = list_add(&s->leased, j);
+        r->rc = sl_job_list_add(&s->leased, j);
     } else if (row->not_before_ms > r->now_ms) {
         j->state = J_DELAYED;
-        r->rc = list_add(&s->delayed, j);
+        r->rc = sl_job_list_add(&s->delayed, j);
     } else {
         r->rc = enqueue(s, j, 0);
     }
@@ -877,7 +642,7 @@ static void apply_override(const char *target, const char *field, double value, 
         return;
     }
     if (strncmp(target, "tenant:", 7) == 0) {
-        int t = tenant_of(s, target + 7);
+        int t = sl_job_tenant_index(s, target + 7);
         if (t < 0) {
             sl_warn("run-time %s of %s not applied: the config has no such tenant", field,
                     target);
@@ -945,7 +710,7 @@ static sl_err_t requeue(sl_sched_t *s, int tenant, int key)
     sl_hmap_each(s->jobs, find_jobs, &f);
     sl_err_t rc = f.rc;
     for (int i = 0; rc == SL_OK && i < f.n; i++) {
-        unplace(s, f.found[i]);
+        sl_job_unplace(s, f.found[i]);
         rc = enqueue(s, f.found[i], 0);
     }
     free(f.found);
@@ -986,7 +751,7 @@ sl_err_t sl_sched_set_paused(sl_sched_t *s, int tenant, int key, int paused)
         job_t *j = s->held.items[i];
         if (is_paused(s, j))
             continue;
-        list_del(&s->held, j);
+        sl_job_list_del(&s->held, j);
         sl_err_t rc = enqueue(s, j, 0);
         if (rc != SL_OK)
             return rc;
@@ -1138,7 +903,7 @@ static void free_job_entry(const char *key, void *value, void *arg)
 {
     (void)key;
     (void)arg;
-    job_free(value);
+    sl_job_free(value);
 }
 
 void sl_sched_free(sl_sched_t *s)
@@ -1244,7 +1009,7 @@ static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_
                                   (double)(now_ms - j->submitted_ms)));
     if (o->err_type != NULL) {
         /* job_flags: a restored job's flags are read from its stored message when not known. */
-        int fallback_allowed = (job_flags(s, j) & JF_FALLBACK) != 0;
+        int fallback_allowed = (sl_job_flags(s, j) & JF_FALLBACK) != 0;
         json_t *e = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "type", o->err_type, "reason",
                               o->err_reason, "message", o->err_message, "gateway_decision",
                               o->decision, "retryable", o->retryable, "fallback_allowed",
@@ -1280,11 +1045,11 @@ static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_
         s->st.failed++;
     if (s->obs.finished != NULL)
         s->obs.finished(s->obs_arg, j->cls, o->status, j->attempts - j->not_sent);
-    unplace(s, j);
+    sl_job_unplace(s, j);
     if (sl_hmap_get(s->jobs, j->id) == j)
         sl_hmap_del(s->jobs, j->id);
     rc = emit(s, SL_MSG_RESULT, cfg->kafka.topic_results, j->id, value, seq);
-    job_free(j);
+    sl_job_free(j);
     return rc;
 }
 
@@ -1490,28 +1255,23 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
         json_decref(doc);
         return rc;
     }
-    job_t *j = calloc(1, sizeof *j);
+    job_t *j = sl_job_new(id);
     if (j == NULL) {
         json_decref(doc);
         return SL_ENOMEM;
     }
-    snprintf(j->id, sizeof j->id, "%s", id);
     j->idem = strdup(row.idempotency_key);
-    j->tenant = tenant_of(s, tenant_name);
+    j->tenant = sl_job_tenant_index(s, tenant_name);
     j->route = sl_config_route(s->cfg, route_name);
     j->cls = sl_class_parse(cls_name);
-    j->key = key_of(s, row.key_id, j->tenant);
+    j->key = sl_job_key_index(s, row.key_id, j->tenant);
     j->home_route = j->route;
-    j->flags = request_flags(json_object_get(doc, "request"));
-    if (json_is_true(json_object_get(doc, "fallback")))
-        j->flags |= JF_FALLBACK;
+    j->flags = sl_job_doc_flags(doc);
     j->submitted_ms = row.submitted_ms;
     j->deadline_ms = row.deadline_ms;
     j->est_input = row.est_input;
     j->est_output = row.est_output;
     j->est_total = row.est_total > 0 ? row.est_total : 1;
-    j->deployment = -1;
-    j->list_idx = -1;
     int orphan = j->tenant < 0 || j->route < 0;
     if (orphan) {
         /* Ingest and scheduler disagree about the config (a change in between): the job is
@@ -1525,7 +1285,7 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     json_decref(doc);
     rc = j->idem != NULL ? sl_hmap_put(s->jobs, j->id, j) : SL_ENOMEM;
     if (rc != SL_OK) {
-        job_free(j);
+        sl_job_free(j);
         return rc;
     }
     if (orphan)
@@ -1724,7 +1484,7 @@ typedef enum { FIT_OK = 0, FIT_TOO_LARGE, FIT_INCAPABLE } fit_t;
 static fit_t dep_fit(sl_sched_t *s, job_t *j, int d)
 {
     const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
-    unsigned f = job_flags(s, j);
+    unsigned f = sl_job_flags(s, j);
     if (dc->context_window > 0 && j->est_input + j->est_output > dc->context_window)
         return FIT_INCAPABLE;
     if (((f & JF_TOOLS) && !dc->supports_tools) || ((f & JF_JSON) && !dc->supports_json))
@@ -1835,7 +1595,7 @@ static sl_err_t lease(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
         return SL_ENOMEM;
     j->state = J_LEASED;
     j->node = NULL;
-    rc = list_add(&s->leased, j);
+    rc = sl_job_list_add(&s->leased, j);
     if (rc != SL_OK) {
         free(value);
         return rc;
@@ -2045,7 +1805,7 @@ static sl_err_t try_fallback(sl_sched_t *s, job_t *j, const char *why, int64_t n
 {
     (void)now_ms;
     *moved = 0;
-    if (!(job_flags(s, j) & JF_FALLBACK))
+    if (!(sl_job_flags(s, j) & JF_FALLBACK))
         return SL_OK;
     const sl_route_cfg_t *from = &s->cfg->routes[j->route];
     for (int i = 0; i < from->nfallbacks; i++) {
@@ -2109,7 +1869,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             incapable += fit == FIT_INCAPABLE;
         }
         if (n == 0) {
-            unplace(s, j);
+            sl_job_unplace(s, j);
             int moved = 0;
             sl_err_t rc = try_fallback(s, j, incapable > 0 ? "no_capable_deployment"
                                                            : "request_too_large",
@@ -2200,7 +1960,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
              * is spent past the job's deadline: another route may still serve it (not when the
              * caller's own quota is spent: that would follow it there). */
             int moved = 0;
-            unplace(s, j);
+            sl_job_unplace(s, j);
             sl_err_t rc = caller_blocked ? SL_OK
                                          : try_fallback(s, j, "quota_exhausted", now_ms, &moved);
             if (rc == SL_OK && !moved)
@@ -2210,10 +1970,10 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             continue;
         }
         if (paused == n && min_wait != INT64_MAX && now_ms + min_wait > j->deadline_ms &&
-            (job_flags(s, j) & JF_FALLBACK) && rc_cfg->nfallbacks > 0) {
+            (sl_job_flags(s, j) & JF_FALLBACK) && rc_cfg->nfallbacks > 0) {
             /* Every deployment is paused by its provider past the job's deadline. */
             int moved = 0;
-            unplace(s, j);
+            sl_job_unplace(s, j);
             sl_err_t rc = try_fallback(s, j, "providers_paused", now_ms, &moved);
             if (rc == SL_OK && !moved)
                 rc = enqueue(s, j, 1);
@@ -2433,7 +2193,7 @@ static int64_t no_hint_pause_ms(const sl_sched_t *s)
 static sl_err_t retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const char *reason,
                               const char *message, int64_t now_ms)
 {
-    list_del(&s->leased, j);
+    sl_job_list_del(&s->leased, j);
     if (j->attempts - j->not_sent >= s->cfg->max_attempts)
         return fail_job(s, j, "failed", "provider", reason, "attempts_exhausted", 0, message,
                         now_ms);
@@ -2472,7 +2232,7 @@ static sl_err_t retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const c
         return rc;
     if (delay_ms > 0) {
         j->state = J_DELAYED;
-        return list_add(&s->delayed, j);
+        return sl_job_list_add(&s->delayed, j);
     }
     return enqueue(s, j, 1 /*front: a retry keeps its place*/);
 }
@@ -2601,7 +2361,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         o.response = json_object_get(doc, "response");
         o.usage = usage;
         o.provider_ms = json_number_value(json_object_get(latency, "total_ms"));
-        list_del(&s->leased, j);
+        sl_job_list_del(&s->leased, j);
         rc = finish(s, j, &o, now_ms);
     } else if (strcmp(outcome, "rate_limited") == 0) {
         /* Retry-After is a lower bound: the deployment pauses at least that long, plus up to
@@ -2622,11 +2382,11 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     } else if (strcmp(outcome, "quota_exhausted") == 0) {
         if (dep >= 0)
             s->deps[dep].paused_until_ms = now_ms + s->cfg->minute_ms;
-        list_del(&s->leased, j);
+        sl_job_list_del(&s->leased, j);
         rc = fail_job(s, j, "failed", "policy", "provider_quota_exhausted",
                       "admitted_provider_rejected", 0, message, now_ms);
     } else if (strcmp(outcome, "client_error") == 0 || strcmp(outcome, "auth_error") == 0) {
-        list_del(&s->leased, j);
+        sl_job_list_del(&s->leased, j);
         rc = fail_job(s, j, "failed",
                       strcmp(outcome, "auth_error") == 0 ? "authentication" : "invalid_request",
                       strcmp(outcome, "auth_error") == 0 ? "provider_auth" : "provider_bad_request",
@@ -2708,7 +2468,7 @@ static sl_err_t release_delayed(sl_sched_t *s, int64_t now_ms, int64_t *next_ms)
             i++;
             continue;
         }
-        list_del(&s->delayed, j);
+        sl_job_list_del(&s->delayed, j);
         sl_err_t rc = enqueue(s, j, 1);
         if (rc != SL_OK)
             return rc;
@@ -2937,14 +2697,13 @@ int64_t sl_sched_route_blocked_ms(const sl_sched_t *s, int route, int64_t now_ms
 int sl_sched_job_info(sl_sched_t *s, const char *job_id, int64_t now_ms,
                       sl_sched_job_info_t *out)
 {
-    static const char *const names[] = {"queued", "delayed", "leased", "orphan", "held"};
     memset(out, 0, sizeof *out);
     out->wait_ms = -1;
     out->deployment = -1;
     job_t *j = sl_hmap_get(s->jobs, job_id);
     if (j == NULL)
         return 0;
-    out->state = names[j->state];
+    out->state = sl_job_state_name(j->state);
     out->tenant = j->orphan_tenant != NULL ? -1 : j->tenant;
     out->route = j->orphan_route != NULL ? -1 : j->route;
     out->cls = j->cls;

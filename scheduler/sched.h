@@ -20,9 +20,8 @@
 #include "config.h"
 #include "err.h"
 #include "sign.h"
+#include "sched_types.h"
 #include "store.h"
-
-typedef struct sl_sched sl_sched_t;
 
 /* Creates the core: builds buckets from cfg, restores bucket levels and unfinished jobs from
  * store (after a restart every deployment bucket starts empty: the worst case). cfg, store and
@@ -65,35 +64,10 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms);
  * or every call in flight would be sent a second time. */
 void sl_sched_extend_leases(sl_sched_t *s, int64_t gap_ms);
 
-typedef enum { SL_MSG_DISPATCH = 0, SL_MSG_RESULT } sl_msg_kind_t;
-
-typedef struct {
-    sl_msg_kind_t kind;
-    const char *topic; /* not owned */
-    char *key;
-    char *value;
-    char sig[SL_SIG_B64_LEN]; /* dispatches: base64 Ed25519 signature of value */
-    int64_t seq;              /* results: outbox row to delete once acknowledged */
-} sl_sched_msg_t;
-
 /* Hands over the messages produced since the last call; the caller owns the array and each
  * key/value (free with sl_sched_msgs_free) and must produce them only after committing. */
 int sl_sched_take(sl_sched_t *s, sl_sched_msg_t **msgs);
 void sl_sched_msgs_free(sl_sched_msg_t *msgs, int n);
-
-typedef struct {
-    int64_t jobs_received, jobs_duplicate, jobs_invalid, queue_full, shed, cancelled;
-    int64_t dispatched, succeeded, failed, expired, retried;
-    int64_t provider_429, provider_5xx, lease_expired, usage_stale;
-    int64_t queued, delayed, leased, held;
-    /* Tokens on provider-side buckets settled at real use: reserved, what they settled at,
-     * and the difference either way. over_reserved is the capacity over-reservation held
-     * back for nothing (until the call ended); under_reserved became debt. */
-    int64_t tokens_reserved, tokens_settled, tokens_over_reserved, tokens_under_reserved;
-    /* Every attempt's charges on provider-side token buckets, and what they settled at
-     * (refusals given back, real use, or kept whole when the call may have counted). */
-    int64_t provider_tokens_charged, provider_tokens_kept;
-} sl_sched_stats_t;
 
 void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out);
 
@@ -119,24 +93,6 @@ sl_err_t sl_sched_set_share(sl_sched_t *s, int tenant, int64_t weight, double gu
  * refused (tenant_paused / key_paused), its calls in flight finish; resuming puts the held
  * jobs back in line. */
 sl_err_t sl_sched_set_paused(sl_sched_t *s, int tenant, int key, int paused);
-
-/* Hooks for metrics, called from inside the core (the same thread). Any may be NULL. */
-typedef struct {
-    /* A job was leased: tokens reserved for it, and (first attempts; else -1) how long it
-     * waited since it was submitted. */
-    void (*leased)(void *arg, int tenant, int route, int cls, int deployment, double tokens,
-                   int64_t queue_wait_ms);
-    /* An admission was refused by this bucket (the one that had to wait longest). */
-    void (*refused)(void *arg, const char *bucket_id);
-    /* A provider answered (the usage event's outcome: ok, rate_limited, server_error, ...,
-     * and its HTTP status, 0 when there was none). */
-    void (*provider)(void *arg, const char *deployment, const char *outcome, int http_status);
-    /* A job moved from one route to a fallback route (why: no_capable_deployment,
-     * quota_exhausted, providers_paused). */
-    void (*fallback)(void *arg, int from_route, int to_route, const char *why);
-    /* A job finished with this status after this many attempts. */
-    void (*finished)(void *arg, int cls, const char *status, int attempts);
-} sl_sched_observer_t;
 
 /* Installs the hooks (copied; NULL removes them); they carry over a reload. */
 void sl_sched_observe(sl_sched_t *s, const sl_sched_observer_t *obs, void *arg);
