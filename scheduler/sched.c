@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buckets.h"
 #include "calib.h"
 #include "core.h"
 #include "drr.h"
@@ -21,38 +22,14 @@
 #include "jsonschema.h"
 #include "ledger.h"
 #include "log.h"
+#include "reservation.h"
 #include "util.h"
 
 enum { PROBE_WAIT_MS = 2000, PROBE_POLL_MS = 20 };
 /* Server-side failures in a row (no success between) that pause a deployment without a hint. */
 enum { OVERLOAD_STREAK = 5 };
 enum { MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100, DEADLINE_SCAN_EVERY_MS = 500,
-       BUCKET_SAVE_EVERY_MS = 1000, STATE_TEXT_MAX = 8192 };
-
-/* How reconciliation settles a charge, by what the limit counts:
- *   KEEP: the provider counted the reserved amount at receipt (OpenAI-style TPM, requests), so
- *         it stays whatever the call used;
- *   ACTUAL_*: what was really used replaces the estimate: unused tokens come back, overage
- *         becomes debt (total, input, input without cache reads, output, spend in USD);
- *   RELEASE: a gauge's slot comes back when the call ends;
- *   RECEIPT_MAX / RECEIPT_SUM: the provider counted max(input, max_tokens) or input +
- *         max_tokens at receipt (OpenAI, Azure): reserved with the learned input estimate and
- *         kept, or raised to what the real input shows the provider counted (debt). */
-typedef enum {
-    RULE_KEEP = 0,
-    RULE_ACTUAL_TOTAL,
-    RULE_ACTUAL_INPUT,
-    RULE_ACTUAL_INPUT_UNCACHED,
-    RULE_ACTUAL_OUTPUT,
-    RULE_ACTUAL_SPEND,
-    RULE_RELEASE,
-    RULE_RECEIPT_MAX,
-    RULE_RECEIPT_SUM,
-    RULE_COUNT_
-} rule_t;
-static const char *const rule_names[RULE_COUNT_] = {
-    "keep",         "actual_total", "actual_input", "actual_input_uncached", "actual_output",
-    "actual_spend", "release",      "receipt_max",  "receipt_sum"};
+       BUCKET_SAVE_EVERY_MS = 1000 };
 
 static sl_err_t fail_orphans(sl_sched_t *s, int64_t now_ms);
 
@@ -120,8 +97,6 @@ static int flow_of(const job_t *j)
     return j->tenant * SL_CLASS_COUNT + j->cls;
 }
 
-static int64_t job_cost(const sl_sched_t *s, const job_t *j);
-
 /* Queues j in its route's DRR: classes share by class weight, tenants within a class by tenant
  * weight, each job costs the tokens it will reserve, earliest deadline first within a flow. */
 static int is_paused(const sl_sched_t *s, const job_t *j)
@@ -143,263 +118,12 @@ static sl_err_t enqueue(sl_sched_t *s, job_t *j, int front)
         .flow = flow_of(j),
         .quantum = cfg->drr_quantum_tokens * s->trt[j->tenant].weight,
         .share = s->trt[j->tenant].guarantee,
-        .cost = job_cost(s, j),
+        .cost = sl_reservation_cost(s, j),
         .key = j->deadline_ms,
     };
     j->state = J_QUEUED;
     j->node = sl_drr_push_at(s->routes[j->route].drr, &p, j, front);
     return j->node != NULL ? SL_OK : SL_ENOMEM;
-}
-
-/* ---- buckets ---- */
-
-/* The ledger spec of a configured limit. Per-minute provider limits are planned at headroom x
- * the limit; a token bucket's burst is the provider's slice (limit / slices), part of which is
- * kept unused (burst_fraction) for the jitter between our decision and the provider's receipt. */
-static sl_bucket_spec_t limit_spec(const sl_limit_cfg_t *lc)
-{
-    sl_bucket_spec_t spec = {.alg = (sl_alg_t)lc->algorithm, .strict = lc->strict};
-    double slices = (double)lc->slices;
-    switch (lc->algorithm) {
-    case SL_LIMIT_TOKEN_BUCKET:
-        spec.capacity = lc->capacity / slices;
-        if (spec.capacity < 1 && !sl_dimension_is_tokens(lc->dimension) &&
-            lc->dimension != SL_DIM_SPEND)
-            spec.capacity = 1;
-        spec.rate_per_ms = lc->capacity * lc->headroom / (double)lc->period_ms;
-        spec.margin = spec.capacity * (1.0 - lc->burst_fraction);
-        break;
-    case SL_LIMIT_SLIDING_WINDOW:
-        spec.capacity = lc->capacity * lc->headroom;
-        spec.window_ms = lc->period_ms;
-        spec.sub_windows = (int)lc->slices;
-        spec.sub_capacity = lc->burst * spec.capacity / slices;
-        break;
-    case SL_LIMIT_ROLLING:
-        spec.capacity = lc->capacity;
-        spec.window_ms = lc->period_ms;
-        spec.sub_windows = (int)lc->slices;
-        break;
-    case SL_LIMIT_CALENDAR:
-        spec.capacity = lc->capacity;
-        spec.window_ms = lc->period_ms;
-        spec.tz = lc->reset_tz[0] != '\0' ? lc->reset_tz : NULL;
-        break;
-    case SL_LIMIT_RAMP:
-        spec.capacity = lc->capacity;
-        spec.window_ms = lc->period_ms;
-        spec.growth = lc->growth;
-        break;
-    default: /* gauge */
-        spec.capacity = lc->capacity;
-        break;
-    }
-    return spec;
-}
-
-/* Adds the buckets of one scope's limits and appends them to path. */
-static sl_err_t add_scope(sl_sched_t *s, const char *scope, const sl_limit_cfg_t *limits, int n,
-                          int provider_side, path_t *path, int64_t now_ms, char *err,
-                          size_t errlen)
-{
-    for (int i = 0; i < n; i++) {
-        char id[512];
-        snprintf(id, sizeof id, "%s:%s", scope, limits[i].name);
-        int b = sl_ledger_find(s->ledger, id);
-        if (b < 0) {
-            sl_bucket_spec_t spec = limit_spec(&limits[i]);
-            b = sl_ledger_add_spec(s->ledger, id, &spec, now_ms);
-            if (b < 0) {
-                snprintf(err, errlen, "bucket %s: invalid limit or out of memory", id);
-                return SL_ECONFIG;
-            }
-            if (b >= s->nbinfo) {
-                int ncap = s->nbinfo ? s->nbinfo * 2 : 64;
-                while (ncap <= b)
-                    ncap *= 2;
-                binfo_t *nb = realloc(s->binfo, (size_t)ncap * sizeof *nb);
-                if (nb == NULL)
-                    return SL_ENOMEM;
-                s->binfo = nb;
-                s->nbinfo = ncap;
-            }
-            s->binfo[b].limit = &limits[i];
-            s->binfo[b].configured = &limits[i];
-            s->binfo[b].own = NULL;
-            s->binfo[b].provider_side = provider_side;
-        }
-        if (path->n >= MAX_CHARGES) {
-            snprintf(err, errlen, "scope %s: more than %d limits on one path", scope,
-                     MAX_CHARGES);
-            return SL_ECONFIG;
-        }
-        path->b[path->n++] = b;
-    }
-    return SL_OK;
-}
-
-static sl_err_t add_parents(sl_sched_t *s, int parent, int provider_side, path_t *path,
-                            int64_t now_ms, char *err, size_t errlen)
-{
-    sl_err_t rc = SL_OK;
-    for (int p = parent, steps = 0; rc == SL_OK && p >= 0 && steps < s->cfg->nscopes;
-         p = s->cfg->scopes[p].parent, steps++) {
-        const sl_scope_cfg_t *sc = &s->cfg->scopes[p];
-        rc = add_scope(s, sc->name, sc->limits, sc->nlimits, provider_side, path, now_ms, err,
-                       errlen);
-    }
-    return rc;
-}
-
-static sl_err_t path_alloc(path_t *p)
-{
-    p->b = calloc(MAX_CHARGES, sizeof *p->b);
-    p->n = 0;
-    return p->b != NULL ? SL_OK : SL_ENOMEM;
-}
-
-/* Builds every bucket of the config and each deployment's, tenant's and key's path. */
-static sl_err_t build_buckets(sl_sched_t *s, int64_t now_ms, char *err, size_t errlen)
-{
-    const sl_config_t *cfg = s->cfg;
-    char scope[512];
-    sl_err_t rc = SL_OK;
-    int longest_dep = 0, longest_key = 0;
-    for (int i = 0; rc == SL_OK && i < cfg->ndeployments; i++) {
-        const sl_deployment_cfg_t *d = &cfg->deployments[i];
-        dep_t *dep = &s->deps[i];
-        for (int h = 0; h < HDR_COUNT; h++)
-            dep->header_bucket[h] = -1;
-        snprintf(scope, sizeof scope, "deployment:%s", d->name);
-        rc = path_alloc(&dep->path);
-        if (rc == SL_OK)
-            rc = add_scope(s, scope, d->limits, d->nlimits, 1, &dep->path, now_ms, err, errlen);
-        /* Headers describe the deployment's per-minute limits (its own buckets). */
-        for (int k = 0; rc == SL_OK && k < d->nlimits; k++) {
-            const sl_limit_cfg_t *lc = &d->limits[k];
-            int h = lc->dimension == SL_DIM_REQUESTS       ? HDR_REQUESTS
-                    : lc->dimension == SL_DIM_TOTAL_TOKENS  ? HDR_TOKENS
-                    : lc->dimension == SL_DIM_INPUT_TOKENS  ? HDR_INPUT
-                    : lc->dimension == SL_DIM_OUTPUT_TOKENS ? HDR_OUTPUT
-                                                            : -1;
-            if (h >= 0 && dep->header_bucket[h] < 0 &&
-                (lc->algorithm == SL_LIMIT_TOKEN_BUCKET ||
-                 lc->algorithm == SL_LIMIT_SLIDING_WINDOW))
-                dep->header_bucket[h] = dep->path.b[k];
-        }
-        if (rc == SL_OK)
-            rc = add_parents(s, d->parent, 1, &dep->path, now_ms, err, errlen);
-        if (dep->path.n > longest_dep)
-            longest_dep = dep->path.n;
-    }
-    for (int i = 0; rc == SL_OK && i < cfg->ntenants; i++) {
-        const sl_tenant_cfg_t *t = &cfg->tenants[i];
-        snprintf(scope, sizeof scope, "tenant:%s", t->name);
-        rc = path_alloc(&s->tenant_paths[i]);
-        if (rc == SL_OK)
-            rc = add_scope(s, scope, t->limits, t->nlimits, 0, &s->tenant_paths[i], now_ms, err,
-                           errlen);
-        if (rc == SL_OK)
-            rc = add_parents(s, t->parent, 0, &s->tenant_paths[i], now_ms, err, errlen);
-    }
-    for (int i = 0; rc == SL_OK && i < cfg->nkeys; i++) {
-        const sl_key_cfg_t *k = &cfg->keys[i];
-        path_t *path = &s->key_paths[i];
-        snprintf(scope, sizeof scope, "key:%s", k->id);
-        rc = path_alloc(path);
-        if (rc == SL_OK)
-            rc = add_scope(s, scope, k->limits, k->nlimits, 0, path, now_ms, err, errlen);
-        snprintf(scope, sizeof scope, "app:%s/%s/%s", cfg->tenants[k->tenant].name, k->app,
-                 k->env);
-        int app = sl_config_scope(cfg, scope);
-        if (rc == SL_OK && app >= 0)
-            rc = add_scope(s, scope, cfg->scopes[app].limits, cfg->scopes[app].nlimits, 0, path,
-                           now_ms, err, errlen);
-        const path_t *tp = &s->tenant_paths[k->tenant];
-        for (int j = 0; rc == SL_OK && j < tp->n; j++) {
-            if (path->n >= MAX_CHARGES) {
-                snprintf(err, errlen, "key %s: more than %d limits on its path", k->id,
-                         MAX_CHARGES);
-                rc = SL_ECONFIG;
-            } else {
-                path->b[path->n++] = tp->b[j];
-            }
-        }
-        if (path->n > longest_key)
-            longest_key = path->n;
-    }
-    for (int i = 0; i < cfg->ntenants; i++) {
-        if (s->tenant_paths[i].n > longest_key)
-            longest_key = s->tenant_paths[i].n;
-    }
-    if (rc == SL_OK && longest_dep + longest_key > MAX_CHARGES) {
-        snprintf(err, errlen,
-                 "a job's path could cross %d limits (%d on the callers' side, %d on the "
-                 "provider side); at most %d are supported",
-                 longest_dep + longest_key, longest_key, longest_dep, MAX_CHARGES);
-        rc = SL_ECONFIG;
-    }
-    return rc;
-}
-
-/* Whether a bucket is a quota: a count that only comes back at a reset (daily requests or
- * tokens, spend), so waiting for it past a job's deadline is pointless, and its
- * counters are restored exactly after a restart. */
-static int is_quota(const sl_sched_t *s, int b)
-{
-    sl_alg_t alg = sl_ledger_alg(s->ledger, b);
-    return alg == SL_ALG_CALENDAR || alg == SL_ALG_ROLLING;
-}
-
-/* "<scope>:<name>" -> scope and name (the part after the last colon). */
-static void split_bucket_id(const char *id, char *scope, size_t cap, const char **name)
-{
-    snprintf(scope, cap, "%s", id);
-    char *last = strrchr(scope, ':');
-    *name = "";
-    if (last != NULL) {
-        *last = '\0';
-        *name = id + (last - scope) + 1;
-    }
-}
-
-/* Writes the buckets that changed since the last save: level (token buckets) and counters. */
-static sl_err_t save_buckets(sl_sched_t *s, int64_t now_ms, int all)
-{
-    char state[STATE_TEXT_MAX];
-    for (int b = 0; b < sl_ledger_count(s->ledger); b++) {
-        if (!all && !sl_ledger_dirty(s->ledger, b))
-            continue;
-        const char *id = sl_ledger_id(s->ledger, b);
-        const sl_limit_cfg_t *lc = s->binfo[b].limit;
-        char scope[512];
-        const char *name;
-        split_bucket_id(id, scope, sizeof scope, &name);
-        if (sl_ledger_state_save(s->ledger, b, now_ms, state, sizeof state) != SL_OK)
-            state[0] = '\0';
-        sl_store_bucket_t row = {
-            .bucket_id = id,
-            .scope = scope,
-            .dimension = sl_dimension_name(lc->dimension),
-            .algorithm = sl_limit_alg_name(lc->algorithm),
-            .unit = lc->dimension == SL_DIM_SPEND           ? "usd"
-                    : lc->dimension == SL_DIM_CONCURRENCY   ? "calls"
-                    : sl_dimension_is_tokens(lc->dimension) ? "tokens"
-                                                            : "requests",
-            .source = "config",
-            .capacity = sl_ledger_capacity(s->ledger, b),
-            .rate_per_min = lc->capacity * lc->headroom * (double)s->cfg->minute_ms /
-                            (double)lc->period_ms,
-            .level = sl_ledger_level(s->ledger, b, now_ms),
-            .updated_ms = now_ms,
-            .state = state[0] != '\0' ? state : NULL,
-        };
-        sl_err_t rc = sl_store_bucket_put(s->store, &row);
-        if (rc != SL_OK)
-            return rc;
-        sl_ledger_clear_dirty(s->ledger, b);
-    }
-    return SL_OK;
 }
 
 /* ---- restore ---- */
@@ -422,11 +146,7 @@ static void restore_charge(const char *bucket_id, double amount, const char *rul
     int b = sl_ledger_find(r->s->ledger, bucket_id);
     h->ch[h->n].bucket = b;
     h->ch[h->n].amount = amount;
-    h->rule[h->n] = RULE_KEEP;
-    for (int k = 0; k < RULE_COUNT_; k++) {
-        if (strcmp(rule, rule_names[k]) == 0)
-            h->rule[h->n] = (uint8_t)k;
-    }
+    h->rule[h->n] = (uint8_t)sl_reservation_rule_parse(rule);
     h->before[h->n] = b >= 0 ? sl_ledger_reserved_total(r->s->ledger, b) : 0;
     /* A call in flight holds its gauge slot again. */
     if (b >= 0 && h->rule[h->n] == RULE_RELEASE)
@@ -478,7 +198,7 @@ static sl_err_t restore_buckets(sl_sched_t *s, int exact, int64_t now_ms)
         sl_alg_t alg = sl_ledger_alg(s->ledger, b);
         if (got != SL_OK && got != SL_ENOTFOUND) {
             rc = got;
-        } else if (is_quota(s, b)) {
+        } else if (sl_buckets_is_quota(s, b)) {
             if (got == SL_OK && sl_ledger_state_load(s->ledger, b, state, now_ms) != SL_OK)
                 sl_warn("bucket %s: saved counters unreadable; replaying its window",
                         sl_ledger_id(s->ledger, b));
@@ -608,7 +328,7 @@ static sl_err_t set_limit(sl_sched_t *s, int b, double limit, int64_t now_ms)
         own->capacity = limit;
         lc = own;
     }
-    sl_bucket_spec_t spec = limit_spec(lc);
+    sl_bucket_spec_t spec = sl_buckets_spec(lc);
     sl_err_t rc = sl_ledger_set_spec(s->ledger, b, &spec, now_ms);
     if (rc != SL_OK) {
         free(own);
@@ -825,7 +545,7 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_si
             goto fail;
     }
     err[0] = '\0';
-    rc = build_buckets(s, now_ms, err, errlen);
+    rc = sl_buckets_build(s, now_ms, err, errlen);
     if (rc == SL_OK)
         rc = restore_buckets(s, exact, now_ms);
     if (rc == SL_OK)
@@ -866,7 +586,7 @@ sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_signer
 
 sl_err_t sl_sched_save(sl_sched_t *s, int64_t now_ms)
 {
-    return save_buckets(s, now_ms, 1 /*all*/);
+    return sl_buckets_save(s, now_ms, 1 /*all*/);
 }
 
 sl_err_t sl_sched_reload(sl_sched_t **sp, const sl_config_t *cfg, int64_t now_ms, char *err,
@@ -1348,132 +1068,6 @@ static void decay_retries(const sl_sched_t *s, route_t *route, int64_t now_ms)
     route->retry_ms = now_ms;
 }
 
-/* What a job asks for, as the ledger reserves it: the deterministic estimates from ingest, and
- * what the scheduler learned (calib.h). */
-typedef struct {
-    int64_t input_raw;  /* ingest's count: what a provider counting at receipt sees */
-    int64_t input;      /* corrected by what real inputs of the route looked like */
-    int64_t max_tokens; /* the request's max_tokens */
-    int64_t output;     /* min(max_tokens, p95 of recent outputs) */
-} demand_t;
-
-static demand_t job_demand(const sl_sched_t *s, const job_t *j)
-{
-    demand_t dm;
-    dm.input_raw = j->est_input;
-    dm.input = sl_calib_input(s->calib, j->route, j->est_input);
-    dm.max_tokens = j->est_output;
-    /* A stream is charged as it goes and may be cut: it holds max_tokens until it ends. */
-    dm.output = (j->flags & JF_STREAM) ? j->est_output
-                                       : sl_calib_output(s->calib, j->route, j->cls, j->est_output);
-    return dm;
-}
-
-/* What a job costs in the DRR: the tokens it will reserve as learned so far. */
-static int64_t job_cost(const sl_sched_t *s, const job_t *j)
-{
-    demand_t dm = job_demand(s, j);
-    return dm.input + dm.output > 0 ? dm.input + dm.output : 1;
-}
-
-static double spend_usd(const sl_price_cfg_t *p, int64_t input, int64_t cached, int64_t output)
-{
-    if (cached > input)
-        cached = input;
-    return ((double)(input - cached) * p->input_per_mtok +
-            (double)cached * p->cached_input_per_mtok + (double)output * p->output_per_mtok) /
-           1e6;
-}
-
-/* The amount and settlement rule of one bucket for a job going to deployment dc, by what the
- * bucket counts and on which side it sits. Provider-side buckets count the way the provider
- * does (PROVIDERS.md); the callers' budgets count the learned estimate, settled at real use. */
-static void charge_of(const binfo_t *bi, const sl_deployment_cfg_t *dc, const demand_t *dm,
-                      double *amount, rule_t *rule)
-{
-    sl_dimension_t dim = bi->limit->dimension;
-    if (dim == SL_DIM_RAMP)
-        dim = bi->limit->ramp_unit;
-    switch (dim) {
-    case SL_DIM_REQUESTS:
-    case SL_DIM_REQUESTS_PER_DAY:
-        *amount = 1;
-        *rule = RULE_KEEP;
-        return;
-    case SL_DIM_CONCURRENCY:
-        *amount = 1;
-        *rule = RULE_RELEASE;
-        return;
-    case SL_DIM_INPUT_TOKENS:
-        if (bi->provider_side) {
-            /* Counted at receipt from the real prompt: reserve ingest's conservative count. */
-            *amount = (double)dm->input_raw;
-            *rule = dc->input_counting == SL_INPUT_COUNT_EXCLUDE_CACHE_READS
-                        ? RULE_ACTUAL_INPUT_UNCACHED
-                        : RULE_ACTUAL_INPUT;
-        } else {
-            *amount = (double)dm->input;
-            *rule = RULE_ACTUAL_INPUT;
-        }
-        return;
-    case SL_DIM_OUTPUT_TOKENS:
-        *amount = (double)(bi->provider_side && dc->output_counting == SL_OUTPUT_COUNT_MAX_TOKENS
-                               ? dm->max_tokens
-                               : dm->output);
-        *rule = RULE_ACTUAL_OUTPUT;
-        return;
-    case SL_DIM_SPEND:
-        *amount = spend_usd(&dc->price, dm->input, 0, dm->output);
-        *rule = RULE_ACTUAL_SPEND;
-        return;
-    default: /* total tokens, per minute or per day */
-        /* Counted at receipt: the learned input estimate, not ingest's conservative count
-         * (which held back 14 % of a prompt-heavy pool), settled upwards when the real input
-         * shows the provider counted more. */
-        if (bi->provider_side && dc->tpm_counting == SL_TPM_COUNT_MAX) {
-            *amount = (double)(dm->input > dm->max_tokens ? dm->input : dm->max_tokens);
-            *rule = RULE_RECEIPT_MAX;
-        } else if (bi->provider_side && dc->tpm_counting == SL_TPM_COUNT_SUM) {
-            *amount = (double)(dm->input + dm->max_tokens);
-            *rule = RULE_RECEIPT_SUM;
-        } else {
-            *amount = (double)(dm->input + dm->output);
-            *rule = RULE_ACTUAL_TOTAL;
-        }
-        return;
-    }
-}
-
-/* The callers' side of j's path: its key's (with app/env and tenant), or its tenant's when the
- * config no longer knows the key. */
-static const path_t *caller_path(const sl_sched_t *s, const job_t *j)
-{
-    return j->key >= 0 ? &s->key_paths[j->key] : &s->tenant_paths[j->tenant];
-}
-
-/* Every charge of job j on deployment d, callers' side first. */
-static void build_charges(sl_sched_t *s, const job_t *j, int d, held_t *h)
-{
-    const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
-    demand_t dm = job_demand(s, j);
-    const path_t *sides[2] = {caller_path(s, j), &s->deps[d].path};
-    h->n = 0;
-    h->est_input = dm.input;
-    h->est_output = dm.output;
-    for (int k = 0; k < 2; k++) {
-        for (int i = 0; i < sides[k]->n && h->n < MAX_CHARGES; i++) {
-            int b = sides[k]->b[i];
-            double amount;
-            rule_t rule;
-            charge_of(&s->binfo[b], dc, &dm, &amount, &rule);
-            h->ch[h->n].bucket = b;
-            h->ch[h->n].amount = amount;
-            h->rule[h->n] = (uint8_t)rule;
-            h->n++;
-        }
-    }
-}
-
 /* Whether deployment d could ever take job j: its max_tokens within the deployment's output
  * ceiling, and each provider-side charge within what its limit allows in a whole period
  * (a request above a whole limit is "too large" at the provider, whatever the wait). */
@@ -1499,13 +1093,13 @@ static fit_t dep_fit(sl_sched_t *s, job_t *j, int d)
     }
     if (j->est_output > dc->max_output_tokens)
         return FIT_TOO_LARGE;
-    demand_t dm = job_demand(s, j);
+    demand_t dm = sl_reservation_demand(s, j);
     const path_t *p = &s->deps[d].path;
     for (int i = 0; i < p->n; i++) {
         const binfo_t *bi = &s->binfo[p->b[i]];
         double amount;
         rule_t rule;
-        charge_of(bi, dc, &dm, &amount, &rule);
+        sl_reservation_charge(bi, dc, &dm, &amount, &rule);
         if (bi->limit->algorithm != SL_LIMIT_RAMP && amount > bi->limit->capacity)
             return FIT_TOO_LARGE;
     }
@@ -1517,24 +1111,13 @@ static int dep_can_take(sl_sched_t *s, job_t *j, int d)
     return dep_fit(s, j, d) == FIT_OK;
 }
 
-/* A reservation id (32 hex digits) that sorts by creation: 12 digits of the clock, 4 of a
- * counter, 16 random. New rows then land at the end of the reservations table's B-tree
- * instead of at random places in it, which keeps the one write per admission cheap. */
-static void make_reservation_id(sl_sched_t *s, int64_t now_ms, char out[33])
-{
-    char rnd[17];
-    sl_random_id(rnd, 8);
-    snprintf(out, 33, "%012llx%04x%s", (unsigned long long)now_ms & 0xffffffffffffULL,
-             (unsigned)(s->res_counter++ & 0xffff), rnd);
-}
-
 /* Leases job j to deployment d with the charges already reserved: persists the reservation
  * and the lease, and emits the signed dispatch. */
 static sl_err_t lease(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
 {
     const sl_config_t *cfg = s->cfg;
     const sl_deployment_cfg_t *dc = &cfg->deployments[d];
-    make_reservation_id(s, now_ms, j->res_id);
+    sl_reservation_new_id(s, now_ms, j->res_id);
     j->attempts++;
     j->deployment = d;
     j->lease_expires_ms = now_ms + cfg->lease_ms;
@@ -1546,7 +1129,7 @@ static sl_err_t lease(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
     for (int i = 0; i < h->n; i++) {
         bucket_ids[i] = sl_ledger_id(s->ledger, h->ch[i].bucket);
         amounts[i] = h->ch[i].amount;
-        rules[i] = rule_names[h->rule[i]];
+        rules[i] = sl_reservation_rule_name((rule_t)h->rule[i]);
     }
     sl_store_res_t res = {
         .reservation_id = j->res_id,
@@ -1649,7 +1232,7 @@ static int64_t why_waiting(sl_sched_t *s, job_t *j, int64_t now_ms, char *limite
             snprintf(label, sizeof label, "deployment:%s:paused", dc->name);
         }
         held_t h;
-        build_charges(s, j, d, &h);
+        sl_reservation_build(s, j, d, &h);
         for (int k = 0; k < h.n; k++) {
             int64_t w = sl_ledger_wait_ms(s->ledger, h.ch[k].bucket, h.ch[k].amount, now_ms);
             if (w > worst || (w == worst && w > 0 && label[0] == '\0')) {
@@ -1677,7 +1260,7 @@ static sl_err_t expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms)
     o.decision = "expired_in_queue";
     if (wait >= 0) {
         const char *name; /* the scope is the id without its last part: "deployment:sim-a" */
-        split_bucket_id(limiter, scope, sizeof scope, &name);
+        sl_buckets_split_id(limiter, scope, sizeof scope, &name);
         o.limiter = limiter;
         o.scope = scope;
         o.retry_after_ms = wait;
@@ -1697,7 +1280,7 @@ static sl_err_t fail_quota(sl_sched_t *s, job_t *j, int b, int64_t wait_ms, int6
 {
     char scope[256];
     const char *name;
-    split_bucket_id(sl_ledger_id(s->ledger, b), scope, sizeof scope, &name);
+    sl_buckets_split_id(sl_ledger_id(s->ledger, b), scope, sizeof scope, &name);
     outcome_t o;
     outcome_init(&o, "rejected");
     o.err_type = "policy";
@@ -1754,7 +1337,7 @@ static void order_candidates(sl_sched_t *s, const sl_route_cfg_t *rc, job_t *j, 
                              int n, int64_t now_ms)
 {
     double key[SL_ROUTE_MAX_DEPLOYMENTS]; /* lower first */
-    demand_t dm = job_demand(s, j);
+    demand_t dm = sl_reservation_demand(s, j);
     for (int i = 0; i < n; i++) {
         int d = order[i];
         const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
@@ -1769,7 +1352,7 @@ static void order_candidates(sl_sched_t *s, const sl_route_cfg_t *rc, job_t *j, 
             key[i] = s->deps[d].ttft_ms;
             break;
         case SL_STRATEGY_CHEAPEST:
-            key[i] = spend_usd(&dc->price, dm.input, 0, dm.output);
+            key[i] = sl_reservation_spend_usd(&dc->price, dm.input, 0, dm.output);
             break;
         case SL_STRATEGY_WEIGHTED: {
             /* A weighted random order (Efraimidis-Spirakis: the largest u^(1/w) first, i.e.
@@ -1908,7 +1491,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 continue;
             }
             held_t h;
-            build_charges(s, j, d, &h);
+            sl_reservation_build(s, j, d, &h);
             for (int k = 0; k < h.n; k++)
                 h.before[k] = sl_ledger_reserved_total(s->ledger, h.ch[k].bucket);
             sl_refusal_t why;
@@ -1935,7 +1518,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 return rc;
             if (s->obs.refused != NULL)
                 s->obs.refused(s->obs_arg, sl_ledger_id(s->ledger, why.bucket));
-            int quota_beyond = is_quota(s, why.bucket) &&
+            int quota_beyond = sl_buckets_is_quota(s, why.bucket) &&
                                (why.wait_ms == INT64_MAX || now_ms + why.wait_ms > j->deadline_ms);
             if (quota_beyond) {
                 quota_out++;
@@ -2009,158 +1592,6 @@ static int64_t jint(json_t *obj, const char *key, int64_t def)
 {
     json_t *v = json_object_get(obj, key);
     return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
-}
-
-/* How an attempt ended, for settling its charges. */
-typedef enum {
-    END_USAGE = 0, /* the provider reported real usage */
-    END_NO_USAGE,  /* it failed without usage: the call may still have counted */
-    END_REFUSED,   /* the provider refused it (429, 503, 529) without processing it */
-    END_NOT_SENT,  /* the dispatcher never called */
-    END_EXPIRED    /* nobody reported back: the call may have happened */
-} end_t;
-
-/* What charge i of h settles at (see rule_t): the real use where known; a provider-side charge
- * stays whole when the provider may have counted it; the callers' budgets get back what no
- * provider processed; gauges always come back. */
-static double settled_amount(const sl_sched_t *s, const held_t *h, int i, end_t end,
-                             const sl_deployment_cfg_t *dc, int64_t in, int64_t out,
-                             int64_t cached, int64_t max_tokens)
-{
-    double charged = h->ch[i].amount;
-    rule_t rule = (rule_t)h->rule[i];
-    int b = h->ch[i].bucket;
-    int provider_side = b >= 0 && s->binfo[b].provider_side;
-    if (rule == RULE_RELEASE)
-        return 0;
-    if (end == END_EXPIRED)
-        return charged;
-    if (end == END_NOT_SENT || end == END_NO_USAGE || end == END_REFUSED) {
-        /* A quota (requests or tokens per day, spend) never saw a request that was not sent;
-         * per-minute buckets keep it (see sl_sched_on_usage on not_sent). */
-        if (provider_side && end == END_NOT_SENT && is_quota(s, b))
-            return 0;
-        /* A refusal processed nothing: its tokens and spend come back (kept, 30 % of 503s
-         * held 30 % of the limit for nothing: bench/compare storm503); the request itself may
-         * count (some providers count refused requests). */
-        if (provider_side && end == END_REFUSED)
-            return rule == RULE_KEEP ? charged : 0;
-        if (provider_side)
-            return charged;
-        /* A request the provider refused still counts as a request for the caller. */
-        return end != END_NOT_SENT && rule == RULE_KEEP ? charged : 0;
-    }
-    if (cached < 0)
-        cached = 0;
-    switch (rule) {
-    case RULE_ACTUAL_TOTAL:
-        return (double)(in + out);
-    case RULE_ACTUAL_INPUT:
-        return (double)in;
-    case RULE_ACTUAL_INPUT_UNCACHED:
-        return (double)(in > cached ? in - cached : 0);
-    case RULE_ACTUAL_OUTPUT:
-        return (double)out;
-    case RULE_ACTUAL_SPEND:
-        return dc != NULL ? spend_usd(&dc->price, in, cached, out) : charged;
-    case RULE_RECEIPT_MAX: {
-        double counted = (double)(in > max_tokens ? in : max_tokens);
-        return counted > charged ? counted : charged;
-    }
-    case RULE_RECEIPT_SUM: {
-        double counted = (double)(in + max_tokens);
-        return counted > charged ? counted : charged;
-    }
-    default:
-        return charged;
-    }
-}
-
-/* Settles every charge j holds and closes its reservation as `state` ("reconciled" or
- * "expired") in one write; counts what over-reservation held back (tokens reserved above real
- * use, on buckets settled at real use) and what it missed (overage). */
-static sl_err_t settle(sl_sched_t *s, job_t *j, end_t end, const char *state, int64_t in,
-                       int64_t out, int64_t cached, const char *outcome, int64_t now_ms)
-{
-    held_t *h = j->held;
-    double settled[MAX_CHARGES];
-    int n = h != NULL ? h->n : 0;
-    const sl_deployment_cfg_t *dc = j->deployment >= 0 ? &s->cfg->deployments[j->deployment]
-                                                       : NULL;
-    for (int i = 0; i < n; i++) {
-        settled[i] = settled_amount(s, h, i, end, dc, in, out, cached, j->est_output);
-        int b = h->ch[i].bucket;
-        /* b < 0: restored after its bucket left the config; nothing to give back to. */
-        if (b < 0)
-            continue;
-        double diff = h->ch[i].amount - settled[i];
-        if (diff != 0)
-            sl_ledger_settle(s->ledger, b, diff, h->charged_ms, now_ms);
-        rule_t rule = (rule_t)h->rule[i];
-        if (!s->binfo[b].provider_side || rule == RULE_KEEP || rule == RULE_RELEASE ||
-            rule == RULE_ACTUAL_SPEND)
-            continue; /* the counters below are of provider-side tokens */
-        s->st.provider_tokens_charged += (int64_t)h->ch[i].amount;
-        s->st.provider_tokens_kept += (int64_t)settled[i];
-        if (end == END_USAGE) {
-            s->st.tokens_reserved += (int64_t)h->ch[i].amount;
-            s->st.tokens_settled += (int64_t)settled[i];
-            if (diff > 0)
-                s->st.tokens_over_reserved += (int64_t)diff;
-            else
-                s->st.tokens_under_reserved += (int64_t)-diff;
-        }
-    }
-    sl_err_t rc = sl_store_res_close(s->store, j->res_id, state, in, out, cached, outcome, now_ms,
-                                     n > 0 ? settled : NULL, n);
-    free(j->held);
-    j->held = NULL;
-    /* A gauge slot or refund may let queued work of the route in. */
-    s->routes[j->route].blocked_until_ms = 0;
-    return rc;
-}
-
-/* Provider headers of a response clamp the deployment's own per-minute buckets to what the
- * provider said it had left when it received the request (never raising them). */
-static void apply_headers(sl_sched_t *s, job_t *j, json_t *ratelimit, int64_t now_ms)
-{
-    static const struct {
-        const char *remaining, *limit, *reset;
-    } names[HDR_COUNT] = {
-        [HDR_REQUESTS] = {"remaining_requests", "limit_requests", "reset_requests_ms"},
-        [HDR_TOKENS] = {"remaining_tokens", "limit_tokens", "reset_tokens_ms"},
-        [HDR_INPUT] = {"remaining_input_tokens", "limit_input_tokens", "reset_input_tokens_ms"},
-        [HDR_OUTPUT] = {"remaining_output_tokens", "limit_output_tokens",
-                        "reset_output_tokens_ms"},
-    };
-    const held_t *h = j->held;
-    if (!json_is_object(ratelimit) || h == NULL || j->deployment < 0)
-        return;
-    for (int k = 0; k < HDR_COUNT; k++) {
-        int b = s->deps[j->deployment].header_bucket[k];
-        json_t *rem = json_object_get(ratelimit, names[k].remaining);
-        json_t *reset = json_object_get(ratelimit, names[k].reset);
-        if (b < 0 || !json_is_integer(rem) || !json_is_integer(reset))
-            continue;
-        int i = 0;
-        while (i < h->n && h->ch[i].bucket != b)
-            i++;
-        if (i == h->n)
-            continue;
-        const sl_limit_cfg_t *lc = s->binfo[b].limit;
-        double limit = json_is_integer(json_object_get(ratelimit, names[k].limit))
-                           ? (double)json_integer_value(json_object_get(ratelimit, names[k].limit))
-                           : lc->capacity;
-        sl_clamp_t c = {
-            .remaining = (double)json_integer_value(rem),
-            .limit = limit,
-            .rate_per_ms = limit / (double)lc->period_ms,
-            .observed_ms = h->charged_ms,
-            .reserved_before = h->before[i] + h->ch[i].amount,
-            .until_ms = now_ms + json_integer_value(reset),
-        };
-        sl_ledger_clamp(s->ledger, b, &c, now_ms);
-    }
 }
 
 /* ms of a real (60 s) minute in the configured minute, at least 10 ms: waits that stand for
@@ -2266,7 +1697,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         s->st.usage_stale++;
         if (j != NULL && ok) {
             if (j->state == J_LEASED) {
-                rc = settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "superseded", now_ms);
+                rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "superseded", now_ms);
                 if (rc != SL_OK)
                     goto out;
             }
@@ -2293,13 +1724,13 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
          * still on their way (admitted just before, delayed by the same outage), and the
          * provider would see both at once. */
         j->not_sent++;
-        rc = settle(s, j, END_NOT_SENT, "reconciled", in, out, cached, outcome, now_ms);
+        rc = sl_reservation_settle(s, j, END_NOT_SENT, "reconciled", in, out, cached, outcome, now_ms);
         if (rc == SL_OK)
             rc = retry_or_fail(s, j, 0, "not_sent", "the dispatcher could not send the request",
                                now_ms);
         goto out;
     }
-    apply_headers(s, j, json_object_get(doc, "ratelimit"), now_ms);
+    sl_reservation_clamp(s, j, json_object_get(doc, "ratelimit"), now_ms);
     if (s->obs.provider != NULL)
         s->obs.provider(s->obs_arg, dep_name, outcome, (int)jint(doc, "http_status", 0));
     int64_t reserved_input = j->held != NULL ? j->held->est_input : j->est_input;
@@ -2307,7 +1738,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     int64_t status = jint(doc, "http_status", 0);
     int refused = (strcmp(outcome, "rate_limited") == 0 || strcmp(outcome, "overloaded") == 0) &&
                   (status == 429 || status == 503 || status == 529);
-    rc = settle(s, j, in >= 0 ? END_USAGE : refused ? END_REFUSED : END_NO_USAGE, "reconciled", in,
+    rc = sl_reservation_settle(s, j, in >= 0 ? END_USAGE : refused ? END_REFUSED : END_NO_USAGE, "reconciled", in,
                 out, cached, outcome, now_ms);
     if (rc != SL_OK)
         goto out;
@@ -2446,7 +1877,7 @@ static sl_err_t expire_leases(sl_sched_t *s, int64_t now_ms)
         s->st.lease_expired++;
         sl_logf(SL_LOG_WARN, "job", j->id, "lease of job %s (attempt %d) expired", j->id,
                 j->attempts);
-        sl_err_t rc = settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "lease_expired", now_ms);
+        sl_err_t rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "lease_expired", now_ms);
         if (rc == SL_OK)
             rc = retry_or_fail(s, j, 0, "lease_expired",
                                "the dispatcher holding the job did not report back in time",
@@ -2537,7 +1968,7 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
     if (budget == 0)
         next_ms = now_ms + 1;
     if (rc == SL_OK && now_ms - s->last_bucket_save_ms >= BUCKET_SAVE_EVERY_MS) {
-        rc = save_buckets(s, now_ms, 0);
+        rc = sl_buckets_save(s, now_ms, 0);
         s->last_bucket_save_ms = now_ms;
     }
     if (rc != SL_OK) {
