@@ -6,8 +6,10 @@
  * leased to a dispatcher, or an orphan waiting to be failed; done jobs live only in the store.
  *
  * The modules, lowest first (a module calls only those below it):
- *   job          a job's place, lists and flags
- *   sched        everything else (being split up)
+ *   job, buckets, outbox   a job's place and flags; config -> ledger buckets; messages out
+ *   reservation            charges, settling, provider-header clamps
+ *   outcome                finishing a job and building its result
+ *   sched                  everything else (being split up)
  */
 #ifndef SL_CORE_H
 #define SL_CORE_H

@@ -15,6 +15,7 @@
 #include "kafka.h"
 #include "log.h"
 #include "metrics.h"
+#include "outbox.h"
 #include "proc.h"
 #include "sched.h"
 #include "sign.h"
@@ -41,65 +42,40 @@ static const char usage_text[] =
     "losing queued jobs (bucket levels and counters carry over; a lowered limit applies from\n"
     "the next admission). SIGTERM/SIGINT stop it cleanly.\n";
 
-/* Outbox rows whose delivery is acknowledged, to delete in the next transaction. */
-typedef struct {
-    int64_t *acked;
-    int nacked, cap;
-    int inflight;
-    int resweep; /* a delivery failed: produce the outbox again once nothing is in flight */
-} outbox_t;
-
+/* A delivery report: results carry their outbox row as opaque (dispatches NULL). */
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     (void)rk;
-    outbox_t *ob = opaque;
+    sl_outbox_t *ob = opaque;
     if (msg->_private == NULL) {
         if (msg->err)
             sl_warn("dispatch delivery failed: %s (the lease will expire and retry)",
                     rd_kafka_err2str(msg->err));
         return;
     }
-    ob->inflight--;
-    if (msg->err) {
+    if (msg->err)
         sl_warn("result delivery failed: %s; will produce again", rd_kafka_err2str(msg->err));
-        ob->resweep = 1;
-        return;
-    }
-    if (ob->nacked == ob->cap) {
-        int ncap = ob->cap ? ob->cap * 2 : 1024;
-        int64_t *na = realloc(ob->acked, (size_t)ncap * sizeof *na);
-        if (na == NULL) {
-            ob->resweep = 1; /* the row stays; a duplicate result is better than none */
-            return;
-        }
-        ob->acked = na;
-        ob->cap = ncap;
-    }
-    ob->acked[ob->nacked++] = (int64_t)(intptr_t)msg->_private;
+    sl_outbox_delivered(ob, (int64_t)(intptr_t)msg->_private, msg->err == 0);
 }
 
 /* Produces one message; results carry their outbox row (seq > 0) as delivery opaque. */
 static void produce(rd_kafka_t *prod, const char *topic, const char *key, const char *value,
-                    const char *sig, int64_t seq, outbox_t *ob)
+                    const char *sig, int64_t seq, sl_outbox_t *ob)
 {
     rd_kafka_headers_t *hdrs = NULL;
     if (sig != NULL && sig[0] != '\0') {
         hdrs = rd_kafka_headers_new(1);
         rd_kafka_header_add(hdrs, "sluice-sig", -1, sig, (ssize_t)strlen(sig));
     }
-    if (sl_kafka_produce(prod, topic, key, value, strlen(value), hdrs,
-                         (void *)(intptr_t)seq) != SL_OK) {
-        if (seq > 0)
-            ob->resweep = 1;
-        return;
-    }
+    sl_err_t rc = sl_kafka_produce(prod, topic, key, value, strlen(value), hdrs,
+                                   (void *)(intptr_t)seq);
     if (seq > 0)
-        ob->inflight++;
+        sl_outbox_sent(ob, rc == SL_OK);
 }
 
 typedef struct {
     rd_kafka_t *prod;
-    outbox_t *ob;
+    sl_outbox_t *ob;
 } sweep_t;
 
 static void produce_outbox_row(int64_t seq, const char *topic, const char *key, const char *value,
@@ -475,10 +451,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-scheduler: %s\n", err);
         return 2;
     }
-    outbox_t ob = {0};
+    sl_outbox_t *ob = sl_outbox_new();
+    if (ob == NULL) {
+        fprintf(stderr, "sluice-scheduler: out of memory\n");
+        return 2;
+    }
     rd_kafka_t *prod = NULL, *cons = NULL;
     const char *topics[] = {cfg->kafka.topic_jobs, cfg->kafka.topic_usage};
-    if (sl_kafka_producer_new(cfg, "sluice-scheduler", on_delivery, &ob, &prod, err,
+    if (sl_kafka_producer_new(cfg, "sluice-scheduler", on_delivery, ob, &prod, err,
                               sizeof err) != SL_OK ||
         sl_kafka_consumer_new(cfg, "sluice-scheduler", "sluice-scheduler", topics, 2,
                               consumer_props, &cons, err, sizeof err) != SL_OK) {
@@ -486,8 +466,8 @@ int main(int argc, char **argv)
         return 2;
     }
     /* Results left in the outbox by a previous run go out first. */
-    sweep_t sw = {prod, &ob};
-    sl_store_outbox_each(store, produce_outbox_row, &sw);
+    sweep_t sw = {prod, ob};
+    sl_outbox_sweep(ob, store, 1 /*all*/, produce_outbox_row, &sw);
     sl_info("scheduler started: db %s, %d deployments, %d routes, %d tenants", cfg->db_path,
             cfg->ndeployments, cfg->nroutes, cfg->ntenants);
 
@@ -531,8 +511,8 @@ int main(int argc, char **argv)
         }
         int64_t now = sl_now_ms();
         sl_err_t rc = sl_store_begin(store);
-        for (int i = 0; rc == SL_OK && i < ob.nacked; i++)
-            rc = sl_store_outbox_delete(store, ob.acked[i]);
+        if (rc == SL_OK)
+            rc = sl_outbox_forget_delivered(ob, store);
         for (int i = 0; rc == SL_OK && i < n; i++) {
             rd_kafka_message_t *m = batch[i];
             if (m->err) {
@@ -571,7 +551,7 @@ int main(int argc, char **argv)
                 rd_kafka_message_destroy(batch[i]);
             break;
         }
-        ob.nacked = 0;
+        sl_outbox_committed(ob);
         for (int i = 0; i < n; i++)
             rd_kafka_message_destroy(batch[i]);
         if (n > 0) {
@@ -584,13 +564,10 @@ int main(int argc, char **argv)
         for (int i = 0; i < nout; i++)
             produce(prod, out[i].topic, out[i].key, out[i].value,
                     out[i].kind == SL_MSG_DISPATCH ? out[i].sig : NULL,
-                    out[i].kind == SL_MSG_RESULT ? out[i].seq : 0, &ob);
+                    out[i].kind == SL_MSG_RESULT ? out[i].seq : 0, ob);
         sl_sched_msgs_free(out, nout);
         rd_kafka_poll(prod, 0);
-        if (ob.resweep && ob.inflight == 0) {
-            ob.resweep = 0;
-            sl_store_outbox_each(store, produce_outbox_row, &sw);
-        }
+        sl_outbox_sweep(ob, store, 0, produce_outbox_row, &sw);
         if (sl_reload_requested())
             reload(&cfg, store, &sched);
         sl_admin_poll(admin, sl_api_handle, &api);
@@ -621,15 +598,11 @@ int main(int argc, char **argv)
     sl_admin_stop(admin);
     rd_kafka_flush(prod, 10000);
     /* Acknowledged results can leave the outbox now; unacknowledged ones go out next start. */
-    if (ob.nacked > 0 && sl_store_begin(store) == SL_OK) {
-        for (int i = 0; i < ob.nacked; i++)
-            sl_store_outbox_delete(store, ob.acked[i]);
-        sl_store_commit(store);
-    }
+    sl_outbox_close(ob, store);
     sl_kafka_consumer_close(cons);
     rd_kafka_destroy(prod);
     free(batch);
-    free(ob.acked);
+    sl_outbox_free(ob);
     sl_metrics_free(metrics);
     sl_sched_free(sched);
     sl_store_close(store);

@@ -22,6 +22,8 @@
 #include "jsonschema.h"
 #include "ledger.h"
 #include "log.h"
+#include "outbox.h"
+#include "outcome.h"
 #include "reservation.h"
 #include "util.h"
 
@@ -30,8 +32,6 @@ enum { PROBE_WAIT_MS = 2000, PROBE_POLL_MS = 20 };
 enum { OVERLOAD_STREAK = 5 };
 enum { MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100, DEADLINE_SCAN_EVERY_MS = 500,
        BUCKET_SAVE_EVERY_MS = 1000 };
-
-static sl_err_t fail_orphans(sl_sched_t *s, int64_t now_ms);
 
 /* ---- small helpers ---- */
 
@@ -42,54 +42,6 @@ static char *json_quote(const char *s)
     char *out = str != NULL ? json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     json_decref(str);
     return out;
-}
-
-static sl_err_t emit(sl_sched_t *s, sl_msg_kind_t kind, const char *topic, const char *key,
-                     char *value, int64_t seq)
-{
-    if (s->nout == s->capout) {
-        int ncap = s->capout ? s->capout * 2 : 256;
-        sl_sched_msg_t *no = realloc(s->out, (size_t)ncap * sizeof *no);
-        if (no == NULL) {
-            free(value);
-            return SL_ENOMEM;
-        }
-        s->out = no;
-        s->capout = ncap;
-    }
-    sl_sched_msg_t *m = &s->out[s->nout];
-    memset(m, 0, sizeof *m);
-    m->kind = kind;
-    m->topic = topic;
-    m->key = strdup(key);
-    m->value = value;
-    m->seq = seq;
-    if (m->key == NULL) {
-        free(value);
-        return SL_ENOMEM;
-    }
-    if (kind == SL_MSG_DISPATCH && s->signer != NULL)
-        sl_signer_sign(s->signer, value, strlen(value), m->sig);
-    s->nout++;
-    return SL_OK;
-}
-
-int sl_sched_take(sl_sched_t *s, sl_sched_msg_t **msgs)
-{
-    *msgs = s->out;
-    int n = s->nout;
-    s->out = NULL;
-    s->nout = s->capout = 0;
-    return n;
-}
-
-void sl_sched_msgs_free(sl_sched_msg_t *msgs, int n)
-{
-    for (int i = 0; i < n; i++) {
-        free(msgs[i].key);
-        free(msgs[i].value);
-    }
-    free(msgs);
 }
 
 static int flow_of(const job_t *j)
@@ -565,7 +517,7 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_si
     }
     if (sl_hmap_len(s->jobs) > 0)
         sl_info("restored %zu unfinished jobs (%d leased)", sl_hmap_len(s->jobs), s->leased.n);
-    rc = fail_orphans(s, now_ms);
+    rc = sl_outcome_fail_orphans(s, now_ms);
     if (rc != SL_OK) {
         snprintf(err, errlen, "failing jobs the config no longer knows: %s", sl_strerror(rc));
         goto fail;
@@ -666,142 +618,6 @@ void sl_sched_free(sl_sched_t *s)
     free(s);
 }
 
-/* ---- results ---- */
-
-typedef struct {
-    const char *status;
-    const char *deployment;
-    json_t *response;   /* borrowed */
-    json_t *usage;      /* borrowed, canonical {input, output, cached, ...} */
-    double provider_ms;
-    const char *err_type, *err_reason, *decision;
-    char err_message[512];
-    const char *limiter, *scope;
-    int64_t retry_after_ms; /* -1 = none */
-    int retryable;
-} outcome_t;
-
-static void outcome_init(outcome_t *o, const char *status)
-{
-    memset(o, 0, sizeof *o);
-    o->status = status;
-    o->retry_after_ms = -1;
-}
-
-/* Writes the job's terminal state and result (outbox) and drops it from memory. The result's
- * "attempts" counts calls that reached a dispatcher's HTTP client: a lease the dispatcher
- * refused without calling (not_sent) is not an attempt. */
-static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_ms)
-{
-    json_t *meta = NULL;
-    char *meta_json = NULL;
-    if (sl_store_job_parts(s->store, j->id, NULL, &meta_json) == SL_OK && meta_json != NULL)
-        meta = json_loads(meta_json, 0, NULL);
-    free(meta_json);
-    const sl_config_t *cfg = s->cfg;
-    json_t *res = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:I}", "v", 1,
-                            "job_id", j->id, "idempotency_key", j->idem ? j->idem : j->id,
-                            "tenant",
-                            j->orphan_tenant ? j->orphan_tenant : cfg->tenants[j->tenant].name,
-                            "route",
-                            j->orphan_route ? j->orphan_route
-                                            : cfg->routes[j->home_route >= 0 ? j->home_route
-                                                                             : j->route]
-                                                  .name,
-                            "class",
-                            sl_class_name((sl_class_t)j->cls), "status", o->status, "attempts",
-                            j->attempts - j->not_sent, "fallback_used", j->route != j->home_route,
-                            "finished_ms",
-                            (json_int_t)now_ms);
-    if (res == NULL) {
-        json_decref(meta);
-        return SL_ENOMEM;
-    }
-    json_object_set_new(res, "deployment", o->deployment ? json_string(o->deployment)
-                                                         : json_null());
-    json_object_set(res, "response", o->response ? o->response : json_null());
-    json_object_set(res, "usage", o->usage ? o->usage : json_null());
-    json_object_set_new(res, "metadata", meta ? meta : json_null());
-    double queued = j->dispatched_ms > 0 ? (double)(j->dispatched_ms - j->submitted_ms) : 0;
-    json_object_set_new(res, "timings",
-                        json_pack("{s:f, s:f, s:f}", "queued_ms", queued, "provider_ms",
-                                  o->provider_ms, "total_ms",
-                                  (double)(now_ms - j->submitted_ms)));
-    if (o->err_type != NULL) {
-        /* job_flags: a restored job's flags are read from its stored message when not known. */
-        int fallback_allowed = (sl_job_flags(s, j) & JF_FALLBACK) != 0;
-        json_t *e = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "type", o->err_type, "reason",
-                              o->err_reason, "message", o->err_message, "gateway_decision",
-                              o->decision, "retryable", o->retryable, "fallback_allowed",
-                              fallback_allowed);
-        json_object_set_new(e, "limiter", o->limiter ? json_string(o->limiter) : json_null());
-        json_object_set_new(e, "scope", o->scope ? json_string(o->scope) : json_null());
-        json_object_set_new(e, "retry_after_ms", o->retry_after_ms >= 0
-                                                     ? json_integer(o->retry_after_ms)
-                                                     : json_null());
-        json_object_set_new(e, "trace_id", json_string(j->id));
-        json_object_set_new(res, "error", e);
-    } else {
-        json_object_set_new(res, "error", json_null());
-    }
-    char *value = json_dumps(res, JSON_COMPACT);
-    json_decref(res);
-    if (value == NULL)
-        return SL_ENOMEM;
-    int64_t seq = 0;
-    sl_err_t rc = sl_store_job_finish(s->store, j->id, o->status, value, cfg->kafka.topic_results,
-                                      now_ms, &seq);
-    if (rc != SL_OK) {
-        free(value);
-        return rc;
-    }
-    if (strcmp(o->status, "succeeded") == 0)
-        s->st.succeeded++;
-    else if (strcmp(o->status, "expired") == 0)
-        s->st.expired++;
-    else if (strcmp(o->status, "cancelled") == 0)
-        s->st.cancelled++;
-    else
-        s->st.failed++;
-    if (s->obs.finished != NULL)
-        s->obs.finished(s->obs_arg, j->cls, o->status, j->attempts - j->not_sent);
-    sl_job_unplace(s, j);
-    if (sl_hmap_get(s->jobs, j->id) == j)
-        sl_hmap_del(s->jobs, j->id);
-    rc = emit(s, SL_MSG_RESULT, cfg->kafka.topic_results, j->id, value, seq);
-    sl_job_free(j);
-    return rc;
-}
-
-/* Refuses a job whose tenant or route the config does not know (see J_ORPHAN). A lease it
- * still held is closed as expired: the call may have happened. */
-static sl_err_t fail_orphan(sl_sched_t *s, job_t *j, const char *status, int64_t now_ms)
-{
-    if (j->res_id[0] != '\0') {
-        sl_err_t rc = sl_store_res_close(s->store, j->res_id, "expired", -1, -1, -1,
-                                         "config_changed", now_ms, NULL, 0);
-        if (rc != SL_OK)
-            return rc;
-    }
-    outcome_t o;
-    outcome_init(&o, status);
-    o.err_type = "invalid_request";
-    o.err_reason = "unknown_tenant_or_route";
-    o.decision = "rejected_locally";
-    snprintf(o.err_message, sizeof o.err_message,
-             "the scheduler's config does not know tenant \"%.100s\" or route \"%.100s\"",
-             j->orphan_tenant ? j->orphan_tenant : "?", j->orphan_route ? j->orphan_route : "?");
-    return finish(s, j, &o, now_ms);
-}
-
-static sl_err_t fail_orphans(sl_sched_t *s, int64_t now_ms)
-{
-    sl_err_t rc = SL_OK;
-    while (rc == SL_OK && s->orphans.n > 0)
-        rc = fail_orphan(s, s->orphans.items[s->orphans.n - 1], "failed", now_ms);
-    return rc;
-}
-
 /* ---- taking jobs ---- */
 
 /* Whether j's tenant already has its class's maximum of jobs queued (every route). */
@@ -823,7 +639,7 @@ static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, const char *reason, in
     snprintf(limiter, sizeof limiter, "queue:%s:%s", tenant, cls);
     snprintf(scope, sizeof scope, "tenant:%s", tenant);
     outcome_t o;
-    outcome_init(&o, "rejected");
+    sl_outcome_init(&o, "rejected");
     o.err_type = "capacity";
     o.err_reason = reason;
     o.decision = "rejected_locally";
@@ -843,7 +659,7 @@ static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, const char *reason, in
                  tenant, (long long)s->cfg->classes[j->cls].max_queue, cls, cls);
         s->st.queue_full++;
     }
-    return finish(s, j, &o, now_ms);
+    return sl_outcome_finish(s, j, &o, now_ms);
 }
 
 /* Refuses a new job of a paused tenant or key (admin API): retryable once resumed. */
@@ -859,7 +675,7 @@ static sl_err_t refuse_paused(sl_sched_t *s, job_t *j, int64_t now_ms)
     }
     snprintf(limiter, sizeof limiter, "%s:paused", scope);
     outcome_t o;
-    outcome_init(&o, "rejected");
+    sl_outcome_init(&o, "rejected");
     o.err_type = "policy";
     o.err_reason = tenant_paused ? "tenant_paused" : "key_paused";
     o.decision = "rejected_locally";
@@ -868,7 +684,7 @@ static sl_err_t refuse_paused(sl_sched_t *s, job_t *j, int64_t now_ms)
     o.retryable = 1;
     snprintf(o.err_message, sizeof o.err_message,
              "%s is paused by an operator: no new jobs are taken until it is resumed", scope);
-    return finish(s, j, &o, now_ms);
+    return sl_outcome_finish(s, j, &o, now_ms);
 }
 
 /* A cancel message (schema/cancel.json): a queued or delayed job is removed with a
@@ -890,8 +706,8 @@ static sl_err_t on_cancel(sl_sched_t *s, json_t *doc, int64_t now_ms)
         return SL_OK;
     }
     outcome_t o;
-    outcome_init(&o, "cancelled");
-    return finish(s, j, &o, now_ms);
+    sl_outcome_init(&o, "cancelled");
+    return sl_outcome_finish(s, j, &o, now_ms);
 }
 
 sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t now_ms)
@@ -957,17 +773,7 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
         /* A redelivery or a resubmission: never run twice; a finished job's result is sent
          * again so a client re-running after a crash gets it. */
         s->st.jobs_duplicate++;
-        if (old_result != NULL) {
-            int64_t seq = 0;
-            rc = sl_store_outbox_add(s->store, s->cfg->kafka.topic_results, id, old_result,
-                                     now_ms, &seq);
-            if (rc == SL_OK)
-                rc = emit(s, SL_MSG_RESULT, s->cfg->kafka.topic_results, id, old_result, seq);
-            else
-                free(old_result);
-        } else {
-            rc = SL_OK;
-        }
+        rc = old_result != NULL ? sl_outbox_resend(s, id, old_result, now_ms) : SL_OK;
         json_decref(doc);
         return rc;
     }
@@ -1009,7 +815,7 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
         return rc;
     }
     if (orphan)
-        return fail_orphan(s, j, "rejected", now_ms);
+        return sl_outcome_fail_orphan(s, j, "rejected", now_ms);
     if (is_paused(s, j)) {
         /* Forgotten like a full queue's refusal, so the same job may come again once resumed. */
         char job_id[sizeof j->id];
@@ -1192,23 +998,7 @@ static sl_err_t lease(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
         s->obs.leased(s->obs_arg, j->tenant, j->route, j->cls, d,
                       (double)(h->est_input + h->est_output),
                       j->attempts == 1 ? now_ms - j->submitted_ms : -1);
-    return emit(s, SL_MSG_DISPATCH, cfg->kafka.topic_dispatch, j->id, value, 0);
-}
-
-static sl_err_t fail_job(sl_sched_t *s, job_t *j, const char *status, const char *type,
-                         const char *reason, const char *decision, int retryable,
-                         const char *message, int64_t now_ms)
-{
-    outcome_t o;
-    outcome_init(&o, status);
-    o.err_type = type;
-    o.err_reason = reason;
-    o.decision = decision;
-    o.retryable = retryable;
-    snprintf(o.err_message, sizeof o.err_message, "%s", message);
-    if (j->deployment >= 0)
-        o.deployment = s->cfg->deployments[j->deployment].name;
-    return finish(s, j, &o, now_ms);
+    return sl_outbox_emit(s, SL_MSG_DISPATCH, cfg->kafka.topic_dispatch, j->id, value, 0);
 }
 
 /* Names what a queued job is waiting for: among the deployments that could take it, the one
@@ -1254,7 +1044,7 @@ static sl_err_t expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms)
     char limiter[200], scope[200];
     int64_t wait = why_waiting(s, j, now_ms, limiter, sizeof limiter);
     outcome_t o;
-    outcome_init(&o, "expired");
+    sl_outcome_init(&o, "expired");
     o.err_type = "deadline";
     o.err_reason = "deadline_exceeded";
     o.decision = "expired_in_queue";
@@ -1271,32 +1061,7 @@ static sl_err_t expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms)
         snprintf(o.err_message, sizeof o.err_message,
                  "the job's deadline passed while it waited for its turn");
     }
-    return finish(s, j, &o, now_ms);
-}
-
-/* Refuses a job that a quota keeps out until after its deadline: a clear, final answer naming
- * the quota, instead of waiting for the deadline or retrying. */
-static sl_err_t fail_quota(sl_sched_t *s, job_t *j, int b, int64_t wait_ms, int64_t now_ms)
-{
-    char scope[256];
-    const char *name;
-    sl_buckets_split_id(sl_ledger_id(s->ledger, b), scope, sizeof scope, &name);
-    outcome_t o;
-    outcome_init(&o, "rejected");
-    o.err_type = "policy";
-    o.err_reason = "quota_exhausted";
-    o.decision = "rejected_locally";
-    o.limiter = sl_ledger_id(s->ledger, b);
-    o.scope = scope;
-    o.retry_after_ms = wait_ms != INT64_MAX ? wait_ms : -1;
-    if (wait_ms != INT64_MAX)
-        snprintf(o.err_message, sizeof o.err_message,
-                 "quota %s is used up until it resets in %lld ms, after the job's deadline",
-                 o.limiter, (long long)wait_ms);
-    else
-        snprintf(o.err_message, sizeof o.err_message,
-                 "quota %s cannot hold this job before the job's deadline", o.limiter);
-    return finish(s, j, &o, now_ms);
+    return sl_outcome_finish(s, j, &o, now_ms);
 }
 
 /* Decays a route's recent admissions per class to now (time constant: one minute). */
@@ -1458,11 +1223,11 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                                                            : "request_too_large",
                                        now_ms, &moved);
             if (rc == SL_OK && !moved && incapable == 0)
-                rc = fail_job(s, j, "rejected", "capacity", "request_too_large",
+                rc = sl_outcome_fail(s, j, "rejected", "capacity", "request_too_large",
                               "rejected_locally", 0,
                               "no deployment of the route can take a request this large", now_ms);
             else if (rc == SL_OK && !moved)
-                rc = fail_job(s, j, "rejected", "invalid_request", "no_capable_deployment",
+                rc = sl_outcome_fail(s, j, "rejected", "invalid_request", "no_capable_deployment",
                               "rejected_locally", 0,
                               "no deployment of the route can serve this request (context "
                               "window, tools, structured output or the tenant's regions)",
@@ -1547,7 +1312,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             sl_err_t rc = caller_blocked ? SL_OK
                                          : try_fallback(s, j, "quota_exhausted", now_ms, &moved);
             if (rc == SL_OK && !moved)
-                rc = fail_quota(s, j, quota_bucket, quota_wait, now_ms);
+                rc = sl_outcome_fail_quota(s, j, quota_bucket, quota_wait, now_ms);
             if (rc != SL_OK)
                 return rc;
             continue;
@@ -1626,10 +1391,10 @@ static sl_err_t retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const c
 {
     sl_job_list_del(&s->leased, j);
     if (j->attempts - j->not_sent >= s->cfg->max_attempts)
-        return fail_job(s, j, "failed", "provider", reason, "attempts_exhausted", 0, message,
+        return sl_outcome_fail(s, j, "failed", "provider", reason, "attempts_exhausted", 0, message,
                         now_ms);
     if (now_ms + delay_ms >= j->deadline_ms)
-        return fail_job(s, j, "failed", "deadline", "deadline_before_retry",
+        return sl_outcome_fail(s, j, "failed", "deadline", "deadline_before_retry",
                         "admitted_provider_rejected", 0,
                         "the next safe attempt would miss the job's deadline", now_ms);
     /* The route's retry budget: retries at most max_retry_ratio of its recent first attempts
@@ -1650,7 +1415,7 @@ static sl_err_t retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const c
                      "(routes[].max_retry_ratio %.2f of recent first attempts)",
                      message, s->cfg->routes[j->route].name,
                      s->cfg->routes[j->route].max_retry_ratio);
-            return fail_job(s, j, "failed", "provider", "retry_budget_exhausted",
+            return sl_outcome_fail(s, j, "failed", "provider", "retry_budget_exhausted",
                             "admitted_provider_rejected", 1, msg, now_ms);
         }
         rt->recent_retries += 1;
@@ -1702,12 +1467,12 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
                     goto out;
             }
             outcome_t o;
-            outcome_init(&o, "succeeded");
+            sl_outcome_init(&o, "succeeded");
             o.deployment = json_string_value(json_object_get(doc, "deployment"));
             o.response = json_object_get(doc, "response");
             o.usage = usage;
             o.provider_ms = json_number_value(json_object_get(latency, "total_ms"));
-            rc = finish(s, j, &o, now_ms);
+            rc = sl_outcome_finish(s, j, &o, now_ms);
         }
         goto out;
     }
@@ -1787,13 +1552,13 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     }
     if (ok) {
         outcome_t o;
-        outcome_init(&o, "succeeded");
+        sl_outcome_init(&o, "succeeded");
         o.deployment = dep_name;
         o.response = json_object_get(doc, "response");
         o.usage = usage;
         o.provider_ms = json_number_value(json_object_get(latency, "total_ms"));
         sl_job_list_del(&s->leased, j);
-        rc = finish(s, j, &o, now_ms);
+        rc = sl_outcome_finish(s, j, &o, now_ms);
     } else if (strcmp(outcome, "rate_limited") == 0) {
         /* Retry-After is a lower bound: the deployment pauses at least that long, plus up to
          * 10 % jitter so paused work does not come back in one synchronised wave. Without one,
@@ -1814,11 +1579,11 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         if (dep >= 0)
             s->deps[dep].paused_until_ms = now_ms + s->cfg->minute_ms;
         sl_job_list_del(&s->leased, j);
-        rc = fail_job(s, j, "failed", "policy", "provider_quota_exhausted",
+        rc = sl_outcome_fail(s, j, "failed", "policy", "provider_quota_exhausted",
                       "admitted_provider_rejected", 0, message, now_ms);
     } else if (strcmp(outcome, "client_error") == 0 || strcmp(outcome, "auth_error") == 0) {
         sl_job_list_del(&s->leased, j);
-        rc = fail_job(s, j, "failed",
+        rc = sl_outcome_fail(s, j, "failed",
                       strcmp(outcome, "auth_error") == 0 ? "authentication" : "invalid_request",
                       strcmp(outcome, "auth_error") == 0 ? "provider_auth" : "provider_bad_request",
                       "admitted_provider_rejected", 0, message, now_ms);

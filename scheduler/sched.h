@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "err.h"
+#include "outbox.h" /* the messages out: sl_sched_take */
 #include "sign.h"
 #include "sched_types.h"
 #include "store.h"
@@ -63,11 +64,6 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms);
  * for its consumer group): leases must not expire for silence the scheduler caused itself,
  * or every call in flight would be sent a second time. */
 void sl_sched_extend_leases(sl_sched_t *s, int64_t gap_ms);
-
-/* Hands over the messages produced since the last call; the caller owns the array and each
- * key/value (free with sl_sched_msgs_free) and must produce them only after committing. */
-int sl_sched_take(sl_sched_t *s, sl_sched_msg_t **msgs);
-void sl_sched_msgs_free(sl_sched_msg_t *msgs, int n);
 
 void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out);
 
