@@ -9,6 +9,7 @@
  *   job, buckets, outbox   a job's place and flags; config -> ledger buckets; messages out
  *   reservation            charges, settling, provider-header clamps
  *   outcome                finishing a job and building its result
+ *   flow                   enqueue, queue limits, shedding, pauses, batch yielding
  *   sched                  everything else (being split up)
  */
 #ifndef SL_CORE_H

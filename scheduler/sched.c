@@ -17,6 +17,7 @@
 #include "calib.h"
 #include "core.h"
 #include "drr.h"
+#include "flow.h"
 #include "hmap.h"
 #include "job.h"
 #include "jsonschema.h"
@@ -42,40 +43,6 @@ static char *json_quote(const char *s)
     char *out = str != NULL ? json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     json_decref(str);
     return out;
-}
-
-static int flow_of(const job_t *j)
-{
-    return j->tenant * SL_CLASS_COUNT + j->cls;
-}
-
-/* Queues j in its route's DRR: classes share by class weight, tenants within a class by tenant
- * weight, each job costs the tokens it will reserve, earliest deadline first within a flow. */
-static int is_paused(const sl_sched_t *s, const job_t *j)
-{
-    return s->trt[j->tenant].paused || (j->key >= 0 && s->key_paused[j->key]);
-}
-
-static sl_err_t enqueue(sl_sched_t *s, job_t *j, int front)
-{
-    const sl_config_t *cfg = s->cfg;
-    if (is_paused(s, j)) {
-        j->state = J_HELD;
-        j->node = NULL;
-        return sl_job_list_add(&s->held, j);
-    }
-    sl_drr_place_t p = {
-        .group = j->cls,
-        .group_quantum = cfg->drr_quantum_tokens * cfg->classes[j->cls].weight,
-        .flow = flow_of(j),
-        .quantum = cfg->drr_quantum_tokens * s->trt[j->tenant].weight,
-        .share = s->trt[j->tenant].guarantee,
-        .cost = sl_reservation_cost(s, j),
-        .key = j->deadline_ms,
-    };
-    j->state = J_QUEUED;
-    j->node = sl_drr_push_at(s->routes[j->route].drr, &p, j, front);
-    return j->node != NULL ? SL_OK : SL_ENOMEM;
 }
 
 /* ---- restore ---- */
@@ -257,7 +224,7 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         j->state = J_DELAYED;
         r->rc = sl_job_list_add(&s->delayed, j);
     } else {
-        r->rc = enqueue(s, j, 0);
+        r->rc = sl_flow_enqueue(s, j, 0);
     }
 }
 
@@ -345,50 +312,6 @@ static sl_err_t apply_overrides(sl_sched_t *s, int64_t now_ms)
     return rc != SL_OK ? rc : o.rc;
 }
 
-typedef struct {
-    int tenant, key; /* the jobs to find: of this tenant, or (tenant < 0) of this key */
-    jstate_t state;
-    job_t **found;
-    int n, cap;
-    sl_err_t rc;
-} find_t;
-
-static void find_jobs(const char *id, void *value, void *arg)
-{
-    (void)id;
-    find_t *f = arg;
-    job_t *j = value;
-    if (j->state != f->state || j->orphan_tenant != NULL ||
-        (f->tenant >= 0 ? j->tenant != f->tenant : j->key != f->key))
-        return;
-    if (f->n == f->cap) {
-        int ncap = f->cap ? f->cap * 2 : 64;
-        job_t **nf = realloc(f->found, (size_t)ncap * sizeof *nf);
-        if (nf == NULL) {
-            f->rc = SL_ENOMEM;
-            return;
-        }
-        f->found = nf;
-        f->cap = ncap;
-    }
-    f->found[f->n++] = j;
-}
-
-/* Takes the queued jobs of a tenant (or, tenant < 0, of a key) out of line and queues them
- * again: held when paused, in the DRR with the tenant's current weights otherwise. */
-static sl_err_t requeue(sl_sched_t *s, int tenant, int key)
-{
-    find_t f = {tenant, key, J_QUEUED, NULL, 0, 0, SL_OK};
-    sl_hmap_each(s->jobs, find_jobs, &f);
-    sl_err_t rc = f.rc;
-    for (int i = 0; rc == SL_OK && i < f.n; i++) {
-        sl_job_unplace(s, f.found[i]);
-        rc = enqueue(s, f.found[i], 0);
-    }
-    free(f.found);
-    return rc;
-}
-
 sl_err_t sl_sched_set_limit(sl_sched_t *s, int bucket, double limit, int64_t now_ms)
 {
     if (bucket < 0 || bucket >= sl_ledger_count(s->ledger))
@@ -403,7 +326,7 @@ sl_err_t sl_sched_set_share(sl_sched_t *s, int tenant, int64_t weight, double gu
         return SL_EINVAL;
     s->trt[tenant].weight = weight;
     s->trt[tenant].guarantee = guarantee;
-    return requeue(s, tenant, -1);
+    return sl_flow_requeue(s, tenant, -1);
 }
 
 sl_err_t sl_sched_set_paused(sl_sched_t *s, int tenant, int key, int paused)
@@ -415,20 +338,8 @@ sl_err_t sl_sched_set_paused(sl_sched_t *s, int tenant, int key, int paused)
     else
         s->key_paused[key] = (uint8_t)(paused != 0);
     if (paused)
-        return requeue(s, tenant, key);
-    /* Held jobs that nothing pauses any more go back in line (by deadline within their flow,
-     * so the order they come back in does not matter). Walking down keeps the walk valid:
-     * list_del moves the last item, already seen, into the hole. */
-    for (int i = s->held.n - 1; i >= 0; i--) {
-        job_t *j = s->held.items[i];
-        if (is_paused(s, j))
-            continue;
-        sl_job_list_del(&s->held, j);
-        sl_err_t rc = enqueue(s, j, 0);
-        if (rc != SL_OK)
-            return rc;
-    }
-    return SL_OK;
+        return sl_flow_requeue(s, tenant, key);
+    return sl_flow_release_held(s);
 }
 
 /* ---- lifecycle ---- */
@@ -620,73 +531,6 @@ void sl_sched_free(sl_sched_t *s)
 
 /* ---- taking jobs ---- */
 
-/* Whether j's tenant already has its class's maximum of jobs queued (every route). */
-static int queue_full(const sl_sched_t *s, const job_t *j)
-{
-    size_t queued = 0;
-    for (int r = 0; r < s->cfg->nroutes; r++)
-        queued += sl_drr_flow_len(s->routes[r].drr, flow_of(j));
-    return (int64_t)queued >= s->cfg->classes[j->cls].max_queue;
-}
-
-/* Refuses j because its tenant's queue of its class is full (reason queue_full, or shed for a
- * queued job that made room): retryable, about one window later (a hint, not a promise). */
-static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, const char *reason, int64_t now_ms)
-{
-    char limiter[256], scope[200];
-    const char *tenant = s->cfg->tenants[j->tenant].name;
-    const char *cls = sl_class_name((sl_class_t)j->cls);
-    snprintf(limiter, sizeof limiter, "queue:%s:%s", tenant, cls);
-    snprintf(scope, sizeof scope, "tenant:%s", tenant);
-    outcome_t o;
-    sl_outcome_init(&o, "rejected");
-    o.err_type = "capacity";
-    o.err_reason = reason;
-    o.decision = "rejected_locally";
-    o.limiter = limiter;
-    o.scope = scope;
-    o.retryable = 1;
-    o.retry_after_ms = s->cfg->minute_ms;
-    if (strcmp(reason, "shed") == 0) {
-        snprintf(o.err_message, sizeof o.err_message,
-                 "the %s queue was full (classes.%s.overload = shed): this job, due last, made "
-                 "room for one due sooner",
-                 cls, cls);
-        s->st.shed++;
-    } else {
-        snprintf(o.err_message, sizeof o.err_message,
-                 "tenant %s already has %lld %s jobs queued (classes.%s.max_queue); retry later",
-                 tenant, (long long)s->cfg->classes[j->cls].max_queue, cls, cls);
-        s->st.queue_full++;
-    }
-    return sl_outcome_finish(s, j, &o, now_ms);
-}
-
-/* Refuses a new job of a paused tenant or key (admin API): retryable once resumed. */
-static sl_err_t refuse_paused(sl_sched_t *s, job_t *j, int64_t now_ms)
-{
-    int tenant_paused = s->trt[j->tenant].paused;
-    const char *tenant = s->cfg->tenants[j->tenant].name;
-    char limiter[320], scope[256];
-    if (tenant_paused) {
-        snprintf(scope, sizeof scope, "tenant:%s", tenant);
-    } else {
-        snprintf(scope, sizeof scope, "key:%s", s->cfg->keys[j->key].id);
-    }
-    snprintf(limiter, sizeof limiter, "%s:paused", scope);
-    outcome_t o;
-    sl_outcome_init(&o, "rejected");
-    o.err_type = "policy";
-    o.err_reason = tenant_paused ? "tenant_paused" : "key_paused";
-    o.decision = "rejected_locally";
-    o.limiter = limiter;
-    o.scope = scope;
-    o.retryable = 1;
-    snprintf(o.err_message, sizeof o.err_message,
-             "%s is paused by an operator: no new jobs are taken until it is resumed", scope);
-    return sl_outcome_finish(s, j, &o, now_ms);
-}
-
 /* A cancel message (schema/cancel.json): a queued or delayed job is removed with a
  * `cancelled` result; a job in flight is reconciled normally; an unknown or finished one is
  * left alone. */
@@ -816,34 +660,7 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     }
     if (orphan)
         return sl_outcome_fail_orphan(s, j, "rejected", now_ms);
-    if (is_paused(s, j)) {
-        /* Forgotten like a full queue's refusal, so the same job may come again once resumed. */
-        char job_id[sizeof j->id];
-        memcpy(job_id, j->id, sizeof job_id);
-        sl_hmap_del(s->jobs, j->id);
-        rc = refuse_paused(s, j, now_ms); /* frees j */
-        return rc == SL_OK ? sl_store_job_forget(s->store, job_id) : rc;
-    }
-    if (queue_full(s, j) && s->cfg->classes[j->cls].overload == SL_OVERLOAD_SHED) {
-        /* Shed: the queued job of this tenant and class with the latest deadline makes room,
-         * when it is due later than the new one. */
-        job_t *last = sl_drr_flow_last(s->routes[j->route].drr, flow_of(j));
-        if (last != NULL && last->deadline_ms > j->deadline_ms) {
-            rc = refuse_for_queue(s, last, "shed", now_ms);
-            if (rc != SL_OK)
-                return rc;
-        }
-    }
-    if (queue_full(s, j)) {
-        /* Backpressure: answered at once instead of letting the queue grow without bound. The
-         * job is not remembered, so the client may submit it again after retry_after_ms. */
-        char job_id[sizeof j->id];
-        memcpy(job_id, j->id, sizeof job_id);
-        sl_hmap_del(s->jobs, j->id);
-        rc = refuse_for_queue(s, j, "queue_full", now_ms); /* frees j */
-        return rc == SL_OK ? sl_store_job_forget(s->store, job_id) : rc;
-    }
-    return enqueue(s, j, 0);
+    return sl_flow_admit(s, j, now_ms);
 }
 
 /* ---- scheduling ---- */
@@ -1064,38 +881,6 @@ static sl_err_t expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms)
     return sl_outcome_finish(s, j, &o, now_ms);
 }
 
-/* Decays a route's recent admissions per class to now (time constant: one minute). */
-static void decay_recent(const sl_sched_t *s, route_t *route, int64_t now_ms)
-{
-    if (now_ms <= route->recent_ms)
-        return;
-    double keep = exp(-(double)(now_ms - route->recent_ms) / (double)s->cfg->minute_ms);
-    for (int c = 0; c < SL_CLASS_COUNT; c++)
-        route->recent[c] *= keep;
-    route->recent_ms = now_ms;
-}
-
-/* Whether class cls must wait on this route: it runs on leftover capacity (yield_above > 0),
- * other classes have work queued here, and they took at least yield_above of what the route
- * admitted recently. */
-static int must_yield(const sl_sched_t *s, route_t *route, int cls, int64_t now_ms)
-{
-    double above = s->cfg->classes[cls].yield_above;
-    if (above <= 0)
-        return 0;
-    size_t others_queued = sl_drr_len(route->drr) - sl_drr_group_len(route->drr, cls);
-    if (others_queued == 0)
-        return 0;
-    decay_recent(s, route, now_ms);
-    double total = 0, others = 0;
-    for (int c = 0; c < SL_CLASS_COUNT; c++) {
-        total += route->recent[c];
-        if (c != cls)
-            others += route->recent[c];
-    }
-    return total > 0 && others >= above * total;
-}
-
 /* Orders a route's candidate deployments for job j by the route's strategy (sl_strategy_t);
  * every one of them can take j, and the first whose buckets have room gets it. */
 static void order_candidates(sl_sched_t *s, const sl_route_cfg_t *rc, job_t *j, int *order,
@@ -1174,7 +959,7 @@ static sl_err_t try_fallback(sl_sched_t *s, job_t *j, const char *why, int64_t n
         if (s->obs.fallback != NULL)
             s->obs.fallback(s->obs_arg, from_route, r, why);
         *moved = 1;
-        return enqueue(s, j, 1);
+        return sl_flow_enqueue(s, j, 1);
     }
     return SL_OK;
 }
@@ -1199,7 +984,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 return rc;
             continue;
         }
-        if (must_yield(s, route, j->cls, now_ms)) {
+        if (sl_flow_must_yield(s, route, j->cls, now_ms)) {
             sl_drr_skip_group(route->drr);
             if (++skips > sl_drr_active_flows(route->drr))
                 return SL_OK;
@@ -1274,8 +1059,8 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                     return rc;
                 if (s->deps[d].probing)
                     s->deps[d].probe_sent_ms = now_ms;
-                decay_recent(s, route, now_ms);
-                route->recent[j->cls] += (double)(h.est_input + h.est_output);
+                sl_flow_count_admitted(s, route, j->cls, (double)(h.est_input + h.est_output),
+                                       now_ms);
                 leased = 1;
                 break;
             }
@@ -1324,7 +1109,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             sl_job_unplace(s, j);
             sl_err_t rc = try_fallback(s, j, "providers_paused", now_ms, &moved);
             if (rc == SL_OK && !moved)
-                rc = enqueue(s, j, 1);
+                rc = sl_flow_enqueue(s, j, 1);
             if (rc != SL_OK)
                 return rc;
             if (!moved) {
@@ -1430,7 +1215,7 @@ static sl_err_t retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const c
         j->state = J_DELAYED;
         return sl_job_list_add(&s->delayed, j);
     }
-    return enqueue(s, j, 1 /*front: a retry keeps its place*/);
+    return sl_flow_enqueue(s, j, 1 /*front: a retry keeps its place*/);
 }
 
 sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t now_ms)
@@ -1665,7 +1450,7 @@ static sl_err_t release_delayed(sl_sched_t *s, int64_t now_ms, int64_t *next_ms)
             continue;
         }
         sl_job_list_del(&s->delayed, j);
-        sl_err_t rc = enqueue(s, j, 1);
+        sl_err_t rc = sl_flow_enqueue(s, j, 1);
         if (rc != SL_OK)
             return rc;
     }
