@@ -10,6 +10,8 @@
  *   reservation            charges, settling, provider-header clamps
  *   outcome                finishing a job and building its result
  *   flow                   enqueue, queue limits, shedding, pauses, batch yielding
+ *   retry, health          backoff, pause lengths and the retry budget; a deployment's pause,
+ *                          probe, failure streak and time to first token
  *   sched                  everything else (being split up)
  */
 #ifndef SL_CORE_H

@@ -18,6 +18,7 @@
 #include "core.h"
 #include "drr.h"
 #include "flow.h"
+#include "health.h"
 #include "hmap.h"
 #include "job.h"
 #include "jsonschema.h"
@@ -26,11 +27,9 @@
 #include "outbox.h"
 #include "outcome.h"
 #include "reservation.h"
+#include "retry.h"
 #include "util.h"
 
-enum { PROBE_WAIT_MS = 2000, PROBE_POLL_MS = 20 };
-/* Server-side failures in a row (no success between) that pause a deployment without a hint. */
-enum { OVERLOAD_STREAK = 5 };
 enum { MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100, DEADLINE_SCAN_EVERY_MS = 500,
        BUCKET_SAVE_EVERY_MS = 1000 };
 
@@ -680,17 +679,6 @@ static double free_fraction(sl_sched_t *s, int d, int64_t now_ms)
     return f;
 }
 
-/* Decays a route's recent first attempts and retries to now. */
-static void decay_retries(const sl_sched_t *s, route_t *route, int64_t now_ms)
-{
-    if (now_ms <= route->retry_ms)
-        return;
-    double keep = exp(-(double)(now_ms - route->retry_ms) / (double)s->cfg->minute_ms);
-    route->recent_first *= keep;
-    route->recent_retries *= keep;
-    route->retry_ms = now_ms;
-}
-
 /* Whether deployment d could ever take job j: its max_tokens within the deployment's output
  * ceiling, and each provider-side charge within what its limit allows in a whole period
  * (a request above a whole limit is "too large" at the provider, whatever the wait). */
@@ -807,10 +795,7 @@ static sl_err_t lease(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
         return rc;
     }
     s->st.dispatched++;
-    route_t *rt = &s->routes[j->route];
-    decay_retries(s, rt, now_ms);
-    if (j->attempts - j->not_sent <= 1)
-        rt->recent_first += 1;
+    sl_retry_count_lease(s, j, now_ms);
     if (s->obs.leased != NULL)
         s->obs.leased(s->obs_arg, j->tenant, j->route, j->cls, d,
                       (double)(h->est_input + h->est_output),
@@ -1027,16 +1012,10 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
         int64_t quota_wait = 0;
         for (int i = 0; i < n && !leased && !caller_blocked; i++) {
             int d = order[i];
-            if (s->deps[d].paused_until_ms > now_ms) {
-                int64_t w = s->deps[d].paused_until_ms - now_ms;
+            int64_t w = 0;
+            if (sl_health_holds(s, d, now_ms, &w)) {
+                /* Paused by its provider, or its probe is out (usage events unblock the route). */
                 min_wait = w < min_wait ? w : min_wait;
-                paused++;
-                continue;
-            }
-            if (s->deps[d].probing && s->deps[d].probe_sent_ms > 0 &&
-                now_ms - s->deps[d].probe_sent_ms < PROBE_WAIT_MS) {
-                /* Its probe is out: wait for the answer (usage events unblock the route). */
-                min_wait = PROBE_POLL_MS < min_wait ? PROBE_POLL_MS : min_wait;
                 paused++;
                 continue;
             }
@@ -1057,8 +1036,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 rc = lease(s, j, d, now_ms);
                 if (rc != SL_OK)
                     return rc;
-                if (s->deps[d].probing)
-                    s->deps[d].probe_sent_ms = now_ms;
+                sl_health_probe_sent(s, d, now_ms);
                 sl_flow_count_admitted(s, route, j->cls, (double)(h.est_input + h.est_output),
                                        now_ms);
                 leased = 1;
@@ -1144,80 +1122,6 @@ static int64_t jint(json_t *obj, const char *key, int64_t def)
     return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
 }
 
-/* ms of a real (60 s) minute in the configured minute, at least 10 ms: waits that stand for
- * provider time shrink with shortened minutes like the limits do. */
-static int64_t scaled_ms(const sl_sched_t *s, int64_t ms)
-{
-    int64_t v = ms * s->cfg->minute_ms / 60000;
-    return v > 10 ? v : 10;
-}
-
-/* Backoff of a job without a provider hint: capped exponential with full jitter. */
-static int64_t backoff_ms(const sl_sched_t *s, int attempts)
-{
-    int64_t cap = scaled_ms(s, 30000), base = scaled_ms(s, 500);
-    int shift = attempts > 1 ? attempts - 1 : 0;
-    int64_t ceiling = shift >= 16 ? cap : base << shift;
-    if (ceiling > cap)
-        ceiling = cap;
-    return (int64_t)randombytes_uniform((uint32_t)ceiling + 1);
-}
-
-/* How long a 429 without a Retry-After pauses its deployment: a second of the configured
- * minute, at least 10 ms. */
-static int64_t no_hint_pause_ms(const sl_sched_t *s)
-{
-    return scaled_ms(s, 1000);
-}
-
-/* Puts a leased job back in line (retry), or fails it when its budget or deadline is spent. */
-static sl_err_t retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const char *reason,
-                              const char *message, int64_t now_ms)
-{
-    sl_job_list_del(&s->leased, j);
-    if (j->attempts - j->not_sent >= s->cfg->max_attempts)
-        return sl_outcome_fail(s, j, "failed", "provider", reason, "attempts_exhausted", 0, message,
-                        now_ms);
-    if (now_ms + delay_ms >= j->deadline_ms)
-        return sl_outcome_fail(s, j, "failed", "deadline", "deadline_before_retry",
-                        "admitted_provider_rejected", 0,
-                        "the next safe attempt would miss the job's deadline", now_ms);
-    /* The route's retry budget: retries at most max_retry_ratio of its recent first attempts
-     * (with a floor of a few, so that a quiet route can still retry), so that a storm of
-     * provider failures cannot multiply the traffic. Only what a provider answered counts: a
-     * lease that was never sent, or that expired because one of sluice's own processes died,
-     * is not the provider's storm (e2e_crash: a dispatcher killed with 400 leases out). */
-    route_t *rt = &s->routes[j->route];
-    decay_retries(s, rt, now_ms);
-    if (strcmp(reason, "provider_rate_limited") == 0 ||
-        strcmp(reason, "provider_unavailable") == 0) {
-        double allowed = s->cfg->routes[j->route].max_retry_ratio *
-                         (rt->recent_first > 10 ? rt->recent_first : 10);
-        if (rt->recent_retries >= allowed) {
-            char msg[700];
-            snprintf(msg, sizeof msg,
-                     "%.400s; not retried: route %s's retries are over its budget "
-                     "(routes[].max_retry_ratio %.2f of recent first attempts)",
-                     message, s->cfg->routes[j->route].name,
-                     s->cfg->routes[j->route].max_retry_ratio);
-            return sl_outcome_fail(s, j, "failed", "provider", "retry_budget_exhausted",
-                            "admitted_provider_rejected", 1, msg, now_ms);
-        }
-        rt->recent_retries += 1;
-    }
-    s->st.retried++;
-    j->not_before_ms = now_ms + delay_ms;
-    j->res_id[0] = '\0';
-    sl_err_t rc = sl_store_job_requeue(s->store, j->id, j->attempts, j->not_before_ms, now_ms);
-    if (rc != SL_OK)
-        return rc;
-    if (delay_ms > 0) {
-        j->state = J_DELAYED;
-        return sl_job_list_add(&s->delayed, j);
-    }
-    return sl_flow_enqueue(s, j, 1 /*front: a retry keeps its place*/);
-}
-
 sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t now_ms)
 {
     char why[512];
@@ -1276,7 +1180,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         j->not_sent++;
         rc = sl_reservation_settle(s, j, END_NOT_SENT, "reconciled", in, out, cached, outcome, now_ms);
         if (rc == SL_OK)
-            rc = retry_or_fail(s, j, 0, "not_sent", "the dispatcher could not send the request",
+            rc = sl_retry_or_fail(s, j, 0, "not_sent", "the dispatcher could not send the request",
                                now_ms);
         goto out;
     }
@@ -1311,30 +1215,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     char message[512];
     snprintf(message, sizeof message, "%s (HTTP %lld from %s): %.300s", outcome,
              (long long)jint(doc, "http_status", 0), dep_name, perr ? perr : "");
-    if (dep >= 0 && ok) {
-        /* Time to first token, smoothed over the last ~10 answers (latency strategy). */
-        double ttft = json_number_value(json_object_get(latency, "ttft_ms"));
-        if (ttft > 0)
-            s->deps[dep].ttft_ms = s->deps[dep].ttft_ms > 0
-                                       ? 0.9 * s->deps[dep].ttft_ms + 0.1 * ttft
-                                       : ttft;
-        s->deps[dep].fail_streak = 0;
-    }
-    if (dep >= 0 && s->deps[dep].probing && s->deps[dep].probe_sent_ms > 0 &&
-        j->dispatched_ms >= s->deps[dep].probe_sent_ms &&
-        (ok || strcmp(outcome, "client_error") == 0)) {
-        /* The probe (or a call sent after it) was answered: open again. Answers to calls sent
-         * before the pause say nothing about now. */
-        s->deps[dep].probing = 0;
-        s->deps[dep].probe_sent_ms = 0;
-    } else if (dep >= 0 && s->deps[dep].probing && s->deps[dep].probe_sent_ms > 0 &&
-               j->dispatched_ms >= s->deps[dep].probe_sent_ms && !ok) {
-        /* The probe failed: the next call goes as a new probe (after the pause this answer
-         * may set below), instead of waiting PROBE_WAIT_MS for an answer that already came.
-         * A failure that does not pause (a 503 after a success reset the streak) stalled the
-         * deployment for 2 s (bench/compare storm503). */
-        s->deps[dep].probe_sent_ms = 0;
-    }
+    if (dep >= 0)
+        sl_health_answered(s, j, outcome, latency);
     if (ok) {
         outcome_t o;
         sl_outcome_init(&o, "succeeded");
@@ -1345,24 +1227,17 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         sl_job_list_del(&s->leased, j);
         rc = sl_outcome_finish(s, j, &o, now_ms);
     } else if (strcmp(outcome, "rate_limited") == 0) {
-        /* Retry-After is a lower bound: the deployment pauses at least that long, plus up to
-         * 10 % jitter so paused work does not come back in one synchronised wave. Without one,
-         * a second of the configured minute (providers enforce per-minute limits over slices
-         * of about that; a fixed second would be 20 s of a test's 3-second minute). */
+        /* Retry-After is a lower bound (sl_retry_rate_limit_pause_ms); the job goes back in
+         * line at once, for another deployment or after the pause. */
         s->st.provider_429++;
-        int64_t pause = retry_after > 0 ? retry_after : no_hint_pause_ms(s);
-        pause += (int64_t)randombytes_uniform((uint32_t)(pause / 10 + 1));
-        if (dep >= 0 && s->deps[dep].paused_until_ms < now_ms + pause)
-            s->deps[dep].paused_until_ms = now_ms + pause;
-        if (dep >= 0) {
-            s->deps[dep].probing = 1;
-            s->deps[dep].probe_sent_ms = 0;
-        }
+        int64_t pause = sl_retry_rate_limit_pause_ms(s, retry_after);
+        if (dep >= 0)
+            sl_health_pause(s, dep, pause, now_ms);
         sl_warn("deployment %s answered 429; paused %lld ms", dep_name, (long long)pause);
-        rc = retry_or_fail(s, j, 0, "provider_rate_limited", message, now_ms);
+        rc = sl_retry_or_fail(s, j, 0, "provider_rate_limited", message, now_ms);
     } else if (strcmp(outcome, "quota_exhausted") == 0) {
         if (dep >= 0)
-            s->deps[dep].paused_until_ms = now_ms + s->cfg->minute_ms;
+            sl_health_quota_exhausted(s, dep, now_ms);
         sl_job_list_del(&s->leased, j);
         rc = sl_outcome_fail(s, j, "failed", "policy", "provider_quota_exhausted",
                       "admitted_provider_rejected", 0, message, now_ms);
@@ -1374,38 +1249,15 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
                       "admitted_provider_rejected", 0, message, now_ms);
     } else {
         /* overloaded, server_error, timeout, transport, bad_response: retryable with backoff,
-         * or after the provider's hint when it gave one. A deployment that asks for a pause
-         * (a hint) gets it, plus up to 10 % jitter. Without a hint, one failure says little
-         * (a provider answering 503 to a share of its calls still serves the rest): the
-         * deployment is paused only once OVERLOAD_STREAK server-side failures came in a row,
-         * with no success between them, which is what an outage looks like; then for a backoff
-         * that doubles with each further failure (full jitter, base and cap scaled to the
-         * configured minute). Pausing at every 503 cut a 30 % random-503 provider to 6 % of
-         * its limit (bench/compare storm503). */
+         * or after the provider's hint when it gave one. A server-side failure may also pause
+         * the deployment (sl_retry_overload_pause_ms says when and how long). */
         s->st.provider_5xx++;
-        int64_t delay = retry_after > 0 ? retry_after : backoff_ms(s, j->attempts);
+        int64_t delay = retry_after > 0 ? retry_after : sl_retry_backoff_ms(s, j->attempts);
         int server_side = strcmp(outcome, "overloaded") == 0 ||
                           strcmp(outcome, "server_error") == 0;
-        if (dep >= 0 && server_side) {
-            dep_t *dp = &s->deps[dep];
-            dp->fail_streak++;
-            int64_t pause = 0;
-            if (retry_after > 0) {
-                pause = retry_after + (int64_t)randombytes_uniform((uint32_t)(retry_after / 10 + 1));
-            } else if (dp->fail_streak >= OVERLOAD_STREAK) {
-                int shift = dp->fail_streak - OVERLOAD_STREAK;
-                shift = shift < 4 ? shift : 4;
-                int64_t ceiling = scaled_ms(s, 500) << shift;
-                pause = 1 + (int64_t)randombytes_uniform((uint32_t)ceiling);
-            }
-            if (pause > 0) {
-                if (dp->paused_until_ms < now_ms + pause)
-                    dp->paused_until_ms = now_ms + pause;
-                dp->probing = 1;
-                dp->probe_sent_ms = 0;
-            }
-        }
-        rc = retry_or_fail(s, j, delay, "provider_unavailable", message, now_ms);
+        if (dep >= 0 && server_side)
+            sl_health_server_failed(s, dep, retry_after, now_ms);
+        rc = sl_retry_or_fail(s, j, delay, "provider_unavailable", message, now_ms);
     }
 out:
     json_decref(doc);
@@ -1429,7 +1281,7 @@ static sl_err_t expire_leases(sl_sched_t *s, int64_t now_ms)
                 j->attempts);
         sl_err_t rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "lease_expired", now_ms);
         if (rc == SL_OK)
-            rc = retry_or_fail(s, j, 0, "lease_expired",
+            rc = sl_retry_or_fail(s, j, 0, "lease_expired",
                                "the dispatcher holding the job did not report back in time",
                                now_ms);
         if (rc != SL_OK)
