@@ -12,6 +12,8 @@
  *   flow                   enqueue, queue limits, shedding, pauses, batch yielding
  *   retry, health          backoff, pause lengths and the retry budget; a deployment's pause,
  *                          probe, failure streak and time to first token
+ *   route, lease           deployment fit, strategy order, fallback, why a job waits; the
+ *                          dispatch message and the lease's bookkeeping
  *   sched                  everything else (being split up)
  */
 #ifndef SL_CORE_H

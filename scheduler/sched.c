@@ -21,6 +21,7 @@
 #include "health.h"
 #include "hmap.h"
 #include "job.h"
+#include "lease.h"
 #include "jsonschema.h"
 #include "ledger.h"
 #include "log.h"
@@ -28,21 +29,13 @@
 #include "outcome.h"
 #include "reservation.h"
 #include "retry.h"
+#include "route.h"
 #include "util.h"
 
 enum { MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100, DEADLINE_SCAN_EVERY_MS = 500,
        BUCKET_SAVE_EVERY_MS = 1000 };
 
 /* ---- small helpers ---- */
-
-/* s as a JSON string literal, quotes included (caller frees); NULL when out of memory. */
-static char *json_quote(const char *s)
-{
-    json_t *str = json_string(s);
-    char *out = str != NULL ? json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-    json_decref(str);
-    return out;
-}
 
 /* ---- restore ---- */
 
@@ -664,291 +657,6 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
 
 /* ---- scheduling ---- */
 
-/* The share of the tightest bucket on a deployment's side of the path (its own limits and its
- * parent scopes') that is free now, for choosing where to go. */
-static double free_fraction(sl_sched_t *s, int d, int64_t now_ms)
-{
-    double f = 1.0;
-    const path_t *p = &s->deps[d].path;
-    for (int i = 0; i < p->n; i++) {
-        double x = sl_ledger_level(s->ledger, p->b[i], now_ms) /
-                   sl_ledger_capacity(s->ledger, p->b[i]);
-        if (x < f)
-            f = x;
-    }
-    return f;
-}
-
-/* Whether deployment d could ever take job j: its max_tokens within the deployment's output
- * ceiling, and each provider-side charge within what its limit allows in a whole period
- * (a request above a whole limit is "too large" at the provider, whatever the wait). */
-typedef enum { FIT_OK = 0, FIT_TOO_LARGE, FIT_INCAPABLE } fit_t;
-
-/* Whether deployment d can serve j at all: its capabilities (context window, tools,
- * structured output, the tenant's regions), then limits that could ever hold the request. */
-static fit_t dep_fit(sl_sched_t *s, job_t *j, int d)
-{
-    const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
-    unsigned f = sl_job_flags(s, j);
-    if (dc->context_window > 0 && j->est_input + j->est_output > dc->context_window)
-        return FIT_INCAPABLE;
-    if (((f & JF_TOOLS) && !dc->supports_tools) || ((f & JF_JSON) && !dc->supports_json))
-        return FIT_INCAPABLE;
-    const sl_tenant_cfg_t *tc = &s->cfg->tenants[j->tenant];
-    if (tc->nregions > 0) {
-        int ok = 0;
-        for (int i = 0; i < tc->nregions; i++)
-            ok |= strcmp(tc->regions[i], dc->region) == 0;
-        if (!ok)
-            return FIT_INCAPABLE;
-    }
-    if (j->est_output > dc->max_output_tokens)
-        return FIT_TOO_LARGE;
-    demand_t dm = sl_reservation_demand(s, j);
-    const path_t *p = &s->deps[d].path;
-    for (int i = 0; i < p->n; i++) {
-        const binfo_t *bi = &s->binfo[p->b[i]];
-        double amount;
-        rule_t rule;
-        sl_reservation_charge(bi, dc, &dm, &amount, &rule);
-        if (bi->limit->algorithm != SL_LIMIT_RAMP && amount > bi->limit->capacity)
-            return FIT_TOO_LARGE;
-    }
-    return FIT_OK;
-}
-
-static int dep_can_take(sl_sched_t *s, job_t *j, int d)
-{
-    return dep_fit(s, j, d) == FIT_OK;
-}
-
-/* Leases job j to deployment d with the charges already reserved: persists the reservation
- * and the lease, and emits the signed dispatch. */
-static sl_err_t lease(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
-{
-    const sl_config_t *cfg = s->cfg;
-    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
-    sl_reservation_new_id(s, now_ms, j->res_id);
-    j->attempts++;
-    j->deployment = d;
-    j->lease_expires_ms = now_ms + cfg->lease_ms;
-    j->dispatched_ms = now_ms;
-    const held_t *h = j->held;
-    const char *bucket_ids[MAX_CHARGES];
-    double amounts[MAX_CHARGES];
-    const char *rules[MAX_CHARGES];
-    for (int i = 0; i < h->n; i++) {
-        bucket_ids[i] = sl_ledger_id(s->ledger, h->ch[i].bucket);
-        amounts[i] = h->ch[i].amount;
-        rules[i] = sl_reservation_rule_name((rule_t)h->rule[i]);
-    }
-    sl_store_res_t res = {
-        .reservation_id = j->res_id,
-        .job_id = j->id,
-        .tenant = cfg->tenants[j->tenant].name,
-        .route = cfg->routes[j->route].name,
-        .cls = sl_class_name((sl_class_t)j->cls),
-        .deployment = dc->name,
-        .idempotency_key = j->idem,
-        .attempt = j->attempts,
-        .est_input = h->est_input,
-        .est_output = h->est_output,
-        .created_ms = now_ms,
-        .expires_ms = j->lease_expires_ms,
-        .queue_deadline_ms = j->deadline_ms,
-    };
-    sl_err_t rc = sl_store_res_open(s->store, &res, h->n, bucket_ids, amounts, rules);
-    if (rc == SL_OK)
-        rc = sl_store_job_lease(s->store, j->id, j->attempts, j->lease_expires_ms, j->res_id,
-                                dc->name, now_ms);
-    char *request_json = NULL;
-    if (rc == SL_OK)
-        rc = sl_store_job_parts(s->store, j->id, &request_json, NULL);
-    if (rc == SL_OK && request_json == NULL)
-        rc = SL_EDB;
-    if (rc != SL_OK)
-        return rc;
-    /* Assembled as text around the stored request body: job ids are [A-Za-z0-9_-] (job.json),
-     * reservation ids hex, and the two free strings are escaped by jansson. The dispatcher
-     * sets the deployment's model itself. */
-    char *dep_q = json_quote(dc->name);
-    char *idem_q = json_quote(j->idem);
-    char *value = NULL;
-    if (dep_q != NULL && idem_q != NULL &&
-        asprintf(&value,
-                 "{\"v\":1,\"job_id\":\"%s\",\"attempt\":%d,\"reservation_id\":\"%s\","
-                 "\"lease_expires_ms\":%lld,\"issued_ms\":%lld,\"deployment\":%s,"
-                 "\"idempotency_key\":%s,\"request\":%s}",
-                 j->id, j->attempts, j->res_id, (long long)j->lease_expires_ms, (long long)now_ms,
-                 dep_q, idem_q, request_json) < 0)
-        value = NULL;
-    free(dep_q);
-    free(idem_q);
-    free(request_json);
-    if (value == NULL)
-        return SL_ENOMEM;
-    j->state = J_LEASED;
-    j->node = NULL;
-    rc = sl_job_list_add(&s->leased, j);
-    if (rc != SL_OK) {
-        free(value);
-        return rc;
-    }
-    s->st.dispatched++;
-    sl_retry_count_lease(s, j, now_ms);
-    if (s->obs.leased != NULL)
-        s->obs.leased(s->obs_arg, j->tenant, j->route, j->cls, d,
-                      (double)(h->est_input + h->est_output),
-                      j->attempts == 1 ? now_ms - j->submitted_ms : -1);
-    return sl_outbox_emit(s, SL_MSG_DISPATCH, cfg->kafka.topic_dispatch, j->id, value, 0);
-}
-
-/* Names what a queued job is waiting for: among the deployments that could take it, the one
- * that frees up first, and on it the bucket (or the pause) that holds the job back longest.
- * Writes the bucket id (e.g. "deployment:sim-a:tpm", or "deployment:sim-a:paused") into
- * limiter and returns the wait in ms (-1 when nothing limits it). */
-static int64_t why_waiting(sl_sched_t *s, job_t *j, int64_t now_ms, char *limiter, size_t cap)
-{
-    const sl_route_cfg_t *r = &s->cfg->routes[j->route];
-    int64_t best = INT64_MAX;
-    limiter[0] = '\0';
-    for (int i = 0; i < r->ndeployments; i++) {
-        int d = r->deployments[i];
-        const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
-        if (!dep_can_take(s, j, d))
-            continue;
-        int64_t worst = 0;
-        char label[200] = "";
-        if (s->deps[d].paused_until_ms > now_ms) {
-            worst = s->deps[d].paused_until_ms - now_ms;
-            snprintf(label, sizeof label, "deployment:%s:paused", dc->name);
-        }
-        held_t h;
-        sl_reservation_build(s, j, d, &h);
-        for (int k = 0; k < h.n; k++) {
-            int64_t w = sl_ledger_wait_ms(s->ledger, h.ch[k].bucket, h.ch[k].amount, now_ms);
-            if (w > worst || (w == worst && w > 0 && label[0] == '\0')) {
-                worst = w;
-                snprintf(label, sizeof label, "%s", sl_ledger_id(s->ledger, h.ch[k].bucket));
-            }
-        }
-        if (worst < best) {
-            best = worst;
-            snprintf(limiter, cap, "%s", label);
-        }
-    }
-    return limiter[0] != '\0' ? best : -1;
-}
-
-/* Expires a job whose deadline passed while it was queued, naming what held it back. */
-static sl_err_t expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms)
-{
-    char limiter[200], scope[200];
-    int64_t wait = why_waiting(s, j, now_ms, limiter, sizeof limiter);
-    outcome_t o;
-    sl_outcome_init(&o, "expired");
-    o.err_type = "deadline";
-    o.err_reason = "deadline_exceeded";
-    o.decision = "expired_in_queue";
-    if (wait >= 0) {
-        const char *name; /* the scope is the id without its last part: "deployment:sim-a" */
-        sl_buckets_split_id(limiter, scope, sizeof scope, &name);
-        o.limiter = limiter;
-        o.scope = scope;
-        o.retry_after_ms = wait;
-        snprintf(o.err_message, sizeof o.err_message,
-                 "the job's deadline passed while it waited for capacity (held back by %s)",
-                 limiter);
-    } else {
-        snprintf(o.err_message, sizeof o.err_message,
-                 "the job's deadline passed while it waited for its turn");
-    }
-    return sl_outcome_finish(s, j, &o, now_ms);
-}
-
-/* Orders a route's candidate deployments for job j by the route's strategy (sl_strategy_t);
- * every one of them can take j, and the first whose buckets have room gets it. */
-static void order_candidates(sl_sched_t *s, const sl_route_cfg_t *rc, job_t *j, int *order,
-                             int n, int64_t now_ms)
-{
-    double key[SL_ROUTE_MAX_DEPLOYMENTS]; /* lower first */
-    demand_t dm = sl_reservation_demand(s, j);
-    for (int i = 0; i < n; i++) {
-        int d = order[i];
-        const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
-        switch (rc->strategy) {
-        case SL_STRATEGY_WATERFALL:
-            /* The listed order, but a deployment used past overflow_at goes after those that
-             * are not (and back first as soon as it has room again). */
-            key[i] = (1.0 - free_fraction(s, d, now_ms) >= rc->overflow_at ? 1000.0 : 0.0) + i;
-            break;
-        case SL_STRATEGY_LATENCY:
-            /* Unmeasured deployments first, so each gets measured. */
-            key[i] = s->deps[d].ttft_ms;
-            break;
-        case SL_STRATEGY_CHEAPEST:
-            key[i] = sl_reservation_spend_usd(&dc->price, dm.input, 0, dm.output);
-            break;
-        case SL_STRATEGY_WEIGHTED: {
-            /* A weighted random order (Efraimidis-Spirakis: the largest u^(1/w) first, i.e.
-             * the smallest -ln(u)/w), so each deployment comes first in proportion to its
-             * limit. */
-            double w = (double)(dc->tpm > 0 ? dc->tpm : dc->rpm > 0 ? dc->rpm : 1);
-            double u = ((double)randombytes_uniform(1000000) + 1.0) / 1000001.0;
-            key[i] = -log(u) / w;
-            break;
-        }
-        default: /* spread: the most free capacity first */
-            key[i] = -free_fraction(s, d, now_ms);
-            break;
-        }
-    }
-    for (int i = 1; i < n; i++) {
-        for (int k = i; k > 0 && key[k] < key[k - 1]; k--) {
-            double tk = key[k];
-            key[k] = key[k - 1];
-            key[k - 1] = tk;
-            int td = order[k];
-            order[k] = order[k - 1];
-            order[k - 1] = td;
-        }
-    }
-}
-
-/* Moves j (taken out of its route's line) to the first fallback route of its route that its
- * tenant may use and that has a deployment able to take it, when the job allows it. *moved
- * says whether it did; otherwise j is left out of line for the caller to finish. */
-static sl_err_t try_fallback(sl_sched_t *s, job_t *j, const char *why, int64_t now_ms,
-                             int *moved)
-{
-    (void)now_ms;
-    *moved = 0;
-    if (!(sl_job_flags(s, j) & JF_FALLBACK))
-        return SL_OK;
-    const sl_route_cfg_t *from = &s->cfg->routes[j->route];
-    for (int i = 0; i < from->nfallbacks; i++) {
-        int r = from->fallbacks[i];
-        if (r == j->home_route || !sl_config_tenant_allows_route(s->cfg, j->tenant, r))
-            continue;
-        int from_route = j->route;
-        j->route = r;
-        int able = 0;
-        for (int k = 0; k < s->cfg->routes[r].ndeployments && !able; k++)
-            able = dep_can_take(s, j, s->cfg->routes[r].deployments[k]);
-        if (!able) {
-            j->route = from_route;
-            continue;
-        }
-        sl_logf(SL_LOG_INFO, "job", j->id, "job %s falls back from route %s to %s (%s)", j->id,
-                s->cfg->routes[from_route].name, s->cfg->routes[r].name, why);
-        if (s->obs.fallback != NULL)
-            s->obs.fallback(s->obs_arg, from_route, r, why);
-        *moved = 1;
-        return sl_flow_enqueue(s, j, 1);
-    }
-    return SL_OK;
-}
-
 /* Serves one route by DRR until capacity or the per-tick budget runs out. */
 static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget)
 {
@@ -964,7 +672,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
         if (j == NULL)
             return SL_OK;
         if (j->deadline_ms <= now_ms) {
-            sl_err_t rc = expire_in_queue(s, j, now_ms);
+            sl_err_t rc = sl_route_expire_in_queue(s, j, now_ms);
             if (rc != SL_OK)
                 return rc;
             continue;
@@ -975,38 +683,15 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 return SL_OK;
             continue;
         }
-        /* Candidates, most free capacity first (a simple spread; routing strategies come with
-         * the provider issue). */
         int order[SL_ROUTE_MAX_DEPLOYMENTS];
-        int n = 0, incapable = 0;
-        for (int i = 0; i < rc_cfg->ndeployments; i++) {
-            int d = rc_cfg->deployments[i];
-            fit_t fit = dep_fit(s, j, d);
-            if (fit == FIT_OK)
-                order[n++] = d;
-            incapable += fit == FIT_INCAPABLE;
-        }
+        int incapable = 0;
+        int n = sl_route_candidates(s, j, order, &incapable, now_ms);
         if (n == 0) {
-            sl_job_unplace(s, j);
-            int moved = 0;
-            sl_err_t rc = try_fallback(s, j, incapable > 0 ? "no_capable_deployment"
-                                                           : "request_too_large",
-                                       now_ms, &moved);
-            if (rc == SL_OK && !moved && incapable == 0)
-                rc = sl_outcome_fail(s, j, "rejected", "capacity", "request_too_large",
-                              "rejected_locally", 0,
-                              "no deployment of the route can take a request this large", now_ms);
-            else if (rc == SL_OK && !moved)
-                rc = sl_outcome_fail(s, j, "rejected", "invalid_request", "no_capable_deployment",
-                              "rejected_locally", 0,
-                              "no deployment of the route can serve this request (context "
-                              "window, tools, structured output or the tenant's regions)",
-                              now_ms);
+            sl_err_t rc = sl_route_refuse_unfit(s, j, incapable, now_ms);
             if (rc != SL_OK)
                 return rc;
             continue;
         }
-        order_candidates(s, rc_cfg, j, order, n, now_ms);
         int64_t min_wait = INT64_MAX;
         int caller_blocked = 0, leased = 0, quota_out = 0, quota_bucket = -1, paused = 0;
         int64_t quota_wait = 0;
@@ -1033,7 +718,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                     return SL_ENOMEM;
                 *j->held = h;
                 sl_drr_pop(route->drr);
-                rc = lease(s, j, d, now_ms);
+                rc = sl_lease_grant(s, j, d, now_ms);
                 if (rc != SL_OK)
                     return rc;
                 sl_health_probe_sent(s, d, now_ms);
@@ -1073,7 +758,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             int moved = 0;
             sl_job_unplace(s, j);
             sl_err_t rc = caller_blocked ? SL_OK
-                                         : try_fallback(s, j, "quota_exhausted", now_ms, &moved);
+                                         : sl_route_fallback(s, j, "quota_exhausted", now_ms, &moved);
             if (rc == SL_OK && !moved)
                 rc = sl_outcome_fail_quota(s, j, quota_bucket, quota_wait, now_ms);
             if (rc != SL_OK)
@@ -1085,7 +770,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             /* Every deployment is paused by its provider past the job's deadline. */
             int moved = 0;
             sl_job_unplace(s, j);
-            sl_err_t rc = try_fallback(s, j, "providers_paused", now_ms, &moved);
+            sl_err_t rc = sl_route_fallback(s, j, "providers_paused", now_ms, &moved);
             if (rc == SL_OK && !moved)
                 rc = sl_flow_enqueue(s, j, 1);
             if (rc != SL_OK)
@@ -1340,7 +1025,7 @@ static sl_err_t expire_deadlines(sl_sched_t *s, int64_t now_ms)
     sl_hmap_each(s->jobs, collect_expired, &d);
     sl_err_t rc = SL_OK;
     for (int i = 0; i < d.n && rc == SL_OK; i++)
-        rc = expire_in_queue(s, d.expired[i], now_ms);
+        rc = sl_route_expire_in_queue(s, d.expired[i], now_ms);
     free(d.expired);
     return rc;
 }
@@ -1550,7 +1235,7 @@ int sl_sched_job_info(sl_sched_t *s, const char *job_id, int64_t now_ms,
         out->lease_expires_ms = j->lease_expires_ms;
     }
     if (j->state == J_QUEUED)
-        out->wait_ms = why_waiting(s, j, now_ms, out->limiter, sizeof out->limiter);
+        out->wait_ms = sl_route_why_waiting(s, j, now_ms, out->limiter, sizeof out->limiter);
     if (j->state == J_HELD) {
         if (s->trt[j->tenant].paused)
             snprintf(out->limiter, sizeof out->limiter, "tenant:%s:paused",
