@@ -14,6 +14,7 @@
  *                          probe, failure streak and time to first token
  *   route, lease           deployment fit, strategy order, fallback, why a job waits; the
  *                          dispatch message and the lease's bookkeeping
+ *   restore, overrides     restart and reload replay; run-time changes (admin API)
  *   sched                  everything else (being split up)
  */
 #ifndef SL_CORE_H

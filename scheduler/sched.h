@@ -19,7 +19,8 @@
 
 #include "config.h"
 #include "err.h"
-#include "outbox.h" /* the messages out: sl_sched_take */
+#include "outbox.h"    /* the messages out: sl_sched_take */
+#include "overrides.h" /* run-time changes: sl_sched_set_limit, _share, _paused */
 #include "sign.h"
 #include "sched_types.h"
 #include "store.h"
@@ -74,21 +75,6 @@ size_t sl_sched_queue_depth(const sl_sched_t *s, int route, int cls);
 int sl_sched_bucket_count(const sl_sched_t *s);
 void sl_sched_bucket(sl_sched_t *s, int i, int64_t now_ms, const char **id, double *level,
                      double *capacity);
-
-/* ---- run-time changes (the admin API; the caller stores them, see store.h overrides) ---- */
-
-/* Sets a bucket's limit (per period, in the config's terms, > 0), or back to the config's with
- * NAN; what the bucket admitted stays (a lower limit applies from the next admission).
- * SL_EINVAL for a bad bucket or limit. */
-sl_err_t sl_sched_set_limit(sl_sched_t *s, int bucket, double limit, int64_t now_ms);
-/* Sets a tenant's DRR weight (>= 1) and guarantee ([0, 0.95]); its queued jobs take them at
- * once. */
-sl_err_t sl_sched_set_share(sl_sched_t *s, int tenant, int64_t weight, double guarantee);
-/* Pauses or resumes a tenant (tenant >= 0) or a key (tenant < 0, key >= 0). A paused one's
- * queued jobs are held out of line (they still expire at their deadline), its new jobs are
- * refused (tenant_paused / key_paused), its calls in flight finish; resuming puts the held
- * jobs back in line. */
-sl_err_t sl_sched_set_paused(sl_sched_t *s, int tenant, int key, int paused);
 
 /* Installs the hooks (copied; NULL removes them); they carry over a reload. */
 void sl_sched_observe(sl_sched_t *s, const sl_sched_observer_t *obs, void *arg);
