@@ -14,8 +14,9 @@
  *                          probe, failure streak and time to first token
  *   route, lease           deployment fit, strategy order, fallback, why a job waits; the
  *                          dispatch message and the lease's bookkeeping
- *   restore, overrides     restart and reload replay; run-time changes (admin API)
- *   sched                  everything else (being split up)
+ *   restore, overrides,    restart and reload replay; run-time changes (admin API);
+ *   inspect                read-only views for metrics and the admin API
+ *   sched                  lifecycle, messages in, the tick and the DRR step
  */
 #ifndef SL_CORE_H
 #define SL_CORE_H
