@@ -68,8 +68,8 @@ static void produce(rd_kafka_t *prod, const char *topic, const char *key, const 
         hdrs = rd_kafka_headers_new(1);
         rd_kafka_header_add(hdrs, "sluice-sig", -1, sig, (ssize_t)strlen(sig));
     }
-    sl_err_t rc = sl_kafka_produce(prod, topic, key, value, strlen(value), hdrs,
-                                   (void *)(intptr_t)seq);
+    sl_err_t rc =
+        sl_kafka_produce(prod, topic, key, value, strlen(value), hdrs, (void *)(intptr_t)seq);
     if (seq > 0)
         sl_outbox_sent(ob, rc == SL_OK);
 }

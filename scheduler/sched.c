@@ -1,14 +1,13 @@
-/* sched.c - the scheduler's core (see sched.h).
+/* sched.c - the scheduler's core (see sched.h): where every input arrives and every step
+ * starts. The rules themselves live in the modules below it (core.h lists them).
  *
- * Reading order: the structs, building buckets from the config, restoring after a restart,
- * taking jobs, scheduling (DRR + all-or-nothing reservation + lease), reconciling usage, and the
- * tick that expires leases and deadlines.
+ * Reading order: building and freeing the core (and a reload), taking job and cancel messages,
+ * the DRR step of a route (all-or-nothing reservation, then the lease), reconciling usage
+ * events, and the tick that expires leases and deadlines and runs the DRR steps.
  */
 #include "sched.h"
 
 #include <jansson.h>
-#include <math.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,23 +20,25 @@
 #include "health.h"
 #include "hmap.h"
 #include "job.h"
-#include "lease.h"
 #include "jsonschema.h"
+#include "lease.h"
 #include "ledger.h"
 #include "log.h"
-#include "overrides.h"
 #include "outbox.h"
 #include "outcome.h"
+#include "overrides.h"
 #include "reservation.h"
 #include "restore.h"
 #include "retry.h"
 #include "route.h"
 #include "util.h"
 
-enum { MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100, DEADLINE_SCAN_EVERY_MS = 500,
-       BUCKET_SAVE_EVERY_MS = 1000 };
-
-/* ---- small helpers ---- */
+enum {
+    MAX_DISPATCH_PER_TICK = 2000,
+    SCAN_EVERY_MS = 100,
+    DEADLINE_SCAN_EVERY_MS = 500,
+    BUCKET_SAVE_EVERY_MS = 1000
+};
 
 /* ---- lifecycle ---- */
 
@@ -450,8 +451,8 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
              * caller's own quota is spent: that would follow it there). */
             int moved = 0;
             sl_job_unplace(s, j);
-            sl_err_t rc = caller_blocked ? SL_OK
-                                         : sl_route_fallback(s, j, "quota_exhausted", now_ms, &moved);
+            sl_err_t rc =
+                caller_blocked ? SL_OK : sl_route_fallback(s, j, "quota_exhausted", now_ms, &moved);
             if (rc == SL_OK && !moved)
                 rc = sl_outcome_fail_quota(s, j, quota_bucket, quota_wait, now_ms);
             if (rc != SL_OK)
@@ -529,7 +530,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         s->st.usage_stale++;
         if (j != NULL && ok) {
             if (j->state == J_LEASED) {
-                rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "superseded", now_ms);
+                rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "superseded",
+                                           now_ms);
                 if (rc != SL_OK)
                     goto out;
             }
@@ -556,10 +558,11 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
          * still on their way (admitted just before, delayed by the same outage), and the
          * provider would see both at once. */
         j->not_sent++;
-        rc = sl_reservation_settle(s, j, END_NOT_SENT, "reconciled", in, out, cached, outcome, now_ms);
+        rc = sl_reservation_settle(s, j, END_NOT_SENT, "reconciled", in, out, cached, outcome,
+                                   now_ms);
         if (rc == SL_OK)
             rc = sl_retry_or_fail(s, j, 0, "not_sent", "the dispatcher could not send the request",
-                               now_ms);
+                                  now_ms);
         goto out;
     }
     sl_reservation_clamp(s, j, json_object_get(doc, "ratelimit"), now_ms);
@@ -570,8 +573,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     int64_t status = jint(doc, "http_status", 0);
     int refused = (strcmp(outcome, "rate_limited") == 0 || strcmp(outcome, "overloaded") == 0) &&
                   (status == 429 || status == 503 || status == 529);
-    rc = sl_reservation_settle(s, j, in >= 0 ? END_USAGE : refused ? END_REFUSED : END_NO_USAGE, "reconciled", in,
-                out, cached, outcome, now_ms);
+    end_t end = in >= 0 ? END_USAGE : refused ? END_REFUSED : END_NO_USAGE;
+    rc = sl_reservation_settle(s, j, end, "reconciled", in, out, cached, outcome, now_ms);
     if (rc != SL_OK)
         goto out;
     /* Only a finished call's usage is the provider's count: a failed one's is partial, or the
@@ -618,13 +621,14 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
             sl_health_quota_exhausted(s, dep, now_ms);
         sl_job_list_del(&s->leased, j);
         rc = sl_outcome_fail(s, j, "failed", "policy", "provider_quota_exhausted",
-                      "admitted_provider_rejected", 0, message, now_ms);
+                             "admitted_provider_rejected", 0, message, now_ms);
     } else if (strcmp(outcome, "client_error") == 0 || strcmp(outcome, "auth_error") == 0) {
         sl_job_list_del(&s->leased, j);
-        rc = sl_outcome_fail(s, j, "failed",
-                      strcmp(outcome, "auth_error") == 0 ? "authentication" : "invalid_request",
-                      strcmp(outcome, "auth_error") == 0 ? "provider_auth" : "provider_bad_request",
-                      "admitted_provider_rejected", 0, message, now_ms);
+        rc = sl_outcome_fail(
+            s, j, "failed",
+            strcmp(outcome, "auth_error") == 0 ? "authentication" : "invalid_request",
+            strcmp(outcome, "auth_error") == 0 ? "provider_auth" : "provider_bad_request",
+            "admitted_provider_rejected", 0, message, now_ms);
     } else {
         /* overloaded, server_error, timeout, transport, bad_response: retryable with backoff,
          * or after the provider's hint when it gave one. A server-side failure may also pause
@@ -657,11 +661,12 @@ static sl_err_t expire_leases(sl_sched_t *s, int64_t now_ms)
         s->st.lease_expired++;
         sl_logf(SL_LOG_WARN, "job", j->id, "lease of job %s (attempt %d) expired", j->id,
                 j->attempts);
-        sl_err_t rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "lease_expired", now_ms);
+        sl_err_t rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1,
+                                            "lease_expired", now_ms);
         if (rc == SL_OK)
             rc = sl_retry_or_fail(s, j, 0, "lease_expired",
-                               "the dispatcher holding the job did not report back in time",
-                               now_ms);
+                                  "the dispatcher holding the job did not report back in time",
+                                  now_ms);
         if (rc != SL_OK)
             return rc;
         /* retry_or_fail removed j from the list, so index i now holds another job */
@@ -778,5 +783,3 @@ void sl_sched_observe(sl_sched_t *s, const sl_sched_observer_t *obs, void *arg)
         s->obs = *obs;
     s->obs_arg = arg;
 }
-
-

@@ -10,6 +10,11 @@
  * reserved all-or-nothing before the dispatch was produced; every reservation is closed by
  * reconciliation or expiry; every finished job has its result in the outbox in the same
  * transaction.
+ *
+ * The whole interface is this header with the ones it includes: sched_types.h (the handle,
+ * messages, counters and hooks), outbox.h (taking the messages out), overrides.h (run-time
+ * changes) and inspect.h (read-only views). Inside, sched.c takes the inputs and runs the tick;
+ * the rules live in modules below it that share core.h, which nothing outside scheduler/ uses.
  */
 #ifndef SL_SCHED_H
 #define SL_SCHED_H
@@ -19,11 +24,11 @@
 
 #include "config.h"
 #include "err.h"
-#include "outbox.h"    /* the messages out: sl_sched_take */
 #include "inspect.h"   /* read-only views: sl_sched_stats, sl_sched_bucket_info, ... */
+#include "outbox.h"    /* the messages out: sl_sched_take */
 #include "overrides.h" /* run-time changes: sl_sched_set_limit, _share, _paused */
-#include "sign.h"
 #include "sched_types.h"
+#include "sign.h"
 #include "store.h"
 
 /* Creates the core: builds buckets from cfg, restores bucket levels and unfinished jobs from
@@ -67,7 +72,8 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms);
  * or every call in flight would be sent a second time. */
 void sl_sched_extend_leases(sl_sched_t *s, int64_t gap_ms);
 
-/* Installs the hooks (copied; NULL removes them); they carry over a reload. */
+/* Installs the metrics hooks (sl_sched_observer_t; copied, NULL removes them); they carry over a
+ * reload. */
 void sl_sched_observe(sl_sched_t *s, const sl_sched_observer_t *obs, void *arg);
 
 #endif
