@@ -49,7 +49,7 @@ sl_err_t sl_outcome_finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t 
                         json_pack("{s:f, s:f, s:f}", "queued_ms", queued, "provider_ms",
                                   o->provider_ms, "total_ms", (double)(now_ms - j->submitted_ms)));
     if (o->err_type != NULL) {
-        /* job_flags: a restored job's flags are read from its stored message when not known. */
+        /* sl_job_flags: a restored job's flags are read from its stored message when not known. */
         int fallback_allowed = (sl_job_flags(s, j) & JF_FALLBACK) != 0;
         json_t *e =
             json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "type", o->err_type, "reason",

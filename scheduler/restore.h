@@ -17,8 +17,9 @@
  *   exact (a config reload: everything was saved a moment ago): levels and counters as saved;
  *   after a restart, per algorithm: calendar and rolling counters (daily quotas, spend) exactly,
  *   as saved plus every reservation made after the save; gauges from the calls in flight
- *   (restore_job); everything else as the worst case for the rest of its window, since nothing
- *   tells how much of a per-minute limit was used just before. A new database starts unused. */
+ *   (sl_restore_jobs); everything else as the worst case for the rest of its window, since
+ *   nothing tells how much of a per-minute limit was used just before. A new database starts
+ *   unused. */
 sl_err_t sl_restore_buckets(sl_sched_t *s, int exact, int64_t now_ms);
 
 /* Restores every unfinished job of the store into its place (queued, held, delayed, or leased

@@ -669,7 +669,7 @@ static sl_err_t expire_leases(sl_sched_t *s, int64_t now_ms)
                                   now_ms);
         if (rc != SL_OK)
             return rc;
-        /* retry_or_fail removed j from the list, so index i now holds another job */
+        /* sl_retry_or_fail removed j from the list, so index i now holds another job */
     }
     return SL_OK;
 }
