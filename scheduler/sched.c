@@ -1,998 +1,44 @@
-/* sched.c - the scheduler's core (see sched.h).
+/* sched.c - the scheduler's core (see sched.h): where every input arrives and every step
+ * starts. The rules themselves live in the modules below it (core.h lists them).
  *
- * Reading order: the structs, building buckets from the config, restoring after a restart,
- * taking jobs, scheduling (DRR + all-or-nothing reservation + lease), reconciling usage, and the
- * tick that expires leases and deadlines.
+ * Reading order: building and freeing the core (and a reload), taking job and cancel messages,
+ * the DRR step of a route (all-or-nothing reservation, then the lease), reconciling usage
+ * events, and the tick that expires leases and deadlines and runs the DRR steps.
  */
 #include "sched.h"
 
 #include <jansson.h>
-#include <math.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "buckets.h"
 #include "calib.h"
+#include "core.h"
 #include "drr.h"
+#include "flow.h"
+#include "health.h"
 #include "hmap.h"
+#include "job.h"
 #include "jsonschema.h"
+#include "lease.h"
 #include "ledger.h"
 #include "log.h"
+#include "outbox.h"
+#include "outcome.h"
+#include "overrides.h"
+#include "reservation.h"
+#include "restore.h"
+#include "retry.h"
+#include "route.h"
 #include "util.h"
 
-enum { PROBE_WAIT_MS = 2000, PROBE_POLL_MS = 20 };
-/* Server-side failures in a row (no success between) that pause a deployment without a hint. */
-enum { OVERLOAD_STREAK = 5 };
-enum { MAX_CHARGES = 16, MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100,
-       DEADLINE_SCAN_EVERY_MS = 500, BUCKET_SAVE_EVERY_MS = 1000, STATE_TEXT_MAX = 8192 };
-
-/* How reconciliation settles a charge, by what the limit counts:
- *   KEEP: the provider counted the reserved amount at receipt (OpenAI-style TPM, requests), so
- *         it stays whatever the call used;
- *   ACTUAL_*: what was really used replaces the estimate: unused tokens come back, overage
- *         becomes debt (total, input, input without cache reads, output, spend in USD);
- *   RELEASE: a gauge's slot comes back when the call ends;
- *   RECEIPT_MAX / RECEIPT_SUM: the provider counted max(input, max_tokens) or input +
- *         max_tokens at receipt (OpenAI, Azure): reserved with the learned input estimate and
- *         kept, or raised to what the real input shows the provider counted (debt). */
-typedef enum {
-    RULE_KEEP = 0,
-    RULE_ACTUAL_TOTAL,
-    RULE_ACTUAL_INPUT,
-    RULE_ACTUAL_INPUT_UNCACHED,
-    RULE_ACTUAL_OUTPUT,
-    RULE_ACTUAL_SPEND,
-    RULE_RELEASE,
-    RULE_RECEIPT_MAX,
-    RULE_RECEIPT_SUM,
-    RULE_COUNT_
-} rule_t;
-static const char *const rule_names[RULE_COUNT_] = {
-    "keep",         "actual_total", "actual_input", "actual_input_uncached", "actual_output",
-    "actual_spend", "release",      "receipt_max",  "receipt_sum"};
-
-/* J_ORPHAN: the config no longer knows the job's tenant or route; it is only ever finished.
- * J_HELD: queued, but its tenant or key is paused (admin API): kept out of the DRR. */
-typedef enum { J_QUEUED = 0, J_DELAYED, J_LEASED, J_ORPHAN, J_HELD } jstate_t;
-
-/* What one lease holds in the ledger: its charges, how each is settled, and each bucket's
- * reserved total just before it (to read provider headers against). Allocated at lease. */
-typedef struct {
-    int n;
-    sl_charge_t ch[MAX_CHARGES];
-    uint8_t rule[MAX_CHARGES];
-    double before[MAX_CHARGES];
-    int64_t charged_ms;
-    int64_t est_input, est_output; /* what was reserved for input and output */
-} held_t;
-
-/* What a job's request needs from a deployment, read from its request body (JF_KNOWN once
- * read: jobs restored after a restart read it when first considered). */
 enum {
-    JF_KNOWN = 1,
-    JF_TOOLS = 2,    /* it offers tools */
-    JF_JSON = 4,     /* structured output (response_format) */
-    JF_STREAM = 8,   /* streamed: output reserved at max_tokens until the end */
-    JF_FALLBACK = 16 /* the caller allows a fallback route */
+    MAX_DISPATCH_PER_TICK = 2000,
+    SCAN_EVERY_MS = 100,
+    DEADLINE_SCAN_EVERY_MS = 500,
+    BUCKET_SAVE_EVERY_MS = 1000
 };
-
-typedef struct job {
-    char id[65];
-    char *idem;
-    char *orphan_tenant, *orphan_route; /* the job's own names when the config lacks them */
-    int tenant, cls, route, key; /* key: -1 when the config no longer knows it */
-    int home_route;              /* the route it was submitted to (route differs after fallback) */
-    unsigned flags;
-    jstate_t state;
-    int attempts;  /* leases so far: numbers each attempt */
-    int not_sent;  /* leases a dispatcher refused without calling: not charged to the budget */
-    int64_t submitted_ms, deadline_ms, not_before_ms;
-    int64_t est_input, est_output, est_total; /* from ingest: est_output is max_tokens */
-    sl_drr_node_t *node; /* when queued */
-    int list_idx;        /* index in the delayed or leased array */
-    /* the current lease */
-    char res_id[33];
-    int deployment;
-    int64_t lease_expires_ms, dispatched_ms;
-    held_t *held;
-} job_t;
-
-/* The buckets on one side of a job's path, narrowest scope first. */
-typedef struct {
-    int n;
-    int *b;
-} path_t;
-
-/* Per bucket: the limit it enforces (the config's, or an owned copy with a run-time limit) and
- * on which side of the path it sits. */
-typedef struct {
-    const sl_limit_cfg_t *limit;
-    const sl_limit_cfg_t *configured;
-    sl_limit_cfg_t *own; /* set by sl_sched_set_limit; limit points to it */
-    int provider_side;
-} binfo_t;
-
-/* What the admin API can change about a tenant at run time. */
-typedef struct {
-    int64_t weight;
-    double guarantee;
-    int paused;
-} tenant_rt_t;
-
-/* Provider rate-limit headers name four dimensions; each maps to the deployment's own
- * per-minute bucket of that dimension. */
-enum { HDR_REQUESTS = 0, HDR_TOKENS, HDR_INPUT, HDR_OUTPUT, HDR_COUNT };
-
-typedef struct {
-    path_t path;                 /* the deployment's limits, then its parent scopes' */
-    int header_bucket[HDR_COUNT]; /* -1 when there is none */
-    int64_t paused_until_ms;
-    double ttft_ms;  /* rolling time to first token (latency strategy); 0 = none seen yet */
-    int fail_streak; /* overloaded / server errors in a row, for its pause */
-    /* Half-open after a pause: when the pause ends, one call goes first (a probe) and the
-     * rest wait for its answer (at most PROBE_WAIT_MS), so a deployment that is still
-     * refusing is not met by every waiting job at once. */
-    int probing;
-    int64_t probe_sent_ms; /* 0 = the probe has not gone yet */
-} dep_t;
-
-typedef struct {
-    sl_drr_t *drr;
-    int64_t blocked_until_ms;
-    /* First attempts and retries leased recently, decaying with a time constant of one minute:
-     * the retry ratio budget (routes[].max_retry_ratio). */
-    double recent_first, recent_retries;
-    int64_t retry_ms;
-    /* Tokens admitted per class, decaying with a time constant of one minute: what each class
-     * took of the route recently (for classes that yield, classes.yield_above). */
-    double recent[SL_CLASS_COUNT];
-    int64_t recent_ms;
-} route_t;
-
-typedef struct {
-    job_t **items;
-    int n, cap;
-} joblist_t;
-
-struct sl_sched {
-    const sl_config_t *cfg;
-    sl_store_t *store;
-    const sl_signer_t *signer;
-    sl_schema_t *job_schema, *usage_schema, *cancel_schema;
-    sl_ledger_t *ledger;
-    binfo_t *binfo;
-    int nbinfo;
-    sl_calib_t *calib;
-    dep_t *deps;
-    route_t *routes;
-    path_t *tenant_paths; /* the tenant's limits, then its partner's */
-    path_t *key_paths;    /* the key's, its app/env's, then its tenant's path */
-    sl_hmap_t *key_index;    /* key id -> index + 1 (a job names its key by id) */
-    sl_hmap_t *tenant_index; /* tenant name -> index + 1: every job is looked up by it */
-    sl_hmap_t *jobs; /* id -> job_t*, every unfinished job */
-    joblist_t delayed, leased, orphans, held;
-    tenant_rt_t *trt;      /* per tenant */
-    uint8_t *key_paused;   /* per key */
-    sl_sched_observer_t obs;
-    void *obs_arg;
-    int64_t last_scan_ms, last_deadline_scan_ms, last_bucket_save_ms;
-    sl_sched_msg_t *out;
-    int nout, capout;
-    unsigned res_counter;
-    sl_sched_stats_t st;
-};
-
-static sl_err_t fail_orphans(sl_sched_t *s, int64_t now_ms);
-
-/* ---- small helpers ---- */
-
-/* s as a JSON string literal, quotes included (caller frees); NULL when out of memory. */
-static char *json_quote(const char *s)
-{
-    json_t *str = json_string(s);
-    char *out = str != NULL ? json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-    json_decref(str);
-    return out;
-}
-
-static sl_err_t list_add(joblist_t *l, job_t *j)
-{
-    if (l->n == l->cap) {
-        int ncap = l->cap ? l->cap * 2 : 64;
-        job_t **ni = realloc(l->items, (size_t)ncap * sizeof *ni);
-        if (ni == NULL)
-            return SL_ENOMEM;
-        l->items = ni;
-        l->cap = ncap;
-    }
-    j->list_idx = l->n;
-    l->items[l->n++] = j;
-    return SL_OK;
-}
-
-static void list_del(joblist_t *l, job_t *j)
-{
-    int i = j->list_idx;
-    if (i < 0 || i >= l->n || l->items[i] != j)
-        return;
-    l->items[i] = l->items[--l->n];
-    l->items[i]->list_idx = i;
-    j->list_idx = -1;
-}
-
-static sl_err_t emit(sl_sched_t *s, sl_msg_kind_t kind, const char *topic, const char *key,
-                     char *value, int64_t seq)
-{
-    if (s->nout == s->capout) {
-        int ncap = s->capout ? s->capout * 2 : 256;
-        sl_sched_msg_t *no = realloc(s->out, (size_t)ncap * sizeof *no);
-        if (no == NULL) {
-            free(value);
-            return SL_ENOMEM;
-        }
-        s->out = no;
-        s->capout = ncap;
-    }
-    sl_sched_msg_t *m = &s->out[s->nout];
-    memset(m, 0, sizeof *m);
-    m->kind = kind;
-    m->topic = topic;
-    m->key = strdup(key);
-    m->value = value;
-    m->seq = seq;
-    if (m->key == NULL) {
-        free(value);
-        return SL_ENOMEM;
-    }
-    if (kind == SL_MSG_DISPATCH && s->signer != NULL)
-        sl_signer_sign(s->signer, value, strlen(value), m->sig);
-    s->nout++;
-    return SL_OK;
-}
-
-int sl_sched_take(sl_sched_t *s, sl_sched_msg_t **msgs)
-{
-    *msgs = s->out;
-    int n = s->nout;
-    s->out = NULL;
-    s->nout = s->capout = 0;
-    return n;
-}
-
-void sl_sched_msgs_free(sl_sched_msg_t *msgs, int n)
-{
-    for (int i = 0; i < n; i++) {
-        free(msgs[i].key);
-        free(msgs[i].value);
-    }
-    free(msgs);
-}
-
-static int flow_of(const job_t *j)
-{
-    return j->tenant * SL_CLASS_COUNT + j->cls;
-}
-
-static int64_t job_cost(const sl_sched_t *s, const job_t *j);
-
-/* Queues j in its route's DRR: classes share by class weight, tenants within a class by tenant
- * weight, each job costs the tokens it will reserve, earliest deadline first within a flow. */
-static int is_paused(const sl_sched_t *s, const job_t *j)
-{
-    return s->trt[j->tenant].paused || (j->key >= 0 && s->key_paused[j->key]);
-}
-
-static sl_err_t enqueue(sl_sched_t *s, job_t *j, int front)
-{
-    const sl_config_t *cfg = s->cfg;
-    if (is_paused(s, j)) {
-        j->state = J_HELD;
-        j->node = NULL;
-        return list_add(&s->held, j);
-    }
-    sl_drr_place_t p = {
-        .group = j->cls,
-        .group_quantum = cfg->drr_quantum_tokens * cfg->classes[j->cls].weight,
-        .flow = flow_of(j),
-        .quantum = cfg->drr_quantum_tokens * s->trt[j->tenant].weight,
-        .share = s->trt[j->tenant].guarantee,
-        .cost = job_cost(s, j),
-        .key = j->deadline_ms,
-    };
-    j->state = J_QUEUED;
-    j->node = sl_drr_push_at(s->routes[j->route].drr, &p, j, front);
-    return j->node != NULL ? SL_OK : SL_ENOMEM;
-}
-
-static void job_free(job_t *j)
-{
-    if (j == NULL)
-        return;
-    free(j->idem);
-    free(j->held);
-    free(j->orphan_tenant);
-    free(j->orphan_route);
-    free(j);
-}
-
-/* Takes a job out of whatever in-memory place holds it. */
-static void unplace(sl_sched_t *s, job_t *j)
-{
-    if (j->state == J_QUEUED && j->node != NULL) {
-        sl_drr_remove(s->routes[j->route].drr, j->node);
-        j->node = NULL;
-    } else if (j->state == J_DELAYED) {
-        list_del(&s->delayed, j);
-    } else if (j->state == J_LEASED) {
-        list_del(&s->leased, j);
-    } else if (j->state == J_ORPHAN) {
-        list_del(&s->orphans, j);
-    } else if (j->state == J_HELD) {
-        list_del(&s->held, j);
-    }
-}
-
-/* ---- buckets ---- */
-
-/* The ledger spec of a configured limit. Per-minute provider limits are planned at headroom x
- * the limit; a token bucket's burst is the provider's slice (limit / slices), part of which is
- * kept unused (burst_fraction) for the jitter between our decision and the provider's receipt. */
-static sl_bucket_spec_t limit_spec(const sl_limit_cfg_t *lc)
-{
-    sl_bucket_spec_t spec = {.alg = (sl_alg_t)lc->algorithm, .strict = lc->strict};
-    double slices = (double)lc->slices;
-    switch (lc->algorithm) {
-    case SL_LIMIT_TOKEN_BUCKET:
-        spec.capacity = lc->capacity / slices;
-        if (spec.capacity < 1 && !sl_dimension_is_tokens(lc->dimension) &&
-            lc->dimension != SL_DIM_SPEND)
-            spec.capacity = 1;
-        spec.rate_per_ms = lc->capacity * lc->headroom / (double)lc->period_ms;
-        spec.margin = spec.capacity * (1.0 - lc->burst_fraction);
-        break;
-    case SL_LIMIT_SLIDING_WINDOW:
-        spec.capacity = lc->capacity * lc->headroom;
-        spec.window_ms = lc->period_ms;
-        spec.sub_windows = (int)lc->slices;
-        spec.sub_capacity = lc->burst * spec.capacity / slices;
-        break;
-    case SL_LIMIT_ROLLING:
-        spec.capacity = lc->capacity;
-        spec.window_ms = lc->period_ms;
-        spec.sub_windows = (int)lc->slices;
-        break;
-    case SL_LIMIT_CALENDAR:
-        spec.capacity = lc->capacity;
-        spec.window_ms = lc->period_ms;
-        spec.tz = lc->reset_tz[0] != '\0' ? lc->reset_tz : NULL;
-        break;
-    case SL_LIMIT_RAMP:
-        spec.capacity = lc->capacity;
-        spec.window_ms = lc->period_ms;
-        spec.growth = lc->growth;
-        break;
-    default: /* gauge */
-        spec.capacity = lc->capacity;
-        break;
-    }
-    return spec;
-}
-
-/* Adds the buckets of one scope's limits and appends them to path. */
-static sl_err_t add_scope(sl_sched_t *s, const char *scope, const sl_limit_cfg_t *limits, int n,
-                          int provider_side, path_t *path, int64_t now_ms, char *err,
-                          size_t errlen)
-{
-    for (int i = 0; i < n; i++) {
-        char id[512];
-        snprintf(id, sizeof id, "%s:%s", scope, limits[i].name);
-        int b = sl_ledger_find(s->ledger, id);
-        if (b < 0) {
-            sl_bucket_spec_t spec = limit_spec(&limits[i]);
-            b = sl_ledger_add_spec(s->ledger, id, &spec, now_ms);
-            if (b < 0) {
-                snprintf(err, errlen, "bucket %s: invalid limit or out of memory", id);
-                return SL_ECONFIG;
-            }
-            if (b >= s->nbinfo) {
-                int ncap = s->nbinfo ? s->nbinfo * 2 : 64;
-                while (ncap <= b)
-                    ncap *= 2;
-                binfo_t *nb = realloc(s->binfo, (size_t)ncap * sizeof *nb);
-                if (nb == NULL)
-                    return SL_ENOMEM;
-                s->binfo = nb;
-                s->nbinfo = ncap;
-            }
-            s->binfo[b].limit = &limits[i];
-            s->binfo[b].configured = &limits[i];
-            s->binfo[b].own = NULL;
-            s->binfo[b].provider_side = provider_side;
-        }
-        if (path->n >= MAX_CHARGES) {
-            snprintf(err, errlen, "scope %s: more than %d limits on one path", scope,
-                     MAX_CHARGES);
-            return SL_ECONFIG;
-        }
-        path->b[path->n++] = b;
-    }
-    return SL_OK;
-}
-
-static sl_err_t add_parents(sl_sched_t *s, int parent, int provider_side, path_t *path,
-                            int64_t now_ms, char *err, size_t errlen)
-{
-    sl_err_t rc = SL_OK;
-    for (int p = parent, steps = 0; rc == SL_OK && p >= 0 && steps < s->cfg->nscopes;
-         p = s->cfg->scopes[p].parent, steps++) {
-        const sl_scope_cfg_t *sc = &s->cfg->scopes[p];
-        rc = add_scope(s, sc->name, sc->limits, sc->nlimits, provider_side, path, now_ms, err,
-                       errlen);
-    }
-    return rc;
-}
-
-static sl_err_t path_alloc(path_t *p)
-{
-    p->b = calloc(MAX_CHARGES, sizeof *p->b);
-    p->n = 0;
-    return p->b != NULL ? SL_OK : SL_ENOMEM;
-}
-
-/* Builds every bucket of the config and each deployment's, tenant's and key's path. */
-static sl_err_t build_buckets(sl_sched_t *s, int64_t now_ms, char *err, size_t errlen)
-{
-    const sl_config_t *cfg = s->cfg;
-    char scope[512];
-    sl_err_t rc = SL_OK;
-    int longest_dep = 0, longest_key = 0;
-    for (int i = 0; rc == SL_OK && i < cfg->ndeployments; i++) {
-        const sl_deployment_cfg_t *d = &cfg->deployments[i];
-        dep_t *dep = &s->deps[i];
-        for (int h = 0; h < HDR_COUNT; h++)
-            dep->header_bucket[h] = -1;
-        snprintf(scope, sizeof scope, "deployment:%s", d->name);
-        rc = path_alloc(&dep->path);
-        if (rc == SL_OK)
-            rc = add_scope(s, scope, d->limits, d->nlimits, 1, &dep->path, now_ms, err, errlen);
-        /* Headers describe the deployment's per-minute limits (its own buckets). */
-        for (int k = 0; rc == SL_OK && k < d->nlimits; k++) {
-            const sl_limit_cfg_t *lc = &d->limits[k];
-            int h = lc->dimension == SL_DIM_REQUESTS       ? HDR_REQUESTS
-                    : lc->dimension == SL_DIM_TOTAL_TOKENS  ? HDR_TOKENS
-                    : lc->dimension == SL_DIM_INPUT_TOKENS  ? HDR_INPUT
-                    : lc->dimension == SL_DIM_OUTPUT_TOKENS ? HDR_OUTPUT
-                                                            : -1;
-            if (h >= 0 && dep->header_bucket[h] < 0 &&
-                (lc->algorithm == SL_LIMIT_TOKEN_BUCKET ||
-                 lc->algorithm == SL_LIMIT_SLIDING_WINDOW))
-                dep->header_bucket[h] = dep->path.b[k];
-        }
-        if (rc == SL_OK)
-            rc = add_parents(s, d->parent, 1, &dep->path, now_ms, err, errlen);
-        if (dep->path.n > longest_dep)
-            longest_dep = dep->path.n;
-    }
-    for (int i = 0; rc == SL_OK && i < cfg->ntenants; i++) {
-        const sl_tenant_cfg_t *t = &cfg->tenants[i];
-        snprintf(scope, sizeof scope, "tenant:%s", t->name);
-        rc = path_alloc(&s->tenant_paths[i]);
-        if (rc == SL_OK)
-            rc = add_scope(s, scope, t->limits, t->nlimits, 0, &s->tenant_paths[i], now_ms, err,
-                           errlen);
-        if (rc == SL_OK)
-            rc = add_parents(s, t->parent, 0, &s->tenant_paths[i], now_ms, err, errlen);
-    }
-    for (int i = 0; rc == SL_OK && i < cfg->nkeys; i++) {
-        const sl_key_cfg_t *k = &cfg->keys[i];
-        path_t *path = &s->key_paths[i];
-        snprintf(scope, sizeof scope, "key:%s", k->id);
-        rc = path_alloc(path);
-        if (rc == SL_OK)
-            rc = add_scope(s, scope, k->limits, k->nlimits, 0, path, now_ms, err, errlen);
-        snprintf(scope, sizeof scope, "app:%s/%s/%s", cfg->tenants[k->tenant].name, k->app,
-                 k->env);
-        int app = sl_config_scope(cfg, scope);
-        if (rc == SL_OK && app >= 0)
-            rc = add_scope(s, scope, cfg->scopes[app].limits, cfg->scopes[app].nlimits, 0, path,
-                           now_ms, err, errlen);
-        const path_t *tp = &s->tenant_paths[k->tenant];
-        for (int j = 0; rc == SL_OK && j < tp->n; j++) {
-            if (path->n >= MAX_CHARGES) {
-                snprintf(err, errlen, "key %s: more than %d limits on its path", k->id,
-                         MAX_CHARGES);
-                rc = SL_ECONFIG;
-            } else {
-                path->b[path->n++] = tp->b[j];
-            }
-        }
-        if (path->n > longest_key)
-            longest_key = path->n;
-    }
-    for (int i = 0; i < cfg->ntenants; i++) {
-        if (s->tenant_paths[i].n > longest_key)
-            longest_key = s->tenant_paths[i].n;
-    }
-    if (rc == SL_OK && longest_dep + longest_key > MAX_CHARGES) {
-        snprintf(err, errlen,
-                 "a job's path could cross %d limits (%d on the callers' side, %d on the "
-                 "provider side); at most %d are supported",
-                 longest_dep + longest_key, longest_key, longest_dep, MAX_CHARGES);
-        rc = SL_ECONFIG;
-    }
-    return rc;
-}
-
-/* Whether a bucket is a quota: a count that only comes back at a reset (daily requests or
- * tokens, spend), so waiting for it past a job's deadline is pointless, and its
- * counters are restored exactly after a restart. */
-static int is_quota(const sl_sched_t *s, int b)
-{
-    sl_alg_t alg = sl_ledger_alg(s->ledger, b);
-    return alg == SL_ALG_CALENDAR || alg == SL_ALG_ROLLING;
-}
-
-/* "<scope>:<name>" -> scope and name (the part after the last colon). */
-static void split_bucket_id(const char *id, char *scope, size_t cap, const char **name)
-{
-    snprintf(scope, cap, "%s", id);
-    char *last = strrchr(scope, ':');
-    *name = "";
-    if (last != NULL) {
-        *last = '\0';
-        *name = id + (last - scope) + 1;
-    }
-}
-
-/* Writes the buckets that changed since the last save: level (token buckets) and counters. */
-static sl_err_t save_buckets(sl_sched_t *s, int64_t now_ms, int all)
-{
-    char state[STATE_TEXT_MAX];
-    for (int b = 0; b < sl_ledger_count(s->ledger); b++) {
-        if (!all && !sl_ledger_dirty(s->ledger, b))
-            continue;
-        const char *id = sl_ledger_id(s->ledger, b);
-        const sl_limit_cfg_t *lc = s->binfo[b].limit;
-        char scope[512];
-        const char *name;
-        split_bucket_id(id, scope, sizeof scope, &name);
-        if (sl_ledger_state_save(s->ledger, b, now_ms, state, sizeof state) != SL_OK)
-            state[0] = '\0';
-        sl_store_bucket_t row = {
-            .bucket_id = id,
-            .scope = scope,
-            .dimension = sl_dimension_name(lc->dimension),
-            .algorithm = sl_limit_alg_name(lc->algorithm),
-            .unit = lc->dimension == SL_DIM_SPEND           ? "usd"
-                    : lc->dimension == SL_DIM_CONCURRENCY   ? "calls"
-                    : sl_dimension_is_tokens(lc->dimension) ? "tokens"
-                                                            : "requests",
-            .source = "config",
-            .capacity = sl_ledger_capacity(s->ledger, b),
-            .rate_per_min = lc->capacity * lc->headroom * (double)s->cfg->minute_ms /
-                            (double)lc->period_ms,
-            .level = sl_ledger_level(s->ledger, b, now_ms),
-            .updated_ms = now_ms,
-            .state = state[0] != '\0' ? state : NULL,
-        };
-        sl_err_t rc = sl_store_bucket_put(s->store, &row);
-        if (rc != SL_OK)
-            return rc;
-        sl_ledger_clear_dirty(s->ledger, b);
-    }
-    return SL_OK;
-}
-
-/* The config's index of a tenant, or -1 when the config does not know it. */
-static int tenant_of(const sl_sched_t *s, const char *name)
-{
-    return (int)(intptr_t)sl_hmap_get(s->tenant_index, name) - 1;
-}
-
-/* The config's index of a job's key, or -1 when the config no longer knows it or gives it to
- * another tenant (the job then runs on its tenant's path only). */
-static int key_of(const sl_sched_t *s, const char *key_id, int tenant)
-{
-    intptr_t v = key_id != NULL ? (intptr_t)sl_hmap_get(s->key_index, key_id) : 0;
-    int k = (int)v - 1;
-    return k >= 0 && s->cfg->keys[k].tenant == tenant ? k : -1;
-}
-
-/* What a request body needs from a deployment (JF_* without JF_KNOWN's meaning of "read"). */
-static unsigned request_flags(json_t *req)
-{
-    unsigned f = JF_KNOWN;
-    json_t *tools = json_object_get(req, "tools");
-    if (json_is_array(tools) && json_array_size(tools) > 0)
-        f |= JF_TOOLS;
-    const char *rf = json_string_value(json_object_get(json_object_get(req, "response_format"),
-                                                       "type"));
-    if (rf != NULL && (strcmp(rf, "json_schema") == 0 || strcmp(rf, "json_object") == 0))
-        f |= JF_JSON;
-    if (json_is_true(json_object_get(req, "stream")))
-        f |= JF_STREAM;
-    return f;
-}
-
-/* The job's flags, reading its stored message once when they are not known yet (restored
- * jobs). A job whose message cannot be read is treated as needing nothing special. */
-static unsigned job_flags(sl_sched_t *s, job_t *j)
-{
-    if (j->flags & JF_KNOWN)
-        return j->flags;
-    char *text = NULL;
-    j->flags |= JF_KNOWN;
-    if (sl_store_job_json(s->store, j->id, &text) == SL_OK) {
-        json_t *doc = json_loads(text, 0, NULL);
-        j->flags |= request_flags(json_object_get(doc, "request"));
-        if (json_is_true(json_object_get(doc, "fallback")))
-            j->flags |= JF_FALLBACK;
-        json_decref(doc);
-    }
-    free(text);
-    return j->flags;
-}
-
-/* ---- restore ---- */
-
-typedef struct {
-    sl_sched_t *s;
-    job_t *job;
-    int64_t now_ms;
-    sl_err_t rc;
-} restore_t;
-
-static void restore_charge(const char *bucket_id, double amount, const char *rule, void *arg)
-{
-    restore_t *r = arg;
-    held_t *h = r->job->held;
-    if (h == NULL || h->n >= MAX_CHARGES)
-        return;
-    /* A bucket removed from the config stays as a placeholder (bucket -1), so the charges keep
-     * the order they were stored in. */
-    int b = sl_ledger_find(r->s->ledger, bucket_id);
-    h->ch[h->n].bucket = b;
-    h->ch[h->n].amount = amount;
-    h->rule[h->n] = RULE_KEEP;
-    for (int k = 0; k < RULE_COUNT_; k++) {
-        if (strcmp(rule, rule_names[k]) == 0)
-            h->rule[h->n] = (uint8_t)k;
-    }
-    h->before[h->n] = b >= 0 ? sl_ledger_reserved_total(r->s->ledger, b) : 0;
-    /* A call in flight holds its gauge slot again. */
-    if (b >= 0 && h->rule[h->n] == RULE_RELEASE)
-        sl_ledger_settle(r->s->ledger, b, -amount, r->now_ms, r->now_ms);
-    h->n++;
-}
-
-typedef struct {
-    sl_sched_t *s;
-    int64_t now_ms;
-    const uint8_t *replay; /* per bucket: replay charges made after its last save */
-    const int64_t *since;  /* per bucket: that save's time */
-} replay_t;
-
-static void replay_charge(const char *bucket_id, double amount, int64_t created_ms, void *arg)
-{
-    replay_t *r = arg;
-    int b = sl_ledger_find(r->s->ledger, bucket_id);
-    if (b >= 0 && r->replay[b] && created_ms >= r->since[b] && amount > 0)
-        sl_ledger_settle(r->s->ledger, b, -amount, created_ms, r->now_ms);
-}
-
-/* Restores what the buckets had admitted before this start.
- *   exact (a config reload: everything was saved a moment ago): levels and counters as saved;
- *   after a restart, per algorithm: calendar and rolling counters (daily quotas, spend) exactly,
- *   as saved plus every reservation made after the save; gauges from the calls in flight
- *   (restore_job); everything else as the worst case for the rest of its window, since nothing
- *   tells how much of a per-minute limit was used just before. A new database starts unused. */
-static sl_err_t restore_buckets(sl_sched_t *s, int exact, int64_t now_ms)
-{
-    if (!exact && sl_store_is_new(s->store))
-        return SL_OK;
-    int n = sl_ledger_count(s->ledger);
-    uint8_t *replay = calloc((size_t)n + 1, 1);
-    int64_t *since = calloc((size_t)n + 1, sizeof *since);
-    if (replay == NULL || since == NULL) {
-        free(replay);
-        free(since);
-        return SL_ENOMEM;
-    }
-    int64_t oldest = INT64_MAX;
-    sl_err_t rc = SL_OK;
-    for (int b = 0; b < n && rc == SL_OK; b++) {
-        double level = 0;
-        int64_t updated = 0;
-        char *state = NULL;
-        sl_err_t got = sl_store_bucket_get(s->store, sl_ledger_id(s->ledger, b), &level,
-                                           &updated, &state);
-        sl_alg_t alg = sl_ledger_alg(s->ledger, b);
-        if (got != SL_OK && got != SL_ENOTFOUND) {
-            rc = got;
-        } else if (is_quota(s, b)) {
-            if (got == SL_OK && sl_ledger_state_load(s->ledger, b, state, now_ms) != SL_OK)
-                sl_warn("bucket %s: saved counters unreadable; replaying its window",
-                        sl_ledger_id(s->ledger, b));
-            /* Without a save, replay the whole window (at most one period back). */
-            since[b] = got == SL_OK ? updated : now_ms - s->binfo[b].limit->period_ms;
-            if (!exact) {
-                replay[b] = 1;
-                if (since[b] < oldest)
-                    oldest = since[b];
-            }
-        } else if (alg == SL_ALG_GAUGE) {
-            /* rebuilt from the leases */
-        } else if (exact && got == SL_OK) {
-            if (alg == SL_ALG_TOKEN_BUCKET) {
-                sl_ledger_set_level(s->ledger, b, level, updated);
-            } else {
-                sl_ledger_state_load(s->ledger, b, state, now_ms);
-            }
-        } else {
-            if (alg == SL_ALG_TOKEN_BUCKET)
-                sl_ledger_set_level(s->ledger, b, got == SL_OK && level < 0 ? level : 0, now_ms);
-            else
-                sl_ledger_assume_worst(s->ledger, b, now_ms);
-        }
-        free(state);
-    }
-    if (rc == SL_OK && oldest != INT64_MAX) {
-        replay_t r = {s, now_ms, replay, since};
-        rc = sl_store_res_each_since(s->store, oldest, replay_charge, &r);
-    }
-    free(replay);
-    free(since);
-    return rc;
-}
-
-static void restore_job(const sl_store_row_t *row, void *arg)
-{
-    restore_t *r = arg;
-    sl_sched_t *s = r->s;
-    if (r->rc != SL_OK)
-        return;
-    int tenant = tenant_of(s, row->tenant);
-    int route = sl_config_route(s->cfg, row->route);
-    int cls = sl_class_parse(row->cls);
-    job_t *j = calloc(1, sizeof *j);
-    if (j == NULL) {
-        r->rc = SL_ENOMEM;
-        return;
-    }
-    snprintf(j->id, sizeof j->id, "%s", row->job_id);
-    j->tenant = tenant;
-    j->route = route;
-    j->cls = cls < 0 ? SL_CLASS_STANDARD : cls;
-    j->attempts = row->attempts;
-    j->submitted_ms = row->submitted_ms;
-    j->deadline_ms = row->deadline_ms;
-    j->not_before_ms = row->not_before_ms;
-    j->est_input = row->est_input;
-    j->est_output = row->est_output;
-    j->est_total = row->est_total;
-    j->deployment = -1;
-    j->list_idx = -1;
-    j->key = key_of(s, row->key_id, tenant);
-    j->home_route = route;
-    j->idem = strdup(row->idempotency_key != NULL ? row->idempotency_key : j->id);
-    int orphan = tenant < 0 || route < 0;
-    if (orphan) {
-        /* The config no longer knows its tenant or route: it must not run as anyone else. It is
-         * failed once restoring is over (sl_sched_new). */
-        sl_logf(SL_LOG_WARN, "job", j->id,
-                "restored job %s has tenant \"%s\" or route \"%s\" unknown to the config", j->id,
-                row->tenant, row->route);
-        j->orphan_tenant = strdup(row->tenant);
-        j->orphan_route = strdup(row->route);
-        j->tenant = 0;
-        j->route = 0;
-    }
-    sl_err_t rc = j->idem != NULL ? sl_hmap_put(s->jobs, j->id, j) : SL_ENOMEM;
-    if (rc != SL_OK) {
-        job_free(j);
-        r->rc = rc;
-        return;
-    }
-    if (orphan) {
-        if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL)
-            snprintf(j->res_id, sizeof j->res_id, "%s", row->reservation_id);
-        j->state = J_ORPHAN;
-        r->rc = list_add(&s->orphans, j);
-    } else if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL) {
-        snprintf(j->res_id, sizeof j->res_id, "%s", row->reservation_id);
-        j->deployment = row->deployment ? sl_config_deployment(s->cfg, row->deployment) : -1;
-        j->lease_expires_ms = row->lease_expires_ms;
-        j->dispatched_ms = row->lease_expires_ms - s->cfg->lease_ms;
-        j->state = J_LEASED;
-        r->job = j;
-        j->held = calloc(1, sizeof *j->held);
-        if (j->held == NULL) {
-            r->rc = SL_ENOMEM;
-            return;
-        }
-        j->held->charged_ms = j->dispatched_ms;
-        j->held->est_input = j->est_input;
-        j->held->est_output = j->est_output;
-        sl_store_res_charges(s->store, j->res_id, restore_charge, r);
-        r->rc = list_add(&s->leased, j);
-    } else if (row->not_before_ms > r->now_ms) {
-        j->state = J_DELAYED;
-        r->rc = list_add(&s->delayed, j);
-    } else {
-        r->rc = enqueue(s, j, 0);
-    }
-}
-
-/* ---- run-time changes (admin API) ---- */
-
-/* Sets bucket b's limit (per period, in the config's terms) to limit, or back to the config's
- * when limit is NAN, keeping what the bucket has admitted. */
-static sl_err_t set_limit(sl_sched_t *s, int b, double limit, int64_t now_ms)
-{
-    binfo_t *bi = &s->binfo[b];
-    const sl_limit_cfg_t *lc = bi->configured;
-    sl_limit_cfg_t *own = NULL;
-    if (!isnan(limit)) {
-        if (!(limit > 0) || isinf(limit))
-            return SL_EINVAL;
-        own = malloc(sizeof *own);
-        if (own == NULL)
-            return SL_ENOMEM;
-        *own = *bi->configured;
-        own->capacity = limit;
-        lc = own;
-    }
-    sl_bucket_spec_t spec = limit_spec(lc);
-    sl_err_t rc = sl_ledger_set_spec(s->ledger, b, &spec, now_ms);
-    if (rc != SL_OK) {
-        free(own);
-        return rc;
-    }
-    free(bi->own);
-    bi->own = own;
-    bi->limit = lc;
-    return SL_OK;
-}
-
-typedef struct {
-    sl_sched_t *s;
-    int64_t now_ms;
-    sl_err_t rc;
-} override_t;
-
-static void apply_override(const char *target, const char *field, double value, void *arg)
-{
-    override_t *o = arg;
-    sl_sched_t *s = o->s;
-    if (o->rc != SL_OK)
-        return;
-    if (strncmp(target, "bucket:", 7) == 0 && strcmp(field, "limit") == 0) {
-        int b = sl_ledger_find(s->ledger, target + 7);
-        if (b < 0)
-            sl_warn("run-time limit of %s not applied: the config has no such bucket",
-                    target + 7);
-        else if (set_limit(s, b, value, o->now_ms) != SL_OK)
-            sl_warn("run-time limit %g of %s not applied: invalid", value, target + 7);
-        return;
-    }
-    if (strncmp(target, "tenant:", 7) == 0) {
-        int t = tenant_of(s, target + 7);
-        if (t < 0) {
-            sl_warn("run-time %s of %s not applied: the config has no such tenant", field,
-                    target);
-        } else if (strcmp(field, "weight") == 0 && value >= 1) {
-            s->trt[t].weight = (int64_t)value;
-        } else if (strcmp(field, "guarantee") == 0 && value >= 0 && value <= 0.95) {
-            s->trt[t].guarantee = value;
-        } else if (strcmp(field, "paused") == 0) {
-            s->trt[t].paused = value != 0;
-        }
-        return;
-    }
-    if (strncmp(target, "key:", 4) == 0 && strcmp(field, "paused") == 0) {
-        intptr_t k = (intptr_t)sl_hmap_get(s->key_index, target + 4) - 1;
-        if (k < 0)
-            sl_warn("run-time pause of %s not applied: the config has no such key", target);
-        else
-            s->key_paused[k] = value != 0;
-    }
-}
-
-/* Applies the admin API's stored changes over the config (before jobs are restored, so that
- * a paused tenant's jobs come back held). */
-static sl_err_t apply_overrides(sl_sched_t *s, int64_t now_ms)
-{
-    override_t o = {s, now_ms, SL_OK};
-    sl_err_t rc = sl_store_override_each(s->store, apply_override, &o);
-    return rc != SL_OK ? rc : o.rc;
-}
-
-typedef struct {
-    int tenant, key; /* the jobs to find: of this tenant, or (tenant < 0) of this key */
-    jstate_t state;
-    job_t **found;
-    int n, cap;
-    sl_err_t rc;
-} find_t;
-
-static void find_jobs(const char *id, void *value, void *arg)
-{
-    (void)id;
-    find_t *f = arg;
-    job_t *j = value;
-    if (j->state != f->state || j->orphan_tenant != NULL ||
-        (f->tenant >= 0 ? j->tenant != f->tenant : j->key != f->key))
-        return;
-    if (f->n == f->cap) {
-        int ncap = f->cap ? f->cap * 2 : 64;
-        job_t **nf = realloc(f->found, (size_t)ncap * sizeof *nf);
-        if (nf == NULL) {
-            f->rc = SL_ENOMEM;
-            return;
-        }
-        f->found = nf;
-        f->cap = ncap;
-    }
-    f->found[f->n++] = j;
-}
-
-/* Takes the queued jobs of a tenant (or, tenant < 0, of a key) out of line and queues them
- * again: held when paused, in the DRR with the tenant's current weights otherwise. */
-static sl_err_t requeue(sl_sched_t *s, int tenant, int key)
-{
-    find_t f = {tenant, key, J_QUEUED, NULL, 0, 0, SL_OK};
-    sl_hmap_each(s->jobs, find_jobs, &f);
-    sl_err_t rc = f.rc;
-    for (int i = 0; rc == SL_OK && i < f.n; i++) {
-        unplace(s, f.found[i]);
-        rc = enqueue(s, f.found[i], 0);
-    }
-    free(f.found);
-    return rc;
-}
-
-sl_err_t sl_sched_set_limit(sl_sched_t *s, int bucket, double limit, int64_t now_ms)
-{
-    if (bucket < 0 || bucket >= sl_ledger_count(s->ledger))
-        return SL_EINVAL;
-    return set_limit(s, bucket, limit, now_ms);
-}
-
-sl_err_t sl_sched_set_share(sl_sched_t *s, int tenant, int64_t weight, double guarantee)
-{
-    if (tenant < 0 || tenant >= s->cfg->ntenants || weight < 1 || !(guarantee >= 0) ||
-        guarantee > 0.95)
-        return SL_EINVAL;
-    s->trt[tenant].weight = weight;
-    s->trt[tenant].guarantee = guarantee;
-    return requeue(s, tenant, -1);
-}
-
-sl_err_t sl_sched_set_paused(sl_sched_t *s, int tenant, int key, int paused)
-{
-    if (tenant >= s->cfg->ntenants || (tenant < 0 && (key < 0 || key >= s->cfg->nkeys)))
-        return SL_EINVAL;
-    if (tenant >= 0)
-        s->trt[tenant].paused = paused != 0;
-    else
-        s->key_paused[key] = (uint8_t)(paused != 0);
-    if (paused)
-        return requeue(s, tenant, key);
-    /* Held jobs that nothing pauses any more go back in line (by deadline within their flow,
-     * so the order they come back in does not matter). Walking down keeps the walk valid:
-     * list_del moves the last item, already seen, into the hole. */
-    for (int i = s->held.n - 1; i >= 0; i--) {
-        job_t *j = s->held.items[i];
-        if (is_paused(s, j))
-            continue;
-        list_del(&s->held, j);
-        sl_err_t rc = enqueue(s, j, 0);
-        if (rc != SL_OK)
-            return rc;
-    }
-    return SL_OK;
-}
 
 /* ---- lifecycle ---- */
 
@@ -1060,31 +106,19 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_si
             goto fail;
     }
     err[0] = '\0';
-    rc = build_buckets(s, now_ms, err, errlen);
+    rc = sl_buckets_build(s, now_ms, err, errlen);
     if (rc == SL_OK)
-        rc = restore_buckets(s, exact, now_ms);
+        rc = sl_restore_buckets(s, exact, now_ms);
     if (rc == SL_OK)
-        rc = apply_overrides(s, now_ms);
+        rc = sl_overrides_apply(s, now_ms);
     if (rc != SL_OK) {
         if (err[0] == '\0')
             snprintf(err, errlen, "building the ledger: %s", sl_strerror(rc));
         goto fail;
     }
-    restore_t r = {s, NULL, now_ms, SL_OK};
-    rc = sl_store_each_unfinished(store, restore_job, &r);
-    if (rc == SL_OK)
-        rc = r.rc;
-    if (rc != SL_OK) {
-        snprintf(err, errlen, "restoring unfinished jobs: %s", sl_strerror(rc));
+    rc = sl_restore_jobs(s, now_ms, err, errlen);
+    if (rc != SL_OK)
         goto fail;
-    }
-    if (sl_hmap_len(s->jobs) > 0)
-        sl_info("restored %zu unfinished jobs (%d leased)", sl_hmap_len(s->jobs), s->leased.n);
-    rc = fail_orphans(s, now_ms);
-    if (rc != SL_OK) {
-        snprintf(err, errlen, "failing jobs the config no longer knows: %s", sl_strerror(rc));
-        goto fail;
-    }
     s->last_bucket_save_ms = now_ms;
     *out = s;
     return SL_OK;
@@ -1101,7 +135,7 @@ sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_signer
 
 sl_err_t sl_sched_save(sl_sched_t *s, int64_t now_ms)
 {
-    return save_buckets(s, now_ms, 1 /*all*/);
+    return sl_buckets_save(s, now_ms, 1 /*all*/);
 }
 
 sl_err_t sl_sched_reload(sl_sched_t **sp, const sl_config_t *cfg, int64_t now_ms, char *err,
@@ -1138,7 +172,7 @@ static void free_job_entry(const char *key, void *value, void *arg)
 {
     (void)key;
     (void)arg;
-    job_free(value);
+    sl_job_free(value);
 }
 
 void sl_sched_free(sl_sched_t *s)
@@ -1181,207 +215,7 @@ void sl_sched_free(sl_sched_t *s)
     free(s);
 }
 
-/* ---- results ---- */
-
-typedef struct {
-    const char *status;
-    const char *deployment;
-    json_t *response;   /* borrowed */
-    json_t *usage;      /* borrowed, canonical {input, output, cached, ...} */
-    double provider_ms;
-    const char *err_type, *err_reason, *decision;
-    char err_message[512];
-    const char *limiter, *scope;
-    int64_t retry_after_ms; /* -1 = none */
-    int retryable;
-} outcome_t;
-
-static void outcome_init(outcome_t *o, const char *status)
-{
-    memset(o, 0, sizeof *o);
-    o->status = status;
-    o->retry_after_ms = -1;
-}
-
-/* Writes the job's terminal state and result (outbox) and drops it from memory. The result's
- * "attempts" counts calls that reached a dispatcher's HTTP client: a lease the dispatcher
- * refused without calling (not_sent) is not an attempt. */
-static sl_err_t finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_ms)
-{
-    json_t *meta = NULL;
-    char *meta_json = NULL;
-    if (sl_store_job_parts(s->store, j->id, NULL, &meta_json) == SL_OK && meta_json != NULL)
-        meta = json_loads(meta_json, 0, NULL);
-    free(meta_json);
-    const sl_config_t *cfg = s->cfg;
-    json_t *res = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:I}", "v", 1,
-                            "job_id", j->id, "idempotency_key", j->idem ? j->idem : j->id,
-                            "tenant",
-                            j->orphan_tenant ? j->orphan_tenant : cfg->tenants[j->tenant].name,
-                            "route",
-                            j->orphan_route ? j->orphan_route
-                                            : cfg->routes[j->home_route >= 0 ? j->home_route
-                                                                             : j->route]
-                                                  .name,
-                            "class",
-                            sl_class_name((sl_class_t)j->cls), "status", o->status, "attempts",
-                            j->attempts - j->not_sent, "fallback_used", j->route != j->home_route,
-                            "finished_ms",
-                            (json_int_t)now_ms);
-    if (res == NULL) {
-        json_decref(meta);
-        return SL_ENOMEM;
-    }
-    json_object_set_new(res, "deployment", o->deployment ? json_string(o->deployment)
-                                                         : json_null());
-    json_object_set(res, "response", o->response ? o->response : json_null());
-    json_object_set(res, "usage", o->usage ? o->usage : json_null());
-    json_object_set_new(res, "metadata", meta ? meta : json_null());
-    double queued = j->dispatched_ms > 0 ? (double)(j->dispatched_ms - j->submitted_ms) : 0;
-    json_object_set_new(res, "timings",
-                        json_pack("{s:f, s:f, s:f}", "queued_ms", queued, "provider_ms",
-                                  o->provider_ms, "total_ms",
-                                  (double)(now_ms - j->submitted_ms)));
-    if (o->err_type != NULL) {
-        json_t *e = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "type", o->err_type, "reason",
-                              o->err_reason, "message", o->err_message, "gateway_decision",
-                              o->decision, "retryable", o->retryable, "fallback_allowed", 0);
-        json_object_set_new(e, "limiter", o->limiter ? json_string(o->limiter) : json_null());
-        json_object_set_new(e, "scope", o->scope ? json_string(o->scope) : json_null());
-        json_object_set_new(e, "retry_after_ms", o->retry_after_ms >= 0
-                                                     ? json_integer(o->retry_after_ms)
-                                                     : json_null());
-        json_object_set_new(e, "trace_id", json_string(j->id));
-        json_object_set_new(res, "error", e);
-    } else {
-        json_object_set_new(res, "error", json_null());
-    }
-    char *value = json_dumps(res, JSON_COMPACT);
-    json_decref(res);
-    if (value == NULL)
-        return SL_ENOMEM;
-    int64_t seq = 0;
-    sl_err_t rc = sl_store_job_finish(s->store, j->id, o->status, value, cfg->kafka.topic_results,
-                                      now_ms, &seq);
-    if (rc != SL_OK) {
-        free(value);
-        return rc;
-    }
-    if (strcmp(o->status, "succeeded") == 0)
-        s->st.succeeded++;
-    else if (strcmp(o->status, "expired") == 0)
-        s->st.expired++;
-    else if (strcmp(o->status, "cancelled") == 0)
-        s->st.cancelled++;
-    else
-        s->st.failed++;
-    if (s->obs.finished != NULL)
-        s->obs.finished(s->obs_arg, j->cls, o->status, j->attempts - j->not_sent);
-    unplace(s, j);
-    if (sl_hmap_get(s->jobs, j->id) == j)
-        sl_hmap_del(s->jobs, j->id);
-    rc = emit(s, SL_MSG_RESULT, cfg->kafka.topic_results, j->id, value, seq);
-    job_free(j);
-    return rc;
-}
-
-/* Refuses a job whose tenant or route the config does not know (see J_ORPHAN). A lease it
- * still held is closed as expired: the call may have happened. */
-static sl_err_t fail_orphan(sl_sched_t *s, job_t *j, const char *status, int64_t now_ms)
-{
-    if (j->res_id[0] != '\0') {
-        sl_err_t rc = sl_store_res_close(s->store, j->res_id, "expired", -1, -1, -1,
-                                         "config_changed", now_ms, NULL, 0);
-        if (rc != SL_OK)
-            return rc;
-    }
-    outcome_t o;
-    outcome_init(&o, status);
-    o.err_type = "invalid_request";
-    o.err_reason = "unknown_tenant_or_route";
-    o.decision = "rejected_locally";
-    snprintf(o.err_message, sizeof o.err_message,
-             "the scheduler's config does not know tenant \"%.100s\" or route \"%.100s\"",
-             j->orphan_tenant ? j->orphan_tenant : "?", j->orphan_route ? j->orphan_route : "?");
-    return finish(s, j, &o, now_ms);
-}
-
-static sl_err_t fail_orphans(sl_sched_t *s, int64_t now_ms)
-{
-    sl_err_t rc = SL_OK;
-    while (rc == SL_OK && s->orphans.n > 0)
-        rc = fail_orphan(s, s->orphans.items[s->orphans.n - 1], "failed", now_ms);
-    return rc;
-}
-
 /* ---- taking jobs ---- */
-
-/* Whether j's tenant already has its class's maximum of jobs queued (every route). */
-static int queue_full(const sl_sched_t *s, const job_t *j)
-{
-    size_t queued = 0;
-    for (int r = 0; r < s->cfg->nroutes; r++)
-        queued += sl_drr_flow_len(s->routes[r].drr, flow_of(j));
-    return (int64_t)queued >= s->cfg->classes[j->cls].max_queue;
-}
-
-/* Refuses j because its tenant's queue of its class is full (reason queue_full, or shed for a
- * queued job that made room): retryable, about one window later (a hint, not a promise). */
-static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, const char *reason, int64_t now_ms)
-{
-    char limiter[256], scope[200];
-    const char *tenant = s->cfg->tenants[j->tenant].name;
-    const char *cls = sl_class_name((sl_class_t)j->cls);
-    snprintf(limiter, sizeof limiter, "queue:%s:%s", tenant, cls);
-    snprintf(scope, sizeof scope, "tenant:%s", tenant);
-    outcome_t o;
-    outcome_init(&o, "rejected");
-    o.err_type = "capacity";
-    o.err_reason = reason;
-    o.decision = "rejected_locally";
-    o.limiter = limiter;
-    o.scope = scope;
-    o.retryable = 1;
-    o.retry_after_ms = s->cfg->minute_ms;
-    if (strcmp(reason, "shed") == 0) {
-        snprintf(o.err_message, sizeof o.err_message,
-                 "the %s queue was full (classes.%s.overload = shed): this job, due last, made "
-                 "room for one due sooner",
-                 cls, cls);
-        s->st.shed++;
-    } else {
-        snprintf(o.err_message, sizeof o.err_message,
-                 "tenant %s already has %lld %s jobs queued (classes.%s.max_queue); retry later",
-                 tenant, (long long)s->cfg->classes[j->cls].max_queue, cls, cls);
-        s->st.queue_full++;
-    }
-    return finish(s, j, &o, now_ms);
-}
-
-/* Refuses a new job of a paused tenant or key (admin API): retryable once resumed. */
-static sl_err_t refuse_paused(sl_sched_t *s, job_t *j, int64_t now_ms)
-{
-    int tenant_paused = s->trt[j->tenant].paused;
-    const char *tenant = s->cfg->tenants[j->tenant].name;
-    char limiter[320], scope[256];
-    if (tenant_paused) {
-        snprintf(scope, sizeof scope, "tenant:%s", tenant);
-    } else {
-        snprintf(scope, sizeof scope, "key:%s", s->cfg->keys[j->key].id);
-    }
-    snprintf(limiter, sizeof limiter, "%s:paused", scope);
-    outcome_t o;
-    outcome_init(&o, "rejected");
-    o.err_type = "policy";
-    o.err_reason = tenant_paused ? "tenant_paused" : "key_paused";
-    o.decision = "rejected_locally";
-    o.limiter = limiter;
-    o.scope = scope;
-    o.retryable = 1;
-    snprintf(o.err_message, sizeof o.err_message,
-             "%s is paused by an operator: no new jobs are taken until it is resumed", scope);
-    return finish(s, j, &o, now_ms);
-}
 
 /* A cancel message (schema/cancel.json): a queued or delayed job is removed with a
  * `cancelled` result; a job in flight is reconciled normally; an unknown or finished one is
@@ -1402,8 +236,8 @@ static sl_err_t on_cancel(sl_sched_t *s, json_t *doc, int64_t now_ms)
         return SL_OK;
     }
     outcome_t o;
-    outcome_init(&o, "cancelled");
-    return finish(s, j, &o, now_ms);
+    sl_outcome_init(&o, "cancelled");
+    return sl_outcome_finish(s, j, &o, now_ms);
 }
 
 sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t now_ms)
@@ -1469,17 +303,7 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
         /* A redelivery or a resubmission: never run twice; a finished job's result is sent
          * again so a client re-running after a crash gets it. */
         s->st.jobs_duplicate++;
-        if (old_result != NULL) {
-            int64_t seq = 0;
-            rc = sl_store_outbox_add(s->store, s->cfg->kafka.topic_results, id, old_result,
-                                     now_ms, &seq);
-            if (rc == SL_OK)
-                rc = emit(s, SL_MSG_RESULT, s->cfg->kafka.topic_results, id, old_result, seq);
-            else
-                free(old_result);
-        } else {
-            rc = SL_OK;
-        }
+        rc = old_result != NULL ? sl_outbox_resend(s, id, old_result, now_ms) : SL_OK;
         json_decref(doc);
         return rc;
     }
@@ -1487,28 +311,23 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
         json_decref(doc);
         return rc;
     }
-    job_t *j = calloc(1, sizeof *j);
+    job_t *j = sl_job_new(id);
     if (j == NULL) {
         json_decref(doc);
         return SL_ENOMEM;
     }
-    snprintf(j->id, sizeof j->id, "%s", id);
     j->idem = strdup(row.idempotency_key);
-    j->tenant = tenant_of(s, tenant_name);
+    j->tenant = sl_job_tenant_index(s, tenant_name);
     j->route = sl_config_route(s->cfg, route_name);
     j->cls = sl_class_parse(cls_name);
-    j->key = key_of(s, row.key_id, j->tenant);
+    j->key = sl_job_key_index(s, row.key_id, j->tenant);
     j->home_route = j->route;
-    j->flags = request_flags(json_object_get(doc, "request"));
-    if (json_is_true(json_object_get(doc, "fallback")))
-        j->flags |= JF_FALLBACK;
+    j->flags = sl_job_doc_flags(doc);
     j->submitted_ms = row.submitted_ms;
     j->deadline_ms = row.deadline_ms;
     j->est_input = row.est_input;
     j->est_output = row.est_output;
     j->est_total = row.est_total > 0 ? row.est_total : 1;
-    j->deployment = -1;
-    j->list_idx = -1;
     int orphan = j->tenant < 0 || j->route < 0;
     if (orphan) {
         /* Ingest and scheduler disagree about the config (a change in between): the job is
@@ -1522,551 +341,15 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     json_decref(doc);
     rc = j->idem != NULL ? sl_hmap_put(s->jobs, j->id, j) : SL_ENOMEM;
     if (rc != SL_OK) {
-        job_free(j);
+        sl_job_free(j);
         return rc;
     }
     if (orphan)
-        return fail_orphan(s, j, "rejected", now_ms);
-    if (is_paused(s, j)) {
-        /* Forgotten like a full queue's refusal, so the same job may come again once resumed. */
-        char job_id[sizeof j->id];
-        memcpy(job_id, j->id, sizeof job_id);
-        sl_hmap_del(s->jobs, j->id);
-        rc = refuse_paused(s, j, now_ms); /* frees j */
-        return rc == SL_OK ? sl_store_job_forget(s->store, job_id) : rc;
-    }
-    if (queue_full(s, j) && s->cfg->classes[j->cls].overload == SL_OVERLOAD_SHED) {
-        /* Shed: the queued job of this tenant and class with the latest deadline makes room,
-         * when it is due later than the new one. */
-        job_t *last = sl_drr_flow_last(s->routes[j->route].drr, flow_of(j));
-        if (last != NULL && last->deadline_ms > j->deadline_ms) {
-            rc = refuse_for_queue(s, last, "shed", now_ms);
-            if (rc != SL_OK)
-                return rc;
-        }
-    }
-    if (queue_full(s, j)) {
-        /* Backpressure: answered at once instead of letting the queue grow without bound. The
-         * job is not remembered, so the client may submit it again after retry_after_ms. */
-        char job_id[sizeof j->id];
-        memcpy(job_id, j->id, sizeof job_id);
-        sl_hmap_del(s->jobs, j->id);
-        rc = refuse_for_queue(s, j, "queue_full", now_ms); /* frees j */
-        return rc == SL_OK ? sl_store_job_forget(s->store, job_id) : rc;
-    }
-    return enqueue(s, j, 0);
+        return sl_outcome_fail_orphan(s, j, "rejected", now_ms);
+    return sl_flow_admit(s, j, now_ms);
 }
 
 /* ---- scheduling ---- */
-
-/* The share of the tightest bucket on a deployment's side of the path (its own limits and its
- * parent scopes') that is free now, for choosing where to go. */
-static double free_fraction(sl_sched_t *s, int d, int64_t now_ms)
-{
-    double f = 1.0;
-    const path_t *p = &s->deps[d].path;
-    for (int i = 0; i < p->n; i++) {
-        double x = sl_ledger_level(s->ledger, p->b[i], now_ms) /
-                   sl_ledger_capacity(s->ledger, p->b[i]);
-        if (x < f)
-            f = x;
-    }
-    return f;
-}
-
-/* Decays a route's recent first attempts and retries to now. */
-static void decay_retries(const sl_sched_t *s, route_t *route, int64_t now_ms)
-{
-    if (now_ms <= route->retry_ms)
-        return;
-    double keep = exp(-(double)(now_ms - route->retry_ms) / (double)s->cfg->minute_ms);
-    route->recent_first *= keep;
-    route->recent_retries *= keep;
-    route->retry_ms = now_ms;
-}
-
-/* What a job asks for, as the ledger reserves it: the deterministic estimates from ingest, and
- * what the scheduler learned (calib.h). */
-typedef struct {
-    int64_t input_raw;  /* ingest's count: what a provider counting at receipt sees */
-    int64_t input;      /* corrected by what real inputs of the route looked like */
-    int64_t max_tokens; /* the request's max_tokens */
-    int64_t output;     /* min(max_tokens, p95 of recent outputs) */
-} demand_t;
-
-static demand_t job_demand(const sl_sched_t *s, const job_t *j)
-{
-    demand_t dm;
-    dm.input_raw = j->est_input;
-    dm.input = sl_calib_input(s->calib, j->route, j->est_input);
-    dm.max_tokens = j->est_output;
-    /* A stream is charged as it goes and may be cut: it holds max_tokens until it ends. */
-    dm.output = (j->flags & JF_STREAM) ? j->est_output
-                                       : sl_calib_output(s->calib, j->route, j->cls, j->est_output);
-    return dm;
-}
-
-/* What a job costs in the DRR: the tokens it will reserve as learned so far. */
-static int64_t job_cost(const sl_sched_t *s, const job_t *j)
-{
-    demand_t dm = job_demand(s, j);
-    return dm.input + dm.output > 0 ? dm.input + dm.output : 1;
-}
-
-static double spend_usd(const sl_price_cfg_t *p, int64_t input, int64_t cached, int64_t output)
-{
-    if (cached > input)
-        cached = input;
-    return ((double)(input - cached) * p->input_per_mtok +
-            (double)cached * p->cached_input_per_mtok + (double)output * p->output_per_mtok) /
-           1e6;
-}
-
-/* The amount and settlement rule of one bucket for a job going to deployment dc, by what the
- * bucket counts and on which side it sits. Provider-side buckets count the way the provider
- * does (PROVIDERS.md); the callers' budgets count the learned estimate, settled at real use. */
-static void charge_of(const binfo_t *bi, const sl_deployment_cfg_t *dc, const demand_t *dm,
-                      double *amount, rule_t *rule)
-{
-    sl_dimension_t dim = bi->limit->dimension;
-    if (dim == SL_DIM_RAMP)
-        dim = bi->limit->ramp_unit;
-    switch (dim) {
-    case SL_DIM_REQUESTS:
-    case SL_DIM_REQUESTS_PER_DAY:
-        *amount = 1;
-        *rule = RULE_KEEP;
-        return;
-    case SL_DIM_CONCURRENCY:
-        *amount = 1;
-        *rule = RULE_RELEASE;
-        return;
-    case SL_DIM_INPUT_TOKENS:
-        if (bi->provider_side) {
-            /* Counted at receipt from the real prompt: reserve ingest's conservative count. */
-            *amount = (double)dm->input_raw;
-            *rule = dc->input_counting == SL_INPUT_COUNT_EXCLUDE_CACHE_READS
-                        ? RULE_ACTUAL_INPUT_UNCACHED
-                        : RULE_ACTUAL_INPUT;
-        } else {
-            *amount = (double)dm->input;
-            *rule = RULE_ACTUAL_INPUT;
-        }
-        return;
-    case SL_DIM_OUTPUT_TOKENS:
-        *amount = (double)(bi->provider_side && dc->output_counting == SL_OUTPUT_COUNT_MAX_TOKENS
-                               ? dm->max_tokens
-                               : dm->output);
-        *rule = RULE_ACTUAL_OUTPUT;
-        return;
-    case SL_DIM_SPEND:
-        *amount = spend_usd(&dc->price, dm->input, 0, dm->output);
-        *rule = RULE_ACTUAL_SPEND;
-        return;
-    default: /* total tokens, per minute or per day */
-        /* Counted at receipt: the learned input estimate, not ingest's conservative count
-         * (which held back 14 % of a prompt-heavy pool), settled upwards when the real input
-         * shows the provider counted more. */
-        if (bi->provider_side && dc->tpm_counting == SL_TPM_COUNT_MAX) {
-            *amount = (double)(dm->input > dm->max_tokens ? dm->input : dm->max_tokens);
-            *rule = RULE_RECEIPT_MAX;
-        } else if (bi->provider_side && dc->tpm_counting == SL_TPM_COUNT_SUM) {
-            *amount = (double)(dm->input + dm->max_tokens);
-            *rule = RULE_RECEIPT_SUM;
-        } else {
-            *amount = (double)(dm->input + dm->output);
-            *rule = RULE_ACTUAL_TOTAL;
-        }
-        return;
-    }
-}
-
-/* The callers' side of j's path: its key's (with app/env and tenant), or its tenant's when the
- * config no longer knows the key. */
-static const path_t *caller_path(const sl_sched_t *s, const job_t *j)
-{
-    return j->key >= 0 ? &s->key_paths[j->key] : &s->tenant_paths[j->tenant];
-}
-
-/* Every charge of job j on deployment d, callers' side first. */
-static void build_charges(sl_sched_t *s, const job_t *j, int d, held_t *h)
-{
-    const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
-    demand_t dm = job_demand(s, j);
-    const path_t *sides[2] = {caller_path(s, j), &s->deps[d].path};
-    h->n = 0;
-    h->est_input = dm.input;
-    h->est_output = dm.output;
-    for (int k = 0; k < 2; k++) {
-        for (int i = 0; i < sides[k]->n && h->n < MAX_CHARGES; i++) {
-            int b = sides[k]->b[i];
-            double amount;
-            rule_t rule;
-            charge_of(&s->binfo[b], dc, &dm, &amount, &rule);
-            h->ch[h->n].bucket = b;
-            h->ch[h->n].amount = amount;
-            h->rule[h->n] = (uint8_t)rule;
-            h->n++;
-        }
-    }
-}
-
-/* Whether deployment d could ever take job j: its max_tokens within the deployment's output
- * ceiling, and each provider-side charge within what its limit allows in a whole period
- * (a request above a whole limit is "too large" at the provider, whatever the wait). */
-typedef enum { FIT_OK = 0, FIT_TOO_LARGE, FIT_INCAPABLE } fit_t;
-
-/* Whether deployment d can serve j at all: its capabilities (context window, tools,
- * structured output, the tenant's regions), then limits that could ever hold the request. */
-static fit_t dep_fit(sl_sched_t *s, job_t *j, int d)
-{
-    const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
-    unsigned f = job_flags(s, j);
-    if (dc->context_window > 0 && j->est_input + j->est_output > dc->context_window)
-        return FIT_INCAPABLE;
-    if (((f & JF_TOOLS) && !dc->supports_tools) || ((f & JF_JSON) && !dc->supports_json))
-        return FIT_INCAPABLE;
-    const sl_tenant_cfg_t *tc = &s->cfg->tenants[j->tenant];
-    if (tc->nregions > 0) {
-        int ok = 0;
-        for (int i = 0; i < tc->nregions; i++)
-            ok |= strcmp(tc->regions[i], dc->region) == 0;
-        if (!ok)
-            return FIT_INCAPABLE;
-    }
-    if (j->est_output > dc->max_output_tokens)
-        return FIT_TOO_LARGE;
-    demand_t dm = job_demand(s, j);
-    const path_t *p = &s->deps[d].path;
-    for (int i = 0; i < p->n; i++) {
-        const binfo_t *bi = &s->binfo[p->b[i]];
-        double amount;
-        rule_t rule;
-        charge_of(bi, dc, &dm, &amount, &rule);
-        if (bi->limit->algorithm != SL_LIMIT_RAMP && amount > bi->limit->capacity)
-            return FIT_TOO_LARGE;
-    }
-    return FIT_OK;
-}
-
-static int dep_can_take(sl_sched_t *s, job_t *j, int d)
-{
-    return dep_fit(s, j, d) == FIT_OK;
-}
-
-/* A reservation id (32 hex digits) that sorts by creation: 12 digits of the clock, 4 of a
- * counter, 16 random. New rows then land at the end of the reservations table's B-tree
- * instead of at random places in it, which keeps the one write per admission cheap. */
-static void make_reservation_id(sl_sched_t *s, int64_t now_ms, char out[33])
-{
-    char rnd[17];
-    sl_random_id(rnd, 8);
-    snprintf(out, 33, "%012llx%04x%s", (unsigned long long)now_ms & 0xffffffffffffULL,
-             (unsigned)(s->res_counter++ & 0xffff), rnd);
-}
-
-/* Leases job j to deployment d with the charges already reserved: persists the reservation
- * and the lease, and emits the signed dispatch. */
-static sl_err_t lease(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
-{
-    const sl_config_t *cfg = s->cfg;
-    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
-    make_reservation_id(s, now_ms, j->res_id);
-    j->attempts++;
-    j->deployment = d;
-    j->lease_expires_ms = now_ms + cfg->lease_ms;
-    j->dispatched_ms = now_ms;
-    const held_t *h = j->held;
-    const char *bucket_ids[MAX_CHARGES];
-    double amounts[MAX_CHARGES];
-    const char *rules[MAX_CHARGES];
-    for (int i = 0; i < h->n; i++) {
-        bucket_ids[i] = sl_ledger_id(s->ledger, h->ch[i].bucket);
-        amounts[i] = h->ch[i].amount;
-        rules[i] = rule_names[h->rule[i]];
-    }
-    sl_store_res_t res = {
-        .reservation_id = j->res_id,
-        .job_id = j->id,
-        .tenant = cfg->tenants[j->tenant].name,
-        .route = cfg->routes[j->route].name,
-        .cls = sl_class_name((sl_class_t)j->cls),
-        .deployment = dc->name,
-        .idempotency_key = j->idem,
-        .attempt = j->attempts,
-        .est_input = h->est_input,
-        .est_output = h->est_output,
-        .created_ms = now_ms,
-        .expires_ms = j->lease_expires_ms,
-        .queue_deadline_ms = j->deadline_ms,
-    };
-    sl_err_t rc = sl_store_res_open(s->store, &res, h->n, bucket_ids, amounts, rules);
-    if (rc == SL_OK)
-        rc = sl_store_job_lease(s->store, j->id, j->attempts, j->lease_expires_ms, j->res_id,
-                                dc->name, now_ms);
-    char *request_json = NULL;
-    if (rc == SL_OK)
-        rc = sl_store_job_parts(s->store, j->id, &request_json, NULL);
-    if (rc == SL_OK && request_json == NULL)
-        rc = SL_EDB;
-    if (rc != SL_OK)
-        return rc;
-    /* Assembled as text around the stored request body: job ids are [A-Za-z0-9_-] (job.json),
-     * reservation ids hex, and the two free strings are escaped by jansson. The dispatcher
-     * sets the deployment's model itself. */
-    char *dep_q = json_quote(dc->name);
-    char *idem_q = json_quote(j->idem);
-    char *value = NULL;
-    if (dep_q != NULL && idem_q != NULL &&
-        asprintf(&value,
-                 "{\"v\":1,\"job_id\":\"%s\",\"attempt\":%d,\"reservation_id\":\"%s\","
-                 "\"lease_expires_ms\":%lld,\"issued_ms\":%lld,\"deployment\":%s,"
-                 "\"idempotency_key\":%s,\"request\":%s}",
-                 j->id, j->attempts, j->res_id, (long long)j->lease_expires_ms, (long long)now_ms,
-                 dep_q, idem_q, request_json) < 0)
-        value = NULL;
-    free(dep_q);
-    free(idem_q);
-    free(request_json);
-    if (value == NULL)
-        return SL_ENOMEM;
-    j->state = J_LEASED;
-    j->node = NULL;
-    rc = list_add(&s->leased, j);
-    if (rc != SL_OK) {
-        free(value);
-        return rc;
-    }
-    s->st.dispatched++;
-    route_t *rt = &s->routes[j->route];
-    decay_retries(s, rt, now_ms);
-    if (j->attempts - j->not_sent <= 1)
-        rt->recent_first += 1;
-    if (s->obs.leased != NULL)
-        s->obs.leased(s->obs_arg, j->tenant, j->route, j->cls, d,
-                      (double)(h->est_input + h->est_output),
-                      j->attempts == 1 ? now_ms - j->submitted_ms : -1);
-    return emit(s, SL_MSG_DISPATCH, cfg->kafka.topic_dispatch, j->id, value, 0);
-}
-
-static sl_err_t fail_job(sl_sched_t *s, job_t *j, const char *status, const char *type,
-                         const char *reason, const char *decision, int retryable,
-                         const char *message, int64_t now_ms)
-{
-    outcome_t o;
-    outcome_init(&o, status);
-    o.err_type = type;
-    o.err_reason = reason;
-    o.decision = decision;
-    o.retryable = retryable;
-    snprintf(o.err_message, sizeof o.err_message, "%s", message);
-    if (j->deployment >= 0)
-        o.deployment = s->cfg->deployments[j->deployment].name;
-    return finish(s, j, &o, now_ms);
-}
-
-/* Names what a queued job is waiting for: among the deployments that could take it, the one
- * that frees up first, and on it the bucket (or the pause) that holds the job back longest.
- * Writes the bucket id (e.g. "deployment:sim-a:tpm", or "deployment:sim-a:paused") into
- * limiter and returns the wait in ms (-1 when nothing limits it). */
-static int64_t why_waiting(sl_sched_t *s, job_t *j, int64_t now_ms, char *limiter, size_t cap)
-{
-    const sl_route_cfg_t *r = &s->cfg->routes[j->route];
-    int64_t best = INT64_MAX;
-    limiter[0] = '\0';
-    for (int i = 0; i < r->ndeployments; i++) {
-        int d = r->deployments[i];
-        const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
-        if (!dep_can_take(s, j, d))
-            continue;
-        int64_t worst = 0;
-        char label[200] = "";
-        if (s->deps[d].paused_until_ms > now_ms) {
-            worst = s->deps[d].paused_until_ms - now_ms;
-            snprintf(label, sizeof label, "deployment:%s:paused", dc->name);
-        }
-        held_t h;
-        build_charges(s, j, d, &h);
-        for (int k = 0; k < h.n; k++) {
-            int64_t w = sl_ledger_wait_ms(s->ledger, h.ch[k].bucket, h.ch[k].amount, now_ms);
-            if (w > worst || (w == worst && w > 0 && label[0] == '\0')) {
-                worst = w;
-                snprintf(label, sizeof label, "%s", sl_ledger_id(s->ledger, h.ch[k].bucket));
-            }
-        }
-        if (worst < best) {
-            best = worst;
-            snprintf(limiter, cap, "%s", label);
-        }
-    }
-    return limiter[0] != '\0' ? best : -1;
-}
-
-/* Expires a job whose deadline passed while it was queued, naming what held it back. */
-static sl_err_t expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms)
-{
-    char limiter[200], scope[200];
-    int64_t wait = why_waiting(s, j, now_ms, limiter, sizeof limiter);
-    outcome_t o;
-    outcome_init(&o, "expired");
-    o.err_type = "deadline";
-    o.err_reason = "deadline_exceeded";
-    o.decision = "expired_in_queue";
-    if (wait >= 0) {
-        const char *name; /* the scope is the id without its last part: "deployment:sim-a" */
-        split_bucket_id(limiter, scope, sizeof scope, &name);
-        o.limiter = limiter;
-        o.scope = scope;
-        o.retry_after_ms = wait;
-        snprintf(o.err_message, sizeof o.err_message,
-                 "the job's deadline passed while it waited for capacity (held back by %s)",
-                 limiter);
-    } else {
-        snprintf(o.err_message, sizeof o.err_message,
-                 "the job's deadline passed while it waited for its turn");
-    }
-    return finish(s, j, &o, now_ms);
-}
-
-/* Refuses a job that a quota keeps out until after its deadline: a clear, final answer naming
- * the quota, instead of waiting for the deadline or retrying. */
-static sl_err_t fail_quota(sl_sched_t *s, job_t *j, int b, int64_t wait_ms, int64_t now_ms)
-{
-    char scope[256];
-    const char *name;
-    split_bucket_id(sl_ledger_id(s->ledger, b), scope, sizeof scope, &name);
-    outcome_t o;
-    outcome_init(&o, "rejected");
-    o.err_type = "policy";
-    o.err_reason = "quota_exhausted";
-    o.decision = "rejected_locally";
-    o.limiter = sl_ledger_id(s->ledger, b);
-    o.scope = scope;
-    o.retry_after_ms = wait_ms != INT64_MAX ? wait_ms : -1;
-    if (wait_ms != INT64_MAX)
-        snprintf(o.err_message, sizeof o.err_message,
-                 "quota %s is used up until it resets in %lld ms, after the job's deadline",
-                 o.limiter, (long long)wait_ms);
-    else
-        snprintf(o.err_message, sizeof o.err_message,
-                 "quota %s cannot hold this job before the job's deadline", o.limiter);
-    return finish(s, j, &o, now_ms);
-}
-
-/* Decays a route's recent admissions per class to now (time constant: one minute). */
-static void decay_recent(const sl_sched_t *s, route_t *route, int64_t now_ms)
-{
-    if (now_ms <= route->recent_ms)
-        return;
-    double keep = exp(-(double)(now_ms - route->recent_ms) / (double)s->cfg->minute_ms);
-    for (int c = 0; c < SL_CLASS_COUNT; c++)
-        route->recent[c] *= keep;
-    route->recent_ms = now_ms;
-}
-
-/* Whether class cls must wait on this route: it runs on leftover capacity (yield_above > 0),
- * other classes have work queued here, and they took at least yield_above of what the route
- * admitted recently. */
-static int must_yield(const sl_sched_t *s, route_t *route, int cls, int64_t now_ms)
-{
-    double above = s->cfg->classes[cls].yield_above;
-    if (above <= 0)
-        return 0;
-    size_t others_queued = sl_drr_len(route->drr) - sl_drr_group_len(route->drr, cls);
-    if (others_queued == 0)
-        return 0;
-    decay_recent(s, route, now_ms);
-    double total = 0, others = 0;
-    for (int c = 0; c < SL_CLASS_COUNT; c++) {
-        total += route->recent[c];
-        if (c != cls)
-            others += route->recent[c];
-    }
-    return total > 0 && others >= above * total;
-}
-
-/* Orders a route's candidate deployments for job j by the route's strategy (sl_strategy_t);
- * every one of them can take j, and the first whose buckets have room gets it. */
-static void order_candidates(sl_sched_t *s, const sl_route_cfg_t *rc, job_t *j, int *order,
-                             int n, int64_t now_ms)
-{
-    double key[SL_ROUTE_MAX_DEPLOYMENTS]; /* lower first */
-    demand_t dm = job_demand(s, j);
-    for (int i = 0; i < n; i++) {
-        int d = order[i];
-        const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
-        switch (rc->strategy) {
-        case SL_STRATEGY_WATERFALL:
-            /* The listed order, but a deployment used past overflow_at goes after those that
-             * are not (and back first as soon as it has room again). */
-            key[i] = (1.0 - free_fraction(s, d, now_ms) >= rc->overflow_at ? 1000.0 : 0.0) + i;
-            break;
-        case SL_STRATEGY_LATENCY:
-            /* Unmeasured deployments first, so each gets measured. */
-            key[i] = s->deps[d].ttft_ms;
-            break;
-        case SL_STRATEGY_CHEAPEST:
-            key[i] = spend_usd(&dc->price, dm.input, 0, dm.output);
-            break;
-        case SL_STRATEGY_WEIGHTED: {
-            /* A weighted random order (Efraimidis-Spirakis: the largest u^(1/w) first, i.e.
-             * the smallest -ln(u)/w), so each deployment comes first in proportion to its
-             * limit. */
-            double w = (double)(dc->tpm > 0 ? dc->tpm : dc->rpm > 0 ? dc->rpm : 1);
-            double u = ((double)randombytes_uniform(1000000) + 1.0) / 1000001.0;
-            key[i] = -log(u) / w;
-            break;
-        }
-        default: /* spread: the most free capacity first */
-            key[i] = -free_fraction(s, d, now_ms);
-            break;
-        }
-    }
-    for (int i = 1; i < n; i++) {
-        for (int k = i; k > 0 && key[k] < key[k - 1]; k--) {
-            double tk = key[k];
-            key[k] = key[k - 1];
-            key[k - 1] = tk;
-            int td = order[k];
-            order[k] = order[k - 1];
-            order[k - 1] = td;
-        }
-    }
-}
-
-/* Moves j (taken out of its route's line) to the first fallback route of its route that its
- * tenant may use and that has a deployment able to take it, when the job allows it. *moved
- * says whether it did; otherwise j is left out of line for the caller to finish. */
-static sl_err_t try_fallback(sl_sched_t *s, job_t *j, const char *why, int64_t now_ms,
-                             int *moved)
-{
-    (void)now_ms;
-    *moved = 0;
-    if (!(job_flags(s, j) & JF_FALLBACK))
-        return SL_OK;
-    const sl_route_cfg_t *from = &s->cfg->routes[j->route];
-    for (int i = 0; i < from->nfallbacks; i++) {
-        int r = from->fallbacks[i];
-        if (r == j->home_route || !sl_config_tenant_allows_route(s->cfg, j->tenant, r))
-            continue;
-        int from_route = j->route;
-        j->route = r;
-        int able = 0;
-        for (int k = 0; k < s->cfg->routes[r].ndeployments && !able; k++)
-            able = dep_can_take(s, j, s->cfg->routes[r].deployments[k]);
-        if (!able) {
-            j->route = from_route;
-            continue;
-        }
-        sl_logf(SL_LOG_INFO, "job", j->id, "job %s falls back from route %s to %s (%s)", j->id,
-                s->cfg->routes[from_route].name, s->cfg->routes[r].name, why);
-        if (s->obs.fallback != NULL)
-            s->obs.fallback(s->obs_arg, from_route, r, why);
-        *moved = 1;
-        return enqueue(s, j, 1);
-    }
-    return SL_OK;
-}
 
 /* Serves one route by DRR until capacity or the per-tick budget runs out. */
 static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget)
@@ -2083,69 +366,40 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
         if (j == NULL)
             return SL_OK;
         if (j->deadline_ms <= now_ms) {
-            sl_err_t rc = expire_in_queue(s, j, now_ms);
+            sl_err_t rc = sl_route_expire_in_queue(s, j, now_ms);
             if (rc != SL_OK)
                 return rc;
             continue;
         }
-        if (must_yield(s, route, j->cls, now_ms)) {
+        if (sl_flow_must_yield(s, route, j->cls, now_ms)) {
             sl_drr_skip_group(route->drr);
             if (++skips > sl_drr_active_flows(route->drr))
                 return SL_OK;
             continue;
         }
-        /* Candidates, most free capacity first (a simple spread; routing strategies come with
-         * the provider issue). */
         int order[SL_ROUTE_MAX_DEPLOYMENTS];
-        int n = 0, incapable = 0;
-        for (int i = 0; i < rc_cfg->ndeployments; i++) {
-            int d = rc_cfg->deployments[i];
-            fit_t fit = dep_fit(s, j, d);
-            if (fit == FIT_OK)
-                order[n++] = d;
-            incapable += fit == FIT_INCAPABLE;
-        }
+        int incapable = 0;
+        int n = sl_route_candidates(s, j, order, &incapable, now_ms);
         if (n == 0) {
-            unplace(s, j);
-            int moved = 0;
-            sl_err_t rc = try_fallback(s, j, incapable > 0 ? "no_capable_deployment"
-                                                           : "request_too_large",
-                                       now_ms, &moved);
-            if (rc == SL_OK && !moved && incapable == 0)
-                rc = fail_job(s, j, "rejected", "capacity", "request_too_large",
-                              "rejected_locally", 0,
-                              "no deployment of the route can take a request this large", now_ms);
-            else if (rc == SL_OK && !moved)
-                rc = fail_job(s, j, "rejected", "invalid_request", "no_capable_deployment",
-                              "rejected_locally", 0,
-                              "no deployment of the route can serve this request (context "
-                              "window, tools, structured output or the tenant's regions)",
-                              now_ms);
+            sl_err_t rc = sl_route_refuse_unfit(s, j, incapable, now_ms);
             if (rc != SL_OK)
                 return rc;
             continue;
         }
-        order_candidates(s, rc_cfg, j, order, n, now_ms);
         int64_t min_wait = INT64_MAX;
         int caller_blocked = 0, leased = 0, quota_out = 0, quota_bucket = -1, paused = 0;
         int64_t quota_wait = 0;
         for (int i = 0; i < n && !leased && !caller_blocked; i++) {
             int d = order[i];
-            if (s->deps[d].paused_until_ms > now_ms) {
-                int64_t w = s->deps[d].paused_until_ms - now_ms;
+            int64_t w = 0;
+            if (sl_health_holds(s, d, now_ms, &w)) {
+                /* Paused by its provider, or its probe is out (usage events unblock the route). */
                 min_wait = w < min_wait ? w : min_wait;
                 paused++;
                 continue;
             }
-            if (s->deps[d].probing && s->deps[d].probe_sent_ms > 0 &&
-                now_ms - s->deps[d].probe_sent_ms < PROBE_WAIT_MS) {
-                /* Its probe is out: wait for the answer (usage events unblock the route). */
-                min_wait = PROBE_POLL_MS < min_wait ? PROBE_POLL_MS : min_wait;
-                paused++;
-                continue;
-            }
             held_t h;
-            build_charges(s, j, d, &h);
+            sl_reservation_build(s, j, d, &h);
             for (int k = 0; k < h.n; k++)
                 h.before[k] = sl_ledger_reserved_total(s->ledger, h.ch[k].bucket);
             sl_refusal_t why;
@@ -2158,13 +412,12 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                     return SL_ENOMEM;
                 *j->held = h;
                 sl_drr_pop(route->drr);
-                rc = lease(s, j, d, now_ms);
+                rc = sl_lease_grant(s, j, d, now_ms);
                 if (rc != SL_OK)
                     return rc;
-                if (s->deps[d].probing)
-                    s->deps[d].probe_sent_ms = now_ms;
-                decay_recent(s, route, now_ms);
-                route->recent[j->cls] += (double)(h.est_input + h.est_output);
+                sl_health_probe_sent(s, d, now_ms);
+                sl_flow_count_admitted(s, route, j->cls, (double)(h.est_input + h.est_output),
+                                       now_ms);
                 leased = 1;
                 break;
             }
@@ -2172,7 +425,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 return rc;
             if (s->obs.refused != NULL)
                 s->obs.refused(s->obs_arg, sl_ledger_id(s->ledger, why.bucket));
-            int quota_beyond = is_quota(s, why.bucket) &&
+            int quota_beyond = sl_buckets_is_quota(s, why.bucket) &&
                                (why.wait_ms == INT64_MAX || now_ms + why.wait_ms > j->deadline_ms);
             if (quota_beyond) {
                 quota_out++;
@@ -2197,23 +450,23 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
              * is spent past the job's deadline: another route may still serve it (not when the
              * caller's own quota is spent: that would follow it there). */
             int moved = 0;
-            unplace(s, j);
-            sl_err_t rc = caller_blocked ? SL_OK
-                                         : try_fallback(s, j, "quota_exhausted", now_ms, &moved);
+            sl_job_unplace(s, j);
+            sl_err_t rc =
+                caller_blocked ? SL_OK : sl_route_fallback(s, j, "quota_exhausted", now_ms, &moved);
             if (rc == SL_OK && !moved)
-                rc = fail_quota(s, j, quota_bucket, quota_wait, now_ms);
+                rc = sl_outcome_fail_quota(s, j, quota_bucket, quota_wait, now_ms);
             if (rc != SL_OK)
                 return rc;
             continue;
         }
         if (paused == n && min_wait != INT64_MAX && now_ms + min_wait > j->deadline_ms &&
-            (job_flags(s, j) & JF_FALLBACK) && rc_cfg->nfallbacks > 0) {
+            (sl_job_flags(s, j) & JF_FALLBACK) && rc_cfg->nfallbacks > 0) {
             /* Every deployment is paused by its provider past the job's deadline. */
             int moved = 0;
-            unplace(s, j);
-            sl_err_t rc = try_fallback(s, j, "providers_paused", now_ms, &moved);
+            sl_job_unplace(s, j);
+            sl_err_t rc = sl_route_fallback(s, j, "providers_paused", now_ms, &moved);
             if (rc == SL_OK && !moved)
-                rc = enqueue(s, j, 1);
+                rc = sl_flow_enqueue(s, j, 1);
             if (rc != SL_OK)
                 return rc;
             if (!moved) {
@@ -2248,232 +501,6 @@ static int64_t jint(json_t *obj, const char *key, int64_t def)
     return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
 }
 
-/* How an attempt ended, for settling its charges. */
-typedef enum {
-    END_USAGE = 0, /* the provider reported real usage */
-    END_NO_USAGE,  /* it failed without usage: the call may still have counted */
-    END_REFUSED,   /* the provider refused it (429, 503, 529) without processing it */
-    END_NOT_SENT,  /* the dispatcher never called */
-    END_EXPIRED    /* nobody reported back: the call may have happened */
-} end_t;
-
-/* What charge i of h settles at (see rule_t): the real use where known; a provider-side charge
- * stays whole when the provider may have counted it; the callers' budgets get back what no
- * provider processed; gauges always come back. */
-static double settled_amount(const sl_sched_t *s, const held_t *h, int i, end_t end,
-                             const sl_deployment_cfg_t *dc, int64_t in, int64_t out,
-                             int64_t cached, int64_t max_tokens)
-{
-    double charged = h->ch[i].amount;
-    rule_t rule = (rule_t)h->rule[i];
-    int b = h->ch[i].bucket;
-    int provider_side = b >= 0 && s->binfo[b].provider_side;
-    if (rule == RULE_RELEASE)
-        return 0;
-    if (end == END_EXPIRED)
-        return charged;
-    if (end == END_NOT_SENT || end == END_NO_USAGE || end == END_REFUSED) {
-        /* A quota (requests or tokens per day, spend) never saw a request that was not sent;
-         * per-minute buckets keep it (see sl_sched_on_usage on not_sent). */
-        if (provider_side && end == END_NOT_SENT && is_quota(s, b))
-            return 0;
-        /* A refusal processed nothing: its tokens and spend come back (kept, 30 % of 503s
-         * held 30 % of the limit for nothing: bench/compare storm503); the request itself may
-         * count (some providers count refused requests). */
-        if (provider_side && end == END_REFUSED)
-            return rule == RULE_KEEP ? charged : 0;
-        if (provider_side)
-            return charged;
-        /* A request the provider refused still counts as a request for the caller. */
-        return end != END_NOT_SENT && rule == RULE_KEEP ? charged : 0;
-    }
-    if (cached < 0)
-        cached = 0;
-    switch (rule) {
-    case RULE_ACTUAL_TOTAL:
-        return (double)(in + out);
-    case RULE_ACTUAL_INPUT:
-        return (double)in;
-    case RULE_ACTUAL_INPUT_UNCACHED:
-        return (double)(in > cached ? in - cached : 0);
-    case RULE_ACTUAL_OUTPUT:
-        return (double)out;
-    case RULE_ACTUAL_SPEND:
-        return dc != NULL ? spend_usd(&dc->price, in, cached, out) : charged;
-    case RULE_RECEIPT_MAX: {
-        double counted = (double)(in > max_tokens ? in : max_tokens);
-        return counted > charged ? counted : charged;
-    }
-    case RULE_RECEIPT_SUM: {
-        double counted = (double)(in + max_tokens);
-        return counted > charged ? counted : charged;
-    }
-    default:
-        return charged;
-    }
-}
-
-/* Settles every charge j holds and closes its reservation as `state` ("reconciled" or
- * "expired") in one write; counts what over-reservation held back (tokens reserved above real
- * use, on buckets settled at real use) and what it missed (overage). */
-static sl_err_t settle(sl_sched_t *s, job_t *j, end_t end, const char *state, int64_t in,
-                       int64_t out, int64_t cached, const char *outcome, int64_t now_ms)
-{
-    held_t *h = j->held;
-    double settled[MAX_CHARGES];
-    int n = h != NULL ? h->n : 0;
-    const sl_deployment_cfg_t *dc = j->deployment >= 0 ? &s->cfg->deployments[j->deployment]
-                                                       : NULL;
-    for (int i = 0; i < n; i++) {
-        settled[i] = settled_amount(s, h, i, end, dc, in, out, cached, j->est_output);
-        int b = h->ch[i].bucket;
-        /* b < 0: restored after its bucket left the config; nothing to give back to. */
-        if (b < 0)
-            continue;
-        double diff = h->ch[i].amount - settled[i];
-        if (diff != 0)
-            sl_ledger_settle(s->ledger, b, diff, h->charged_ms, now_ms);
-        rule_t rule = (rule_t)h->rule[i];
-        if (!s->binfo[b].provider_side || rule == RULE_KEEP || rule == RULE_RELEASE ||
-            rule == RULE_ACTUAL_SPEND)
-            continue; /* the counters below are of provider-side tokens */
-        s->st.provider_tokens_charged += (int64_t)h->ch[i].amount;
-        s->st.provider_tokens_kept += (int64_t)settled[i];
-        if (end == END_USAGE) {
-            s->st.tokens_reserved += (int64_t)h->ch[i].amount;
-            s->st.tokens_settled += (int64_t)settled[i];
-            if (diff > 0)
-                s->st.tokens_over_reserved += (int64_t)diff;
-            else
-                s->st.tokens_under_reserved += (int64_t)-diff;
-        }
-    }
-    sl_err_t rc = sl_store_res_close(s->store, j->res_id, state, in, out, cached, outcome, now_ms,
-                                     n > 0 ? settled : NULL, n);
-    free(j->held);
-    j->held = NULL;
-    /* A gauge slot or refund may let queued work of the route in. */
-    s->routes[j->route].blocked_until_ms = 0;
-    return rc;
-}
-
-/* Provider headers of a response clamp the deployment's own per-minute buckets to what the
- * provider said it had left when it received the request (never raising them). */
-static void apply_headers(sl_sched_t *s, job_t *j, json_t *ratelimit, int64_t now_ms)
-{
-    static const struct {
-        const char *remaining, *limit, *reset;
-    } names[HDR_COUNT] = {
-        [HDR_REQUESTS] = {"remaining_requests", "limit_requests", "reset_requests_ms"},
-        [HDR_TOKENS] = {"remaining_tokens", "limit_tokens", "reset_tokens_ms"},
-        [HDR_INPUT] = {"remaining_input_tokens", "limit_input_tokens", "reset_input_tokens_ms"},
-        [HDR_OUTPUT] = {"remaining_output_tokens", "limit_output_tokens",
-                        "reset_output_tokens_ms"},
-    };
-    const held_t *h = j->held;
-    if (!json_is_object(ratelimit) || h == NULL || j->deployment < 0)
-        return;
-    for (int k = 0; k < HDR_COUNT; k++) {
-        int b = s->deps[j->deployment].header_bucket[k];
-        json_t *rem = json_object_get(ratelimit, names[k].remaining);
-        json_t *reset = json_object_get(ratelimit, names[k].reset);
-        if (b < 0 || !json_is_integer(rem) || !json_is_integer(reset))
-            continue;
-        int i = 0;
-        while (i < h->n && h->ch[i].bucket != b)
-            i++;
-        if (i == h->n)
-            continue;
-        const sl_limit_cfg_t *lc = s->binfo[b].limit;
-        double limit = json_is_integer(json_object_get(ratelimit, names[k].limit))
-                           ? (double)json_integer_value(json_object_get(ratelimit, names[k].limit))
-                           : lc->capacity;
-        sl_clamp_t c = {
-            .remaining = (double)json_integer_value(rem),
-            .limit = limit,
-            .rate_per_ms = limit / (double)lc->period_ms,
-            .observed_ms = h->charged_ms,
-            .reserved_before = h->before[i] + h->ch[i].amount,
-            .until_ms = now_ms + json_integer_value(reset),
-        };
-        sl_ledger_clamp(s->ledger, b, &c, now_ms);
-    }
-}
-
-/* ms of a real (60 s) minute in the configured minute, at least 10 ms: waits that stand for
- * provider time shrink with shortened minutes like the limits do. */
-static int64_t scaled_ms(const sl_sched_t *s, int64_t ms)
-{
-    int64_t v = ms * s->cfg->minute_ms / 60000;
-    return v > 10 ? v : 10;
-}
-
-/* Backoff of a job without a provider hint: capped exponential with full jitter. */
-static int64_t backoff_ms(const sl_sched_t *s, int attempts)
-{
-    int64_t cap = scaled_ms(s, 30000), base = scaled_ms(s, 500);
-    int shift = attempts > 1 ? attempts - 1 : 0;
-    int64_t ceiling = shift >= 16 ? cap : base << shift;
-    if (ceiling > cap)
-        ceiling = cap;
-    return (int64_t)randombytes_uniform((uint32_t)ceiling + 1);
-}
-
-/* How long a 429 without a Retry-After pauses its deployment: a second of the configured
- * minute, at least 10 ms. */
-static int64_t no_hint_pause_ms(const sl_sched_t *s)
-{
-    return scaled_ms(s, 1000);
-}
-
-/* Puts a leased job back in line (retry), or fails it when its budget or deadline is spent. */
-static sl_err_t retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const char *reason,
-                              const char *message, int64_t now_ms)
-{
-    list_del(&s->leased, j);
-    if (j->attempts - j->not_sent >= s->cfg->max_attempts)
-        return fail_job(s, j, "failed", "provider", reason, "attempts_exhausted", 0, message,
-                        now_ms);
-    if (now_ms + delay_ms >= j->deadline_ms)
-        return fail_job(s, j, "failed", "deadline", "deadline_before_retry",
-                        "admitted_provider_rejected", 0,
-                        "the next safe attempt would miss the job's deadline", now_ms);
-    /* The route's retry budget: retries at most max_retry_ratio of its recent first attempts
-     * (with a floor of a few, so that a quiet route can still retry), so that a storm of
-     * provider failures cannot multiply the traffic. Only what a provider answered counts: a
-     * lease that was never sent, or that expired because one of sluice's own processes died,
-     * is not the provider's storm (e2e_crash: a dispatcher killed with 400 leases out). */
-    route_t *rt = &s->routes[j->route];
-    decay_retries(s, rt, now_ms);
-    if (strcmp(reason, "provider_rate_limited") == 0 ||
-        strcmp(reason, "provider_unavailable") == 0) {
-        double allowed = s->cfg->routes[j->route].max_retry_ratio *
-                         (rt->recent_first > 10 ? rt->recent_first : 10);
-        if (rt->recent_retries >= allowed) {
-            char msg[700];
-            snprintf(msg, sizeof msg,
-                     "%.400s; not retried: route %s's retries are over its budget "
-                     "(routes[].max_retry_ratio %.2f of recent first attempts)",
-                     message, s->cfg->routes[j->route].name,
-                     s->cfg->routes[j->route].max_retry_ratio);
-            return fail_job(s, j, "failed", "provider", "retry_budget_exhausted",
-                            "admitted_provider_rejected", 1, msg, now_ms);
-        }
-        rt->recent_retries += 1;
-    }
-    s->st.retried++;
-    j->not_before_ms = now_ms + delay_ms;
-    j->res_id[0] = '\0';
-    sl_err_t rc = sl_store_job_requeue(s->store, j->id, j->attempts, j->not_before_ms, now_ms);
-    if (rc != SL_OK)
-        return rc;
-    if (delay_ms > 0) {
-        j->state = J_DELAYED;
-        return list_add(&s->delayed, j);
-    }
-    return enqueue(s, j, 1 /*front: a retry keeps its place*/);
-}
-
 sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t now_ms)
 {
     char why[512];
@@ -2503,17 +530,18 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         s->st.usage_stale++;
         if (j != NULL && ok) {
             if (j->state == J_LEASED) {
-                rc = settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "superseded", now_ms);
+                rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "superseded",
+                                           now_ms);
                 if (rc != SL_OK)
                     goto out;
             }
             outcome_t o;
-            outcome_init(&o, "succeeded");
+            sl_outcome_init(&o, "succeeded");
             o.deployment = json_string_value(json_object_get(doc, "deployment"));
             o.response = json_object_get(doc, "response");
             o.usage = usage;
             o.provider_ms = json_number_value(json_object_get(latency, "total_ms"));
-            rc = finish(s, j, &o, now_ms);
+            rc = sl_outcome_finish(s, j, &o, now_ms);
         }
         goto out;
     }
@@ -2530,13 +558,14 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
          * still on their way (admitted just before, delayed by the same outage), and the
          * provider would see both at once. */
         j->not_sent++;
-        rc = settle(s, j, END_NOT_SENT, "reconciled", in, out, cached, outcome, now_ms);
+        rc = sl_reservation_settle(s, j, END_NOT_SENT, "reconciled", in, out, cached, outcome,
+                                   now_ms);
         if (rc == SL_OK)
-            rc = retry_or_fail(s, j, 0, "not_sent", "the dispatcher could not send the request",
-                               now_ms);
+            rc = sl_retry_or_fail(s, j, 0, "not_sent", "the dispatcher could not send the request",
+                                  now_ms);
         goto out;
     }
-    apply_headers(s, j, json_object_get(doc, "ratelimit"), now_ms);
+    sl_reservation_clamp(s, j, json_object_get(doc, "ratelimit"), now_ms);
     if (s->obs.provider != NULL)
         s->obs.provider(s->obs_arg, dep_name, outcome, (int)jint(doc, "http_status", 0));
     int64_t reserved_input = j->held != NULL ? j->held->est_input : j->est_input;
@@ -2544,8 +573,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     int64_t status = jint(doc, "http_status", 0);
     int refused = (strcmp(outcome, "rate_limited") == 0 || strcmp(outcome, "overloaded") == 0) &&
                   (status == 429 || status == 503 || status == 529);
-    rc = settle(s, j, in >= 0 ? END_USAGE : refused ? END_REFUSED : END_NO_USAGE, "reconciled", in,
-                out, cached, outcome, now_ms);
+    end_t end = in >= 0 ? END_USAGE : refused ? END_REFUSED : END_NO_USAGE;
+    rc = sl_reservation_settle(s, j, end, "reconciled", in, out, cached, outcome, now_ms);
     if (rc != SL_OK)
         goto out;
     /* Only a finished call's usage is the provider's count: a failed one's is partial, or the
@@ -2567,101 +596,50 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     char message[512];
     snprintf(message, sizeof message, "%s (HTTP %lld from %s): %.300s", outcome,
              (long long)jint(doc, "http_status", 0), dep_name, perr ? perr : "");
-    if (dep >= 0 && ok) {
-        /* Time to first token, smoothed over the last ~10 answers (latency strategy). */
-        double ttft = json_number_value(json_object_get(latency, "ttft_ms"));
-        if (ttft > 0)
-            s->deps[dep].ttft_ms = s->deps[dep].ttft_ms > 0
-                                       ? 0.9 * s->deps[dep].ttft_ms + 0.1 * ttft
-                                       : ttft;
-        s->deps[dep].fail_streak = 0;
-    }
-    if (dep >= 0 && s->deps[dep].probing && s->deps[dep].probe_sent_ms > 0 &&
-        j->dispatched_ms >= s->deps[dep].probe_sent_ms &&
-        (ok || strcmp(outcome, "client_error") == 0)) {
-        /* The probe (or a call sent after it) was answered: open again. Answers to calls sent
-         * before the pause say nothing about now. */
-        s->deps[dep].probing = 0;
-        s->deps[dep].probe_sent_ms = 0;
-    } else if (dep >= 0 && s->deps[dep].probing && s->deps[dep].probe_sent_ms > 0 &&
-               j->dispatched_ms >= s->deps[dep].probe_sent_ms && !ok) {
-        /* The probe failed: the next call goes as a new probe (after the pause this answer
-         * may set below), instead of waiting PROBE_WAIT_MS for an answer that already came.
-         * A failure that does not pause (a 503 after a success reset the streak) stalled the
-         * deployment for 2 s (bench/compare storm503). */
-        s->deps[dep].probe_sent_ms = 0;
-    }
+    if (dep >= 0)
+        sl_health_answered(s, j, outcome, latency);
     if (ok) {
         outcome_t o;
-        outcome_init(&o, "succeeded");
+        sl_outcome_init(&o, "succeeded");
         o.deployment = dep_name;
         o.response = json_object_get(doc, "response");
         o.usage = usage;
         o.provider_ms = json_number_value(json_object_get(latency, "total_ms"));
-        list_del(&s->leased, j);
-        rc = finish(s, j, &o, now_ms);
+        sl_job_list_del(&s->leased, j);
+        rc = sl_outcome_finish(s, j, &o, now_ms);
     } else if (strcmp(outcome, "rate_limited") == 0) {
-        /* Retry-After is a lower bound: the deployment pauses at least that long, plus up to
-         * 10 % jitter so paused work does not come back in one synchronised wave. Without one,
-         * a second of the configured minute (providers enforce per-minute limits over slices
-         * of about that; a fixed second would be 20 s of a test's 3-second minute). */
+        /* Retry-After is a lower bound (sl_retry_rate_limit_pause_ms); the job goes back in
+         * line at once, for another deployment or after the pause. */
         s->st.provider_429++;
-        int64_t pause = retry_after > 0 ? retry_after : no_hint_pause_ms(s);
-        pause += (int64_t)randombytes_uniform((uint32_t)(pause / 10 + 1));
-        if (dep >= 0 && s->deps[dep].paused_until_ms < now_ms + pause)
-            s->deps[dep].paused_until_ms = now_ms + pause;
-        if (dep >= 0) {
-            s->deps[dep].probing = 1;
-            s->deps[dep].probe_sent_ms = 0;
-        }
+        int64_t pause = sl_retry_rate_limit_pause_ms(s, retry_after);
+        if (dep >= 0)
+            sl_health_pause(s, dep, pause, now_ms);
         sl_warn("deployment %s answered 429; paused %lld ms", dep_name, (long long)pause);
-        rc = retry_or_fail(s, j, 0, "provider_rate_limited", message, now_ms);
+        rc = sl_retry_or_fail(s, j, 0, "provider_rate_limited", message, now_ms);
     } else if (strcmp(outcome, "quota_exhausted") == 0) {
         if (dep >= 0)
-            s->deps[dep].paused_until_ms = now_ms + s->cfg->minute_ms;
-        list_del(&s->leased, j);
-        rc = fail_job(s, j, "failed", "policy", "provider_quota_exhausted",
-                      "admitted_provider_rejected", 0, message, now_ms);
+            sl_health_quota_exhausted(s, dep, now_ms);
+        sl_job_list_del(&s->leased, j);
+        rc = sl_outcome_fail(s, j, "failed", "policy", "provider_quota_exhausted",
+                             "admitted_provider_rejected", 0, message, now_ms);
     } else if (strcmp(outcome, "client_error") == 0 || strcmp(outcome, "auth_error") == 0) {
-        list_del(&s->leased, j);
-        rc = fail_job(s, j, "failed",
-                      strcmp(outcome, "auth_error") == 0 ? "authentication" : "invalid_request",
-                      strcmp(outcome, "auth_error") == 0 ? "provider_auth" : "provider_bad_request",
-                      "admitted_provider_rejected", 0, message, now_ms);
+        sl_job_list_del(&s->leased, j);
+        rc = sl_outcome_fail(
+            s, j, "failed",
+            strcmp(outcome, "auth_error") == 0 ? "authentication" : "invalid_request",
+            strcmp(outcome, "auth_error") == 0 ? "provider_auth" : "provider_bad_request",
+            "admitted_provider_rejected", 0, message, now_ms);
     } else {
         /* overloaded, server_error, timeout, transport, bad_response: retryable with backoff,
-         * or after the provider's hint when it gave one. A deployment that asks for a pause
-         * (a hint) gets it, plus up to 10 % jitter. Without a hint, one failure says little
-         * (a provider answering 503 to a share of its calls still serves the rest): the
-         * deployment is paused only once OVERLOAD_STREAK server-side failures came in a row,
-         * with no success between them, which is what an outage looks like; then for a backoff
-         * that doubles with each further failure (full jitter, base and cap scaled to the
-         * configured minute). Pausing at every 503 cut a 30 % random-503 provider to 6 % of
-         * its limit (bench/compare storm503). */
+         * or after the provider's hint when it gave one. A server-side failure may also pause
+         * the deployment (sl_retry_overload_pause_ms says when and how long). */
         s->st.provider_5xx++;
-        int64_t delay = retry_after > 0 ? retry_after : backoff_ms(s, j->attempts);
+        int64_t delay = retry_after > 0 ? retry_after : sl_retry_backoff_ms(s, j->attempts);
         int server_side = strcmp(outcome, "overloaded") == 0 ||
                           strcmp(outcome, "server_error") == 0;
-        if (dep >= 0 && server_side) {
-            dep_t *dp = &s->deps[dep];
-            dp->fail_streak++;
-            int64_t pause = 0;
-            if (retry_after > 0) {
-                pause = retry_after + (int64_t)randombytes_uniform((uint32_t)(retry_after / 10 + 1));
-            } else if (dp->fail_streak >= OVERLOAD_STREAK) {
-                int shift = dp->fail_streak - OVERLOAD_STREAK;
-                shift = shift < 4 ? shift : 4;
-                int64_t ceiling = scaled_ms(s, 500) << shift;
-                pause = 1 + (int64_t)randombytes_uniform((uint32_t)ceiling);
-            }
-            if (pause > 0) {
-                if (dp->paused_until_ms < now_ms + pause)
-                    dp->paused_until_ms = now_ms + pause;
-                dp->probing = 1;
-                dp->probe_sent_ms = 0;
-            }
-        }
-        rc = retry_or_fail(s, j, delay, "provider_unavailable", message, now_ms);
+        if (dep >= 0 && server_side)
+            sl_health_server_failed(s, dep, retry_after, now_ms);
+        rc = sl_retry_or_fail(s, j, delay, "provider_unavailable", message, now_ms);
     }
 out:
     json_decref(doc);
@@ -2683,14 +661,15 @@ static sl_err_t expire_leases(sl_sched_t *s, int64_t now_ms)
         s->st.lease_expired++;
         sl_logf(SL_LOG_WARN, "job", j->id, "lease of job %s (attempt %d) expired", j->id,
                 j->attempts);
-        sl_err_t rc = settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "lease_expired", now_ms);
+        sl_err_t rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1,
+                                            "lease_expired", now_ms);
         if (rc == SL_OK)
-            rc = retry_or_fail(s, j, 0, "lease_expired",
-                               "the dispatcher holding the job did not report back in time",
-                               now_ms);
+            rc = sl_retry_or_fail(s, j, 0, "lease_expired",
+                                  "the dispatcher holding the job did not report back in time",
+                                  now_ms);
         if (rc != SL_OK)
             return rc;
-        /* retry_or_fail removed j from the list, so index i now holds another job */
+        /* sl_retry_or_fail removed j from the list, so index i now holds another job */
     }
     return SL_OK;
 }
@@ -2705,8 +684,8 @@ static sl_err_t release_delayed(sl_sched_t *s, int64_t now_ms, int64_t *next_ms)
             i++;
             continue;
         }
-        list_del(&s->delayed, j);
-        sl_err_t rc = enqueue(s, j, 1);
+        sl_job_list_del(&s->delayed, j);
+        sl_err_t rc = sl_flow_enqueue(s, j, 1);
         if (rc != SL_OK)
             return rc;
     }
@@ -2744,7 +723,7 @@ static sl_err_t expire_deadlines(sl_sched_t *s, int64_t now_ms)
     sl_hmap_each(s->jobs, collect_expired, &d);
     sl_err_t rc = SL_OK;
     for (int i = 0; i < d.n && rc == SL_OK; i++)
-        rc = expire_in_queue(s, d.expired[i], now_ms);
+        rc = sl_route_expire_in_queue(s, d.expired[i], now_ms);
     free(d.expired);
     return rc;
 }
@@ -2774,7 +753,7 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
     if (budget == 0)
         next_ms = now_ms + 1;
     if (rc == SL_OK && now_ms - s->last_bucket_save_ms >= BUCKET_SAVE_EVERY_MS) {
-        rc = save_buckets(s, now_ms, 0);
+        rc = sl_buckets_save(s, now_ms, 0);
         s->last_bucket_save_ms = now_ms;
     }
     if (rc != SL_OK) {
@@ -2797,171 +776,10 @@ void sl_sched_extend_leases(sl_sched_t *s, int64_t gap_ms)
         s->leased.items[i]->lease_expires_ms += gap_ms;
 }
 
-void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out)
-{
-    *out = s->st;
-    out->leased = s->leased.n;
-    out->delayed = s->delayed.n;
-    out->held = s->held.n;
-    size_t queued = 0;
-    for (int r = 0; r < s->cfg->nroutes; r++)
-        queued += sl_drr_len(s->routes[r].drr);
-    out->queued = (int64_t)queued;
-}
-
-size_t sl_sched_queue_depth(const sl_sched_t *s, int route, int cls)
-{
-    if (route < 0 || route >= s->cfg->nroutes)
-        return 0;
-    return sl_drr_group_len(s->routes[route].drr, cls);
-}
-
-int sl_sched_bucket_count(const sl_sched_t *s)
-{
-    return sl_ledger_count(s->ledger);
-}
-
-void sl_sched_bucket(sl_sched_t *s, int i, int64_t now_ms, const char **id, double *level,
-                     double *capacity)
-{
-    *id = sl_ledger_id(s->ledger, i);
-    *level = sl_ledger_level(s->ledger, i, now_ms);
-    *capacity = sl_ledger_capacity(s->ledger, i);
-}
-
 void sl_sched_observe(sl_sched_t *s, const sl_sched_observer_t *obs, void *arg)
 {
     memset(&s->obs, 0, sizeof s->obs);
     if (obs != NULL)
         s->obs = *obs;
     s->obs_arg = arg;
-}
-
-/* ---- inspection (admin API) ---- */
-
-int sl_sched_bucket_find(const sl_sched_t *s, const char *id)
-{
-    return sl_ledger_find(s->ledger, id);
-}
-
-void sl_sched_bucket_info(sl_sched_t *s, int b, int64_t now_ms, sl_sched_bucket_info_t *out)
-{
-    memset(out, 0, sizeof *out);
-    out->id = sl_ledger_id(s->ledger, b);
-    out->limit = s->binfo[b].limit;
-    out->configured = s->binfo[b].configured;
-    out->overridden = s->binfo[b].own != NULL;
-    out->provider_side = s->binfo[b].provider_side;
-    out->level = sl_ledger_level(s->ledger, b, now_ms);
-    out->capacity = sl_ledger_capacity(s->ledger, b);
-    out->reset_ms = sl_ledger_reset_ms(s->ledger, b, now_ms);
-}
-
-const int *sl_sched_tenant_path(const sl_sched_t *s, int tenant, int *n)
-{
-    *n = s->tenant_paths[tenant].n;
-    return s->tenant_paths[tenant].b;
-}
-
-const int *sl_sched_key_path(const sl_sched_t *s, int key, int *n)
-{
-    *n = s->key_paths[key].n;
-    return s->key_paths[key].b;
-}
-
-const int *sl_sched_deployment_path(const sl_sched_t *s, int d, int *n)
-{
-    *n = s->deps[d].path.n;
-    return s->deps[d].path.b;
-}
-
-void sl_sched_tenants_info(const sl_sched_t *s, sl_sched_tenant_info_t *out)
-{
-    const sl_config_t *cfg = s->cfg;
-    for (int t = 0; t < cfg->ntenants; t++) {
-        sl_sched_tenant_info_t *ti = &out[t];
-        memset(ti, 0, sizeof *ti);
-        ti->weight = s->trt[t].weight;
-        ti->guarantee = s->trt[t].guarantee;
-        ti->paused = s->trt[t].paused;
-        for (int c = 0; c < SL_CLASS_COUNT; c++) {
-            for (int r = 0; r < cfg->nroutes; r++)
-                ti->queued[c] += (int64_t)sl_drr_flow_len(s->routes[r].drr, t * SL_CLASS_COUNT + c);
-        }
-    }
-    const joblist_t *lists[] = {&s->held, &s->delayed, &s->leased};
-    for (int l = 0; l < 3; l++) {
-        for (int i = 0; i < lists[l]->n; i++) {
-            const job_t *j = lists[l]->items[i];
-            if (j->orphan_tenant != NULL)
-                continue;
-            if (l == 0)
-                out[j->tenant].held++;
-            else if (l == 1)
-                out[j->tenant].delayed++;
-            else
-                out[j->tenant].in_flight++;
-        }
-    }
-}
-
-int sl_sched_key_paused(const sl_sched_t *s, int key)
-{
-    return key >= 0 && key < s->cfg->nkeys && s->key_paused[key];
-}
-
-void sl_sched_deployments_info(const sl_sched_t *s, int64_t now_ms, int *in_flight,
-                               int64_t *paused_ms)
-{
-    for (int d = 0; d < s->cfg->ndeployments; d++) {
-        in_flight[d] = 0;
-        int64_t p = s->deps[d].paused_until_ms - now_ms;
-        paused_ms[d] = p > 0 ? p : 0;
-    }
-    for (int i = 0; i < s->leased.n; i++) {
-        int d = s->leased.items[i]->deployment;
-        if (d >= 0 && d < s->cfg->ndeployments)
-            in_flight[d]++;
-    }
-}
-
-int64_t sl_sched_route_blocked_ms(const sl_sched_t *s, int route, int64_t now_ms)
-{
-    int64_t b = s->routes[route].blocked_until_ms - now_ms;
-    return b > 0 && sl_drr_len(s->routes[route].drr) > 0 ? b : 0;
-}
-
-int sl_sched_job_info(sl_sched_t *s, const char *job_id, int64_t now_ms,
-                      sl_sched_job_info_t *out)
-{
-    static const char *const names[] = {"queued", "delayed", "leased", "orphan", "held"};
-    memset(out, 0, sizeof *out);
-    out->wait_ms = -1;
-    out->deployment = -1;
-    job_t *j = sl_hmap_get(s->jobs, job_id);
-    if (j == NULL)
-        return 0;
-    out->state = names[j->state];
-    out->tenant = j->orphan_tenant != NULL ? -1 : j->tenant;
-    out->route = j->orphan_route != NULL ? -1 : j->route;
-    out->cls = j->cls;
-    out->attempts = j->attempts;
-    out->submitted_ms = j->submitted_ms;
-    out->deadline_ms = j->deadline_ms;
-    if (j->state == J_DELAYED)
-        out->not_before_ms = j->not_before_ms;
-    if (j->state == J_LEASED) {
-        out->deployment = j->deployment;
-        out->lease_expires_ms = j->lease_expires_ms;
-    }
-    if (j->state == J_QUEUED)
-        out->wait_ms = why_waiting(s, j, now_ms, out->limiter, sizeof out->limiter);
-    if (j->state == J_HELD) {
-        if (s->trt[j->tenant].paused)
-            snprintf(out->limiter, sizeof out->limiter, "tenant:%s:paused",
-                     s->cfg->tenants[j->tenant].name);
-        else if (j->key >= 0)
-            snprintf(out->limiter, sizeof out->limiter, "key:%s:paused", s->cfg->keys[j->key].id);
-    }
-    return 1;
 }

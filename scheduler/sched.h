@@ -10,6 +10,11 @@
  * reserved all-or-nothing before the dispatch was produced; every reservation is closed by
  * reconciliation or expiry; every finished job has its result in the outbox in the same
  * transaction.
+ *
+ * The whole interface is this header with the ones it includes: sched_types.h (the handle,
+ * messages, counters and hooks), outbox.h (taking the messages out), overrides.h (run-time
+ * changes) and inspect.h (read-only views). Inside, sched.c takes the inputs and runs the tick;
+ * the rules live in modules below it that share core.h, which nothing outside scheduler/ uses.
  */
 #ifndef SL_SCHED_H
 #define SL_SCHED_H
@@ -19,10 +24,12 @@
 
 #include "config.h"
 #include "err.h"
+#include "inspect.h"   /* read-only views: sl_sched_stats, sl_sched_bucket_info, ... */
+#include "outbox.h"    /* the messages out: sl_sched_take */
+#include "overrides.h" /* run-time changes: sl_sched_set_limit, _share, _paused */
+#include "sched_types.h"
 #include "sign.h"
 #include "store.h"
-
-typedef struct sl_sched sl_sched_t;
 
 /* Creates the core: builds buckets from cfg, restores bucket levels and unfinished jobs from
  * store (after a restart every deployment bucket starts empty: the worst case). cfg, store and
@@ -65,129 +72,8 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms);
  * or every call in flight would be sent a second time. */
 void sl_sched_extend_leases(sl_sched_t *s, int64_t gap_ms);
 
-typedef enum { SL_MSG_DISPATCH = 0, SL_MSG_RESULT } sl_msg_kind_t;
-
-typedef struct {
-    sl_msg_kind_t kind;
-    const char *topic; /* not owned */
-    char *key;
-    char *value;
-    char sig[SL_SIG_B64_LEN]; /* dispatches: base64 Ed25519 signature of value */
-    int64_t seq;              /* results: outbox row to delete once acknowledged */
-} sl_sched_msg_t;
-
-/* Hands over the messages produced since the last call; the caller owns the array and each
- * key/value (free with sl_sched_msgs_free) and must produce them only after committing. */
-int sl_sched_take(sl_sched_t *s, sl_sched_msg_t **msgs);
-void sl_sched_msgs_free(sl_sched_msg_t *msgs, int n);
-
-typedef struct {
-    int64_t jobs_received, jobs_duplicate, jobs_invalid, queue_full, shed, cancelled;
-    int64_t dispatched, succeeded, failed, expired, retried;
-    int64_t provider_429, provider_5xx, lease_expired, usage_stale;
-    int64_t queued, delayed, leased, held;
-    /* Tokens on provider-side buckets settled at real use: reserved, what they settled at,
-     * and the difference either way. over_reserved is the capacity over-reservation held
-     * back for nothing (until the call ended); under_reserved became debt. */
-    int64_t tokens_reserved, tokens_settled, tokens_over_reserved, tokens_under_reserved;
-    /* Every attempt's charges on provider-side token buckets, and what they settled at
-     * (refusals given back, real use, or kept whole when the call may have counted). */
-    int64_t provider_tokens_charged, provider_tokens_kept;
-} sl_sched_stats_t;
-
-void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out);
-
-/* Jobs queued on route r of class cls (waiting their turn, not delayed for a retry). */
-size_t sl_sched_queue_depth(const sl_sched_t *s, int route, int cls);
-
-/* The ledger's buckets, for inspection and tests: id, level and capacity at now_ms. */
-int sl_sched_bucket_count(const sl_sched_t *s);
-void sl_sched_bucket(sl_sched_t *s, int i, int64_t now_ms, const char **id, double *level,
-                     double *capacity);
-
-/* ---- run-time changes (the admin API; the caller stores them, see store.h overrides) ---- */
-
-/* Sets a bucket's limit (per period, in the config's terms, > 0), or back to the config's with
- * NAN; what the bucket admitted stays (a lower limit applies from the next admission).
- * SL_EINVAL for a bad bucket or limit. */
-sl_err_t sl_sched_set_limit(sl_sched_t *s, int bucket, double limit, int64_t now_ms);
-/* Sets a tenant's DRR weight (>= 1) and guarantee ([0, 0.95]); its queued jobs take them at
- * once. */
-sl_err_t sl_sched_set_share(sl_sched_t *s, int tenant, int64_t weight, double guarantee);
-/* Pauses or resumes a tenant (tenant >= 0) or a key (tenant < 0, key >= 0). A paused one's
- * queued jobs are held out of line (they still expire at their deadline), its new jobs are
- * refused (tenant_paused / key_paused), its calls in flight finish; resuming puts the held
- * jobs back in line. */
-sl_err_t sl_sched_set_paused(sl_sched_t *s, int tenant, int key, int paused);
-
-/* Hooks for metrics, called from inside the core (the same thread). Any may be NULL. */
-typedef struct {
-    /* A job was leased: tokens reserved for it, and (first attempts; else -1) how long it
-     * waited since it was submitted. */
-    void (*leased)(void *arg, int tenant, int route, int cls, int deployment, double tokens,
-                   int64_t queue_wait_ms);
-    /* An admission was refused by this bucket (the one that had to wait longest). */
-    void (*refused)(void *arg, const char *bucket_id);
-    /* A provider answered (the usage event's outcome: ok, rate_limited, server_error, ...,
-     * and its HTTP status, 0 when there was none). */
-    void (*provider)(void *arg, const char *deployment, const char *outcome, int http_status);
-    /* A job moved from one route to a fallback route (why: no_capable_deployment,
-     * quota_exhausted, providers_paused). */
-    void (*fallback)(void *arg, int from_route, int to_route, const char *why);
-    /* A job finished with this status after this many attempts. */
-    void (*finished)(void *arg, int cls, const char *status, int attempts);
-} sl_sched_observer_t;
-
-/* Installs the hooks (copied; NULL removes them); they carry over a reload. */
+/* Installs the metrics hooks (sl_sched_observer_t; copied, NULL removes them); they carry over a
+ * reload. */
 void sl_sched_observe(sl_sched_t *s, const sl_sched_observer_t *obs, void *arg);
-
-/* ---- inspection (the admin API) ---- */
-
-typedef struct {
-    const char *id;
-    const sl_limit_cfg_t *limit;      /* in force (a run-time change, or the config's) */
-    const sl_limit_cfg_t *configured; /* the config's */
-    int overridden, provider_side;
-    double level, capacity; /* the ledger's: what is left, and the burst or window */
-    int64_t reset_ms;       /* when it is full again or its window starts again */
-} sl_sched_bucket_info_t;
-
-int sl_sched_bucket_find(const sl_sched_t *s, const char *id); /* -1 when unknown */
-void sl_sched_bucket_info(sl_sched_t *s, int bucket, int64_t now_ms,
-                          sl_sched_bucket_info_t *out);
-/* A tenant's, key's or deployment's buckets (narrowest scope first, its parents' after). */
-const int *sl_sched_tenant_path(const sl_sched_t *s, int tenant, int *n);
-const int *sl_sched_key_path(const sl_sched_t *s, int key, int *n);
-const int *sl_sched_deployment_path(const sl_sched_t *s, int d, int *n);
-
-typedef struct {
-    int64_t weight;
-    double guarantee;
-    int paused;
-    int64_t queued[SL_CLASS_COUNT];  /* waiting their turn, every route */
-    int64_t held, delayed, in_flight; /* held by a pause, waiting for a retry, leased */
-} sl_sched_tenant_info_t;
-
-/* Fills out[t] for every tenant of the config (one pass over the jobs). */
-void sl_sched_tenants_info(const sl_sched_t *s, sl_sched_tenant_info_t *out);
-int sl_sched_key_paused(const sl_sched_t *s, int key);
-/* Per deployment: leases in flight, and how long it stays paused after a provider's 429. */
-void sl_sched_deployments_info(const sl_sched_t *s, int64_t now_ms, int *in_flight,
-                               int64_t *paused_ms);
-/* How long the route waits for capacity before trying again (0 = not blocked). */
-int64_t sl_sched_route_blocked_ms(const sl_sched_t *s, int route, int64_t now_ms);
-
-typedef struct {
-    const char *state; /* queued, held, delayed, leased, orphan */
-    int tenant, route, cls; /* -1: the config does not know the job's tenant or route */
-    int attempts, deployment; /* deployment: while leased, else -1 */
-    int64_t submitted_ms, deadline_ms, not_before_ms, lease_expires_ms;
-    char limiter[200]; /* queued: what holds it back ("" = waiting its turn); held: the pause */
-    int64_t wait_ms;   /* queued: until the limiter has room, else -1 */
-} sl_sched_job_info_t;
-
-/* An unfinished job's place; 0 when the job is not in memory (finished, or unknown). */
-int sl_sched_job_info(sl_sched_t *s, const char *job_id, int64_t now_ms,
-                      sl_sched_job_info_t *out);
 
 #endif

@@ -139,6 +139,9 @@ sl_err_t sl_store_bucket_put(sl_store_t *s, const sl_store_bucket_t *b);
 sl_err_t sl_store_bucket_get(sl_store_t *s, const char *bucket_id, double *level,
                              int64_t *updated_ms, char **state);
 
+/* The results outbox's rows: add (*seq gets the row, may be NULL), delete (no error when
+ * absent), each (oldest first; strings live until fn returns). outbox.c owns the outbox and is
+ * their one user in the scheduler (outbox.h). */
 sl_err_t sl_store_outbox_add(sl_store_t *s, const char *topic, const char *key,
                              const char *value, int64_t now_ms, int64_t *seq);
 sl_err_t sl_store_outbox_delete(sl_store_t *s, int64_t seq);

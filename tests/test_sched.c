@@ -2322,6 +2322,32 @@ START_TEST(fallback_route_serves_when_allowed)
 }
 END_TEST
 
+/* A refused job's error says whether the caller allowed a fallback route ("fallback": true in
+ * the request), whether or not the route has one to offer. */
+START_TEST(refusal_says_whether_fallback_was_allowed)
+{
+    static const char *const only_t =
+        "{'name': 'dep-t', 'base_url': 'http://127.0.0.1:9/t/v1', 'model': 'model-t',"
+        " 'limits': {'rpm': 120, 'tpm': 12000}, 'supports_tools': false}";
+    env_t e;
+    opts_t o = {"'dep-t'", 0, 0, 0, 0, only_t, NULL};
+    env_init(&e, &o, T0);
+    feed_job_with(&e, "job-fb", "{\"tools\": [{\"type\": \"function\"}]}", 1, T0);
+    feed_job_with(&e, "job-no", "{\"tools\": [{\"type\": \"function\"}]}", 0, T0);
+    batch_t b = step(&e, T0);
+    json_t *fb = json_object_get(find(&b, SL_MSG_RESULT, "job-fb"), "error");
+    json_t *no = json_object_get(find(&b, SL_MSG_RESULT, "job-no"), "error");
+    ck_assert_ptr_nonnull(fb);
+    ck_assert_ptr_nonnull(no);
+    ck_assert_str_eq(sget(fb, "reason"), "no_capable_deployment");
+    ck_assert_str_eq(sget(no, "reason"), "no_capable_deployment");
+    ck_assert(json_is_true(json_object_get(fb, "fallback_allowed")));
+    ck_assert(json_is_false(json_object_get(no, "fallback_allowed")));
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
 /* A storm of 429s: the route retries at most max_retry_ratio of its recent first attempts
  * (floor 10), and the rest fail at once with retry_budget_exhausted. */
 START_TEST(retry_budget_caps_a_storm)
@@ -2658,6 +2684,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, cheapest_and_latency_strategies_order_deployments);
     tcase_add_test(tc, capabilities_filter_deployments);
     tcase_add_test(tc, fallback_route_serves_when_allowed);
+    tcase_add_test(tc, refusal_says_whether_fallback_was_allowed);
     tcase_add_test(tc, retry_budget_caps_a_storm);
     tcase_add_test(tc, overloaded_deployment_is_paused);
     tcase_add_test(tc, refusal_gives_the_provider_tokens_back);

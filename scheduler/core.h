@@ -1,0 +1,172 @@
+/* core.h - the scheduler core's internal types, shared by its modules; internal to scheduler/.
+ *
+ * Nothing outside scheduler/ includes this header: main.c, api.c and the tests use sched.h,
+ * where sl_sched_t is opaque. The one idea a reader needs first: a job (job_t) is in exactly one
+ * place at a time (job.h): queued in its route's DRR, held by a pause, delayed for a backoff,
+ * leased to a dispatcher, or an orphan waiting to be failed; done jobs live only in the store.
+ *
+ * The modules, lowest first (a module calls only those below it):
+ *   job, buckets, outbox   a job's place and flags; config -> ledger buckets; messages out
+ *   reservation            charges, settling, provider-header clamps
+ *   outcome                finishing a job and building its result
+ *   flow                   enqueue, queue limits, shedding, pauses, batch yielding
+ *   retry, health          backoff, pause lengths and the retry budget; a deployment's pause,
+ *                          probe, failure streak and time to first token
+ *   route, lease           deployment fit, strategy order, fallback, why a job waits; the
+ *                          dispatch message and the lease's bookkeeping
+ *   restore, overrides,    restart and reload replay; run-time changes (admin API);
+ *   inspect                read-only views for metrics and the admin API
+ *   sched                  lifecycle, messages in, the tick and the DRR step
+ */
+#ifndef SL_CORE_H
+#define SL_CORE_H
+
+#include <stdint.h>
+
+#include "calib.h"
+#include "config.h"
+#include "drr.h"
+#include "hmap.h"
+#include "jsonschema.h"
+#include "ledger.h"
+#include "sched_types.h"
+#include "sign.h"
+#include "store.h"
+
+/* The most buckets one job's path may cross (callers' side and provider side together). */
+enum { MAX_CHARGES = 16 };
+
+/* J_ORPHAN: the config no longer knows the job's tenant or route; it is only ever finished.
+ * J_HELD: queued, but its tenant or key is paused (admin API): kept out of the DRR. */
+typedef enum { J_QUEUED = 0, J_DELAYED, J_LEASED, J_ORPHAN, J_HELD } jstate_t;
+
+/* What one lease holds in the ledger: its charges, how each is settled, and each bucket's
+ * reserved total just before it (to read provider headers against). Allocated at lease. */
+typedef struct {
+    int n;
+    sl_charge_t ch[MAX_CHARGES];
+    uint8_t rule[MAX_CHARGES];
+    double before[MAX_CHARGES];
+    int64_t charged_ms;
+    int64_t est_input, est_output; /* what was reserved for input and output */
+} held_t;
+
+/* What a job's request needs from a deployment, read from its request body (JF_KNOWN once
+ * read: jobs restored after a restart read it when first considered). */
+enum {
+    JF_KNOWN = 1,
+    JF_TOOLS = 2,    /* it offers tools */
+    JF_JSON = 4,     /* structured output (response_format) */
+    JF_STREAM = 8,   /* streamed: output reserved at max_tokens until the end */
+    JF_FALLBACK = 16 /* the caller allows a fallback route */
+};
+
+/* One unfinished job in memory (finished jobs live only in the store). */
+typedef struct job {
+    char id[65];
+    char *idem;
+    char *orphan_tenant, *orphan_route; /* the job's own names when the config lacks them */
+    int tenant, cls, route, key;        /* key: -1 when the config no longer knows it */
+    int home_route; /* the route it was submitted to (route differs after fallback) */
+    unsigned flags;
+    jstate_t state;
+    int attempts; /* leases so far: numbers each attempt */
+    int not_sent; /* leases a dispatcher refused without calling: not charged to the budget */
+    int64_t submitted_ms, deadline_ms, not_before_ms;
+    int64_t est_input, est_output, est_total; /* from ingest: est_output is max_tokens */
+    sl_drr_node_t *node;                      /* when queued in its route's DRR, else NULL */
+    int list_idx; /* index in its joblist (delayed, leased, orphans, held), else -1 */
+    /* the current lease */
+    char res_id[33];
+    int deployment;
+    int64_t lease_expires_ms, dispatched_ms;
+    held_t *held;
+} job_t;
+
+/* The buckets on one side of a job's path, narrowest scope first. */
+typedef struct {
+    int n;
+    int *b;
+} path_t;
+
+/* Per bucket: the limit it enforces (the config's, or an owned copy with a run-time limit) and
+ * on which side of the path it sits. */
+typedef struct {
+    const sl_limit_cfg_t *limit;
+    const sl_limit_cfg_t *configured;
+    sl_limit_cfg_t *own; /* set by sl_sched_set_limit; limit points to it */
+    int provider_side;
+} binfo_t;
+
+/* What the admin API can change about a tenant at run time. */
+typedef struct {
+    int64_t weight;
+    double guarantee;
+    int paused;
+} tenant_rt_t;
+
+/* Provider rate-limit headers name four dimensions; each maps to the deployment's own
+ * per-minute bucket of that dimension. */
+enum { HDR_REQUESTS = 0, HDR_TOKENS, HDR_INPUT, HDR_OUTPUT, HDR_COUNT };
+
+typedef struct {
+    path_t path;                  /* the deployment's limits, then its parent scopes' */
+    int header_bucket[HDR_COUNT]; /* -1 when there is none */
+    int64_t paused_until_ms;
+    double ttft_ms;  /* rolling time to first token (latency strategy); 0 = none seen yet */
+    int fail_streak; /* overloaded / server errors in a row, for its pause */
+    /* Half-open after a pause: when the pause ends, one call goes first (a probe) and the
+     * rest wait for its answer (at most PROBE_WAIT_MS), so a deployment that is still
+     * refusing is not met by every waiting job at once. */
+    int probing;
+    int64_t probe_sent_ms; /* 0 = the probe has not gone yet */
+} dep_t;
+
+typedef struct {
+    sl_drr_t *drr;
+    int64_t blocked_until_ms;
+    /* First attempts and retries leased recently, decaying with a time constant of one minute:
+     * the retry ratio budget (routes[].max_retry_ratio). */
+    double recent_first, recent_retries;
+    int64_t retry_ms;
+    /* Tokens admitted per class, decaying with a time constant of one minute: what each class
+     * took of the route recently (for classes that yield, classes.yield_above). */
+    double recent[SL_CLASS_COUNT];
+    int64_t recent_ms;
+} route_t;
+
+/* The jobs out of the DRR in one state (delayed, leased, orphans, held), in no order. */
+typedef struct {
+    job_t **items;
+    int n, cap;
+} joblist_t;
+
+struct sl_sched {
+    const sl_config_t *cfg;
+    sl_store_t *store;
+    const sl_signer_t *signer;
+    sl_schema_t *job_schema, *usage_schema, *cancel_schema;
+    sl_ledger_t *ledger;
+    binfo_t *binfo;
+    int nbinfo;
+    sl_calib_t *calib;
+    dep_t *deps;
+    route_t *routes;
+    path_t *tenant_paths;    /* the tenant's limits, then its partner's */
+    path_t *key_paths;       /* the key's, its app/env's, then its tenant's path */
+    sl_hmap_t *key_index;    /* key id -> index + 1 (a job names its key by id) */
+    sl_hmap_t *tenant_index; /* tenant name -> index + 1: every job is looked up by it */
+    sl_hmap_t *jobs;         /* id -> job_t*, every unfinished job */
+    joblist_t delayed, leased, orphans, held;
+    tenant_rt_t *trt;    /* per tenant */
+    uint8_t *key_paused; /* per key */
+    sl_sched_observer_t obs;
+    void *obs_arg;
+    int64_t last_scan_ms, last_deadline_scan_ms, last_bucket_save_ms;
+    sl_sched_msg_t *out;
+    int nout, capout;
+    unsigned res_counter;
+    sl_sched_stats_t st;
+};
+
+#endif

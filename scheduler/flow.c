@@ -1,0 +1,251 @@
+/* flow.c - how jobs wait in line (see flow.h): the DRR placement, queue limits and shedding,
+ * pauses, and classes that yield to busier ones.
+ */
+#include "flow.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drr.h"
+#include "hmap.h"
+#include "job.h"
+#include "outcome.h"
+#include "reservation.h"
+#include "store.h"
+
+static int flow_of(const job_t *j)
+{
+    return j->tenant * SL_CLASS_COUNT + j->cls;
+}
+
+int sl_flow_is_paused(const sl_sched_t *s, const job_t *j)
+{
+    return s->trt[j->tenant].paused || (j->key >= 0 && s->key_paused[j->key]);
+}
+
+sl_err_t sl_flow_enqueue(sl_sched_t *s, job_t *j, int front)
+{
+    const sl_config_t *cfg = s->cfg;
+    if (sl_flow_is_paused(s, j)) {
+        j->state = J_HELD;
+        j->node = NULL;
+        return sl_job_list_add(&s->held, j);
+    }
+    sl_drr_place_t p = {
+        .group = j->cls,
+        .group_quantum = cfg->drr_quantum_tokens * cfg->classes[j->cls].weight,
+        .flow = flow_of(j),
+        .quantum = cfg->drr_quantum_tokens * s->trt[j->tenant].weight,
+        .share = s->trt[j->tenant].guarantee,
+        .cost = sl_reservation_cost(s, j),
+        .key = j->deadline_ms,
+    };
+    /* A job is in exactly one place: not in a list, not queued already. */
+    assert(j->list_idx < 0 && j->node == NULL);
+    j->state = J_QUEUED;
+    j->node = sl_drr_push_at(s->routes[j->route].drr, &p, j, front);
+    return j->node != NULL ? SL_OK : SL_ENOMEM;
+}
+
+/* Whether j's tenant already has its class's maximum of jobs queued (every route). */
+static int queue_full(const sl_sched_t *s, const job_t *j)
+{
+    size_t queued = 0;
+    for (int r = 0; r < s->cfg->nroutes; r++)
+        queued += sl_drr_flow_len(s->routes[r].drr, flow_of(j));
+    return (int64_t)queued >= s->cfg->classes[j->cls].max_queue;
+}
+
+/* Refuses j because its tenant's queue of its class is full (reason queue_full, or shed for a
+ * queued job that made room): retryable, about one window later (a hint, not a promise). */
+static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, const char *reason, int64_t now_ms)
+{
+    char limiter[256], scope[200];
+    const char *tenant = s->cfg->tenants[j->tenant].name;
+    const char *cls = sl_class_name((sl_class_t)j->cls);
+    snprintf(limiter, sizeof limiter, "queue:%s:%s", tenant, cls);
+    snprintf(scope, sizeof scope, "tenant:%s", tenant);
+    outcome_t o;
+    sl_outcome_init(&o, "rejected");
+    o.err_type = "capacity";
+    o.err_reason = reason;
+    o.decision = "rejected_locally";
+    o.limiter = limiter;
+    o.scope = scope;
+    o.retryable = 1;
+    o.retry_after_ms = s->cfg->minute_ms;
+    if (strcmp(reason, "shed") == 0) {
+        snprintf(o.err_message, sizeof o.err_message,
+                 "the %s queue was full (classes.%s.overload = shed): this job, due last, made "
+                 "room for one due sooner",
+                 cls, cls);
+        s->st.shed++;
+    } else {
+        snprintf(o.err_message, sizeof o.err_message,
+                 "tenant %s already has %lld %s jobs queued (classes.%s.max_queue); retry later",
+                 tenant, (long long)s->cfg->classes[j->cls].max_queue, cls, cls);
+        s->st.queue_full++;
+    }
+    return sl_outcome_finish(s, j, &o, now_ms);
+}
+
+/* Refuses a new job of a paused tenant or key (admin API): retryable once resumed. */
+static sl_err_t refuse_paused(sl_sched_t *s, job_t *j, int64_t now_ms)
+{
+    int tenant_paused = s->trt[j->tenant].paused;
+    const char *tenant = s->cfg->tenants[j->tenant].name;
+    char limiter[320], scope[256];
+    if (tenant_paused) {
+        snprintf(scope, sizeof scope, "tenant:%s", tenant);
+    } else {
+        snprintf(scope, sizeof scope, "key:%s", s->cfg->keys[j->key].id);
+    }
+    snprintf(limiter, sizeof limiter, "%s:paused", scope);
+    outcome_t o;
+    sl_outcome_init(&o, "rejected");
+    o.err_type = "policy";
+    o.err_reason = tenant_paused ? "tenant_paused" : "key_paused";
+    o.decision = "rejected_locally";
+    o.limiter = limiter;
+    o.scope = scope;
+    o.retryable = 1;
+    snprintf(o.err_message, sizeof o.err_message,
+             "%s is paused by an operator: no new jobs are taken until it is resumed", scope);
+    return sl_outcome_finish(s, j, &o, now_ms);
+}
+
+/* Finishes a new job refused at the door (by refuse_for_queue with reason, or refuse_paused
+ * when reason is NULL) and forgets it, the store's row too: the client is told to retry, and
+ * the same job may come again. */
+static sl_err_t refuse_new(sl_sched_t *s, job_t *j, const char *reason, int64_t now_ms)
+{
+    char job_id[sizeof j->id];
+    memcpy(job_id, j->id, sizeof job_id);
+    sl_hmap_del(s->jobs, j->id);
+    sl_err_t rc = reason != NULL ? refuse_for_queue(s, j, reason, now_ms)
+                                 : refuse_paused(s, j, now_ms); /* frees j */
+    return rc == SL_OK ? sl_store_job_forget(s->store, job_id) : rc;
+}
+
+sl_err_t sl_flow_admit(sl_sched_t *s, job_t *j, int64_t now_ms)
+{
+    sl_err_t rc = SL_OK;
+    if (sl_flow_is_paused(s, j)) {
+        /* Forgotten like a full queue's refusal, so the same job may come again once resumed. */
+        return refuse_new(s, j, NULL, now_ms);
+    }
+    if (queue_full(s, j) && s->cfg->classes[j->cls].overload == SL_OVERLOAD_SHED) {
+        /* Shed: the queued job of this tenant and class with the latest deadline makes room,
+         * when it is due later than the new one. */
+        job_t *last = sl_drr_flow_last(s->routes[j->route].drr, flow_of(j));
+        if (last != NULL && last->deadline_ms > j->deadline_ms) {
+            rc = refuse_for_queue(s, last, "shed", now_ms);
+            if (rc != SL_OK)
+                return rc;
+        }
+    }
+    if (queue_full(s, j)) {
+        /* Backpressure: answered at once instead of letting the queue grow without bound. The
+         * job is not remembered, so the client may submit it again after retry_after_ms. */
+        return refuse_new(s, j, "queue_full", now_ms);
+    }
+    return sl_flow_enqueue(s, j, 0);
+}
+
+/* Decays a route's recent admissions per class to now (time constant: one minute). */
+static void decay_recent(const sl_sched_t *s, route_t *route, int64_t now_ms)
+{
+    if (now_ms <= route->recent_ms)
+        return;
+    double keep = exp(-(double)(now_ms - route->recent_ms) / (double)s->cfg->minute_ms);
+    for (int c = 0; c < SL_CLASS_COUNT; c++)
+        route->recent[c] *= keep;
+    route->recent_ms = now_ms;
+}
+
+int sl_flow_must_yield(const sl_sched_t *s, route_t *route, int cls, int64_t now_ms)
+{
+    double above = s->cfg->classes[cls].yield_above;
+    if (above <= 0)
+        return 0;
+    size_t others_queued = sl_drr_len(route->drr) - sl_drr_group_len(route->drr, cls);
+    if (others_queued == 0)
+        return 0;
+    decay_recent(s, route, now_ms);
+    double total = 0, others = 0;
+    for (int c = 0; c < SL_CLASS_COUNT; c++) {
+        total += route->recent[c];
+        if (c != cls)
+            others += route->recent[c];
+    }
+    return total > 0 && others >= above * total;
+}
+
+void sl_flow_count_admitted(const sl_sched_t *s, route_t *route, int cls, double tokens,
+                            int64_t now_ms)
+{
+    decay_recent(s, route, now_ms);
+    route->recent[cls] += tokens;
+}
+
+typedef struct {
+    int tenant, key; /* the jobs to find: of this tenant, or (tenant < 0) of this key */
+    jstate_t state;
+    job_t **found;
+    int n, cap;
+    sl_err_t rc;
+} find_t;
+
+static void find_jobs(const char *id, void *value, void *arg)
+{
+    (void)id;
+    find_t *f = arg;
+    job_t *j = value;
+    if (j->state != f->state || j->orphan_tenant != NULL ||
+        (f->tenant >= 0 ? j->tenant != f->tenant : j->key != f->key))
+        return;
+    if (f->n == f->cap) {
+        int ncap = f->cap ? f->cap * 2 : 64;
+        job_t **nf = realloc(f->found, (size_t)ncap * sizeof *nf);
+        if (nf == NULL) {
+            f->rc = SL_ENOMEM;
+            return;
+        }
+        f->found = nf;
+        f->cap = ncap;
+    }
+    f->found[f->n++] = j;
+}
+
+sl_err_t sl_flow_requeue(sl_sched_t *s, int tenant, int key)
+{
+    find_t f = {tenant, key, J_QUEUED, NULL, 0, 0, SL_OK};
+    sl_hmap_each(s->jobs, find_jobs, &f);
+    sl_err_t rc = f.rc;
+    for (int i = 0; rc == SL_OK && i < f.n; i++) {
+        sl_job_unplace(s, f.found[i]);
+        rc = sl_flow_enqueue(s, f.found[i], 0);
+    }
+    free(f.found);
+    return rc;
+}
+
+sl_err_t sl_flow_release_held(sl_sched_t *s)
+{
+    /* Held jobs that nothing pauses any more go back in line (by deadline within their flow,
+     * so the order they come back in does not matter). Walking down keeps the walk valid:
+     * sl_job_list_del moves the last item, already seen, into the hole. */
+    for (int i = s->held.n - 1; i >= 0; i--) {
+        job_t *j = s->held.items[i];
+        if (sl_flow_is_paused(s, j))
+            continue;
+        sl_job_list_del(&s->held, j);
+        sl_err_t rc = sl_flow_enqueue(s, j, 0);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return SL_OK;
+}

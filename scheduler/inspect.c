@@ -1,0 +1,170 @@
+/* inspect.c - read-only views of the scheduler core (see inspect.h).
+ */
+#include "inspect.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
+#include "drr.h"
+#include "hmap.h"
+#include "job.h"
+#include "ledger.h"
+#include "route.h"
+
+void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out)
+{
+    *out = s->st;
+    out->leased = s->leased.n;
+    out->delayed = s->delayed.n;
+    out->held = s->held.n;
+    size_t queued = 0;
+    for (int r = 0; r < s->cfg->nroutes; r++)
+        queued += sl_drr_len(s->routes[r].drr);
+    out->queued = (int64_t)queued;
+}
+
+size_t sl_sched_queue_depth(const sl_sched_t *s, int route, int cls)
+{
+    if (route < 0 || route >= s->cfg->nroutes)
+        return 0;
+    return sl_drr_group_len(s->routes[route].drr, cls);
+}
+
+int sl_sched_bucket_count(const sl_sched_t *s)
+{
+    return sl_ledger_count(s->ledger);
+}
+
+void sl_sched_bucket(sl_sched_t *s, int i, int64_t now_ms, const char **id, double *level,
+                     double *capacity)
+{
+    *id = sl_ledger_id(s->ledger, i);
+    *level = sl_ledger_level(s->ledger, i, now_ms);
+    *capacity = sl_ledger_capacity(s->ledger, i);
+}
+
+int sl_sched_bucket_find(const sl_sched_t *s, const char *id)
+{
+    return sl_ledger_find(s->ledger, id);
+}
+
+void sl_sched_bucket_info(sl_sched_t *s, int b, int64_t now_ms, sl_sched_bucket_info_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->id = sl_ledger_id(s->ledger, b);
+    out->limit = s->binfo[b].limit;
+    out->configured = s->binfo[b].configured;
+    out->overridden = s->binfo[b].own != NULL;
+    out->provider_side = s->binfo[b].provider_side;
+    out->level = sl_ledger_level(s->ledger, b, now_ms);
+    out->capacity = sl_ledger_capacity(s->ledger, b);
+    out->reset_ms = sl_ledger_reset_ms(s->ledger, b, now_ms);
+}
+
+const int *sl_sched_tenant_path(const sl_sched_t *s, int tenant, int *n)
+{
+    *n = s->tenant_paths[tenant].n;
+    return s->tenant_paths[tenant].b;
+}
+
+const int *sl_sched_key_path(const sl_sched_t *s, int key, int *n)
+{
+    *n = s->key_paths[key].n;
+    return s->key_paths[key].b;
+}
+
+const int *sl_sched_deployment_path(const sl_sched_t *s, int d, int *n)
+{
+    *n = s->deps[d].path.n;
+    return s->deps[d].path.b;
+}
+
+void sl_sched_tenants_info(const sl_sched_t *s, sl_sched_tenant_info_t *out)
+{
+    const sl_config_t *cfg = s->cfg;
+    for (int t = 0; t < cfg->ntenants; t++) {
+        sl_sched_tenant_info_t *ti = &out[t];
+        memset(ti, 0, sizeof *ti);
+        ti->weight = s->trt[t].weight;
+        ti->guarantee = s->trt[t].guarantee;
+        ti->paused = s->trt[t].paused;
+        for (int c = 0; c < SL_CLASS_COUNT; c++) {
+            for (int r = 0; r < cfg->nroutes; r++)
+                ti->queued[c] += (int64_t)sl_drr_flow_len(s->routes[r].drr, t * SL_CLASS_COUNT + c);
+        }
+    }
+    const joblist_t *lists[] = {&s->held, &s->delayed, &s->leased};
+    for (int l = 0; l < 3; l++) {
+        for (int i = 0; i < lists[l]->n; i++) {
+            const job_t *j = lists[l]->items[i];
+            if (j->orphan_tenant != NULL)
+                continue;
+            if (l == 0)
+                out[j->tenant].held++;
+            else if (l == 1)
+                out[j->tenant].delayed++;
+            else
+                out[j->tenant].in_flight++;
+        }
+    }
+}
+
+int sl_sched_key_paused(const sl_sched_t *s, int key)
+{
+    return key >= 0 && key < s->cfg->nkeys && s->key_paused[key];
+}
+
+void sl_sched_deployments_info(const sl_sched_t *s, int64_t now_ms, int *in_flight,
+                               int64_t *paused_ms)
+{
+    for (int d = 0; d < s->cfg->ndeployments; d++) {
+        in_flight[d] = 0;
+        int64_t p = s->deps[d].paused_until_ms - now_ms;
+        paused_ms[d] = p > 0 ? p : 0;
+    }
+    for (int i = 0; i < s->leased.n; i++) {
+        int d = s->leased.items[i]->deployment;
+        if (d >= 0 && d < s->cfg->ndeployments)
+            in_flight[d]++;
+    }
+}
+
+int64_t sl_sched_route_blocked_ms(const sl_sched_t *s, int route, int64_t now_ms)
+{
+    int64_t b = s->routes[route].blocked_until_ms - now_ms;
+    return b > 0 && sl_drr_len(s->routes[route].drr) > 0 ? b : 0;
+}
+
+int sl_sched_job_info(sl_sched_t *s, const char *job_id, int64_t now_ms, sl_sched_job_info_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->wait_ms = -1;
+    out->deployment = -1;
+    job_t *j = sl_hmap_get(s->jobs, job_id);
+    if (j == NULL)
+        return 0;
+    out->state = sl_job_state_name(j->state);
+    out->tenant = j->orphan_tenant != NULL ? -1 : j->tenant;
+    out->route = j->orphan_route != NULL ? -1 : j->route;
+    out->cls = j->cls;
+    out->attempts = j->attempts;
+    out->submitted_ms = j->submitted_ms;
+    out->deadline_ms = j->deadline_ms;
+    if (j->state == J_DELAYED)
+        out->not_before_ms = j->not_before_ms;
+    if (j->state == J_LEASED) {
+        out->deployment = j->deployment;
+        out->lease_expires_ms = j->lease_expires_ms;
+    }
+    if (j->state == J_QUEUED)
+        out->wait_ms = sl_route_why_waiting(s, j, now_ms, out->limiter, sizeof out->limiter);
+    if (j->state == J_HELD) {
+        if (s->trt[j->tenant].paused)
+            snprintf(out->limiter, sizeof out->limiter, "tenant:%s:paused",
+                     s->cfg->tenants[j->tenant].name);
+        else if (j->key >= 0)
+            snprintf(out->limiter, sizeof out->limiter, "key:%s:paused", s->cfg->keys[j->key].id);
+    }
+    return 1;
+}

@@ -1,0 +1,47 @@
+/* job.h - a job of the scheduler core: its place, its lists and what its request needs.
+ *
+ * A job is in exactly one place (sched.h): queued in its route's DRR (J_QUEUED, node set),
+ * or in one of the core's lists (delayed, leased, orphans, held: list_idx set), and in the
+ * core's job map until it finishes. The list functions assert it (a programmer error
+ * otherwise). Internal to the scheduler (core.h).
+ */
+#ifndef SL_JOB_H
+#define SL_JOB_H
+
+#include <jansson.h>
+
+#include "core.h"
+
+/* A new job with the given id, in no place yet (node NULL, list_idx -1, no deployment); the
+ * caller fills in the rest and frees it with sl_job_free. NULL when out of memory. */
+job_t *sl_job_new(const char *id);
+/* Frees a job and what it owns (its held charges, names); NULL is a no-op. The job must be
+ * out of every place (sl_job_unplace) and out of the core's job map. */
+void sl_job_free(job_t *j);
+
+/* Appends j to l. j must be in no list and not queued in a DRR (asserted). SL_ENOMEM leaves
+ * both as they were. */
+sl_err_t sl_job_list_add(joblist_t *l, job_t *j);
+/* Removes j from l; a no-op when j is not in l. Moves l's last job into the hole, so a walk
+ * over l that deletes must go down, or not advance past the hole. */
+void sl_job_list_del(joblist_t *l, job_t *j);
+/* Takes a job out of whatever in-memory place holds it (the DRR or its state's list); it
+ * stays in the job map. */
+void sl_job_unplace(sl_sched_t *s, job_t *j);
+/* The name of a state, as the admin API shows it: queued, delayed, leased, orphan, held. */
+const char *sl_job_state_name(jstate_t state);
+
+/* The config's index of a tenant, or -1 when the config does not know it. */
+int sl_job_tenant_index(const sl_sched_t *s, const char *name);
+/* The config's index of a job's key, or -1 when the config no longer knows it or gives it to
+ * another tenant (the job then runs on its tenant's path only). */
+int sl_job_key_index(const sl_sched_t *s, const char *key_id, int tenant);
+
+/* What a job message (schema/job.json) needs from a deployment, and whether it allows a
+ * fallback: JF_* with JF_KNOWN set. doc may be NULL (nothing special). */
+unsigned sl_job_doc_flags(json_t *doc);
+/* The job's flags, reading its stored message once when they are not known yet (restored
+ * jobs). A job whose message cannot be read is treated as needing nothing special. */
+unsigned sl_job_flags(sl_sched_t *s, job_t *j);
+
+#endif

@@ -1,0 +1,101 @@
+/* lease.c - the dispatch message and the lease's bookkeeping (see lease.h).
+ */
+#include "lease.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "job.h"
+#include "outbox.h"
+#include "reservation.h"
+#include "retry.h"
+#include "store.h"
+
+/* s as a JSON string literal, quotes included (caller frees); NULL when out of memory. */
+static char *json_quote(const char *s)
+{
+    json_t *str = json_string(s);
+    char *out = str != NULL ? json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    json_decref(str);
+    return out;
+}
+
+sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
+{
+    const sl_config_t *cfg = s->cfg;
+    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
+    sl_reservation_new_id(s, now_ms, j->res_id);
+    j->attempts++;
+    j->deployment = d;
+    j->lease_expires_ms = now_ms + cfg->lease_ms;
+    j->dispatched_ms = now_ms;
+    const held_t *h = j->held;
+    const char *bucket_ids[MAX_CHARGES];
+    double amounts[MAX_CHARGES];
+    const char *rules[MAX_CHARGES];
+    for (int i = 0; i < h->n; i++) {
+        bucket_ids[i] = sl_ledger_id(s->ledger, h->ch[i].bucket);
+        amounts[i] = h->ch[i].amount;
+        rules[i] = sl_reservation_rule_name((rule_t)h->rule[i]);
+    }
+    sl_store_res_t res = {
+        .reservation_id = j->res_id,
+        .job_id = j->id,
+        .tenant = cfg->tenants[j->tenant].name,
+        .route = cfg->routes[j->route].name,
+        .cls = sl_class_name((sl_class_t)j->cls),
+        .deployment = dc->name,
+        .idempotency_key = j->idem,
+        .attempt = j->attempts,
+        .est_input = h->est_input,
+        .est_output = h->est_output,
+        .created_ms = now_ms,
+        .expires_ms = j->lease_expires_ms,
+        .queue_deadline_ms = j->deadline_ms,
+    };
+    sl_err_t rc = sl_store_res_open(s->store, &res, h->n, bucket_ids, amounts, rules);
+    if (rc == SL_OK)
+        rc = sl_store_job_lease(s->store, j->id, j->attempts, j->lease_expires_ms, j->res_id,
+                                dc->name, now_ms);
+    char *request_json = NULL;
+    if (rc == SL_OK)
+        rc = sl_store_job_parts(s->store, j->id, &request_json, NULL);
+    if (rc == SL_OK && request_json == NULL)
+        rc = SL_EDB;
+    if (rc != SL_OK)
+        return rc;
+    /* Assembled as text around the stored request body: job ids are [A-Za-z0-9_-] (job.json),
+     * reservation ids hex, and the two free strings are escaped by jansson. The dispatcher
+     * sets the deployment's model itself. */
+    char *dep_q = json_quote(dc->name);
+    char *idem_q = json_quote(j->idem);
+    char *value = NULL;
+    if (dep_q != NULL && idem_q != NULL &&
+        asprintf(&value,
+                 "{\"v\":1,\"job_id\":\"%s\",\"attempt\":%d,\"reservation_id\":\"%s\","
+                 "\"lease_expires_ms\":%lld,\"issued_ms\":%lld,\"deployment\":%s,"
+                 "\"idempotency_key\":%s,\"request\":%s}",
+                 j->id, j->attempts, j->res_id, (long long)j->lease_expires_ms, (long long)now_ms,
+                 dep_q, idem_q, request_json) < 0)
+        value = NULL;
+    free(dep_q);
+    free(idem_q);
+    free(request_json);
+    if (value == NULL)
+        return SL_ENOMEM;
+    j->state = J_LEASED;
+    j->node = NULL;
+    rc = sl_job_list_add(&s->leased, j);
+    if (rc != SL_OK) {
+        free(value);
+        return rc;
+    }
+    s->st.dispatched++;
+    sl_retry_count_lease(s, j, now_ms);
+    if (s->obs.leased != NULL)
+        s->obs.leased(s->obs_arg, j->tenant, j->route, j->cls, d,
+                      (double)(h->est_input + h->est_output),
+                      j->attempts == 1 ? now_ms - j->submitted_ms : -1);
+    return sl_outbox_emit(s, SL_MSG_DISPATCH, cfg->kafka.topic_dispatch, j->id, value, 0);
+}

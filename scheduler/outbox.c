@@ -1,0 +1,153 @@
+/* outbox.c - the messages the core hands over, and the results outbox until the broker has
+ * them (see outbox.h).
+ */
+#include "outbox.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "sign.h"
+
+sl_err_t sl_outbox_emit(sl_sched_t *s, sl_msg_kind_t kind, const char *topic, const char *key,
+                        char *value, int64_t seq)
+{
+    if (s->nout == s->capout) {
+        int ncap = s->capout ? s->capout * 2 : 256;
+        sl_sched_msg_t *no = realloc(s->out, (size_t)ncap * sizeof *no);
+        if (no == NULL) {
+            free(value);
+            return SL_ENOMEM;
+        }
+        s->out = no;
+        s->capout = ncap;
+    }
+    sl_sched_msg_t *m = &s->out[s->nout];
+    memset(m, 0, sizeof *m);
+    m->kind = kind;
+    m->topic = topic;
+    m->key = strdup(key);
+    m->value = value;
+    m->seq = seq;
+    if (m->key == NULL) {
+        free(value);
+        return SL_ENOMEM;
+    }
+    if (kind == SL_MSG_DISPATCH && s->signer != NULL)
+        sl_signer_sign(s->signer, value, strlen(value), m->sig);
+    s->nout++;
+    return SL_OK;
+}
+
+sl_err_t sl_outbox_resend(sl_sched_t *s, const char *job_id, char *result_json, int64_t now_ms)
+{
+    int64_t seq = 0;
+    sl_err_t rc = sl_store_outbox_add(s->store, s->cfg->kafka.topic_results, job_id, result_json,
+                                      now_ms, &seq);
+    if (rc != SL_OK) {
+        free(result_json);
+        return rc;
+    }
+    return sl_outbox_emit(s, SL_MSG_RESULT, s->cfg->kafka.topic_results, job_id, result_json, seq);
+}
+
+int sl_sched_take(sl_sched_t *s, sl_sched_msg_t **msgs)
+{
+    *msgs = s->out;
+    int n = s->nout;
+    s->out = NULL;
+    s->nout = s->capout = 0;
+    return n;
+}
+
+void sl_sched_msgs_free(sl_sched_msg_t *msgs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(msgs[i].key);
+        free(msgs[i].value);
+    }
+    free(msgs);
+}
+
+/* ---- delivery tracking ---- */
+
+/* Outbox rows whose delivery is acknowledged, to delete in the next transaction. */
+struct sl_outbox {
+    int64_t *acked;
+    int nacked, cap;
+    int inflight;
+    int resweep; /* a delivery failed: produce the outbox again once nothing is in flight */
+};
+
+sl_outbox_t *sl_outbox_new(void)
+{
+    return calloc(1, sizeof(sl_outbox_t));
+}
+
+void sl_outbox_free(sl_outbox_t *ob)
+{
+    if (ob == NULL)
+        return;
+    free(ob->acked);
+    free(ob);
+}
+
+void sl_outbox_sent(sl_outbox_t *ob, int ok)
+{
+    if (ok)
+        ob->inflight++;
+    else
+        ob->resweep = 1;
+}
+
+void sl_outbox_delivered(sl_outbox_t *ob, int64_t seq, int ok)
+{
+    ob->inflight--;
+    if (!ok) {
+        ob->resweep = 1;
+        return;
+    }
+    if (ob->nacked == ob->cap) {
+        int ncap = ob->cap ? ob->cap * 2 : 1024;
+        int64_t *na = realloc(ob->acked, (size_t)ncap * sizeof *na);
+        if (na == NULL) {
+            ob->resweep = 1; /* the row stays; a duplicate result is better than none */
+            return;
+        }
+        ob->acked = na;
+        ob->cap = ncap;
+    }
+    ob->acked[ob->nacked++] = seq;
+}
+
+sl_err_t sl_outbox_forget_delivered(sl_outbox_t *ob, sl_store_t *store)
+{
+    sl_err_t rc = SL_OK;
+    for (int i = 0; rc == SL_OK && i < ob->nacked; i++)
+        rc = sl_store_outbox_delete(store, ob->acked[i]);
+    return rc;
+}
+
+void sl_outbox_committed(sl_outbox_t *ob)
+{
+    ob->nacked = 0;
+}
+
+void sl_outbox_sweep(sl_outbox_t *ob, sl_store_t *store, int all, sl_outbox_produce_fn produce,
+                     void *arg)
+{
+    if (!all && !(ob->resweep && ob->inflight == 0))
+        return;
+    ob->resweep = 0;
+    sl_store_outbox_each(store, produce, arg);
+}
+
+void sl_outbox_close(sl_outbox_t *ob, sl_store_t *store)
+{
+    if (ob->nacked > 0 && sl_store_begin(store) == SL_OK) {
+        for (int i = 0; i < ob->nacked; i++)
+            sl_store_outbox_delete(store, ob->acked[i]);
+        sl_store_commit(store);
+    }
+    ob->nacked = 0;
+}

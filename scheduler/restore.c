@@ -1,0 +1,210 @@
+/* restore.c - rebuilding the core's buckets and jobs from the store (see restore.h).
+ */
+#include "restore.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buckets.h"
+#include "flow.h"
+#include "hmap.h"
+#include "job.h"
+#include "ledger.h"
+#include "log.h"
+#include "outcome.h"
+#include "reservation.h"
+#include "store.h"
+
+typedef struct {
+    sl_sched_t *s;
+    job_t *job;
+    int64_t now_ms;
+    sl_err_t rc;
+} restore_t;
+
+static void restore_charge(const char *bucket_id, double amount, const char *rule, void *arg)
+{
+    restore_t *r = arg;
+    held_t *h = r->job->held;
+    if (h == NULL || h->n >= MAX_CHARGES)
+        return;
+    /* A bucket removed from the config stays as a placeholder (bucket -1), so the charges keep
+     * the order they were stored in. */
+    int b = sl_ledger_find(r->s->ledger, bucket_id);
+    h->ch[h->n].bucket = b;
+    h->ch[h->n].amount = amount;
+    h->rule[h->n] = (uint8_t)sl_reservation_rule_parse(rule);
+    h->before[h->n] = b >= 0 ? sl_ledger_reserved_total(r->s->ledger, b) : 0;
+    /* A call in flight holds its gauge slot again. */
+    if (b >= 0 && h->rule[h->n] == RULE_RELEASE)
+        sl_ledger_settle(r->s->ledger, b, -amount, r->now_ms, r->now_ms);
+    h->n++;
+}
+
+typedef struct {
+    sl_sched_t *s;
+    int64_t now_ms;
+    const uint8_t *replay; /* per bucket: replay charges made after its last save */
+    const int64_t *since;  /* per bucket: that save's time */
+} replay_t;
+
+static void replay_charge(const char *bucket_id, double amount, int64_t created_ms, void *arg)
+{
+    replay_t *r = arg;
+    int b = sl_ledger_find(r->s->ledger, bucket_id);
+    if (b >= 0 && r->replay[b] && created_ms >= r->since[b] && amount > 0)
+        sl_ledger_settle(r->s->ledger, b, -amount, created_ms, r->now_ms);
+}
+
+sl_err_t sl_restore_buckets(sl_sched_t *s, int exact, int64_t now_ms)
+{
+    if (!exact && sl_store_is_new(s->store))
+        return SL_OK;
+    int n = sl_ledger_count(s->ledger);
+    uint8_t *replay = calloc((size_t)n + 1, 1);
+    int64_t *since = calloc((size_t)n + 1, sizeof *since);
+    if (replay == NULL || since == NULL) {
+        free(replay);
+        free(since);
+        return SL_ENOMEM;
+    }
+    int64_t oldest = INT64_MAX;
+    sl_err_t rc = SL_OK;
+    for (int b = 0; b < n && rc == SL_OK; b++) {
+        double level = 0;
+        int64_t updated = 0;
+        char *state = NULL;
+        sl_err_t got =
+            sl_store_bucket_get(s->store, sl_ledger_id(s->ledger, b), &level, &updated, &state);
+        sl_alg_t alg = sl_ledger_alg(s->ledger, b);
+        if (got != SL_OK && got != SL_ENOTFOUND) {
+            rc = got;
+        } else if (sl_buckets_is_quota(s, b)) {
+            if (got == SL_OK && sl_ledger_state_load(s->ledger, b, state, now_ms) != SL_OK)
+                sl_warn("bucket %s: saved counters unreadable; replaying its window",
+                        sl_ledger_id(s->ledger, b));
+            /* Without a save, replay the whole window (at most one period back). */
+            since[b] = got == SL_OK ? updated : now_ms - s->binfo[b].limit->period_ms;
+            if (!exact) {
+                replay[b] = 1;
+                if (since[b] < oldest)
+                    oldest = since[b];
+            }
+        } else if (alg == SL_ALG_GAUGE) {
+            /* rebuilt from the leases */
+        } else if (exact && got == SL_OK) {
+            if (alg == SL_ALG_TOKEN_BUCKET) {
+                sl_ledger_set_level(s->ledger, b, level, updated);
+            } else {
+                sl_ledger_state_load(s->ledger, b, state, now_ms);
+            }
+        } else {
+            if (alg == SL_ALG_TOKEN_BUCKET)
+                sl_ledger_set_level(s->ledger, b, got == SL_OK && level < 0 ? level : 0, now_ms);
+            else
+                sl_ledger_assume_worst(s->ledger, b, now_ms);
+        }
+        free(state);
+    }
+    if (rc == SL_OK && oldest != INT64_MAX) {
+        replay_t r = {s, now_ms, replay, since};
+        rc = sl_store_res_each_since(s->store, oldest, replay_charge, &r);
+    }
+    free(replay);
+    free(since);
+    return rc;
+}
+
+static void restore_job(const sl_store_row_t *row, void *arg)
+{
+    restore_t *r = arg;
+    sl_sched_t *s = r->s;
+    if (r->rc != SL_OK)
+        return;
+    int tenant = sl_job_tenant_index(s, row->tenant);
+    int route = sl_config_route(s->cfg, row->route);
+    int cls = sl_class_parse(row->cls);
+    job_t *j = sl_job_new(row->job_id);
+    if (j == NULL) {
+        r->rc = SL_ENOMEM;
+        return;
+    }
+    j->tenant = tenant;
+    j->route = route;
+    j->cls = cls < 0 ? SL_CLASS_STANDARD : cls;
+    j->attempts = row->attempts;
+    j->submitted_ms = row->submitted_ms;
+    j->deadline_ms = row->deadline_ms;
+    j->not_before_ms = row->not_before_ms;
+    j->est_input = row->est_input;
+    j->est_output = row->est_output;
+    j->est_total = row->est_total;
+    j->key = sl_job_key_index(s, row->key_id, tenant);
+    j->home_route = route;
+    j->idem = strdup(row->idempotency_key != NULL ? row->idempotency_key : j->id);
+    int orphan = tenant < 0 || route < 0;
+    if (orphan) {
+        /* The config no longer knows its tenant or route: it must not run as anyone else. It is
+         * failed once restoring is over (sl_sched_new). */
+        sl_logf(SL_LOG_WARN, "job", j->id,
+                "restored job %s has tenant \"%s\" or route \"%s\" unknown to the config", j->id,
+                row->tenant, row->route);
+        j->orphan_tenant = strdup(row->tenant);
+        j->orphan_route = strdup(row->route);
+        j->tenant = 0;
+        j->route = 0;
+    }
+    sl_err_t rc = j->idem != NULL ? sl_hmap_put(s->jobs, j->id, j) : SL_ENOMEM;
+    if (rc != SL_OK) {
+        sl_job_free(j);
+        r->rc = rc;
+        return;
+    }
+    if (orphan) {
+        if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL)
+            snprintf(j->res_id, sizeof j->res_id, "%s", row->reservation_id);
+        j->state = J_ORPHAN;
+        r->rc = sl_job_list_add(&s->orphans, j);
+    } else if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL) {
+        snprintf(j->res_id, sizeof j->res_id, "%s", row->reservation_id);
+        j->deployment = row->deployment ? sl_config_deployment(s->cfg, row->deployment) : -1;
+        j->lease_expires_ms = row->lease_expires_ms;
+        j->dispatched_ms = row->lease_expires_ms - s->cfg->lease_ms;
+        j->state = J_LEASED;
+        r->job = j;
+        j->held = calloc(1, sizeof *j->held);
+        if (j->held == NULL) {
+            r->rc = SL_ENOMEM;
+            return;
+        }
+        j->held->charged_ms = j->dispatched_ms;
+        j->held->est_input = j->est_input;
+        j->held->est_output = j->est_output;
+        sl_store_res_charges(s->store, j->res_id, restore_charge, r);
+        r->rc = sl_job_list_add(&s->leased, j);
+    } else if (row->not_before_ms > r->now_ms) {
+        j->state = J_DELAYED;
+        r->rc = sl_job_list_add(&s->delayed, j);
+    } else {
+        r->rc = sl_flow_enqueue(s, j, 0);
+    }
+}
+
+sl_err_t sl_restore_jobs(sl_sched_t *s, int64_t now_ms, char *err, size_t errlen)
+{
+    restore_t r = {s, NULL, now_ms, SL_OK};
+    sl_err_t rc = sl_store_each_unfinished(s->store, restore_job, &r);
+    if (rc == SL_OK)
+        rc = r.rc;
+    if (rc != SL_OK) {
+        snprintf(err, errlen, "restoring unfinished jobs: %s", sl_strerror(rc));
+        return rc;
+    }
+    if (sl_hmap_len(s->jobs) > 0)
+        sl_info("restored %zu unfinished jobs (%d leased)", sl_hmap_len(s->jobs), s->leased.n);
+    rc = sl_outcome_fail_orphans(s, now_ms);
+    if (rc != SL_OK)
+        snprintf(err, errlen, "failing jobs the config no longer knows: %s", sl_strerror(rc));
+    return rc;
+}

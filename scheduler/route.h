@@ -1,0 +1,55 @@
+/* route.h - where a job can go on its route: which deployments fit it, in what order the
+ * route's strategy tries them, the fallback routes, and what a waiting job waits for.
+ *
+ * Internal to the scheduler (core.h).
+ */
+#ifndef SL_ROUTE_H
+#define SL_ROUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h"
+
+/* Whether deployment d could ever take job j: FIT_INCAPABLE when it lacks what the request
+ * needs, FIT_TOO_LARGE when its max_tokens is above the deployment's output ceiling or a
+ * provider-side charge above what its limit allows in a whole period (a request above a whole
+ * limit is "too large" at the provider, whatever the wait). */
+typedef enum { FIT_OK = 0, FIT_TOO_LARGE, FIT_INCAPABLE } fit_t;
+
+/* Whether deployment d can serve j at all: its capabilities (context window, tools,
+ * structured output, the tenant's regions), then limits that could ever hold the request. */
+fit_t sl_route_fit(sl_sched_t *s, job_t *j, int d);
+
+/* sl_route_fit(s, j, d) == FIT_OK. */
+int sl_route_can_take(sl_sched_t *s, job_t *j, int d);
+
+/* Orders a route's candidate deployments for job j by the route's strategy (sl_strategy_t);
+ * every one of them can take j, and the first whose buckets have room gets it. */
+void sl_route_order(sl_sched_t *s, const sl_route_cfg_t *rc, job_t *j, int *order, int n,
+                    int64_t now_ms);
+
+/* Fills order (room for SL_ROUTE_MAX_DEPLOYMENTS) with the deployments of j's route that fit
+ * j, in the order of the route's strategy, and returns how many; *incapable gets how many
+ * lacked what the request needs (FIT_INCAPABLE). */
+int sl_route_candidates(sl_sched_t *s, job_t *j, int *order, int *incapable, int64_t now_ms);
+/* j fits no deployment of its route: takes it out of line, moves it to a fallback route when
+ * it may, and refuses it otherwise: no_capable_deployment when a deployment lacked what it
+ * needs (incapable > 0), else request_too_large. */
+sl_err_t sl_route_refuse_unfit(sl_sched_t *s, job_t *j, int incapable, int64_t now_ms);
+
+/* Moves j (taken out of its route's line) to the first fallback route of its route that its
+ * tenant may use and that has a deployment able to take it, when the job allows it. *moved
+ * says whether it did; otherwise j is left out of line for the caller to finish. */
+sl_err_t sl_route_fallback(sl_sched_t *s, job_t *j, const char *why, int64_t now_ms, int *moved);
+
+/* Names what a queued job is waiting for: among the deployments that could take it, the one
+ * that frees up first, and on it the bucket (or the pause) that holds the job back longest.
+ * Writes the bucket id (e.g. "deployment:sim-a:tpm", or "deployment:sim-a:paused") into
+ * limiter and returns the wait in ms (-1 when nothing limits it). */
+int64_t sl_route_why_waiting(sl_sched_t *s, job_t *j, int64_t now_ms, char *limiter, size_t cap);
+
+/* Expires a job whose deadline passed while it was queued, naming what held it back. */
+sl_err_t sl_route_expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms);
+
+#endif

@@ -1,0 +1,59 @@
+/* sched_types.h - the value types of the scheduler core's public interface (sched.h): the
+ * core's handle, the messages it hands over, its counters and its metrics hooks.
+ *
+ * They have a header of their own so that the modules inside the scheduler (core.h) can use
+ * them without including sched.h, which sits above those modules.
+ */
+#ifndef SL_SCHED_TYPES_H
+#define SL_SCHED_TYPES_H
+
+#include <stdint.h>
+
+#include "sign.h"
+
+typedef struct sl_sched sl_sched_t;
+
+typedef enum { SL_MSG_DISPATCH = 0, SL_MSG_RESULT } sl_msg_kind_t;
+
+typedef struct {
+    sl_msg_kind_t kind;
+    const char *topic; /* not owned */
+    char *key;
+    char *value;
+    char sig[SL_SIG_B64_LEN]; /* dispatches: base64 Ed25519 signature of value */
+    int64_t seq;              /* results: outbox row to delete once acknowledged */
+} sl_sched_msg_t;
+
+typedef struct {
+    int64_t jobs_received, jobs_duplicate, jobs_invalid, queue_full, shed, cancelled;
+    int64_t dispatched, succeeded, failed, expired, retried;
+    int64_t provider_429, provider_5xx, lease_expired, usage_stale;
+    int64_t queued, delayed, leased, held;
+    /* Tokens on provider-side buckets settled at real use: reserved, what they settled at,
+     * and the difference either way. over_reserved is the capacity over-reservation held
+     * back for nothing (until the call ended); under_reserved became debt. */
+    int64_t tokens_reserved, tokens_settled, tokens_over_reserved, tokens_under_reserved;
+    /* Every attempt's charges on provider-side token buckets, and what they settled at
+     * (refusals given back, real use, or kept whole when the call may have counted). */
+    int64_t provider_tokens_charged, provider_tokens_kept;
+} sl_sched_stats_t;
+
+/* Hooks for metrics, called from inside the core (the same thread). Any may be NULL. */
+typedef struct {
+    /* A job was leased: tokens reserved for it, and (first attempts; else -1) how long it
+     * waited since it was submitted. */
+    void (*leased)(void *arg, int tenant, int route, int cls, int deployment, double tokens,
+                   int64_t queue_wait_ms);
+    /* An admission was refused by this bucket (the one that had to wait longest). */
+    void (*refused)(void *arg, const char *bucket_id);
+    /* A provider answered (the usage event's outcome: ok, rate_limited, server_error, ...,
+     * and its HTTP status, 0 when there was none). */
+    void (*provider)(void *arg, const char *deployment, const char *outcome, int http_status);
+    /* A job moved from one route to a fallback route (why: no_capable_deployment,
+     * quota_exhausted, providers_paused). */
+    void (*fallback)(void *arg, int from_route, int to_route, const char *why);
+    /* A job finished with this status after this many attempts. */
+    void (*finished)(void *arg, int cls, const char *status, int attempts);
+} sl_sched_observer_t;
+
+#endif
