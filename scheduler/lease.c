@@ -37,7 +37,7 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
     for (int i = 0; i < h->n; i++) {
         bucket_ids[i] = sl_ledger_id(s->ledger, h->ch[i].bucket);
         amounts[i] = h->ch[i].amount;
-        rules[i] = sl_reservation_rule_name((rule_t)h->rule[i]);
+        rules[i] = sl_charge_rule_name((sl_charge_rule_t)h->rule[i]);
     }
     sl_store_res_t res = {
         .reservation_id = j->res_id,

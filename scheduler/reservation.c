@@ -7,34 +7,15 @@
 #include <string.h>
 
 #include "buckets.h"
+#include "capacity.h"
 #include "calib.h"
 #include "ledger.h"
 #include "store.h"
 #include "util.h"
 
-static const char *const rule_names[RULE_COUNT_] = {
-    "keep",          "actual_total", "actual_input", "actual_input_uncached",
-    "actual_output", "actual_spend", "release",      "receipt_max",
-    "receipt_sum"};
-
-const char *sl_reservation_rule_name(rule_t rule)
+sl_demand_t sl_reservation_demand(const sl_sched_t *s, const job_t *j)
 {
-    return rule_names[rule];
-}
-
-rule_t sl_reservation_rule_parse(const char *name)
-{
-    rule_t rule = RULE_KEEP;
-    for (int k = 0; k < RULE_COUNT_; k++) {
-        if (strcmp(name, rule_names[k]) == 0)
-            rule = (rule_t)k;
-    }
-    return rule;
-}
-
-demand_t sl_reservation_demand(const sl_sched_t *s, const job_t *j)
-{
-    demand_t dm;
+    sl_demand_t dm;
     dm.input_raw = j->est_input;
     dm.input = sl_calib_input(s->calib, j->route, j->est_input);
     dm.max_tokens = j->est_output;
@@ -46,80 +27,14 @@ demand_t sl_reservation_demand(const sl_sched_t *s, const job_t *j)
 
 int64_t sl_reservation_cost(const sl_sched_t *s, const job_t *j)
 {
-    demand_t dm = sl_reservation_demand(s, j);
+    sl_demand_t dm = sl_reservation_demand(s, j);
     return dm.input + dm.output > 0 ? dm.input + dm.output : 1;
-}
-
-double sl_reservation_spend_usd(const sl_price_cfg_t *p, int64_t input, int64_t cached,
-                                int64_t output)
-{
-    if (cached > input)
-        cached = input;
-    return ((double)(input - cached) * p->input_per_mtok +
-            (double)cached * p->cached_input_per_mtok + (double)output * p->output_per_mtok) /
-           1e6;
-}
-
-void sl_reservation_charge(const binfo_t *bi, const sl_deployment_cfg_t *dc, const demand_t *dm,
-                           double *amount, rule_t *rule)
-{
-    sl_dimension_t dim = bi->limit->dimension;
-    if (dim == SL_DIM_RAMP)
-        dim = bi->limit->ramp_unit;
-    switch (dim) {
-    case SL_DIM_REQUESTS:
-    case SL_DIM_REQUESTS_PER_DAY:
-        *amount = 1;
-        *rule = RULE_KEEP;
-        return;
-    case SL_DIM_CONCURRENCY:
-        *amount = 1;
-        *rule = RULE_RELEASE;
-        return;
-    case SL_DIM_INPUT_TOKENS:
-        if (bi->provider_side) {
-            /* Counted at receipt from the real prompt: reserve ingest's conservative count. */
-            *amount = (double)dm->input_raw;
-            *rule = dc->input_counting == SL_INPUT_COUNT_EXCLUDE_CACHE_READS
-                        ? RULE_ACTUAL_INPUT_UNCACHED
-                        : RULE_ACTUAL_INPUT;
-        } else {
-            *amount = (double)dm->input;
-            *rule = RULE_ACTUAL_INPUT;
-        }
-        return;
-    case SL_DIM_OUTPUT_TOKENS:
-        *amount = (double)(bi->provider_side && dc->output_counting == SL_OUTPUT_COUNT_MAX_TOKENS
-                               ? dm->max_tokens
-                               : dm->output);
-        *rule = RULE_ACTUAL_OUTPUT;
-        return;
-    case SL_DIM_SPEND:
-        *amount = sl_reservation_spend_usd(&dc->price, dm->input, 0, dm->output);
-        *rule = RULE_ACTUAL_SPEND;
-        return;
-    default: /* total tokens, per minute or per day */
-        /* Counted at receipt: the learned input estimate, not ingest's conservative count
-         * (which held back 14 % of a prompt-heavy pool), settled upwards when the real input
-         * shows the provider counted more. */
-        if (bi->provider_side && dc->tpm_counting == SL_TPM_COUNT_MAX) {
-            *amount = (double)(dm->input > dm->max_tokens ? dm->input : dm->max_tokens);
-            *rule = RULE_RECEIPT_MAX;
-        } else if (bi->provider_side && dc->tpm_counting == SL_TPM_COUNT_SUM) {
-            *amount = (double)(dm->input + dm->max_tokens);
-            *rule = RULE_RECEIPT_SUM;
-        } else {
-            *amount = (double)(dm->input + dm->output);
-            *rule = RULE_ACTUAL_TOTAL;
-        }
-        return;
-    }
 }
 
 void sl_reservation_build(sl_sched_t *s, const job_t *j, int d, held_t *h)
 {
     const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
-    demand_t dm = sl_reservation_demand(s, j);
+    sl_demand_t dm = sl_reservation_demand(s, j);
     const path_t *sides[2] = {sl_buckets_caller_path(s, j), &s->deps[d].path};
     h->n = 0;
     h->est_input = dm.input;
@@ -128,8 +43,8 @@ void sl_reservation_build(sl_sched_t *s, const job_t *j, int d, held_t *h)
         for (int i = 0; i < sides[k]->n && h->n < MAX_CHARGES; i++) {
             int b = sides[k]->b[i];
             double amount;
-            rule_t rule;
-            sl_reservation_charge(&s->binfo[b], dc, &dm, &amount, &rule);
+            sl_charge_rule_t rule;
+            sl_capacity_charge(s->binfo[b].limit, s->binfo[b].provider_side, dc, &dm, &amount, &rule);
             h->ch[h->n].bucket = b;
             h->ch[h->n].amount = amount;
             h->rule[h->n] = (uint8_t)rule;
@@ -146,7 +61,7 @@ void sl_reservation_new_id(sl_sched_t *s, int64_t now_ms, char out[33])
              (unsigned)(s->res_counter++ & 0xffff), rnd);
 }
 
-/* What charge i of h settles at (see rule_t): the real use where known; a provider-side charge
+/* What charge i of h settles at (see sl_charge_rule_t): the real use where known; a provider-side charge
  * stays whole when the provider may have counted it; the callers' budgets get back what no
  * provider processed; gauges always come back. */
 static double settled_amount(const sl_sched_t *s, const held_t *h, int i, end_t end,
@@ -154,10 +69,10 @@ static double settled_amount(const sl_sched_t *s, const held_t *h, int i, end_t 
                              int64_t max_tokens)
 {
     double charged = h->ch[i].amount;
-    rule_t rule = (rule_t)h->rule[i];
+    sl_charge_rule_t rule = (sl_charge_rule_t)h->rule[i];
     int b = h->ch[i].bucket;
     int provider_side = b >= 0 && s->binfo[b].provider_side;
-    if (rule == RULE_RELEASE)
+    if (rule == SL_RULE_RELEASE)
         return 0;
     if (end == END_EXPIRED)
         return charged;
@@ -170,30 +85,30 @@ static double settled_amount(const sl_sched_t *s, const held_t *h, int i, end_t 
          * held 30 % of the limit for nothing: bench/compare storm503); the request itself may
          * count (some providers count refused requests). */
         if (provider_side && end == END_REFUSED)
-            return rule == RULE_KEEP ? charged : 0;
+            return rule == SL_RULE_KEEP ? charged : 0;
         if (provider_side)
             return charged;
         /* A request the provider refused still counts as a request for the caller. */
-        return end != END_NOT_SENT && rule == RULE_KEEP ? charged : 0;
+        return end != END_NOT_SENT && rule == SL_RULE_KEEP ? charged : 0;
     }
     if (cached < 0)
         cached = 0;
     switch (rule) {
-    case RULE_ACTUAL_TOTAL:
+    case SL_RULE_ACTUAL_TOTAL:
         return (double)(in + out);
-    case RULE_ACTUAL_INPUT:
+    case SL_RULE_ACTUAL_INPUT:
         return (double)in;
-    case RULE_ACTUAL_INPUT_UNCACHED:
+    case SL_RULE_ACTUAL_INPUT_UNCACHED:
         return (double)(in > cached ? in - cached : 0);
-    case RULE_ACTUAL_OUTPUT:
+    case SL_RULE_ACTUAL_OUTPUT:
         return (double)out;
-    case RULE_ACTUAL_SPEND:
-        return dc != NULL ? sl_reservation_spend_usd(&dc->price, in, cached, out) : charged;
-    case RULE_RECEIPT_MAX: {
+    case SL_RULE_ACTUAL_SPEND:
+        return dc != NULL ? sl_capacity_spend_usd(&dc->price, in, cached, out) : charged;
+    case SL_RULE_RECEIPT_MAX: {
         double counted = (double)(in > max_tokens ? in : max_tokens);
         return counted > charged ? counted : charged;
     }
-    case RULE_RECEIPT_SUM: {
+    case SL_RULE_RECEIPT_SUM: {
         double counted = (double)(in + max_tokens);
         return counted > charged ? counted : charged;
     }
@@ -218,9 +133,9 @@ sl_err_t sl_reservation_settle(sl_sched_t *s, job_t *j, end_t end, const char *s
         double diff = h->ch[i].amount - settled[i];
         if (diff != 0)
             sl_ledger_settle(s->ledger, b, diff, h->charged_ms, now_ms);
-        rule_t rule = (rule_t)h->rule[i];
-        if (!s->binfo[b].provider_side || rule == RULE_KEEP || rule == RULE_RELEASE ||
-            rule == RULE_ACTUAL_SPEND)
+        sl_charge_rule_t rule = (sl_charge_rule_t)h->rule[i];
+        if (!s->binfo[b].provider_side || rule == SL_RULE_KEEP || rule == SL_RULE_RELEASE ||
+            rule == SL_RULE_ACTUAL_SPEND)
             continue; /* the counters below are of provider-side tokens */
         s->st.provider_tokens_charged += (int64_t)h->ch[i].amount;
         s->st.provider_tokens_kept += (int64_t)settled[i];

@@ -1,7 +1,7 @@
 /* reservation.h - what an admission reserves on a job's path, and how it is settled.
  *
  * A lease holds one charge per bucket of the job's path (held_t), each with the rule that
- * settles it when the call ends (rule_t): what the provider counted at receipt stays, real use
+ * settles it when the call ends (sl_charge_rule_t): what the provider counted at receipt stays, real use
  * replaces an estimate, a gauge's slot comes back. Settling also clamps the deployment's
  * buckets to what the provider's rate-limit headers say it had left. Internal to the scheduler
  * (core.h).
@@ -12,43 +12,11 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "capacity.h"
 #include "core.h"
 
-/* How reconciliation settles a charge, by what the limit counts:
- *   KEEP: the provider counted the reserved amount at receipt (OpenAI-style TPM, requests), so
- *         it stays whatever the call used;
- *   ACTUAL_*: what was really used replaces the estimate: unused tokens come back, overage
- *         becomes debt (total, input, input without cache reads, output, spend in USD);
- *   RELEASE: a gauge's slot comes back when the call ends;
- *   RECEIPT_MAX / RECEIPT_SUM: the provider counted max(input, max_tokens) or input +
- *         max_tokens at receipt (OpenAI, Azure): reserved with the learned input estimate and
- *         kept, or raised to what the real input shows the provider counted (debt). */
-typedef enum {
-    RULE_KEEP = 0,
-    RULE_ACTUAL_TOTAL,
-    RULE_ACTUAL_INPUT,
-    RULE_ACTUAL_INPUT_UNCACHED,
-    RULE_ACTUAL_OUTPUT,
-    RULE_ACTUAL_SPEND,
-    RULE_RELEASE,
-    RULE_RECEIPT_MAX,
-    RULE_RECEIPT_SUM,
-    RULE_COUNT_
-} rule_t;
-
-/* The rule's name as the store keeps it ("keep", "actual_total", ...). */
-const char *sl_reservation_rule_name(rule_t rule);
-/* The rule of a stored name; RULE_KEEP for a name it does not know. */
-rule_t sl_reservation_rule_parse(const char *name);
-
-/* What a job asks for, as the ledger reserves it: the deterministic estimates from ingest, and
- * what the scheduler learned (calib.h). */
-typedef struct {
-    int64_t input_raw;  /* ingest's count: what a provider counting at receipt sees */
-    int64_t input;      /* corrected by what real inputs of the route looked like */
-    int64_t max_tokens; /* the request's max_tokens */
-    int64_t output;     /* min(max_tokens, p95 of recent outputs) */
-} demand_t;
+/* A charge's rule (sl_charge_rule_t) and what a job asks for (sl_demand_t) are the one rule
+ * ingest and the scheduler share: common/capacity.h. */
 
 /* How an attempt ended, for settling its charges. */
 typedef enum {
@@ -60,20 +28,10 @@ typedef enum {
 } end_t;
 
 /* What job j asks for now, as the ledger would reserve it. */
-demand_t sl_reservation_demand(const sl_sched_t *s, const job_t *j);
+sl_demand_t sl_reservation_demand(const sl_sched_t *s, const job_t *j);
 
 /* What a job costs in the DRR: the tokens it will reserve as learned so far. */
 int64_t sl_reservation_cost(const sl_sched_t *s, const job_t *j);
-
-/* What a call costs at price p, in USD (cached: cache reads among the input tokens). */
-double sl_reservation_spend_usd(const sl_price_cfg_t *p, int64_t input, int64_t cached,
-                                int64_t output);
-
-/* The amount and settlement rule of one bucket for a job going to deployment dc, by what the
- * bucket counts and on which side it sits. Provider-side buckets count the way the provider
- * does; the callers' budgets count the learned estimate, settled at real use. */
-void sl_reservation_charge(const binfo_t *bi, const sl_deployment_cfg_t *dc, const demand_t *dm,
-                           double *amount, rule_t *rule);
 
 /* Every charge of job j on deployment d, callers' side first. */
 void sl_reservation_build(sl_sched_t *s, const job_t *j, int d, held_t *h);

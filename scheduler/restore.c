@@ -34,10 +34,11 @@ static void restore_charge(const char *bucket_id, double amount, const char *rul
     int b = sl_ledger_find(r->s->ledger, bucket_id);
     h->ch[h->n].bucket = b;
     h->ch[h->n].amount = amount;
-    h->rule[h->n] = (uint8_t)sl_reservation_rule_parse(rule);
+    int parsed = sl_charge_rule_parse(rule);
+    h->rule[h->n] = (uint8_t)(parsed >= 0 ? parsed : SL_RULE_KEEP);
     h->before[h->n] = b >= 0 ? sl_ledger_reserved_total(r->s->ledger, b) : 0;
     /* A call in flight holds its gauge slot again. */
-    if (b >= 0 && h->rule[h->n] == RULE_RELEASE)
+    if (b >= 0 && h->rule[h->n] == SL_RULE_RELEASE)
         sl_ledger_settle(r->s->ledger, b, -amount, r->now_ms, r->now_ms);
     h->n++;
 }

@@ -48,14 +48,14 @@ fit_t sl_route_fit(sl_sched_t *s, job_t *j, int d)
     }
     if (j->est_output > dc->max_output_tokens)
         return FIT_TOO_LARGE;
-    demand_t dm = sl_reservation_demand(s, j);
+    sl_demand_t dm = sl_reservation_demand(s, j);
     const path_t *p = &s->deps[d].path;
     for (int i = 0; i < p->n; i++) {
         const binfo_t *bi = &s->binfo[p->b[i]];
         double amount;
-        rule_t rule;
-        sl_reservation_charge(bi, dc, &dm, &amount, &rule);
-        if (bi->limit->algorithm != SL_LIMIT_RAMP && amount > bi->limit->capacity)
+        sl_charge_rule_t rule;
+        sl_capacity_charge(bi->limit, bi->provider_side, dc, &dm, &amount, &rule);
+        if (!sl_capacity_within(bi->limit, amount))
             return FIT_TOO_LARGE;
     }
     return FIT_OK;
@@ -70,7 +70,7 @@ void sl_route_order(sl_sched_t *s, const sl_route_cfg_t *rc, job_t *j, int *orde
                     int64_t now_ms)
 {
     double key[SL_ROUTE_MAX_DEPLOYMENTS]; /* lower first */
-    demand_t dm = sl_reservation_demand(s, j);
+    sl_demand_t dm = sl_reservation_demand(s, j);
     for (int i = 0; i < n; i++) {
         int d = order[i];
         const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
@@ -85,7 +85,7 @@ void sl_route_order(sl_sched_t *s, const sl_route_cfg_t *rc, job_t *j, int *orde
             key[i] = s->deps[d].ttft_ms;
             break;
         case SL_STRATEGY_CHEAPEST:
-            key[i] = sl_reservation_spend_usd(&dc->price, dm.input, 0, dm.output);
+            key[i] = sl_capacity_spend_usd(&dc->price, dm.input, 0, dm.output);
             break;
         case SL_STRATEGY_WEIGHTED: {
             /* A weighted random order (Efraimidis-Spirakis: the largest u^(1/w) first, i.e.
