@@ -54,6 +54,8 @@
     X(UNKNOWN_TENANT_OR_ROUTE, "unknown_tenant_or_route")                                      \
     X(DEADLINE_EXCEEDED, "deadline_exceeded")                                                  \
     X(DEADLINE_BEFORE_RETRY, "deadline_before_retry")                                          \
+    X(NOT_SENT, "not_sent")                                                                    \
+    X(LEASE_EXPIRED, "lease_expired")                                                          \
     X(RETRY_BUDGET_EXHAUSTED, "retry_budget_exhausted")                                        \
     X(PROVIDER_RATE_LIMITED, "provider_rate_limited")                                          \
     X(PROVIDER_UNAVAILABLE, "provider_unavailable")                                            \

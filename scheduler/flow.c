@@ -61,7 +61,7 @@ static int queue_full(const sl_sched_t *s, const job_t *j)
 
 /* Refuses j because its tenant's queue of its class is full (reason queue_full, or shed for a
  * queued job that made room): retryable, about one window later (a hint, not a promise). */
-static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, const char *reason, int64_t now_ms)
+static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, sl_reason_t reason, int64_t now_ms)
 {
     char limiter[256], scope[200];
     const char *tenant = s->cfg->tenants[j->tenant].name;
@@ -69,15 +69,13 @@ static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, const char *reason, in
     snprintf(limiter, sizeof limiter, "queue:%s:%s", tenant, cls);
     snprintf(scope, sizeof scope, "tenant:%s", tenant);
     outcome_t o;
-    sl_outcome_init(&o, "rejected");
-    o.err_type = "capacity";
-    o.err_reason = reason;
-    o.decision = "rejected_locally";
+    sl_outcome_init(&o, SL_STATUS_REJECTED);
+    sl_outcome_error(&o, SL_ERRTYPE_CAPACITY, reason, SL_DECISION_REJECTED_LOCALLY);
     o.limiter = limiter;
     o.scope = scope;
     o.retryable = 1;
     o.retry_after_ms = s->cfg->minute_ms;
-    if (strcmp(reason, "shed") == 0) {
+    if (reason == SL_REASON_SHED) {
         snprintf(o.err_message, sizeof o.err_message,
                  "the %s queue was full (classes.%s.overload = shed): this job, due last, made "
                  "room for one due sooner",
@@ -105,10 +103,10 @@ static sl_err_t refuse_paused(sl_sched_t *s, job_t *j, int64_t now_ms)
     }
     snprintf(limiter, sizeof limiter, "%s:paused", scope);
     outcome_t o;
-    sl_outcome_init(&o, "rejected");
-    o.err_type = "policy";
-    o.err_reason = tenant_paused ? "tenant_paused" : "key_paused";
-    o.decision = "rejected_locally";
+    sl_outcome_init(&o, SL_STATUS_REJECTED);
+    sl_outcome_error(&o, SL_ERRTYPE_POLICY,
+                     tenant_paused ? SL_REASON_TENANT_PAUSED : SL_REASON_KEY_PAUSED,
+                     SL_DECISION_REJECTED_LOCALLY);
     o.limiter = limiter;
     o.scope = scope;
     o.retryable = 1;
@@ -117,16 +115,16 @@ static sl_err_t refuse_paused(sl_sched_t *s, job_t *j, int64_t now_ms)
     return sl_outcome_finish(s, j, &o, now_ms);
 }
 
-/* Finishes a new job refused at the door (by refuse_for_queue with reason, or refuse_paused
- * when reason is NULL) and forgets it, the store's row too: the client is told to retry, and
- * the same job may come again. */
-static sl_err_t refuse_new(sl_sched_t *s, job_t *j, const char *reason, int64_t now_ms)
+/* Finishes a new job refused at the door (by refuse_for_queue when the queue is full, or
+ * refuse_paused) and forgets it, the store's row too: the client is told to retry, and the same
+ * job may come again. */
+static sl_err_t refuse_new(sl_sched_t *s, job_t *j, int queue_full, int64_t now_ms)
 {
     char job_id[sizeof j->id];
     memcpy(job_id, j->id, sizeof job_id);
     sl_hmap_del(s->jobs, j->id);
-    sl_err_t rc = reason != NULL ? refuse_for_queue(s, j, reason, now_ms)
-                                 : refuse_paused(s, j, now_ms); /* frees j */
+    sl_err_t rc = queue_full ? refuse_for_queue(s, j, SL_REASON_QUEUE_FULL, now_ms)
+                             : refuse_paused(s, j, now_ms); /* frees j */
     return rc == SL_OK ? sl_store_job_forget(s->store, job_id) : rc;
 }
 
@@ -135,14 +133,14 @@ sl_err_t sl_flow_admit(sl_sched_t *s, job_t *j, int64_t now_ms)
     sl_err_t rc = SL_OK;
     if (sl_flow_is_paused(s, j)) {
         /* Forgotten like a full queue's refusal, so the same job may come again once resumed. */
-        return refuse_new(s, j, NULL, now_ms);
+        return refuse_new(s, j, 0 /*paused*/, now_ms);
     }
     if (queue_full(s, j) && s->cfg->classes[j->cls].overload == SL_OVERLOAD_SHED) {
         /* Shed: the queued job of this tenant and class with the latest deadline makes room,
          * when it is due later than the new one. */
         job_t *last = sl_drr_flow_last(s->routes[j->route].drr, flow_of(j));
         if (last != NULL && last->deadline_ms > j->deadline_ms) {
-            rc = refuse_for_queue(s, last, "shed", now_ms);
+            rc = refuse_for_queue(s, last, SL_REASON_SHED, now_ms);
             if (rc != SL_OK)
                 return rc;
         }
@@ -150,7 +148,7 @@ sl_err_t sl_flow_admit(sl_sched_t *s, job_t *j, int64_t now_ms)
     if (queue_full(s, j)) {
         /* Backpressure: answered at once instead of letting the queue grow without bound. The
          * job is not remembered, so the client may submit it again after retry_after_ms. */
-        return refuse_new(s, j, "queue_full", now_ms);
+        return refuse_new(s, j, 1 /*queue full*/, now_ms);
     }
     return sl_flow_enqueue(s, j, 0);
 }

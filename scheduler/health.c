@@ -30,13 +30,12 @@ void sl_health_probe_sent(sl_sched_t *s, int d, int64_t now_ms)
         s->deps[d].probe_sent_ms = now_ms;
 }
 
-void sl_health_answered(sl_sched_t *s, const job_t *j, const char *outcome, json_t *latency)
+void sl_health_answered(sl_sched_t *s, const job_t *j, sl_outcome_t outcome, double ttft)
 {
     int dep = j->deployment;
-    int ok = strcmp(outcome, "ok") == 0;
+    int ok = outcome == SL_OUTCOME_OK;
     if (ok) {
         /* Time to first token, smoothed over the last ~10 answers (latency strategy). */
-        double ttft = json_number_value(json_object_get(latency, "ttft_ms"));
         if (ttft > 0)
             s->deps[dep].ttft_ms =
                 s->deps[dep].ttft_ms > 0 ? 0.9 * s->deps[dep].ttft_ms + 0.1 * ttft : ttft;
@@ -44,7 +43,7 @@ void sl_health_answered(sl_sched_t *s, const job_t *j, const char *outcome, json
     }
     if (s->deps[dep].probing && s->deps[dep].probe_sent_ms > 0 &&
         j->dispatched_ms >= s->deps[dep].probe_sent_ms &&
-        (ok || strcmp(outcome, "client_error") == 0)) {
+        (ok || outcome == SL_OUTCOME_CLIENT_ERROR)) {
         /* The probe (or a call sent after it) was answered: open again. Answers to calls sent
          * before the pause say nothing about now. */
         s->deps[dep].probing = 0;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "core.h"
+#include "msg_usage.h"
 
 /* Whether deployment d must not be tried now: paused, or its probe is out and unanswered;
  * *wait_ms gets how long to wait before trying again. */
@@ -21,10 +22,10 @@ int sl_health_holds(const sl_sched_t *s, int d, int64_t now_ms, int64_t *wait_ms
 void sl_health_probe_sent(sl_sched_t *s, int d, int64_t now_ms);
 
 /* A call of j (leased to a deployment still in the config) was answered with outcome: a success
- * updates d's time to first token (latency, the usage event's) and ends its failure streak;
+ * updates d's time to first token (ttft_ms, the usage event's) and ends its failure streak;
  * an answer to the probe, or to a call sent after it, opens d again or lets the next call probe
  * again. */
-void sl_health_answered(sl_sched_t *s, const job_t *j, const char *outcome, json_t *latency);
+void sl_health_answered(sl_sched_t *s, const job_t *j, sl_outcome_t outcome, double ttft_ms);
 /* Pauses d for pause_ms (never shortening a longer pause; 0 = no pause) and makes it half-open
  * afterwards. */
 void sl_health_pause(sl_sched_t *s, int d, int64_t pause_ms, int64_t now_ms);

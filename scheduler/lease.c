@@ -2,24 +2,14 @@
  */
 #include "lease.h"
 
-#include <jansson.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "job.h"
+#include "msg_dispatch.h"
 #include "outbox.h"
 #include "reservation.h"
 #include "retry.h"
 #include "store.h"
-
-/* s as a JSON string literal, quotes included (caller frees); NULL when out of memory. */
-static char *json_quote(const char *s)
-{
-    json_t *str = json_string(s);
-    char *out = str != NULL ? json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-    json_decref(str);
-    return out;
-}
 
 sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
 {
@@ -65,25 +55,20 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
         rc = SL_EDB;
     if (rc != SL_OK)
         return rc;
-    /* Assembled as text around the stored request body: job ids are [A-Za-z0-9_-] (job.json),
-     * reservation ids hex, and the two free strings are escaped by jansson. The dispatcher
-     * sets the deployment's model itself. */
-    char *dep_q = json_quote(dc->name);
-    char *idem_q = json_quote(j->idem);
+    /* Assembled as text around the stored request body (common/msg_dispatch.h). The
+     * dispatcher sets the deployment's model itself. */
+    sl_msg_dispatch_t msg = {.job_id = j->id,
+                             .attempt = j->attempts,
+                             .reservation_id = j->res_id,
+                             .lease_expires_ms = j->lease_expires_ms,
+                             .issued_ms = now_ms,
+                             .deployment = dc->name,
+                             .idempotency_key = j->idem};
     char *value = NULL;
-    if (dep_q != NULL && idem_q != NULL &&
-        asprintf(&value,
-                 "{\"v\":1,\"job_id\":\"%s\",\"attempt\":%d,\"reservation_id\":\"%s\","
-                 "\"lease_expires_ms\":%lld,\"issued_ms\":%lld,\"deployment\":%s,"
-                 "\"idempotency_key\":%s,\"request\":%s}",
-                 j->id, j->attempts, j->res_id, (long long)j->lease_expires_ms, (long long)now_ms,
-                 dep_q, idem_q, request_json) < 0)
-        value = NULL;
-    free(dep_q);
-    free(idem_q);
+    rc = sl_msg_dispatch_build(&msg, request_json, &value);
     free(request_json);
-    if (value == NULL)
-        return SL_ENOMEM;
+    if (rc != SL_OK)
+        return rc;
     j->state = J_LEASED;
     j->node = NULL;
     rc = sl_job_list_add(&s->leased, j);

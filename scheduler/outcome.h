@@ -12,15 +12,20 @@
 #include <stdint.h>
 
 #include "core.h"
+#include "msg_result.h"
 
-/* How a job ended, as its result says it (error fields: err_type NULL = no error). */
+/* How a job ended, as its result says it (has_error 0 = no error object). The codes come from
+ * the result message's tables (common/msg_result.h). */
 typedef struct {
-    const char *status;
+    sl_status_t status;
     const char *deployment;
-    json_t *response; /* borrowed */
-    json_t *usage;    /* borrowed, canonical {input, output, cached, ...} */
+    const json_t *response; /* borrowed */
+    const json_t *usage;    /* borrowed, canonical {input, output, cached, ...} */
     double provider_ms;
-    const char *err_type, *err_reason, *decision;
+    int has_error;
+    sl_errtype_t err_type;
+    sl_reason_t err_reason;
+    sl_decision_t decision;
     char err_message[512];
     const char *limiter, *scope;
     int64_t retry_after_ms; /* -1 = none */
@@ -28,7 +33,10 @@ typedef struct {
 } outcome_t;
 
 /* An outcome of this status with nothing else known (no error, no retry hint). */
-void sl_outcome_init(outcome_t *o, const char *status);
+void sl_outcome_init(outcome_t *o, sl_status_t status);
+/* Gives o an error object of this type, reason and gateway decision. */
+void sl_outcome_error(outcome_t *o, sl_errtype_t type, sl_reason_t reason,
+                      sl_decision_t decision);
 
 /* Writes the job's terminal state and result (outbox) in the caller's transaction, hands the
  * result over, takes the job out of its place and frees it (also on failure). The result's
@@ -38,8 +46,8 @@ sl_err_t sl_outcome_finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t 
 
 /* Finishes j with status and an error of type, reason and gateway decision (result.json's
  * error object), naming the deployment of its last lease when it had one. */
-sl_err_t sl_outcome_fail(sl_sched_t *s, job_t *j, const char *status, const char *type,
-                         const char *reason, const char *decision, int retryable,
+sl_err_t sl_outcome_fail(sl_sched_t *s, job_t *j, sl_status_t status, sl_errtype_t type,
+                         sl_reason_t reason, sl_decision_t decision, int retryable,
                          const char *message, int64_t now_ms);
 
 /* Refuses a job that a quota keeps out until after its deadline: a clear, final answer naming
@@ -48,7 +56,7 @@ sl_err_t sl_outcome_fail_quota(sl_sched_t *s, job_t *j, int b, int64_t wait_ms, 
 
 /* Refuses a job whose tenant or route the config does not know (see J_ORPHAN). A lease it
  * still held is closed as expired: the call may have happened. */
-sl_err_t sl_outcome_fail_orphan(sl_sched_t *s, job_t *j, const char *status, int64_t now_ms);
+sl_err_t sl_outcome_fail_orphan(sl_sched_t *s, job_t *j, sl_status_t status, int64_t now_ms);
 
 /* Fails every orphan (after a restart: jobs restored under names the config lost). */
 sl_err_t sl_outcome_fail_orphans(sl_sched_t *s, int64_t now_ms);

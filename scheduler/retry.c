@@ -80,16 +80,17 @@ void sl_retry_count_lease(sl_sched_t *s, const job_t *j, int64_t now_ms)
         rt->recent_first += 1;
 }
 
-sl_err_t sl_retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const char *reason,
+sl_err_t sl_retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, sl_reason_t reason,
                           const char *message, int64_t now_ms)
 {
     sl_job_list_del(&s->leased, j);
     if (j->attempts - j->not_sent >= s->cfg->max_attempts)
-        return sl_outcome_fail(s, j, "failed", "provider", reason, "attempts_exhausted", 0, message,
-                               now_ms);
+        return sl_outcome_fail(s, j, SL_STATUS_FAILED, SL_ERRTYPE_PROVIDER, reason,
+                               SL_DECISION_ATTEMPTS_EXHAUSTED, 0, message, now_ms);
     if (now_ms + delay_ms >= j->deadline_ms)
-        return sl_outcome_fail(s, j, "failed", "deadline", "deadline_before_retry",
-                               "admitted_provider_rejected", 0,
+        return sl_outcome_fail(s, j, SL_STATUS_FAILED, SL_ERRTYPE_DEADLINE,
+                               SL_REASON_DEADLINE_BEFORE_RETRY,
+                               SL_DECISION_ADMITTED_PROVIDER_REJECTED, 0,
                                "the next safe attempt would miss the job's deadline", now_ms);
     /* The route's retry budget: retries at most max_retry_ratio of its recent first attempts
      * (with a floor of a few, so that a quiet route can still retry), so that a storm of
@@ -98,8 +99,7 @@ sl_err_t sl_retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const char 
      * is not the provider's storm (e2e_crash: a dispatcher killed with 400 leases out). */
     route_t *rt = &s->routes[j->route];
     decay_retries(s, rt, now_ms);
-    if (strcmp(reason, "provider_rate_limited") == 0 ||
-        strcmp(reason, "provider_unavailable") == 0) {
+    if (reason == SL_REASON_PROVIDER_RATE_LIMITED || reason == SL_REASON_PROVIDER_UNAVAILABLE) {
         double allowed = s->cfg->routes[j->route].max_retry_ratio *
                          (rt->recent_first > 10 ? rt->recent_first : 10);
         if (rt->recent_retries >= allowed) {
@@ -109,8 +109,9 @@ sl_err_t sl_retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const char 
                      "(routes[].max_retry_ratio %.2f of recent first attempts)",
                      message, s->cfg->routes[j->route].name,
                      s->cfg->routes[j->route].max_retry_ratio);
-            return sl_outcome_fail(s, j, "failed", "provider", "retry_budget_exhausted",
-                                   "admitted_provider_rejected", 1, msg, now_ms);
+            return sl_outcome_fail(s, j, SL_STATUS_FAILED, SL_ERRTYPE_PROVIDER,
+                                   SL_REASON_RETRY_BUDGET_EXHAUSTED,
+                                   SL_DECISION_ADMITTED_PROVIDER_REJECTED, 1, msg, now_ms);
         }
         rt->recent_retries += 1;
     }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "core.h"
+#include "msg_result.h"
 
 /* Backoff of a job without a provider hint: capped exponential with full jitter. */
 int64_t sl_retry_backoff_ms(const sl_sched_t *s, int attempts);
@@ -40,7 +41,7 @@ void sl_retry_count_lease(sl_sched_t *s, const job_t *j, int64_t now_ms);
 /* Puts a leased job back in line (retry) after delay_ms (0: at the front of its flow now), or
  * fails it when its attempts, the route's retry budget (for provider refusals) or its deadline
  * are spent. j is taken out of the leased list either way. */
-sl_err_t sl_retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, const char *reason,
+sl_err_t sl_retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, sl_reason_t reason,
                           const char *message, int64_t now_ms);
 
 #endif

@@ -167,11 +167,12 @@ sl_err_t sl_route_refuse_unfit(sl_sched_t *s, job_t *j, int incapable, int64_t n
     sl_err_t rc = sl_route_fallback(
         s, j, incapable > 0 ? "no_capable_deployment" : "request_too_large", now_ms, &moved);
     if (rc == SL_OK && !moved && incapable == 0)
-        rc = sl_outcome_fail(s, j, "rejected", "capacity", "request_too_large", "rejected_locally",
-                             0, "no deployment of the route can take a request this large", now_ms);
+        rc = sl_outcome_fail(s, j, SL_STATUS_REJECTED, SL_ERRTYPE_CAPACITY,
+                             SL_REASON_REQUEST_TOO_LARGE, SL_DECISION_REJECTED_LOCALLY, 0,
+                             "no deployment of the route can take a request this large", now_ms);
     else if (rc == SL_OK && !moved)
-        rc = sl_outcome_fail(s, j, "rejected", "invalid_request", "no_capable_deployment",
-                             "rejected_locally", 0,
+        rc = sl_outcome_fail(s, j, SL_STATUS_REJECTED, SL_ERRTYPE_INVALID_REQUEST,
+                             SL_REASON_NO_CAPABLE_DEPLOYMENT, SL_DECISION_REJECTED_LOCALLY, 0,
                              "no deployment of the route can serve this request (context "
                              "window, tools, structured output or the tenant's regions)",
                              now_ms);
@@ -216,10 +217,9 @@ sl_err_t sl_route_expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms)
     char limiter[200], scope[200];
     int64_t wait = sl_route_why_waiting(s, j, now_ms, limiter, sizeof limiter);
     outcome_t o;
-    sl_outcome_init(&o, "expired");
-    o.err_type = "deadline";
-    o.err_reason = "deadline_exceeded";
-    o.decision = "expired_in_queue";
+    sl_outcome_init(&o, SL_STATUS_EXPIRED);
+    sl_outcome_error(&o, SL_ERRTYPE_DEADLINE, SL_REASON_DEADLINE_EXCEEDED,
+                     SL_DECISION_EXPIRED_IN_QUEUE);
     if (wait >= 0) {
         const char *name; /* the scope is the id without its last part: "deployment:sim-a" */
         sl_buckets_split_id(limiter, scope, sizeof scope, &name);

@@ -24,6 +24,8 @@
 #include "lease.h"
 #include "ledger.h"
 #include "log.h"
+#include "msg_job.h"
+#include "msg_usage.h"
 #include "outbox.h"
 #include "outcome.h"
 #include "overrides.h"
@@ -220,10 +222,10 @@ void sl_sched_free(sl_sched_t *s)
 /* A cancel message (schema/cancel.json): a queued or delayed job is removed with a
  * `cancelled` result; a job in flight is reconciled normally; an unknown or finished one is
  * left alone. */
-static sl_err_t on_cancel(sl_sched_t *s, json_t *doc, int64_t now_ms)
+static sl_err_t on_cancel(sl_sched_t *s, const sl_msg_cancel_t *cancel, int64_t now_ms)
 {
-    const char *id = json_string_value(json_object_get(doc, "job_id"));
-    const char *tenant = json_string_value(json_object_get(doc, "tenant"));
+    const char *id = cancel->job_id;
+    const char *tenant = cancel->tenant;
     job_t *j = sl_hmap_get(s->jobs, id);
     if (j == NULL || j->orphan_tenant != NULL ||
         strcmp(s->cfg->tenants[j->tenant].name, tenant) != 0) {
@@ -236,7 +238,7 @@ static sl_err_t on_cancel(sl_sched_t *s, json_t *doc, int64_t now_ms)
         return SL_OK;
     }
     outcome_t o;
-    sl_outcome_init(&o, "cancelled");
+    sl_outcome_init(&o, SL_STATUS_CANCELLED);
     return sl_outcome_finish(s, j, &o, now_ms);
 }
 
@@ -244,50 +246,52 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
 {
     char why[512];
     json_t *doc = json_loadb(json, len, 0, NULL);
-    json_t *type = json_object_get(doc, "type");
-    if (json_is_string(type) && strcmp(json_string_value(type), "cancel") == 0) {
+    if (doc != NULL && sl_msg_jobs_kind(doc) == SL_JOBS_CANCEL) {
         sl_err_t rc = SL_OK;
-        if (sl_schema_validate(s->cancel_schema, doc, why, sizeof why) != SL_OK) {
+        sl_msg_cancel_t cancel;
+        if (sl_schema_validate(s->cancel_schema, doc, why, sizeof why) != SL_OK ||
+            sl_msg_cancel_read(doc, &cancel) != SL_OK) {
             s->st.jobs_invalid++;
             sl_warn("invalid cancel message ignored: %s", why);
         } else {
-            rc = on_cancel(s, doc, now_ms);
+            rc = on_cancel(s, &cancel, now_ms);
         }
         json_decref(doc);
         return rc;
     }
-    if (doc == NULL || sl_schema_validate(s->job_schema, doc, why, sizeof why) != SL_OK) {
+    sl_msg_job_t msg;
+    if (doc == NULL || sl_schema_validate(s->job_schema, doc, why, sizeof why) != SL_OK ||
+        sl_msg_job_read(doc, &msg) != SL_OK) {
         s->st.jobs_invalid++;
         sl_warn("invalid job message ignored: %s", doc == NULL ? "malformed JSON" : why);
         json_decref(doc);
         return SL_OK;
     }
     s->st.jobs_received++;
-    const char *id = json_string_value(json_object_get(doc, "job_id"));
-    const char *tenant_name = json_string_value(json_object_get(doc, "tenant"));
-    const char *route_name = json_string_value(json_object_get(doc, "route"));
-    const char *cls_name = json_string_value(json_object_get(doc, "class"));
-    json_t *est = json_object_get(doc, "estimate");
+    const char *id = msg.job_id;
+    const char *tenant_name = msg.tenant;
+    const char *route_name = msg.route;
+    const char *cls_name = msg.cls;
     sl_store_job_t row = {
         .job_id = id,
-        .idempotency_key = json_string_value(json_object_get(doc, "idempotency_key")),
+        .idempotency_key = msg.idempotency_key,
         .tenant = tenant_name,
-        .app = json_string_value(json_object_get(doc, "app")),
-        .env = json_string_value(json_object_get(doc, "env")),
-        .key_id = json_string_value(json_object_get(doc, "key_id")),
+        .app = msg.app,
+        .env = msg.env,
+        .key_id = msg.key_id,
         .route = route_name,
         .cls = cls_name,
-        .submitted_ms = json_integer_value(json_object_get(doc, "submitted_ms")),
-        .deadline_ms = json_integer_value(json_object_get(doc, "deadline_ms")),
-        .est_input = json_integer_value(json_object_get(est, "input")),
-        .est_output = json_integer_value(json_object_get(est, "output")),
-        .est_total = json_integer_value(json_object_get(est, "total")),
+        .submitted_ms = msg.submitted_ms,
+        .deadline_ms = msg.deadline_ms,
+        .est_input = msg.est_input,
+        .est_output = msg.est_output,
+        .est_total = msg.est_total,
     };
     /* The request body and metadata are kept as text of their own, so dispatching and
      * finishing the job never parse the whole job again. */
     char *text = strndup(json, len);
-    char *request_json = json_dumps(json_object_get(doc, "request"), JSON_COMPACT);
-    json_t *meta = json_object_get(doc, "metadata");
+    char *request_json = json_dumps(msg.request, JSON_COMPACT);
+    const json_t *meta = msg.metadata;
     char *metadata_json = meta != NULL ? json_dumps(meta, JSON_COMPACT) : NULL;
     row.job_json = text;
     row.request_json = request_json;
@@ -345,7 +349,7 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
         return rc;
     }
     if (orphan)
-        return sl_outcome_fail_orphan(s, j, "rejected", now_ms);
+        return sl_outcome_fail_orphan(s, j, SL_STATUS_REJECTED, now_ms);
     return sl_flow_admit(s, j, now_ms);
 }
 
@@ -495,12 +499,6 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
 
 /* ---- reconciliation ---- */
 
-static int64_t jint(json_t *obj, const char *key, int64_t def)
-{
-    json_t *v = json_object_get(obj, key);
-    return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
-}
-
 sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t now_ms)
 {
     char why[512];
@@ -511,17 +509,18 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         return SL_OK;
     }
     sl_err_t rc = SL_OK;
-    const char *job_id = json_string_value(json_object_get(doc, "job_id"));
-    const char *res_id = json_string_value(json_object_get(doc, "reservation_id"));
-    const char *outcome = json_string_value(json_object_get(doc, "outcome"));
-    json_t *usage = json_object_get(doc, "usage");
-    json_t *latency = json_object_get(doc, "latency");
-    job_t *j = sl_hmap_get(s->jobs, job_id);
-    int current = j != NULL && j->state == J_LEASED && strcmp(j->res_id, res_id) == 0;
-    int ok = strcmp(outcome, "ok") == 0;
-    int64_t in = json_is_object(usage) ? jint(usage, "input", 0) : -1;
-    int64_t out = json_is_object(usage) ? jint(usage, "output", 0) : -1;
-    int64_t cached = json_is_object(usage) ? jint(usage, "cached", 0) : -1;
+    sl_msg_usage_t u;
+    sl_msg_tokens_t tok;
+    if (sl_msg_usage_read(doc, &u, &tok) != SL_OK) {
+        sl_warn("invalid usage event ignored: a required field is missing");
+        json_decref(doc);
+        return SL_OK;
+    }
+    const char *outcome = sl_outcome_name(u.outcome);
+    job_t *j = sl_hmap_get(s->jobs, u.job_id);
+    int current = j != NULL && j->state == J_LEASED && strcmp(j->res_id, u.reservation_id) == 0;
+    int ok = u.outcome == SL_OUTCOME_OK;
+    int64_t in = tok.input, out = tok.output, cached = tok.cached;
 
     if (!current) {
         /* A late or repeated event: its reservation already expired (charged in full, since the
@@ -536,11 +535,11 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
                     goto out;
             }
             outcome_t o;
-            sl_outcome_init(&o, "succeeded");
-            o.deployment = json_string_value(json_object_get(doc, "deployment"));
-            o.response = json_object_get(doc, "response");
-            o.usage = usage;
-            o.provider_ms = json_number_value(json_object_get(latency, "total_ms"));
+            sl_outcome_init(&o, SL_STATUS_SUCCEEDED);
+            o.deployment = u.deployment;
+            o.response = u.response;
+            o.usage = u.usage;
+            o.provider_ms = u.total_ms;
             rc = sl_outcome_finish(s, j, &o, now_ms);
         }
         goto out;
@@ -549,9 +548,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     /* A lease restored after its deployment left the config is still reconciled; only the
      * deployment's own state (pauses) has nowhere to go. */
     int dep = j->deployment;
-    const char *dep_name = dep >= 0 ? s->cfg->deployments[dep].name
-                                    : json_string_value(json_object_get(doc, "deployment"));
-    if (strcmp(outcome, "not_sent") == 0) {
+    const char *dep_name = dep >= 0 ? s->cfg->deployments[dep].name : u.deployment;
+    if (u.outcome == SL_OUTCOME_NOT_SENT) {
         /* The dispatcher refused the lease (stale, expired, or an unknown deployment): no call
          * was made, so our own budgets get everything back. The provider-mirror buckets keep
          * the charge: giving it back at once would let a fresh burst join dispatches that are
@@ -561,17 +559,18 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         rc = sl_reservation_settle(s, j, END_NOT_SENT, "reconciled", in, out, cached, outcome,
                                    now_ms);
         if (rc == SL_OK)
-            rc = sl_retry_or_fail(s, j, 0, "not_sent", "the dispatcher could not send the request",
+            rc = sl_retry_or_fail(s, j, 0, SL_REASON_NOT_SENT,
+                                  "the dispatcher could not send the request",
                                   now_ms);
         goto out;
     }
-    sl_reservation_clamp(s, j, json_object_get(doc, "ratelimit"), now_ms);
+    sl_reservation_clamp(s, j, (json_t *)u.ratelimit, now_ms);
     if (s->obs.provider != NULL)
-        s->obs.provider(s->obs_arg, dep_name, outcome, (int)jint(doc, "http_status", 0));
+        s->obs.provider(s->obs_arg, dep_name, outcome, u.http_status);
     int64_t reserved_input = j->held != NULL ? j->held->est_input : j->est_input;
     int64_t reserved_output = j->held != NULL ? j->held->est_output : j->est_output;
-    int64_t status = jint(doc, "http_status", 0);
-    int refused = (strcmp(outcome, "rate_limited") == 0 || strcmp(outcome, "overloaded") == 0) &&
+    int64_t status = u.http_status;
+    int refused = sl_outcome_is_refusal(u.outcome) &&
                   (status == 429 || status == 503 || status == 529);
     end_t end = in >= 0 ? END_USAGE : refused ? END_REFUSED : END_NO_USAGE;
     rc = sl_reservation_settle(s, j, end, "reconciled", in, out, cached, outcome, now_ms);
@@ -590,24 +589,23 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     if (rc != SL_OK)
         goto out;
 
-    int64_t retry_after = jint(doc, "retry_after_ms", -1);
-    json_t *err = json_object_get(doc, "error");
-    const char *perr = json_string_value(json_object_get(err, "message"));
+    int64_t retry_after = u.retry_after_ms;
+    const char *perr = json_string_value(json_object_get(u.error, "message"));
     char message[512];
     snprintf(message, sizeof message, "%s (HTTP %lld from %s): %.300s", outcome,
-             (long long)jint(doc, "http_status", 0), dep_name, perr ? perr : "");
+             (long long)u.http_status, dep_name, perr ? perr : "");
     if (dep >= 0)
-        sl_health_answered(s, j, outcome, latency);
+        sl_health_answered(s, j, u.outcome, u.ttft_ms);
     if (ok) {
         outcome_t o;
-        sl_outcome_init(&o, "succeeded");
+        sl_outcome_init(&o, SL_STATUS_SUCCEEDED);
         o.deployment = dep_name;
-        o.response = json_object_get(doc, "response");
-        o.usage = usage;
-        o.provider_ms = json_number_value(json_object_get(latency, "total_ms"));
+        o.response = u.response;
+        o.usage = u.usage;
+        o.provider_ms = u.total_ms;
         sl_job_list_del(&s->leased, j);
         rc = sl_outcome_finish(s, j, &o, now_ms);
-    } else if (strcmp(outcome, "rate_limited") == 0) {
+    } else if (u.outcome == SL_OUTCOME_RATE_LIMITED) {
         /* Retry-After is a lower bound (sl_retry_rate_limit_pause_ms); the job goes back in
          * line at once, for another deployment or after the pause. */
         s->st.provider_429++;
@@ -615,31 +613,31 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         if (dep >= 0)
             sl_health_pause(s, dep, pause, now_ms);
         sl_warn("deployment %s answered 429; paused %lld ms", dep_name, (long long)pause);
-        rc = sl_retry_or_fail(s, j, 0, "provider_rate_limited", message, now_ms);
-    } else if (strcmp(outcome, "quota_exhausted") == 0) {
+        rc = sl_retry_or_fail(s, j, 0, SL_REASON_PROVIDER_RATE_LIMITED, message, now_ms);
+    } else if (u.outcome == SL_OUTCOME_QUOTA_EXHAUSTED) {
         if (dep >= 0)
             sl_health_quota_exhausted(s, dep, now_ms);
         sl_job_list_del(&s->leased, j);
-        rc = sl_outcome_fail(s, j, "failed", "policy", "provider_quota_exhausted",
-                             "admitted_provider_rejected", 0, message, now_ms);
-    } else if (strcmp(outcome, "client_error") == 0 || strcmp(outcome, "auth_error") == 0) {
+        rc = sl_outcome_fail(s, j, SL_STATUS_FAILED, SL_ERRTYPE_POLICY,
+                             SL_REASON_PROVIDER_QUOTA_EXHAUSTED,
+                             SL_DECISION_ADMITTED_PROVIDER_REJECTED, 0, message, now_ms);
+    } else if (u.outcome == SL_OUTCOME_CLIENT_ERROR || u.outcome == SL_OUTCOME_AUTH_ERROR) {
+        int auth = u.outcome == SL_OUTCOME_AUTH_ERROR;
         sl_job_list_del(&s->leased, j);
-        rc = sl_outcome_fail(
-            s, j, "failed",
-            strcmp(outcome, "auth_error") == 0 ? "authentication" : "invalid_request",
-            strcmp(outcome, "auth_error") == 0 ? "provider_auth" : "provider_bad_request",
-            "admitted_provider_rejected", 0, message, now_ms);
+        rc = sl_outcome_fail(s, j, SL_STATUS_FAILED,
+                             auth ? SL_ERRTYPE_AUTHENTICATION : SL_ERRTYPE_INVALID_REQUEST,
+                             auth ? SL_REASON_PROVIDER_AUTH : SL_REASON_PROVIDER_BAD_REQUEST,
+                             SL_DECISION_ADMITTED_PROVIDER_REJECTED, 0, message, now_ms);
     } else {
         /* overloaded, server_error, timeout, transport, bad_response: retryable with backoff,
          * or after the provider's hint when it gave one. A server-side failure may also pause
          * the deployment (sl_retry_overload_pause_ms says when and how long). */
         s->st.provider_5xx++;
         int64_t delay = retry_after > 0 ? retry_after : sl_retry_backoff_ms(s, j->attempts);
-        int server_side = strcmp(outcome, "overloaded") == 0 ||
-                          strcmp(outcome, "server_error") == 0;
+        int server_side = u.outcome == SL_OUTCOME_OVERLOADED || u.outcome == SL_OUTCOME_SERVER_ERROR;
         if (dep >= 0 && server_side)
             sl_health_server_failed(s, dep, retry_after, now_ms);
-        rc = sl_retry_or_fail(s, j, delay, "provider_unavailable", message, now_ms);
+        rc = sl_retry_or_fail(s, j, delay, SL_REASON_PROVIDER_UNAVAILABLE, message, now_ms);
     }
 out:
     json_decref(doc);
@@ -664,7 +662,7 @@ static sl_err_t expire_leases(sl_sched_t *s, int64_t now_ms)
         sl_err_t rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1,
                                             "lease_expired", now_ms);
         if (rc == SL_OK)
-            rc = sl_retry_or_fail(s, j, 0, "lease_expired",
+            rc = sl_retry_or_fail(s, j, 0, SL_REASON_LEASE_EXPIRED,
                                   "the dispatcher holding the job did not report back in time",
                                   now_ms);
         if (rc != SL_OK)
