@@ -201,6 +201,8 @@ static const struct {
     {"unicode", "^\\s$", "\xc2\x85", 0, NO_MATCH},
     {"unicode", "^\\u00e9$", "\xc3\xa9", 0, MATCH},
     {"unicode", "^\\u{1F600}$", "\xf0\x9f\x98\x80", 0, MATCH},
+    {"unicode", "^\\uD83D\\uDE00$", "\xf0\x9f\x98\x80", 0, MATCH},
+    {"unicode", "^[\\u{1F600}-\\u{1F64F}]$", "\xf0\x9f\x98\x83", 0, MATCH},
     {"unicode", "^\\p{Lu}+$",
      "\xc3\x80"
      "B",
@@ -250,6 +252,7 @@ static const struct {
     {"lookaround", "^(?!admin$)[a-z]+$", "admin", 0, NO_MATCH},
     {"lookaround", "^(?!admin$)[a-z]+$", "adam", 0, MATCH},
     {"lookaround", "(?<=\\$)\\d+", "cost $42", 0, MATCH},
+    {"lookaround", "(?<=a+)b", "aab", 0, MATCH},
     {"backrefs", "^(\\w)\\1$", "aa", 0, MATCH},
     {"backrefs", "^(\\w)\\1$", "ab", 0, NO_MATCH},
     {"backrefs", "^(?<y>\\d{4})-\\k<y>$", "2024-2024", 0, MATCH},
@@ -261,6 +264,8 @@ static const struct {
     {"not ECMA", "a{,5}", "a{,5}", 0, REJECTED},
     {"not ECMA", "\\h", "h", 0, REJECTED},
     {"not ECMA", "\\Qa\\E", "a", 0, REJECTED},
+    {"not ECMA", "a]", "a]", 0, REJECTED},
+    {"not ECMA", "(?=a)*b", "b", 0, REJECTED},
 };
 
 /* Writes s (n bytes) as a JSON string body, so control characters stay visible. */
