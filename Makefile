@@ -4,7 +4,7 @@ BUILD   ?= build
 BIN     ?= bin
 OPT     ?= -O2
 SAN     ?=
-PKGS    := rdkafka jansson libsodium libcurl sqlite3 libmicrohttpd
+PKGS    := rdkafka jansson libsodium libcurl sqlite3 libmicrohttpd libpcre2-8
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)

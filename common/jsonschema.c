@@ -9,15 +9,18 @@
  */
 #include "jsonschema.h"
 
+#include <ctype.h>
 #include <limits.h>
-#include <locale.h>
-#include <regex.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 /* Schemas are trusted, but a runaway nesting should still be an error, not a stack overflow. */
 #define MAX_SCHEMA_NESTING 128
@@ -84,9 +87,8 @@ struct node {
     num_t min, max, xmin, xmax;
     size_t min_len, max_len; /* code points */
     size_t min_items, max_items, min_props, max_props;
-    regex_t *re_ascii; /* compiled in the C locale: exact, and fast, for all-ASCII strings */
-    regex_t *re_utf8;  /* compiled in C.UTF-8: "." and [...] match whole code points */
-    char *pattern;     /* as written in the schema, for messages */
+    pcre2_code *re; /* the pattern, compiled (and JIT-compiled where the JIT is available) */
+    char *pattern;  /* as written in the schema, for messages */
     node_t **all_of, **any_of, **one_of;
     size_t nall_of, nany_of, none_of;
     node_t *not_schema;
@@ -96,9 +98,9 @@ struct node {
 
 struct sl_schema {
     node_t *root;
-    node_t *nodes;  /* list through next_alloc */
-    locale_t c_loc; /* "C" and "C.UTF-8" for patterns; (locale_t)0 when there are none */
-    locale_t utf8;
+    node_t *nodes;             /* list through next_alloc */
+    pcre2_match_context *mctx; /* the match limits; NULL when there are no patterns. Shared
+                                * read-only by every thread that validates. */
 };
 
 /* One step of a JSON pointer, linked towards the root; up == NULL for the root's children. */
@@ -316,7 +318,38 @@ static bool values_equal(const json_t *a, const json_t *b)
     }
 }
 
-/* ---- pattern translation (ECMA-262 subset -> POSIX ERE) --------------------------------- */
+/* ---- patterns: ECMA-262 on PCRE2 -------------------------------------------------------- */
+
+/* With these options PCRE2 reads nearly all of ECMA-262 ("u" flag) as ECMA-262 does: UTF
+ * (code points, not bytes), DOLLAR_ENDONLY ("$" does not also match before a final "\n"),
+ * ALLOW_EMPTY_CLASS ("[]" matches nothing, "[^]" anything), ALT_BSUX and EXTRA_ALT_BSUX
+ * (\xHH, \uHHHH and \u{H...} as ECMA-262 spells them), MATCH_UNSET_BACKREF (a backreference to
+ * a group that did not take part matches the empty string). PCRE2_UCP is deliberately not set:
+ * it would make \d, \w and \b match non-ASCII digits and letters, and ECMA-262's do not. */
+#define PATTERN_OPTIONS                                                                            \
+    (PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_ALLOW_EMPTY_CLASS | PCRE2_ALT_BSUX |                 \
+     PCRE2_MATCH_UNSET_BACKREF | PCRE2_NEVER_UCP | PCRE2_NEVER_BACKSLASH_C)
+
+/* Bounds on one match, so that a pattern that backtracks exponentially costs at most about
+ * 0.2 ms (1 ms without the JIT) and 8 MiB instead of running away. Legitimate patterns stay far
+ * below them: a repeated group such as ^(?:a|b)*$ over a 100 KB string takes about 2,000 steps
+ * under the JIT, and its stack, about 24 bytes a repetition, lets it cover some 350 KB (32 KB
+ * with the interpreter, whose frames are bigger). */
+#define MATCH_LIMIT 100000u      /* backtracking steps */
+#define HEAP_LIMIT_KIB 8192u     /* the interpreter's backtracking frames, when there is no JIT */
+#define JIT_STACK_MAX (8u << 20) /* the JIT's stack */
+
+/* ECMA-262 WhiteSpace and LineTerminator as class members, and the complement of that set
+ * (PCRE2's \s is ASCII-only without PCRE2_UCP, and Unicode's White_Space with it: neither is
+ * ECMA-262's). */
+#define ECMA_SPACE                                                                                 \
+    "\\t\\n\\x0b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+#define ECMA_NON_SPACE                                                                             \
+    "\\x00-\\x08\\x0e-\\x1f\\x21-\\x9f\\u00a1-\\u167f\\u1681-\\u1fff\\u200b-\\u2027"               \
+    "\\u202a-\\u202e\\u2030-\\u205e\\u2060-\\u2fff\\u3001-\\ufefe\\uff00-\\u{10ffff}"
+/* ECMA-262's "." excludes exactly these four line terminators; no PCRE2 newline convention
+ * excludes the same set. */
+#define ECMA_DOT "[^\\n\\r\\u2028\\u2029]"
 
 typedef struct {
     char *buf;
@@ -341,19 +374,39 @@ static bool sb_putn(sbuf_t *b, const char *s, size_t n)
     return true;
 }
 
-static bool sb_puts(sbuf_t *b, const char *s)
+/* The rewriting of one ECMA-262 pattern into PCRE2 syntax (see ecma_to_pcre2). */
+typedef struct {
+    const char *src;
+    size_t len;
+    size_t i; /* next byte of src */
+    sbuf_t out;
+    const char *reason; /* why the pattern is refused; NULL on failure: out of memory */
+    size_t reason_at;   /* offset in src */
+    size_t find_out;    /* an offset into out whose source offset is wanted, or SIZE_MAX */
+    size_t found_src;   /* the offset in src of the token that wrote out[find_out] */
+} pat_t;
+
+enum { ATOM_CHAR, ATOM_SET }; /* one code point (a range may start or end with it), or more */
+
+static bool pat_put(pat_t *p, const char *s, size_t n)
 {
-    return sb_putn(b, s, strlen(s));
+    if (sb_putn(&p->out, s, n))
+        return true;
+    p->reason = NULL;
+    return false;
 }
 
-/* ECMA-262 WhiteSpace and LineTerminator, spelled out in UTF-8 because [:space:] differs. */
-#define ECMA_SPACES                                                                                \
-    "\t\n\v\f\r \xc2\xa0\xe1\x9a\x80\xe2\x80\x80\xe2\x80\x81\xe2\x80\x82\xe2\x80\x83"              \
-    "\xe2\x80\x84\xe2\x80\x85\xe2\x80\x86\xe2\x80\x87\xe2\x80\x88\xe2\x80\x89\xe2\x80\x8a"         \
-    "\xe2\x80\xa8\xe2\x80\xa9\xe2\x80\xaf\xe2\x81\x9f\xe3\x80\x80\xef\xbb\xbf"
-/* ECMA "." matches anything but a line terminator; POSIX "." (without REG_NEWLINE) also
- * matches "\n", and REG_NEWLINE would change what ^ and $ mean. */
-#define ECMA_DOT "[^\n\r\xe2\x80\xa8\xe2\x80\xa9]"
+static bool pat_puts(pat_t *p, const char *s)
+{
+    return pat_put(p, s, strlen(s));
+}
+
+static bool pat_refuse(pat_t *p, size_t at, const char *reason)
+{
+    p->reason = reason;
+    p->reason_at = at;
+    return false;
+}
 
 static size_t utf8_seq_len(unsigned char lead)
 {
@@ -368,311 +421,380 @@ static size_t utf8_seq_len(unsigned char lead)
     return 1;
 }
 
-static const char *control_escape(char e)
+/* Copies the UTF-8 character at src[i] (jansson strings are valid UTF-8) and decodes it. */
+static bool copy_char(pat_t *p, uint32_t *cp)
 {
-    switch (e) {
-    case 't':
-        return "\t";
-    case 'n':
-        return "\n";
-    case 'r':
-        return "\r";
-    case 'f':
-        return "\f";
-    case 'v':
-        return "\v";
-    default:
-        return NULL;
-    }
+    const unsigned char *s = (const unsigned char *)p->src + p->i;
+    size_t n = utf8_seq_len(s[0]);
+    if (p->i + n > p->len)
+        n = p->len - p->i;
+    static const unsigned char lead_mask[] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+    uint32_t v = s[0] & lead_mask[n];
+    for (size_t k = 1; k < n; k++)
+        v = (v << 6) | (s[k] & 0x3f);
+    *cp = v;
+    p->i += n;
+    return pat_put(p, (const char *)s, n);
 }
 
-static bool is_syntax_char(char e)
+/* Reads count hex digits at src[at]; false if there are fewer. */
+static bool hex_at(const pat_t *p, size_t at, size_t count, uint32_t *value)
 {
-    return e != '\0' && strchr("^$\\.*+?()[]{}|/-", e) != NULL;
-}
-
-typedef struct {
-    char bytes[5];
-    size_t n;          /* 0 when this atom is a class escape */
-    const char *klass; /* bracket-expression body of \d \w \s */
-} class_atom_t;
-
-/* Reads one atom of a [...] class at src[*i]. */
-static bool class_atom(const char *src, size_t len, size_t *i, class_atom_t *atom,
-                       const char **reason)
-{
-    memset(atom, 0, sizeof *atom);
-    if (src[*i] != '\\') {
-        size_t n = utf8_seq_len((unsigned char)src[*i]);
-        if (*i + n > len)
-            n = len - *i;
-        memcpy(atom->bytes, src + *i, n);
-        atom->n = n;
-        *i += n;
-        return true;
+    uint32_t v = 0;
+    for (size_t k = 0; k < count; k++) {
+        if (at + k >= p->len || !isxdigit((unsigned char)p->src[at + k]))
+            return false;
+        char ch = p->src[at + k];
+        v = v * 16 + (uint32_t)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
     }
-    if (*i + 1 >= len) {
-        *reason = "pattern ends with a backslash";
-        return false;
-    }
-    char e = src[*i + 1];
-    *i += 2;
-    const char *ctl = control_escape(e);
-    if (e == 'd') {
-        atom->klass = "0-9";
-    } else if (e == 'w') {
-        atom->klass = "A-Za-z0-9_";
-    } else if (e == 's') {
-        atom->klass = ECMA_SPACES;
-    } else if (e == 'b') {
-        atom->bytes[0] = '\b'; /* inside a class, \b is a backspace */
-        atom->n = 1;
-    } else if (ctl) {
-        atom->bytes[0] = ctl[0];
-        atom->n = 1;
-    } else if (is_syntax_char(e)) {
-        atom->bytes[0] = e;
-        atom->n = 1;
-    } else if (e == 'D' || e == 'W' || e == 'S') {
-        *reason = "negated class escapes (\\D \\W \\S) inside [...] are not supported";
-        return false;
-    } else {
-        *reason = "unsupported escape inside [...] (only \\d \\w \\s \\t \\n \\r \\f \\v \\b and "
-                  "escaped syntax characters)";
-        return false;
-    }
+    *value = v;
     return true;
 }
 
-static bool atom_is(const class_atom_t *atom, char ch)
+/* \uHHHH or \u{H...} at src[at]; a surrogate pair written as two \uHHHH becomes one code point,
+ * as with ECMA-262's "u" flag (PCRE2 refuses surrogates in UTF mode). */
+static bool unicode_escape(pat_t *p, size_t at, uint32_t *cp)
 {
-    return atom->n == 1 && atom->bytes[0] == ch;
+    static const char bad[] = "\\u must be followed by four hex digits or {a code point}";
+    size_t j = at + 2;
+    if (j < p->len && p->src[j] == '{') {
+        size_t k = j + 1;
+        uint32_t v = 0, digit;
+        while (k < p->len && k - j <= 8 && hex_at(p, k, 1, &digit)) {
+            v = v * 16 + digit;
+            k++;
+        }
+        if (k == j + 1 || k >= p->len || p->src[k] != '}' || v > 0x10ffff)
+            return pat_refuse(p, at, bad);
+        *cp = v;
+        p->i = k + 1;
+        return pat_put(p, p->src + at, p->i - at);
+    }
+    uint32_t hi, lo;
+    if (!hex_at(p, j, 4, &hi))
+        return pat_refuse(p, at, bad);
+    p->i = j + 4;
+    if (hi >= 0xd800 && hi <= 0xdbff && p->i + 1 < p->len && p->src[p->i] == '\\' &&
+        p->src[p->i + 1] == 'u' && hex_at(p, p->i + 2, 4, &lo) && lo >= 0xdc00 && lo <= 0xdfff) {
+        char pair[16];
+        *cp = 0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00);
+        p->i += 6;
+        snprintf(pair, sizeof pair, "\\u{%x}", (unsigned)*cp);
+        return pat_puts(p, pair);
+    }
+    *cp = hi;
+    return pat_put(p, p->src + at, p->i - at);
 }
 
-/* Translates the class starting at src[*i] == '['. POSIX brackets have no escapes, so special
- * members are placed where POSIX reads them literally: ']' first, '-' last, '^' not first. */
-static bool translate_class(const char *src, size_t len, size_t *i, sbuf_t *out,
-                            const char **reason)
+/* Reads the escape at src[i] == '\\'; in a class when in_class. Refuses escapes ECMA-262 does
+ * not have, whatever PCRE2 would make of them (\h, \A, \Q, octal, ...). */
+static bool read_escape(pat_t *p, bool in_class, int *kind, uint32_t *cp)
 {
-    sbuf_t body = {0};
-    bool neg = false, rbracket = false, dash = false, caret = false, lbracket = false;
-    bool ok = false;
-
-    (*i)++;
-    if (*i < len && src[*i] == '^') {
-        neg = true;
-        (*i)++;
+    static const char unsupported[] = "unsupported escape (not ECMA-262)";
+    size_t at = p->i;
+    if (at + 1 >= p->len)
+        return pat_refuse(p, at, "pattern ends with a backslash");
+    char e = p->src[at + 1];
+    const char *copy = p->src + at;
+    p->i = at + 2;
+    *kind = ATOM_CHAR;
+    *cp = (unsigned char)e;
+    switch (e) {
+    case 's':
+        *kind = ATOM_SET;
+        return pat_puts(p, in_class ? ECMA_SPACE : "[" ECMA_SPACE "]");
+    case 'S':
+        *kind = ATOM_SET;
+        return pat_puts(p, in_class ? ECMA_NON_SPACE : "[^" ECMA_SPACE "]");
+    case 'd':
+    case 'D':
+    case 'w':
+    case 'W':
+        *kind = ATOM_SET;
+        return pat_put(p, copy, 2);
+    case 'b':
+        if (in_class) {
+            *cp = '\b'; /* inside a class, \b is a backspace, as in PCRE2 */
+            return pat_put(p, copy, 2);
+        }
+        *kind = ATOM_SET;
+        return pat_put(p, copy, 2);
+    case 'B':
+        if (in_class)
+            return pat_refuse(p, at, unsupported);
+        *kind = ATOM_SET;
+        return pat_put(p, copy, 2);
+    case 't':
+    case 'n':
+    case 'r':
+    case 'f':
+        *cp = e == 't' ? '\t' : e == 'n' ? '\n' : e == 'r' ? '\r' : '\f';
+        return pat_put(p, copy, 2);
+    case 'v':
+        *cp = '\v';
+        return pat_puts(p, "\\x0b"); /* PCRE2's \v is any vertical space */
+    case '0':
+        if (p->i < p->len && isdigit((unsigned char)p->src[p->i]))
+            return pat_refuse(p, at, "octal escapes are not ECMA-262");
+        *cp = 0;
+        return pat_puts(p, "\\x00");
+    case 'c':
+        if (p->i >= p->len || !isalpha((unsigned char)p->src[p->i]))
+            return pat_refuse(p, at, "\\c must be followed by a letter");
+        *cp = (unsigned char)p->src[p->i] % 32;
+        p->i++;
+        return pat_put(p, copy, 3);
+    case 'x':
+        if (!hex_at(p, p->i, 2, cp))
+            return pat_refuse(p, at, "\\x must be followed by two hex digits");
+        p->i += 2;
+        return pat_put(p, copy, 4);
+    case 'u':
+        return unicode_escape(p, at, cp);
+    case 'p':
+    case 'P': {
+        /* PCRE2 checks the property's name. */
+        const char *close =
+            p->i < p->len && p->src[p->i] == '{' ? memchr(p->src + p->i, '}', p->len - p->i) : NULL;
+        if (!close)
+            return pat_refuse(p, at, "\\p and \\P must be followed by {property}");
+        *kind = ATOM_SET;
+        p->i = (size_t)(close - p->src) + 1;
+        return pat_put(p, copy, p->i - at);
     }
-    if (*i < len && src[*i] == ']') {
-        *reason = "empty classes [] and [^] are not supported";
-        goto out;
+    case 'k':
+        if (in_class || p->i >= p->len || p->src[p->i] != '<')
+            return pat_refuse(p, at, "\\k must be followed by <name>, outside [...]");
+        *kind = ATOM_SET; /* the name and ">" follow as literals, which PCRE2 reads alike */
+        return pat_put(p, copy, 2);
+    default:
+        break;
+    }
+    if (e >= '1' && e <= '9') {
+        if (in_class)
+            return pat_refuse(p, at, "backreferences cannot appear inside [...]");
+        /* \g{N} is always a backreference in PCRE2; a bare \N of 10 or more may be octal. */
+        size_t end = p->i;
+        while (end < p->len && isdigit((unsigned char)p->src[end]))
+            end++;
+        *kind = ATOM_SET;
+        p->i = end;
+        return pat_puts(p, "\\g{") && pat_put(p, copy + 1, end - at - 1) && pat_puts(p, "}");
+    }
+    /* Escaped syntax characters, and "\-" (outside [...] too, as before). */
+    if (e != '\0' && strchr("^$\\.*+?()[]{}|/-", e) != NULL)
+        return pat_put(p, copy, 2);
+    return pat_refuse(p, at, unsupported);
+}
+
+static bool class_atom(pat_t *p, int *kind, uint32_t *cp)
+{
+    if (p->src[p->i] == '\\')
+        return read_escape(p, true, kind, cp);
+    *kind = ATOM_CHAR;
+    if (p->src[p->i] == '[') {
+        /* Escaped, or PCRE2 would read "[:alpha:]" as a POSIX class. */
+        *cp = '[';
+        p->i++;
+        return pat_puts(p, "\\[");
+    }
+    return copy_char(p, cp);
+}
+
+/* The class at src[i] == '['. ECMA-262 and PCRE2 (with PCRE2_ALLOW_EMPTY_CLASS) end a class at
+ * the first unescaped "]", even right after "[" or "[^". */
+static bool read_class(pat_t *p)
+{
+    size_t start = p->i;
+    p->i++;
+    if (!pat_puts(p, "["))
+        return false;
+    if (p->i < p->len && p->src[p->i] == '^') {
+        p->i++;
+        if (!pat_puts(p, "^"))
+            return false;
     }
     for (;;) {
-        class_atom_t a, b;
-        if (*i >= len) {
-            *reason = "unterminated [...] in pattern";
-            goto out;
+        int lo_kind, hi_kind;
+        uint32_t lo, hi;
+        if (p->i >= p->len)
+            return pat_refuse(p, start, "unterminated [...] in pattern");
+        if (p->src[p->i] == ']') {
+            p->i++;
+            return pat_puts(p, "]");
         }
-        if (src[*i] == ']') {
-            (*i)++;
-            break;
-        }
-        if (!class_atom(src, len, i, &a, reason))
-            goto out;
-        bool range = *i + 1 < len && src[*i] == '-' && src[*i + 1] != ']';
-        if (a.klass) {
-            if (range) {
-                *reason = "a class escape cannot start a range";
-                goto out;
-            }
-            if (!sb_puts(&body, a.klass))
-                goto nomem;
+        size_t atom_at = p->i;
+        if (!class_atom(p, &lo_kind, &lo))
+            return false;
+        if (!(p->i + 1 < p->len && p->src[p->i] == '-' && p->src[p->i + 1] != ']'))
             continue;
-        }
-        if (range) {
-            (*i)++;
-            if (!class_atom(src, len, i, &b, reason))
-                goto out;
-            if (b.klass) {
-                *reason = "a class escape cannot end a range";
-                goto out;
-            }
-            if (a.n != 1 || b.n != 1 || (unsigned char)a.bytes[0] >= 0x80 ||
-                (unsigned char)b.bytes[0] >= 0x80) {
-                *reason = "ranges of non-ASCII characters are not supported";
-                goto out;
-            }
-            if (strchr("]-^[", a.bytes[0]) || strchr("]-^[", b.bytes[0])) {
-                *reason = "ranges starting or ending with ] - ^ [ are not supported";
-                goto out;
-            }
-            if ((unsigned char)a.bytes[0] > (unsigned char)b.bytes[0]) {
-                *reason = "range out of order in [...]";
-                goto out;
-            }
-            if (!sb_putn(&body, a.bytes, 1) || !sb_putn(&body, "-", 1) ||
-                !sb_putn(&body, b.bytes, 1))
-                goto nomem;
-            continue;
-        }
-        if (atom_is(&a, ']'))
-            rbracket = true;
-        else if (atom_is(&a, '-'))
-            dash = true;
-        else if (atom_is(&a, '^'))
-            caret = true;
-        else if (atom_is(&a, '['))
-            lbracket = true; /* placed late so it can never form "[:" "[." "[=" */
-        else if (!sb_putn(&body, a.bytes, a.n))
-            goto nomem;
+        p->i++;
+        if (!pat_puts(p, "-") || !class_atom(p, &hi_kind, &hi))
+            return false;
+        if (lo_kind != ATOM_CHAR || hi_kind != ATOM_CHAR)
+            return pat_refuse(p, atom_at, "a class escape cannot start or end a range");
+        if (lo > hi)
+            return pat_refuse(p, atom_at, "range out of order in [...]");
     }
-
-    if (!neg && !rbracket && body.len == 0 && !lbracket && caret) {
-        /* A leading '^' would negate; "[-^]" or a plain escaped caret says the same thing. */
-        ok = sb_puts(out, dash ? "[-^]" : "\\^");
-        if (!ok)
-            goto nomem;
-        goto out;
-    }
-    ok = sb_puts(out, neg ? "[^" : "[") && (!rbracket || sb_puts(out, "]")) &&
-         (body.len == 0 || sb_putn(out, body.buf, body.len)) && (!lbracket || sb_puts(out, "[")) &&
-         (!caret || sb_puts(out, "^")) && (!dash || sb_puts(out, "-")) && sb_puts(out, "]");
-    if (!ok)
-        goto nomem;
-    goto out;
-nomem:
-    ok = false;
-    *reason = NULL; /* NULL reason = out of memory */
-out:
-    free(body.buf);
-    return ok;
 }
 
-/* Translates an ECMA-262 pattern into an equivalent POSIX ERE, or fails with a reason (NULL
- * reason = out of memory). On success *out is a malloc'd string the caller frees. */
-static bool translate_pattern(const char *src, size_t len, char **out, const char **reason)
+/* The group opening at src[i] == '('. Only ECMA-262's kinds of group pass: PCRE2 has many more
+ * ("(?i)", "(?>", "(?|", "(*VERB)", ...) with meanings ECMA-262 does not have. */
+static bool read_group(pat_t *p)
 {
-    sbuf_t ere = {0};
-    bool after_quantifier = false;
-    size_t i = 0;
-
-    *out = NULL;
-    if (!sb_puts(&ere, ""))
-        goto nomem;
-    while (i < len) {
-        char ch = src[i];
-        bool quantifier = false;
-        if (ch == '\\') {
-            if (i + 1 >= len) {
-                *reason = "pattern ends with a backslash";
-                goto fail;
-            }
-            char e = src[i + 1];
-            const char *ctl = control_escape(e);
-            const char *rep = NULL;
-            char lit[3] = {'\\', e, '\0'};
-            i += 2;
-            if (e == 'd')
-                rep = "[0-9]";
-            else if (e == 'D')
-                rep = "[^0-9]";
-            else if (e == 'w')
-                rep = "[A-Za-z0-9_]";
-            else if (e == 'W')
-                rep = "[^A-Za-z0-9_]";
-            else if (e == 's')
-                rep = "[" ECMA_SPACES "]";
-            else if (e == 'S')
-                rep = "[^" ECMA_SPACES "]";
-            else if (ctl)
-                rep = ctl;
-            else if (e == '/' || e == '-')
-                rep = lit + 1;
-            else if (is_syntax_char(e))
-                rep = lit;
-            if (!rep) {
-                *reason = "unsupported escape in pattern (\\b, backreferences, \\u, \\x, \\p "
-                          "and the like have no POSIX equivalent)";
-                goto fail;
-            }
-            if (!sb_puts(&ere, rep))
-                goto nomem;
-        } else if (ch == '(') {
-            if (i + 1 < len && src[i + 1] == '?') {
-                if (i + 2 >= len || src[i + 2] != ':') {
-                    *reason = "lookaround and named groups are not supported in patterns";
-                    goto fail;
-                }
-                i += 2; /* (?: is a plain group: nothing here depends on captures */
-            }
-            i++;
-            if (!sb_puts(&ere, "("))
-                goto nomem;
-        } else if (ch == '.') {
-            i++;
-            if (!sb_puts(&ere, ECMA_DOT))
-                goto nomem;
-        } else if (ch == '*' || ch == '+' || ch == '?') {
-            i++;
-            if (ch == '?' && after_quantifier) {
-                /* A lazy quantifier matches the same strings as the greedy one; only what it
-                 * captures differs, and nothing here captures. */
-                after_quantifier = false;
-                continue;
-            }
-            quantifier = true;
-            if (!sb_putn(&ere, &ch, 1))
-                goto nomem;
-        } else if (ch == '{') {
-            size_t j = i + 1;
-            size_t digits = 0;
-            while (j < len && src[j] >= '0' && src[j] <= '9') {
-                j++;
-                digits++;
-            }
-            if (digits > 0 && j < len && src[j] == ',') {
-                j++;
-                while (j < len && src[j] >= '0' && src[j] <= '9')
-                    j++;
-            }
-            if (digits == 0 || j >= len || src[j] != '}') {
-                *reason = "a literal { must be escaped as \\{ in patterns";
-                goto fail;
-            }
-            j++;
-            if (!sb_putn(&ere, src + i, j - i))
-                goto nomem;
-            i = j;
-            quantifier = true;
-        } else if (ch == '}') {
-            i++;
-            if (!sb_puts(&ere, "\\}"))
-                goto nomem;
-        } else if (ch == '[') {
-            if (!translate_class(src, len, &i, &ere, reason))
-                goto fail;
-        } else {
-            /* Literals, ^ $ | ) and a lone ], which both dialects read alike. A non-ASCII
-             * character is grouped so that a quantifier after it repeats all of its bytes
-             * when the expression is compiled for byte-wise matching. */
-            size_t n = utf8_seq_len((unsigned char)ch);
-            if (i + n > len)
-                n = len - i;
-            bool group = n > 1;
-            if ((group && !sb_puts(&ere, "(")) || !sb_putn(&ere, src + i, n) ||
-                (group && !sb_puts(&ere, ")")))
-                goto nomem;
-            i += n;
-        }
-        after_quantifier = quantifier;
+    static const char *const kinds[] = {"(?:", "(?=", "(?!", "(?<=", "(?<!"};
+    size_t at = p->i, rest = p->len - at;
+    if (rest > 1 && p->src[at + 1] == '*')
+        return pat_refuse(p, at, "nothing to repeat after (");
+    if (rest < 2 || p->src[at + 1] != '?') {
+        p->i++;
+        return pat_puts(p, "(");
     }
-    *out = ere.buf;
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        size_t n = strlen(kinds[k]);
+        if (rest >= n && memcmp(p->src + at, kinds[k], n) == 0) {
+            p->i += n;
+            return pat_put(p, kinds[k], n);
+        }
+    }
+    if (rest > 3 && p->src[at + 2] == '<') {
+        p->i += 3; /* a named group: PCRE2 checks the name */
+        return pat_puts(p, "(?<");
+    }
+    return pat_refuse(p, at, "unsupported group (ECMA-262 has (?: (?= (?! (?<= (?<! and (?<name>)");
+}
+
+/* True when src[at] == '{' starts a quantifier {n}, {n,} or {n,m}; *end is then past it. */
+static bool is_brace_quantifier(const pat_t *p, size_t at, size_t *end)
+{
+    size_t j = at + 1, digits = 0;
+    while (j < p->len && isdigit((unsigned char)p->src[j])) {
+        j++;
+        digits++;
+    }
+    if (digits > 0 && j < p->len && p->src[j] == ',') {
+        j++;
+        while (j < p->len && isdigit((unsigned char)p->src[j]))
+            j++;
+    }
+    if (digits == 0 || j >= p->len || p->src[j] != '}')
+        return false;
+    *end = j + 1;
     return true;
-nomem:
-    *reason = NULL;
-fail:
-    free(ere.buf);
-    return false;
+}
+
+/* Checks an ECMA-262 pattern and writes the PCRE2 pattern that means the same into p->out.
+ * PCRE2 does the parsing and the matching; this pass only (1) refuses syntax that ECMA-262 (with
+ * the "u" flag) does not have but PCRE2 would accept with a meaning of its own, and (2) rewrites
+ * what PCRE2 reads differently and has no option for: ".", \s, \S, \v, \N backreferences,
+ * surrogate pairs, and "[" inside a class. Returns false with p->reason (NULL: out of memory). */
+static bool ecma_to_pcre2(pat_t *p)
+{
+    enum { PLAIN, QUANTIFIED, LAZY } state = PLAIN;
+    if (!pat_puts(p, ""))
+        return false;
+    while (p->i < p->len) {
+        size_t tok = p->i;
+        char ch = p->src[tok];
+        int kind;
+        uint32_t cp;
+        bool ok;
+        int next = PLAIN;
+        if (ch == '?' && state == QUANTIFIED) {
+            p->i++;
+            ok = pat_puts(p, "?"); /* lazy */
+            next = LAZY;
+        } else if (ch != '\0' && strchr("*+?{", ch)) {
+            size_t end = tok + 1;
+            if (state != PLAIN)
+                return pat_refuse(p, tok, "a quantifier cannot follow another quantifier");
+            if (ch == '{' && !is_brace_quantifier(p, tok, &end))
+                return pat_refuse(p, tok, "a literal { must be escaped as \\{ in patterns");
+            p->i = end;
+            ok = pat_put(p, p->src + tok, end - tok);
+            next = QUANTIFIED;
+        } else if (ch == '\\') {
+            ok = read_escape(p, false, &kind, &cp);
+        } else if (ch == '[') {
+            ok = read_class(p);
+        } else if (ch == '(') {
+            ok = read_group(p);
+        } else if (ch == '.') {
+            p->i++;
+            ok = pat_puts(p, ECMA_DOT);
+        } else {
+            ok = copy_char(p, &cp); /* literals, and ^ $ | ) } ] which both read alike */
+        }
+        if (!ok)
+            return false;
+        if (p->out.len > p->find_out && p->found_src == SIZE_MAX)
+            p->found_src = tok;
+        state = next;
+    }
+    return true;
+}
+
+/* Where in the pattern as written PCRE2's error offset (into the rewritten pattern) lies. */
+static size_t source_offset(const char *src, size_t len, size_t out_offset)
+{
+    pat_t p = {.src = src, .len = len, .find_out = out_offset, .found_src = SIZE_MAX};
+    (void)ecma_to_pcre2(&p);
+    free(p.out.buf);
+    return p.found_src == SIZE_MAX ? len : p.found_src;
+}
+
+/* What a thread needs to match: a match block (one pair of offsets: nothing reads captures) and
+ * a JIT stack. Kept per thread, not per pattern, because any number of threads may validate
+ * against one schema at once; created on the thread's first match, freed when it exits. */
+typedef struct {
+    pcre2_match_data *match;
+    pcre2_jit_stack *jit_stack;
+} scratch_t;
+
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static pthread_key_t scratch_key;
+static bool scratch_key_ok;
+
+static void scratch_free(void *arg)
+{
+    scratch_t *s = arg;
+    pcre2_match_data_free(s->match);
+    pcre2_jit_stack_free(s->jit_stack);
+    free(s);
+}
+
+static void scratch_key_create(void)
+{
+    scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
+}
+
+/* This thread's scratch, or NULL when out of memory. */
+static scratch_t *thread_scratch(void)
+{
+    pthread_once(&scratch_once, scratch_key_create);
+    if (!scratch_key_ok)
+        return NULL;
+    scratch_t *s = pthread_getspecific(scratch_key);
+    if (s)
+        return s;
+    s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->match = pcre2_match_data_create(1, NULL);
+    s->jit_stack = pcre2_jit_stack_create(32 * 1024, JIT_STACK_MAX, NULL);
+    if (!s->match || !s->jit_stack || pthread_setspecific(scratch_key, s) != 0) {
+        scratch_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* PCRE2 asks for the JIT stack during a match, on the matching thread. */
+static pcre2_jit_stack *thread_jit_stack(void *unused)
+{
+    (void)unused;
+    const scratch_t *s = pthread_getspecific(scratch_key);
+    return s ? s->jit_stack : NULL;
 }
 
 /* ---- compilation ------------------------------------------------------------------------ */
@@ -687,6 +809,7 @@ typedef struct {
     sl_schema_t *schema;
     def_t *defs; /* the root's $defs, allocated before compiling so $ref can point at them */
     size_t ndefs;
+    pcre2_compile_context *pcre; /* created with the first pattern */
     msg_t err;
 } cctx_t;
 
@@ -731,14 +854,7 @@ static void free_node(node_t *n)
     free(n->required);
     json_decref(n->enum_vals);
     json_decref(n->const_val);
-    if (n->re_ascii) {
-        regfree(n->re_ascii);
-        free(n->re_ascii);
-    }
-    if (n->re_utf8) {
-        regfree(n->re_utf8);
-        free(n->re_utf8);
-    }
+    pcre2_code_free(n->re);
     free(n->pattern);
     free(n->all_of);
     free(n->any_of);
@@ -1017,23 +1133,24 @@ COUNT_KEYWORD(kw_max_items, max_items)
 COUNT_KEYWORD(kw_min_props, min_props)
 COUNT_KEYWORD(kw_max_props, max_props)
 
-/* Compiles ere under loc into *out (malloc'd); on failure writes regcomp's reason into text. */
-static sl_err_t compile_regex(locale_t loc, const char *ere, regex_t **out, char *text,
-                              size_t textlen)
+/* The contexts every pattern of a compilation shares: PCRE2's compile options that are not
+ * flags, and the schema's match limits. */
+static sl_err_t pattern_contexts(cctx_t *c)
 {
-    regex_t *re = calloc(1, sizeof *re);
-    if (!re)
-        return SL_ENOMEM;
-    /* regcomp records the current locale's multibyte rules in the compiled expression. */
-    locale_t prev = uselocale(loc);
-    int rc = regcomp(re, ere, REG_EXTENDED | REG_NOSUB);
-    uselocale(prev);
-    if (rc != 0) {
-        regerror(rc, re, text, textlen);
-        free(re);
-        return rc == REG_ESPACE ? SL_ENOMEM : SL_ESCHEMA;
+    if (!c->pcre) {
+        c->pcre = pcre2_compile_context_create(NULL);
+        if (!c->pcre || pcre2_set_compile_extra_options(c->pcre, PCRE2_EXTRA_ALT_BSUX) != 0)
+            return SL_ENOMEM;
     }
-    *out = re;
+    if (!c->schema->mctx) {
+        pcre2_match_context *m = pcre2_match_context_create(NULL);
+        if (!m)
+            return SL_ENOMEM;
+        pcre2_set_match_limit(m, MATCH_LIMIT);
+        pcre2_set_heap_limit(m, HEAP_LIMIT_KIB);
+        pcre2_jit_stack_assign(m, thread_jit_stack, NULL);
+        c->schema->mctx = m;
+    }
     return SL_OK;
 }
 
@@ -1041,44 +1158,47 @@ static sl_err_t kw_pattern(cctx_t *c, node_t *n, const json_t *val, const path_t
                            unsigned nesting)
 {
     (void)nesting;
-    sl_err_t rc = SL_OK;
-    char *ere = NULL;
-    const char *reason = NULL;
-    char text[128];
-
     if (!json_is_string(val))
         return cfail(c, kp, SL_ESCHEMA, "must be a string");
-    if (!c->schema->c_loc) {
-        c->schema->c_loc = newlocale(LC_CTYPE_MASK, "C", (locale_t)0);
-        if (!c->schema->c_loc)
-            return cfail(c, kp, SL_ENOMEM, "out of memory");
-    }
-    if (!c->schema->utf8) {
-        c->schema->utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
-        if (!c->schema->utf8)
-            return cfail(c, kp, SL_ESCHEMA, "patterns need the C.UTF-8 locale, which is missing");
-    }
-    if (!translate_pattern(json_string_value(val), json_string_length(val), &ere, &reason)) {
-        if (!reason)
-            return cfail(c, kp, SL_ENOMEM, "out of memory");
-        return cfail(c, kp, SL_ESCHEMA, "%s", reason);
-    }
-    n->pattern = dup_bytes(json_string_value(val), json_string_length(val));
-    if (!n->pattern) {
-        rc = cfail(c, kp, SL_ENOMEM, "out of memory");
+    const char *src = json_string_value(val);
+    size_t len = json_string_length(val);
+    if (len > SL_SCHEMA_MAX_PATTERN_LEN)
+        return cfail(c, kp, SL_ESCHEMA, "pattern is longer than %d bytes",
+                     SL_SCHEMA_MAX_PATTERN_LEN);
+    if (pattern_contexts(c) != SL_OK)
+        return cfail(c, kp, SL_ENOMEM, "out of memory");
+
+    sl_err_t rc = SL_OK;
+    pat_t pat = {.src = src, .len = len, .find_out = SIZE_MAX, .found_src = SIZE_MAX};
+    if (!ecma_to_pcre2(&pat)) {
+        if (!pat.reason)
+            rc = cfail(c, kp, SL_ENOMEM, "out of memory");
+        else
+            rc = cfail(c, kp, SL_ESCHEMA, "%s at offset %zu", pat.reason, pat.reason_at);
         goto out;
     }
-    /* Two compilations of one expression. glibc matches much faster in the C locale (about 6x
-     * for a bounded repeat like {8,64}), and on a string of ASCII only the byte-wise match is
-     * exact: every ASCII byte is a whole character, and the translation groups each non-ASCII
-     * literal so a quantifier never applies to a lone byte of it. */
-    rc = compile_regex(c->schema->utf8, ere, &n->re_utf8, text, sizeof text);
-    if (rc == SL_OK)
-        rc = compile_regex(c->schema->c_loc, ere, &n->re_ascii, text, sizeof text);
-    if (rc != SL_OK)
-        rc = cfail(c, kp, rc, "invalid pattern: %s", text);
+    int code;
+    PCRE2_SIZE at;
+    n->re =
+        pcre2_compile((PCRE2_SPTR)pat.out.buf, pat.out.len, PATTERN_OPTIONS, &code, &at, c->pcre);
+    if (!n->re) {
+        PCRE2_UCHAR text[128];
+        pcre2_get_error_message(code, text, sizeof text);
+        if (code == PCRE2_ERROR_HEAP_FAILED)
+            rc = cfail(c, kp, SL_ENOMEM, "out of memory");
+        else
+            rc = cfail(c, kp, SL_ESCHEMA, "invalid pattern: %s at offset %zu", (char *)text,
+                       source_offset(src, len, at));
+        goto out;
+    }
+    /* Without the JIT (not built for this CPU, or no executable memory) PCRE2 interprets the
+     * pattern: slower, equally correct, and bounded by the heap limit instead. */
+    (void)pcre2_jit_compile(n->re, PCRE2_JIT_COMPLETE);
+    n->pattern = dup_bytes(src, len);
+    if (!n->pattern)
+        rc = cfail(c, kp, SL_ENOMEM, "out of memory");
 out:
-    free(ere);
+    free(pat.out.buf);
     return rc;
 }
 
@@ -1388,6 +1508,7 @@ sl_err_t sl_schema_compile(const json_t *schema, sl_schema_t **out, char *err, s
     c.schema = NULL;
 out:
     free(c.defs);
+    pcre2_compile_context_free(c.pcre);
     sl_schema_free(c.schema);
     return rc;
 }
@@ -1441,10 +1562,7 @@ void sl_schema_free(sl_schema_t *schema)
         free_node(n);
         n = next;
     }
-    if (schema->c_loc)
-        freelocale(schema->c_loc);
-    if (schema->utf8)
-        freelocale(schema->utf8);
+    pcre2_match_context_free(schema->mctx);
     free(schema);
 }
 
@@ -1572,12 +1690,20 @@ static size_t utf8_code_points(const char *s, size_t len)
     return count;
 }
 
-static bool is_ascii(const char *s, size_t len)
+/* A match that stopped at a limit (or could not start) is neither a match nor a mismatch: the
+ * document is refused, and not even a "not" may turn that into a pass. */
+static bool match_gave_up(vctx_t *v, const node_t *n, const path_t *p, int code)
 {
-    unsigned char any = 0;
-    for (size_t i = 0; i < len; i++)
-        any |= (unsigned char)s[i];
-    return any < 0x80;
+    if (!v->fatal) {
+        PCRE2_UCHAR text[128];
+        pcre2_get_error_message(code, text, sizeof text);
+        v->fatal = true;
+        msg_put_path(&v->why, p);
+        msg_puts(&v->why, ": could not match the pattern \"");
+        msg_put_escaped(&v->why, n->pattern, strlen(n->pattern), false);
+        msg_printf(&v->why, "\" within its limits: %s", (char *)text);
+    }
+    return false;
 }
 
 static bool check_string(vctx_t *v, const node_t *n, const json_t *doc, const path_t *p)
@@ -1594,24 +1720,13 @@ static bool check_string(vctx_t *v, const node_t *n, const json_t *doc, const pa
     } else if (len < n->min_len) {
         return vfail(v, p, "string is shorter than %zu characters", n->min_len);
     }
-    if (n->re_utf8) {
-        if (len > INT_MAX)
-            return vfail(v, p, "string too long to match a pattern");
-        regmatch_t span = {.rm_so = 0, .rm_eo = (regoff_t)len};
-        int rc;
-        /* REG_STARTEND bounds the match by length, so an embedded NUL cannot cut it short. */
-        if (is_ascii(s, len)) {
-            /* A C-locale expression matches bytes by tables built at compile time; it does not
-             * depend on the thread's locale. */
-            rc = regexec(n->re_ascii, s, 1, &span, REG_STARTEND);
-        } else {
-            /* The UTF-8 expression decodes the string with mbrtowc, which follows the
-             * thread's locale, so it is switched for this one call. */
-            locale_t prev = uselocale(v->schema->utf8);
-            rc = regexec(n->re_utf8, s, 1, &span, REG_STARTEND);
-            uselocale(prev);
-        }
-        if (rc != 0) {
+    if (n->re) {
+        const scratch_t *scratch = thread_scratch();
+        if (!scratch)
+            return match_gave_up(v, n, p, PCRE2_ERROR_NOMEMORY);
+        int rc = pcre2_match(n->re, (PCRE2_SPTR)s, len, 0, 0, scratch->match, v->schema->mctx);
+        /* 0 is a match too: the pattern has groups and the match block keeps only one pair. */
+        if (rc == PCRE2_ERROR_NOMATCH) {
             if (v->quiet > 0 || v->fatal)
                 return false;
             vfail(v, p, "string does not match the pattern \"");
@@ -1619,6 +1734,8 @@ static bool check_string(vctx_t *v, const node_t *n, const json_t *doc, const pa
             msg_puts(&v->why, "\"");
             return false;
         }
+        if (rc < 0)
+            return match_gave_up(v, n, p, rc);
     }
     return true;
 }

@@ -19,16 +19,23 @@
  *   examples, default, format (NOT checked), readOnly, writeOnly, deprecated, and $defs as a
  *   container (its members are compiled, so they are checked too). Boolean schemas true/false.
  *
- * pattern: ECMA-262 patterns are translated to POSIX extended regular expressions (<regex.h>) at
- * compile time and matched anywhere in the string (unanchored). Non-ASCII strings are matched in
- * the C.UTF-8 locale so that "." and bracket expressions match whole code points (all-ASCII
- * strings use a faster byte-wise copy of the expression, which is exact for them). Only the
- * ERE-compatible subset is supported: literals, ".", "^", "$", "|", groups "(...)" and "(?:...)",
- * quantifiers * + ? {n} {n,} {n,m} (a lazy "?" suffix is accepted: it cannot change whether a
- * string matches), bracket expressions with ranges, escapes \d \D \w \W \s \S \t \n \r \f \v and
- * escaped syntax characters. Anything whose meaning would differ (lookaround, backreferences, \b,
- * \uXXXX, \p{..}, named groups, negated class escapes inside [...], non-ASCII ranges) is a compile
- * error.
+ * pattern: an ECMA-262 regular expression, read as with the "u" flag (as JSON Schema recommends)
+ * and matched anywhere in the string (unanchored), by PCRE2 (JIT-compiled where available).
+ * Supported with ECMA-262's meaning: code points, not bytes; "." excludes exactly \n \r U+2028
+ * U+2029; \d \w \b are ASCII; \s is ECMA-262's Unicode white space, in classes too; "$" matches
+ * only at the end; [] and [^]; \xHH, \uHHHH, \u{H...} (surrogate pairs combine), \cX, \0;
+ * \p{...} with PCRE2's property names (\p{Lu}, \p{Script=Greek}; not \p{Letter}); lookahead;
+ * lookbehind of bounded length; backreferences (\1, \k<name>; one to a group that did not take
+ * part matches ""); named groups; lazy quantifiers.
+ * Compile errors: lookbehind of unbounded length, and PCRE2-only syntax whose meaning ECMA-262
+ * does not share: escapes such as \h \A \Q, octal escapes, inline flags "(?i)", "(?>",
+ * "(*VERB)", possessive quantifiers "a++", and a literal "{" (write \{). A lone "]" or "}" is a
+ * literal, as it was before PCRE2 (ECMA-262's "u" flag refuses it). A compile error names the
+ * problem and its byte offset in the pattern. A pattern is at most SL_SCHEMA_MAX_PATTERN_LEN
+ * bytes. One match is bounded (100,000 backtracking steps; 8 MiB of stack or backtracking
+ * memory, enough for a repeated group over about 350 KB with the JIT, 32 KB without): a string
+ * on which a pattern gives up fails validation with "could not match the pattern ... within its
+ * limits", and nothing (not even "not") turns that into a pass.
  *
  * $ref cycles that never descend into the document (e.g. {"$ref": "#"} at the root) are rejected
  * at compile time; recursion that does descend is bounded at validation by
@@ -46,6 +53,9 @@
 /* Deepest document nesting a validation descends into; the root value is at depth 0. Deeper
  * values fail with "document nested too deeply". */
 #define SL_SCHEMA_MAX_DEPTH 64
+
+/* Longest "pattern" accepted, in bytes; longer ones are a compile error. */
+#define SL_SCHEMA_MAX_PATTERN_LEN 4096
 
 typedef struct sl_schema sl_schema_t;
 
@@ -73,9 +83,11 @@ sl_err_t sl_schema_compile(const json_t *schema, sl_schema_t **out, char *err, s
  * "/: missing required property \"api_key\"". The document root is shown as "/"; "~" and "/"
  * in property names are escaped as "~0" and "~1" (RFC 6901), and control characters as \u00XX
  * so the reason stays on one line.
- * Never modifies doc (not even its reference count) and allocates nothing. Thread-safe: any
- * number of threads may validate against one compiled schema at once (glibc serialises
- * concurrent matches of the same compiled pattern internally). */
+ * Never modifies doc (not even its reference count). Allocates nothing, except on a thread's
+ * first pattern match: a match block and a JIT stack for that thread, reused by every later
+ * match on it and freed when the thread exits (without the JIT, the match block may also grow
+ * up to the 8 MiB backtracking bound). Thread-safe: any number of threads may validate against
+ * one compiled schema at once. */
 sl_err_t sl_schema_validate(const sl_schema_t *schema, const json_t *doc, char *why, size_t whylen);
 
 /* Frees a compiled schema. NULL is a no-op. No validation may be running on it. */

@@ -10,6 +10,7 @@ PKGS=(
   tzdata  # /usr/share/zoneinfo, read by common/calendar.c
   prometheus  # promtool: the tests check the daemons' /metrics output with it
   gnuplot-nox  # bench/compare's plots
+  libpcre2-dev  # PCRE2: schema "pattern"s are ECMA-262 regexes, matched by common/jsonschema.c
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -344,21 +344,188 @@ START_TEST(pattern_translates_ecma_escapes_and_classes)
 }
 END_TEST
 
-START_TEST(pattern_without_posix_equivalent_is_rejected_at_compile)
+/* ECMA-262 that the former POSIX translation refused; each line was a COMPILE_FAILS there. */
+START_TEST(pattern_supports_lookaround_backreferences_and_escapes)
 {
-    COMPILE_FAILS("{'pattern':'^(?=a)'}", "/pattern: lookaround");
-    COMPILE_FAILS("{'pattern':'(?<year>\\\\d{4})'}", "/pattern: lookaround");
-    COMPILE_FAILS("{'pattern':'\\\\bword\\\\b'}", "/pattern: unsupported escape");
-    COMPILE_FAILS("{'pattern':'(a)\\\\1'}", "/pattern: unsupported escape");
-    COMPILE_FAILS("{'pattern':'\\\\u0041'}", "/pattern: unsupported escape");
-    COMPILE_FAILS("{'pattern':'[\\\\D]'}", "/pattern: negated class escapes");
+    ACCEPTS("{'pattern':'^(?=a)'}", "'abc'");
+    REJECTS("{'pattern':'^(?=a)'}", "'bc'", "/: string does not match the pattern \"^(?=a)\"");
+    ACCEPTS("{'pattern':'(?<year>\\\\d{4})'}", "'in 2024'");
+    REJECTS("{'pattern':'(?<year>\\\\d{4})'}", "'in 24'",
+            "/: string does not match the pattern \"(?<year>\\\\d{4})\"");
+    ACCEPTS("{'pattern':'\\\\bword\\\\b'}", "'a word here'");
+    REJECTS("{'pattern':'\\\\bword\\\\b'}", "'swordfish'",
+            "/: string does not match the pattern \"\\\\bword\\\\b\"");
+    ACCEPTS("{'pattern':'(a)\\\\1'}", "'xaay'");
+    REJECTS("{'pattern':'(a)\\\\1'}", "'xay'", "/: string does not match the pattern \"(a)\\\\1\"");
+    ACCEPTS("{'pattern':'\\\\u0041'}", "'xAy'");
+    REJECTS("{'pattern':'\\\\u0041'}", "'xay'",
+            "/: string does not match the pattern \"\\\\u0041\"");
+    ACCEPTS("{'pattern':'^[\\\\D]+$'}", "'ab'");
+    REJECTS("{'pattern':'^[\\\\D]+$'}", "'a1'",
+            "/: string does not match the pattern \"^[\\\\D]+$\"");
+    /* [] matches nothing, [^] any character. */
+    REJECTS("{'pattern':'a[]'}", "'a'", "/: string does not match the pattern \"a[]\"");
+    ACCEPTS("{'pattern':'^[^]$'}", "'\\n'");
+    ACCEPTS("{'pattern':'^[\\u00e0-\\u00ff]+$'}", "'\\u00e9\\u00e8'");
+    REJECTS("{'pattern':'^[\\u00e0-\\u00ff]+$'}", "'ea'",
+            "/: string does not match the pattern \"^[\u00e0-\u00ff]+$\"");
+    /* Lookbehind, negative lookahead, named backreferences, and a backreference to a group that
+     * did not take part, which matches the empty string. */
+    ACCEPTS("{'pattern':'(?<=\\\\$)\\\\d+'}", "'cost $42'");
+    REJECTS("{'pattern':'^(?!admin$)[a-z]+$'}", "'admin'",
+            "/: string does not match the pattern \"^(?!admin$)[a-z]+$\"");
+    ACCEPTS("{'pattern':'^(?<y>\\\\d{4})-\\\\k<y>$'}", "'2024-2024'");
+    ACCEPTS("{'pattern':'^(?:(a)|b)\\\\1$'}", "'b'");
+    ACCEPTS("{'pattern':'^\\\\x41\\\\cJ\\\\0$'}", "'A\\n\\u0000'");
+    ACCEPTS("{'pattern':'^a*?b$'}", "'aab'");
+}
+END_TEST
+
+/* Where PCRE2 on its own would read a pattern otherwise than ECMA-262 does. */
+START_TEST(pattern_keeps_ecma_262_meaning_where_pcre2_differs)
+{
+    /* \d \w \b are ASCII-only in ECMA-262, even with the "u" flag. */
+    REJECTS("{'pattern':'^\\\\d$'}", "'\\u0663'",
+            "/: string does not match the pattern \"^\\\\d$\"");
+    REJECTS("{'pattern':'^\\\\w$'}", "'\\u00e9'",
+            "/: string does not match the pattern \"^\\\\w$\"");
+    ACCEPTS("{'pattern':'\\\\bcaf\\\\b'}", "'caf\\u00e9'");
+    /* \s is ECMA-262 white space, inside classes too; \S and [^\s] are its complement. */
+    ACCEPTS("{'pattern':'^\\\\s$'}", "'\\ufeff'");
+    REJECTS("{'pattern':'^\\\\s$'}", "'\\u0085'",
+            "/: string does not match the pattern \"^\\\\s$\"");
+    ACCEPTS("{'pattern':'^[\\\\s-]+$'}", "'-\\u3000-'");
+    ACCEPTS("{'pattern':'^[\\\\S]+$'}", "'a\\u0085\\ud83d\\ude00'");
+    REJECTS("{'pattern':'^[\\\\S]+$'}", "'a\\u2028b'",
+            "/: string does not match the pattern \"^[\\\\S]+$\"");
+    ACCEPTS("{'pattern':'^[^\\\\S]$'}", "'\\u00a0'");
+    /* \v is the vertical tab only; "." excludes exactly \n \r U+2028 U+2029. */
+    ACCEPTS("{'pattern':'^\\\\v$'}", "'\\u000b'");
+    REJECTS("{'pattern':'^\\\\v$'}", "'\\n'", "/: string does not match the pattern \"^\\\\v$\"");
+    ACCEPTS("{'pattern':'^a.b$'}", "'a\\u000bb'");
+    ACCEPTS("{'pattern':'^a.b$'}", "'a\\u0085b'");
+    REJECTS("{'pattern':'^a.b$'}", "'a\\rb'", "/: string does not match the pattern \"^a.b$\"");
+    REJECTS("{'pattern':'^a.b$'}", "'a\\u2028b'", "/: string does not match the pattern \"^a.b$\"");
+    /* "$" matches only at the very end, not before a final newline. */
+    REJECTS("{'pattern':'^abc$'}", "'abc\\n'", "/: string does not match the pattern \"^abc$\"");
+    /* Code points: astral characters, \u{...}, a surrogate pair, properties. */
+    ACCEPTS("{'pattern':'^.$'}", "'\\ud83d\\ude00'");
+    ACCEPTS("{'pattern':'^\\\\u{1F600}$'}", "'\\ud83d\\ude00'");
+    ACCEPTS("{'pattern':'^\\\\uD83D\\\\uDE00$'}", "'\\ud83d\\ude00'");
+    ACCEPTS("{'pattern':'^[\\\\u{1F600}-\\\\u{1F64F}]$'}", "'\\ud83d\\ude03'");
+    ACCEPTS("{'pattern':'^\\\\p{Lu}+$'}", "'\\u00c0B'");
+    REJECTS("{'pattern':'^\\\\p{Lu}+$'}", "'\\u00e0B'",
+            "/: string does not match the pattern \"^\\\\p{Lu}+$\"");
+    /* "[" inside a class is a character, not the start of a POSIX class. */
+    ACCEPTS("{'pattern':'^[[:digit:]+$'}", "'[:dig'");
+    REJECTS("{'pattern':'^[[:digit:]+$'}", "'5'",
+            "/: string does not match the pattern \"^[[:digit:]+$\"");
+}
+END_TEST
+
+START_TEST(pattern_that_is_not_ecma_262_is_rejected_at_compile)
+{
     COMPILE_FAILS("{'pattern':'a{'}", "/pattern: a literal { must be escaped");
-    COMPILE_FAILS("{'pattern':'[]'}", "/pattern: empty classes");
     COMPILE_FAILS("{'pattern':'[abc'}", "/pattern: unterminated");
     COMPILE_FAILS("{'pattern':'(ab'}", "/pattern: invalid pattern:");
     COMPILE_FAILS("{'pattern':'[z-a]'}", "/pattern: range out of order");
-    COMPILE_FAILS("{'pattern':'[\\u00e0-\\u00ff]'}", "/pattern: ranges of non-ASCII");
     COMPILE_FAILS("{'pattern':'abc\\\\'}", "/pattern: pattern ends with a backslash");
+    /* PCRE2 syntax with no ECMA-262 meaning. */
+    COMPILE_FAILS("{'pattern':'a{,5}'}", "/pattern: a literal { must be escaped");
+    COMPILE_FAILS("{'pattern':'(?i)abc'}", "/pattern: unsupported group");
+    COMPILE_FAILS("{'pattern':'(?>a)'}", "/pattern: unsupported group");
+    COMPILE_FAILS("{'pattern':'(*ACCEPT)a'}", "/pattern: nothing to repeat after (");
+    COMPILE_FAILS("{'pattern':'a++'}", "/pattern: a quantifier cannot follow another quantifier");
+    COMPILE_FAILS("{'pattern':'a{2}{3}'}", "/pattern: a quantifier cannot follow another");
+    COMPILE_FAILS("{'pattern':'a*?"
+                  "?'}",
+                  "/pattern: a quantifier cannot follow another");
+    COMPILE_FAILS("{'pattern':'x\\\\h'}",
+                  "/pattern: unsupported escape (not ECMA-262) at offset 1");
+    COMPILE_FAILS("{'pattern':'\\\\Qa\\\\E'}", "/pattern: unsupported escape");
+    COMPILE_FAILS("{'pattern':'[\\\\B]'}", "/pattern: unsupported escape");
+    COMPILE_FAILS("{'pattern':'\\\\012'}", "/pattern: octal escapes are not ECMA-262");
+    COMPILE_FAILS("{'pattern':'\\\\x4'}", "/pattern: \\x must be followed by two hex digits");
+    COMPILE_FAILS("{'pattern':'\\\\u12'}", "/pattern: \\u must be followed by four hex digits");
+    COMPILE_FAILS("{'pattern':'\\\\u{110000}'}", "/pattern: \\u must be followed by");
+    COMPILE_FAILS("{'pattern':'\\\\c1'}", "/pattern: \\c must be followed by a letter");
+    COMPILE_FAILS("{'pattern':'\\\\pL'}", "/pattern: \\p and \\P must be followed by {property}");
+    COMPILE_FAILS("{'pattern':'\\\\k'}", "/pattern: \\k must be followed by <name>");
+    COMPILE_FAILS("{'pattern':'[\\\\1]'}", "/pattern: backreferences cannot appear inside [...]");
+    COMPILE_FAILS("{'pattern':'[\\\\d-z]'}",
+                  "/pattern: a class escape cannot start or end a range");
+    /* What PCRE2 itself refuses is reported with its message, at the offset in the pattern as
+     * written (the rewriting of "." and \s does not shift it). */
+    COMPILE_FAILS("{'pattern':'\\\\p{NoSuchProperty}'}",
+                  "/pattern: invalid pattern: unknown property");
+    COMPILE_FAILS("{'pattern':'(a)\\\\2'}", "/pattern: invalid pattern: reference to non-existent");
+    COMPILE_FAILS(
+        "{'pattern':'\\\\s.(?<=a+)b'}",
+        "/pattern: invalid pattern: lookbehind assertion is not fixed length at offset 3");
+    COMPILE_FAILS("{'pattern':'..(ab'}",
+                  "/pattern: invalid pattern: missing closing parenthesis at offset 5");
+}
+END_TEST
+
+START_TEST(pattern_length_is_bounded)
+{
+    char text[SL_SCHEMA_MAX_PATTERN_LEN + 32];
+    memset(text, 'a', sizeof text);
+    memcpy(text, "{'pattern':'", 12);
+    memcpy(text + 12 + SL_SCHEMA_MAX_PATTERN_LEN, "'}", 3);
+    sl_schema_t *schema = compile_or_die(text, __LINE__);
+    sl_schema_free(schema);
+    memcpy(text + 12 + SL_SCHEMA_MAX_PATTERN_LEN, "a'}", 4);
+    COMPILE_FAILS(text, "/pattern: pattern is longer than 4096 bytes");
+}
+END_TEST
+
+static void expect_string(const char *schema_text, const char *s, const char *want_why)
+{
+    sl_schema_t *schema = compile_or_die(schema_text, __LINE__);
+    json_t *doc = json_string(s);
+    char why[256] = "";
+    sl_err_t rc = sl_schema_validate(schema, doc, why, sizeof why);
+    if (want_why) {
+        ck_assert_int_eq(rc, SL_ESCHEMA);
+        ck_assert_str_eq(why, want_why);
+    } else {
+        ck_assert_msg(rc == SL_OK, "%s rejected a %zu-byte string: %s", schema_text, strlen(s),
+                      why);
+    }
+    json_decref(doc);
+    sl_schema_free(schema);
+}
+
+START_TEST(pattern_that_backtracks_without_end_fails_validation)
+{
+    char evil[64];
+    memset(evil, 'a', 40);
+    strcpy(evil + 40, "!");
+    static const char gave_up[] = "/: could not match the pattern \"^(a+)+$\" within its limits: "
+                                  "match limit exceeded";
+    expect_string("{'pattern':'^(a+)+$'}", evil, gave_up);
+    /* Giving up is not a mismatch: neither "not" nor another branch turns it into a pass. */
+    expect_string("{'not':{'pattern':'^(a+)+$'}}", evil, gave_up);
+    expect_string("{'anyOf':[{'pattern':'^(a+)+$'},{'type':'string'}]}", evil, gave_up);
+    expect_string("{'pattern':'^(a+)+$'}", "aaaa", NULL);
+}
+END_TEST
+
+START_TEST(pattern_limits_leave_room_for_long_strings)
+{
+    enum { LEN = 20000 };
+    char *s = malloc(LEN + 1);
+    ck_assert_ptr_nonnull(s);
+    memset(s, 'a', LEN);
+    s[LEN] = '\0';
+    /* A repeated group needs stack for each repetition. */
+    expect_string("{'pattern':'^(?:a|b)*$'}", s, NULL);
+    for (size_t i = 6; i < LEN; i += 7)
+        s[i] = ' ';
+    expect_string("{'pattern':'^\\\\S+( \\\\S+)*$'}", s, NULL);
+    expect_string("{'pattern':'^[^<>]*$'}", s, NULL);
+    free(s);
 }
 END_TEST
 
@@ -916,7 +1083,12 @@ static Suite *jsonschema_suite(void)
     tcase_add_test(tc, string_length_counts_code_points_not_bytes);
     tcase_add_test(tc, pattern_matches_anywhere_unless_anchored);
     tcase_add_test(tc, pattern_translates_ecma_escapes_and_classes);
-    tcase_add_test(tc, pattern_without_posix_equivalent_is_rejected_at_compile);
+    tcase_add_test(tc, pattern_supports_lookaround_backreferences_and_escapes);
+    tcase_add_test(tc, pattern_keeps_ecma_262_meaning_where_pcre2_differs);
+    tcase_add_test(tc, pattern_that_is_not_ecma_262_is_rejected_at_compile);
+    tcase_add_test(tc, pattern_length_is_bounded);
+    tcase_add_test(tc, pattern_that_backtracks_without_end_fails_validation);
+    tcase_add_test(tc, pattern_limits_leave_room_for_long_strings);
     tcase_add_test(tc, any_of_needs_one_matching_branch);
     tcase_add_test(tc, one_of_needs_exactly_one_matching_branch);
     tcase_add_test(tc, all_of_reports_the_failing_branch);
