@@ -39,6 +39,26 @@ static json_t *pcts(double *v, int n, int extra_key_n, const char *extra_key)
     return o;
 }
 
+/* The queue waits (submit to start) of class c's jobs submitted in [from_ms, to_ms) into vals
+ * (njobs + 1 doubles); returns how many started, and *not_started the others. */
+static int class_waits(const b_run_t *run, int c, double from_ms, double to_ms, double *vals,
+                       int *not_started)
+{
+    int n = 0;
+    *not_started = 0;
+    for (int i = 0; i < run->njobs; i++) {
+        const b_job_t *job = &run->jobs[i];
+        if (job->submit_ms < 0 || job->submit_ms < from_ms || job->submit_ms >= to_ms ||
+            run->sc->tenants[job->tenant].cls != c)
+            continue;
+        if (job->start_ms >= 0)
+            vals[n++] = fmax(0, job->start_ms - job->submit_ms);
+        else
+            (*not_started)++;
+    }
+    return n;
+}
+
 /* Estimated against real tokens, and the capacity wasted by over-reservation, over the whole
  * run. estimated: what each system took from its own token limit for every attempt before
  * the call (sluice: its reservations on the deployment's token buckets; the baseline: its
@@ -212,30 +232,12 @@ json_t *b_figures(const b_run_t *run)
             present |= sc->tenants[t].cls == c;
         if (!present)
             continue;
-        int n = 0, not_started = 0;
-        for (int i = 0; i < run->njobs; i++) {
-            const b_job_t *job = &run->jobs[i];
-            if (job->submit_ms < 0 || sc->tenants[job->tenant].cls != c)
-                continue;
-            if (job->start_ms >= 0)
-                vals[n++] = fmax(0, job->start_ms - job->submit_ms);
-            else
-                not_started++;
-        }
+        int not_started = 0;
+        int n = class_waits(run, c, 0, INFINITY, vals, &not_started);
         json_object_set_new(waits, b_class_names[c], pcts(vals, n, not_started, "not_started"));
         /* The same over the jobs submitted in the steady window (a backlog taken in at the
          * start weighs on the figure above). */
-        n = 0;
-        not_started = 0;
-        for (int i = 0; i < run->njobs; i++) {
-            const b_job_t *job = &run->jobs[i];
-            if (job->submit_ms < w0 || job->submit_ms >= w1 || sc->tenants[job->tenant].cls != c)
-                continue;
-            if (job->start_ms >= 0)
-                vals[n++] = fmax(0, job->start_ms - job->submit_ms);
-            else
-                not_started++;
-        }
+        n = class_waits(run, c, w0, w1, vals, &not_started);
         json_object_set_new(waits_w, b_class_names[c], pcts(vals, n, not_started, "not_started"));
         n = 0;
         for (int i = 0; i < run->njobs; i++) {

@@ -8,13 +8,20 @@
 #include "harness.h"
 #include "request.h"
 
+/* The daily quota as a JSON member to append to a deployment's limits, or "". */
+static void rpd_member(const b_pool_t *pool, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (pool->rpd > 0)
+        snprintf(out, cap, ", \"rpd\": %ld", pool->rpd);
+}
+
 char *b_pool_sim_config(const b_pool_t *pool)
 {
-    char faults[512] = "", rpd[64] = "";
+    char faults[512] = "", rpd[64];
     if (pool->faults[0] != '\0')
         snprintf(faults, sizeof faults, ", \"faults\": %s", pool->faults);
-    if (pool->rpd > 0)
-        snprintf(rpd, sizeof rpd, ", \"rpd\": %ld", pool->rpd);
+    rpd_member(pool, rpd, sizeof rpd);
     char sim[1024];
     snprintf(sim, sizeof sim,
              "{\"minute_ms\": %.0f, \"deployments\": [{\"name\": \"pool\", \"model\": "
@@ -62,9 +69,8 @@ char *b_pool_sluice_config(const b_pool_t *pool)
                  " \"dispatcher\": {\"metrics_listen\": \"127.0.0.1:%d\"},",
                  h_free_port(), h_free_port());
     }
-    char rpd[64] = "";
-    if (pool->rpd > 0)
-        snprintf(rpd, sizeof rpd, ", \"rpd\": %ld", pool->rpd);
+    char rpd[64];
+    rpd_member(pool, rpd, sizeof rpd);
     char cfg[8192];
     snprintf(cfg, sizeof cfg,
              "{\"minute_ms\": %.0f,"
