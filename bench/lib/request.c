@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "harness.h"
+
 /* The filler every prompt is cut from: words, so that the text looks like a prompt. */
 static const char *filler(void)
 {
@@ -51,6 +53,16 @@ int b_request_job(char *buf, size_t cap, const char *idem, const char *api_key, 
     buf[n++] = '}';
     buf[n] = '\0';
     return n;
+}
+
+void b_request_produce(rd_kafka_t *prod, const char *bench, const char *tenant, const char *idem,
+                       const char *cls, int prompt_chars, int max_tokens, int stream)
+{
+    static char msg[B_REQUEST_CAP];
+    char key[64];
+    b_request_api_key(bench, tenant, key, sizeof key);
+    int len = b_request_job(msg, sizeof msg, idem, key, cls, prompt_chars, max_tokens, stream);
+    h_produce(prod, "sluice.requests", idem, msg, (size_t)len);
 }
 
 int b_request_cancel(char *buf, size_t cap, const char *api_key, const char *idem)

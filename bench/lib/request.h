@@ -7,6 +7,7 @@
 #ifndef SL_BENCH_REQUEST_H
 #define SL_BENCH_REQUEST_H
 
+#include <librdkafka/rdkafka.h>
 #include <stddef.h>
 
 enum {
@@ -27,6 +28,11 @@ int b_request_body(char *buf, size_t cap, const char *idem, int prompt_chars, in
  * the body b_request_body writes. Returns its length (buf holds B_REQUEST_CAP bytes). */
 int b_request_job(char *buf, size_t cap, const char *idem, const char *api_key, const char *cls,
                   int prompt_chars, int max_tokens, int stream);
+
+/* Produces the request of job idem of tenant (its API key as b_request_api_key gives it for
+ * bench) to sluice.requests, keyed by idem, as b_request_job writes it. */
+void b_request_produce(rd_kafka_t *prod, const char *bench, const char *tenant, const char *idem,
+                       const char *cls, int prompt_chars, int max_tokens, int stream);
 
 /* Writes the request a client sends when it gives up on job idem. Returns its length. */
 int b_request_cancel(char *buf, size_t cap, const char *api_key, const char *idem);

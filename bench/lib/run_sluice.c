@@ -92,16 +92,13 @@ static void produce_cancel(rd_kafka_t *prod, b_run_t *run, int i)
 
 static void produce_job(rd_kafka_t *prod, b_run_t *run, int i)
 {
-    static char msg[B_REQUEST_CAP];
     b_job_t *job = &run->jobs[i];
     const b_tenant_spec_t *t = &run->sc->tenants[job->tenant];
-    char idem[32], key[64];
+    char idem[32];
     b_job_key(i, idem, sizeof idem);
-    b_request_api_key("compare", t->name, key, sizeof key);
-    int len = b_request_job(msg, sizeof msg, idem, key, b_class_names[t->cls], job->prompt_chars,
-                            job->max_tokens, run->sc->stream);
     job->submit_ms = h_wall_ms() - run->t0_wall;
-    h_produce(prod, "sluice.requests", idem, msg, (size_t)len);
+    b_request_produce(prod, "compare", t->name, idem, b_class_names[t->cls], job->prompt_chars,
+                      job->max_tokens, run->sc->stream);
 }
 
 static void add_rss(json_t *rss, const char *name, long kb)

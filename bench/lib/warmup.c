@@ -17,14 +17,10 @@ static void count_warm(void *arg, const b_result_t *r)
 
 int b_warm_up(rd_kafka_t *prod, rd_kafka_t *cons, const char *bench, int timeout_ms)
 {
-    static char msg[2048];
-    char key[64];
-    b_request_api_key(bench, "warm", key, sizeof key);
     for (int i = 0; i < B_WARM_JOBS; i++) {
         char idem[32];
         snprintf(idem, sizeof idem, "w%03d", i);
-        int len = b_request_job(msg, sizeof msg, idem, key, "standard", 400, 16, 0);
-        h_produce(prod, "sluice.requests", idem, msg, (size_t)len);
+        b_request_produce(prod, bench, "warm", idem, "standard", 400, 16, 0);
     }
     rd_kafka_flush(prod, 10000);
     int done = 0;
