@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collect.h"
 #include "group.h"
 #include "harness.h"
 #include "sign.h"
@@ -98,7 +99,7 @@ typedef struct {
 /* One /stats sample. t_ms is wall time since the first submit started. */
 typedef struct {
     double t_ms;
-    int64_t sim_ms, tokens, admitted, refused, replayed, in_flight;
+    b_sim_stats_t sim;
     long sched_rss_kb; /* the scheduler's resident memory now (VmRSS), -1 when unknown */
 } sample_t;
 
@@ -172,14 +173,9 @@ static int job_of_key(const char *key, int njobs)
 /* Scrapes the scheduler's estimate counters into m (-1 each when it does not answer). */
 static void scrape_metrics(const run_t *run, double m[NMETRIC])
 {
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", run->metrics_port);
-    char *text = h_http_text(url);
-    for (int i = 0; i < NMETRIC; i++) {
-        double v = text != NULL ? b_metric_sum(text, metric_names[i]) : NAN;
-        m[i] = isnan(v) ? -1 : v;
-    }
-    free(text);
+    b_metrics_scrape(run->metrics_port, metric_names, NMETRIC, m);
+    for (int i = 0; i < NMETRIC; i++)
+        m[i] = isnan(m[i]) ? -1 : m[i];
 }
 
 /* Lines (newlines) appended to path since *off; *off advances. */
@@ -206,19 +202,12 @@ static void take_sample(run_t *run)
 {
     if (run->nsamples >= MAX_SAMPLES)
         return;
-    json_t *s = h_http_json(run->st.stats_url);
-    if (s == NULL)
+    sample_t *smp = &run->samples[run->nsamples];
+    if (b_sim_stats_read(run->st.stats_url, &smp->sim) != 0)
         return;
-    sample_t *smp = &run->samples[run->nsamples++];
     smp->t_ms = h_wall_ms() - run->t0_ms;
-    smp->sim_ms = json_integer_value(json_object_get(s, "now_ms"));
-    smp->tokens = h_sim_total(s, "tokens_charged");
-    smp->admitted = h_sim_total(s, "admitted");
-    smp->refused = h_sim_total(s, "refused");
-    smp->replayed = h_sim_total(s, "replayed");
-    smp->in_flight = h_sim_total(s, "in_flight");
     smp->sched_rss_kb = h_rss_kb(run->st.sched);
-    json_decref(s);
+    run->nsamples++;
 }
 
 /* Utilisation of the TPM limit over the samples [from, to): tokens charged over what the
@@ -228,17 +217,17 @@ static double utilisation(const run_t *run, int from, int to)
     if (from < 0 || to - 1 <= from || run->o.tpm == 0)
         return NAN;
     const sample_t *a = &run->samples[from], *b = &run->samples[to - 1];
-    double sim_min = (double)(b->sim_ms - a->sim_ms) / run->o.minute_ms;
+    double sim_min = (b->sim.sim_ms - a->sim.sim_ms) / run->o.minute_ms;
     if (b->t_ms - a->t_ms < 1000 || sim_min <= 0)
         return NAN;
-    return (double)(b->tokens - a->tokens) / ((double)run->o.tpm * sim_min);
+    return (double)(b->sim.tokens - a->sim.tokens) / ((double)run->o.tpm * sim_min);
 }
 
 /* First sample index in [from, to) with admitted >= level; -1 when none. */
 static int sample_reaching(const run_t *run, int from, int to, int64_t level)
 {
     for (int i = from; i < to; i++) {
-        if (run->samples[i].admitted >= level)
+        if (run->samples[i].sim.admitted >= level)
             return i;
     }
     return -1;
@@ -563,10 +552,10 @@ static const char *run_backfill(run_t *run)
         cli1_hwm_kb = rss_before[P_CLI] > cli1_hwm_kb ? rss_before[P_CLI] : cli1_hwm_kb;
         rss_before[P_CLI] = cli1_hwm_kb;
         scrape_metrics(run, m_life1);
-        json_t *s = h_http_json(st->stats_url);
-        inflight_pre = h_sim_total(s, "in_flight");
-        admitted_pre = h_sim_total(s, "admitted");
-        json_decref(s);
+        b_sim_stats_t s = {0}; /* all 0 when the simulator does not answer */
+        b_sim_stats_read(st->stats_url, &s);
+        inflight_pre = s.in_flight;
+        admitted_pre = s.admitted;
         /* The four at one instant: the signals go out back to back, then we reap. */
         kill(st->sched, SIGKILL);
         kill(st->disp, SIGKILL);
@@ -584,7 +573,7 @@ static const char *run_backfill(run_t *run)
         usleep(300 * 1000);
         take_sample(run);
         crash_sample = run->nsamples - 1;
-        admitted_post = run->samples[crash_sample].admitted;
+        admitted_post = run->samples[crash_sample].sim.admitted;
         printf("  crash at %.1f s: %ld results in, %lld calls in flight at the simulator,"
                " %lld more arrived after the kill\n",
                crash_ms / 1000.0, lines1, (long long)inflight_pre,
@@ -606,7 +595,7 @@ static const char *run_backfill(run_t *run)
                 long hwm = h_peak_rss_kb(cli);
                 cli2_hwm_kb = hwm > cli2_hwm_kb ? hwm : cli2_hwm_kb;
                 const sample_t *smp = &run->samples[run->nsamples - 1];
-                if (isnan(first_admit2_ms) && smp->admitted > admitted_post)
+                if (isnan(first_admit2_ms) && smp->sim.admitted > admitted_post)
                     first_admit2_ms = smp->t_ms;
             }
             long got = count_new_lines(run->out2, &off2);
@@ -643,13 +632,14 @@ static const char *run_backfill(run_t *run)
     if (!crashed)
         rss_before[P_CLI] = -1;
     scrape_metrics(run, m_life2);
-    json_t *final_stats = h_http_json(st->stats_url);
+    b_sim_stats_t final_stats = {0};
+    int final_answered = b_sim_stats_read(st->stats_url, &final_stats) == 0;
     int unclean = h_stack_down(st);
     int64_t open_jobs = h_sql_count(run->db, "SELECT COUNT(*) FROM jobs WHERE state <> 'done'");
     int64_t stored_jobs = h_sql_count(run->db, "SELECT COUNT(*) FROM jobs");
     int64_t open_res =
         h_sql_count(run->db, "SELECT COUNT(*) FROM reservations WHERE state = 'open'");
-    if (broken == NULL && final_stats == NULL)
+    if (broken == NULL && !final_answered)
         broken = "the simulator's /stats did not answer at the end";
 
     /* ---- verdict from the outputs ---- */
@@ -676,11 +666,11 @@ static const char *run_backfill(run_t *run)
     if (broken == NULL && fin->ours == 0)
         broken = "no result came";
 
-    int64_t admitted = h_sim_total(final_stats, "admitted");
-    int64_t replayed = h_sim_total(final_stats, "replayed");
-    int64_t refused = h_sim_total(final_stats, "refused");
-    int64_t errors = h_sim_total(final_stats, "errors");
-    int64_t tokens_charged = h_sim_total(final_stats, "tokens_charged");
+    int64_t admitted = final_stats.admitted;
+    int64_t replayed = final_stats.replayed;
+    int64_t refused = final_stats.refused;
+    int64_t errors = final_stats.errors;
+    int64_t tokens_charged = final_stats.tokens;
     int64_t inflight_at_crash = crashed ? inflight_pre + (admitted_post - admitted_pre) : 0;
     int64_t twice = admitted - o->njobs;
 
@@ -847,10 +837,10 @@ static const char *run_backfill(run_t *run)
     json_t *series = json_array();
     for (int i = 0; i < run->nsamples; i++) {
         const sample_t *smp = &run->samples[i];
-        json_array_append_new(series,
-                              json_pack("[f,I,I,I,I]", smp->t_ms / 1000.0, (json_int_t)smp->sim_ms,
-                                        (json_int_t)smp->admitted, (json_int_t)smp->tokens,
-                                        (json_int_t)smp->sched_rss_kb));
+        json_array_append_new(
+            series, json_pack("[f,I,I,I,I]", smp->t_ms / 1000.0, (json_int_t)smp->sim.sim_ms,
+                              (json_int_t)smp->sim.admitted, (json_int_t)smp->sim.tokens,
+                              (json_int_t)smp->sched_rss_kb));
     }
     json_object_set_new(rep, "samples_t_s_sim_ms_admitted_tokens_sched_rss_kib", series);
 
@@ -871,7 +861,6 @@ static const char *run_backfill(run_t *run)
     if (unclean > 0)
         json_array_append_new(fails, json_string("a process did not stop cleanly"));
     json_object_set_new(rep, "check_failures", fails);
-    json_decref(final_stats);
     return broken;
 }
 
