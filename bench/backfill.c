@@ -31,6 +31,7 @@
 #include "collect.h"
 #include "group.h"
 #include "harness.h"
+#include "opts.h"
 #include "sign.h"
 #include "stats.h"
 #include "util.h"
@@ -46,16 +47,19 @@ static const char usage[] =
     "lost, duplicated and twice-executed jobs, 429s, wall times, TPM utilisation, peak RSS and\n"
     "the scheduler's token estimates. Writes bench/results/backfill-<unix time>.json.\n"
     "\n"
-    "  --jobs N        jobs in the file (default 100000)\n"
-    "  --quick         10,000 jobs (same limit, so a tenth of the time)\n"
-    "  --minute-ms N   length of a simulated minute in ms, sluice and sim (default 3000)\n"
+    "  --jobs N        jobs in the file, 100 - 10000000 (default 100000)\n"
+    "  --quick         10,000 jobs (same limit, so a tenth of the time; over --jobs)\n"
+    "  --minute-ms N   length of a simulated minute in ms, sluice and sim, 100 - 3600000\n"
+    "                  (default 3000)\n"
     "  --crash-at F    crash when this fraction of the results is in (default 0.5; 0 = none)\n"
-    "  --tpm N         the deployment's tokens per (simulated) minute (default: %lld, which\n"
-    "                  lets about %d jobs/s through at --minute-ms 3000; 0 = no limit)\n"
-    "  --timeout S     overall limit in seconds (default 60 + 1.2 per 1,000 jobs)\n"
+    "  --tpm N         the deployment's tokens per (simulated) minute, 0 (no limit) or 1000\n"
+    "                  and more (default: %lld, which lets about %d jobs/s through at\n"
+    "                  --minute-ms 3000)\n"
+    "  --timeout S     overall limit in seconds, 20 - 86400 (default 60 + 1.2 per 1,000 jobs)\n"
     "  --check         exit 1 when a job has no final result, a job was executed twice more\n"
     "                  often than calls were in flight at the crash, or the simulator sent a 429\n"
-    "  --keep          keep the temporary directory (logs, configs, outputs)\n";
+    "  --keep          keep the temporary directory (logs, configs, outputs)\n"
+    "  -h, --help      this text\n";
 
 /* The workload: small prompts and small max_tokens, so the stack and not the payload is what
  * is measured. */
@@ -918,6 +922,13 @@ static int child_main(const opts_t *o)
     return rc;
 }
 
+static void print_usage(FILE *f)
+{
+    fprintf(f, usage, DEFAULT_TPM, DEFAULT_JOBS_PER_S);
+}
+
+/* Reads the options into o. Returns 0, or what b_opt_parse returns: 1 when --help was
+ * answered, 2 when an option was refused (said on stderr). */
 static int parse_options(int argc, char **argv, opts_t *o)
 {
     *o = (opts_t){.njobs = 100000,
@@ -927,58 +938,46 @@ static int parse_options(int argc, char **argv, opts_t *o)
                   .timeout_s = 0,
                   .check = 0,
                   .keep = 0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf(usage, DEFAULT_TPM, DEFAULT_JOBS_PER_S);
-            exit(0);
-        } else if (strcmp(a, "--quick") == 0) {
-            o->njobs = 10000;
-        } else if (strcmp(a, "--check") == 0) {
-            o->check = 1;
-        } else if (strcmp(a, "--keep") == 0) {
-            o->keep = 1;
-        } else if (v != NULL && strcmp(a, "--jobs") == 0) {
-            o->njobs = atoi(v);
-            i++;
-        } else if (v != NULL && strcmp(a, "--minute-ms") == 0) {
-            o->minute_ms = atoi(v);
-            i++;
-        } else if (v != NULL && strcmp(a, "--crash-at") == 0) {
-            o->crash_at = atof(v);
-            i++;
-        } else if (v != NULL && strcmp(a, "--tpm") == 0) {
-            o->tpm = atoll(v);
-            i++;
-        } else if (v != NULL && strcmp(a, "--timeout") == 0) {
-            o->timeout_s = atoi(v);
-            i++;
-        } else {
-            fprintf(stderr, "backfill: unknown or incomplete option %s\n", a);
-            return -1;
-        }
+    int quick = 0;
+    const b_opt_t options[] = {
+        {"jobs", B_OPT_INT, &o->njobs, 100, 10000000},
+        {"quick", B_OPT_FLAG, &quick, 0, 0},
+        {"minute-ms", B_OPT_INT, &o->minute_ms, 100, 3600000},
+        {"crash-at", B_OPT_NUM, &o->crash_at, 0, 1},
+        {"tpm", B_OPT_LONG, &o->tpm, 0, 1e12},
+        {"timeout", B_OPT_INT, &o->timeout_s, 20, 86400},
+        {"check", B_OPT_FLAG, &o->check, 0, 0},
+        {"keep", B_OPT_FLAG, &o->keep, 0, 0},
+        {NULL, B_OPT_FLAG, NULL, 0, 0},
+    };
+    int rc = b_opt_parse("backfill", argc, argv, options, print_usage);
+    if (rc != 0)
+        return rc;
+    if (o->crash_at >= 1) {
+        char v[32];
+        snprintf(v, sizeof v, "%g", o->crash_at);
+        return b_opt_refuse("backfill", "--crash-at", v, "a fraction below 1");
     }
+    if (o->tpm > 0 && o->tpm < 1000) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", o->tpm);
+        return b_opt_refuse("backfill", "--tpm", v, "0 (no limit) or 1000 and more");
+    }
+    if (quick)
+        o->njobs = 10000;
     if (o->tpm < 0)
         o->tpm = (long long)((double)DEFAULT_TPM * o->minute_ms / DEFAULT_MINUTE_MS + 0.5);
     if (o->timeout_s == 0)
         o->timeout_s = 60 + (int)(1.2 * o->njobs / 1000);
-    if (o->njobs < 100 || o->njobs > 10000000 || o->minute_ms < 100 || o->crash_at < 0 ||
-        o->crash_at >= 1 || (o->tpm != 0 && o->tpm < 1000) || o->timeout_s < 20) {
-        fprintf(stderr, "backfill: --jobs 100.., --minute-ms 100.., --crash-at 0..<1,"
-                        " --tpm 0 or 1000.., --timeout 20..\n");
-        return -1;
-    }
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     opts_t o;
-    if (parse_options(argc, argv, &o) != 0) {
-        fprintf(stderr, usage, DEFAULT_TPM, DEFAULT_JOBS_PER_S);
-        return 2;
-    }
+    int parsed = parse_options(argc, argv, &o);
+    if (parsed != 0)
+        return parsed == 1 ? 0 : parsed;
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0) {

@@ -43,6 +43,7 @@
 #include <time.h>
 
 #include "group.h"
+#include "opts.h"
 #include "plot.h"
 #include "report.h"
 #include "run.h"
@@ -57,111 +58,87 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: compare [--scenario NAME] [--quick] [--minute-ms N] [--fractions LIST]\n"
             "               [--split share|full] [--slices N] [--storm-retry-after-share X]\n"
-            "               [--no-sluice] [--no-baseline] [--no-plot]\n"
+            "               [--no-sluice] [--no-baseline] [--no-plot] [--help]\n"
             "Runs sluice and the cookbook baseline (bench/baseline) on the same workload against\n"
             "sluice-sim, each on a fresh stack, and writes bench/results/compare-<scenario>-\n"
-            "<unix>.json (and .png with gnuplot).\n"
+            "<unix>.json (and .png with gnuplot). Measures, from outside both: utilisation of the\n"
+            "binding TPM limit, the simulator's 429s, retries, queue wait and latency per class,\n"
+            "throughput, Jain's index, peak memory, and estimated against real tokens.\n"
             "  --scenario NAME  one of:");
     for (int i = 0; i < b_nscenarios; i++)
         fprintf(f, " %s", b_scenarios[i].name);
-    fprintf(f, " (default: all)\n"
-               "  --quick          3 simulated minutes of measurement instead of 7\n"
-               "  --minute-ms N    length of a simulated minute (default 3000)\n"
-               "  --fractions L    the baseline's limits as fractions of the real ones\n"
-               "                   (default 0.5,0.75,1)\n"
-               "  --split S        share: each tenant's client gets limit x fraction / tenants\n"
-               "                   (default); full: each gets limit x fraction\n"
-               "  --slices N       the provider's enforcement slices a minute (default 10)\n"
-               "  --storm-retry-after-share X  share of the storm's 429s with a Retry-After\n"
-               "                   (default 0.5)\n"
-               "  --no-sluice, --no-baseline: run one side only; --no-plot: no PNG\n");
+    fprintf(f,
+            " (default: all)\n"
+            "  --quick          3 simulated minutes of measurement instead of 7\n"
+            "  --minute-ms N    length of a simulated minute, 600 - 60000 (default 3000)\n"
+            "  --fractions L    the baseline's limits as fractions of the real ones\n"
+            "                   (default 0.5,0.75,1)\n"
+            "  --split S        share: each tenant's client gets limit x fraction / tenants\n"
+            "                   (default); full: each gets limit x fraction\n"
+            "  --slices N       the provider's enforcement slices a minute, 1 - 600 (default 10)\n"
+            "  --storm-retry-after-share X  share of the storm's 429s with a Retry-After\n"
+            "                   (default 0.5)\n"
+            "  --no-sluice, --no-baseline: run one side only; --no-plot: no PNG\n"
+            "  -h, --help       this text\n");
+}
+
+/* Reads --fractions' list ("0.5,0.75,1") into fractions; returns how many, or -1 (said on
+ * stderr). */
+static int parse_fractions(const char *arg, double fractions[MAX_SYSTEMS])
+{
+    int n = 0;
+    const char *s = arg;
+    while (*s != '\0') {
+        char *end = NULL;
+        double v = strtod(s, &end);
+        if (end == s || !(v > 0 && v <= 4) || n >= MAX_SYSTEMS - 1 ||
+            (*end != ',' && *end != '\0')) {
+            char why[96];
+            snprintf(why, sizeof why,
+                     "a list like 0.5,0.75,1 (at most %d, each above 0 and at most 4)",
+                     MAX_SYSTEMS - 1);
+            b_opt_refuse("compare", "--fractions", arg, why);
+            return -1;
+        }
+        fractions[n++] = v;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return n;
 }
 
 int main(int argc, char **argv)
 {
-    const char *only = NULL;
-    int no_sluice = 0, no_baseline = 0, no_plot = 0, full = 0;
+    const char *only = NULL, *fractions_arg = NULL, *split = "share";
+    int no_sluice = 0, no_baseline = 0, no_plot = 0;
     b_setup_t setup = {.quick = 0,
                        .minute_ms = DEFAULT_MINUTE_MS,
                        .slices_per_minute = 10,
                        .storm_retry_after_share = 0.5};
+    const b_opt_t options[] = {
+        {"scenario", B_OPT_TEXT, &only, 0, 0},
+        {"quick", B_OPT_FLAG, &setup.quick, 0, 0},
+        {"minute-ms", B_OPT_NUM, &setup.minute_ms, 600, 60000},
+        {"fractions", B_OPT_TEXT, &fractions_arg, 0, 0},
+        {"split", B_OPT_TEXT, &split, 0, 0},
+        {"slices", B_OPT_INT, &setup.slices_per_minute, 1, 600},
+        {"storm-retry-after-share", B_OPT_NUM, &setup.storm_retry_after_share, 0, 1},
+        {"no-sluice", B_OPT_FLAG, &no_sluice, 0, 0},
+        {"no-baseline", B_OPT_FLAG, &no_baseline, 0, 0},
+        {"no-plot", B_OPT_FLAG, &no_plot, 0, 0},
+        {NULL, B_OPT_FLAG, NULL, 0, 0},
+    };
+    int parsed = b_opt_parse("compare", argc, argv, options, usage);
+    if (parsed != 0)
+        return parsed == 1 ? 0 : parsed;
+    if (only != NULL && b_scenario_find(only) == NULL)
+        return b_opt_refuse("compare", "--scenario", only, "the name of a scenario");
+    if (strcmp(split, "full") != 0 && strcmp(split, "share") != 0)
+        return b_opt_refuse("compare", "--split", split, "share or full");
+    int full = strcmp(split, "full") == 0;
     double fractions[MAX_SYSTEMS] = {0.5, 0.75, 1.0};
-    int nfractions = 3;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--quick") == 0) {
-            setup.quick = 1;
-        } else if (strcmp(a, "--no-sluice") == 0) {
-            no_sluice = 1;
-        } else if (strcmp(a, "--no-baseline") == 0) {
-            no_baseline = 1;
-        } else if (strcmp(a, "--no-plot") == 0) {
-            no_plot = 1;
-        } else if (strcmp(a, "--scenario") == 0 && i + 1 < argc) {
-            only = argv[++i];
-        } else if (strcmp(a, "--split") == 0 && i + 1 < argc) {
-            const char *v = argv[++i];
-            if (strcmp(v, "full") != 0 && strcmp(v, "share") != 0) {
-                fprintf(stderr, "compare: --split is share or full\n");
-                return 2;
-            }
-            full = strcmp(v, "full") == 0;
-        } else if (strcmp(a, "--storm-retry-after-share") == 0 && i + 1 < argc) {
-            char *end = NULL;
-            setup.storm_retry_after_share = strtod(argv[++i], &end);
-            if (end == NULL || *end != '\0' ||
-                !(setup.storm_retry_after_share >= 0 && setup.storm_retry_after_share <= 1)) {
-                fprintf(stderr, "compare: --storm-retry-after-share is 0 - 1\n");
-                return 2;
-            }
-        } else if (strcmp(a, "--slices") == 0 && i + 1 < argc) {
-            long long v = sl_parse_count(argv[++i]);
-            if (v < 1 || v > 600) {
-                fprintf(stderr, "compare: --slices is 1 - 600\n");
-                return 2;
-            }
-            setup.slices_per_minute = (int)v;
-        } else if (strcmp(a, "--minute-ms") == 0 && i + 1 < argc) {
-            char *end = NULL;
-            setup.minute_ms = strtod(argv[++i], &end);
-            if (end == NULL || *end != '\0' ||
-                !(setup.minute_ms >= 600 && setup.minute_ms <= 60000)) {
-                fprintf(stderr, "compare: --minute-ms is 600 - 60000\n");
-                return 2;
-            }
-        } else if (strcmp(a, "--fractions") == 0 && i + 1 < argc) {
-            nfractions = 0;
-            char *s = argv[++i], *end = NULL;
-            while (*s != '\0') {
-                double v = strtod(s, &end);
-                if (end == s || !(v > 0 && v <= 4) || nfractions >= MAX_SYSTEMS - 1) {
-                    fprintf(stderr,
-                            "compare: --fractions is a list like 0.5,0.75,1 (each 0-4, "
-                            "at most %d)\n",
-                            MAX_SYSTEMS - 1);
-                    return 2;
-                }
-                fractions[nfractions++] = v;
-                s = *end == ',' ? end + 1 : end;
-                if (*end != ',' && *end != '\0') {
-                    fprintf(stderr, "compare: bad --fractions\n");
-                    return 2;
-                }
-            }
-        } else {
-            fprintf(stderr, "compare: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (only != NULL && b_scenario_find(only) == NULL) {
-        fprintf(stderr, "compare: unknown scenario \"%s\"\n", only);
-        usage(stderr);
+    int nfractions = fractions_arg != NULL ? parse_fractions(fractions_arg, fractions) : 3;
+    if (nfractions < 0)
         return 2;
-    }
     b_system_t systems[MAX_SYSTEMS];
     int nsys = 0;
     if (!no_sluice)

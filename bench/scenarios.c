@@ -21,8 +21,8 @@
  * temporary directory per process and exits the process when a stack does not start, and the
  * parent can then stop whatever that stack left running.
  *
- * Usage: bench/scenarios [--scenario NAME] [--quick] [--check]
- * --check makes a missed target an exit status of 1 (for a gate). */
+ * Usage: bench/scenarios --help. --check makes a missed target an exit status of 1 (for a
+ * gate). */
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -39,6 +39,7 @@
 #include "config.h"
 #include "group.h"
 #include "harness.h"
+#include "opts.h"
 #include "pool.h"
 #include "request.h"
 #include "result.h"
@@ -750,38 +751,45 @@ static int count_missed(json_t *all)
     return missed;
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr, "usage: scenarios [--scenario NAME] [--quick] [--check]\n"
-                    "  --check: exit 1 when a target is missed\n  scenarios:");
+    fprintf(f,
+            "usage: scenarios [--scenario NAME] [--quick] [--check] [--help]\n"
+            "Fair shares and workload contracts on the real processes against sluice-sim (one\n"
+            "deployment, TPM %d counting prompt + max_tokens, %d ms minutes), each scenario on\n"
+            "a fresh stack: tokens served per tenant, Jain's index, weighted shares, interactive\n"
+            "queue wait beside a batch backlog, a guaranteed share, pool utilisation and the\n"
+            "simulator's 429s, each against its target. Prints a table and writes\n"
+            "bench/results/scenarios-<unix time>.json.\n"
+            "  --scenario NAME  one of:",
+            TPM, MINUTE_MS);
     for (int i = 0; i < NSCENARIOS; i++)
-        fprintf(stderr, " %s", scenarios[i].name);
-    fprintf(stderr, "\n");
+        fprintf(f, " %s", scenarios[i].name);
+    fprintf(f, " (default: all)\n"
+               "  --quick          6 s of measurement per scenario instead of 30\n"
+               "  --check          exit 1 when a target is missed (else a miss is only a FAIL in\n"
+               "                   the table)\n"
+               "  -h, --help       this text\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *only = NULL;
     int quick = 0, check = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0) {
-            quick = 1;
-        } else if (strcmp(argv[i], "--check") == 0) {
-            check = 1;
-        } else if (strcmp(argv[i], "--scenario") == 0 && i + 1 < argc) {
-            only = argv[++i];
-        } else {
-            usage();
-            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
-        }
-    }
+    const b_opt_t options[] = {
+        {"scenario", B_OPT_TEXT, &only, 0, 0},
+        {"quick", B_OPT_FLAG, &quick, 0, 0},
+        {"check", B_OPT_FLAG, &check, 0, 0},
+        {NULL, B_OPT_FLAG, NULL, 0, 0},
+    };
+    int parsed = b_opt_parse("scenarios", argc, argv, options, usage);
+    if (parsed != 0)
+        return parsed == 1 ? 0 : parsed;
     int found = only == NULL;
     for (int i = 0; i < NSCENARIOS && !found; i++)
         found = strcmp(scenarios[i].name, only) == 0;
     if (!found) {
-        fprintf(stderr, "unknown scenario \"%s\"\n", only);
-        usage();
-        return 2;
+        return b_opt_refuse("scenarios", "--scenario", only, "the name of a scenario");
     }
     b_forward_signals(SIGTERM);
     printf("sluice scenarios%s: one deployment, TPM %d (prompt + max_tokens), %d ms minutes\n",
