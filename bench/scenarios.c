@@ -324,22 +324,22 @@ static void on_result(void *arg, const b_result_t *r)
 {
     run_t *run = arg;
     int i = b_job_index(r->idem, run->njobs);
-    if (r->idem[0] == 'w') {
-        return; /* a warm-up job's result delivered again */
-    } else if (i >= 0 && run->jobs[i].status != B_NONE) {
+    if (i < 0)
+        return; /* not a job of the workload: a warm-up job's, delivered again */
+    job_t *job = &run->jobs[i];
+    if (job->status != B_NONE) {
         run->duplicates++; /* delivery is at least once */
-    } else if (i >= 0) {
-        job_t *job = &run->jobs[i];
-        run->results++;
-        job->status = b_status_parse(r->status);
-        job->usage_tokens = r->input + r->output;
-        job->charged_tokens = r->input + job->max_tokens;
-        job->queued_ms = r->queued_ms;
-        if (r->dispatch_ms >= 0)
-            job->dispatch_ms = r->dispatch_ms;
-        if (job->status != B_SUCCEEDED)
-            note_failure(run, r->status, r->reason);
+        return;
     }
+    run->results++;
+    job->status = b_status_parse(r->status);
+    job->usage_tokens = r->input + r->output;
+    job->charged_tokens = r->input + job->max_tokens;
+    job->queued_ms = r->queued_ms;
+    if (r->dispatch_ms >= 0)
+        job->dispatch_ms = r->dispatch_ms;
+    if (job->status != B_SUCCEEDED)
+        note_failure(run, r->status, r->reason);
 }
 
 /* Tokens of tenant's succeeded jobs dispatched in [from_ms, to_ms) (wall clock). */

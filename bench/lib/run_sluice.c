@@ -19,24 +19,24 @@ static void on_result(void *arg, const b_result_t *r)
     b_run_t *run = arg;
     double now = h_wall_ms() - run->t0_wall;
     int i = b_job_index(r->idem, run->njobs);
-    if (r->idem[0] == 'w') {
-        return; /* a warm-up job's result delivered again */
-    } else if (i >= 0 && run->jobs[i].status != B_NONE) {
+    if (i < 0)
+        return; /* not a job of the workload: a warm-up job's, delivered again */
+    b_job_t *job = &run->jobs[i];
+    if (job->status != B_NONE) {
         run->duplicates++; /* delivery is at least once */
-    } else if (i >= 0) {
-        b_job_t *job = &run->jobs[i];
-        job->status = b_status_parse(r->status);
-        job->end_ms = now;
-        job->usage_input = r->input;
-        job->usage_tokens = r->input + r->output;
-        if (job->status != B_SUCCEEDED)
-            b_run_count_reason(run, r->status, r->reason);
-        if (run->sc->stream && r->job_id != NULL)
-            job->job_id = strdup(r->job_id);
-        job->attempts = r->attempts;
-        if (r->dispatch_ms >= 0)
-            job->start_ms = r->dispatch_ms - run->t0_wall;
+        return;
     }
+    job->status = b_status_parse(r->status);
+    job->end_ms = now;
+    job->usage_input = r->input;
+    job->usage_tokens = r->input + r->output;
+    if (job->status != B_SUCCEEDED)
+        b_run_count_reason(run, r->status, r->reason);
+    if (run->sc->stream && r->job_id != NULL)
+        job->job_id = strdup(r->job_id);
+    job->attempts = r->attempts;
+    if (r->dispatch_ms >= 0)
+        job->start_ms = r->dispatch_ms - run->t0_wall;
 }
 
 /* One chunk from sluice.stream: counted under its job id. */
