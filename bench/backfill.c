@@ -28,8 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collect.h"
 #include "group.h"
 #include "harness.h"
+#include "opts.h"
 #include "sign.h"
 #include "stats.h"
 #include "util.h"
@@ -45,16 +47,19 @@ static const char usage[] =
     "lost, duplicated and twice-executed jobs, 429s, wall times, TPM utilisation, peak RSS and\n"
     "the scheduler's token estimates. Writes bench/results/backfill-<unix time>.json.\n"
     "\n"
-    "  --jobs N        jobs in the file (default 100000)\n"
-    "  --quick         10,000 jobs (same limit, so a tenth of the time)\n"
-    "  --minute-ms N   length of a simulated minute in ms, sluice and sim (default 3000)\n"
+    "  --jobs N        jobs in the file, 100 - 10000000 (default 100000)\n"
+    "  --quick         10,000 jobs (same limit, so a tenth of the time; over --jobs)\n"
+    "  --minute-ms N   length of a simulated minute in ms, sluice and sim, 100 - 3600000\n"
+    "                  (default 3000)\n"
     "  --crash-at F    crash when this fraction of the results is in (default 0.5; 0 = none)\n"
-    "  --tpm N         the deployment's tokens per (simulated) minute (default: %lld, which\n"
-    "                  lets about %d jobs/s through at --minute-ms 3000; 0 = no limit)\n"
-    "  --timeout S     overall limit in seconds (default 60 + 1.2 per 1,000 jobs)\n"
+    "  --tpm N         the deployment's tokens per (simulated) minute, 0 (no limit) or 1000\n"
+    "                  and more (default: %lld, which lets about %d jobs/s through at\n"
+    "                  --minute-ms 3000)\n"
+    "  --timeout S     overall limit in seconds, 20 - 86400 (default 60 + 1.2 per 1,000 jobs)\n"
     "  --check         exit 1 when a job has no final result, a job was executed twice more\n"
     "                  often than calls were in flight at the crash, or the simulator sent a 429\n"
-    "  --keep          keep the temporary directory (logs, configs, outputs)\n";
+    "  --keep          keep the temporary directory (logs, configs, outputs)\n"
+    "  -h, --help      this text\n";
 
 /* The workload: small prompts and small max_tokens, so the stack and not the payload is what
  * is measured. */
@@ -98,7 +103,7 @@ typedef struct {
 /* One /stats sample. t_ms is wall time since the first submit started. */
 typedef struct {
     double t_ms;
-    int64_t sim_ms, tokens, admitted, refused, replayed, in_flight;
+    b_sim_stats_t sim;
     long sched_rss_kb; /* the scheduler's resident memory now (VmRSS), -1 when unknown */
 } sample_t;
 
@@ -172,14 +177,9 @@ static int job_of_key(const char *key, int njobs)
 /* Scrapes the scheduler's estimate counters into m (-1 each when it does not answer). */
 static void scrape_metrics(const run_t *run, double m[NMETRIC])
 {
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", run->metrics_port);
-    char *text = h_http_text(url);
-    for (int i = 0; i < NMETRIC; i++) {
-        double v = text != NULL ? b_metric_sum(text, metric_names[i]) : NAN;
-        m[i] = isnan(v) ? -1 : v;
-    }
-    free(text);
+    b_metrics_scrape(run->metrics_port, metric_names, NMETRIC, m);
+    for (int i = 0; i < NMETRIC; i++)
+        m[i] = isnan(m[i]) ? -1 : m[i];
 }
 
 /* Lines (newlines) appended to path since *off; *off advances. */
@@ -206,19 +206,12 @@ static void take_sample(run_t *run)
 {
     if (run->nsamples >= MAX_SAMPLES)
         return;
-    json_t *s = h_http_json(run->st.stats_url);
-    if (s == NULL)
+    sample_t *smp = &run->samples[run->nsamples];
+    if (b_sim_stats_read(run->st.stats_url, &smp->sim) != 0)
         return;
-    sample_t *smp = &run->samples[run->nsamples++];
     smp->t_ms = h_wall_ms() - run->t0_ms;
-    smp->sim_ms = json_integer_value(json_object_get(s, "now_ms"));
-    smp->tokens = h_sim_total(s, "tokens_charged");
-    smp->admitted = h_sim_total(s, "admitted");
-    smp->refused = h_sim_total(s, "refused");
-    smp->replayed = h_sim_total(s, "replayed");
-    smp->in_flight = h_sim_total(s, "in_flight");
     smp->sched_rss_kb = h_rss_kb(run->st.sched);
-    json_decref(s);
+    run->nsamples++;
 }
 
 /* Utilisation of the TPM limit over the samples [from, to): tokens charged over what the
@@ -228,17 +221,17 @@ static double utilisation(const run_t *run, int from, int to)
     if (from < 0 || to - 1 <= from || run->o.tpm == 0)
         return NAN;
     const sample_t *a = &run->samples[from], *b = &run->samples[to - 1];
-    double sim_min = (double)(b->sim_ms - a->sim_ms) / run->o.minute_ms;
+    double sim_min = (b->sim.sim_ms - a->sim.sim_ms) / run->o.minute_ms;
     if (b->t_ms - a->t_ms < 1000 || sim_min <= 0)
         return NAN;
-    return (double)(b->tokens - a->tokens) / ((double)run->o.tpm * sim_min);
+    return (double)(b->sim.tokens - a->sim.tokens) / ((double)run->o.tpm * sim_min);
 }
 
 /* First sample index in [from, to) with admitted >= level; -1 when none. */
 static int sample_reaching(const run_t *run, int from, int to, int64_t level)
 {
     for (int i = from; i < to; i++) {
-        if (run->samples[i].admitted >= level)
+        if (run->samples[i].sim.admitted >= level)
             return i;
     }
     return -1;
@@ -563,10 +556,10 @@ static const char *run_backfill(run_t *run)
         cli1_hwm_kb = rss_before[P_CLI] > cli1_hwm_kb ? rss_before[P_CLI] : cli1_hwm_kb;
         rss_before[P_CLI] = cli1_hwm_kb;
         scrape_metrics(run, m_life1);
-        json_t *s = h_http_json(st->stats_url);
-        inflight_pre = h_sim_total(s, "in_flight");
-        admitted_pre = h_sim_total(s, "admitted");
-        json_decref(s);
+        b_sim_stats_t s = {0}; /* all 0 when the simulator does not answer */
+        b_sim_stats_read(st->stats_url, &s);
+        inflight_pre = s.in_flight;
+        admitted_pre = s.admitted;
         /* The four at one instant: the signals go out back to back, then we reap. */
         kill(st->sched, SIGKILL);
         kill(st->disp, SIGKILL);
@@ -584,7 +577,7 @@ static const char *run_backfill(run_t *run)
         usleep(300 * 1000);
         take_sample(run);
         crash_sample = run->nsamples - 1;
-        admitted_post = run->samples[crash_sample].admitted;
+        admitted_post = run->samples[crash_sample].sim.admitted;
         printf("  crash at %.1f s: %ld results in, %lld calls in flight at the simulator,"
                " %lld more arrived after the kill\n",
                crash_ms / 1000.0, lines1, (long long)inflight_pre,
@@ -606,7 +599,7 @@ static const char *run_backfill(run_t *run)
                 long hwm = h_peak_rss_kb(cli);
                 cli2_hwm_kb = hwm > cli2_hwm_kb ? hwm : cli2_hwm_kb;
                 const sample_t *smp = &run->samples[run->nsamples - 1];
-                if (isnan(first_admit2_ms) && smp->admitted > admitted_post)
+                if (isnan(first_admit2_ms) && smp->sim.admitted > admitted_post)
                     first_admit2_ms = smp->t_ms;
             }
             long got = count_new_lines(run->out2, &off2);
@@ -643,13 +636,14 @@ static const char *run_backfill(run_t *run)
     if (!crashed)
         rss_before[P_CLI] = -1;
     scrape_metrics(run, m_life2);
-    json_t *final_stats = h_http_json(st->stats_url);
+    b_sim_stats_t final_stats = {0};
+    int final_answered = b_sim_stats_read(st->stats_url, &final_stats) == 0;
     int unclean = h_stack_down(st);
     int64_t open_jobs = h_sql_count(run->db, "SELECT COUNT(*) FROM jobs WHERE state <> 'done'");
     int64_t stored_jobs = h_sql_count(run->db, "SELECT COUNT(*) FROM jobs");
     int64_t open_res =
         h_sql_count(run->db, "SELECT COUNT(*) FROM reservations WHERE state = 'open'");
-    if (broken == NULL && final_stats == NULL)
+    if (broken == NULL && !final_answered)
         broken = "the simulator's /stats did not answer at the end";
 
     /* ---- verdict from the outputs ---- */
@@ -676,11 +670,11 @@ static const char *run_backfill(run_t *run)
     if (broken == NULL && fin->ours == 0)
         broken = "no result came";
 
-    int64_t admitted = h_sim_total(final_stats, "admitted");
-    int64_t replayed = h_sim_total(final_stats, "replayed");
-    int64_t refused = h_sim_total(final_stats, "refused");
-    int64_t errors = h_sim_total(final_stats, "errors");
-    int64_t tokens_charged = h_sim_total(final_stats, "tokens_charged");
+    int64_t admitted = final_stats.admitted;
+    int64_t replayed = final_stats.replayed;
+    int64_t refused = final_stats.refused;
+    int64_t errors = final_stats.errors;
+    int64_t tokens_charged = final_stats.tokens;
     int64_t inflight_at_crash = crashed ? inflight_pre + (admitted_post - admitted_pre) : 0;
     int64_t twice = admitted - o->njobs;
 
@@ -847,10 +841,10 @@ static const char *run_backfill(run_t *run)
     json_t *series = json_array();
     for (int i = 0; i < run->nsamples; i++) {
         const sample_t *smp = &run->samples[i];
-        json_array_append_new(series,
-                              json_pack("[f,I,I,I,I]", smp->t_ms / 1000.0, (json_int_t)smp->sim_ms,
-                                        (json_int_t)smp->admitted, (json_int_t)smp->tokens,
-                                        (json_int_t)smp->sched_rss_kb));
+        json_array_append_new(
+            series, json_pack("[f,I,I,I,I]", smp->t_ms / 1000.0, (json_int_t)smp->sim.sim_ms,
+                              (json_int_t)smp->sim.admitted, (json_int_t)smp->sim.tokens,
+                              (json_int_t)smp->sched_rss_kb));
     }
     json_object_set_new(rep, "samples_t_s_sim_ms_admitted_tokens_sched_rss_kib", series);
 
@@ -871,7 +865,6 @@ static const char *run_backfill(run_t *run)
     if (unclean > 0)
         json_array_append_new(fails, json_string("a process did not stop cleanly"));
     json_object_set_new(rep, "check_failures", fails);
-    json_decref(final_stats);
     return broken;
 }
 
@@ -929,6 +922,13 @@ static int child_main(const opts_t *o)
     return rc;
 }
 
+static void print_usage(FILE *f)
+{
+    fprintf(f, usage, DEFAULT_TPM, DEFAULT_JOBS_PER_S);
+}
+
+/* Reads the options into o. Returns 0, or what b_opt_parse returns: 1 when --help was
+ * answered, 2 when an option was refused (said on stderr). */
 static int parse_options(int argc, char **argv, opts_t *o)
 {
     *o = (opts_t){.njobs = 100000,
@@ -938,58 +938,46 @@ static int parse_options(int argc, char **argv, opts_t *o)
                   .timeout_s = 0,
                   .check = 0,
                   .keep = 0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf(usage, DEFAULT_TPM, DEFAULT_JOBS_PER_S);
-            exit(0);
-        } else if (strcmp(a, "--quick") == 0) {
-            o->njobs = 10000;
-        } else if (strcmp(a, "--check") == 0) {
-            o->check = 1;
-        } else if (strcmp(a, "--keep") == 0) {
-            o->keep = 1;
-        } else if (v != NULL && strcmp(a, "--jobs") == 0) {
-            o->njobs = atoi(v);
-            i++;
-        } else if (v != NULL && strcmp(a, "--minute-ms") == 0) {
-            o->minute_ms = atoi(v);
-            i++;
-        } else if (v != NULL && strcmp(a, "--crash-at") == 0) {
-            o->crash_at = atof(v);
-            i++;
-        } else if (v != NULL && strcmp(a, "--tpm") == 0) {
-            o->tpm = atoll(v);
-            i++;
-        } else if (v != NULL && strcmp(a, "--timeout") == 0) {
-            o->timeout_s = atoi(v);
-            i++;
-        } else {
-            fprintf(stderr, "backfill: unknown or incomplete option %s\n", a);
-            return -1;
-        }
+    int quick = 0;
+    const b_opt_t options[] = {
+        {"jobs", B_OPT_INT, &o->njobs, 100, 10000000},
+        {"quick", B_OPT_FLAG, &quick, 0, 0},
+        {"minute-ms", B_OPT_INT, &o->minute_ms, 100, 3600000},
+        {"crash-at", B_OPT_NUM, &o->crash_at, 0, 1},
+        {"tpm", B_OPT_LONG, &o->tpm, 0, 1e12},
+        {"timeout", B_OPT_INT, &o->timeout_s, 20, 86400},
+        {"check", B_OPT_FLAG, &o->check, 0, 0},
+        {"keep", B_OPT_FLAG, &o->keep, 0, 0},
+        {NULL, B_OPT_FLAG, NULL, 0, 0},
+    };
+    int rc = b_opt_parse("backfill", argc, argv, options, print_usage);
+    if (rc != 0)
+        return rc;
+    if (o->crash_at >= 1) {
+        char v[32];
+        snprintf(v, sizeof v, "%g", o->crash_at);
+        return b_opt_refuse("backfill", "--crash-at", v, "a fraction below 1");
     }
+    if (o->tpm > 0 && o->tpm < 1000) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", o->tpm);
+        return b_opt_refuse("backfill", "--tpm", v, "0 (no limit) or 1000 and more");
+    }
+    if (quick)
+        o->njobs = 10000;
     if (o->tpm < 0)
         o->tpm = (long long)((double)DEFAULT_TPM * o->minute_ms / DEFAULT_MINUTE_MS + 0.5);
     if (o->timeout_s == 0)
         o->timeout_s = 60 + (int)(1.2 * o->njobs / 1000);
-    if (o->njobs < 100 || o->njobs > 10000000 || o->minute_ms < 100 || o->crash_at < 0 ||
-        o->crash_at >= 1 || (o->tpm != 0 && o->tpm < 1000) || o->timeout_s < 20) {
-        fprintf(stderr, "backfill: --jobs 100.., --minute-ms 100.., --crash-at 0..<1,"
-                        " --tpm 0 or 1000.., --timeout 20..\n");
-        return -1;
-    }
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     opts_t o;
-    if (parse_options(argc, argv, &o) != 0) {
-        fprintf(stderr, usage, DEFAULT_TPM, DEFAULT_JOBS_PER_S);
-        return 2;
-    }
+    int parsed = parse_options(argc, argv, &o);
+    if (parsed != 0)
+        return parsed == 1 ? 0 : parsed;
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0) {

@@ -37,6 +37,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "opts.h"
 #include "util.h"
 
 enum {
@@ -502,29 +503,24 @@ static void usage(FILE *f)
         "usage: baseline --url URL --requests FILE --out FILE --rpm N --tpm N\n"
         "                [--api-key KEY] [--minute-ms N] [--pause-ms N] [--max-attempts N]\n"
         "                [--start-ms EPOCH_MS] [--stop-ms N] [--grace-ms N]\n"
-        "                [--max-in-flight N]\n"
+        "                [--max-in-flight N] [--help]\n"
         "One tenant's client following the OpenAI cookbook's api_request_parallel_processor:\n"
         "per-minute request and token buckets of --rpm / --tpm (capacity one minute,\n"
         "continuous refill), a pause of --pause-ms (default a quarter of --minute-ms, the\n"
         "cookbook's 15 s) after any 429, retries until --max-attempts (default 5).\n"
+        "bench/compare runs one per tenant. It records, for every request, its submit, start and\n"
+        "end times, attempts, HTTP status and tokens, and prints a JSON summary at the end.\n"
+        "  --url URL         the chat completions endpoint\n"
+        "  --api-key KEY     the bearer token it sends (default \"baseline\")\n"
+        "  --rpm N, --tpm N  its requests and tokens per minute (at least 1 each)\n"
         "  --requests FILE   JSON lines {\"id\",\"class\",\"due_ms\",\"body\"}, sorted by due_ms\n"
         "  --out FILE        one JSON line per request (times in ms after --start-ms)\n"
         "  --minute-ms N     length of a minute (default 60000)\n"
         "  --start-ms T      wall-clock epoch ms at which due_ms 0 falls (default: now)\n"
         "  --stop-ms N       stop starting requests N ms after the start (default: never)\n"
         "  --grace-ms N      then wait at most N ms for requests in flight (default 600)\n"
-        "  --max-in-flight N safety bound on concurrent calls (default 4096)\n");
-}
-
-static int parse_num(const char *s, double *out)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < 0)
-        return -1;
-    *out = v;
-    return 0;
+        "  --max-in-flight N safety bound on concurrent calls, 1 - 100000 (default 4096)\n"
+        "  -h, --help        this text\n");
 }
 
 int main(int argc, char **argv)
@@ -538,58 +534,28 @@ int main(int argc, char **argv)
     c.start_epoch_ms = -1;
     c.stop_ms = INFINITY;
     c.grace_ms = 600;
-    double num = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "baseline: %s needs a value\n", a);
-            usage(stderr);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (strcmp(a, "--url") == 0) {
-            c.url = v;
-        } else if (strcmp(a, "--api-key") == 0) {
-            c.api_key = v;
-        } else if (strcmp(a, "--requests") == 0) {
-            c.requests_path = v;
-        } else if (strcmp(a, "--out") == 0) {
-            c.out_path = v;
-        } else if (parse_num(v, &num) != 0) {
-            fprintf(stderr, "baseline: %s: \"%s\" is not a non-negative number\n", a, v);
-            return 2;
-        } else if (strcmp(a, "--rpm") == 0) {
-            c.rpm = num;
-        } else if (strcmp(a, "--tpm") == 0) {
-            c.tpm = num;
-        } else if (strcmp(a, "--minute-ms") == 0 && num > 0) {
-            c.minute_ms = num;
-        } else if (strcmp(a, "--pause-ms") == 0) {
-            c.pause_ms = num;
-        } else if (strcmp(a, "--max-attempts") == 0 && num >= 1 && num <= 100) {
-            c.max_attempts = (int)num;
-        } else if (strcmp(a, "--start-ms") == 0) {
-            c.start_epoch_ms = num;
-        } else if (strcmp(a, "--stop-ms") == 0) {
-            c.stop_ms = num;
-        } else if (strcmp(a, "--grace-ms") == 0) {
-            c.grace_ms = num;
-        } else if (strcmp(a, "--max-in-flight") == 0 && num >= 1 && num <= 100000) {
-            c.max_in_flight = (int)num;
-        } else {
-            fprintf(stderr, "baseline: unknown option or bad value: %s %s\n", a, v);
-            usage(stderr);
-            return 2;
-        }
-    }
+    const b_opt_t options[] = {
+        {"url", B_OPT_TEXT, &c.url, 0, 0},
+        {"api-key", B_OPT_TEXT, &c.api_key, 0, 0},
+        {"requests", B_OPT_TEXT, &c.requests_path, 0, 0},
+        {"out", B_OPT_TEXT, &c.out_path, 0, 0},
+        {"rpm", B_OPT_NUM, &c.rpm, 1, 1e12},
+        {"tpm", B_OPT_NUM, &c.tpm, 1, 1e12},
+        {"minute-ms", B_OPT_NUM, &c.minute_ms, 1, 1e9},
+        {"pause-ms", B_OPT_NUM, &c.pause_ms, 0, 1e9},
+        {"max-attempts", B_OPT_INT, &c.max_attempts, 1, 100},
+        {"start-ms", B_OPT_NUM, &c.start_epoch_ms, 0, 1e15},
+        {"stop-ms", B_OPT_NUM, &c.stop_ms, 0, 1e12},
+        {"grace-ms", B_OPT_NUM, &c.grace_ms, 0, 1e12},
+        {"max-in-flight", B_OPT_INT, &c.max_in_flight, 1, 100000},
+        {NULL, B_OPT_FLAG, NULL, 0, 0},
+    };
+    int rc = b_opt_parse("baseline", argc, argv, options, usage);
+    if (rc != 0)
+        return rc == 1 ? 0 : rc;
     if (c.url == NULL || c.requests_path == NULL || c.out_path == NULL || c.rpm < 1 || c.tpm < 1) {
-        fprintf(stderr, "baseline: --url, --requests, --out, --rpm >= 1 and --tpm >= 1 are "
-                        "needed\n");
-        usage(stderr);
+        fprintf(stderr, "baseline: --url, --requests, --out, --rpm and --tpm are needed"
+                        " (bin/bench/baseline --help lists the options)\n");
         return 2;
     }
     if (c.pause_ms < 0)
@@ -621,7 +587,7 @@ int main(int argc, char **argv)
     curl_multi_setopt(c.multi, CURLMOPT_MAXCONNECTS, 512L);
     sl_signals_install();
     run(&c);
-    int rc = 0;
+    rc = 0; /* from here on, the exit status */
     if (ferror(c.out) || fclose(c.out) != 0) {
         fprintf(stderr, "baseline: writing %s failed\n", c.out_path);
         rc = 1;

@@ -21,8 +21,8 @@
  * temporary directory per process and exits the process when a stack does not start, and the
  * parent can then stop whatever that stack left running.
  *
- * Usage: bench/scenarios [--scenario NAME] [--quick] [--check]
- * --check makes a missed target an exit status of 1 (for a gate). */
+ * Usage: bench/scenarios --help. --check makes a missed target an exit status of 1 (for a
+ * gate). */
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -39,10 +39,14 @@
 #include "config.h"
 #include "group.h"
 #include "harness.h"
+#include "opts.h"
+#include "pool.h"
+#include "request.h"
 #include "result.h"
 #include "sign.h"
 #include "stats.h"
 #include "util.h"
+#include "warmup.h"
 
 enum {
     MINUTE_MS = 3000,
@@ -54,7 +58,6 @@ enum {
     MAX_TOKENS_MIN = 100, /* max_tokens 100 - 160 */
     MAX_TOKENS_SPAN = 60,
     INTERACTIVE_DEADLINE_MS = 5000,
-    WARM_JOBS = 10,
     MAX_TENANTS = 8,
     GRACE_MS = 600,      /* after the measurement, for results of jobs still in flight */
     RESULT_CAP = 1 << 20 /* the most a child may report, in bytes */
@@ -155,7 +158,6 @@ typedef struct {
     double measure_ms;
     job_t *jobs;
     int njobs;
-    int warm_done;
     int results, duplicates;
     char fail_kind[8][64]; /* "<status> <reason>" of jobs that did not succeed, and counts */
     int fail_count[8];
@@ -181,68 +183,28 @@ static double utilisation(json_t *s1, json_t *s2)
 
 /* ---- configs ---- */
 
-static void api_key_of(const char *tenant, char *out, size_t cap)
-{
-    snprintf(out, cap, "sk-scenario-%s", tenant);
-}
-
 /* Writes the simulator's and sluice's configs into the temporary directory; returns the path
  * of sluice's (caller frees) and sets *sim_cfg (caller frees). */
 static char *write_configs(const scenario_t *sc, int sim_port, char **sim_cfg)
 {
-    const char *dir = h_tmpdir();
-    char sim[1024];
-    snprintf(sim, sizeof sim,
-             "{\"minute_ms\": %d, \"deployments\": [{\"name\": \"pool\", \"model\": "
-             "\"gpt-4o-mini\", \"rpm\": %d, \"tpm\": %d, \"tpm_counting\": \"sum\","
-             " \"slices_per_minute\": %d, \"ttft_ms\": 20, \"ms_per_token\": 0.2,"
-             " \"output_min\": 20, \"output_max\": 200, \"api_key\": \"scenario-provider-key\"}]}",
-             MINUTE_MS, RPM, TPM, SLICES_PER_MINUTE);
-    *sim_cfg = strdup(h_write("sim.json", sim));
-    char *keyfile = strdup(h_write("provider.key", "scenario-provider-key\n"));
-
-    /* Tenants and keys: the scenario's, plus "warm" for the warm-up jobs. */
-    char tenants[2048] = "", keys[4096] = "";
-    size_t tl = 0, kl = 0;
-    for (int i = 0; i <= sc->ntenants; i++) {
-        const char *name = i < sc->ntenants ? sc->tenants[i].name : "warm";
-        int64_t weight = i < sc->ntenants ? sc->tenants[i].weight : 1;
-        double guarantee = i < sc->ntenants ? sc->tenants[i].guarantee : 0;
-        char key[64], hex[65], extra[64] = "";
-        api_key_of(name, key, sizeof key);
-        h_key_hash_hex(key, hex);
-        if (guarantee > 0)
-            snprintf(extra, sizeof extra, ", \"guarantee\": %.2f", guarantee);
-        tl += (size_t)snprintf(tenants + tl, sizeof tenants - tl,
-                               "%s{\"name\": \"%s\", \"weight\": %lld%s}", i ? ", " : "", name,
-                               (long long)weight, extra);
-        kl += (size_t)snprintf(keys + kl, sizeof keys - kl,
-                               "%s{\"id\": \"k-%s\", \"tenant\": \"%s\", \"hash\": \"%s\"}",
-                               i ? ", " : "", name, name, hex);
+    b_pool_t pool = {.bench = "scenario",
+                     .minute_ms = MINUTE_MS,
+                     .rpm = RPM,
+                     .tpm = TPM,
+                     .slices_per_minute = SLICES_PER_MINUTE,
+                     .ms_per_token = 0.2,
+                     .output_min = 20,
+                     .output_max = 200,
+                     .sim_port = sim_port,
+                     .interactive_deadline_ms = INTERACTIVE_DEADLINE_MS,
+                     .ntenants = sc->ntenants};
+    for (int i = 0; i < sc->ntenants; i++) {
+        const tenant_spec_t *t = &sc->tenants[i];
+        pool.tenants[i] =
+            (b_pool_tenant_t){.name = t->name, .weight = t->weight, .guarantee = t->guarantee};
     }
-    char cfg[8192];
-    snprintf(cfg, sizeof cfg,
-             "{\"minute_ms\": %d,"
-             " \"kafka\": {\"bootstrap_file\": \"%s/bootstrap\"},"
-             " \"scheduler\": {\"db\": \"%s/sluice.db\", \"lease_ms\": 20000,"
-             "               \"max_attempts\": 5},"
-             " \"signing\": {\"secret_key_file\": \"%s/dispatch.key\","
-             "               \"public_key_file\": \"%s/dispatch.pub\"},"
-             " \"classes\": {\"interactive\": {\"deadline_ms\": %d, \"max_queue\": 100000},"
-             "               \"standard\": {\"max_queue\": 1000000},"
-             "               \"batch\": {\"max_queue\": 1000000}},"
-             " \"deployments\": [{\"name\": \"pool\","
-             "   \"base_url\": \"http://127.0.0.1:%d/pool/v1\", \"model\": \"gpt-4o-mini\","
-             "   \"api_key_file\": \"%s\", \"limits\": {\"rpm\": %d, \"tpm\": %d},"
-             "   \"tpm_counting\": \"sum\", \"slices_per_minute\": %d,"
-             "   \"max_output_tokens\": 4096}],"
-             " \"routes\": [{\"name\": \"chat\", \"deployments\": [\"pool\"]}],"
-             " \"tenants\": [%s],"
-             " \"keys\": [%s]}",
-             MINUTE_MS, dir, dir, dir, dir, INTERACTIVE_DEADLINE_MS, sim_port, keyfile, RPM, TPM,
-             SLICES_PER_MINUTE, tenants, keys);
-    free(keyfile);
-    return strdup(h_write("sluice.json", cfg));
+    *sim_cfg = b_pool_sim_config(&pool);
+    return b_pool_sluice_config(&pool);
 }
 
 /* ---- the jobs ---- */
@@ -328,37 +290,15 @@ static int make_jobs(run_t *run)
     return 0;
 }
 
-/* Writes the request for one job (idempotency key "j<index>", or "w<index>" for warm-up). */
-static int make_request(char *buf, size_t cap, const char *idem, const char *tenant,
-                        const char *cls, int prompt_chars, int max_tokens)
-{
-    static char filler[PROMPT_CHARS_MIN + PROMPT_CHARS_SPAN + 1];
-    if (filler[0] == '\0') {
-        const char *words = "the quick brown fox jumps over the lazy dog while counting tokens ";
-        size_t wl = strlen(words);
-        for (size_t k = 0; k < sizeof filler - 1; k++)
-            filler[k] = words[k % wl];
-    }
-    char key[64];
-    api_key_of(tenant, key, sizeof key);
-    return snprintf(buf, cap,
-                    "{\"idempotency_key\": \"%s\", \"api_key\": \"%s\", \"route\": \"chat\","
-                    " \"class\": \"%s\", \"request\": {\"messages\": [{\"role\": \"user\","
-                    " \"content\": \"Job %s: %.*s\"}], \"max_tokens\": %d}}",
-                    idem, key, cls, idem, prompt_chars, filler, max_tokens);
-}
-
 static void produce_job(rd_kafka_t *prod, run_t *run, int i)
 {
-    static char buf[PROMPT_CHARS_MIN + PROMPT_CHARS_SPAN + 1024];
     job_t *job = &run->jobs[i];
     const tenant_spec_t *t = &run->sc->tenants[job->tenant];
     char idem[32];
-    snprintf(idem, sizeof idem, "j%07d", i);
-    int len =
-        make_request(buf, sizeof buf, idem, t->name, t->cls, job->prompt_chars, job->max_tokens);
+    b_job_key(i, idem, sizeof idem);
     job->sent_ms = h_wall_ms();
-    h_produce(prod, "sluice.requests", idem, buf, (size_t)len);
+    b_request_produce(prod, "scenario", t->name, idem, t->cls, job->prompt_chars, job->max_tokens,
+                      0);
 }
 
 /* ---- results ---- */
@@ -380,40 +320,26 @@ static void note_failure(run_t *run, const char *status, const char *reason)
     }
 }
 
-static void on_result(run_t *run, const rd_kafka_message_t *m)
+static void on_result(void *arg, const b_result_t *r)
 {
-    b_result_t r;
-    if (m->err || b_result_parse(m->payload, m->len, &r) != 0)
-        return;
-    int i = b_job_index(r.idem, run->njobs);
-    if (r.idem[0] == 'w') {
-        run->warm_done++;
-    } else if (i >= 0 && run->jobs[i].status != B_NONE) {
+    run_t *run = arg;
+    int i = b_job_index(r->idem, run->njobs);
+    if (i < 0)
+        return; /* not a job of the workload: a warm-up job's, delivered again */
+    job_t *job = &run->jobs[i];
+    if (job->status != B_NONE) {
         run->duplicates++; /* delivery is at least once */
-    } else if (i >= 0) {
-        job_t *job = &run->jobs[i];
-        run->results++;
-        job->status = b_status_parse(r.status);
-        job->usage_tokens = r.input + r.output;
-        job->charged_tokens = r.input + job->max_tokens;
-        job->queued_ms = r.queued_ms;
-        if (r.dispatch_ms >= 0)
-            job->dispatch_ms = r.dispatch_ms;
-        if (job->status != B_SUCCEEDED)
-            note_failure(run, r.status, r.reason);
+        return;
     }
-    b_result_free(&r);
-}
-
-/* Reads the results waiting, up to wait_ms for the first one. */
-static void poll_results(rd_kafka_t *cons, run_t *run, int wait_ms)
-{
-    rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, wait_ms);
-    while (m != NULL) {
-        on_result(run, m);
-        rd_kafka_message_destroy(m);
-        m = rd_kafka_consumer_poll(cons, 0);
-    }
+    run->results++;
+    job->status = b_status_parse(r->status);
+    job->usage_tokens = r->input + r->output;
+    job->charged_tokens = r->input + job->max_tokens;
+    job->queued_ms = r->queued_ms;
+    if (r->dispatch_ms >= 0)
+        job->dispatch_ms = r->dispatch_ms;
+    if (job->status != B_SUCCEEDED)
+        note_failure(run, r->status, r->reason);
 }
 
 /* Tokens of tenant's succeeded jobs dispatched in [from_ms, to_ms) (wall clock). */
@@ -683,18 +609,7 @@ static void run_scenario(const scenario_t *sc, int quick, json_t *out)
     const char *broken = NULL;
 
     /* Warm-up: the measurement starts once every consumer group has settled. */
-    static char buf[PROMPT_CHARS_MIN + PROMPT_CHARS_SPAN + 1024];
-    for (int i = 0; i < WARM_JOBS; i++) {
-        char idem[32];
-        snprintf(idem, sizeof idem, "w%03d", i);
-        int len = make_request(buf, sizeof buf, idem, "warm", "standard", 400, 16);
-        h_produce(prod, "sluice.requests", idem, buf, (size_t)len);
-    }
-    rd_kafka_flush(prod, 10000);
-    double until = sl_mono_ms() + 60000;
-    while (run.warm_done < WARM_JOBS && sl_mono_ms() < until)
-        poll_results(cons, &run, 100);
-    if (run.warm_done < WARM_JOBS)
+    if (b_warm_up(prod, cons, "scenario", 60000) != 0)
         broken = "the warm-up jobs got no results within 60 s";
 
     json_object_set_new(out, "startup_s", json_real((sl_mono_ms() - up0) / 1000.0));
@@ -716,10 +631,10 @@ static void run_scenario(const scenario_t *sc, int quick, json_t *out)
         if (s_hi == NULL && elapsed >= 0.8 * run.measure_ms)
             s_hi = h_http_json(st.stats_url);
         double wait = next < run.njobs ? run.jobs[next].due_ms - (sl_mono_ms() - mono0) : 5;
-        poll_results(cons, &run, wait < 1 ? 0 : wait > 5 ? 5 : (int)wait);
+        b_result_poll(cons, wait < 1 ? 0 : wait > 5 ? 5 : (int)wait, on_result, &run);
     }
     /* Jobs produced at their own time must all have a result (success or not). */
-    until = sl_mono_ms() + INTERACTIVE_DEADLINE_MS + 5000;
+    double until = sl_mono_ms() + INTERACTIVE_DEADLINE_MS + 5000;
     for (;;) {
         int missing = 0;
         for (int i = 0; i < run.njobs; i++)
@@ -731,7 +646,7 @@ static void run_scenario(const scenario_t *sc, int quick, json_t *out)
             broken = "jobs produced during the run got no result in time";
             break;
         }
-        poll_results(cons, &run, 100);
+        b_result_poll(cons, 100, on_result, &run);
     }
     s_end = h_http_json(st.stats_url);
     if (broken == NULL && (s_lo == NULL || s_hi == NULL || s_end == NULL))
@@ -836,38 +751,45 @@ static int count_missed(json_t *all)
     return missed;
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr, "usage: scenarios [--scenario NAME] [--quick] [--check]\n"
-                    "  --check: exit 1 when a target is missed\n  scenarios:");
+    fprintf(f,
+            "usage: scenarios [--scenario NAME] [--quick] [--check] [--help]\n"
+            "Fair shares and workload contracts on the real processes against sluice-sim (one\n"
+            "deployment, TPM %d counting prompt + max_tokens, %d ms minutes), each scenario on\n"
+            "a fresh stack: tokens served per tenant, Jain's index, weighted shares, interactive\n"
+            "queue wait beside a batch backlog, a guaranteed share, pool utilisation and the\n"
+            "simulator's 429s, each against its target. Prints a table and writes\n"
+            "bench/results/scenarios-<unix time>.json.\n"
+            "  --scenario NAME  one of:",
+            TPM, MINUTE_MS);
     for (int i = 0; i < NSCENARIOS; i++)
-        fprintf(stderr, " %s", scenarios[i].name);
-    fprintf(stderr, "\n");
+        fprintf(f, " %s", scenarios[i].name);
+    fprintf(f, " (default: all)\n"
+               "  --quick          6 s of measurement per scenario instead of 30\n"
+               "  --check          exit 1 when a target is missed (else a miss is only a FAIL in\n"
+               "                   the table)\n"
+               "  -h, --help       this text\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *only = NULL;
     int quick = 0, check = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0) {
-            quick = 1;
-        } else if (strcmp(argv[i], "--check") == 0) {
-            check = 1;
-        } else if (strcmp(argv[i], "--scenario") == 0 && i + 1 < argc) {
-            only = argv[++i];
-        } else {
-            usage();
-            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
-        }
-    }
+    const b_opt_t options[] = {
+        {"scenario", B_OPT_TEXT, &only, 0, 0},
+        {"quick", B_OPT_FLAG, &quick, 0, 0},
+        {"check", B_OPT_FLAG, &check, 0, 0},
+        {NULL, B_OPT_FLAG, NULL, 0, 0},
+    };
+    int parsed = b_opt_parse("scenarios", argc, argv, options, usage);
+    if (parsed != 0)
+        return parsed == 1 ? 0 : parsed;
     int found = only == NULL;
     for (int i = 0; i < NSCENARIOS && !found; i++)
         found = strcmp(scenarios[i].name, only) == 0;
     if (!found) {
-        fprintf(stderr, "unknown scenario \"%s\"\n", only);
-        usage();
-        return 2;
+        return b_opt_refuse("scenarios", "--scenario", only, "the name of a scenario");
     }
     b_forward_signals(SIGTERM);
     printf("sluice scenarios%s: one deployment, TPM %d (prompt + max_tokens), %d ms minutes\n",

@@ -1,6 +1,7 @@
 /* result.c - see result.h. */
 #include "result.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,26 @@ void b_result_free(b_result_t *r)
 {
     json_decref(r->doc);
     r->doc = NULL;
+}
+
+void b_result_poll(rd_kafka_t *cons, int wait_ms, void (*on_result)(void *arg, const b_result_t *r),
+                   void *arg)
+{
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, wait_ms);
+    while (m != NULL) {
+        b_result_t r;
+        if (!m->err && b_result_parse(m->payload, m->len, &r) == 0) {
+            on_result(arg, &r);
+            b_result_free(&r);
+        }
+        rd_kafka_message_destroy(m);
+        m = rd_kafka_consumer_poll(cons, 0);
+    }
+}
+
+void b_job_key(int index, char *out, size_t cap)
+{
+    snprintf(out, cap, "j%07d", index);
 }
 
 int b_job_index(const char *idem, int njobs)

@@ -4,6 +4,7 @@
 #define SL_BENCH_RESULT_H
 
 #include <jansson.h>
+#include <librdkafka/rdkafka.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,13 @@ b_status_t b_status_parse(const char *s);
 int b_result_parse(const void *payload, size_t len, b_result_t *r);
 void b_result_free(b_result_t *r);
 
+/* Reads the results waiting on cons, waiting up to wait_ms for the first: each one that
+ * parses goes to on_result (r is valid during the call only); the others are skipped. */
+void b_result_poll(rd_kafka_t *cons, int wait_ms, void (*on_result)(void *arg, const b_result_t *r),
+                   void *arg);
+
+/* The idempotency key of job index of a workload: "j<index>", seven digits. */
+void b_job_key(int index, char *out, size_t cap);
 /* The index of job "j<index>" of a workload of njobs; -1 for any other key (warm-up jobs). */
 int b_job_index(const char *idem, int njobs);
 

@@ -50,6 +50,12 @@ json_t *b_jnum(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+double b_jget(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
 double b_metric_sum(const char *text, const char *name)
 {
     size_t nlen = strlen(name);

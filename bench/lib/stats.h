@@ -20,6 +20,8 @@ double b_pct(const double *sorted, int n, double p);
 double b_jain(const double *x, int n);
 /* A JSON number, or null for a value that is not finite (JSON has no NaN). */
 json_t *b_jnum(double v);
+/* The number at obj's key; NAN when it is absent or not a number. */
+double b_jget(json_t *obj, const char *key);
 
 /* The sum over every series (all label sets) of a metric in a Prometheus /metrics text; NAN
  * when the metric is not there. */

@@ -62,8 +62,6 @@ rd_kafka_t *h_consumer_from_start(const char *bootstrap, const char *topic);
 /* Runs a single-integer SQL query on a SQLite file (read-only); -1 on error. */
 int64_t h_sql_count(const char *db, const char *sql);
 
-#endif
-
 /* The five processes of a local stack. */
 typedef struct {
     pid_t kafka, sim, sched, ingest, disp;
@@ -93,3 +91,5 @@ long h_peak_rss_kb(pid_t pid);
 long h_rss_kb(pid_t pid);
 /* CPU seconds (user + system) a running process has used so far; -1 when unknown. */
 double h_cpu_seconds(pid_t pid);
+
+#endif
