@@ -32,7 +32,7 @@ E2E_DRIVERS := $(patsubst tests/e2e/%.c,$(BIN)/tests/%,$(wildcard tests/e2e/e2e_
 BENCH := $(patsubst bench/%.c,$(BIN)/bench/%,$(wildcard bench/*.c))
 BENCH_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/lib/*.c))
 
-.PHONY: all deps run test test-unit test-ops test-e2e asan asan-e2e bench clean format
+.PHONY: all deps run test test-unit test-ops test-bench-help test-e2e asan asan-e2e bench clean format
 all: $(PROGRAMS) $(UNIT_TESTS) $(E2E_DRIVERS) $(BENCH)
 
 deps:
@@ -82,12 +82,17 @@ test-e2e: $(PROGRAMS) $(E2E_DRIVERS)
 test-ops:
 	@bash tests/ops-check.sh
 
+# Every benchmark program answers --help (and refuses an unknown option) without running.
+test-bench-help: $(BENCH)
+	@bash tests/bench-help.sh $(BENCH)
+
 # All tests: unit tests, end-to-end tests of the real processes, then both again with every
 # binary built with AddressSanitizer + UndefinedBehaviorSanitizer (leaks included).
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-ops
+	@$(MAKE) --no-print-directory test-bench-help
 	@$(MAKE) --no-print-directory test-e2e
 	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory asan-e2e
