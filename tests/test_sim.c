@@ -3115,6 +3115,98 @@ START_TEST(rolling_minute_refuses_past_its_entry_bound)
 }
 END_TEST
 
+START_TEST(rolling_minute_is_off_by_default)
+{
+    /* The shorthand and a limits bundle that does not ask for it keep the bucket alone. */
+    sl_sim_limiter_t *lim = NULL;
+    ck_assert_int_eq(sl_sim_limiter_new(10, 0, 1, 60000, 0, &lim), SL_OK);
+    for (int64_t t = 0; t < 10000; t += 1000)
+        ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, t, NULL, NULL), 1);
+    ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, 10000, NULL, NULL), 1);
+    ck_assert_int_eq(sl_sim_limiter_rolling_used(lim, SL_SIM_DIM_REQUESTS, 10000), 0);
+    sl_sim_limiter_free(lim);
+
+    /* A deployment without the key (or with false) admits what its bucket admits. */
+    const char *const configs[] = {
+        "{'deployments':[{'name':'s','rpm':10,'slices_per_minute':1}]}",
+        "{'deployments':[{'name':'s','rpm':10,'slices_per_minute':1,'rolling_minute':false}]}",
+        "{'deployments':[{'name':'s','rpm':10,'slices_per_minute':1,'rolling_minute':null}]}",
+    };
+    const char *body = "{'messages':[{'role':'user','content':'x'}]}";
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        sl_sim_t *sim = sim_from(configs[i]);
+        for (int64_t t = 0; t < 10000; t += 1000)
+            chat_expect(sim, "s", body, t, 200);
+        chat_expect(sim, "s", body, 10000, 200);
+        chat_expect(sim, "s", body, 10000, 429);
+        ck_assert_int_eq(stat(sim, "s", "refused"), 1);
+        ck_assert_int_eq(stat(sim, "s", "refused_rolling"), 0);
+        sl_sim_free(sim);
+    }
+}
+END_TEST
+
+START_TEST(rolling_minute_refusals_are_limit_429s_counted_apart)
+{
+    /* 10 RPM in two slices: the bucket holds 5 and refills one every 6 s. */
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'s','model':'m1','rpm':10,"
+                             "'slices_per_minute':2,'rolling_minute':true}]}");
+    const char *body = "{'messages':[{'role':'user','content':'x'}]}";
+    for (int i = 0; i < 5; i++)
+        chat_expect(sim, "s", body, 0, 200);
+    /* The bucket refuses (the window has room for 5 more). */
+    sl_sim_response_t *resp = chat(sim, "s", body, NULL, 0);
+    ck_assert_int_eq(sl_sim_response_status(resp), 429);
+    ck_assert_int_eq(header_ll(resp, "retry-after-ms"), 6000);
+    sl_sim_response_free(resp);
+    ck_assert_int_eq(stat(sim, "s", "refused_requests_dim"), 1);
+    ck_assert_int_eq(stat(sim, "s", "refused_rolling"), 0);
+
+    /* Full again at 30000; after 5 more the window holds all 10 until 60000. */
+    for (int i = 0; i < 5; i++)
+        chat_expect(sim, "s", body, 30000, 200);
+    resp = chat(sim, "s", body, NULL, 36000);
+    ck_assert_int_eq(sl_sim_response_status(resp), 429);
+    ck_assert_int_eq(header_ll(resp, "retry-after-ms"), 24000);
+    ck_assert_int_eq(header_ll(resp, "retry-after"), 24);
+    /* The headers report the bucket, which has a request again. */
+    ck_assert_int_eq(header_ll(resp, "x-ratelimit-remaining-requests"), 1);
+    json_t *js = body_json(resp);
+    json_t *err = json_object_get(js, "error");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "type")), "requests");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "code")), "rate_limit_exceeded");
+    ck_assert_msg(strstr(json_string_value(json_object_get(err, "message")),
+                         "on requests per min (RPM): Limit 10, Used 9, Requested 1. Please try "
+                         "again in 24s.") != NULL,
+                  "%s", json_string_value(json_object_get(err, "message")));
+    json_decref(js);
+    sl_sim_response_free(resp);
+    ck_assert_int_eq(stat(sim, "s", "refused"), 2);
+    ck_assert_int_eq(stat(sim, "s", "refused_requests_dim"), 2);
+    ck_assert_int_eq(stat(sim, "s", "refused_rolling"), 1);
+
+    chat_expect(sim, "s", body, 59999, 429);
+    chat_expect(sim, "s", body, 60000, 200);
+    ck_assert_int_eq(stat(sim, "s", "refused_rolling"), 2);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(rolling_minute_config_must_be_boolean)
+{
+    const char *err = config_error("{'deployments':[{'name':'s','rpm':1,'rolling_minute':1}]}");
+    ck_assert_msg(strstr(err, "deployments[0] (s): \"rolling_minute\" must be true or false") !=
+                      NULL,
+                  "%s", err);
+    err = config_error("{'deployments':[{'name':'s','rolling_minute':'yes'}]}");
+    ck_assert_msg(strstr(err, "\"rolling_minute\" must be true or false") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','rolling_minute':[true]}]}");
+    ck_assert_msg(strstr(err, "\"rolling_minute\" must be true or false") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','rolling_minutes':true}]}");
+    ck_assert_msg(strstr(err, "unknown key \"rolling_minutes\"") != NULL, "%s", err);
+}
+END_TEST
+
 static Suite *sim_suite(void)
 {
     Suite *s = suite_create("sim");
@@ -3181,6 +3273,9 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, rolling_minute_frees_room_as_charges_age);
     tcase_add_test(tc, rolling_minute_keeps_charges_as_admitted);
     tcase_add_test(tc, rolling_window_shares_an_entry_per_millisecond);
+    tcase_add_test(tc, rolling_minute_is_off_by_default);
+    tcase_add_test(tc, rolling_minute_refusals_are_limit_429s_counted_apart);
+    tcase_add_test(tc, rolling_minute_config_must_be_boolean);
     suite_add_tcase(s, tc);
 
     /* A million admissions: longer than the default timeout allows under the sanitizers. */
