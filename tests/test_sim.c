@@ -18,6 +18,7 @@
 #include "../ops/sim/http.h"
 #include "../ops/sim/idem.h"
 #include "../ops/sim/limiter.h"
+#include "../ops/sim/rolling.h"
 #include "../ops/sim/sim.h"
 
 /* ---- Helpers ---------------------------------------------------------------------------- */
@@ -2925,6 +2926,287 @@ START_TEST(http_drops_close_the_connection_early)
 }
 END_TEST
 
+/* ---- Rolling minute ----------------------------------------------------------------------- */
+
+static const int64_t ONE_REQUEST[SL_SIM_DIM_COUNT_] = {
+    [SL_SIM_DIM_REQUESTS] = 1,
+    [SL_SIM_DIM_REQUESTS_DAY] = 1,
+};
+
+/* A limiter of limit in dim alone, with or without the rolling minute. */
+static sl_sim_limiter_t *limiter_of(sl_sim_dim_t dim, int64_t limit, int64_t slices,
+                                    int64_t minute_ms, bool rolling)
+{
+    sl_sim_limits_t limits = {
+        .slices_per_minute = slices,
+        .minute_ms = minute_ms,
+        .day_ms = 86400000,
+        .rolling_minute = rolling,
+    };
+    limits.limit[dim] = limit;
+    sl_sim_limiter_t *lim = NULL;
+    ck_assert_int_eq(sl_sim_limiter_new_limits(&limits, 0, &lim), SL_OK);
+    return lim;
+}
+
+START_TEST(rolling_minute_refuses_what_the_bucket_would_admit)
+{
+    /* 6000 TPM in 60 slices: burst 100 tokens, refill 100 per second. */
+    sl_sim_limiter_t *plain = limiter_of(SL_SIM_DIM_TOKENS, 6000, 60, 60000, false);
+    sl_sim_limiter_t *rolling = limiter_of(SL_SIM_DIM_TOKENS, 6000, 60, 60000, true);
+    /* A minute of steady traffic that the bucket always has room for: 50 tokens a second. */
+    int64_t steady[SL_SIM_DIM_COUNT_] = {[SL_SIM_DIM_REQUESTS] = 1, [SL_SIM_DIM_TOKENS] = 50};
+    for (int64_t t = 0; t < 60000; t += 1000) {
+        ck_assert_int_eq(sl_sim_limiter_admit_all(plain, steady, t, NULL, NULL), 1);
+        ck_assert_int_eq(sl_sim_limiter_admit_all(rolling, steady, t, NULL, NULL), 1);
+    }
+    /* At 60000 the bucket is full again, and the charges of 1000..59000 are in the window. */
+    ck_assert_double_eq_tol(sl_sim_limiter_level(rolling, SL_SIM_DIM_TOKENS, 60000), 100.0, 1e-9);
+    ck_assert_int_eq(sl_sim_limiter_rolling_used(rolling, SL_SIM_DIM_TOKENS, 60000), 59 * 50);
+    ck_assert_int_eq(sl_sim_limiter_rolling_used(plain, SL_SIM_DIM_TOKENS, 60000), 0);
+
+    /* 3500 tokens, more than the burst: a full bucket admits it, the rolling minute cannot
+     * (2950 + 3500 > 6000) until the 450 tokens of 1000..9000 have expired, at 69000. */
+    int64_t big[SL_SIM_DIM_COUNT_] = {[SL_SIM_DIM_REQUESTS] = 1, [SL_SIM_DIM_TOKENS] = 3500};
+    sl_sim_refusal_t refusal = {.dim = SL_SIM_DIM_REQUESTS};
+    ck_assert_int_eq(sl_sim_limiter_check_refusal(rolling, big, 60000, &refusal), 0);
+    ck_assert_int_eq(refusal.dim, SL_SIM_DIM_TOKENS);
+    ck_assert_int_eq(refusal.wait_ms, 9000);
+    ck_assert(refusal.rolling);
+    sl_sim_dim_t dim = SL_SIM_DIM_REQUESTS;
+    int64_t wait_ms = 0;
+    ck_assert_int_eq(sl_sim_limiter_check_all(rolling, big, 60000, &dim, &wait_ms), 0);
+    ck_assert_int_eq(dim, SL_SIM_DIM_TOKENS);
+    ck_assert_int_eq(wait_ms, 9000);
+    ck_assert_int_eq(sl_sim_limiter_admit_all(rolling, big, 60000, &dim, &wait_ms), 0);
+    ck_assert_int_eq(wait_ms, 9000);
+    /* Refusals charge nothing, in the bucket or the window. */
+    ck_assert_double_eq_tol(sl_sim_limiter_level(rolling, SL_SIM_DIM_TOKENS, 60000), 100.0, 1e-9);
+    ck_assert_int_eq(sl_sim_limiter_rolling_used(rolling, SL_SIM_DIM_TOKENS, 60000), 59 * 50);
+
+    ck_assert_int_eq(sl_sim_limiter_check_all(plain, big, 60000, NULL, NULL), 1);
+    ck_assert_int_eq(sl_sim_limiter_admit_all(plain, big, 60000, NULL, NULL), 1);
+    sl_sim_limiter_free(plain);
+    sl_sim_limiter_free(rolling);
+}
+END_TEST
+
+START_TEST(rolling_minute_frees_room_as_charges_age)
+{
+    /* 10 RPM in one slice: the bucket holds 10 and refills one every 6 s. */
+    sl_sim_limiter_t *lim = limiter_of(SL_SIM_DIM_REQUESTS, 10, 1, 60000, true);
+    for (int64_t t = 0; t < 10000; t += 1000)
+        ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, t, NULL, NULL), 1);
+    /* The bucket has a request again, the window has room when the charge of 0 expires. */
+    ck_assert_int_eq(sl_sim_limiter_remaining(lim, SL_SIM_DIM_REQUESTS, 10000), 1);
+    sl_sim_refusal_t refusal = {.dim = SL_SIM_DIM_TOKENS};
+    ck_assert_int_eq(sl_sim_limiter_check_refusal(lim, ONE_REQUEST, 10000, &refusal), 0);
+    ck_assert_int_eq(refusal.dim, SL_SIM_DIM_REQUESTS);
+    ck_assert_int_eq(refusal.wait_ms, 50000);
+    ck_assert(refusal.rolling);
+    /* The wait is exact: one millisecond early is still refused. */
+    sl_sim_dim_t dim = SL_SIM_DIM_TOKENS;
+    int64_t wait_ms = 0;
+    ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, 59999, &dim, &wait_ms), 0);
+    ck_assert_int_eq(dim, SL_SIM_DIM_REQUESTS);
+    ck_assert_int_eq(wait_ms, 1);
+    ck_assert_int_eq(sl_sim_limiter_rolling_used(lim, SL_SIM_DIM_REQUESTS, 59999), 10);
+    ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, 60000, NULL, NULL), 1);
+    ck_assert_int_eq(sl_sim_limiter_rolling_used(lim, SL_SIM_DIM_REQUESTS, 60000), 10);
+    /* The next room comes with the charge of 1000. */
+    ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, 60000, &dim, &wait_ms), 0);
+    ck_assert_int_eq(wait_ms, 1000);
+    /* A time earlier than the last one seen counts as no time. */
+    ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, 30000, &dim, &wait_ms), 0);
+    ck_assert_int_eq(wait_ms, 1000);
+    ck_assert_int_eq(sl_sim_limiter_rolling_used(lim, SL_SIM_DIM_REQUESTS, 30000), 10);
+    ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, 61000, NULL, NULL), 1);
+    sl_sim_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(rolling_minute_keeps_charges_as_admitted)
+{
+    /* 1000 OTPM in one slice. A refund gives the bucket room back, not the window. */
+    sl_sim_limiter_t *lim = limiter_of(SL_SIM_DIM_OUTPUT_TOKENS, 1000, 1, 60000, true);
+    int64_t cost[SL_SIM_DIM_COUNT_] = {[SL_SIM_DIM_OUTPUT_TOKENS] = 800};
+    ck_assert_int_eq(sl_sim_limiter_admit_all(lim, cost, 0, NULL, NULL), 1);
+    sl_sim_limiter_refund(lim, SL_SIM_DIM_OUTPUT_TOKENS, 700);
+    ck_assert_double_eq_tol(sl_sim_limiter_level(lim, SL_SIM_DIM_OUTPUT_TOKENS, 0), 900.0, 1e-9);
+    ck_assert_int_eq(sl_sim_limiter_rolling_used(lim, SL_SIM_DIM_OUTPUT_TOKENS, 0), 800);
+    cost[SL_SIM_DIM_OUTPUT_TOKENS] = 500;
+    sl_sim_refusal_t refusal = {.dim = SL_SIM_DIM_REQUESTS};
+    ck_assert_int_eq(sl_sim_limiter_check_refusal(lim, cost, 0, &refusal), 0);
+    ck_assert_int_eq(refusal.dim, SL_SIM_DIM_OUTPUT_TOKENS);
+    ck_assert_int_eq(refusal.wait_ms, 60000);
+    ck_assert(refusal.rolling);
+    /* 200 still fit the window; a cost of 0 never needs room. */
+    cost[SL_SIM_DIM_OUTPUT_TOKENS] = 200;
+    ck_assert_int_eq(sl_sim_limiter_admit_all(lim, cost, 0, NULL, NULL), 1);
+    cost[SL_SIM_DIM_OUTPUT_TOKENS] = 0;
+    ck_assert_int_eq(sl_sim_limiter_admit_all(lim, cost, 0, NULL, NULL), 1);
+    ck_assert_int_eq(sl_sim_limiter_rolling_used(lim, SL_SIM_DIM_OUTPUT_TOKENS, 0), 1000);
+    sl_sim_limiter_free(lim);
+
+    /* A refused request counted against RPM is not admitted, so the window does not count it. */
+    lim = limiter_of(SL_SIM_DIM_REQUESTS, 10, 1, 60000, true);
+    sl_sim_limiter_charge_request(lim, 0);
+    ck_assert_double_eq_tol(sl_sim_limiter_level(lim, SL_SIM_DIM_REQUESTS, 0), 9.0, 1e-9);
+    ck_assert_int_eq(sl_sim_limiter_rolling_used(lim, SL_SIM_DIM_REQUESTS, 0), 0);
+    sl_sim_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(rolling_window_shares_an_entry_per_millisecond)
+{
+    sl_sim_rolling_t *win = NULL;
+    ck_assert_int_eq(sl_sim_rolling_new(0, 1000, 0, &win), SL_EINVAL);
+    ck_assert_int_eq(sl_sim_rolling_new(100, 0, 0, &win), SL_EINVAL);
+    ck_assert_ptr_null(win);
+    ck_assert_int_eq(sl_sim_rolling_new(100, 1000, 0, &win), SL_OK);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(sl_sim_rolling_wait_ms(win, 10, 0), 0);
+        sl_sim_rolling_add(win, 10, 0);
+    }
+    ck_assert_uint_eq(sl_sim_rolling_entries(win), 1);
+    sl_sim_rolling_add(win, 10, 500);
+    ck_assert_uint_eq(sl_sim_rolling_entries(win), 2);
+    /* A charge counts in [t, t + 1000). */
+    ck_assert_int_eq(sl_sim_rolling_sum(win, 999), 40);
+    ck_assert_int_eq(sl_sim_rolling_sum(win, 1000), 10);
+    /* 10 + 95 > 100 until the charge of 500 expires; so for a cost above the whole limit,
+     * which needs an empty window. */
+    ck_assert_int_eq(sl_sim_rolling_wait_ms(win, 95, 1000), 500);
+    ck_assert_int_eq(sl_sim_rolling_wait_ms(win, 150, 1000), 500);
+    ck_assert_uint_eq(sl_sim_rolling_entries(win), 1);
+    ck_assert_int_eq(sl_sim_rolling_wait_ms(win, 95, 200), 500);
+    ck_assert_int_eq(sl_sim_rolling_wait_ms(win, 90, 1000), 0);
+    ck_assert_int_eq(sl_sim_rolling_wait_ms(win, 0, 1000), 0);
+    sl_sim_rolling_free(win);
+    sl_sim_rolling_free(NULL);
+}
+END_TEST
+
+START_TEST(rolling_minute_refuses_past_its_entry_bound)
+{
+    /* 2,000,000 RPM over an hour-long minute in one slice: neither the bucket nor the limit
+     * refuses a request a millisecond, but the window holds charges of at most
+     * SL_SIM_ROLLING_ENTRIES_MAX distinct milliseconds. */
+    sl_sim_limiter_t *lim = limiter_of(SL_SIM_DIM_REQUESTS, 2000000, 1, 3600000, true);
+    int64_t t = 0;
+    for (; t < SL_SIM_ROLLING_ENTRIES_MAX; t++)
+        ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, t, NULL, NULL), 1);
+    /* A charge in the newest millisecond shares its entry. */
+    ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, t - 1, NULL, NULL), 1);
+    ck_assert_int_eq(sl_sim_limiter_rolling_used(lim, SL_SIM_DIM_REQUESTS, t),
+                     SL_SIM_ROLLING_ENTRIES_MAX + 1);
+    /* A new millisecond waits for the oldest entry, of 0, to expire. */
+    sl_sim_refusal_t refusal = {.dim = SL_SIM_DIM_TOKENS};
+    ck_assert_int_eq(sl_sim_limiter_check_refusal(lim, ONE_REQUEST, t, &refusal), 0);
+    ck_assert_int_eq(refusal.dim, SL_SIM_DIM_REQUESTS);
+    ck_assert_int_eq(refusal.wait_ms, 3600000 - t);
+    ck_assert(refusal.rolling);
+    ck_assert_int_gt(sl_sim_limiter_remaining(lim, SL_SIM_DIM_REQUESTS, t), 0);
+    ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, 3599999, NULL, NULL), 0);
+    ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, 3600000, NULL, NULL), 1);
+    ck_assert_int_eq(sl_sim_limiter_rolling_used(lim, SL_SIM_DIM_REQUESTS, 3600000),
+                     SL_SIM_ROLLING_ENTRIES_MAX + 1);
+    sl_sim_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(rolling_minute_is_off_by_default)
+{
+    /* The shorthand and a limits bundle that does not ask for it keep the bucket alone. */
+    sl_sim_limiter_t *lim = NULL;
+    ck_assert_int_eq(sl_sim_limiter_new(10, 0, 1, 60000, 0, &lim), SL_OK);
+    for (int64_t t = 0; t < 10000; t += 1000)
+        ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, t, NULL, NULL), 1);
+    ck_assert_int_eq(sl_sim_limiter_admit_all(lim, ONE_REQUEST, 10000, NULL, NULL), 1);
+    ck_assert_int_eq(sl_sim_limiter_rolling_used(lim, SL_SIM_DIM_REQUESTS, 10000), 0);
+    sl_sim_limiter_free(lim);
+
+    /* A deployment without the key (or with false) admits what its bucket admits. */
+    const char *const configs[] = {
+        "{'deployments':[{'name':'s','rpm':10,'slices_per_minute':1}]}",
+        "{'deployments':[{'name':'s','rpm':10,'slices_per_minute':1,'rolling_minute':false}]}",
+        "{'deployments':[{'name':'s','rpm':10,'slices_per_minute':1,'rolling_minute':null}]}",
+    };
+    const char *body = "{'messages':[{'role':'user','content':'x'}]}";
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        sl_sim_t *sim = sim_from(configs[i]);
+        for (int64_t t = 0; t < 10000; t += 1000)
+            chat_expect(sim, "s", body, t, 200);
+        chat_expect(sim, "s", body, 10000, 200);
+        chat_expect(sim, "s", body, 10000, 429);
+        ck_assert_int_eq(stat(sim, "s", "refused"), 1);
+        ck_assert_int_eq(stat(sim, "s", "refused_rolling"), 0);
+        sl_sim_free(sim);
+    }
+}
+END_TEST
+
+START_TEST(rolling_minute_refusals_are_limit_429s_counted_apart)
+{
+    /* 10 RPM in two slices: the bucket holds 5 and refills one every 6 s. */
+    sl_sim_t *sim = sim_from("{'deployments':[{'name':'s','model':'m1','rpm':10,"
+                             "'slices_per_minute':2,'rolling_minute':true}]}");
+    const char *body = "{'messages':[{'role':'user','content':'x'}]}";
+    for (int i = 0; i < 5; i++)
+        chat_expect(sim, "s", body, 0, 200);
+    /* The bucket refuses (the window has room for 5 more). */
+    sl_sim_response_t *resp = chat(sim, "s", body, NULL, 0);
+    ck_assert_int_eq(sl_sim_response_status(resp), 429);
+    ck_assert_int_eq(header_ll(resp, "retry-after-ms"), 6000);
+    sl_sim_response_free(resp);
+    ck_assert_int_eq(stat(sim, "s", "refused_requests_dim"), 1);
+    ck_assert_int_eq(stat(sim, "s", "refused_rolling"), 0);
+
+    /* Full again at 30000; after 5 more the window holds all 10 until 60000. */
+    for (int i = 0; i < 5; i++)
+        chat_expect(sim, "s", body, 30000, 200);
+    resp = chat(sim, "s", body, NULL, 36000);
+    ck_assert_int_eq(sl_sim_response_status(resp), 429);
+    ck_assert_int_eq(header_ll(resp, "retry-after-ms"), 24000);
+    ck_assert_int_eq(header_ll(resp, "retry-after"), 24);
+    /* The headers report the bucket, which has a request again. */
+    ck_assert_int_eq(header_ll(resp, "x-ratelimit-remaining-requests"), 1);
+    json_t *js = body_json(resp);
+    json_t *err = json_object_get(js, "error");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "type")), "requests");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "code")), "rate_limit_exceeded");
+    ck_assert_msg(strstr(json_string_value(json_object_get(err, "message")),
+                         "on requests per min (RPM): Limit 10, Used 9, Requested 1. Please try "
+                         "again in 24s.") != NULL,
+                  "%s", json_string_value(json_object_get(err, "message")));
+    json_decref(js);
+    sl_sim_response_free(resp);
+    ck_assert_int_eq(stat(sim, "s", "refused"), 2);
+    ck_assert_int_eq(stat(sim, "s", "refused_requests_dim"), 2);
+    ck_assert_int_eq(stat(sim, "s", "refused_rolling"), 1);
+
+    chat_expect(sim, "s", body, 59999, 429);
+    chat_expect(sim, "s", body, 60000, 200);
+    ck_assert_int_eq(stat(sim, "s", "refused_rolling"), 2);
+    sl_sim_free(sim);
+}
+END_TEST
+
+START_TEST(rolling_minute_config_must_be_boolean)
+{
+    const char *err = config_error("{'deployments':[{'name':'s','rpm':1,'rolling_minute':1}]}");
+    ck_assert_msg(strstr(err, "deployments[0] (s): \"rolling_minute\" must be true or false") !=
+                      NULL,
+                  "%s", err);
+    err = config_error("{'deployments':[{'name':'s','rolling_minute':'yes'}]}");
+    ck_assert_msg(strstr(err, "\"rolling_minute\" must be true or false") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','rolling_minute':[true]}]}");
+    ck_assert_msg(strstr(err, "\"rolling_minute\" must be true or false") != NULL, "%s", err);
+    err = config_error("{'deployments':[{'name':'s','rolling_minutes':true}]}");
+    ck_assert_msg(strstr(err, "unknown key \"rolling_minutes\"") != NULL, "%s", err);
+}
+END_TEST
+
 static Suite *sim_suite(void)
 {
     Suite *s = suite_create("sim");
@@ -2987,7 +3269,20 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, cut_streams_stop_before_their_end);
     tcase_add_test(tc, early_retries_and_rings_record_retry_afters);
     tcase_add_test(tc, fault_and_api_config_keys_are_validated);
+    tcase_add_test(tc, rolling_minute_refuses_what_the_bucket_would_admit);
+    tcase_add_test(tc, rolling_minute_frees_room_as_charges_age);
+    tcase_add_test(tc, rolling_minute_keeps_charges_as_admitted);
+    tcase_add_test(tc, rolling_window_shares_an_entry_per_millisecond);
+    tcase_add_test(tc, rolling_minute_is_off_by_default);
+    tcase_add_test(tc, rolling_minute_refusals_are_limit_429s_counted_apart);
+    tcase_add_test(tc, rolling_minute_config_must_be_boolean);
     suite_add_tcase(s, tc);
+
+    /* A million admissions: longer than the default timeout allows under the sanitizers. */
+    TCase *bound = tcase_create("rolling_bound");
+    tcase_set_timeout(bound, 60);
+    tcase_add_test(bound, rolling_minute_refuses_past_its_entry_bound);
+    suite_add_tcase(s, bound);
 
     TCase *http = tcase_create("http");
     tcase_set_timeout(http, 20);

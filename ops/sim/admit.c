@@ -44,11 +44,13 @@ void sl_sim_admit_cost(const sl_sim_dep_config_t *dc, const sl_sim_request_t *re
                       sl_sim_rng_body(body_hash, 0x5851f42d4c957f2dULL) < dc->tool_use_share;
 }
 
-/* Counts a refusal reported for dim and applies count_refused. Caller holds the lock. */
-static void count_refusal(sl_sim_deployment_t *dep, sl_sim_dim_t dim, int64_t now_ms)
+/* Counts a refusal reported for dim (by its rolling minute when rolling) and applies
+ * count_refused. Caller holds the lock. */
+static void count_refusal(sl_sim_deployment_t *dep, sl_sim_dim_t dim, bool rolling, int64_t now_ms)
 {
     dep->count.refused++;
     dep->count.refused_by[dim]++;
+    dep->count.refused_rolling += rolling;
     if (dep->cfg->count_refused)
         sl_sim_limiter_charge_request(dep->lim, now_ms);
 }
@@ -59,13 +61,16 @@ static bool is_token_dim(sl_sim_dim_t dim)
            dim == SL_SIM_DIM_OUTPUT_TOKENS;
 }
 
-/* A 429 for a request that dim has no room for yet; cost[dim] is what it asked of dim and
- * wait_ms how long until it would have room. Caller holds the lock. */
+/* A 429 for a request that a limit has no room for yet: refusal names the dimension, the wait
+ * until it would have room and the rule; cost[dim] is what the request asked of it. A rolling
+ * minute's refusal reads like a bucket's. Caller holds the lock. */
 static void refuse(sl_sim_t *sim, sl_sim_deployment_t *dep, const sl_sim_request_t *req,
-                   sl_sim_response_t *resp, const int64_t cost[SL_SIM_DIM_COUNT_], sl_sim_dim_t dim,
-                   int64_t wait_ms, int64_t now_ms)
+                   sl_sim_response_t *resp, const int64_t cost[SL_SIM_DIM_COUNT_],
+                   const sl_sim_refusal_t *refusal, int64_t now_ms)
 {
     const sl_sim_dep_config_t *dc = dep->cfg;
+    sl_sim_dim_t dim = refusal->dim;
+    int64_t wait_ms = refusal->wait_ms;
     int64_t limit = sl_sim_limiter_limit(dep->lim, dim);
     int64_t used = limit - sl_sim_limiter_remaining(dep->lim, dim, now_ms);
     char dur[32];
@@ -117,7 +122,7 @@ static void refuse(sl_sim_t *sim, sl_sim_deployment_t *dep, const sl_sim_request
     }
     }
     sl_sim_respond_error(resp, dc->api, &err);
-    count_refusal(dep, dim, now_ms);
+    count_refusal(dep, dim, refusal->rolling, now_ms);
     sl_sim_respond_limit_headers(sim, resp, dep, now_ms);
     sl_sim_respond_retry_headers(resp, dep, wait_ms);
     /* A client that retries within its SDK would wait for hours; tell it to give up instead. */
@@ -168,7 +173,7 @@ static void refuse_too_large(sl_sim_t *sim, sl_sim_deployment_t *dep, sl_sim_res
         break;
     }
     sl_sim_respond_error(resp, dc->api, &err);
-    count_refusal(dep, dim, now_ms);
+    count_refusal(dep, dim, false /*rolling*/, now_ms);
     sl_sim_respond_limit_headers(sim, resp, dep, now_ms);
     /* Waiting cannot help, so there is no retry-after; OpenAI's and Anthropic's SDKs honour
      * this header. */
@@ -240,10 +245,10 @@ void sl_sim_admit_decide(sl_sim_t *sim, sl_sim_deployment_t *dep, const sl_sim_r
             return;
         }
     }
-    sl_sim_dim_t dim = SL_SIM_DIM_REQUESTS;
-    int64_t wait_ms = 0;
-    if (!sl_sim_limiter_check_all(dep->lim, cost, now_ms, &dim, &wait_ms)) {
-        refuse(sim, dep, req, resp, cost, dim, wait_ms, now_ms);
+    /* Left alone when the limits admit, so the unexpected refusal below reports a bucket. */
+    sl_sim_refusal_t refusal = {.dim = SL_SIM_DIM_REQUESTS, .rolling = false};
+    if (!sl_sim_limiter_check_refusal(dep->lim, cost, now_ms, &refusal)) {
+        refuse(sim, dep, req, resp, cost, &refusal, now_ms);
         return;
     }
     if (u.rate_limit < faults->rate_limit_share) {
@@ -256,10 +261,10 @@ void sl_sim_admit_decide(sl_sim_t *sim, sl_sim_deployment_t *dep, const sl_sim_r
                                  now_ms, &dep->count.fault_acceleration);
         return;
     }
-    if (!sl_sim_limiter_admit_all(dep->lim, cost, now_ms, &dim, &wait_ms)) {
+    if (!sl_sim_limiter_admit_all(dep->lim, cost, now_ms, &refusal.dim, &refusal.wait_ms)) {
         /* Cannot happen: the same request at the same time just passed the dry run. */
         sl_error("sim: %s: admission disagreed with its dry run", dc->name);
-        refuse(sim, dep, req, resp, cost, dim, wait_ms, now_ms);
+        refuse(sim, dep, req, resp, cost, &refusal, now_ms);
         return;
     }
     bool slow = u.slow < faults->slow_share;

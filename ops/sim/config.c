@@ -49,6 +49,7 @@ static const char *const dep_keys[] = {"name",
                                        "headers",
                                        "tool_use_share",
                                        "stream_chunks",
+                                       "rolling_minute",
                                        "faults",
                                        NULL};
 
@@ -410,7 +411,8 @@ static bool parse_deployment(json_t *obj, size_t index, sl_sim_dep_config_t *dep
                  errlen) ||
         !get_number(obj, "tool_use_share", 0.0, 1.0, where, &dep->tool_use_share, err, errlen) ||
         !get_int(obj, "stream_chunks", 5, 1, STREAM_CHUNKS_MAX, where, &dep->stream_chunks, err,
-                 errlen))
+                 errlen) ||
+        !get_bool(obj, "rolling_minute", false, where, &dep->rolling_minute, err, errlen))
         return false;
     if (dep->output_min > dep->output_max) {
         set_err(err, errlen, "%s: \"output_min\" (%lld) exceeds \"output_max\" (%lld)", where,

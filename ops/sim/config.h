@@ -77,6 +77,7 @@ typedef struct {
     sl_sim_header_style_t headers;
     double tool_use_share; /* share of request bodies offering tools that get a tool call */
     int64_t stream_chunks; /* text pieces of a streamed reply */
+    bool rolling_minute;   /* also enforce the per-minute limits over a rolling minute */
     sl_sim_faults_t faults;
 } sl_sim_dep_config_t;
 

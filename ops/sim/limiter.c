@@ -1,7 +1,10 @@
-/* limiter.c - continuous token buckets for the provider simulator (see limiter.h). */
+/* limiter.c - continuous token buckets for the provider simulator, each optionally with a rolling
+ * minute (see limiter.h). */
 #include "limiter.h"
 
 #include <stdlib.h>
+
+#include "rolling.h"
 
 /* One bucket. All amounts are in "scaled units" = units * minute_ms, so that refill is exactly
  * `limit` scaled units per millisecond. */
@@ -27,6 +30,7 @@ typedef struct {
 struct sl_sim_limiter {
     int64_t minute_ms;
     bucket_t buckets[N_BUCKETS];
+    sl_sim_rolling_t *rolling[N_BUCKETS]; /* NULL without rolling_minute or a limit */
     day_counter_t day;
 };
 
@@ -103,12 +107,20 @@ sl_err_t sl_sim_limiter_new_limits(const sl_sim_limits_t *limits, int64_t now_ms
     if (lim == NULL)
         return SL_ENOMEM;
     lim->minute_ms = limits->minute_ms;
-    for (int d = 0; d < N_BUCKETS; d++)
+    sl_err_t rc = SL_OK;
+    for (int d = 0; d < N_BUCKETS; d++) {
         bucket_init(&lim->buckets[d], limits->limit[d], limits->slices_per_minute,
                     limits->minute_ms, now_ms);
+        if (limits->rolling_minute && limits->limit[d] != 0 && rc == SL_OK)
+            rc = sl_sim_rolling_new(limits->limit[d], limits->minute_ms, now_ms, &lim->rolling[d]);
+    }
     lim->day.limit = limits->limit[SL_SIM_DIM_REQUESTS_DAY];
     lim->day.day_ms = limits->day_ms;
     lim->day.origin_ms = now_ms;
+    if (rc != SL_OK) {
+        sl_sim_limiter_free(lim);
+        return rc;
+    }
     *out = lim;
     return SL_OK;
 }
@@ -127,17 +139,31 @@ sl_err_t sl_sim_limiter_new(int64_t rpm, int64_t tpm, int64_t slices_per_minute,
 
 void sl_sim_limiter_free(sl_sim_limiter_t *lim)
 {
+    if (lim == NULL)
+        return;
+    for (int d = 0; d < N_BUCKETS; d++)
+        sl_sim_rolling_free(lim->rolling[d]);
     free(lim);
 }
 
-/* Brings every bucket up to now_ms and works out whether cost fits: returns the longest wait
- * (0 = it fits) and, when it does not, the dimension that needs it. cost_s gets each bucket's
- * charge in scaled units. Changes nothing a decision depends on (a refill is no decision). */
-static int64_t evaluate(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COUNT_],
-                        int64_t now_ms, int64_t cost_s[N_BUCKETS], sl_sim_dim_t *worst_dim)
+/* Notes a wait of dim's rule in worst when it is longer than the longest so far. */
+static void note_wait(sl_sim_refusal_t *worst, sl_sim_dim_t dim, bool rolling, int64_t wait_ms)
 {
-    int64_t worst_wait = 0;
-    *worst_dim = SL_SIM_DIM_REQUESTS;
+    if (wait_ms > worst->wait_ms) {
+        worst->dim = dim;
+        worst->wait_ms = wait_ms;
+        worst->rolling = rolling;
+    }
+}
+
+/* Brings every bucket and rolling minute up to now_ms and works out whether cost fits: the longest
+ * wait goes to worst (wait_ms 0 = it fits) with the dimension and rule that need it. cost_s gets
+ * each bucket's charge in scaled units. Changes nothing a decision depends on (a refill, an
+ * expiry or room made in a rolling minute is no decision). */
+static void evaluate(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COUNT_], int64_t now_ms,
+                     int64_t cost_s[N_BUCKETS], sl_sim_refusal_t *worst)
+{
+    *worst = (sl_sim_refusal_t){.dim = SL_SIM_DIM_REQUESTS};
     for (int d = 0; d < N_BUCKETS; d++) {
         bucket_t *b = &lim->buckets[d];
         cost_s[d] = 0;
@@ -149,41 +175,52 @@ static int64_t evaluate(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COU
         int64_t c = cost[d] < 0 ? 0 : cost[d] > b->limit ? b->limit + 1 : cost[d];
         cost_s[d] = c * lim->minute_ms;
         int64_t need_s = cost_s[d] < b->capacity_s ? cost_s[d] : b->capacity_s;
-        if (b->level_s < need_s) {
-            int64_t wait = ceil_div(need_s - b->level_s, b->limit);
-            if (wait > worst_wait) {
-                worst_wait = wait;
-                *worst_dim = (sl_sim_dim_t)d;
-            }
-        }
+        if (b->level_s < need_s)
+            note_wait(worst, (sl_sim_dim_t)d, false, ceil_div(need_s - b->level_s, b->limit));
     }
     const day_counter_t *day = &lim->day;
     int64_t day_cost = cost[SL_SIM_DIM_REQUESTS_DAY] < 0 ? 0 : cost[SL_SIM_DIM_REQUESTS_DAY];
     if (day->limit != 0) {
         int64_t need = day_cost < day->limit ? day_cost : day->limit;
-        if (day_count_at(day, now_ms) > day->limit - need) {
-            int64_t wait = day_wait_ms(day, now_ms);
-            if (wait > worst_wait) {
-                worst_wait = wait;
-                *worst_dim = SL_SIM_DIM_REQUESTS_DAY;
-            }
-        }
+        if (day_count_at(day, now_ms) > day->limit - need)
+            note_wait(worst, SL_SIM_DIM_REQUESTS_DAY, false, day_wait_ms(day, now_ms));
     }
-    return worst_wait;
+    /* After the buckets, so that on a tie the bucket is the rule reported. */
+    for (int d = 0; d < N_BUCKETS; d++) {
+        if (lim->rolling[d] != NULL)
+            note_wait(worst, (sl_sim_dim_t)d, true,
+                      sl_sim_rolling_wait_ms(lim->rolling[d], cost[d], now_ms));
+    }
+}
+
+/* Copies a refusal to the outputs of sl_sim_limiter_check_all and sl_sim_limiter_admit_all. */
+static void report(const sl_sim_refusal_t *refusal, sl_sim_dim_t *refused_dim, int64_t *wait_ms)
+{
+    if (refused_dim != NULL)
+        *refused_dim = refusal->dim;
+    if (wait_ms != NULL)
+        *wait_ms = refusal->wait_ms;
+}
+
+int sl_sim_limiter_check_refusal(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COUNT_],
+                                 int64_t now_ms, sl_sim_refusal_t *refusal)
+{
+    int64_t cost_s[N_BUCKETS];
+    sl_sim_refusal_t worst;
+    evaluate(lim, cost, now_ms, cost_s, &worst);
+    if (worst.wait_ms == 0)
+        return 1;
+    *refusal = worst;
+    return 0;
 }
 
 int sl_sim_limiter_check_all(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COUNT_],
                              int64_t now_ms, sl_sim_dim_t *refused_dim, int64_t *wait_ms)
 {
-    int64_t cost_s[N_BUCKETS];
-    sl_sim_dim_t worst_dim;
-    int64_t worst_wait = evaluate(lim, cost, now_ms, cost_s, &worst_dim);
-    if (worst_wait == 0)
+    sl_sim_refusal_t refusal;
+    if (sl_sim_limiter_check_refusal(lim, cost, now_ms, &refusal))
         return 1;
-    if (refused_dim != NULL)
-        *refused_dim = worst_dim;
-    if (wait_ms != NULL)
-        *wait_ms = worst_wait;
+    report(&refusal, refused_dim, wait_ms);
     return 0;
 }
 
@@ -191,18 +228,17 @@ int sl_sim_limiter_admit_all(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DI
                              int64_t now_ms, sl_sim_dim_t *refused_dim, int64_t *wait_ms)
 {
     int64_t cost_s[N_BUCKETS];
-    sl_sim_dim_t worst_dim;
-    int64_t worst_wait = evaluate(lim, cost, now_ms, cost_s, &worst_dim);
-    if (worst_wait > 0) {
-        if (refused_dim != NULL)
-            *refused_dim = worst_dim;
-        if (wait_ms != NULL)
-            *wait_ms = worst_wait;
+    sl_sim_refusal_t worst;
+    evaluate(lim, cost, now_ms, cost_s, &worst);
+    if (worst.wait_ms > 0) {
+        report(&worst, refused_dim, wait_ms);
         return 0;
     }
     for (int d = 0; d < N_BUCKETS; d++) {
         if (lim->buckets[d].limit != 0)
             lim->buckets[d].level_s -= cost_s[d];
+        if (lim->rolling[d] != NULL)
+            sl_sim_rolling_add(lim->rolling[d], cost[d], now_ms);
     }
     day_counter_t *day = &lim->day;
     int64_t day_cost = cost[SL_SIM_DIM_REQUESTS_DAY] < 0 ? 0 : cost[SL_SIM_DIM_REQUESTS_DAY];
@@ -302,4 +338,11 @@ double sl_sim_limiter_capacity(const sl_sim_limiter_t *lim, sl_sim_dim_t dim)
 int64_t sl_sim_limiter_day_count(const sl_sim_limiter_t *lim, int64_t now_ms)
 {
     return day_count_at(&lim->day, now_ms);
+}
+
+int64_t sl_sim_limiter_rolling_used(const sl_sim_limiter_t *lim, sl_sim_dim_t dim, int64_t now_ms)
+{
+    if (dim >= N_BUCKETS || lim->rolling[dim] == NULL)
+        return 0;
+    return sl_sim_rolling_sum(lim->rolling[dim], now_ms);
 }

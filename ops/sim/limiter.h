@@ -18,12 +18,23 @@
  * Levels are exact integers in units of 1/minute_ms of a request or token, so refill over any
  * split of time is exact and a decision never flips on a rounding error.
  *
+ * A stricter provider also enforces each per-minute limit over a rolling minute
+ * (sl_sim_limits_t.rolling_minute): a request passes only if, in every limited bucket dimension
+ * d, the costs admitted in (now_ms - minute_ms, now_ms] plus cost[d] are at most limit[d], in
+ * addition to its bucket (a cost above the whole limit passes only an empty window). Those costs
+ * are counted at receipt, as admitted: a later refund or an uncharged refusal
+ * (sl_sim_limiter_charge_request) changes the bucket only. Each dimension keeps its admitted
+ * charges exactly (rolling.h), within SL_SIM_ROLLING_ENTRIES_MAX entries; a request that would
+ * need more is refused by the rolling rule until the oldest one expires. The level, remaining and
+ * reset accessors report the buckets either way.
+ *
  * Not thread-safe: the caller serialises all calls on one limiter. Times are caller-supplied
  * milliseconds on any monotonic clock; a time earlier than the last one seen counts as no time.
  */
 #ifndef SL_SIM_LIMITER_H
 #define SL_SIM_LIMITER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -53,7 +64,16 @@ typedef struct {
     int64_t slices_per_minute;        /* >= 1 */
     int64_t minute_ms;                /* 1..SL_SIM_MINUTE_MS_MAX */
     int64_t day_ms;                   /* 1..SL_SIM_DAY_MS_MAX: the length of an RPD window */
+    bool rolling_minute;              /* also enforce each per-minute limit over a rolling minute */
 } sl_sim_limits_t;
+
+/* Why a request was refused: the dimension that needs the longest wait, that wait, and which rule
+ * of that dimension asked for it. */
+typedef struct {
+    sl_sim_dim_t dim;
+    int64_t wait_ms; /* >= 1 */
+    bool rolling;    /* the rolling minute, not the bucket (or the day counter) */
+} sl_sim_refusal_t;
 
 /* Creates a limiter with every bucket full at now_ms, and the first day window starting there.
  * Limits must be within 0..SL_SIM_LIMIT_MAX. Returns SL_EINVAL for out-of-range limits, SL_ENOMEM;
@@ -72,12 +92,15 @@ void sl_sim_limiter_free(sl_sim_limiter_t *lim);
 
 /* Tries to admit one request at now_ms whose cost in dimension d is cost[d] (>= 0; a request
  * costs 1 in SL_SIM_DIM_REQUESTS and SL_SIM_DIM_REQUESTS_DAY). A bucket passes when it holds at
- * least min(cost, capacity); the day counter passes when it has room for min(cost, limit) more.
+ * least min(cost, capacity); the day counter passes when it has room for min(cost, limit) more;
+ * with rolling_minute, a dimension's rolling minute passes as the header comment says.
  * Returns 1 when admitted: every dimension is charged its cost (the day counter counts even when
  * unlimited, see sl_sim_limiter_day_count).
  * Returns 0 when refused: nothing is charged; *refused_dim is the dimension that refused (when
- * several do, the one that needs longest) and *wait_ms (>= 1) the milliseconds until it has room
- * for this request (for RPD: until the next day window). Either output pointer may be NULL. */
+ * several do, the one that needs longest; on a tie a bucket before a rolling minute) and *wait_ms
+ * (>= 1) the milliseconds until it has room for this request (for RPD: until the next day
+ * window; for a rolling minute: until enough of its charges have expired). Either output pointer
+ * may be NULL. */
 int sl_sim_limiter_admit_all(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COUNT_],
                              int64_t now_ms, sl_sim_dim_t *refused_dim, int64_t *wait_ms);
 
@@ -85,6 +108,11 @@ int sl_sim_limiter_admit_all(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DI
  * charging nothing: a dry run, for refusals decided after the limits (injected faults). */
 int sl_sim_limiter_check_all(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COUNT_],
                              int64_t now_ms, sl_sim_dim_t *refused_dim, int64_t *wait_ms);
+
+/* sl_sim_limiter_check_all that also says which rule refused: on a refusal *refusal (not NULL)
+ * gets the dimension, the wait and the rule; on admission it is left alone. */
+int sl_sim_limiter_check_refusal(sl_sim_limiter_t *lim, const int64_t cost[SL_SIM_DIM_COUNT_],
+                                 int64_t now_ms, sl_sim_refusal_t *refusal);
 
 /* sl_sim_limiter_admit_all for one request costing `tokens` (>= 0) in SL_SIM_DIM_TOKENS and
  * nothing in the other token dimensions. */
@@ -96,11 +124,13 @@ int sl_sim_limiter_admit(sl_sim_limiter_t *lim, int64_t tokens, int64_t now_ms,
  * at the time the bucket was last brought up to date (never before the charge it settles), and
  * since refill and refund both only add up to the same capacity, the level that results equals
  * the one of a refund at any later time. A no-op for an
- * unlimited dimension and for SL_SIM_DIM_REQUESTS_DAY. */
+ * unlimited dimension and for SL_SIM_DIM_REQUESTS_DAY. The rolling minute keeps the charge as
+ * admitted. */
 void sl_sim_limiter_refund(sl_sim_limiter_t *lim, sl_sim_dim_t dim, int64_t units);
 
 /* Charges one request to the requests bucket without any check (it may go negative). Used when
- * refused requests are configured to count against RPM, as OpenAI documents. */
+ * refused requests are configured to count against RPM, as OpenAI documents. The rolling minute
+ * counts admitted requests only, so it is not charged. */
 void sl_sim_limiter_charge_request(sl_sim_limiter_t *lim, int64_t now_ms);
 
 /* The limit of dim (per minute, or per day window for RPD); 0 = unlimited. */
@@ -124,5 +154,9 @@ double sl_sim_limiter_capacity(const sl_sim_limiter_t *lim, sl_sim_dim_t dim);
 
 /* Requests admitted in the day window that holds now_ms, whether RPD is limited or not. */
 int64_t sl_sim_limiter_day_count(const sl_sim_limiter_t *lim, int64_t now_ms);
+
+/* The costs of dim admitted in the rolling minute (now_ms - minute_ms, now_ms]; 0 without
+ * rolling_minute, for an unlimited dimension and for SL_SIM_DIM_REQUESTS_DAY. */
+int64_t sl_sim_limiter_rolling_used(const sl_sim_limiter_t *lim, sl_sim_dim_t dim, int64_t now_ms);
 
 #endif

@@ -64,6 +64,7 @@ sl_err_t sl_sim_new(sl_sim_config_t *cfg, int64_t now_ms, sl_sim_t **out)
             .slices_per_minute = dc->slices_per_minute,
             .minute_ms = cfg->minute_ms,
             .day_ms = dc->day_ms,
+            .rolling_minute = dc->rolling_minute,
         };
         rc = sl_sim_limiter_new_limits(&limits, now_ms, &dep->lim);
         if (rc == SL_OK)

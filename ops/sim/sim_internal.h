@@ -36,6 +36,7 @@ typedef struct {
     int64_t admitted;
     int64_t refused;
     int64_t refused_by[SL_SIM_DIM_COUNT_]; /* the dimension each refusal reported */
+    int64_t refused_rolling; /* of those, refused by a rolling minute rather than a bucket */
     int64_t replayed;
     int64_t errors;
     int64_t tokens_charged;

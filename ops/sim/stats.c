@@ -177,6 +177,7 @@ sl_err_t sl_sim_stats_json(sl_sim_t *sim, int64_t now_ms, char **out)
             {refused_field[SL_SIM_DIM_INPUT_TOKENS], c->refused_by[SL_SIM_DIM_INPUT_TOKENS]},
             {refused_field[SL_SIM_DIM_OUTPUT_TOKENS], c->refused_by[SL_SIM_DIM_OUTPUT_TOKENS]},
             {refused_field[SL_SIM_DIM_REQUESTS_DAY], c->refused_by[SL_SIM_DIM_REQUESTS_DAY]},
+            {"refused_rolling", c->refused_rolling},
             {"replayed", c->replayed},
             {"errors", c->errors},
             {"tokens_charged", c->tokens_charged},
