@@ -25,22 +25,34 @@ typedef struct {
     double level;
 } peak_t;
 
+/* A ring of k slots of slot_ms each, whose newest slot is number `head` (absolute: time /
+ * slot_ms); `used` is the sum of the slots. Sliding and rolling windows count in one; a token
+ * bucket with a guard (sl_bucket_spec_t.guard_window_ms) keeps its trailing window in another. */
+typedef struct {
+    double *slots;
+    int k;
+    int64_t slot_ms;
+    int64_t head;
+    double used;
+} ring_t;
+
 typedef struct {
     char *id;
     sl_bucket_spec_t spec; /* spec.tz is owned */
     /* token bucket */
     double level;
     int64_t updated_ms;
+    int64_t full_since_ms; /* when the level last reached capacity (meaningful while full) */
     /* The level just before each recent charge, oldest first, kept only where no later one is
      * as high (so strictly decreasing): how full the bucket has been since a given charge. */
     peak_t peaks[TB_PEAKS];
     int npeaks;
-    /* windows: sliding and rolling keep slots in a ring whose newest slot is number `head`
-     * (absolute: time / slot_ms); calendar and ramp keep the window number or bounds. `used` is
-     * what counts now: the sum of the slots, the calendar window's count, the calls in flight,
-     * or what this ramp window admitted. */
-    double *slots;
-    int64_t slot_ms;
+    /* token bucket: what was charged in its trailing guard window (k == 0: no guard) */
+    ring_t guard;
+    /* windows: sliding and rolling count in a ring; calendar and ramp keep the window number
+     * (`head`) or bounds. `used` is what counts now for the calendar window, the calls in
+     * flight, or what this ramp window admitted. */
+    ring_t win;
     int64_t head;
     double used;
     double prev; /* ramp: what the previous window admitted */
@@ -81,7 +93,8 @@ sl_ledger_t *sl_ledger_new(void)
 static void bucket_release(bucket_t *b)
 {
     free(b->id);
-    free(b->slots);
+    free(b->win.slots);
+    free(b->guard.slots);
     free((char *)b->spec.tz);
 }
 
@@ -115,7 +128,9 @@ static int spec_valid(const sl_bucket_spec_t *s)
         return 0;
     switch (s->alg) {
     case SL_ALG_TOKEN_BUCKET:
-        return s->rate_per_ms >= 0 && s->margin >= 0 && s->margin < s->capacity;
+        return s->rate_per_ms >= 0 && s->margin >= 0 && s->margin < s->capacity &&
+               s->guard_window_ms >= 0 && s->full_hold_ms >= 0 &&
+               (s->guard_window_ms == 0 || s->guard_capacity > 0);
     case SL_ALG_SLIDING_WINDOW:
     case SL_ALG_ROLLING:
         return s->sub_windows >= 1 && s->sub_windows <= SL_LEDGER_MAX_SUBWINDOWS &&
@@ -131,6 +146,96 @@ static int spec_valid(const sl_bucket_spec_t *s)
     default:
         return 0;
     }
+}
+
+/* ---- rings of slots ---- */
+
+/* Sets r up with k slots covering at least window_ms before the current slot, all empty as of
+ * now_ms. -1 (r unchanged) when out of memory. */
+static int ring_init(ring_t *r, int k, int64_t slot_ms, int64_t now_ms)
+{
+    double *slots = calloc((size_t)k, sizeof *slots);
+    if (slots == NULL)
+        return -1;
+    r->slots = slots;
+    r->k = k;
+    r->slot_ms = slot_ms > 0 ? slot_ms : 1;
+    r->head = floor_div(now_ms, r->slot_ms);
+    r->used = 0;
+    return 0;
+}
+
+static double *ring_slot(ring_t *r, int64_t index)
+{
+    int64_t k = r->k;
+    return &r->slots[((index % k) + k) % k];
+}
+
+/* Rolls r forward to now_ms, emptying the slots that passed. A clock that steps back changes
+ * nothing. */
+static void ring_advance(ring_t *r, int64_t now_ms)
+{
+    int64_t cur = floor_div(now_ms, r->slot_ms);
+    if (cur <= r->head)
+        return;
+    int64_t k = r->k;
+    int64_t from = r->head + 1, to = cur - r->head > k ? r->head + k : cur;
+    for (int64_t i = from; i <= to; i++)
+        *ring_slot(r, i) = 0;
+    r->head = cur;
+    double sum = 0;
+    for (int i = 0; i < r->k; i++)
+        sum += r->slots[i];
+    r->used = sum;
+}
+
+/* Adds amount (may be negative) to the slot of at_ms; dropped when that slot has passed, counted
+ * now when at_ms is ahead of r. A slot never goes below 0. r must be advanced to now. */
+static void ring_add_at(ring_t *r, double amount, int64_t at_ms)
+{
+    int64_t j = floor_div(at_ms, r->slot_ms);
+    if (j > r->head)
+        j = r->head; /* a clock ahead of ours: count it now */
+    if (j <= r->head - r->k)
+        return;
+    double *slot = ring_slot(r, j);
+    double before = *slot;
+    *slot += amount;
+    if (*slot < 0)
+        *slot = 0;
+    r->used += *slot - before;
+}
+
+/* Milliseconds until amount fits a ring that may hold at most cap; a non-strict ring also takes
+ * an amount larger than cap once it is empty. INT64_MAX when it never fits. */
+static int64_t ring_wait(ring_t *r, double amount, double cap, int nonstrict, int64_t now_ms)
+{
+    if (r->used + amount <= cap || (nonstrict && r->used <= 0))
+        return 0;
+    int64_t k = r->k;
+    double left = r->used;
+    for (int64_t j = r->head - k + 1; j <= r->head; j++) {
+        left -= *ring_slot(r, j);
+        if (left + amount <= cap || (nonstrict && left <= 1e-9))
+            return (j + k) * r->slot_ms - now_ms;
+    }
+    return INT64_MAX;
+}
+
+/* The guard of a token bucket: GUARD_SLOTS slots of guard_window_ms / GUARD_SLOTS (at least
+ * 1 ms), and one more for the current, partly passed one, so that the slots summed always cover
+ * at least guard_window_ms and at most one slot more: that rounding is all it costs. */
+enum { GUARD_SLOTS = 1000 };
+
+static int guard_init(ring_t *r, const sl_bucket_spec_t *spec, int64_t now_ms)
+{
+    if (spec->alg != SL_ALG_TOKEN_BUCKET || spec->guard_window_ms <= 0)
+        return 0;
+    int64_t slot_ms = spec->guard_window_ms / GUARD_SLOTS;
+    if (slot_ms < 1)
+        slot_ms = 1;
+    int64_t k = (spec->guard_window_ms + slot_ms - 1) / slot_ms + 1;
+    return ring_init(r, (int)k, slot_ms, now_ms);
 }
 
 /* The window that holds now_ms, for calendar buckets. */
@@ -151,26 +256,31 @@ static int bucket_init(bucket_t *b, const sl_bucket_spec_t *spec, int64_t now_ms
     bucket_t nb = *b;
     nb.spec = *spec;
     nb.spec.tz = NULL;
-    nb.slots = NULL;
+    memset(&nb.win, 0, sizeof nb.win);
+    memset(&nb.guard, 0, sizeof nb.guard);
     if (spec->tz != NULL && spec->tz[0] != '\0') {
         nb.spec.tz = strdup(spec->tz);
         if (nb.spec.tz == NULL)
             return -1;
     }
+    if (guard_init(&nb.guard, spec, now_ms) != 0) {
+        free((char *)nb.spec.tz);
+        return -1;
+    }
     if (spec->alg == SL_ALG_SLIDING_WINDOW || spec->alg == SL_ALG_ROLLING) {
-        nb.slots = calloc((size_t)spec->sub_windows, sizeof *nb.slots);
-        if (nb.slots == NULL) {
+        if (ring_init(&nb.win, spec->sub_windows, spec->window_ms / spec->sub_windows,
+                      now_ms) != 0) {
             free((char *)nb.spec.tz);
+            free(nb.guard.slots);
             return -1;
         }
-        nb.slot_ms = spec->window_ms / spec->sub_windows;
-        nb.head = floor_div(now_ms, nb.slot_ms);
         if (spec->alg == SL_ALG_ROLLING || nb.spec.sub_capacity <= 0)
             nb.spec.sub_capacity =
                 spec->alg == SL_ALG_ROLLING ? INFINITY : spec->capacity / spec->sub_windows;
     }
     nb.level = spec->capacity;
     nb.updated_ms = now_ms;
+    nb.full_since_ms = INT64_MIN / 4; /* a new bucket has been unused for ever */
     nb.npeaks = 0;
     nb.used = 0;
     nb.prev = 0;
@@ -178,7 +288,8 @@ static int bucket_init(bucket_t *b, const sl_bucket_spec_t *spec, int64_t now_ms
         calendar_window(&nb, now_ms, &nb.win_start_ms, &nb.win_end_ms);
     if (spec->alg == SL_ALG_RAMP)
         nb.head = floor_div(now_ms, spec->window_ms);
-    free(b->slots);
+    free(b->win.slots);
+    free(b->guard.slots);
     free((char *)b->spec.tz);
     *b = nb;
     b->dirty = 1;
@@ -219,7 +330,7 @@ int sl_ledger_add(sl_ledger_t *l, const char *id, double capacity, double rate_p
                              .rate_per_ms = rate_per_ms, .margin = margin};
     int b = sl_ledger_add_spec(l, id, &spec, now_ms);
     if (b >= 0)
-        l->buckets[b].level = level > capacity ? capacity : level;
+        sl_ledger_set_level(l, b, level, now_ms);
     return b;
 }
 
@@ -250,45 +361,29 @@ const sl_bucket_spec_t *sl_ledger_spec(const sl_ledger_t *l, int bucket)
 
 /* ---- rolling time forward ---- */
 
-static void slots_sum(bucket_t *b)
-{
-    double sum = 0;
-    for (int i = 0; i < b->spec.sub_windows; i++)
-        sum += b->slots[i];
-    b->used = sum;
-}
-
-static double *slot_at(bucket_t *b, int64_t index)
-{
-    int64_t k = b->spec.sub_windows;
-    return &b->slots[((index % k) + k) % k];
-}
-
 /* Brings b up to now_ms. A clock that steps back changes nothing. */
 static void advance(bucket_t *b, int64_t now_ms)
 {
     switch (b->spec.alg) {
     case SL_ALG_TOKEN_BUCKET:
         if (now_ms > b->updated_ms) {
+            double missing = b->spec.capacity - b->level;
             b->level += (double)(now_ms - b->updated_ms) * b->spec.rate_per_ms;
-            if (b->level > b->spec.capacity)
+            if (b->level >= b->spec.capacity) {
+                /* It became full part way: when exactly, for the full-bucket hold. */
+                if (missing > 0)
+                    b->full_since_ms = b->updated_ms + (int64_t)ceil(missing / b->spec.rate_per_ms);
                 b->level = b->spec.capacity;
+            }
             b->updated_ms = now_ms;
         }
+        if (b->guard.k > 0)
+            ring_advance(&b->guard, now_ms);
         break;
     case SL_ALG_SLIDING_WINDOW:
-    case SL_ALG_ROLLING: {
-        int64_t cur = floor_div(now_ms, b->slot_ms);
-        if (cur <= b->head)
-            break;
-        int64_t k = b->spec.sub_windows;
-        int64_t from = b->head + 1, to = cur - b->head > k ? b->head + k : cur;
-        for (int64_t i = from; i <= to; i++)
-            *slot_at(b, i) = 0;
-        b->head = cur;
-        slots_sum(b);
+    case SL_ALG_ROLLING:
+        ring_advance(&b->win, now_ms);
         break;
-    }
     case SL_ALG_CALENDAR:
         if (now_ms >= b->win_end_ms) {
             calendar_window(b, now_ms, &b->win_start_ms, &b->win_end_ms);
@@ -328,6 +423,9 @@ double sl_ledger_level(sl_ledger_t *l, int bucket, int64_t now_ms)
         return b->level;
     case SL_ALG_RAMP:
         return ramp_allowed(b) - b->used;
+    case SL_ALG_SLIDING_WINDOW:
+    case SL_ALG_ROLLING:
+        return b->spec.capacity - b->win.used;
     default:
         return b->spec.capacity - b->used;
     }
@@ -346,7 +444,7 @@ int64_t sl_ledger_reset_ms(sl_ledger_t *l, int bucket, int64_t now_ms)
     }
     case SL_ALG_SLIDING_WINDOW:
     case SL_ALG_ROLLING:
-        return (b->head + 1) * b->slot_ms;
+        return (b->win.head + 1) * b->win.slot_ms;
     case SL_ALG_CALENDAR:
         return b->win_end_ms;
     case SL_ALG_RAMP:
@@ -358,23 +456,6 @@ int64_t sl_ledger_reset_ms(sl_ledger_t *l, int bucket, int64_t now_ms)
 
 /* ---- fitting ---- */
 
-/* Milliseconds until the whole-window rule of a sliding or rolling window lets amount in. */
-static int64_t window_wait(bucket_t *b, double amount, int64_t now_ms)
-{
-    double cap = b->spec.capacity;
-    int nonstrict = !b->spec.strict;
-    if (b->used + amount <= cap || (nonstrict && b->used <= 0))
-        return 0;
-    int64_t k = b->spec.sub_windows;
-    double left = b->used;
-    for (int64_t j = b->head - k + 1; j <= b->head; j++) {
-        left -= *slot_at(b, j);
-        if (left + amount <= cap || (nonstrict && left <= 1e-9))
-            return (j + k) * b->slot_ms - now_ms;
-    }
-    return INT64_MAX;
-}
-
 /* Milliseconds until amount fits b by its own algorithm (not counting a clamp). */
 static int64_t alg_wait(bucket_t *b, double amount, int64_t now_ms)
 {
@@ -383,27 +464,48 @@ static int64_t alg_wait(bucket_t *b, double amount, int64_t now_ms)
     switch (b->spec.alg) {
     case SL_ALG_TOKEN_BUCKET: {
         double need = amount + b->spec.margin;
+        int whole = 0;
         if (need > cap) {
             if (b->spec.strict)
                 return INT64_MAX;
             need = cap;
+            whole = 1;
         }
         double missing = need - b->level;
-        if (missing <= 0)
-            return 0;
-        if (b->spec.rate_per_ms <= 0)
-            return INT64_MAX;
-        double ms = missing / b->spec.rate_per_ms;
-        return ms >= 9e15 ? INT64_MAX : (int64_t)ms + 1;
+        int64_t wait = 0;
+        if (missing > 0) {
+            if (b->spec.rate_per_ms <= 0)
+                return INT64_MAX;
+            double ms = missing / b->spec.rate_per_ms;
+            wait = ms >= 9e15 ? INT64_MAX : (int64_t)ms + 1;
+        }
+        /* A request that needs the whole burst has no margin left for the jitter between two
+         * dispatches: it waits until the bucket has been full for full_hold_ms, so that what
+         * was sent before it has reached the provider and been refilled there too. */
+        if (whole && b->spec.full_hold_ms > 0 && wait < INT64_MAX) {
+            int64_t full_at = missing > 0 ? now_ms + wait : b->full_since_ms;
+            int64_t hold = full_at + b->spec.full_hold_ms - now_ms;
+            if (hold > wait)
+                wait = hold;
+        }
+        /* The guard: what was charged in the trailing window may not pass the published limit,
+         * so a request larger than the burst that finds the bucket full still waits until the
+         * whole of it fits the window. */
+        if (b->guard.k > 0) {
+            int64_t gw = ring_wait(&b->guard, amount, b->spec.guard_capacity, nonstrict, now_ms);
+            if (gw > wait)
+                wait = gw;
+        }
+        return wait;
     }
     case SL_ALG_SLIDING_WINDOW:
     case SL_ALG_ROLLING: {
-        int64_t wait = window_wait(b, amount, now_ms);
-        double slot = *slot_at(b, b->head);
+        int64_t wait = ring_wait(&b->win, amount, cap, nonstrict, now_ms);
+        double slot = *ring_slot(&b->win, b->win.head);
         if (slot + amount > b->spec.sub_capacity && !(nonstrict && slot <= 0)) {
             if (amount > b->spec.sub_capacity && !nonstrict)
                 return INT64_MAX;
-            int64_t next = (b->head + 1) * b->slot_ms - now_ms;
+            int64_t next = (b->win.head + 1) * b->win.slot_ms - now_ms;
             if (next > wait)
                 wait = next;
         }
@@ -518,6 +620,8 @@ static void give_back(bucket_t *b, double amount, int64_t at_ms)
         give = amount;
     if (!(give > 0))
         return;
+    if (b->level < b->spec.capacity && b->level + give >= b->spec.capacity)
+        b->full_since_ms = b->updated_ms;
     b->level += give;
     /* Every level since the charge was that much higher: raise those notes, and drop older ones
      * the raised notes now cover. */
@@ -545,22 +649,14 @@ static void add_at(bucket_t *b, double amount, int64_t at_ms)
         } else if (amount < 0) {
             give_back(b, -amount, at_ms);
         }
+        /* The guard counts both where the provider counted them: at the charge. */
+        if (b->guard.k > 0)
+            ring_add_at(&b->guard, amount, at_ms);
         break;
     case SL_ALG_SLIDING_WINDOW:
-    case SL_ALG_ROLLING: {
-        int64_t j = floor_div(at_ms, b->slot_ms);
-        if (j > b->head)
-            j = b->head; /* a clock ahead of ours: count it now */
-        if (j <= b->head - b->spec.sub_windows)
-            break;
-        double *slot = slot_at(b, j);
-        double before = *slot;
-        *slot += amount;
-        if (*slot < 0)
-            *slot = 0;
-        b->used += *slot - before;
+    case SL_ALG_ROLLING:
+        ring_add_at(&b->win, amount, at_ms);
         break;
-    }
     case SL_ALG_CALENDAR:
         if (at_ms < b->win_start_ms)
             break;
@@ -694,6 +790,18 @@ sl_err_t sl_ledger_set_spec(sl_ledger_t *l, int bucket, const sl_bucket_spec_t *
          * count stays the previous one. */
         if (spec->alg == SL_ALG_RAMP && spec->window_ms != b->spec.window_ms)
             b->head = floor_div(now_ms, spec->window_ms);
+        /* A guard over another window: what it holds now moves to the new one's current
+         * slot, which is conservative. */
+        if (spec->alg == SL_ALG_TOKEN_BUCKET && spec->guard_window_ms != b->spec.guard_window_ms) {
+            ring_t guard;
+            memset(&guard, 0, sizeof guard);
+            if (guard_init(&guard, spec, now_ms) != 0)
+                return SL_ENOMEM;
+            if (guard.k > 0 && b->guard.used > 0)
+                ring_add_at(&guard, b->guard.used, now_ms);
+            free(b->guard.slots);
+            b->guard = guard;
+        }
         const char *tz = b->spec.tz;
         b->spec = *spec;
         b->spec.tz = tz;
@@ -727,6 +835,8 @@ void sl_ledger_set_limits(sl_ledger_t *l, int bucket, double capacity, double ra
 void sl_ledger_set_level(sl_ledger_t *l, int bucket, double level, int64_t now_ms)
 {
     bucket_t *b = &l->buckets[bucket];
+    if (level >= b->spec.capacity && b->level < b->spec.capacity)
+        b->full_since_ms = now_ms;
     b->level = level > b->spec.capacity ? b->spec.capacity : level;
     b->updated_ms = now_ms;
     b->dirty = 1;
@@ -741,7 +851,7 @@ void sl_ledger_assume_worst(sl_ledger_t *l, int bucket, int64_t now_ms)
         sl_ledger_set_level(l, bucket, b->level < 0 ? b->level : 0, now_ms);
         break;
     case SL_ALG_SLIDING_WINDOW: {
-        double *slot = slot_at(b, b->head);
+        double *slot = ring_slot(&b->win, b->win.head);
         if (*slot < b->spec.capacity)
             add_at(b, b->spec.capacity - *slot, now_ms);
         break;
@@ -755,6 +865,26 @@ void sl_ledger_assume_worst(sl_ledger_t *l, int bucket, int64_t now_ms)
     default:
         break;
     }
+}
+
+void sl_ledger_guard_note(sl_ledger_t *l, int bucket, double amount, int64_t at_ms,
+                          int64_t now_ms)
+{
+    bucket_t *b = &l->buckets[bucket];
+    if (b->guard.k == 0 || !(amount > 0))
+        return;
+    advance(b, now_ms);
+    ring_add_at(&b->guard, amount, at_ms);
+    b->dirty = 1;
+}
+
+double sl_ledger_guard_used(sl_ledger_t *l, int bucket, int64_t now_ms)
+{
+    bucket_t *b = &l->buckets[bucket];
+    if (b->guard.k == 0)
+        return 0;
+    advance(b, now_ms);
+    return b->guard.used;
 }
 
 int sl_ledger_dirty(const sl_ledger_t *l, int bucket)
@@ -781,16 +911,14 @@ sl_err_t sl_ledger_state_save(sl_ledger_t *l, int bucket, int64_t now_ms, char *
     switch (b->spec.alg) {
     case SL_ALG_SLIDING_WINDOW:
     case SL_ALG_ROLLING:
-        w = snprintf(buf, cap, "{\"head\":%lld,\"slots\":[", (long long)b->head);
+        w = snprintf(buf, cap, "{\"head\":%lld,\"slots\":[", (long long)b->win.head);
         if (w < 0 || (size_t)w >= cap)
             return SL_ETOOBIG;
         len = (size_t)w;
         /* oldest first */
-        for (int64_t j = b->head - b->spec.sub_windows + 1; j <= b->head; j++) {
-            w = snprintf(buf + len, cap - len, "%s%.17g", j > b->head - b->spec.sub_windows + 1
-                                                              ? ","
-                                                              : "",
-                         *slot_at(b, j));
+        for (int64_t j = b->win.head - b->win.k + 1; j <= b->win.head; j++) {
+            w = snprintf(buf + len, cap - len, "%s%.17g", j > b->win.head - b->win.k + 1 ? "," : "",
+                         *ring_slot(&b->win, j));
             if (w < 0 || (size_t)w >= cap - len)
                 return SL_ETOOBIG;
             len += (size_t)w;
@@ -842,8 +970,8 @@ sl_err_t sl_ledger_state_load(sl_ledger_t *l, int bucket, const char *text, int6
         for (int64_t i = 0; i < b->spec.sub_windows; i++) {
             int64_t j = h - b->spec.sub_windows + 1 + i;
             double v = json_number_value(json_array_get(slots, (size_t)i));
-            if (v > 0 && j <= b->head)
-                add_at(b, v, j * b->slot_ms);
+            if (v > 0 && j <= b->win.head)
+                add_at(b, v, j * b->win.slot_ms);
         }
         rc = SL_OK;
         break;

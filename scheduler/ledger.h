@@ -17,7 +17,8 @@
  *                   caps how fast the admitted rate may grow (new deployments, acceleration
  *                   limits); after an idle window it starts again from capacity.
  *
- * An amount fits a bucket when what is left covers it. A non-strict bucket (provider rate limits)
+ * An amount fits a bucket when what is left covers it (and, for a token bucket with a guard,
+ * when the guard's trailing window has room for it too). A non-strict bucket (provider rate limits)
  * also lets one request larger than what it can ever hold through when it is entirely unused, so
  * that a small limit never refuses its first request (LiteLLM #29193); a strict one (quotas and
  * spend caps) never does. Token buckets keep `margin` of their burst unused for the jitter between
@@ -67,6 +68,17 @@ typedef struct {
     const char *tz;      /* calendar: local days in this zone (copied); NULL = fixed windows */
     double growth;       /* ramp: allowed growth per window, e.g. 0.5 = +50 % */
     int strict;          /* no oversize admission when unused (quotas, spend caps) */
+    /* token bucket: a guard over the trailing guard_window_ms, which may hold at most
+     * guard_capacity of what was charged (0 ms = no guard). A bucket that mirrors a provider's
+     * per-minute limit has one: its refill alone keeps the average under the limit, but one
+     * request larger than the burst, let through a full bucket into debt, could take the
+     * trailing minute past the limit the provider counts (see sl_ledger_reserve). */
+    int64_t guard_window_ms;
+    double guard_capacity;
+    /* token bucket: a request that needs the whole burst (amount + margin > capacity) waits
+     * until the bucket has been full this long (0 = not at all): the margin covers the
+     * dispatch jitter of smaller requests, and this covers it for the large ones. */
+    int64_t full_hold_ms;
 } sl_bucket_spec_t;
 
 typedef struct {
@@ -166,6 +178,14 @@ double sl_ledger_clamp_allowance(sl_ledger_t *l, int bucket, int64_t now_ms);
  * window; ramp: cold start). Calendar, rolling and gauge buckets are left alone: their state is
  * restored exactly (saved state plus replayed reservations, calls in flight). */
 void sl_ledger_assume_worst(sl_ledger_t *l, int bucket, int64_t now_ms);
+
+/* Token buckets with a guard: counts amount, charged at at_ms, in the guard's trailing window
+ * only (the level is left alone). After a restart the reservations of the last guard window
+ * are replayed through this, so the guard knows what the provider may still be counting. */
+void sl_ledger_guard_note(sl_ledger_t *l, int bucket, double amount, int64_t at_ms,
+                          int64_t now_ms);
+/* What the guard's trailing window holds now (0 without a guard). */
+double sl_ledger_guard_used(sl_ledger_t *l, int bucket, int64_t now_ms);
 
 /* Whether the bucket changed since the last sl_ledger_clear_dirty (for saving only what moved). */
 int sl_ledger_dirty(const sl_ledger_t *l, int bucket);

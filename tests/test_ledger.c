@@ -2029,6 +2029,219 @@ START_TEST(refunds_survive_many_charges_in_flight)
 }
 END_TEST
 
+/* ---- the trailing minute of a provider's per-minute limit --------------------------------- */
+
+/* A backlogged deployment with TPM 30,000 over 60 slices (a 500-token burst), refilled at 97 %,
+ * half the burst kept as margin, fed jobs of which most are 1 to 4 times the burst. The
+ * provider counts each request at receipt, up to the dispatch delay later than the
+ * reservation; the ledger's cutoff for that delay is margin / rate. */
+enum { TM_LIMIT = 30000, TM_SLICES = 60, TM_MINUTE_MS = 60000, TM_RUN_MS = 600000 };
+
+typedef struct {
+    int64_t t;
+    double amount;
+} tm_res_t;
+
+/* The delay a dispatch may have between the reservation and the provider: the dispatcher
+ * refuses older ones (common/config.c, sl_config_dispatch_max_age_ms). */
+static int64_t tm_delay_ms(void)
+{
+    double slice_ms = (double)TM_MINUTE_MS / TM_SLICES;
+    return (int64_t)(slice_ms * 0.5);
+}
+
+/* Runs the backlog against one bucket, guarded or not; returns the number of reservations. */
+static int tm_run(uint64_t seed, int guarded, tm_res_t *res, int cap)
+{
+    double burst = (double)TM_LIMIT / TM_SLICES;
+    sl_bucket_spec_t spec = {.alg = SL_ALG_TOKEN_BUCKET, .capacity = burst * 1.5,
+                             .rate_per_ms = 0.97 * TM_LIMIT / TM_MINUTE_MS,
+                             .margin = burst * 0.5};
+    if (guarded) {
+        spec.guard_window_ms = TM_MINUTE_MS + tm_delay_ms();
+        spec.guard_capacity = TM_LIMIT;
+    }
+    sl_ledger_t *l = new_ledger();
+    ck_assert_int_eq(sl_ledger_add_spec(l, "deployment:d:tpm", &spec, 0), 0);
+    rng_state = seed;
+    int n = 0;
+    double next = 0;
+    for (int64_t t = 0; t < TM_RUN_MS && n < cap; t++) {
+        for (;;) {
+            if (next == 0)
+                next = rnd_unit() < 0.7 ? burst * (1 + 3 * rnd_unit()) : 20 + 380 * rnd_unit();
+            if (reserve1(l, 0, next, t) != SL_OK)
+                break;
+            res[n].t = t;
+            res[n].amount = next;
+            n++;
+            next = 0;
+        }
+    }
+    sl_ledger_free(l);
+    return n;
+}
+
+/* The most reserved in any trailing window of window_ms (reservation times). */
+static double tm_worst_window(const tm_res_t *res, int n, int64_t window_ms)
+{
+    double worst = 0, sum = 0;
+    int first = 0;
+    for (int i = 0; i < n; i++) {
+        sum += res[i].amount;
+        while (res[first].t <= res[i].t - window_ms)
+            sum -= res[first++].amount;
+        if (sum > worst)
+            worst = sum;
+    }
+    return worst;
+}
+
+START_TEST(trailing_minute_with_requests_above_the_burst_stays_within_the_limit)
+{
+    enum { CAP = 40000 };
+    tm_res_t *res = malloc(CAP * sizeof *res);
+    ck_assert_ptr_nonnull(res);
+    /* Reservations in any window of a minute plus the dispatch delay: whatever delay each
+     * dispatch has within the cutoff, the provider's trailing minute holds no more. */
+    int64_t window = TM_MINUTE_MS + tm_delay_ms();
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        int n = tm_run(seed * 7919, 1 /*guarded*/, res, CAP);
+        double worst = tm_worst_window(res, n, window);
+        ck_assert_msg(worst <= TM_LIMIT + 1e-6, "seed %llu: %.1f tokens in one window > %d",
+                      (unsigned long long)seed, worst, TM_LIMIT);
+        /* Utilisation of the backlogged deployment after its first minute. */
+        double after = 0;
+        for (int i = 0; i < n; i++)
+            after += res[i].t >= TM_MINUTE_MS ? res[i].amount : 0;
+        double share = after / ((double)TM_LIMIT * (TM_RUN_MS - TM_MINUTE_MS) / TM_MINUTE_MS);
+        ck_assert_msg(share >= 0.96, "seed %llu: %.4f of the limit used", (unsigned long long)seed,
+                      share);
+    }
+    free(res);
+}
+END_TEST
+
+START_TEST(without_the_guard_the_trailing_minute_passes_the_limit)
+{
+    /* What the guard is for: the token bucket alone lets headroom x limit plus the largest
+     * single charge into a trailing minute. If this ever stops failing the limit, the property
+     * test above proves nothing. */
+    enum { CAP = 40000 };
+    tm_res_t *res = malloc(CAP * sizeof *res);
+    ck_assert_ptr_nonnull(res);
+    int over = 0;
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        int n = tm_run(seed * 7919, 0 /*unguarded*/, res, CAP);
+        over += tm_worst_window(res, n, TM_MINUTE_MS) > TM_LIMIT;
+    }
+    ck_assert_int_gt(over, 0);
+    free(res);
+}
+END_TEST
+
+START_TEST(the_provider_burst_admits_every_delayed_request)
+{
+    /* The sub-minute rule: the provider enforces its per-minute limit as a bucket of one slice
+     * (limit / slices) that refills continuously, and lets one request larger than the slice
+     * through only when it is full (and then is in debt). The ledger lets such a request
+     * through only when its own bucket, refilled at 97 % of the provider's rate, is full; every
+     * earlier reservation then left at least margin / rate ago, so it has reached the provider
+     * if its dispatch delay is within the cutoff. Replay the guarded run against that provider
+     * with random delays within the cutoff: nothing is refused. */
+    enum { CAP = 40000 };
+    tm_res_t *res = malloc(CAP * sizeof *res);
+    ck_assert_ptr_nonnull(res);
+    double burst = (double)TM_LIMIT / TM_SLICES, rate = (double)TM_LIMIT / TM_MINUTE_MS;
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        int n = tm_run(seed * 104729, 1, res, CAP);
+        /* Arrival times: each reservation plus a delay in [0, cutoff]; the provider sees them
+         * in arrival order. */
+        int64_t *arrive = malloc((size_t)n * sizeof *arrive);
+        int *order = malloc((size_t)n * sizeof *order);
+        ck_assert(arrive != NULL && order != NULL);
+        rng_state = seed;
+        for (int i = 0; i < n; i++) {
+            arrive[i] = res[i].t + (int64_t)(rnd_unit() * (double)(tm_delay_ms() + 1));
+            order[i] = i;
+        }
+        /* insertion sort by arrival: nearly sorted already */
+        for (int i = 1; i < n; i++) {
+            int v = order[i];
+            int j = i - 1;
+            while (j >= 0 && arrive[order[j]] > arrive[v]) {
+                order[j + 1] = order[j];
+                j--;
+            }
+            order[j + 1] = v;
+        }
+        double level = burst;
+        int64_t at = 0;
+        int refused = 0;
+        for (int k = 0; k < n; k++) {
+            int i = order[k];
+            level += (double)(arrive[i] - at) * rate;
+            if (level > burst)
+                level = burst;
+            at = arrive[i];
+            double need = res[i].amount < burst ? res[i].amount : burst;
+            if (level + 1e-9 < need) {
+                if (refused < 3) {
+                    fprintf(stderr, "refused #%d res t=%lld arr=%lld amt=%.0f level=%.1f; prev:", i, (long long)res[i].t, (long long)arrive[i], res[i].amount, level);
+                    for (int q = i - 3; q < i; q++) if (q >= 0) fprintf(stderr, " [%d t=%lld arr=%lld amt=%.0f]", q, (long long)res[q].t, (long long)arrive[q], res[q].amount);
+                    fprintf(stderr, "\n");
+                }
+                refused++;
+            }
+            else
+                level -= res[i].amount;
+        }
+        ck_assert_msg(refused == 0, "seed %llu: the provider refused %d of %d",
+                      (unsigned long long)seed, refused, n);
+        free(arrive);
+        free(order);
+    }
+    free(res);
+}
+END_TEST
+
+START_TEST(guard_counts_settlements_at_the_charge_and_replays)
+{
+    sl_bucket_spec_t spec = {.alg = SL_ALG_TOKEN_BUCKET, .capacity = 500, .rate_per_ms = 1000,
+                             .margin = 0, .guard_window_ms = 1000, .guard_capacity = 1000};
+    sl_ledger_t *l = new_ledger();
+    ck_assert_int_eq(sl_ledger_add_spec(l, "g", &spec, 0), 0);
+    /* The refill is fast: only the guard binds. */
+    ck_assert_int_eq(reserve1(l, 0, 400, 0), SL_OK);
+    ck_assert_int_eq(reserve1(l, 0, 400, 10), SL_OK);
+    ck_assert(fabs(sl_ledger_guard_used(l, 0, 10) - 800) < EPS);
+    ck_assert_int_eq(reserve1(l, 0, 400, 20), SL_ENOROOM);
+    /* Room comes when the first charge leaves the window (slots round it up a little). */
+    int64_t wait = sl_ledger_wait_ms(l, 0, 400, 20);
+    ck_assert_int_ge(wait, 980);
+    ck_assert_int_le(wait, 1000);
+    /* A refund of the first charge lands in its slot and makes room now. */
+    sl_ledger_settle(l, 0, 300, 0, 30);
+    ck_assert(fabs(sl_ledger_guard_used(l, 0, 30) - 500) < EPS);
+    ck_assert_int_eq(reserve1(l, 0, 400, 30), SL_OK);
+    /* Overage charged later also counts where the provider counted it. */
+    sl_ledger_settle(l, 0, -100, 10, 40);
+    ck_assert(fabs(sl_ledger_guard_used(l, 0, 40) - 1000) < EPS);
+    /* Past the window everything has left. */
+    ck_assert(fabs(sl_ledger_guard_used(l, 0, 1100)) < EPS);
+    /* A replayed reservation counts in the guard only. */
+    double level = sl_ledger_level(l, 0, 1100);
+    sl_ledger_guard_note(l, 0, 700, 1050, 1100);
+    ck_assert(fabs(sl_ledger_guard_used(l, 0, 1100) - 700) < EPS);
+    ck_assert(fabs(sl_ledger_level(l, 0, 1100) - level) < EPS);
+    ck_assert_int_eq(reserve1(l, 0, 400, 1100), SL_ENOROOM);
+    /* A guard needs a capacity. */
+    spec.guard_capacity = 0;
+    ck_assert_int_lt(sl_ledger_add_spec(l, "bad", &spec, 0), 0);
+    sl_ledger_free(l);
+}
+END_TEST
+
 static Suite *ledger_suite(void)
 {
     Suite *s = suite_create("ledger");
@@ -2077,6 +2290,10 @@ static Suite *ledger_suite(void)
     tcase_set_timeout(prop, 30);
     tcase_add_test(prop, random_sequences_keep_the_ledger_invariants);
     tcase_add_test(prop, random_sequences_keep_every_algorithm_within_its_limit);
+    tcase_add_test(prop, trailing_minute_with_requests_above_the_burst_stays_within_the_limit);
+    tcase_add_test(prop, without_the_guard_the_trailing_minute_passes_the_limit);
+    tcase_add_test(prop, the_provider_burst_admits_every_delayed_request);
+    tcase_add_test(alg, guard_counts_settlements_at_the_charge_and_replays);
     suite_add_tcase(s, prop);
     return s;
 }
