@@ -1,7 +1,11 @@
 /* capacity.c - the counting rules of every limit (see capacity.h). */
 #include "capacity.h"
 
+#include <assert.h>
 #include <string.h>
+
+/* The stale-dispatch cutoff is at most this fraction of a limit's period (see below). */
+#define DELAY_PERIOD_DIVISOR 120.0
 
 static const char *const rule_names[] = {
 #define X(name, text) text,
@@ -132,4 +136,44 @@ int sl_capacity_deployment_fits(const sl_config_t *cfg, int d, const sl_demand_t
         depth++;
     }
     return 1;
+}
+
+int64_t sl_capacity_dispatch_delay_ms(const sl_limit_cfg_t *limit)
+{
+    if (limit->algorithm != SL_LIMIT_TOKEN_BUCKET && limit->algorithm != SL_LIMIT_SLIDING_WINDOW)
+        return -1;
+    /* The loader keeps these in range; the division relies on it. */
+    assert(limit->slices > 0 && limit->headroom > 0);
+    double slice_ms = (double)limit->period_ms / (double)limit->slices;
+    double ms = slice_ms * (1.0 - limit->burst_fraction) / limit->headroom;
+    /* The trailing-minute guard counts this much longer than the period: a longer cutoff (few
+     * slices, a small burst_fraction) would cost its share of the whole limit. */
+    double share = (double)limit->period_ms / DELAY_PERIOD_DIVISOR;
+    if (ms > share)
+        ms = share;
+    return ms < 50 ? 50 : (int64_t)ms;
+}
+
+/* The shortest dispatch delay of limits[0..n), or INT64_MAX when none is per-minute. */
+static int64_t shortest_delay(const sl_limit_cfg_t *limits, int n, int64_t best)
+{
+    for (int i = 0; i < n; i++) {
+        int64_t ms = sl_capacity_dispatch_delay_ms(&limits[i]);
+        if (ms >= 0 && ms < best)
+            best = ms;
+    }
+    return best;
+}
+
+int64_t sl_capacity_dispatch_max_age_ms(const sl_config_t *cfg, int d)
+{
+    assert(d >= 0 && d < cfg->ndeployments);
+    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
+    int64_t best = shortest_delay(dc->limits, dc->nlimits, INT64_MAX);
+    int depth = 0;
+    for (int p = dc->parent; p >= 0 && depth < cfg->nscopes; p = cfg->scopes[p].parent) {
+        best = shortest_delay(cfg->scopes[p].limits, cfg->scopes[p].nlimits, best);
+        depth++;
+    }
+    return best;
 }

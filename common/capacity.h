@@ -80,4 +80,19 @@ double sl_capacity_spend_usd(const sl_price_cfg_t *p, int64_t input, int64_t cac
  * deployment and of its parent scopes within that limit. */
 int sl_capacity_deployment_fits(const sl_config_t *cfg, int d, const sl_demand_t *dm);
 
+/* How late a dispatch under this per-minute limit (token bucket or sliding window) may reach
+ * the provider after it was admitted: the part of a slice the ledger keeps unused
+ * (1 - burst_fraction) lasts this long at the planned rate (headroom x the limit), but at most
+ * 1/120 of the period, since the trailing-minute guard counts a period plus this delay; never
+ * less than 50 ms. -1 for a limit of another kind. */
+int64_t sl_capacity_dispatch_delay_ms(const sl_limit_cfg_t *limit);
+
+/* How late a dispatch to deployment d may reach the provider after the scheduler admitted it:
+ * the shortest sl_capacity_dispatch_delay_ms of the per-minute limits of d and of its parent
+ * scopes. A dispatch older than this is not sent (its admission decision is stale: e.g. it
+ * waited in Kafka while no dispatcher was consuming), so a backlog of old dispatches can never
+ * reach the provider as one burst; the ledger's trailing-minute guard covers exactly this
+ * delay. INT64_MAX for a deployment without per-minute limits on its path. */
+int64_t sl_capacity_dispatch_max_age_ms(const sl_config_t *cfg, int d);
+
 #endif

@@ -77,6 +77,8 @@ typedef struct {
     double growth;            /* ramp: growth allowed per period */
     sl_dimension_t ramp_unit; /* ramp: requests or total tokens */
     int strict;               /* a quota: never admits more than it holds, even when unused */
+    int64_t full_hold_ms;     /* token bucket: a request needing the whole burst waits until the
+                               * bucket has been full this long (dispatch jitter); 0 = not */
 } sl_limit_cfg_t;
 
 /* A node of the scope hierarchy that is not a deployment, tenant or key: a provider workspace,
@@ -122,6 +124,7 @@ typedef struct {
     int64_t slices_per_minute; /* the provider enforces limit/slices per slice (burst) */
     double headroom;           /* fraction of the limit sluice plans to use, (0, 1] */
     double burst_fraction;     /* fraction of the provider's burst sluice may use at once */
+    int64_t full_hold_ms;      /* default of its limits' full_hold_ms */
     sl_tpm_counting_t tpm_counting;
     sl_input_counting_t input_counting;
     sl_output_counting_t output_counting;
@@ -288,13 +291,6 @@ int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route)
 /* What a request costs in each limit, and whether a deployment could ever take it, is one rule
  * for ingest and the scheduler: common/capacity.h. */
 
-/* How late a dispatch may reach the provider after the scheduler admitted it, for deployment d
- * (an index into deployments): the part of the provider's burst the ledger keeps unused (the
- * margin) lasts this long at the planned rate. A dispatch older than this is not sent (its
- * admission decision is stale: e.g. it waited in Kafka while no dispatcher was consuming), so a
- * backlog of old dispatches can never reach the provider as one burst. INT64_MAX for a
- * deployment without per-minute limits. */
-int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d);
 
 int sl_config_scope(const sl_config_t *cfg, const char *name);
 

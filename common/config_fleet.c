@@ -58,6 +58,7 @@ static void load_deployment(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr, size_t 
                                        "slices_per_minute",
                                        "headroom",
                                        "burst_fraction",
+                                       "full_hold_ms",
                                        "tpm_counting",
                                        "input_counting",
                                        "output_counting",
@@ -107,9 +108,11 @@ static void load_deployment(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr, size_t 
     d->slices_per_minute = cfg_get_int(c, dj, where, "slices_per_minute", 60, 1, 256);
     d->headroom = cfg_get_real(c, dj, where, "headroom", 0.97, 0.01, 1.0);
     d->burst_fraction = cfg_get_real(c, dj, where, "burst_fraction", 0.5, 0.01, 1.0);
+    d->full_hold_ms = cfg_get_int(c, dj, where, "full_hold_ms", 0, 0, 60000);
     const cfg_limit_defaults_t def = {.slices = d->slices_per_minute,
                                       .headroom = d->headroom,
-                                      .burst_fraction = d->burst_fraction};
+                                      .burst_fraction = d->burst_fraction,
+                                      .full_hold_ms = d->full_hold_ms};
     cfg_limits_t ls = {0};
     json_t *lj = cfg_get_obj(c, dj, where, "limits");
     if (lj != NULL) {
@@ -282,21 +285,4 @@ void cfg_load_routes(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
                 cfg_fail(c, "%s: a route cannot fall back to itself", where);
         }
     }
-}
-
-int64_t sl_config_dispatch_max_age_ms(const sl_config_t *cfg, int d)
-{
-    assert(d >= 0 && d < cfg->ndeployments);
-    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
-    /* The loader keeps both in range; the division below relies on it. */
-    assert(dc->slices_per_minute > 0 && dc->headroom > 0);
-    int per_minute = 0;
-    for (int i = 0; i < dc->nlimits; i++)
-        per_minute |= dc->limits[i].algorithm == SL_LIMIT_TOKEN_BUCKET ||
-                      dc->limits[i].algorithm == SL_LIMIT_SLIDING_WINDOW;
-    if (!per_minute)
-        return INT64_MAX;
-    double slice_ms = (double)cfg->minute_ms / (double)dc->slices_per_minute;
-    double ms = slice_ms * (1.0 - dc->burst_fraction) / dc->headroom;
-    return ms < 50 ? 50 : (int64_t)ms;
 }

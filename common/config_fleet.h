@@ -1,7 +1,7 @@
 /* config_fleet.h - how the config loader reads the deployments, routes and classes.
  *
  * Internal to the config loader (common/config*.c); the public questions about a deployment
- * (sl_config_dispatch_max_age_ms, ...) are in config.h. Deployments name their parent scope, so the
+ * (which limits exist, what they count) are in config.h and capacity.h. Deployments name their parent scope, so the
  * scopes are read first; routes name deployments, so deployments come before routes.
  */
 #ifndef SL_CONFIG_FLEET_H

@@ -78,6 +78,7 @@ static void limit_defaults(const sl_config_t *cfg, sl_limit_cfg_t *l, sl_dimensi
     l->slices = def->slices;
     l->headroom = def->headroom;
     l->burst_fraction = def->burst_fraction;
+    l->full_hold_ms = def->full_hold_ms;
     l->burst = 1.0;
     l->reset_tz = "";
     l->period_ms = cfg->minute_ms;
@@ -116,7 +117,7 @@ static void load_limit(cfg_ctx_t *c, const sl_config_t *cfg, json_t *arr, size_t
     static const char *const keys[] = {"name",     "dimension",      "algorithm", "capacity",
                                        "period",   "period_ms",      "slices",    "burst",
                                        "headroom", "burst_fraction", "reset_tz",  "growth",
-                                       "unit",     "strict",         NULL};
+                                       "unit",     "strict",         "full_hold_ms", NULL};
     char section[128], where[160];
     snprintf(section, sizeof section, "%s.buckets", owner);
     json_t *lj = cfg_array_object(c, arr, i, section, keys, where, sizeof where);
@@ -178,6 +179,7 @@ static void load_limit(cfg_ctx_t *c, const sl_config_t *cfg, json_t *arr, size_t
     l->burst = cfg_get_real(c, lj, where, "burst", l->burst, 1.0, 1e6);
     l->headroom = cfg_get_real(c, lj, where, "headroom", l->headroom, 0.01, 1.0);
     l->burst_fraction = cfg_get_real(c, lj, where, "burst_fraction", l->burst_fraction, 0.01, 1.0);
+    l->full_hold_ms = cfg_get_int(c, lj, where, "full_hold_ms", l->full_hold_ms, 0, 60000);
     l->growth = cfg_get_real(c, lj, where, "growth", l->growth, 0, 100);
     const char *unit = cfg_get_str(c, lj, where, "unit", "requests");
     if (strcmp(unit, "requests") == 0)

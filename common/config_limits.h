@@ -20,6 +20,7 @@
 typedef struct {
     int64_t slices;
     double headroom, burst_fraction;
+    int64_t full_hold_ms;
 } cfg_limit_defaults_t;
 
 /* Tenants, keys and the scopes on the callers' side. */

@@ -11,6 +11,7 @@
 
 #include "adapter.h"
 #include "buf.h"
+#include "capacity.h"
 #include "estimate.h"
 #include "hmap.h"
 #include "jsonschema.h"
@@ -446,7 +447,7 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
         why_not = "unknown deployment";
     else if (budget_ms <= 0)
         why_not = "lease expired";
-    else if (now_ms - issued > sl_config_dispatch_max_age_ms(e->cfg, d))
+    else if (now_ms - issued > sl_capacity_dispatch_max_age_ms(e->cfg, d))
         why_not = "stale dispatch: it waited too long before reaching a dispatcher";
     if (why_not != NULL) {
         /* The call must not happen after the scheduler stopped counting on it, nor so late

@@ -7,12 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capacity.h"
 #include "ledger.h"
 #include "store.h"
 
 enum { STATE_TEXT_MAX = 8192 };
 
-sl_bucket_spec_t sl_buckets_spec(const sl_limit_cfg_t *lc)
+sl_bucket_spec_t sl_buckets_spec(const sl_limit_cfg_t *lc, int provider_side)
 {
     sl_bucket_spec_t spec = {.alg = (sl_alg_t)lc->algorithm, .strict = lc->strict};
     double slices = (double)lc->slices;
@@ -24,6 +25,14 @@ sl_bucket_spec_t sl_buckets_spec(const sl_limit_cfg_t *lc)
             spec.capacity = 1;
         spec.rate_per_ms = lc->capacity * lc->headroom / (double)lc->period_ms;
         spec.margin = spec.capacity * (1.0 - lc->burst_fraction);
+        if (provider_side) {
+            /* What the provider counts in any trailing period may not pass its limit. A
+             * dispatch reaches it up to the stale cutoff after its admission, so every
+             * provider window of period_ms is covered by a guard window that long more. */
+            spec.guard_window_ms = lc->period_ms + sl_capacity_dispatch_delay_ms(lc);
+            spec.guard_capacity = lc->capacity;
+            spec.full_hold_ms = lc->full_hold_ms;
+        }
         break;
     case SL_LIMIT_SLIDING_WINDOW:
         spec.capacity = lc->capacity * lc->headroom;
@@ -62,7 +71,7 @@ static sl_err_t add_scope(sl_sched_t *s, const char *scope, const sl_limit_cfg_t
         snprintf(id, sizeof id, "%s:%s", scope, limits[i].name);
         int b = sl_ledger_find(s->ledger, id);
         if (b < 0) {
-            sl_bucket_spec_t spec = sl_buckets_spec(&limits[i]);
+            sl_bucket_spec_t spec = sl_buckets_spec(&limits[i], provider_side);
             b = sl_ledger_add_spec(s->ledger, id, &spec, now_ms);
             if (b < 0) {
                 snprintf(err, errlen, "bucket %s: invalid limit or out of memory", id);

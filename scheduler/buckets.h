@@ -16,8 +16,12 @@
 
 /* The ledger spec of a configured limit. Per-minute provider limits are planned at headroom x
  * the limit; a token bucket's burst is the provider's slice (limit / slices), part of which is
- * kept unused (burst_fraction) for the jitter between our decision and the provider's receipt. */
-sl_bucket_spec_t sl_buckets_spec(const sl_limit_cfg_t *lc);
+ * kept unused (burst_fraction) for the jitter between our decision and the provider's receipt.
+ * On the provider side (provider_side) a token bucket also has a guard: what it admitted in any
+ * trailing period plus the stale-dispatch cutoff stays within the published limit, so no
+ * trailing period the provider counts can pass it, whatever requests above the burst let
+ * through into debt; and full_hold_ms for requests that need the whole burst. */
+sl_bucket_spec_t sl_buckets_spec(const sl_limit_cfg_t *lc, int provider_side);
 
 /* Builds every bucket of the config and each deployment's, tenant's and key's path. */
 sl_err_t sl_buckets_build(sl_sched_t *s, int64_t now_ms, char *err, size_t errlen);

@@ -33,7 +33,7 @@ static sl_err_t set_limit(sl_sched_t *s, int b, double limit, int64_t now_ms)
         own->capacity = limit;
         lc = own;
     }
-    sl_bucket_spec_t spec = sl_buckets_spec(lc);
+    sl_bucket_spec_t spec = sl_buckets_spec(lc, s->binfo[b].provider_side);
     sl_err_t rc = sl_ledger_set_spec(s->ledger, b, &spec, now_ms);
     if (rc != SL_OK) {
         free(own);

@@ -54,8 +54,14 @@ static void replay_charge(const char *bucket_id, double amount, int64_t created_
 {
     replay_t *r = arg;
     int b = sl_ledger_find(r->s->ledger, bucket_id);
-    if (b >= 0 && r->replay[b] && created_ms >= r->since[b] && amount > 0)
+    if (b < 0 || !(amount > 0))
+        return;
+    if (r->replay[b] && created_ms >= r->since[b])
         sl_ledger_settle(r->s->ledger, b, -amount, created_ms, r->now_ms);
+    /* A guarded bucket's trailing window: what the provider may still be counting. */
+    int64_t window = sl_ledger_spec(r->s->ledger, b)->guard_window_ms;
+    if (window > 0 && created_ms > r->now_ms - window)
+        sl_ledger_guard_note(r->s->ledger, b, amount, created_ms, r->now_ms);
 }
 
 sl_err_t sl_restore_buckets(sl_sched_t *s, int exact, int64_t now_ms)
@@ -92,6 +98,14 @@ sl_err_t sl_restore_buckets(sl_sched_t *s, int exact, int64_t now_ms)
                 if (since[b] < oldest)
                     oldest = since[b];
             }
+        }
+        /* Every guard starts empty: the reservations of its window are replayed below, after
+         * a restart and after a reload alike (the guard's slots are not saved). */
+        int64_t window = sl_ledger_spec(s->ledger, b)->guard_window_ms;
+        if (rc == SL_OK && window > 0 && now_ms - window < oldest)
+            oldest = now_ms - window;
+        if (rc != SL_OK || sl_buckets_is_quota(s, b)) {
+            /* done above */
         } else if (alg == SL_ALG_GAUGE) {
             /* rebuilt from the leases */
         } else if (exact && got == SL_OK) {

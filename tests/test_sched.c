@@ -1559,6 +1559,38 @@ START_TEST(daily_quota_survives_a_restart)
 }
 END_TEST
 
+/* TPM 1,500 planned whole (headroom 1, one slice, no margin): the bucket alone refills half
+ * its capacity in 30 s, but the provider counts the last minute, so nothing more may go until
+ * the first minute's reservations have left it, before a restart and after it. */
+static const char *const DEP_GUARD =
+    "{'name': 'dep-g', 'base_url': 'http://127.0.0.1:9/g/v1', 'model': 'model-g',"
+    " 'limits': {'tpm': 1500}, 'slices_per_minute': 1, 'headroom': 1.0, 'burst_fraction': 1.0}";
+
+START_TEST(trailing_minute_guard_holds_across_a_restart)
+{
+    env_t e;
+    opts_t o = {"'dep-g'", 0, 0, 0, 0, DEP_GUARD, NULL};
+    env_init(&e, &o, T0);
+    for (int i = 0; i < 30; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "job-%02d", i);
+        feed_job(&e, id, "acme", T0);
+    }
+    lease_t l[32];
+    /* 150 tokens a job (max(input 150, max_tokens 100)): ten fill the minute */
+    ck_assert_int_eq(drain(&e, T0, T0, 1, l, 32), 10);
+    /* half a minute later the bucket holds 750 again, the trailing minute none */
+    ck_assert_int_eq(drain(&e, T0 + 30000, T0 + 30000, 1, l, 32), 0);
+    /* a restart knows nothing of the bucket's level, and replays the minute's reservations */
+    close_core(&e);
+    open_core(&e, T0 + 30010);
+    ck_assert_int_eq(drain(&e, T0 + 30010, T0 + 59000, 1000, l, 32), 0);
+    /* once the first minute (and the stale-dispatch cutoff) has passed, work goes again */
+    ck_assert_int_gt(drain(&e, T0 + 61000, T0 + 61000, 1, l, 32), 0);
+    env_done(&e);
+}
+END_TEST
+
 START_TEST(cache_reads_are_not_charged_to_input_limits)
 {
     env_t e;
@@ -2674,6 +2706,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, restored_job_of_a_removed_tenant_does_not_run_as_another_tenant);
     tcase_add_test(tc, daily_quota_rejects_past_the_quota_naming_it);
     tcase_add_test(tc, daily_quota_survives_a_restart);
+    tcase_add_test(tc, trailing_minute_guard_holds_across_a_restart);
     tcase_add_test(tc, cache_reads_are_not_charged_to_input_limits);
     tcase_add_test(tc, concurrency_gauge_is_released_when_the_call_ends);
     tcase_add_test(tc, concurrent_jobs_never_bypass_the_token_limit);
