@@ -84,6 +84,23 @@ static const char *Q(const char *text)
     return buf;
 }
 
+/* A request with a user message of n characters ("abcd " repeated) on route, with max_tokens;
+ * the caller frees it. */
+static char *long_request(const char *idem, const char *route, size_t n, int max_tokens)
+{
+    char *text = malloc(n + 512);
+    ck_assert_ptr_nonnull(text);
+    int head = snprintf(text, 512,
+                        "{\"idempotency_key\":\"%s\",\"api_key\":\"" ACME_KEY "\","
+                        "\"route\":\"%s\",\"request\":{\"messages\":[{\"role\":"
+                        "\"user\",\"content\":\"",
+                        idem, route);
+    for (size_t i = 0; i < n; i++)
+        text[head + (int)i] = "abcd "[i % 5];
+    snprintf(text + head + n, 64, "\"}],\"max_tokens\":%d}}", max_tokens);
+    return text;
+}
+
 static void process_bytes(const void *payload, size_t len, const sl_ingest_source_t *src,
                           sl_ingest_out_t *out)
 {
@@ -666,15 +683,7 @@ START_TEST(prompt_beyond_every_tpm_limit_is_rejected)
 {
     /* About 250,000 characters: more than 60,000 tokens, the largest TPM on the route, yet
      * under max_request_bytes. */
-    size_t n = 250000;
-    char *text = malloc(n + 512);
-    int head = snprintf(text, 512,
-                        "{\"idempotency_key\":\"long\",\"api_key\":\"" ACME_KEY "\","
-                        "\"route\":\"chat-small\",\"request\":{\"messages\":[{\"role\":\"user\","
-                        "\"content\":\"");
-    for (size_t i = 0; i < n; i++)
-        text[head + (int)i] = "abcd "[i % 5];
-    strcpy(text + head + n, "\"}],\"max_tokens\":16}}");
+    char *text = long_request("long", "chat-small", 250000, 16);
     ck_assert_int_lt((long)strlen(text), (long)cfg->max_request_bytes);
     sl_ingest_out_t out;
     process_bytes(text, strlen(text), &SRC, &out);
@@ -721,15 +730,7 @@ START_TEST(request_beyond_itpm_otpm_or_a_daily_quota_is_rejected)
     json_decref(res);
     sl_ingest_out_clear(&out);
     /* About 10,000 characters: more input than ITPM 2000. */
-    size_t n = 10000;
-    char *text = malloc(n + 512);
-    int head = snprintf(text, 512,
-                        "{\"idempotency_key\":\"itpm\",\"api_key\":\"" ACME_KEY "\","
-                        "\"route\":\"claude\",\"request\":{\"messages\":[{\"role\":"
-                        "\"user\",\"content\":\"");
-    for (size_t i = 0; i < n; i++)
-        text[head + (int)i] = "abcd "[i % 5];
-    strcpy(text + head + n, "\"}],\"max_tokens\":16}}");
+    char *text = long_request("itpm", "claude", 10000, 16);
     process_bytes(text, strlen(text), &SRC, &out);
     res = check_rejection(&out, "request_too_large", "capacity", "itpm", &SRC);
     json_decref(res);
@@ -761,15 +762,7 @@ START_TEST(request_beyond_a_parent_scope_quota_is_rejected)
     /* A prompt within ITPM (2000) but above the project's 1,500 tokens a day, which counts
      * max(input, max_tokens) at receipt: refused by the scope above the deployment. */
     sl_ingest_out_t out;
-    size_t n = 5500; /* about 1,730 tokens */
-    char *text = malloc(n + 512);
-    int head = snprintf(text, 512,
-                        "{\"idempotency_key\":\"scope\",\"api_key\":\"" ACME_KEY "\","
-                        "\"route\":\"claude\",\"request\":{\"messages\":[{\"role\":"
-                        "\"user\",\"content\":\"");
-    for (size_t i = 0; i < n; i++)
-        text[head + (int)i] = "abcd "[i % 5];
-    strcpy(text + head + n, "\"}],\"max_tokens\":16}}");
+    char *text = long_request("scope", "claude", 5500, 16); /* about 1,730 tokens */
     process_bytes(text, strlen(text), &SRC, &out);
     json_t *res = check_rejection(&out, "request_too_large", "capacity", "scope", &SRC);
     json_decref(res);
