@@ -48,6 +48,7 @@
 
 #include <jansson.h>
 
+#include "ecmare.h"
 #include "err.h"
 
 /* Deepest document nesting a validation descends into; the root value is at depth 0. Deeper
@@ -55,7 +56,7 @@
 #define SL_SCHEMA_MAX_DEPTH 64
 
 /* Longest "pattern" accepted, in bytes; longer ones are a compile error. */
-#define SL_SCHEMA_MAX_PATTERN_LEN 4096
+#define SL_SCHEMA_MAX_PATTERN_LEN SL_ECMARE_MAX_LEN
 
 typedef struct sl_schema sl_schema_t;
 
