@@ -106,6 +106,28 @@ int sl_capacity_within(const sl_limit_cfg_t *limit, double amount)
     return limit->algorithm == SL_LIMIT_RAMP || amount <= limit->capacity;
 }
 
+/* The limits of step k of deployment d's provider-side path: k = 0 its own, k = 1 its parent
+ * scope's, and so on up. 0 past the top. Scopes form a tree (the loader refuses cycles); the
+ * bound on k is only a guard. */
+static int path_limits(const sl_config_t *cfg, int d, int k, const sl_limit_cfg_t **limits,
+                       int *n)
+{
+    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
+    if (k == 0) {
+        *limits = dc->limits;
+        *n = dc->nlimits;
+        return 1;
+    }
+    int p = dc->parent;
+    for (int step = 1; step < k && p >= 0; step++)
+        p = cfg->scopes[p].parent;
+    if (p < 0 || k > cfg->nscopes)
+        return 0;
+    *limits = cfg->scopes[p].limits;
+    *n = cfg->scopes[p].nlimits;
+    return 1;
+}
+
 /* Whether every limit in limits[0..n) could hold the request. */
 static int limits_fit(const sl_limit_cfg_t *limits, int n, const sl_deployment_cfg_t *dc,
                       const sl_demand_t *dm)
@@ -125,15 +147,11 @@ int sl_capacity_deployment_fits(const sl_config_t *cfg, int d, const sl_demand_t
     const sl_deployment_cfg_t *dc = &cfg->deployments[d];
     if (dm->max_tokens > dc->max_output_tokens)
         return 0;
-    if (!limits_fit(dc->limits, dc->nlimits, dc, dm))
-        return 0;
-    /* Scopes form a tree (the loader refuses cycles); the depth bound is only a guard. */
-    int depth = 0;
-    for (int p = dc->parent; p >= 0 && depth < cfg->nscopes; p = cfg->scopes[p].parent) {
-        const sl_scope_cfg_t *sc = &cfg->scopes[p];
-        if (!limits_fit(sc->limits, sc->nlimits, dc, dm))
+    const sl_limit_cfg_t *limits;
+    int n;
+    for (int k = 0; path_limits(cfg, d, k, &limits, &n); k++) {
+        if (!limits_fit(limits, n, dc, dm))
             return 0;
-        depth++;
     }
     return 1;
 }
@@ -168,12 +186,10 @@ static int64_t shortest_delay(const sl_limit_cfg_t *limits, int n, int64_t best)
 int64_t sl_capacity_dispatch_max_age_ms(const sl_config_t *cfg, int d)
 {
     assert(d >= 0 && d < cfg->ndeployments);
-    const sl_deployment_cfg_t *dc = &cfg->deployments[d];
-    int64_t best = shortest_delay(dc->limits, dc->nlimits, INT64_MAX);
-    int depth = 0;
-    for (int p = dc->parent; p >= 0 && depth < cfg->nscopes; p = cfg->scopes[p].parent) {
-        best = shortest_delay(cfg->scopes[p].limits, cfg->scopes[p].nlimits, best);
-        depth++;
-    }
+    int64_t best = INT64_MAX;
+    const sl_limit_cfg_t *limits;
+    int n;
+    for (int k = 0; path_limits(cfg, d, k, &limits, &n); k++)
+        best = shortest_delay(limits, n, best);
     return best;
 }
