@@ -1192,6 +1192,42 @@ START_TEST(clamp_refills_at_the_provider_rate_and_counts_later_reservations)
 }
 END_TEST
 
+/* Regression: a request larger than the burst needed its whole size of the provider's clamp,
+ * so with a provider reporting the level of its burst it waited until the report had aged by
+ * (size - remaining) / rate although both buckets were full: 13 % of a limit went unused with
+ * requests of 1 - 4 bursts (tests/e2e/e2e_minute.c). It needs a whole burst, as of the bucket. */
+START_TEST(clamp_lets_a_request_above_the_burst_through_when_the_provider_is_full)
+{
+    /* a burst of 500 refilling 1 a ms (60,000 a minute) */
+    sl_ledger_t *l = one_bucket(500, 1.0, 0, 500, 0);
+    sl_clamp_t full = {.remaining = 500,
+                       .limit = 60000,
+                       .rate_per_ms = 1.0,
+                       .observed_ms = 0,
+                       .reserved_before = sl_ledger_reserved_total(l, 0),
+                       .until_ms = 10000};
+    sl_ledger_clamp(l, 0, &full, 0);
+    ck_assert_int_eq(sl_ledger_wait_ms(l, 0, 1500, 0), 0);
+    ck_assert_int_eq(reserve1(l, 0, 1500, 0), SL_OK);
+    sl_ledger_free(l);
+    /* the provider said only 200 were left: a whole burst needs 300 more, 300 ms at its rate */
+    l = one_bucket(500, 1.0, 0, 500, 0);
+    sl_clamp_t low = {.remaining = 200,
+                      .limit = 60000,
+                      .rate_per_ms = 1.0,
+                      .observed_ms = 0,
+                      .reserved_before = sl_ledger_reserved_total(l, 0),
+                      .until_ms = 10000};
+    sl_ledger_clamp(l, 0, &low, 0);
+    int64_t w = sl_ledger_wait_ms(l, 0, 1500, 0);
+    ck_assert_int_ge(w, 300);
+    ck_assert_int_le(w, 301);
+    ck_assert_int_eq(reserve1(l, 0, 1500, 299), SL_ENOROOM);
+    ck_assert_int_eq(reserve1(l, 0, 1500, 301), SL_OK);
+    sl_ledger_free(l);
+}
+END_TEST
+
 START_TEST(clamp_expires_at_its_reset)
 {
     sl_ledger_t *l = one_bucket(100, 0, 0, 100, 1000);
@@ -2296,6 +2332,7 @@ static Suite *ledger_suite(void)
     tcase_add_test(alg, window_that_passed_is_reset_not_refreshed);
     tcase_add_test(alg, clamp_restricts_but_never_raises);
     tcase_add_test(alg, clamp_refills_at_the_provider_rate_and_counts_later_reservations);
+    tcase_add_test(alg, clamp_lets_a_request_above_the_burst_through_when_the_provider_is_full);
     tcase_add_test(alg, clamp_expires_at_its_reset);
     tcase_add_test(alg, assume_worst_blocks_for_the_rest_of_the_window);
     tcase_add_test(alg, state_save_load_round_trip_per_algorithm);
