@@ -19,7 +19,9 @@
  *   maxout    steady with max_tokens 3,000 - 4,000 and replies that use most of it, slowly;
  *   daily     a daily request quota (the provider's RPD) that runs out halfway;
  *   stream    streamed jobs at 0.9x, 15 % of streams cut by the provider, 10 % of clients
- *             giving up (a cancel) soon after they submit; sluice only.
+ *             giving up (a cancel) soon after they submit; sluice only;
+ *   bigjobs   steady with jobs of 1 - 4 provider slices (60 slices a minute, its own) against a
+ *             simulator that also enforces a rolling minute (429s it counts as refused_rolling).
  * Systems: sluice, and the baseline at 50 %, 75 % and 100 % of the real limits, one client
  * process per tenant; "share" gives each client its share of the limits (limit x fraction /
  * tenants, the careful static split), "full" gives each the whole limit x fraction (what each
@@ -75,7 +77,8 @@ static void usage(FILE *f)
             "                   (default 0.5,0.75,1)\n"
             "  --split S        share: each tenant's client gets limit x fraction / tenants\n"
             "                   (default); full: each gets limit x fraction\n"
-            "  --slices N       the provider's enforcement slices a minute, 1 - 600 (default 10)\n"
+            "  --slices N       the provider's enforcement slices a minute, 1 - 600 (default 10;\n"
+            "                   bigjobs has its own 60)\n"
             "  --storm-retry-after-share X  share of the storm's 429s with a Retry-After\n"
             "                   (default 0.5)\n"
             "  --no-sluice, --no-baseline: run one side only; --no-plot: no PNG\n"

@@ -3,14 +3,16 @@
 #   bench/run.sh                      everything (about 25 minutes)
 #   bench/run.sh storm503 backfill    one compare scenario and the backfill
 #   BENCH_QUICK=1 bench/run.sh        the small variant CI runs (about 2 minutes)
-# Names: pipeline, ledger, scenarios, scenarios:<equal|weights|noisy|guarantee>, backfill,
+# Names: pipeline, ledger, scenarios, scenarios:<name> (equal, weights, noisy, guarantee,
+# shapes, shapes_itpm, shapes_weights, shapes_weights_rev, noisy100, noisy1000), backfill,
 # compare (all its scenarios), or one compare scenario: steady, burst, noisy, storm, storm503,
-# longctx, maxout, daily, stream. `make bench SCENARIO="..."` passes the names here.
+# longctx, maxout, daily, stream, bigjobs. `make bench SCENARIO="..."` passes the names here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SLUICE_BIN=${SLUICE_BIN:-$PWD/bin}
 quick=${BENCH_QUICK:-0}
-compare_scenarios=" steady burst noisy storm storm503 longctx maxout daily stream "
+compare_scenarios=" steady burst noisy storm storm503 longctx maxout daily stream bigjobs "
+scenarios_names=" equal weights noisy guarantee shapes shapes_itpm shapes_weights shapes_weights_rev noisy100 noisy1000 "
 
 run_one() {
   local name=$1
@@ -25,6 +27,11 @@ run_one() {
     scenarios)
       if [ "$quick" = 1 ]; then bin/bench/scenarios --quick; else bin/bench/scenarios; fi ;;
     scenarios:*)
+      if [[ "$scenarios_names" != *" ${name#scenarios:} "* ]]; then
+        echo "bench/run.sh: unknown scenario \"${name#scenarios:}\" of bench/scenarios" >&2
+        echo "known:$scenarios_names" >&2
+        exit 2
+      fi
       if [ "$quick" = 1 ]; then bin/bench/scenarios --quick --scenario "${name#scenarios:}"
       else bin/bench/scenarios --scenario "${name#scenarios:}"; fi ;;
     backfill)

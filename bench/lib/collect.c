@@ -18,6 +18,7 @@ int b_sim_stats_read(const char *url, b_sim_stats_t *s)
     s->tokens = h_sim_total(stats, "tokens_charged");
     s->admitted = h_sim_total(stats, "admitted");
     s->refused = h_sim_total(stats, "refused");
+    s->refused_rolling = h_sim_total(stats, "refused_rolling");
     s->fault_429 = h_sim_total(stats, "fault_429");
     s->fault_503 = h_sim_total(stats, "fault_503");
     s->errors = h_sim_total(stats, "errors");

@@ -14,6 +14,7 @@ typedef struct {
     double sim_ms;  /* the simulator's clock (now_ms) */
     int64_t tokens; /* tokens_charged: what its TPM counted */
     int64_t admitted, refused, fault_429, fault_503, errors, replayed, dropped, in_flight;
+    int64_t refused_rolling; /* of refused: by the rolling minute (sim "rolling_minute") */
 } b_sim_stats_t;
 
 /* Reads the simulator's /stats at url into s. Returns 0, or -1 when it does not answer (s is

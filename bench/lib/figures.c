@@ -159,6 +159,9 @@ json_t *b_figures(const b_run_t *run)
                 b_jnum(wreq > 0 ? (double)(shi->sim.refused - slo->sim.refused) / (double)wreq
                                 : NAN));
         }
+        json_object_set_new(
+            sim, "limit_429_rolling",
+            json_integer((json_int_t)(send->sim.refused_rolling - s0->sim.refused_rolling)));
         json_object_set_new(fig, "sim", sim);
     }
 

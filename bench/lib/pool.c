@@ -16,21 +16,56 @@ static void rpd_member(const b_pool_t *pool, char *out, size_t cap)
         snprintf(out, cap, ", \"rpd\": %ld", pool->rpd);
 }
 
+static int anthropic_style(const b_pool_t *pool)
+{
+    return pool->itpm > 0 || pool->otpm > 0;
+}
+
+/* The simulator's token limits as JSON members: TPM counting prompt + max_tokens, or ITPM and
+ * OTPM counting the generated output with Anthropic's headers; and the rolling minute. */
+static void sim_token_members(const b_pool_t *pool, char *out, size_t cap)
+{
+    size_t n;
+    if (anthropic_style(pool))
+        n = (size_t)snprintf(out, cap,
+                             "\"itpm\": %d, \"otpm\": %d, \"otpm_counting\": \"generated\","
+                             " \"headers\": \"anthropic\"",
+                             pool->itpm, pool->otpm);
+    else
+        n = (size_t)snprintf(out, cap, "\"tpm\": %d, \"tpm_counting\": \"sum\"", pool->tpm);
+    if (pool->rolling_minute && n < cap)
+        snprintf(out + n, cap - n, ", \"rolling_minute\": true");
+}
+
 char *b_pool_sim_config(const b_pool_t *pool)
 {
-    char faults[512] = "", rpd[64];
+    char faults[512] = "", rpd[64], tokens[256];
     if (pool->faults[0] != '\0')
         snprintf(faults, sizeof faults, ", \"faults\": %s", pool->faults);
     rpd_member(pool, rpd, sizeof rpd);
-    char sim[1024];
+    sim_token_members(pool, tokens, sizeof tokens);
+    char sim[1280];
     snprintf(sim, sizeof sim,
              "{\"minute_ms\": %.0f, \"deployments\": [{\"name\": \"pool\", \"model\": "
-             "\"gpt-4o-mini\", \"rpm\": %d, \"tpm\": %d, \"tpm_counting\": \"sum\","
+             "\"gpt-4o-mini\", \"rpm\": %d, %s,"
              " \"slices_per_minute\": %d, \"ttft_ms\": 20, \"ms_per_token\": %.3f,"
              " \"output_min\": %d, \"output_max\": %d, \"api_key\": \"%s-provider-key\"%s%s}]}",
-             pool->minute_ms, pool->rpm, pool->tpm, pool->slices_per_minute, pool->ms_per_token,
+             pool->minute_ms, pool->rpm, tokens, pool->slices_per_minute, pool->ms_per_token,
              pool->output_min, pool->output_max, pool->bench, rpd, faults);
     return strdup(h_write("sim.json", sim));
+}
+
+/* sluice's view of the same token limits: the deployment's limits members and how it counts. */
+static void sluice_token_members(const b_pool_t *pool, char *limits, size_t lcap, char *counting,
+                                 size_t ccap)
+{
+    if (anthropic_style(pool)) {
+        snprintf(limits, lcap, "\"itpm\": %d, \"otpm\": %d", pool->itpm, pool->otpm);
+        snprintf(counting, ccap, "\"input_counting\": \"all\", \"output_counting\": \"generated\"");
+    } else {
+        snprintf(limits, lcap, "\"tpm\": %d", pool->tpm);
+        snprintf(counting, ccap, "\"tpm_counting\": \"sum\"");
+    }
 }
 
 char *b_pool_sluice_config(const b_pool_t *pool)
@@ -69,8 +104,9 @@ char *b_pool_sluice_config(const b_pool_t *pool)
                  " \"dispatcher\": {\"metrics_listen\": \"127.0.0.1:%d\"},",
                  h_free_port(), h_free_port());
     }
-    char rpd[64];
+    char rpd[64], limits[128], counting[128];
     rpd_member(pool, rpd, sizeof rpd);
+    sluice_token_members(pool, limits, sizeof limits, counting, sizeof counting);
     char cfg[8192];
     snprintf(cfg, sizeof cfg,
              "{\"minute_ms\": %.0f,"
@@ -84,15 +120,15 @@ char *b_pool_sluice_config(const b_pool_t *pool)
              "               \"batch\": {\"max_queue\": 1000000}},"
              " \"deployments\": [{\"name\": \"pool\","
              "   \"base_url\": \"http://127.0.0.1:%d/pool/v1\", \"model\": \"gpt-4o-mini\","
-             "   \"api_key_file\": \"%s\", \"limits\": {\"rpm\": %d, \"tpm\": %d%s},"
-             "   \"tpm_counting\": \"sum\", \"slices_per_minute\": %d,"
+             "   \"api_key_file\": \"%s\", \"limits\": {\"rpm\": %d, %s%s},"
+             "   %s, \"slices_per_minute\": %d,"
              "   \"max_output_tokens\": 4096}],"
              " \"routes\": [{\"name\": \"chat\", \"deployments\": [\"pool\"]}],"
              " \"tenants\": [%s],"
              " \"keys\": [%s]}",
              pool->minute_ms, dir, dir, sched_listen, daemons, dir, dir,
-             pool->interactive_deadline_ms, pool->sim_port, keyfile, pool->rpm, pool->tpm, rpd,
-             pool->slices_per_minute, tenants, keys);
+             pool->interactive_deadline_ms, pool->sim_port, keyfile, pool->rpm, limits, rpd,
+             counting, pool->slices_per_minute, tenants, keys);
     free(keyfile);
     return strdup(h_write("sluice.json", cfg));
 }

@@ -2,9 +2,10 @@
  * simulator's, and sluice's with one route "chat" to that deployment, the benchmark's tenants,
  * a key for each, and the tenant "warm" for the warm-up jobs.
  *
- * The idea to hold first: both sides get the same limits (RPM, TPM counted as prompt +
- * max_tokens, enforcement slices, a daily quota), so sluice's ledger plans against what the
- * simulator enforces. bench/compare and bench/scenarios write their configs here. */
+ * The idea to hold first: both sides get the same limits (RPM, and either TPM counted as
+ * prompt + max_tokens or, Anthropic-style, ITPM and OTPM counting the generated output;
+ * enforcement slices, a daily quota, a rolling minute), so sluice's ledger plans against what
+ * the simulator enforces. bench/compare and bench/scenarios write their configs here. */
 #ifndef SL_BENCH_POOL_H
 #define SL_BENCH_POOL_H
 
@@ -22,7 +23,12 @@ typedef struct {
     const char *bench; /* names the keys: "sk-<bench>-<tenant>", "<bench>-provider-key" */
     double minute_ms;
     int rpm, tpm, slices_per_minute;
-    long rpd; /* a daily request quota; 0: none */
+    /* Anthropic-style when either is set: input and output tokens per minute (OTPM counting
+     * the generated output, Anthropic's rate-limit headers) instead of TPM. */
+    int itpm, otpm;
+    long rpd;           /* a daily request quota; 0: none */
+    int rolling_minute; /* the simulator also refuses what would take the exact trailing
+                         * minute over a limit ("rolling_minute"); sluice is not told */
     /* The simulator's replies. */
     double ms_per_token;
     int output_min, output_max;

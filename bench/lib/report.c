@@ -42,6 +42,14 @@ static void print_details(json_t *fig)
         if (n >= sizeof line)
             n = sizeof line - 1;
     }
+    double rolling = fig_num(fig, "sim", "limit_429_rolling", NULL);
+    if (rolling > 0) {
+        n += (size_t)snprintf(line + n, sizeof line - n,
+                              "%sof the limit 429s, by the rolling minute %.0f", n ? "; " : "",
+                              rolling);
+        if (n >= sizeof line)
+            n = sizeof line - 1;
+    }
     double f503 = fig_num(fig, "sim", "fault_503", NULL);
     if (f503 > 0) {
         n += (size_t)snprintf(line + n, sizeof line - n, "%ssimulator 503s %.0f", n ? "; " : "",
@@ -169,12 +177,15 @@ void b_report_table(const b_scenario_t *sc, json_t *runs)
 int b_report_write(const char *path, const b_scenario_t *sc, const b_setup_t *setup,
                    const char *split, long long started_unix, double wall_s, json_t *runs)
 {
+    int slices = sc->slices_per_minute > 0 ? sc->slices_per_minute : setup->slices_per_minute;
     json_t *doc = json_pack(
-        "{s:s, s:s, s:I, s:b, s:f, s:{s:i, s:i, s:i, s:s, s:i, s:f, s:s, s:f, s:f, s:s}, s:O}",
+        "{s:s, s:s, s:I, s:b, s:f, s:{s:i, s:i, s:i, s:b, s:s, s:i, s:f, s:s, s:f, s:f, s:s}, "
+        "s:O}",
         "scenario", sc->name, "what", sc->what, "started_unix", (json_int_t)started_unix, "quick",
         setup->quick, "wall_s", wall_s, "setup", "tpm", B_TPM, "rpm", B_RPM, "slices_per_minute",
-        setup->slices_per_minute, "tpm_counting", "sum", "interactive_deadline_ms",
-        B_INTERACTIVE_DEADLINE_MS, "minute_ms", setup->minute_ms, "steady_window",
+        slices, "rolling_minute", sc->rolling_minute, "tpm_counting", "sum",
+        "interactive_deadline_ms", B_INTERACTIVE_DEADLINE_MS, "minute_ms", setup->minute_ms,
+        "steady_window",
         setup->quick ? "40 % of the measurement to half a minute before its end"
                      : "3 minutes to half a minute before the end",
         "storm_retry_after_share", setup->storm_retry_after_share, "baseline_pause_ms",

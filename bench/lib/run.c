@@ -54,6 +54,12 @@ static long rpd_of(const b_run_t *run)
     return (long)(run->sc->rpd_share * run->njobs) + (run->sys->baseline ? 0 : B_WARM_JOBS);
 }
 
+int b_run_slices(const b_run_t *run)
+{
+    return run->sc->slices_per_minute > 0 ? run->sc->slices_per_minute
+                                          : run->setup->slices_per_minute;
+}
+
 b_pool_t b_run_pool(const b_run_t *run, int sim_port)
 {
     const b_scenario_t *sc = run->sc;
@@ -61,8 +67,9 @@ b_pool_t b_run_pool(const b_run_t *run, int sim_port)
                      .minute_ms = run->minute_ms,
                      .rpm = B_RPM,
                      .tpm = B_TPM,
-                     .slices_per_minute = run->setup->slices_per_minute,
+                     .slices_per_minute = b_run_slices(run),
                      .rpd = rpd_of(run),
+                     .rolling_minute = sc->rolling_minute,
                      .ms_per_token = sc->ms_per_token,
                      .output_min = sc->output_min,
                      .output_max = sc->output_max,

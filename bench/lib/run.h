@@ -108,8 +108,12 @@ void b_run_count_reason(b_run_t *run, const char *status, const char *reason);
  * or a full sample array, leaves no sample. */
 void b_run_sample(b_run_t *run, const char *stats_url, double t_ms);
 
-/* The configs of the run's simulator and sluice: the scenario's faults, replies and daily
- * quota, the setup's minute and slices, the scenario's tenants. */
+/* The configs of the run's simulator and sluice: the scenario's faults, replies, daily quota
+ * and rolling minute, the setup's minute, the scenario's slices (else the setup's), the
+ * scenario's tenants. */
 b_pool_t b_run_pool(const b_run_t *run, int sim_port);
+
+/* The provider's enforcement slices a minute in this run: the scenario's, else the setup's. */
+int b_run_slices(const b_run_t *run);
 
 #endif

@@ -164,7 +164,7 @@ const char *b_run_sluice(b_run_t *run)
     if (b_warm_up(prod, cons, "compare", 60000) != 0)
         broken = "the warm-up jobs got no results within 60 s";
     /* Let the simulator's bucket fill again after the warm-up, as the baseline finds it. */
-    usleep((useconds_t)(run->minute_ms / run->setup->slices_per_minute * 1000));
+    usleep((useconds_t)(run->minute_ms / b_run_slices(run) * 1000));
 
     run->t0_wall = h_wall_ms();
     double mono0 = sl_mono_ms(), next_sample = 0;

@@ -104,6 +104,22 @@ const b_scenario_t b_scenarios[] = {
      .stream = 1,
      .cancel_share = 0.1,
      .sluice_only = 1},
+    {.name = "bigjobs",
+     .what = "steady at 1.25x with jobs of 1 - 4 slices (60 a minute) against a provider that "
+             "also enforces a rolling minute",
+     .measure_min = 7,
+     .quick_measure_min = 3,
+     FOUR_STEADY_TENANTS(1.25),
+     /* A slice is 5,000 tokens (TPM 300,000 / 60); each job's prompt + max_tokens is 5,004 -
+      * 19,903 (prompts of 4,504 - 18,904 tokens with "Job jNNNNNNN: ", max_tokens 500 - 999):
+      * max_tokens stays far below the deployment's max_output_tokens (4,096), so the prompt
+      * carries the size. */
+     .prompt_min = 18000,
+     .prompt_span = 57600,
+     .maxtok_min = 500,
+     .maxtok_span = 500,
+     .slices_per_minute = 60,
+     .rolling_minute = 1},
 };
 const int b_nscenarios = (int)(sizeof b_scenarios / sizeof b_scenarios[0]);
 

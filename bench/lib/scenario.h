@@ -49,8 +49,12 @@ typedef struct {
     double grace_min;            /* time after the stop for the calls in flight (a fifth) */
     double rpd_share;            /* a daily request quota of this share of the jobs (0: none) */
     int stream;                  /* every job asks for a streamed answer */
-    double cancel_share; /* share of jobs whose client gives up: a cancel 0 - 0.2 min later */
-    int sluice_only;     /* the baseline has no counterpart (it does not stream) */
+    double cancel_share;   /* share of jobs whose client gives up: a cancel 0 - 0.2 min later */
+    int sluice_only;       /* the baseline has no counterpart (it does not stream) */
+    int slices_per_minute; /* the provider's enforcement slices, both sides (0: the setup's) */
+    int rolling_minute;    /* the simulator also enforces a rolling minute (sim key
+                            * "rolling_minute"): it refuses a request that would take the exact
+                            * trailing minute over a limit, and counts it in refused_rolling */
 } b_scenario_t;
 
 /* Every scenario, in the order compare runs them. */
