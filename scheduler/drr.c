@@ -348,6 +348,30 @@ void sl_drr_pop(sl_drr_t *d)
     unlink_node(d, f->head);
 }
 
+/* Takes amount off m's deficit, within [-DRR_MAX_DEBT_QUANTA quanta, one quantum]. */
+static void charge_member(member_t *m, int64_t amount)
+{
+    int64_t lo = -DRR_MAX_DEBT_QUANTA * m->quantum, hi = m->quantum;
+    int64_t v = m->deficit - amount;
+    if (amount > 0 && v < lo)
+        v = m->deficit < lo ? m->deficit : lo;
+    if (amount < 0 && v > hi)
+        v = m->deficit > hi ? m->deficit : hi;
+    m->deficit = v;
+}
+
+void sl_drr_charge(sl_drr_t *d, int flow, int64_t amount)
+{
+    if (flow < 0 || flow >= d->nflows || d->flows[flow] == NULL || amount == 0)
+        return;
+    flow_t *f = d->flows[flow];
+    if (!f->m.active)
+        return;
+    charge_member(&f->m, amount);
+    if (f->group->m.active)
+        charge_member(&f->group->m, amount);
+}
+
 void sl_drr_skip_group(sl_drr_t *d)
 {
     if (d->top.cur == NULL)

@@ -65,6 +65,13 @@ void sl_drr_skip_group(sl_drr_t *d);
 size_t sl_drr_group_len(const sl_drr_t *d, int group);
 /* The last item of a flow (the latest key), or NULL: what shedding drops first. */
 void *sl_drr_flow_last(const sl_drr_t *d, int flow);
+/* Charges a flow (and its group) amount more (< 0: less) than the cost it was served at: the
+ * cost was an estimate, and this is what its limits really counted less that. Only a flow with
+ * items still queued is charged (an emptied flow starts afresh anyway); its deficit is kept
+ * within [-DRR_MAX_DEBT_QUANTA quanta, one quantum], so a correction is paid over a few
+ * rounds and a refund cannot bank credit. */
+void sl_drr_charge(sl_drr_t *d, int flow, int64_t amount);
+enum { DRR_MAX_DEBT_QUANTA = 16 };
 /* Removes a queued item (expiry, cancellation) without charging its flow. */
 void sl_drr_remove(sl_drr_t *d, sl_drr_node_t *node);
 

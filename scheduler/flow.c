@@ -50,6 +50,12 @@ sl_err_t sl_flow_enqueue(sl_sched_t *s, job_t *j, int front)
     return j->node != NULL ? SL_OK : SL_ENOMEM;
 }
 
+void sl_flow_charge(sl_sched_t *s, const job_t *j, int64_t cost_delta)
+{
+    if (j->route >= 0 && j->route < s->cfg->nroutes)
+        sl_drr_charge(s->routes[j->route].drr, flow_of(j), cost_delta);
+}
+
 /* Whether j's tenant already has its class's maximum of jobs queued (every route). */
 static int queue_full(const sl_sched_t *s, const job_t *j)
 {

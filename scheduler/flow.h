@@ -24,6 +24,10 @@ sl_err_t sl_flow_enqueue(sl_sched_t *s, job_t *j, int front);
  * last when that one is due later than j. */
 sl_err_t sl_flow_admit(sl_sched_t *s, job_t *j, int64_t now_ms);
 
+/* Charges j's flow on its route what its limits really counted beyond what the DRR charged
+ * when it was served (cost_delta from sl_reservation_settle; < 0 gives back). */
+void sl_flow_charge(sl_sched_t *s, const job_t *j, int64_t cost_delta);
+
 /* Whether class cls must wait on this route: it runs on leftover capacity (yield_above > 0),
  * other classes have work queued here, and they took at least yield_above of what the route
  * admitted recently. */

@@ -3,6 +3,7 @@
  */
 #include "reservation.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,10 +26,50 @@ sl_demand_t sl_reservation_demand(const sl_sched_t *s, const job_t *j)
     return dm;
 }
 
-int64_t sl_reservation_cost(const sl_sched_t *s, const job_t *j)
+/* Whether a provider-side limit is one the DRR shares: a per-minute rate of requests or tokens
+ * (daily quotas, spend and concurrency are not what the pool's fair shares are of). */
+static int shared_limit(const sl_limit_cfg_t *lc)
 {
-    sl_demand_t dm = sl_reservation_demand(s, j);
-    return dm.input + dm.output > 0 ? dm.input + dm.output : 1;
+    if (lc->algorithm != SL_LIMIT_TOKEN_BUCKET && lc->algorithm != SL_LIMIT_SLIDING_WINDOW)
+        return 0;
+    if (lc->capacity <= 0 || lc->period_ms <= 0)
+        return 0;
+    return lc->dimension == SL_DIM_REQUESTS || sl_dimension_is_tokens(lc->dimension);
+}
+
+double sl_reservation_share_cost(const sl_sched_t *s, const sl_charge_t *ch, const double *amount,
+                                 int n)
+{
+    double longest = 0, fastest = 0;
+    for (int i = 0; i < n; i++) {
+        int b = ch[i].bucket;
+        if (b < 0 || !s->binfo[b].provider_side || !shared_limit(s->binfo[b].limit))
+            continue;
+        const sl_limit_cfg_t *lc = s->binfo[b].limit;
+        double rate = lc->capacity / (double)lc->period_ms;
+        double a = amount != NULL ? amount[i] : ch[i].amount;
+        if (a / rate > longest)
+            longest = a / rate;
+        if (lc->dimension != SL_DIM_REQUESTS && rate > fastest)
+            fastest = rate;
+    }
+    return fastest > 0 ? longest * fastest : -1;
+}
+
+int64_t sl_reservation_cost(sl_sched_t *s, const job_t *j)
+{
+    const sl_route_cfg_t *rc = &s->cfg->routes[j->route];
+    double cost = -1;
+    if (rc->ndeployments > 0) {
+        held_t h;
+        sl_reservation_build(s, j, rc->deployments[0], &h);
+        cost = sl_reservation_share_cost(s, h.ch, NULL, h.n);
+    }
+    if (cost < 0) {
+        sl_demand_t dm = sl_reservation_demand(s, j);
+        cost = (double)(dm.input + dm.output);
+    }
+    return cost >= 1 ? (int64_t)ceil(cost) : 1;
 }
 
 void sl_reservation_build(sl_sched_t *s, const job_t *j, int d, held_t *h)
@@ -118,9 +159,12 @@ static double settled_amount(const sl_sched_t *s, const held_t *h, int i, end_t 
 }
 
 sl_err_t sl_reservation_settle(sl_sched_t *s, job_t *j, end_t end, const char *state, int64_t in,
-                               int64_t out, int64_t cached, const char *outcome, int64_t now_ms)
+                               int64_t out, int64_t cached, const char *outcome, int64_t now_ms,
+                               int64_t *cost_delta)
 {
     held_t *h = j->held;
+    if (cost_delta != NULL)
+        *cost_delta = 0;
     double settled[MAX_CHARGES];
     int n = h != NULL ? h->n : 0;
     const sl_deployment_cfg_t *dc = j->deployment >= 0 ? &s->cfg->deployments[j->deployment] : NULL;
@@ -147,6 +191,13 @@ sl_err_t sl_reservation_settle(sl_sched_t *s, job_t *j, end_t end, const char *s
             else
                 s->st.tokens_under_reserved += (int64_t)-diff;
         }
+    }
+    if (cost_delta != NULL && end == END_USAGE && n > 0) {
+        /* What the limits really counted, against what the DRR was charged (an estimate). */
+        double est = sl_reservation_share_cost(s, h->ch, NULL, n);
+        double real = sl_reservation_share_cost(s, h->ch, settled, n);
+        if (est >= 0 && real >= 0)
+            *cost_delta = (int64_t)llround(real - est);
     }
     sl_err_t rc = sl_store_res_close(s->store, j->res_id, state, in, out, cached, outcome, now_ms,
                                      n > 0 ? settled : NULL, n);

@@ -30,8 +30,19 @@ typedef enum {
 /* What job j asks for now, as the ledger would reserve it. */
 sl_demand_t sl_reservation_demand(const sl_sched_t *s, const job_t *j);
 
-/* What a job costs in the DRR: the tokens it will reserve as learned so far. */
-int64_t sl_reservation_cost(const sl_sched_t *s, const job_t *j);
+/* What charges cost in the DRR: their dominant share of the per-minute request and token
+ * limits on the provider side that they touch (each limit counts the way its provider counts:
+ * prompt + max_tokens at receipt, input and output apart, ...), as the time each limit needs to
+ * serve its charge; that time is given in tokens of the fastest token limit, so a job on a pool
+ * with one TPM limit costs exactly its TPM charge. amount[i] replaces ch[i].amount when not
+ * NULL (what was really counted). -1 when no such limit is touched. */
+double sl_reservation_share_cost(const sl_sched_t *s, const sl_charge_t *ch, const double *amount,
+                                 int n);
+
+/* What job j costs in the DRR now: sl_reservation_share_cost of its charges on its route's
+ * first deployment, with what was learned so far; its input + output tokens when the route
+ * has no such limit. At least 1. */
+int64_t sl_reservation_cost(sl_sched_t *s, const job_t *j);
 
 /* Every charge of job j on deployment d, callers' side first. */
 void sl_reservation_build(sl_sched_t *s, const job_t *j, int d, held_t *h);
@@ -44,9 +55,13 @@ void sl_reservation_new_id(sl_sched_t *s, int64_t now_ms, char out[33]);
 /* Settles every charge j holds and closes its reservation as `state` ("reconciled" or
  * "expired") in one write; counts what over-reservation held back (tokens reserved above real
  * use, on buckets settled at real use) and what it missed (overage). j's held charges are
- * freed whatever the store says, and its route unblocked: what came back may let work in. */
+ * freed whatever the store says, and its route unblocked: what came back may let work in.
+ * With real usage (END_USAGE), *cost_delta (when not NULL) gets what the limits really counted
+ * less what was reserved, in DRR cost (sl_reservation_share_cost): what the job's flow still
+ * owes (or is owed); 0 otherwise. */
 sl_err_t sl_reservation_settle(sl_sched_t *s, job_t *j, end_t end, const char *state, int64_t in,
-                               int64_t out, int64_t cached, const char *outcome, int64_t now_ms);
+                               int64_t out, int64_t cached, const char *outcome, int64_t now_ms,
+                               int64_t *cost_delta);
 
 /* Provider headers of a response clamp the deployment's own per-minute buckets to what the
  * provider said it had left when it received the request (never raising them). */

@@ -530,7 +530,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         if (j != NULL && ok) {
             if (j->state == J_LEASED) {
                 rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "superseded",
-                                           now_ms);
+                                           now_ms, NULL);
                 if (rc != SL_OK)
                     goto out;
             }
@@ -557,7 +557,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
          * provider would see both at once. */
         j->not_sent++;
         rc = sl_reservation_settle(s, j, END_NOT_SENT, "reconciled", in, out, cached, outcome,
-                                   now_ms);
+                                   now_ms, NULL);
         if (rc == SL_OK)
             rc = sl_retry_or_fail(s, j, 0, SL_REASON_NOT_SENT,
                                   "the dispatcher could not send the request",
@@ -573,9 +573,13 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     int refused = sl_outcome_is_refusal(u.outcome) &&
                   (status == 429 || status == 503 || status == 529);
     end_t end = in >= 0 ? END_USAGE : refused ? END_REFUSED : END_NO_USAGE;
-    rc = sl_reservation_settle(s, j, end, "reconciled", in, out, cached, outcome, now_ms);
+    int64_t cost_delta = 0;
+    rc = sl_reservation_settle(s, j, end, "reconciled", in, out, cached, outcome, now_ms,
+                               &cost_delta);
     if (rc != SL_OK)
         goto out;
+    /* The DRR was charged an estimate: the flow pays (or gets back) the difference. */
+    sl_flow_charge(s, j, cost_delta);
     /* Only a finished call's usage is the provider's count: a failed one's is partial, or the
      * dispatcher's own estimate (a cut stream without the provider's count carries ingest's
      * input estimate), and learning from it pulled the learned input up to ingest's
@@ -660,7 +664,7 @@ static sl_err_t expire_leases(sl_sched_t *s, int64_t now_ms)
         sl_logf(SL_LOG_WARN, "job", j->id, "lease of job %s (attempt %d) expired", j->id,
                 j->attempts);
         sl_err_t rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1,
-                                            "lease_expired", now_ms);
+                                            "lease_expired", now_ms, NULL);
         if (rc == SL_OK)
             rc = sl_retry_or_fail(s, j, 0, SL_REASON_LEASE_EXPIRED,
                                   "the dispatcher holding the job did not report back in time",

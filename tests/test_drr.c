@@ -572,6 +572,96 @@ START_TEST(zero_weight_is_served_at_the_smallest_quantum)
 }
 END_TEST
 
+/* Two backlogged flows of equal weight whose jobs both really cost 300: A's are estimated at
+ * 100, B's at 300. Each served job's real cost is known some jobs later (its call ends) and,
+ * with correct = 1, charged to its flow as the difference. Returns A's share of the real
+ * cost served. */
+static double corrected_share(int correct)
+{
+    sl_drr_t *d = new_drr();
+    enum { LAG = 6 };
+    int pending_flow[LAG];
+    int64_t pending_delta[LAG];
+    int np = 0;
+    for (int f = 0; f < 2; f++)
+        for (int i = 0; i < 8; i++)
+            push(d, f, 500, f, f == 0 ? 100 : 300, 0);
+    double real[2] = {0, 0};
+    for (int n = 0; n < 20000; n++) {
+        int flow = -1;
+        int64_t cost = 0;
+        serve(d, &flow, &cost);
+        real[flow] += 300;
+        push(d, flow, 500, flow, flow == 0 ? 100 : 300, 0);
+        if (np == LAG) {
+            if (correct)
+                sl_drr_charge(d, pending_flow[0], pending_delta[0]);
+            memmove(pending_flow, pending_flow + 1, (LAG - 1) * sizeof *pending_flow);
+            memmove(pending_delta, pending_delta + 1, (LAG - 1) * sizeof *pending_delta);
+            np--;
+        }
+        pending_flow[np] = flow;
+        pending_delta[np] = 300 - cost;
+        np++;
+    }
+    sl_drr_free(d);
+    return real[0] / (real[0] + real[1]);
+}
+
+START_TEST(charging_the_real_cost_evens_out_underestimated_jobs)
+{
+    /* Without the correction, the flow whose jobs are underestimated 3x gets 3/4 of what the
+     * limit really counts; with it, half. */
+    double uncorrected = corrected_share(0), corrected = corrected_share(1);
+    ck_assert_msg(uncorrected > 0.7, "uncorrected share %.3f", uncorrected);
+    ck_assert_msg(fabs(corrected - 0.5) < 0.02, "corrected share %.3f", corrected);
+}
+END_TEST
+
+START_TEST(charge_is_bounded_and_skips_idle_flows)
+{
+    sl_drr_t *d = new_drr();
+    push(d, 0, 100, 0, 50, 0);
+    push(d, 0, 100, 1, 50, 0);
+    push(d, 1, 100, 2, 50, 0);
+    int flow = -1;
+    serve(d, &flow, NULL);
+    ck_assert_int_eq(flow, 0);
+    /* a huge debt is capped at DRR_MAX_DEBT_QUANTA quanta: flow 1 is served that many rounds
+     * ahead, then flow 0 again */
+    sl_drr_charge(d, 0, 1000000);
+    for (int i = 0; i < 8; i++)
+        push(d, 1, 100, 2, 50, 0);
+    int ones = 0;
+    for (;;) {
+        serve(d, &flow, NULL);
+        if (flow == 0)
+            break;
+        ones++;
+        push(d, 1, 100, 2, 50, 0);
+        ck_assert_int_lt(ones, 10000);
+    }
+    /* 16 quanta of debt less the remaining deficit take about 17 of flow 0's visits, in each
+     * of which flow 1 is served twice */
+    ck_assert_int_ge(ones, 2 * DRR_MAX_DEBT_QUANTA);
+    ck_assert_int_le(ones, 2 * (DRR_MAX_DEBT_QUANTA + 2) + 1);
+    /* a flow with nothing queued is not charged (it starts afresh), nor an unknown one */
+    sl_drr_charge(d, 0, 1000000);
+    sl_drr_charge(d, 7, 5);
+    sl_drr_charge(d, -1, 5);
+    push(d, 0, 100, 0, 50, 0);
+    int served0 = 0;
+    for (int i = 0; i < 4 && !served0; i++) {
+        serve(d, &flow, NULL);
+        served0 = flow == 0;
+        if (!served0)
+            push(d, 1, 100, 2, 50, 0);
+    }
+    ck_assert(served0);
+    sl_drr_free(d);
+}
+END_TEST
+
 static Suite *drr_suite(void)
 {
     Suite *s = suite_create("drr");
@@ -594,6 +684,8 @@ static Suite *drr_suite(void)
     tcase_add_test(tc, guaranteed_share_holds_across_classes);
     tcase_add_test(tc, guarantee_lapses_when_its_flow_empties);
     tcase_add_test(tc, zero_weight_is_served_at_the_smallest_quantum);
+    tcase_add_test(tc, charging_the_real_cost_evens_out_underestimated_jobs);
+    tcase_add_test(tc, charge_is_bounded_and_skips_idle_flows);
     suite_add_tcase(s, tc);
     return s;
 }
