@@ -74,6 +74,7 @@ typedef struct job {
     int not_sent; /* leases a dispatcher refused without calling: not charged to the budget */
     int64_t submitted_ms, deadline_ms, not_before_ms;
     int64_t est_input, est_output, est_total; /* from ingest: est_output is max_tokens */
+    int64_t drr_cost; /* what its flow was charged when it was last served; 0 = not known */
     sl_drr_node_t *node;                      /* when queued in its route's DRR, else NULL */
     int list_idx; /* index in its joblist (delayed, leased, orphans, held), else -1 */
     /* the current lease */

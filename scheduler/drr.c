@@ -348,10 +348,10 @@ void sl_drr_pop(sl_drr_t *d)
     unlink_node(d, f->head);
 }
 
-/* Takes amount off m's deficit, within [-DRR_MAX_DEBT_QUANTA quanta, one quantum]. */
+/* Takes amount off m's deficit, within DRR_MAX_DEBT_QUANTA quanta either way. */
 static void charge_member(member_t *m, int64_t amount)
 {
-    int64_t lo = -DRR_MAX_DEBT_QUANTA * m->quantum, hi = m->quantum;
+    int64_t lo = -DRR_MAX_DEBT_QUANTA * m->quantum, hi = DRR_MAX_DEBT_QUANTA * m->quantum;
     int64_t v = m->deficit - amount;
     if (amount > 0 && v < lo)
         v = m->deficit < lo ? m->deficit : lo;

@@ -68,8 +68,10 @@ void *sl_drr_flow_last(const sl_drr_t *d, int flow);
 /* Charges a flow (and its group) amount more (< 0: less) than the cost it was served at: the
  * cost was an estimate, and this is what its limits really counted less that. Only a flow with
  * items still queued is charged (an emptied flow starts afresh anyway); its deficit is kept
- * within [-DRR_MAX_DEBT_QUANTA quanta, one quantum], so a correction is paid over a few
- * rounds and a refund cannot bank credit. */
+ * within DRR_MAX_DEBT_QUANTA quanta either way, so a correction is paid (or given back) over
+ * a few rounds. A refund must not be capped at one quantum: a flow whose jobs cost more than
+ * a quantum holds more than one while it waits for its turn, and lost every refund
+ * (bench/scenarios shapes_itpm: the long-output tenant got 21 % of a four-way share). */
 void sl_drr_charge(sl_drr_t *d, int flow, int64_t amount);
 enum { DRR_MAX_DEBT_QUANTA = 16 };
 /* Removes a queued item (expiry, cancellation) without charging its flow. */

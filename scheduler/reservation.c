@@ -192,12 +192,12 @@ sl_err_t sl_reservation_settle(sl_sched_t *s, job_t *j, end_t end, const char *s
                 s->st.tokens_under_reserved += (int64_t)-diff;
         }
     }
-    if (cost_delta != NULL && end == END_USAGE && n > 0) {
-        /* What the limits really counted, against what the DRR was charged (an estimate). */
-        double est = sl_reservation_share_cost(s, h->ch, NULL, n);
+    if (cost_delta != NULL && end == END_USAGE && n > 0 && j->drr_cost > 0) {
+        /* What the limits really counted, against what the DRR charged when it served the job
+         * (its estimate then, which may have been made long before the reservation's). */
         double real = sl_reservation_share_cost(s, h->ch, settled, n);
-        if (est >= 0 && real >= 0)
-            *cost_delta = (int64_t)llround(real - est);
+        if (real >= 0)
+            *cost_delta = (int64_t)llround(real - (double)j->drr_cost);
     }
     sl_err_t rc = sl_store_res_close(s->store, j->res_id, state, in, out, cached, outcome, now_ms,
                                      n > 0 ? settled : NULL, n);

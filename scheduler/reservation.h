@@ -56,9 +56,9 @@ void sl_reservation_new_id(sl_sched_t *s, int64_t now_ms, char out[33]);
  * "expired") in one write; counts what over-reservation held back (tokens reserved above real
  * use, on buckets settled at real use) and what it missed (overage). j's held charges are
  * freed whatever the store says, and its route unblocked: what came back may let work in.
- * With real usage (END_USAGE), *cost_delta (when not NULL) gets what the limits really counted
- * less what was reserved, in DRR cost (sl_reservation_share_cost): what the job's flow still
- * owes (or is owed); 0 otherwise. */
+ * With real usage (END_USAGE), *cost_delta (when not NULL) gets what the limits really counted,
+ * in DRR cost (sl_reservation_share_cost), less what the DRR charged when it served j
+ * (j->drr_cost): what the job's flow still owes (or is owed); 0 otherwise. */
 sl_err_t sl_reservation_settle(sl_sched_t *s, job_t *j, end_t end, const char *state, int64_t in,
                                int64_t out, int64_t cached, const char *outcome, int64_t now_ms,
                                int64_t *cost_delta);

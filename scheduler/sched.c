@@ -416,6 +416,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                     return SL_ENOMEM;
                 *j->held = h;
                 sl_drr_pop(route->drr);
+                j->drr_cost = cost;
                 rc = sl_lease_grant(s, j, d, now_ms);
                 if (rc != SL_OK)
                     return rc;
