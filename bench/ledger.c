@@ -66,12 +66,12 @@ static void next_decision(const buckets_t *b, int tenants, decision_t *d)
     d->tenant = (int)(r % (uint64_t)tenants);
     d->cls = (int)((r >> 20) % CLASSES);
     d->dep = (int)((r >> 32) % DEPLOYMENTS);
-    d->ch[0] = (sl_charge_t){b->key_rpm[d->tenant], 1};
-    d->ch[1] = (sl_charge_t){b->tenant_tpm[d->tenant], 500};
-    d->ch[2] = (sl_charge_t){b->tenant_rpd[d->tenant], 1};
-    d->ch[3] = (sl_charge_t){b->dep_rpm[d->dep], 1};
-    d->ch[4] = (sl_charge_t){b->dep_tpm[d->dep], 500};
-    d->ch[5] = (sl_charge_t){b->project_tpm[d->dep % PROJECTS], 500};
+    d->ch[0] = (sl_charge_t){b->key_rpm[d->tenant], 1, 0};
+    d->ch[1] = (sl_charge_t){b->tenant_tpm[d->tenant], 500, 0};
+    d->ch[2] = (sl_charge_t){b->tenant_rpd[d->tenant], 1, 0};
+    d->ch[3] = (sl_charge_t){b->dep_rpm[d->dep], 1, 0};
+    d->ch[4] = (sl_charge_t){b->dep_tpm[d->dep], 500, 0};
+    d->ch[5] = (sl_charge_t){b->project_tpm[d->dep % PROJECTS], 500, 0};
 }
 
 /* Adds a bucket with room for every decision of the run (the benchmark measures the cost of a

@@ -183,6 +183,14 @@ static int64_t shortest_delay(const sl_limit_cfg_t *limits, int n, int64_t best)
     return best;
 }
 
+int64_t sl_capacity_pace_ms(const sl_config_t *cfg, int d)
+{
+    int64_t cutoff = sl_capacity_dispatch_max_age_ms(cfg, d);
+    if (cutoff == INT64_MAX)
+        return 0;
+    return cutoff < SL_CAPACITY_PACE_MAX_MS ? cutoff : SL_CAPACITY_PACE_MAX_MS;
+}
+
 int64_t sl_capacity_dispatch_max_age_ms(const sl_config_t *cfg, int d)
 {
     assert(d >= 0 && d < cfg->ndeployments);

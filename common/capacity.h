@@ -95,4 +95,16 @@ int64_t sl_capacity_dispatch_delay_ms(const sl_limit_cfg_t *limit);
  * delay. INT64_MAX for a deployment without per-minute limits on its path. */
 int64_t sl_capacity_dispatch_max_age_ms(const sl_config_t *cfg, int d);
 
+/* How long after its admission a request that needs a whole burst of one of d's per-minute
+ * buckets is sent (sl_msg_dispatch_t.send_at_ms): the dispatch cutoff
+ * (sl_capacity_dispatch_max_age_ms), at most SL_CAPACITY_PACE_MAX_MS; 0 without per-minute
+ * limits. Such a request relies on the provider's bucket being full when it arrives, which
+ * holds while the dispatch before it took no longer than this plus what the refill headroom
+ * leaves (about 3 % of the refill time of that dispatch's charge); sent at once, it arrived
+ * early by the dispatch path's jitter. With the pace at the cutoff no dispatch can take
+ * longer (a later one is not sent), so the rule holds whatever the jitter; the guard covers
+ * the delay, which is within the cutoff. */
+enum { SL_CAPACITY_PACE_MAX_MS = 100 };
+int64_t sl_capacity_pace_ms(const sl_config_t *cfg, int d);
+
 #endif

@@ -38,14 +38,17 @@ sl_err_t sl_msg_dispatch_build(const sl_msg_dispatch_t *d, const char *request_j
     char *dep_q = quote(d->deployment);
     char *idem_q = quote(d->idempotency_key);
     char *value = NULL;
+    char send_at[48] = "";
     if (dep_q == NULL || idem_q == NULL)
         goto out;
+    if (d->send_at_ms > 0)
+        snprintf(send_at, sizeof send_at, "\"send_at_ms\":%lld,", (long long)d->send_at_ms);
     if (asprintf(&value,
                  "{\"v\":1,\"job_id\":\"%s\",\"attempt\":%d,\"reservation_id\":\"%s\","
-                 "\"lease_expires_ms\":%lld,\"issued_ms\":%lld,\"deployment\":%s,"
+                 "\"lease_expires_ms\":%lld,\"issued_ms\":%lld,%s\"deployment\":%s,"
                  "\"idempotency_key\":%s,\"request\":%s}",
                  d->job_id, d->attempt, d->reservation_id, (long long)d->lease_expires_ms,
-                 (long long)d->issued_ms, dep_q, idem_q, request_json) < 0)
+                 (long long)d->issued_ms, send_at, dep_q, idem_q, request_json) < 0)
         goto out;
     *out = value;
     rc = SL_OK;
@@ -69,5 +72,6 @@ sl_err_t sl_msg_dispatch_read(const json_t *doc, sl_msg_dispatch_t *d)
     d->attempt = (int)json_integer_value(json_object_get(doc, "attempt"));
     d->lease_expires_ms = json_integer_value(json_object_get(doc, "lease_expires_ms"));
     d->issued_ms = json_integer_value(json_object_get(doc, "issued_ms"));
+    d->send_at_ms = json_integer_value(json_object_get(doc, "send_at_ms"));
     return SL_OK;
 }

@@ -18,6 +18,7 @@ typedef struct {
     int attempt;                /* 1, 2, ... */
     const char *reservation_id; /* hex */
     int64_t lease_expires_ms, issued_ms;
+    int64_t send_at_ms; /* not before this (ms since the epoch); 0 = at once */
     const char *deployment;
     const char *idempotency_key;
     const json_t *request; /* when read: borrowed from the document */

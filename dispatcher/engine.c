@@ -21,7 +21,7 @@
 #include "stream.h"
 #include "util.h"
 
-enum { MAX_RESPONSE_BYTES = 16 << 20, LEASE_GUARD_MS = 500 };
+enum { MAX_RESPONSE_BYTES = 16 << 20, LEASE_GUARD_MS = 500, MAX_HELD = 1024 };
 
 typedef struct {
     const sl_adapter_t *ad;
@@ -54,6 +54,7 @@ typedef struct call {
     int deployment;
     int64_t started_ms;
     double started_mono_ms;
+    double send_mono_ms; /* held until then (a paced dispatch), when > 0 */
 } call_t;
 
 struct sl_engine {
@@ -70,6 +71,10 @@ struct sl_engine {
     dep_rt_t *deps;
     sl_hmap_t *inflight; /* "job:attempt" -> call, so a redelivered dispatch is not sent twice */
     int n_inflight;
+    /* Paced calls not sent yet (also in inflight), at most MAX_HELD: a dispatch is held at
+     * most SL_CAPACITY_PACE_MAX_MS, so few wait at once. */
+    call_t *held[MAX_HELD];
+    int nheld;
     sl_engine_stats_t st;
 };
 
@@ -407,6 +412,41 @@ static sl_err_t call_easy(call_t *c, long timeout_ms)
     return SL_OK;
 }
 
+/* Hands a prepared call to libcurl. */
+static sl_err_t start_call(sl_engine_t *e, call_t *c)
+{
+    c->started_ms = sl_now_ms();
+    c->started_mono_ms = sl_mono_ms();
+    CURLMcode mc = curl_multi_add_handle(e->multi, c->easy);
+    if (mc != CURLM_OK)
+        return mc == CURLM_OUT_OF_MEMORY ? SL_ENOMEM : SL_EHTTP;
+    return SL_OK;
+}
+
+/* Starts the held calls whose time has come; returns the ms until the next one (-1: none). */
+static int release_held(sl_engine_t *e)
+{
+    double now = sl_mono_ms(), next = -1;
+    for (int i = 0; i < e->nheld;) {
+        call_t *c = e->held[i];
+        if (c->send_mono_ms > now) {
+            double w = c->send_mono_ms - now;
+            next = next < 0 || w < next ? w : next;
+            i++;
+            continue;
+        }
+        e->held[i] = e->held[--e->nheld];
+        if (start_call(e, c) != SL_OK) {
+            /* Nothing went out: the lease runs out and the scheduler sends the job again. */
+            sl_logf(SL_LOG_WARN, "job", c->job_id, "paced call could not be started");
+            sl_hmap_del(e->inflight, c->inflight_key);
+            e->n_inflight--;
+            call_free(c);
+        }
+    }
+    return next < 0 ? -1 : (int)next + 1;
+}
+
 sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char *sig,
                           size_t sig_len, int64_t now_ms)
 {
@@ -524,11 +564,22 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
         rc = sl_hmap_put(e->inflight, c->inflight_key, c);
     if (rc != SL_OK)
         goto out;
-    c->started_mono_ms = sl_mono_ms();
-    CURLMcode mc = curl_multi_add_handle(e->multi, c->easy);
-    if (mc != CURLM_OK) {
+    /* A paced dispatch waits for its time here (never longer than the pace: a later
+     * send_at_ms would be no dispatch the scheduler makes). */
+    int64_t hold = msg.send_at_ms - now_ms;
+    if (hold > SL_CAPACITY_PACE_MAX_MS)
+        hold = SL_CAPACITY_PACE_MAX_MS;
+    if (hold > 0 && e->nheld < MAX_HELD) {
+        c->send_mono_ms = sl_mono_ms() + (double)hold;
+        e->held[e->nheld++] = c;
+        e->n_inflight++;
+        e->st.accepted++;
+        c = NULL;
+        goto out;
+    }
+    rc = start_call(e, c);
+    if (rc != SL_OK) {
         sl_hmap_del(e->inflight, c->inflight_key);
-        rc = mc == CURLM_OUT_OF_MEMORY ? SL_ENOMEM : SL_EHTTP;
         goto out;
     }
     e->n_inflight++;
@@ -636,6 +687,9 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
 
 void sl_engine_run(sl_engine_t *e, int extra_fd, int timeout_ms)
 {
+    int next = release_held(e);
+    if (next >= 0 && next < timeout_ms)
+        timeout_ms = next;
     struct curl_waitfd extra = {extra_fd, CURL_WAIT_POLLIN, 0};
     int numfds = 0;
     curl_multi_poll(e->multi, extra_fd >= 0 ? &extra : NULL, extra_fd >= 0 ? 1 : 0, timeout_ms,

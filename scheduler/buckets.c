@@ -148,6 +148,9 @@ sl_err_t sl_buckets_build(sl_sched_t *s, int64_t now_ms, char *err, size_t errle
                 (lc->algorithm == SL_LIMIT_TOKEN_BUCKET ||
                  lc->algorithm == SL_LIMIT_SLIDING_WINDOW))
                 dep->header_bucket[h] = dep->path.b[k];
+            /* What its headers say is read for the arrival of a paced request. */
+            if (rc == SL_OK && lc->algorithm == SL_LIMIT_TOKEN_BUCKET)
+                sl_ledger_set_lead(s->ledger, dep->path.b[k], sl_capacity_pace_ms(cfg, i));
         }
         if (rc == SL_OK)
             rc = add_parents(s, d->parent, 1, &dep->path, now_ms, err, errlen);

@@ -133,6 +133,7 @@ typedef struct {
     /* Tokens admitted per class, decaying with a time constant of one minute: what each class
      * took of the route recently (for classes that yield, classes.yield_above). */
     double recent[SL_CLASS_COUNT];
+    double recent_jobs[SL_CLASS_COUNT]; /* the jobs those tokens were of, decaying alike */
     int64_t recent_ms;
 } route_t;
 

@@ -165,8 +165,10 @@ static void decay_recent(const sl_sched_t *s, route_t *route, int64_t now_ms)
     if (now_ms <= route->recent_ms)
         return;
     double keep = exp(-(double)(now_ms - route->recent_ms) / (double)s->cfg->minute_ms);
-    for (int c = 0; c < SL_CLASS_COUNT; c++)
+    for (int c = 0; c < SL_CLASS_COUNT; c++) {
         route->recent[c] *= keep;
+        route->recent_jobs[c] *= keep;
+    }
     route->recent_ms = now_ms;
 }
 
@@ -193,6 +195,35 @@ void sl_flow_count_admitted(const sl_sched_t *s, route_t *route, int cls, double
 {
     decay_recent(s, route, now_ms);
     route->recent[cls] += tokens;
+    route->recent_jobs[cls] += 1;
+}
+
+void sl_flow_keep_reserve(const sl_sched_t *s, route_t *route, const job_t *j, held_t *h,
+                          int64_t now_ms)
+{
+    if (j->cls == SL_CLASS_INTERACTIVE || s->cfg->classes[j->cls].yield_above <= 0)
+        return;
+    decay_recent(s, route, now_ms);
+    double total = 0;
+    for (int c = 0; c < SL_CLASS_COUNT; c++)
+        total += route->recent[c];
+    double inter = route->recent[SL_CLASS_INTERACTIVE];
+    double jobs = route->recent_jobs[SL_CLASS_INTERACTIVE];
+    /* Nothing interactive admitted here for a few minutes: nothing is kept (work-conserving). */
+    if (!(inter > 1e-6 * total) || !(jobs > 0.01))
+        return;
+    double share = inter / total, job = inter / jobs;
+    for (int k = 0; k < h->n; k++) {
+        int b = h->ch[k].bucket;
+        if (b < 0 || !s->binfo[b].provider_side)
+            continue;
+        const sl_limit_cfg_t *lc = s->binfo[b].limit;
+        if (lc->algorithm != SL_LIMIT_TOKEN_BUCKET || !sl_dimension_is_tokens(lc->dimension))
+            continue;
+        double burst = lc->capacity / (double)(lc->slices > 0 ? lc->slices : 1);
+        double keep = 2.0 * share * burst + job;
+        h->ch[k].keep = keep < RESERVE_MAX_SHARE * burst ? keep : RESERVE_MAX_SHARE * burst;
+    }
 }
 
 typedef struct {

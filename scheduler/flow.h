@@ -36,6 +36,18 @@ int sl_flow_must_yield(const sl_sched_t *s, route_t *route, int cls, int64_t now
 void sl_flow_count_admitted(const sl_sched_t *s, route_t *route, int cls, double tokens,
                             int64_t now_ms);
 
+/* Interactive work arriving into a slice that leftover-capacity work has filled would wait
+ * for the next slice. So a job of a class that runs on leftover capacity (yield_above > 0)
+ * leaves room in each provider-side token bucket it is charged to (sl_charge_t.keep): twice
+ * the share of the route's recent admissions that was interactive, of a burst, plus one
+ * interactive job of the recent average size, at most RESERVE_MAX_SHARE of the burst; nothing
+ * when no interactive work was admitted on the route in the last minutes (the counts decay
+ * with a time constant of a minute). */
+enum { RESERVE_MAX_SHARE_PERCENT = 25 };
+#define RESERVE_MAX_SHARE (RESERVE_MAX_SHARE_PERCENT / 100.0)
+void sl_flow_keep_reserve(const sl_sched_t *s, route_t *route, const job_t *j, held_t *h,
+                          int64_t now_ms);
+
 /* Takes the queued jobs of a tenant (or, tenant < 0, of a key) out of line and queues them
  * again: held when paused, in the DRR with the tenant's current weights otherwise. */
 sl_err_t sl_flow_requeue(sl_sched_t *s, int tenant, int key);

@@ -55,6 +55,16 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
         rc = SL_EDB;
     if (rc != SL_OK)
         return rc;
+    /* A request that needs a provider-side bucket's whole burst is paced
+     * (sl_capacity_pace_ms), so that it reaches the provider as late after its admission as
+     * the dispatch before it may have. */
+    int whole = 0;
+    for (int i = 0; i < h->n && !whole; i++) {
+        int b = h->ch[i].bucket;
+        whole = b >= 0 && s->binfo[b].provider_side &&
+                sl_ledger_takes_whole(s->ledger, b, h->ch[i].amount);
+    }
+    int64_t pace = whole ? sl_capacity_pace_ms(cfg, d) : 0;
     /* Assembled as text around the stored request body (common/msg_dispatch.h). The
      * dispatcher sets the deployment's model itself. */
     sl_msg_dispatch_t msg = {.job_id = j->id,
@@ -62,6 +72,7 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
                              .reservation_id = j->res_id,
                              .lease_expires_ms = j->lease_expires_ms,
                              .issued_ms = now_ms,
+                             .send_at_ms = pace > 0 ? now_ms + pace : 0,
                              .deployment = dc->name,
                              .idempotency_key = j->idem};
     char *value = NULL;

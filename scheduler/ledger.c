@@ -59,6 +59,7 @@ typedef struct {
     int64_t win_start_ms, win_end_ms;
     /* provider header clamp (clamp.until_ms = 0: none) */
     sl_clamp_t clamp;
+    int64_t lead_ms; /* a charge taking the whole burst reaches the provider this much later */
     double reserved_total;
     int dirty;
 } bucket_t;
@@ -456,8 +457,9 @@ int64_t sl_ledger_reset_ms(sl_ledger_t *l, int bucket, int64_t now_ms)
 
 /* ---- fitting ---- */
 
-/* Milliseconds until amount fits b by its own algorithm (not counting a clamp). */
-static int64_t alg_wait(bucket_t *b, double amount, int64_t now_ms)
+/* Milliseconds until amount fits b by its own algorithm (not counting a clamp), leaving keep
+ * in a token bucket (see sl_charge_t). */
+static int64_t alg_wait(bucket_t *b, double amount, double keep, int64_t now_ms)
 {
     int nonstrict = !b->spec.strict;
     double cap = b->spec.capacity;
@@ -470,6 +472,8 @@ static int64_t alg_wait(bucket_t *b, double amount, int64_t now_ms)
                 return INT64_MAX;
             need = cap;
             whole = 1;
+        } else if (keep > 0) {
+            need = need + keep < cap ? need + keep : cap;
         }
         double missing = need - b->level;
         int64_t wait = 0;
@@ -561,12 +565,15 @@ static double clamp_need(const bucket_t *b, double amount)
     return amount;
 }
 
-static int64_t bucket_wait(bucket_t *b, double amount, int64_t now_ms)
+static int64_t bucket_wait(bucket_t *b, double amount, double keep, int64_t now_ms)
 {
     advance(b, now_ms);
-    int64_t wait = alg_wait(b, amount, now_ms);
+    int64_t wait = alg_wait(b, amount, keep, now_ms);
     double have = allowance(b, now_ms);
     double need = clamp_need(b, amount);
+    /* Such a charge is paced: what the provider will have refilled by its arrival counts. */
+    if (need < amount && b->lead_ms > 0)
+        have += b->clamp.rate_per_ms * (double)b->lead_ms;
     if (need > have) {
         int64_t until = b->clamp.until_ms - now_ms;
         if (b->clamp.rate_per_ms > 0) {
@@ -580,9 +587,21 @@ static int64_t bucket_wait(bucket_t *b, double amount, int64_t now_ms)
     return wait;
 }
 
+void sl_ledger_set_lead(sl_ledger_t *l, int bucket, int64_t lead_ms)
+{
+    l->buckets[bucket].lead_ms = lead_ms > 0 ? lead_ms : 0;
+}
+
+int sl_ledger_takes_whole(const sl_ledger_t *l, int bucket, double amount)
+{
+    const bucket_t *b = &l->buckets[bucket];
+    return b->spec.alg == SL_ALG_TOKEN_BUCKET && !b->spec.strict &&
+           amount + b->spec.margin > b->spec.capacity;
+}
+
 int64_t sl_ledger_wait_ms(sl_ledger_t *l, int bucket, double amount, int64_t now_ms)
 {
-    return bucket_wait(&l->buckets[bucket], amount, now_ms);
+    return bucket_wait(&l->buckets[bucket], amount, 0, now_ms);
 }
 
 /* Token buckets: notes the level just before a charge made at at_ms. A level no higher than a
@@ -713,7 +732,7 @@ sl_err_t sl_ledger_reserve(sl_ledger_t *l, const sl_charge_t *charges, int n, in
             if (charges[j].bucket == c->bucket)
                 return SL_EINVAL;
         }
-        int64_t wait = bucket_wait(&l->buckets[c->bucket], c->amount, now_ms);
+        int64_t wait = bucket_wait(&l->buckets[c->bucket], c->amount, c->keep, now_ms);
         if (wait > 0 && (worst < 0 || wait > worst_wait)) {
             worst = c->bucket;
             worst_wait = wait;

@@ -84,6 +84,8 @@ typedef struct {
 typedef struct {
     int bucket;
     double amount;
+    double keep; /* token buckets: room to leave beyond the margin, for other work (a reserve);
+                  * given up when only a full bucket can take the charge. 0 = none */
 } sl_charge_t;
 
 typedef struct {
@@ -135,6 +137,12 @@ int64_t sl_ledger_reset_ms(sl_ledger_t *l, int bucket, int64_t now_ms);
 
 /* Milliseconds until amount fits in bucket (0 = now; INT64_MAX = not by time alone). */
 int64_t sl_ledger_wait_ms(sl_ledger_t *l, int bucket, double amount, int64_t now_ms);
+/* Whether a charge of amount needs the whole burst of a token bucket (it is larger than the
+ * burst less the margin): it goes only when the bucket is full, into debt. */
+int sl_ledger_takes_whole(const sl_ledger_t *l, int bucket, double amount);
+/* Token buckets: a charge that takes the whole burst reaches the provider lead_ms after its
+ * admission (it is paced, sl_capacity_pace_ms): the provider's clamp is read for then. */
+void sl_ledger_set_lead(sl_ledger_t *l, int bucket, int64_t lead_ms);
 
 /* Reserves every charge or none. On SL_ENOROOM no bucket changed and *refusal (may be NULL)
  * names the bucket that refused with the longest wait. Charges naming the same bucket twice or

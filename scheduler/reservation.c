@@ -86,8 +86,7 @@ void sl_reservation_build(sl_sched_t *s, const job_t *j, int d, held_t *h)
             double amount;
             sl_charge_rule_t rule;
             sl_capacity_charge(s->binfo[b].limit, s->binfo[b].provider_side, dc, &dm, &amount, &rule);
-            h->ch[h->n].bucket = b;
-            h->ch[h->n].amount = amount;
+            h->ch[h->n] = (sl_charge_t){.bucket = b, .amount = amount};
             h->rule[h->n] = (uint8_t)rule;
             h->n++;
         }
@@ -231,6 +230,11 @@ void sl_reservation_clamp(sl_sched_t *s, job_t *j, json_t *ratelimit, int64_t no
         while (i < h->n && h->ch[i].bucket != b)
             i++;
         if (i == h->n)
+            continue;
+        /* A request that took a whole burst left the provider's bucket empty, which the ledger
+         * knows; it was paced, so the report was made later than the charge it is read
+         * against, and clamping by it held full buckets back (5 % of a deployment's TPM). */
+        if (sl_ledger_takes_whole(s->ledger, b, h->ch[i].amount))
             continue;
         const sl_limit_cfg_t *lc = s->binfo[b].limit;
         double limit = json_is_integer(json_object_get(ratelimit, names[k].limit))

@@ -32,8 +32,7 @@ static void restore_charge(const char *bucket_id, double amount, const char *rul
     /* A bucket removed from the config stays as a placeholder (bucket -1), so the charges keep
      * the order they were stored in. */
     int b = sl_ledger_find(r->s->ledger, bucket_id);
-    h->ch[h->n].bucket = b;
-    h->ch[h->n].amount = amount;
+    h->ch[h->n] = (sl_charge_t){.bucket = b, .amount = amount};
     int parsed = sl_charge_rule_parse(rule);
     h->rule[h->n] = (uint8_t)(parsed >= 0 ? parsed : SL_RULE_KEEP);
     h->before[h->n] = b >= 0 ? sl_ledger_reserved_total(r->s->ledger, b) : 0;

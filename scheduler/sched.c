@@ -404,6 +404,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             }
             held_t h;
             sl_reservation_build(s, j, d, &h);
+            sl_flow_keep_reserve(s, route, j, &h, now_ms);
             for (int k = 0; k < h.n; k++)
                 h.before[k] = sl_ledger_reserved_total(s->ledger, h.ch[k].bucket);
             sl_refusal_t why;

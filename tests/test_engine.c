@@ -640,6 +640,31 @@ START_TEST(signed_dispatch_yields_one_ok_usage_event)
 }
 END_TEST
 
+START_TEST(paced_dispatch_goes_out_at_its_time_and_once)
+{
+    start_env(100, 20);
+    char *plain = dispatch_msg("job-paced", 1, "sim-e", 30000, "Name three rivers in Europe.");
+    json_t *doc = json_loads(plain, 0, NULL);
+    int64_t send_at = sl_now_ms() + 15;
+    json_object_set_new(doc, "send_at_ms", json_integer(send_at));
+    char *msg = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    submit_signed(msg);
+    /* held, counted in flight; a redelivery meanwhile is not a second call */
+    ck_assert_int_eq(sl_engine_in_flight(env.engine), 1);
+    submit_signed(msg);
+    ck_assert_int_eq(sl_engine_in_flight(env.engine), 1);
+    drain();
+    ck_assert_int_eq(env.nevents, 1);
+    json_t *ev = event(0, "job-paced", 1, "sim-e", "ok");
+    ck_assert_int_ge(jint(ev, "started_ms"), send_at);
+    expect_sim(1, 0, 0, 0);
+    free(plain);
+    free(msg);
+    stop_env();
+}
+END_TEST
+
 START_TEST(forged_or_unsigned_dispatch_makes_no_call)
 {
     start_env(100, 20);
@@ -1355,6 +1380,7 @@ static Suite *engine_suite(void)
     TCase *tc = tcase_create("sim");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, signed_dispatch_yields_one_ok_usage_event);
+    tcase_add_test(tc, paced_dispatch_goes_out_at_its_time_and_once);
     tcase_add_test(tc, forged_or_unsigned_dispatch_makes_no_call);
     tcase_add_test(tc, signed_but_malformed_dispatch_is_dropped);
     tcase_add_test(tc, expired_lease_is_not_sent);

@@ -38,7 +38,7 @@ static sl_ledger_t *one_bucket(double capacity, double rate_per_ms, double margi
 
 static sl_err_t reserve1(sl_ledger_t *l, int bucket, double amount, int64_t now_ms)
 {
-    sl_charge_t c = {bucket, amount};
+    sl_charge_t c = {bucket, amount, 0};
     return sl_ledger_reserve(l, &c, 1, now_ms, NULL);
 }
 
@@ -144,7 +144,7 @@ START_TEST(small_limit_admits_its_first_request)
     sl_ledger_t *l = new_ledger();
     int rpm = sl_ledger_add(l, "rpm", 1, 1.0 / 60000, 0.5, 1, 0);
     int tpm = sl_ledger_add(l, "tpm", 100, 100.0 / 60000, 50, 100, 0);
-    sl_charge_t ch[2] = {{rpm, 1}, {tpm, 500}};
+    sl_charge_t ch[2] = {{rpm, 1, 0}, {tpm, 500, 0}};
     sl_refusal_t why = {-1, -1};
     ck_assert_int_eq(sl_ledger_reserve(l, ch, 2, 0, &why), SL_OK);
     ck_assert_double_eq_tol(sl_ledger_level(l, rpm, 0), 0, EPS);
@@ -166,7 +166,7 @@ static void check_wait(double capacity, double rate, double margin, double level
     sl_ledger_t *l = one_bucket(capacity, rate, margin, level, now);
     int64_t w = sl_ledger_wait_ms(l, 0, amount, now);
     sl_refusal_t why = {-1, -1};
-    sl_charge_t c = {0, amount};
+    sl_charge_t c = {0, amount, 0};
     sl_err_t rc = sl_ledger_reserve(l, &c, 1, now, &why);
     sl_ledger_free(l);
     if (w == 0) {
@@ -215,7 +215,7 @@ START_TEST(reserve_is_all_or_nothing)
     int a = sl_ledger_add(l, "a", 100, 0.1, 0, 100, 0);
     int b = sl_ledger_add(l, "b", 10, 0.01, 0, 10, 0);
     int c = sl_ledger_add(l, "c", 1000, 1, 0, 5, 0);
-    sl_charge_t ch[3] = {{a, 60}, {b, 5}, {c, 10}}; /* c refuses: 5 short */
+    sl_charge_t ch[3] = {{a, 60, 0}, {b, 5, 0}, {c, 10, 0}}; /* c refuses: 5 short */
     sl_refusal_t why = {-1, -1};
     ck_assert_int_eq(sl_ledger_reserve(l, ch, 3, 0, &why), SL_ENOROOM);
     ck_assert_int_eq(why.bucket, c);
@@ -224,7 +224,7 @@ START_TEST(reserve_is_all_or_nothing)
     ck_assert_double_eq(sl_ledger_level(l, b, 0), 10);
     ck_assert_double_eq(sl_ledger_level(l, c, 0), 5);
     /* several refuse: the longest wait is reported (b: 10 short at 0.01/ms = 1000 ms; c: 5 ms) */
-    sl_charge_t ch2[3] = {{c, 10}, {b, 18}, {a, 60}};
+    sl_charge_t ch2[3] = {{c, 10, 0}, {b, 18, 0}, {a, 60, 0}};
     sl_ledger_set_level(l, b, 10, 0);
     ck_assert_int_eq(reserve1(l, b, 10, 0), SL_OK); /* b now 0 */
     ck_assert_int_eq(sl_ledger_reserve(l, ch2, 3, 0, &why), SL_ENOROOM);
@@ -249,14 +249,14 @@ START_TEST(duplicate_bucket_in_one_reservation_is_invalid_and_changes_nothing)
     sl_ledger_t *l = new_ledger();
     int a = sl_ledger_add(l, "a", 100, 0.1, 0, 100, 0);
     int b = sl_ledger_add(l, "b", 100, 0.1, 0, 100, 0);
-    sl_charge_t ch[3] = {{a, 10}, {b, 10}, {a, 10}};
+    sl_charge_t ch[3] = {{a, 10, 0}, {b, 10, 0}, {a, 10, 0}};
     ck_assert_int_eq(sl_ledger_reserve(l, ch, 3, 0, NULL), SL_EINVAL);
     ck_assert_double_eq(sl_ledger_level(l, a, 0), 100);
     ck_assert_double_eq(sl_ledger_level(l, b, 0), 100);
     /* so are unknown buckets and negative amounts */
-    sl_charge_t bad1[2] = {{a, 10}, {7, 1}};
-    sl_charge_t bad2[2] = {{b, 10}, {a, -5}};
-    sl_charge_t bad3[1] = {{-1, 1}};
+    sl_charge_t bad1[2] = {{a, 10, 0}, {7, 1, 0}};
+    sl_charge_t bad2[2] = {{b, 10, 0}, {a, -5, 0}};
+    sl_charge_t bad3[1] = {{-1, 1, 0}};
     ck_assert_int_eq(sl_ledger_reserve(l, bad1, 2, 0, NULL), SL_EINVAL);
     ck_assert_int_eq(sl_ledger_reserve(l, bad2, 2, 0, NULL), SL_EINVAL);
     ck_assert_int_eq(sl_ledger_reserve(l, bad3, 1, 0, NULL), SL_EINVAL);
@@ -402,8 +402,7 @@ static void property_run(uint64_t seed, int steps)
                                                 : cap[b] * 0.3 * rnd_unit();
                 if (rnd() % 4 == 0)
                     amount = (double)(int64_t)amount; /* whole numbers too */
-                r.ch[r.n].bucket = b;
-                r.ch[r.n].amount = amount;
+                r.ch[r.n] = (sl_charge_t){.bucket = b, .amount = amount};
                 r.n++;
             }
             double before[NB];
@@ -1228,6 +1227,29 @@ START_TEST(clamp_lets_a_request_above_the_burst_through_when_the_provider_is_ful
 }
 END_TEST
 
+START_TEST(keep_leaves_room_in_a_token_bucket_for_other_work)
+{
+    /* a burst of 1,000 refilling 1 a ms, no margin, at 800 */
+    sl_ledger_t *l = one_bucket(1000, 1.0, 0, 800, 0);
+    sl_charge_t keep300 = {0, 600, 300};
+    /* 600 fits the level of 800 but would leave less than 300: it waits 100 ms */
+    ck_assert_int_eq(sl_ledger_reserve(l, &keep300, 1, 0, NULL), SL_ENOROOM);
+    sl_refusal_t why;
+    ck_assert_int_eq(sl_ledger_reserve(l, &keep300, 1, 50, &why), SL_ENOROOM);
+    ck_assert_int_ge(why.wait_ms, 50);
+    ck_assert_int_le(why.wait_ms, 51);
+    ck_assert_int_eq(sl_ledger_reserve(l, &keep300, 1, 101, NULL), SL_OK);
+    /* what was kept is there for a charge without keep */
+    sl_charge_t other = {0, 300, 0};
+    ck_assert_int_eq(sl_ledger_reserve(l, &other, 1, 101, NULL), SL_OK);
+    /* a keep that cannot fit beside the charge only asks for a full bucket */
+    sl_ledger_set_level(l, 0, 1000, 2000);
+    sl_charge_t big = {0, 900, 500};
+    ck_assert_int_eq(sl_ledger_reserve(l, &big, 1, 2000, NULL), SL_OK);
+    sl_ledger_free(l);
+}
+END_TEST
+
 START_TEST(clamp_expires_at_its_reset)
 {
     sl_ledger_t *l = one_bucket(100, 0, 0, 100, 1000);
@@ -1949,8 +1971,7 @@ static void property_run_all_algorithms(uint64_t seed, int steps)
                     for (int j = 0; j < i; j++)
                         again |= ch[j].bucket == b;
                 } while (again);
-                ch[i].bucket = b;
-                ch[i].amount = random_amount(&spec[b]);
+                ch[i] = (sl_charge_t){.bucket = b, .amount = random_amount(&spec[b])};
             }
             int64_t longest = 0;
             for (int i = 0; i < n; i++) {
@@ -1996,7 +2017,7 @@ static void property_run_all_algorithms(uint64_t seed, int steps)
         } else if (action < 98) {
             /* invalid: a bucket twice, or a negative amount */
             int b = (int)(rnd() % PN);
-            sl_charge_t ch[3] = {{b, 1}, {(b + 1) % PN, 1}, {b, 1}};
+            sl_charge_t ch[3] = {{b, 1, 0}, {(b + 1) % PN, 1, 0}, {b, 1, 0}};
             if (rnd() % 2) {
                 ch[2].bucket = (b + 2) % PN;
                 ch[rnd() % 3].amount = -quantize(1 + rnd_unit());
@@ -2048,7 +2069,7 @@ START_TEST(refunds_survive_many_charges_in_flight)
             head = (head + 1) % Q;
         }
         for (;;) {
-            sl_charge_t c = {b, 191};
+            sl_charge_t c = {b, 191, 0};
             if (sl_ledger_reserve(l, &c, 1, t, NULL) != SL_OK)
                 break;
             rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -2333,6 +2354,7 @@ static Suite *ledger_suite(void)
     tcase_add_test(alg, clamp_restricts_but_never_raises);
     tcase_add_test(alg, clamp_refills_at_the_provider_rate_and_counts_later_reservations);
     tcase_add_test(alg, clamp_lets_a_request_above_the_burst_through_when_the_provider_is_full);
+    tcase_add_test(alg, keep_leaves_room_in_a_token_bucket_for_other_work);
     tcase_add_test(alg, clamp_expires_at_its_reset);
     tcase_add_test(alg, assume_worst_blocks_for_the_rest_of_the_window);
     tcase_add_test(alg, state_save_load_round_trip_per_algorithm);

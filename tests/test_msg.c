@@ -110,8 +110,20 @@ START_TEST(dispatch_builds_valid_around_the_stored_body)
                                                              "content")
                                            : NULL),
                      "hi");
+    ck_assert_int_eq(out.send_at_ms, 0); /* not paced: no send_at_ms */
+    ck_assert_ptr_null(json_object_get(doc, "send_at_ms"));
     free(text);
     json_decref(doc);
+    /* A paced dispatch carries its time. */
+    in.send_at_ms = 1020;
+    ck_assert_int_eq(sl_msg_dispatch_build(&in, body, &text), SL_OK);
+    doc = json_loads(text, 0, NULL);
+    assert_valid("schema/dispatch.json", doc);
+    ck_assert_int_eq(sl_msg_dispatch_read(doc, &out), SL_OK);
+    ck_assert_int_eq(out.send_at_ms, 1020);
+    free(text);
+    json_decref(doc);
+    in.send_at_ms = 0;
     /* An id that would need escaping is refused rather than written raw. */
     in.job_id = "bad\"id";
     text = NULL;
