@@ -126,6 +126,9 @@ typedef struct {
 typedef struct {
     sl_drr_t *drr;
     int64_t blocked_until_ms;
+    /* A class whose head job waits only for the room it leaves others (sl_flow_keep_reserve)
+     * waits alone: the route's other classes go on meanwhile. */
+    int64_t cls_blocked_until_ms[SL_CLASS_COUNT];
     /* First attempts and retries leased recently, decaying with a time constant of one minute:
      * the retry ratio budget (routes[].max_retry_ratio). */
     double recent_first, recent_retries;

@@ -204,6 +204,8 @@ sl_err_t sl_reservation_settle(sl_sched_t *s, job_t *j, end_t end, const char *s
     j->held = NULL;
     /* A gauge slot or refund may let queued work of the route in. */
     s->routes[j->route].blocked_until_ms = 0;
+    memset(s->routes[j->route].cls_blocked_until_ms, 0,
+           sizeof s->routes[j->route].cls_blocked_until_ms);
     return rc;
 }
 

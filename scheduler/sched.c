@@ -375,7 +375,8 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 return rc;
             continue;
         }
-        if (sl_flow_must_yield(s, route, j->cls, now_ms)) {
+        if (route->cls_blocked_until_ms[j->cls] > now_ms ||
+            sl_flow_must_yield(s, route, j->cls, now_ms)) {
             sl_drr_skip_group(route->drr);
             if (++skips > sl_drr_active_flows(route->drr))
                 return SL_OK;
@@ -392,6 +393,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
         }
         int64_t min_wait = INT64_MAX;
         int caller_blocked = 0, leased = 0, quota_out = 0, quota_bucket = -1, paused = 0;
+        int kept = 0; /* it left room for other work on some bucket */
         int64_t quota_wait = 0;
         for (int i = 0; i < n && !leased && !caller_blocked; i++) {
             int d = order[i];
@@ -405,6 +407,8 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             held_t h;
             sl_reservation_build(s, j, d, &h);
             sl_flow_keep_reserve(s, route, j, &h, now_ms);
+            for (int k = 0; k < h.n; k++)
+                kept |= h.ch[k].keep > 0;
             for (int k = 0; k < h.n; k++)
                 h.before[k] = sl_ledger_reserved_total(s->ledger, h.ch[k].bucket);
             sl_refusal_t why;
@@ -493,6 +497,15 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
          * is only a fallback poll. */
         if (min_wait == INT64_MAX)
             min_wait = 1000;
+        if (kept) {
+            /* It may be waiting only for the room it leaves interactive work: its class waits,
+             * the others go on. */
+            route->cls_blocked_until_ms[j->cls] = now_ms + (min_wait > 0 ? min_wait : 1);
+            sl_drr_skip_group(route->drr);
+            if (++skips > sl_drr_active_flows(route->drr))
+                return SL_OK;
+            continue;
+        }
         route->blocked_until_ms = now_ms + (min_wait > 0 ? min_wait : 1);
         return SL_OK;
     }
@@ -753,6 +766,11 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
         if (sl_drr_len(route->drr) > 0 && route->blocked_until_ms > now_ms &&
             route->blocked_until_ms < next_ms)
             next_ms = route->blocked_until_ms;
+        for (int c = 0; c < SL_CLASS_COUNT; c++) {
+            int64_t until = route->cls_blocked_until_ms[c];
+            if (until > now_ms && until < next_ms && sl_drr_group_len(route->drr, c) > 0)
+                next_ms = until;
+        }
     }
     if (budget == 0)
         next_ms = now_ms + 1;

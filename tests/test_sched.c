@@ -220,6 +220,9 @@ typedef struct {
     int64_t submitted_ms, deadline_ms, input, output;
 } jobspec_t;
 
+/* The class of the next jobs job_text writes. */
+static const char *job_class = "standard";
+
 static char *job_text(const jobspec_t *j)
 {
     char idem[96];
@@ -229,7 +232,7 @@ static char *job_text(const jobspec_t *j)
         " s:{s:s, s:[{s:s, s:s}], s:I}, s:{s:s}}",
         "v", 1, "job_id", j->id, "idempotency_key", idem, "tenant", j->tenant ? j->tenant : "acme",
         "app", "web", "env", "prod", "key_id", "key-1", "route", j->route ? j->route : "chat",
-        "class", "standard", "submitted_ms", (json_int_t)j->submitted_ms, "deadline_ms",
+        "class", job_class, "submitted_ms", (json_int_t)j->submitted_ms, "deadline_ms",
         (json_int_t)j->deadline_ms, "estimate", "input", (json_int_t)j->input, "output",
         (json_int_t)j->output, "total", (json_int_t)(j->input + j->output), "request", "model",
         "chat", "messages", "role", "user", "content", "hello", "max_tokens",
@@ -1270,6 +1273,52 @@ START_TEST(delayed_retry_keeps_its_backoff_across_restart)
     }
     ck_assert_msg(again >= T0 + 10 + 30000, "retried %lld ms after the 503 (Retry-After 30000)",
                   (long long)(again - T0 - 10));
+    env_done(&e);
+}
+END_TEST
+
+/* Batch work leaves room in the slice for the interactive work the route had lately: with the
+ * bucket just short of full, a batch job that would fit waits, and an interactive job arriving
+ * next goes at once. Without the reserve the batch job took the room and the interactive one
+ * waited for the refill. */
+START_TEST(batch_leaves_room_in_the_slice_for_interactive_work)
+{
+    env_t e;
+    opts_t o = {.deployments = "'dep-a'"};
+    env_init(&e, &o, T0);
+    /* dep-a: TPM 12,000 over 20 slices = a burst of 600 (margin 300), refilled at 180 a second */
+    job_class = "interactive";
+    jobspec_t i1 = {"int-1", "acme", NULL, T0, T0 + HOUR, 100, 100};
+    feed_spec(&e, &i1, T0);
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 1);
+    batch_free(&b);
+    /* wait until the bucket holds enough for the batch job and its margin, not for the room */
+    int64_t t = T0;
+    while (bucket_level(&e, "deployment:dep-a:tpm", t) < 565)
+        t += 5;
+    ck_assert_double_lt(bucket_level(&e, "deployment:dep-a:tpm", t), 600);
+    job_class = "batch";
+    jobspec_t bulk = {"bulk-1", "globex", NULL, t, t + HOUR, 150, 100};
+    feed_spec(&e, &bulk, t);
+    b = step(&e, t);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0);
+    batch_free(&b);
+    job_class = "interactive";
+    jobspec_t i2 = {"int-2", "acme", NULL, t + 1, t + 1 + HOUR, 100, 100};
+    feed_spec(&e, &i2, t + 1);
+    b = step(&e, t + 1);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 1);
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_DISPATCH, "int-2"));
+    batch_free(&b);
+    /* the batch job goes once the bucket is full (the room is kept, not lost) */
+    int64_t full = t + 1;
+    while (bucket_level(&e, "deployment:dep-a:tpm", full) < 599.9)
+        full += 50;
+    b = step(&e, full + 1);
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_DISPATCH, "bulk-1"));
+    batch_free(&b);
+    job_class = "standard";
     env_done(&e);
 }
 END_TEST
@@ -2699,6 +2748,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, restart_restores_queued_and_leased_jobs_with_empty_buckets);
     tcase_add_test(tc, delayed_retry_keeps_its_backoff_across_restart);
     tcase_add_test(tc, spent_tenant_budget_does_not_block_other_tenants);
+    tcase_add_test(tc, batch_leaves_room_in_the_slice_for_interactive_work);
     tcase_add_test(tc, job_for_an_unknown_route_is_rejected_locally);
     tcase_add_test(tc, rejected_job_result_does_not_name_another_route_or_tenant);
     tcase_add_test(tc, invalid_input_is_counted_and_ignored);
