@@ -144,6 +144,16 @@ sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const 
                                const char *const *extra_props, rd_kafka_t **out, char *err,
                                size_t errlen)
 {
+    return sl_kafka_consumer_new_rebalance(cfg, group, client_id, topics, ntopics, extra_props,
+                                           NULL, NULL, out, err, errlen);
+}
+
+sl_err_t sl_kafka_consumer_new_rebalance(const sl_config_t *cfg, const char *group,
+                                         const char *client_id, const char *const *topics,
+                                         int ntopics, const char *const *extra_props,
+                                         sl_kafka_rebalance_fn rebalance, void *opaque,
+                                         rd_kafka_t **out, char *err, size_t errlen)
+{
     *out = NULL;
     rd_kafka_conf_t *conf = NULL;
     sl_err_t rc = base_conf(cfg, client_id, &conf, err, errlen);
@@ -171,6 +181,10 @@ sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const 
         rd_kafka_conf_destroy(conf);
         return rc;
     }
+    if (rebalance != NULL) {
+        rd_kafka_conf_set_rebalance_cb(conf, rebalance);
+        rd_kafka_conf_set_opaque(conf, opaque);
+    }
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, errlen);
     if (rk == NULL) {
         rd_kafka_conf_destroy(conf);
@@ -193,6 +207,40 @@ sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const 
     }
     *out = rk;
     return SL_OK;
+}
+
+sl_err_t sl_kafka_rebalance_apply(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                  rd_kafka_topic_partition_list_t *parts)
+{
+    const char *proto = rd_kafka_rebalance_protocol(rk);
+    int assign = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+    if (proto != NULL && strcmp(proto, "COOPERATIVE") == 0) {
+        rd_kafka_error_t *e = assign ? rd_kafka_incremental_assign(rk, parts)
+                                     : rd_kafka_incremental_unassign(rk, parts);
+        if (e == NULL)
+            return SL_OK;
+        sl_warn("kafka %s: %s", assign ? "assign" : "unassign", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        return SL_EKAFKA;
+    }
+    rd_kafka_resp_err_t kerr = rd_kafka_assign(rk, assign ? parts : NULL);
+    if (kerr == RD_KAFKA_RESP_ERR_NO_ERROR)
+        return SL_OK;
+    sl_warn("kafka %s: %s", assign ? "assign" : "unassign", rd_kafka_err2str(kerr));
+    return SL_EKAFKA;
+}
+
+rd_kafka_queue_t *sl_kafka_partition_queue(rd_kafka_t *rk, const char *topic, int32_t partition,
+                                           int wake_fd)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_get_partition(rk, topic, partition);
+    if (q == NULL)
+        return NULL;
+    /* Forwarding removed: librdkafka keeps it so across later fetch starts of the partition. */
+    rd_kafka_queue_forward(q, NULL);
+    if (wake_fd >= 0)
+        rd_kafka_queue_io_event_enable(q, wake_fd, "1", 1);
+    return q;
 }
 
 sl_err_t sl_kafka_produce(rd_kafka_t *rk, const char *topic, const char *key, const void *value,

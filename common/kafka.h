@@ -33,6 +33,35 @@ sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const 
                                const char *const *extra_props, rd_kafka_t **out, char *err,
                                size_t errlen);
 
+/* Called from the consumer's poll when partitions are assigned (err
+ * RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) or revoked/lost (any other err); it must apply the change
+ * with sl_kafka_rebalance_apply. */
+typedef void (*sl_kafka_rebalance_fn)(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                      rd_kafka_topic_partition_list_t *parts, void *opaque);
+
+/* sl_kafka_consumer_new with a rebalance callback (opaque is passed to it), so the caller can
+ * set up each assigned partition (e.g. its own queue) before librdkafka starts fetching it. */
+sl_err_t sl_kafka_consumer_new_rebalance(const sl_config_t *cfg, const char *group,
+                                         const char *client_id, const char *const *topics,
+                                         int ntopics, const char *const *extra_props,
+                                         sl_kafka_rebalance_fn rebalance, void *opaque,
+                                         rd_kafka_t **out, char *err, size_t errlen);
+
+/* Applies a rebalance event as librdkafka would without a callback: assigns parts, or drops
+ * them (all of them under the eager protocol, only parts under the cooperative one). */
+sl_err_t sl_kafka_rebalance_apply(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                  rd_kafka_topic_partition_list_t *parts);
+
+/* The partition's own message queue, no longer forwarded to the consumer queue, so its
+ * messages are taken with rd_kafka_consume_queue on it and not by rd_kafka_consumer_poll. When
+ * wake_fd >= 0, librdkafka writes a byte to it whenever the queue turns non-empty. Taking a
+ * message from it stores its offset like rd_kafka_consumer_poll does (enable.auto.offset.store),
+ * so rd_kafka_commit(rk, NULL, ...) still commits up to the last message taken. The prefetch
+ * limit queued.max.messages.kbytes then applies per partition. NULL when the partition is
+ * unknown. Destroy with rd_kafka_queue_destroy before closing the consumer. */
+rd_kafka_queue_t *sl_kafka_partition_queue(rd_kafka_t *rk, const char *topic, int32_t partition,
+                                           int wake_fd);
+
 /* Produces a copy of value to topic with an optional key, headers and delivery opaque; while
  * the local queue is full it serves delivery reports and tries again, so it never drops a
  * message for back-pressure. On success hdrs (may be NULL) belong to the message; on failure

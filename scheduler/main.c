@@ -1,8 +1,9 @@
 /* sluice-scheduler: sluice.jobs + sluice.usage -> SQLite ledger -> signed sluice.dispatch, and
  * terminal results to sluice.results through the SQLite outbox.
  *
- * One loop: read a batch of messages, apply them and one scheduling step in one SQLite
- * transaction, commit it, commit the Kafka offsets, then produce what the step decided. A crash
+ * One loop: take a slice of messages from each assigned partition (intake.h), apply them and
+ * one scheduling step in one SQLite transaction, commit it, commit the Kafka offsets, then
+ * produce what the step decided. A crash
  * at any point either redelivers input (de-duplicated by job id and reservation id) or leaves a
  * lease that expires; results wait in the outbox until the broker acknowledges them. */
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include "admin.h"
 #include "api.h"
 #include "exporter.h"
+#include "intake.h"
 #include "kafka.h"
 #include "log.h"
 #include "metrics.h"
@@ -23,7 +25,12 @@
 #include "store.h"
 #include "util.h"
 
-enum { BATCH_MAX = 500, STATS_EVERY_MS = 10000 };
+/* Per loop iteration: at most INTAKE_SLICE messages of one partition and INTAKE_CAP in all
+ * (about 100 us each to parse and store), so a flood in one partition delays the others' by at
+ * most a slice and the scheduler ticks every few milliseconds while it takes the flood in.
+ * BATCH_MAX also holds what the consumer queue itself hands out (a partition without a queue
+ * of its own). */
+enum { INTAKE_SLICE = 32, INTAKE_CAP = 256, BATCH_MAX = 512, STATS_EVERY_MS = 10000 };
 
 static const char usage_text[] =
     "usage: sluice-scheduler [--config FILE] [--log-level debug|info|warn|error]\n"
@@ -159,11 +166,15 @@ static void reload(sl_config_t **cfgp, sl_store_t *store,
             fresh->ndeployments, fresh->nroutes, fresh->ntenants);
 }
 
-/* Small fetches per partition interleave the tenants' partitions finely, so that an
- * interactive job is read less far behind another tenant's backlog (bench/scenarios noisy: p99
- * queue wait 343 ms with librdkafka's 1 MB, 267 ms with 64 KB). Shortening the read-ahead
- * (queued.min.messages 500) made it far worse (1.3 s): the usage events starved. */
-static const char *const consumer_props[] = {"max.partition.fetch.bytes", "65536", NULL};
+/* Each partition has its own queue (intake.h), so librdkafka's read-ahead limits apply per
+ * partition, not to one shared queue: queued.max.messages.kbytes (default 64 MB) would allow
+ * 64 MB for each of the 64 partitions of jobs and usage. 2 MB and 1000 messages per partition
+ * are seconds of work for the scheduler at a slice per iteration, and one 64 KB fetch refills
+ * well before a partition runs dry. With one shared queue a flood filled it and stopped every
+ * partition's fetches (usage events starved); now only the flood's partition waits. */
+static const char *const consumer_props[] = {"max.partition.fetch.bytes", "65536",
+                                             "queued.max.messages.kbytes", "2048",
+                                             "queued.min.messages", "1000", NULL};
 
 int main(int argc, char **argv)
 {
@@ -197,13 +208,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-scheduler: out of memory\n");
         return 2;
     }
+    sl_intake_t *intake = NULL;
+    sl_intake_opts_t iopts = sl_intake_kafka_opts(INTAKE_SLICE, INTAKE_CAP);
+    if (sl_intake_new(&iopts, &intake) != SL_OK) {
+        fprintf(stderr, "sluice-scheduler: out of memory\n");
+        return 2;
+    }
     rd_kafka_t *prod = NULL, *cons = NULL;
     const char *topics[] = {cfg->kafka.topic_jobs, cfg->kafka.topic_usage};
     if (sl_kafka_producer_new(cfg, "sluice-scheduler", on_delivery, ob, &prod, err,
                               sizeof err) != SL_OK ||
-        sl_kafka_consumer_new(cfg, "sluice-scheduler", "sluice-scheduler", topics, 2,
-                              consumer_props, &cons, err, sizeof err) != SL_OK) {
+        sl_kafka_consumer_new_rebalance(cfg, "sluice-scheduler", "sluice-scheduler", topics, 2,
+                                        consumer_props, sl_intake_rebalance, intake, &cons, err,
+                                        sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-scheduler: kafka: %s\n", err);
+        return 2;
+    }
+    if (sl_intake_attach(intake, cons) != SL_OK) {
+        fprintf(stderr, "sluice-scheduler: kafka: no consumer queue\n");
         return 2;
     }
     /* Results left in the outbox by a previous run go out first. */
@@ -243,14 +265,23 @@ int main(int argc, char **argv)
     int64_t last_stats = sl_now_ms();
     int exit_code = 0;
     rd_kafka_message_t **batch = calloc(BATCH_MAX, sizeof *batch);
+    void *taken[INTAKE_CAP];
+    if (batch == NULL) {
+        fprintf(stderr, "sluice-scheduler: out of memory\n");
+        return 2;
+    }
     while (!sl_stop_requested()) {
         int timeout = (int)(next_wait < 50 ? next_wait : 50);
+        sl_intake_wait(intake, timeout);
+        /* The consumer queue first: rebalances run inside this poll (and set up or drop the
+         * partition queues), errors and messages of a partition without its own queue. */
         int n = 0;
-        rd_kafka_message_t *msg = rd_kafka_consumer_poll(cons, timeout);
-        while (msg != NULL) {
+        rd_kafka_message_t *msg = NULL;
+        while (n < BATCH_MAX - INTAKE_CAP && (msg = rd_kafka_consumer_poll(cons, 0)) != NULL)
             batch[n++] = msg;
-            msg = n < BATCH_MAX ? rd_kafka_consumer_poll(cons, 0) : NULL;
-        }
+        int nt = sl_intake_take(intake, taken, INTAKE_CAP);
+        for (int i = 0; i < nt; i++)
+            batch[n++] = taken[i];
         int64_t now = sl_now_ms();
         sl_err_t rc = sl_store_begin(store);
         if (rc == SL_OK)
@@ -328,7 +359,9 @@ int main(int argc, char **argv)
     rd_kafka_flush(prod, 10000);
     /* Acknowledged results can leave the outbox now; unacknowledged ones go out next start. */
     sl_outbox_close(ob, store);
+    sl_intake_detach(intake);
     sl_kafka_consumer_close(cons);
+    sl_intake_free(intake);
     rd_kafka_destroy(prod);
     free(batch);
     sl_outbox_free(ob);
