@@ -138,11 +138,9 @@ static void read_results(rd_kafka_t *cons, sl_hmap_t *seen, done_fn done, int ti
 {
     double deadline = sl_mono_ms() + timeout_ms;
     while (!done(t) && sl_mono_ms() < deadline) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, 200);
-        if (m == NULL)
+        json_t *r = NULL;
+        if (!h_poll_json(cons, 200, &r))
             continue;
-        json_t *r = m->err ? NULL : json_loadb(m->payload, m->len, 0, NULL);
-        rd_kafka_message_destroy(m);
         const char *id = json_string_value(json_object_get(r, "idempotency_key"));
         const char *status = json_string_value(json_object_get(r, "status"));
         json_t *err = json_object_get(r, "error");

@@ -91,11 +91,9 @@ int main(void)
     int cancelled_right = 0, target_other = 0;
     double deadline = sl_mono_ms() + 60000;
     while (results < JOBS && sl_mono_ms() < deadline) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, 200);
-        if (m == NULL)
+        json_t *r = NULL;
+        if (!h_poll_json(cons, 200, &r))
             continue;
-        json_t *r = m->err ? NULL : json_loadb(m->payload, m->len, 0, NULL);
-        rd_kafka_message_destroy(m);
         const char *id = json_string_value(json_object_get(r, "job_id"));
         const char *idem = json_string_value(json_object_get(r, "idempotency_key"));
         const char *status = json_string_value(json_object_get(r, "status"));

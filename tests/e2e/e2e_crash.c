@@ -98,11 +98,9 @@ int main(void)
             st.sched = h_spawn("sluice-scheduler", "scheduler", cfg, NULL);
             killed_sched = 1;
         }
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, 200);
-        if (m == NULL)
+        json_t *r = NULL;
+        if (!h_poll_json(cons, 200, &r))
             continue;
-        json_t *r = m->err ? NULL : json_loadb(m->payload, m->len, 0, NULL);
-        rd_kafka_message_destroy(m);
         const char *id = json_string_value(json_object_get(r, "job_id"));
         const char *status = json_string_value(json_object_get(r, "status"));
         if (id != NULL && status != NULL) {

@@ -271,6 +271,18 @@ int h_promtool_check(const char *text)
     return rc == 0 ? 0 : -1;
 }
 
+int h_poll_json(rd_kafka_t *cons, int timeout_ms, json_t **doc)
+{
+    *doc = NULL;
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, timeout_ms);
+    if (m == NULL)
+        return 0;
+    if (!m->err)
+        *doc = json_loadb(m->payload, m->len, 0, NULL);
+    rd_kafka_message_destroy(m);
+    return 1;
+}
+
 int64_t h_sim_total(json_t *stats, const char *field)
 {
     int64_t total = 0;
