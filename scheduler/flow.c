@@ -12,6 +12,7 @@
 #include "drr.h"
 #include "hmap.h"
 #include "job.h"
+#include "ledger.h"
 #include "outcome.h"
 #include "reservation.h"
 #include "store.h"
@@ -220,7 +221,7 @@ void sl_flow_keep_reserve(const sl_sched_t *s, route_t *route, const job_t *j, h
         const sl_limit_cfg_t *lc = s->binfo[b].limit;
         if (lc->algorithm != SL_LIMIT_TOKEN_BUCKET || !sl_dimension_is_tokens(lc->dimension))
             continue;
-        double burst = lc->capacity / (double)(lc->slices > 0 ? lc->slices : 1);
+        double burst = sl_ledger_capacity(s->ledger, b); /* a token bucket holds one burst */
         double keep = 2.0 * share * burst + job;
         h->ch[k].keep = keep < RESERVE_MAX_SHARE * burst ? keep : RESERVE_MAX_SHARE * burst;
     }

@@ -457,6 +457,13 @@ int64_t sl_ledger_reset_ms(sl_ledger_t *l, int bucket, int64_t now_ms)
 
 /* ---- fitting ---- */
 
+/* Whether a charge of amount and the token bucket's margin together exceed its burst: then it
+ * needs the whole burst (or never fits a strict bucket). */
+static int exceeds_burst(const bucket_t *b, double amount)
+{
+    return amount + b->spec.margin > b->spec.capacity;
+}
+
 /* Milliseconds until amount fits b by its own algorithm (not counting a clamp), leaving keep
  * in a token bucket (see sl_charge_t). */
 static int64_t alg_wait(bucket_t *b, double amount, double keep, int64_t now_ms)
@@ -467,7 +474,7 @@ static int64_t alg_wait(bucket_t *b, double amount, double keep, int64_t now_ms)
     case SL_ALG_TOKEN_BUCKET: {
         double need = amount + b->spec.margin;
         int whole = 0;
-        if (need > cap) {
+        if (exceeds_burst(b, amount)) {
             if (b->spec.strict)
                 return INT64_MAX;
             need = cap;
@@ -595,8 +602,7 @@ void sl_ledger_set_lead(sl_ledger_t *l, int bucket, int64_t lead_ms)
 int sl_ledger_takes_whole(const sl_ledger_t *l, int bucket, double amount)
 {
     const bucket_t *b = &l->buckets[bucket];
-    return b->spec.alg == SL_ALG_TOKEN_BUCKET && !b->spec.strict &&
-           amount + b->spec.margin > b->spec.capacity;
+    return b->spec.alg == SL_ALG_TOKEN_BUCKET && !b->spec.strict && exceeds_burst(b, amount);
 }
 
 int64_t sl_ledger_wait_ms(sl_ledger_t *l, int bucket, double amount, int64_t now_ms)

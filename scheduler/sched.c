@@ -407,10 +407,10 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             held_t h;
             sl_reservation_build(s, j, d, &h);
             sl_flow_keep_reserve(s, route, j, &h, now_ms);
-            for (int k = 0; k < h.n; k++)
+            for (int k = 0; k < h.n; k++) {
                 kept |= h.ch[k].keep > 0;
-            for (int k = 0; k < h.n; k++)
                 h.before[k] = sl_ledger_reserved_total(s->ledger, h.ch[k].bucket);
+            }
             sl_refusal_t why;
             sl_err_t rc = sl_ledger_reserve(s->ledger, h.ch, h.n, now_ms, &why);
             if (rc == SL_OK) {
@@ -497,16 +497,17 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
          * is only a fallback poll. */
         if (min_wait == INT64_MAX)
             min_wait = 1000;
+        int64_t until = now_ms + (min_wait > 0 ? min_wait : 1);
         if (kept) {
             /* It may be waiting only for the room it leaves interactive work: its class waits,
              * the others go on. */
-            route->cls_blocked_until_ms[j->cls] = now_ms + (min_wait > 0 ? min_wait : 1);
+            route->cls_blocked_until_ms[j->cls] = until;
             sl_drr_skip_group(route->drr);
             if (++skips > sl_drr_active_flows(route->drr))
                 return SL_OK;
             continue;
         }
-        route->blocked_until_ms = now_ms + (min_wait > 0 ? min_wait : 1);
+        route->blocked_until_ms = until;
         return SL_OK;
     }
     return SL_OK;
