@@ -166,16 +166,6 @@ static void reload(sl_config_t **cfgp, sl_store_t *store,
             fresh->ndeployments, fresh->nroutes, fresh->ntenants);
 }
 
-/* Each partition has its own queue (intake.h), so librdkafka's read-ahead limits apply per
- * partition, not to one shared queue: queued.max.messages.kbytes (default 64 MB) would allow
- * 64 MB for each of the 64 partitions of jobs and usage. 2 MB and 1000 messages per partition
- * are seconds of work for the scheduler at a slice per iteration, and one 64 KB fetch refills
- * well before a partition runs dry. With one shared queue a flood filled it and stopped every
- * partition's fetches (usage events starved); now only the flood's partition waits. */
-static const char *const consumer_props[] = {"max.partition.fetch.bytes", "65536",
-                                             "queued.max.messages.kbytes", "2048",
-                                             "queued.min.messages", "1000", NULL};
-
 int main(int argc, char **argv)
 {
     sl_proc_opts_t opts;
@@ -219,8 +209,8 @@ int main(int argc, char **argv)
     if (sl_kafka_producer_new(cfg, "sluice-scheduler", on_delivery, ob, &prod, err,
                               sizeof err) != SL_OK ||
         sl_kafka_consumer_new_rebalance(cfg, "sluice-scheduler", "sluice-scheduler", topics, 2,
-                                        consumer_props, sl_intake_rebalance, intake, &cons, err,
-                                        sizeof err) != SL_OK) {
+                                        sl_intake_consumer_props, sl_intake_rebalance, intake,
+                                        &cons, err, sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-scheduler: kafka: %s\n", err);
         return 2;
     }

@@ -1,8 +1,8 @@
-/* test_intake.c - the scheduler's round-robin intake (scheduler/intake.h): a flooded source
+/* test_intake.c - the round-robin intake (common/intake.h): a flooded source
  * gives one slice per take while every other source's messages come in the same take, the cap
  * bounds a take and the next take goes on where it cut (one fair round-robin over takes), a
  * source's order is kept, and adding, replacing and removing sources keep the rotation and release
- * what they drop.
+ * what they drop, and the sources of a "later" topic get only the room the others leave.
  *
  * Sources are fake queues of integers (source tag * 100000 + sequence number), so nothing here
  * needs Kafka.
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../scheduler/intake.h"
+#include "intake.h"
 
 #define ITEM(tag, seq) ((void *)(intptr_t)((tag) * 100000 + (seq) + 1))
 #define TAG(p) ((int)(((intptr_t)(p)-1) / 100000))
@@ -195,6 +195,54 @@ START_TEST(add_replace_remove_and_clear_release_sources)
 }
 END_TEST
 
+static void add_on(sl_intake_t *in, const char *topic, fake_t *f, int tag, int len)
+{
+    *f = (fake_t){tag, len, 0, 0};
+    ck_assert_int_eq(sl_intake_add(in, topic, tag, f), SL_OK);
+}
+
+/* ingest's case: a batch flood on every partition of the batch topic, an interactive request
+ * arriving behind it on the requests topic. Without tiers the flood's partitions take the whole
+ * cap in turn and the interactive one waits for its turn in the rotation. */
+START_TEST(later_topic_gets_only_the_room_left)
+{
+    sl_intake_t *in = new_intake(32, 64);
+    ck_assert_int_eq(sl_intake_later(in, "sluice.requests.batch", 0), SL_EINVAL);
+    ck_assert_int_eq(sl_intake_later(in, "sluice.requests.batch", 48), SL_OK);
+    fake_t flood[8], now;
+    for (int i = 0; i < 8; i++)
+        add_on(in, "sluice.requests.batch", &flood[i], i, 1000);
+    add_on(in, "sluice.requests", &now, 9, 0);
+    void *out[64];
+    /* Only the flood queued: it is taken (work-conserving), its own cap at a time. */
+    ck_assert_int_eq(sl_intake_take(in, out, 64), 48);
+    ck_assert_int_eq(sl_intake_take(in, out, 64), 48);
+    /* Three requests arrive on the first-tier topic: all three come in the next take. */
+    now.len = 3;
+    int n = sl_intake_take(in, out, 64);
+    ck_assert_int_eq(n, 3 + 48);
+    ck_assert_int_eq(count_tag(out, n, 9), 3);
+    ck_assert_int_eq(TAG(out[0]), 9);
+    ck_assert_int_eq(TAG(out[2]), 9);
+    /* A busy first-tier source gets its slice first; the flood has the rest of the take... */
+    now.len = 3 + 100;
+    n = sl_intake_take(in, out, 64);
+    ck_assert_int_eq(count_tag(out, n, 9), 32);
+    ck_assert_int_eq(n, 64);
+    /* ...and the flood's round-robin goes on where it stopped: every partition gets its turn. */
+    now.len = now.pos;
+    int seen[8] = {0};
+    for (int k = 0; k < 8; k++) {
+        n = sl_intake_take(in, out, 64);
+        for (int i = 0; i < n; i++)
+            seen[TAG(out[i])]++;
+    }
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_gt(seen[i], 0);
+    sl_intake_free(in);
+}
+END_TEST
+
 START_TEST(bad_options_are_refused)
 {
     sl_intake_t *in = NULL;
@@ -217,6 +265,7 @@ static Suite *intake_suite(void)
     tcase_add_test(tc, cap_cuts_a_take_and_the_next_resumes_there);
     tcase_add_test(tc, uncapped_takes_rotate_the_first_source);
     tcase_add_test(tc, add_replace_remove_and_clear_release_sources);
+    tcase_add_test(tc, later_topic_gets_only_the_room_left);
     tcase_add_test(tc, bad_options_are_refused);
     suite_add_tcase(s, tc);
     return s;

@@ -1,11 +1,15 @@
-/* intake.h - the scheduler's input, taken a slice per partition at a time.
+/* intake.h - a consumer's input, taken a slice per partition at a time (the scheduler's
+ * sluice.jobs and sluice.usage, ingest's requests topics).
  *
- * The one idea: every assigned partition (of sluice.jobs and sluice.usage) has its own queue,
+ * The one idea: every assigned partition has its own queue,
  * and one take hands out at most `slice` messages of each queue, round-robin, and at most `cap`
  * in all. A partition holding a flood then delays the messages of another partition by at most
  * one slice per loop iteration, and the scheduler ticks between takes instead of after the
- * whole flood. Within a partition the order stays the partition's order, so the offsets the
- * consumer stores (and commits after the SQLite transaction) stay correct.
+ * whole flood. The partitions of a topic marked "later" (ingest's batch requests topic) are
+ * taken only with the room the others leave in each take, so a flood there never delays a
+ * message of the other topics by more than one take. Within a partition the order stays the
+ * partition's order, so the offsets the consumer stores (and commits after the SQLite transaction)
+ * stay correct.
  *
  * The round-robin works on opaque sources through a take function, so it is tested without
  * Kafka; sl_intake_rebalance and sl_intake_attach tie it to a librdkafka consumer: each assigned
@@ -41,6 +45,13 @@ typedef struct {
 /* A new intake with no sources. SL_EINVAL for a bad slice or cap, SL_ENOMEM. */
 sl_err_t sl_intake_new(const sl_intake_opts_t *opts, sl_intake_t **out);
 
+/* Marks topic as taken later: its sources get only what room the other sources leave in each
+ * take, and at most cap items of them per take (so the take after is never far behind a
+ * message of the other topics). Call before its sources are added (a source keeps the tier it
+ * was added with). The smallest cap given applies to every later topic. SL_ENOMEM, SL_EINVAL
+ * for cap < 1 or when four topics are already marked. */
+sl_err_t sl_intake_later(sl_intake_t *in, const char *topic, int cap);
+
 /* Releases every source and frees in (NULL is a no-op). */
 void sl_intake_free(sl_intake_t *in);
 
@@ -58,10 +69,15 @@ int sl_intake_sources(const sl_intake_t *in);
 
 /* Fills out[0..) with up to min(cap, max) items: one pass over the sources, up to slice from
  * each, starting where the previous take left off (the source the cap cut short, else the one
- * after the previous start), so under the cap every source gets its turn. Returns how many. */
+ * after the previous start), so under the cap every source gets its turn; then, with what room
+ * is left, the same over the sources of "later" topics. Returns how many. */
 int sl_intake_take(sl_intake_t *in, void **out, int max);
 
 /* ---- on a librdkafka consumer ---- */
+
+/* librdkafka properties for a consumer read through an intake: the read-ahead limits apply per
+ * partition queue, not to one shared queue (see intake.c). */
+extern const char *const sl_intake_consumer_props[];
 
 /* Options for Kafka partition queues: take with rd_kafka_consume_queue (no wait), release with
  * rd_kafka_queue_destroy, pending by rd_kafka_queue_length. */

@@ -14,18 +14,24 @@
 #include "kafka.h"
 #include "log.h"
 
+enum { LATER_MAX = 4 };
+
 typedef struct {
     char *topic;
     int32_t partition;
     void *src;
+    int tier; /* 0: taken first; 1: a "later" topic, taken with the room left */
 } source_t;
 
 struct sl_intake {
     sl_intake_opts_t o;
     source_t *v;
     int n, cap_v;
-    int next;                 /* index the next take starts at */
-    int left;                 /* what remains of that source's slice (0: a whole slice) */
+    int next[2];            /* per tier: index the next take starts at */
+    int left[2];            /* per tier: what remains of that source's slice (0: a whole one) */
+    char *later[LATER_MAX]; /* topics of tier 1 */
+    int nlater;
+    int later_cap;            /* at most this many items of tier 1 per take */
     int wake[2];              /* pipe librdkafka writes to when a queue turns non-empty */
     rd_kafka_t *cons;         /* set by sl_intake_attach */
     rd_kafka_queue_t *cons_q; /* the consumer queue's reference, watched for events */
@@ -57,8 +63,8 @@ void sl_intake_clear(sl_intake_t *in)
     for (int i = 0; i < in->n; i++)
         release(in, &in->v[i]);
     in->n = 0;
-    in->next = 0;
-    in->left = 0;
+    in->next[0] = in->next[1] = 0;
+    in->left[0] = in->left[1] = 0;
 }
 
 void sl_intake_free(sl_intake_t *in)
@@ -70,8 +76,32 @@ void sl_intake_free(sl_intake_t *in)
         if (in->wake[i] >= 0)
             close(in->wake[i]);
     }
+    for (int i = 0; i < in->nlater; i++)
+        free(in->later[i]);
     free(in->v);
     free(in);
+}
+
+sl_err_t sl_intake_later(sl_intake_t *in, const char *topic, int cap)
+{
+    if (in->nlater == LATER_MAX || cap < 1)
+        return SL_EINVAL;
+    char *t = strdup(topic);
+    if (t == NULL)
+        return SL_ENOMEM;
+    in->later[in->nlater++] = t;
+    if (in->later_cap == 0 || cap < in->later_cap)
+        in->later_cap = cap;
+    return SL_OK;
+}
+
+static int tier_of(const sl_intake_t *in, const char *topic)
+{
+    for (int i = 0; i < in->nlater; i++) {
+        if (strcmp(in->later[i], topic) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 static int find(const sl_intake_t *in, const char *topic, int32_t partition)
@@ -103,7 +133,7 @@ sl_err_t sl_intake_add(sl_intake_t *in, const char *topic, int32_t partition, vo
     char *t = strdup(topic);
     if (t == NULL)
         return SL_ENOMEM;
-    in->v[in->n++] = (source_t){t, partition, src};
+    in->v[in->n++] = (source_t){t, partition, src, tier_of(in, topic)};
     return SL_OK;
 }
 
@@ -116,12 +146,14 @@ sl_err_t sl_intake_remove(sl_intake_t *in, const char *topic, int32_t partition)
     memmove(&in->v[i], &in->v[i + 1], (size_t)(in->n - i - 1) * sizeof *in->v);
     in->n--;
     /* The source that was to start the next take keeps that place. */
-    if (i == in->next)
-        in->left = 0;
-    if (i < in->next)
-        in->next--;
-    if (in->next >= in->n)
-        in->next = 0;
+    for (int t = 0; t < 2; t++) {
+        if (i == in->next[t])
+            in->left[t] = 0;
+        if (i < in->next[t])
+            in->next[t]--;
+        if (in->next[t] >= in->n)
+            in->next[t] = 0;
+    }
     return SL_OK;
 }
 
@@ -130,35 +162,63 @@ int sl_intake_sources(const sl_intake_t *in)
     return in->n;
 }
 
+/* One round-robin pass over the sources of tier t, adding to out[*got..limit). */
+static void take_tier(sl_intake_t *in, int t, void **out, int *got, int limit)
+{
+    int start = in->next[t] % in->n;
+    int quota = in->left[t] > 0 ? in->left[t] : in->o.slice;
+    int first = -1; /* the first source of this tier the pass met */
+    for (int k = 0; k < in->n; k++) {
+        int i = (start + k) % in->n, j = 0;
+        if (in->v[i].tier != t)
+            continue;
+        if (first < 0)
+            first = i;
+        void *item = NULL;
+        while (j < quota && *got < limit && (item = in->o.take(in->v[i].src)) != NULL) {
+            out[(*got)++] = item;
+            j++;
+        }
+        if (*got == limit) {
+            /* Cut short: the next take goes on with the rest of this slice. */
+            in->next[t] = j < quota ? i : (i + 1) % in->n;
+            in->left[t] = j < quota ? quota - j : 0;
+            return;
+        }
+        quota = in->o.slice;
+    }
+    in->next[t] = first >= 0 ? (first + 1) % in->n : 0;
+    in->left[t] = 0;
+}
+
 int sl_intake_take(sl_intake_t *in, void **out, int max)
 {
     int limit = max < in->o.cap ? max : in->o.cap;
     int got = 0;
     if (in->n == 0 || limit <= 0)
         return 0;
-    int start = in->next % in->n;
-    int quota = in->left > 0 ? in->left : in->o.slice;
-    for (int k = 0; k < in->n; k++) {
-        int i = (start + k) % in->n, j = 0;
-        void *item = NULL;
-        while (j < quota && got < limit && (item = in->o.take(in->v[i].src)) != NULL) {
-            out[got++] = item;
-            j++;
-        }
-        if (got == limit) {
-            /* Cut short: the next take goes on with the rest of this slice. */
-            in->next = j < quota ? i : (i + 1) % in->n;
-            in->left = j < quota ? quota - j : 0;
-            return got;
-        }
-        quota = in->o.slice;
-    }
-    in->next = (start + 1) % in->n;
-    in->left = 0;
+    take_tier(in, 0, out, &got, limit);
+    int later = got + in->later_cap < limit ? got + in->later_cap : limit;
+    if (got < later)
+        take_tier(in, 1, out, &got, later);
     return got;
 }
 
 /* ---- on a librdkafka consumer ---- */
+
+/* Each partition has its own queue, so librdkafka's read-ahead limits apply per partition, not
+ * to one shared queue: queued.max.messages.kbytes (default 64 MB) would allow 64 MB for each of
+ * the 64 partitions of jobs and usage. 2 MB and 1000 messages per partition are seconds of work
+ * at a slice per iteration, and one 64 KB fetch refills well before a partition runs dry. With
+ * one shared queue a flood filled it and stopped every partition's fetches (in the scheduler,
+ * usage events starved); now only the flood's partition waits. */
+const char *const sl_intake_consumer_props[] = {"max.partition.fetch.bytes",
+                                                "65536",
+                                                "queued.max.messages.kbytes",
+                                                "2048",
+                                                "queued.min.messages",
+                                                "1000",
+                                                NULL};
 
 static void *kafka_take(void *src)
 {
