@@ -33,14 +33,18 @@ static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
 {
     static const char *const keys[] = {"bootstrap_servers", "bootstrap_file", "topics",
                                        "properties", NULL};
-    static const char *const topic_keys[] = {"requests", "jobs",   "dispatch", "results",
-                                             "usage",    "stream", NULL};
+    static const char *const topic_keys[] = {"requests", "requests_batch", "jobs",   "dispatch",
+                                             "results",  "usage",          "stream", NULL};
     sl_kafka_cfg_t *k = &cfg->kafka;
     json_t *kj = section(c, root, "config", "kafka", "kafka", keys);
     k->bootstrap_servers = cfg_get_str(c, kj, "kafka", "bootstrap_servers", "");
     k->bootstrap_file = cfg_get_str(c, kj, "kafka", "bootstrap_file", "var/devkafka.bootstrap");
     json_t *tj = section(c, kj, "kafka", "topics", "kafka.topics", topic_keys);
     k->topic_requests = cfg_get_str(c, tj, "kafka.topics", "requests", "sluice.requests");
+    k->topic_requests_batch =
+        cfg_get_str(c, tj, "kafka.topics", "requests_batch", "sluice.requests.batch");
+    if (strcmp(k->topic_requests_batch, k->topic_requests) == 0)
+        cfg_fail(c, "kafka.topics: \"requests_batch\" must differ from \"requests\"");
     k->topic_jobs = cfg_get_str(c, tj, "kafka.topics", "jobs", "sluice.jobs");
     k->topic_dispatch = cfg_get_str(c, tj, "kafka.topics", "dispatch", "sluice.dispatch");
     k->topic_results = cfg_get_str(c, tj, "kafka.topics", "results", "sluice.results");
@@ -264,4 +268,10 @@ int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route)
             return 1;
     }
     return 0;
+}
+
+const char *sl_requests_topic(const sl_kafka_cfg_t *k, const char *cls)
+{
+    return cls != NULL && sl_class_parse(cls) == SL_CLASS_BATCH ? k->topic_requests_batch
+                                                                : k->topic_requests;
 }

@@ -227,7 +227,8 @@ typedef struct {
     const char *bootstrap_servers; /* "" = read bootstrap_file */
     const char *bootstrap_file;
     const char *topic_requests, *topic_jobs, *topic_dispatch, *topic_results, *topic_usage;
-    const char *topic_stream; /* chunks of streamed answers, keyed by job id */
+    const char *topic_requests_batch; /* batch requests: ingest reads them after the others */
+    const char *topic_stream;         /* chunks of streamed answers, keyed by job id */
     int nprops;
     const char **prop_names; /* extra librdkafka properties for every client */
     const char **prop_values;
@@ -303,6 +304,9 @@ const char *sl_limit_alg_name(sl_limit_alg_t a);
 int sl_dimension_is_tokens(sl_dimension_t d);
 
 const char *sl_class_name(sl_class_t c);
+/* The topic a request of class cls (a name, NULL: the default) belongs on: the batch requests
+ * topic for batch, the requests topic for the rest. */
+const char *sl_requests_topic(const sl_kafka_cfg_t *k, const char *cls);
 int sl_class_parse(const char *name); /* -1 when unknown */
 
 #endif

@@ -1,65 +1,112 @@
-/* sluice-ingest: sluice.requests -> (validate, authenticate, estimate) -> sluice.jobs or a
- * `rejected` result on sluice.results. Offsets are committed only after every output of a batch
- * is acknowledged by the broker, so a crash redelivers rather than loses; the scheduler
- * de-duplicates by job id. */
+/* sluice-ingest: sluice.requests and sluice.requests.batch -> (validate, authenticate,
+ * estimate) -> sluice.jobs or a `rejected` result on sluice.results. Offsets are committed only
+ * after every output of a batch is acknowledged by the broker, so a crash redelivers rather than
+ * loses; the scheduler de-duplicates by job id.
+ *
+ * Each partition is read through its own queue (common/intake.h), a slice at a time, and the
+ * batch topic's partitions only with the room the requests topic leaves in a take: a batch flood
+ * of any size delays an interactive request by at most one take (64 batch requests), not by
+ * the flood. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "inflight.h"
 #include "ingest.h"
+#include "intake.h"
 #include "kafka.h"
 #include "log.h"
 #include "proc.h"
 #include "util.h"
 
-enum { BATCH_MAX = 1000 };
+/* A take: at most 32 requests of one partition and 256 in all, of which at most 32 batch ones.
+ * A take of batch requests is then a few milliseconds of work (about 50 us a request), which
+ * bounds how long a request of the other topic waits for it. Up to 16 takes are in flight.
+ * BATCH_MAX leaves room for what the consumer queue itself holds (a partition whose queue could
+ * not be set up). Offsets are committed at most every COMMIT_MS. */
+enum {
+    INTAKE_SLICE = 32,
+    INTAKE_CAP = 256,
+    LATER_CAP = 32,
+    BATCH_MAX = 1000,
+    TAKES_MAX = 16,
+    COMMIT_MS = 100
+};
 
 static const char usage_text[] =
     "usage: sluice-ingest [--config FILE] [--log-level debug|info|warn|error]\n"
     "       [--metrics-listen HOST:PORT] [--help]\n"
     "\n"
-    "Consumes requests from the requests topic, validates them against schema/request.json,\n"
-    "authenticates the API key, resolves the tenant from it, estimates tokens and writes the\n"
-    "canonical job to the jobs topic (keyed by tenant) or a `rejected` result with a reason\n"
-    "code to the results topic. Config: $SLUICE_CONFIG or examples/sluice.json.\n";
-
-/* Delivery bookkeeping for one batch: how many are still unacknowledged, and copies of the
- * failed ones to produce again. */
-typedef struct {
-    int pending;
-    int failed;
-} batch_t;
+    "Consumes requests from the requests topic and the batch requests topic (read with the\n"
+    "room the first leaves, so a batch flood never delays other requests), validates them\n"
+    "against schema/request.json, authenticates the API key, resolves the tenant from it,\n"
+    "estimates tokens and writes the canonical job to the jobs topic (keyed by tenant) or a\n"
+    "`rejected` result with a reason code to the results topic.\n"
+    "Config: $SLUICE_CONFIG or examples/sluice.json.\n";
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     (void)rk;
     (void)opaque;
-    batch_t *b = msg->_private;
-    if (b == NULL)
+    sl_take_t *t = msg->_private;
+    if (t == NULL)
         return;
-    b->pending--;
-    if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        b->failed++;
+    int ok = msg->err == RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (!ok)
         sl_warn("delivery to %s failed: %s; will retry", rd_kafka_topic_name(msg->rkt),
                 rd_kafka_err2str(msg->err));
-    }
-}
-
-/* Produces value to topic, counted in the batch b. */
-static int produce(rd_kafka_t *prod, const char *topic, const char *key, const char *value,
-                   batch_t *b)
-{
-    if (sl_kafka_produce(prod, topic, key, value, strlen(value), NULL, b) != SL_OK)
-        return -1;
-    b->pending++;
-    return 0;
+    sl_take_delivered(t, ok);
 }
 
 typedef struct {
-    const char *topic;
-    char *key;
-    char *value;
-} outmsg_t;
+    rd_kafka_t *prod, *cons;
+    int stored; /* offsets stored since the last commit */
+} io_t;
+
+static int produce_out(void *arg, sl_take_t *t, const char *topic, const char *key,
+                       const char *value)
+{
+    io_t *io = arg;
+    return sl_kafka_produce(io->prod, topic, key, value, strlen(value), NULL, t) == SL_OK ? 0 : -1;
+}
+
+static void store_offset(void *arg, const char *topic, int32_t partition, int64_t next)
+{
+    io_t *io = arg;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    if (l == NULL)
+        return; /* not stored: redelivered after a restart, de-duplicated downstream */
+    rd_kafka_topic_partition_list_add(l, topic, partition)->offset = next;
+    rd_kafka_resp_err_t err = rd_kafka_offsets_store(io->cons, l);
+    /* A partition revoked meanwhile is the new owner's: its messages come again there. */
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+        io->stored++;
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+static void commit(io_t *io)
+{
+    if (io->stored == 0)
+        return;
+    rd_kafka_resp_err_t cerr = rd_kafka_commit(io->cons, NULL, 1 /*async*/);
+    if (cerr != RD_KAFKA_RESP_ERR_NO_ERROR && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET)
+        sl_warn("commit: %s", rd_kafka_err2str(cerr));
+    io->stored = 0;
+}
+
+/* The consumer's properties: the intake's read-ahead limits, and offsets stored only when a
+ * take retires (never by librdkafka on consume). */
+static const char **consumer_props(void)
+{
+    static const char *props[16];
+    int n = 0;
+    for (const char *const *p = sl_intake_consumer_props; *p != NULL && n < 12; p++)
+        props[n++] = *p;
+    props[n++] = "enable.auto.offset.store";
+    props[n++] = "false";
+    props[n] = NULL;
+    return props;
+}
 
 int main(int argc, char **argv)
 {
@@ -72,17 +119,29 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-ingest: cannot load request schema: %s\n", err);
         return 2;
     }
+    sl_intake_t *intake = NULL;
+    sl_intake_opts_t iopts = sl_intake_kafka_opts(INTAKE_SLICE, INTAKE_CAP);
+    if (sl_intake_new(&iopts, &intake) != SL_OK ||
+        sl_intake_later(intake, cfg->kafka.topic_requests_batch, LATER_CAP) != SL_OK) {
+        fprintf(stderr, "sluice-ingest: out of memory\n");
+        return 2;
+    }
     rd_kafka_t *prod = NULL, *cons = NULL;
-    const char *topics[] = {cfg->kafka.topic_requests};
+    const char *topics[] = {cfg->kafka.topic_requests, cfg->kafka.topic_requests_batch};
     if (sl_kafka_producer_new(cfg, "sluice-ingest", on_delivery, NULL, &prod, err, sizeof err) !=
             SL_OK ||
-        sl_kafka_consumer_new(cfg, "sluice-ingest", "sluice-ingest", topics, 1, NULL, &cons, err,
-                              sizeof err) != SL_OK) {
+        sl_kafka_consumer_new_rebalance(cfg, "sluice-ingest", "sluice-ingest", topics, 2,
+                                        consumer_props(), sl_intake_rebalance, intake, &cons, err,
+                                        sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-ingest: kafka: %s\n", err);
         return 2;
     }
-    sl_info("ingest started: %s -> %s | %s", cfg->kafka.topic_requests, cfg->kafka.topic_jobs,
-            cfg->kafka.topic_results);
+    if (sl_intake_attach(intake, cons) != SL_OK) {
+        fprintf(stderr, "sluice-ingest: kafka: no consumer queue\n");
+        return 2;
+    }
+    sl_info("ingest started: %s, then %s -> %s | %s", cfg->kafka.topic_requests,
+            cfg->kafka.topic_requests_batch, cfg->kafka.topic_jobs, cfg->kafka.topic_results);
 
     static const char *const reason_label[] = {"reason", NULL};
     sl_metrics_t *metrics = sl_proc_metrics(&opts, cfg->ingest_metrics_listen);
@@ -97,10 +156,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-ingest: cannot set up metrics\n");
         return 1;
     }
-    outmsg_t *outs = calloc(BATCH_MAX, sizeof *outs);
+    io_t io = {prod, cons, 0};
+    sl_inflight_ops_t ops = {produce_out, store_offset, &io};
+    sl_inflight_t *flight = sl_inflight_new(TAKES_MAX, BATCH_MAX, BATCH_MAX, &ops);
+    rd_kafka_message_t **in = calloc(BATCH_MAX, sizeof *in);
+    if (flight == NULL || in == NULL) {
+        fprintf(stderr, "sluice-ingest: out of memory\n");
+        return 2;
+    }
     long long n_jobs = 0, n_rejected = 0;
-    int64_t last_stats = sl_now_ms();
-    int64_t last_lag = 0;
+    int64_t last_stats = sl_now_ms(), last_lag = 0, last_commit = 0;
     int exit_code = 0;
     while (!sl_stop_requested()) {
         int64_t now = sl_now_ms();
@@ -108,88 +173,93 @@ int main(int argc, char **argv)
             sl_kafka_export_lag(cons, metrics, m_lag);
             last_lag = now;
         }
-        int n = 0;
-        rd_kafka_message_t *msg = rd_kafka_consumer_poll(cons, 100);
-        while (msg != NULL) {
-            if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-                sl_warn("consume: %s", rd_kafka_message_errstr(msg));
-            } else {
-                sl_ingest_source_t src = {rd_kafka_topic_name(msg->rkt), msg->partition,
-                                          msg->offset};
-                sl_ingest_out_t out;
-                if (sl_ingest_process(ing, msg->payload, msg->len, sl_now_ms(), &src, &out) !=
-                    SL_OK) {
-                    sl_error("out of memory processing a request; stopping without commit");
-                    rd_kafka_message_destroy(msg);
-                    exit_code = 1;
-                    goto stop;
-                }
-                if (out.kind == SL_INGEST_REJECT) {
-                    n_rejected++;
-                    const char *reason[] = {out.reason};
-                    sl_metrics_add(metrics, m_rejected, reason, 1);
-                    /* Per message at debug only: a flood of bad input must not flood the log;
-                     * the totals come every 10 s. */
-                    sl_logf(SL_LOG_DEBUG, "job", out.key, "rejected: %s", out.reason);
-                } else {
-                    n_jobs++;
-                    sl_metrics_add(metrics, m_jobs, NULL, 1);
-                }
-                outs[n].topic = out.topic;
-                outs[n].key = out.key;
-                outs[n].value = out.value;
-                n++;
-            }
-            rd_kafka_message_destroy(msg);
-            msg = n < BATCH_MAX ? rd_kafka_consumer_poll(cons, 0) : NULL;
-        }
-        if (n == 0)
-            continue;
-        /* Produce the batch until every message is acknowledged, then commit the input. */
-        batch_t b = {0, 0};
-        for (int i = 0; i < n; i++) {
-            if (produce(prod, outs[i].topic, outs[i].key, outs[i].value, &b) != 0) {
-                exit_code = 1;
-                goto stop;
-            }
-        }
-        while (b.pending > 0)
-            rd_kafka_poll(prod, 50);
-        if (b.failed > 0) {
-            /* Idempotent producer failures are rare (timeouts); re-produce the whole batch:
-             * downstream de-duplicates by job id, and nothing is committed until it lands. */
-            sl_warn("%d deliveries failed; producing the batch again", b.failed);
-            int ok = 0;
-            while (!ok && !sl_stop_requested()) {
-                batch_t again = {0, 0};
-                for (int i = 0; i < n; i++)
-                    produce(prod, outs[i].topic, outs[i].key, outs[i].value, &again);
-                while (again.pending > 0)
-                    rd_kafka_poll(prod, 50);
-                ok = again.failed == 0;
-            }
-            if (!ok)
-                goto stop;
-        }
-        rd_kafka_resp_err_t cerr = rd_kafka_commit(cons, NULL, 1 /*async*/);
-        if (cerr != RD_KAFKA_RESP_ERR_NO_ERROR && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET)
-            sl_warn("commit: %s", rd_kafka_err2str(cerr));
-        for (int i = 0; i < n; i++) {
-            free(outs[i].key);
-            free(outs[i].value);
-        }
-        now = sl_now_ms();
         if (now - last_stats >= 10000) {
             sl_info("jobs %lld, rejected %lld", n_jobs, n_rejected);
             last_stats = now;
         }
+        /* Delivery reports, then the takes that landed; commit what they stored. */
+        rd_kafka_poll(prod, 0);
+        sl_inflight_retire(flight);
+        if (now - last_commit >= COMMIT_MS) {
+            commit(&io);
+            last_commit = now;
+        }
+        sl_take_t *take = sl_inflight_open(flight);
+        if (take == NULL) {
+            rd_kafka_poll(prod, 5); /* every take is in flight: wait for the broker */
+            continue;
+        }
+        sl_intake_wait(intake, sl_inflight_count(flight) > 1 ? 2 : 100);
+        /* The consumer queue first: rebalances run inside this poll (and set up or drop the
+         * partition queues), errors and messages of a partition without its own queue. */
+        int nin = 0;
+        rd_kafka_message_t *m = NULL;
+        while (nin < BATCH_MAX - INTAKE_CAP && (m = rd_kafka_consumer_poll(cons, 0)) != NULL)
+            in[nin++] = m;
+        nin += sl_intake_take(intake, (void **)&in[nin], INTAKE_CAP);
+        for (int k = 0; k < nin; k++) {
+            rd_kafka_message_t *msg = in[k];
+            if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+                sl_warn("consume: %s", rd_kafka_message_errstr(msg));
+                rd_kafka_message_destroy(msg);
+                continue;
+            }
+            sl_ingest_source_t src = {rd_kafka_topic_name(msg->rkt), msg->partition, msg->offset};
+            sl_ingest_out_t out;
+            sl_err_t rc = sl_ingest_process(ing, msg->payload, msg->len, sl_now_ms(), &src, &out);
+            if (rc == SL_OK &&
+                (rc = sl_take_input(take, src.topic, src.partition, src.offset)) != SL_OK) {
+                free(out.key);
+                free(out.value);
+            }
+            rd_kafka_message_destroy(msg);
+            if (rc == SL_OK) {
+                rc = sl_take_output(flight, take, out.topic, out.key, out.value);
+                if (rc == SL_EKAFKA)
+                    rc = SL_OK; /* produced again with its take */
+            }
+            if (rc != SL_OK) {
+                sl_error("out of memory processing a request; stopping without commit");
+                for (k++; k < nin; k++)
+                    rd_kafka_message_destroy(in[k]);
+                exit_code = 1;
+                goto stop;
+            }
+            if (out.kind == SL_INGEST_REJECT) {
+                n_rejected++;
+                const char *reason[] = {out.reason};
+                sl_metrics_add(metrics, m_rejected, reason, 1);
+                /* Per message at debug only: a flood of bad input must not flood the log;
+                 * the totals come every 10 s. */
+                sl_logf(SL_LOG_DEBUG, "job", out.key, "rejected: %s", out.reason);
+            } else {
+                n_jobs++;
+                sl_metrics_add(metrics, m_jobs, NULL, 1);
+            }
+        }
+        rd_kafka_poll(prod, 0);
+    }
+    /* Stopping: what is in flight lands (or is redelivered after the restart), then the last
+     * commit, synchronous. */
+    for (int64_t until = sl_now_ms() + 10000;
+         sl_inflight_count(flight) > 0 && sl_now_ms() < until;) {
+        rd_kafka_poll(prod, 10);
+        sl_inflight_retire(flight);
+    }
+    if (io.stored > 0) {
+        rd_kafka_resp_err_t cerr = rd_kafka_commit(cons, NULL, 0);
+        if (cerr != RD_KAFKA_RESP_ERR_NO_ERROR && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET)
+            sl_warn("commit: %s", rd_kafka_err2str(cerr));
     }
 stop:
     sl_info("ingest stopping: %lld jobs, %lld rejected", n_jobs, n_rejected);
     rd_kafka_flush(prod, 10000);
+    sl_intake_detach(intake);
     sl_kafka_consumer_close(cons);
     rd_kafka_destroy(prod);
-    free(outs);
+    sl_inflight_free(flight);
+    free(in);
+    sl_intake_free(intake);
     free(opts.rest);
     sl_metrics_free(metrics);
     sl_ingest_free(ing);

@@ -58,11 +58,13 @@ int b_request_job(char *buf, size_t cap, const char *idem, const char *api_key, 
 void b_request_produce(rd_kafka_t *prod, const char *bench, const char *tenant, const char *idem,
                        const char *cls, int prompt_chars, int max_tokens, int stream)
 {
-    static char msg[B_REQUEST_CAP];
+    static _Thread_local char msg[B_REQUEST_CAP]; /* scenarios produce from two threads */
     char key[64];
     b_request_api_key(bench, tenant, key, sizeof key);
     int len = b_request_job(msg, sizeof msg, idem, key, cls, prompt_chars, max_tokens, stream);
-    h_produce(prod, "sluice.requests", idem, msg, (size_t)len);
+    /* As `sluice submit` does: batch requests on the batch topic, read after the other. */
+    const char *topic = strcmp(cls, "batch") == 0 ? "sluice.requests.batch" : "sluice.requests";
+    h_produce(prod, topic, idem, msg, (size_t)len);
 }
 
 int b_request_cancel(char *buf, size_t cap, const char *api_key, const char *idem)

@@ -24,8 +24,10 @@ static const char submit_usage[] =
     "usage: sluice submit --file FILE|- [--api-key KEY] [--route NAME] [--class CLASS]\n"
     "                     [--follow] [--out FILE] [--timeout SECONDS]\n"
     "\n"
-    "Sends each line of FILE (JSON requests, one per line) to the requests topic. Flags fill\n"
-    "fields a line does not set. With --follow, waits for every job's result, shows progress\n"
+    "Sends each line of FILE (JSON requests, one per line) to the requests topic, or those of\n"
+    "class batch to the batch requests topic (ingest reads it after the other, so a backfill\n"
+    "never delays interactive work). Flags fill fields a line does not set. With --follow, waits "
+    "for every job's result, shows progress\n"
     "on a terminal and writes the results as JSONL to --out (default FILE.results.jsonl, or\n"
     "stdout for -). Exit status: 0 all succeeded, 1 some failed or were rejected, 3 timeout.\n";
 
@@ -207,6 +209,9 @@ static int submit(const sl_config_t *cfg, const submit_args_t *args)
         } else {
             snprintf(key, sizeof key, "%s", idem);
         }
+        /* Batch requests go to the batch topic, which ingest reads after the other. */
+        const char *topic =
+            sl_requests_topic(&cfg->kafka, json_string_value(json_object_get(req, "class")));
         char *value = json_dumps(req, JSON_COMPACT);
         json_decref(req);
         if (value == NULL)
@@ -215,8 +220,7 @@ static int submit(const sl_config_t *cfg, const submit_args_t *args)
             sl_hmap_put(mine, key, (void *)1);
             p.total++;
         }
-        if (sl_kafka_produce(prod, cfg->kafka.topic_requests, key, value, strlen(value), NULL,
-                             NULL) != SL_OK) {
+        if (sl_kafka_produce(prod, topic, key, value, strlen(value), NULL, NULL) != SL_OK) {
             fprintf(stderr, "sluice submit: line %ld could not be sent\n", lineno);
             bad_lines++;
             if (sl_hmap_del(mine, key) != NULL)

@@ -18,7 +18,8 @@ static const char usage_text[] =
     "                       [--bootstrap-file PATH] [--log-level L] [--help]\n"
     "\n"
     "Runs librdkafka's mock Kafka cluster on loopback for development and tests, creates the\n"
-    "topics named in the config (default sluice.requests, .jobs, .dispatch, .results, .usage, .stream)\n"
+    "topics named in the config (default sluice.requests, .requests.batch, .jobs, .dispatch, "
+    ".results, .usage, .stream)\n"
     "with N partitions each (default 32), writes the bootstrap address to PATH (default the\n"
     "config's kafka.bootstrap_file, var/devkafka.bootstrap) and runs until SIGTERM/SIGINT.\n"
     "All data is in memory and lost when it exits; the mock keeps about 5 MB or 100,000\n"
@@ -59,9 +60,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-devkafka: cannot start the mock cluster\n");
         return 1;
     }
-    const char *topics[] = {cfg->kafka.topic_requests, cfg->kafka.topic_jobs,
-                            cfg->kafka.topic_dispatch, cfg->kafka.topic_results,
-                            cfg->kafka.topic_usage, cfg->kafka.topic_stream};
+    const char *topics[] = {cfg->kafka.topic_requests, cfg->kafka.topic_requests_batch,
+                            cfg->kafka.topic_jobs,     cfg->kafka.topic_dispatch,
+                            cfg->kafka.topic_results,  cfg->kafka.topic_usage,
+                            cfg->kafka.topic_stream};
     for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
         rd_kafka_resp_err_t kerr =
             rd_kafka_mock_topic_create(mc, topics[i], (int)partitions, (int)brokers);
