@@ -61,7 +61,8 @@ $(BIN)/tests/e2e_%: $(BUILD)/tests/e2e/e2e_%.o $(BUILD)/tests/e2e/harness.o $(CO
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Every bench/*.c is a program; bench/lib holds what they share.
-$(BUILD)/bench/%.o: CFLAGS += -Itests/e2e -Ischeduler -Ibench/lib
+# -iquote: scheduler/sched.h must not shadow <sched.h> (which <pthread.h> includes).
+$(BUILD)/bench/%.o: CFLAGS += -Itests/e2e -iquote scheduler -Ibench/lib
 $(BIN)/bench/%: $(BUILD)/bench/%.o $(BENCH_LIB_OBJ) $(BUILD)/tests/e2e/harness.o $(MODULE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
