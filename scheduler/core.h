@@ -97,6 +97,12 @@ typedef struct {
     const sl_limit_cfg_t *configured;
     sl_limit_cfg_t *own; /* set by sl_sched_set_limit; limit points to it */
     int provider_side;
+    /* The head-of-line claim (sched.c, claim_room): the route whose head job waits for room
+     * here, how much it needs, and until when other routes leave it that much. */
+    int claim_route; /* -1: none */
+    double claim_amount;
+    int64_t claim_until_ms;
+    int64_t claim_since_ms; /* since when the claimant's head job has waited */
 } binfo_t;
 
 /* What the admin API can change about a tenant at run time. */
@@ -129,6 +135,11 @@ typedef struct {
     /* A class whose head job waits only for the room it leaves others (sl_flow_keep_reserve)
      * waits alone: the route's other classes go on meanwhile. */
     int64_t cls_blocked_until_ms[SL_CLASS_COUNT];
+    /* Until when this route holds a head-of-line claim on some bucket (0: none); such routes
+     * are served first in a tick (sched.c, claim_room). Since when its head job has waited for
+     * room (0: it has not). */
+    int64_t claim_until_ms;
+    int64_t head_waits_since_ms;
     /* First attempts and retries leased recently, decaying with a time constant of one minute:
      * the retry ratio budget (routes[].max_retry_ratio). */
     double recent_first, recent_retries;

@@ -355,6 +355,61 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
 
 /* ---- scheduling ---- */
 
+/* Head of line. Within a route the job whose DRR turn it is holds the whole route until it
+ * fits, so room accumulates for it however small the jobs behind it are. Across routes that
+ * share a deployment, smaller jobs of another route could still take each refill first; so a
+ * route whose head job waits for room on a provider bucket claims that room: until the claim
+ * ends (the job's wait plus CLAIM_GRACE_MS), jobs of other routes leave it on that bucket (as
+ * a reserve, sl_charge_t.keep), and routes holding a claim are served first in a tick. The
+ * claimant then always fits first: what it needs is less than what the others need beside its
+ * claim (or, at a full bucket, equal, and it comes first). Of two routes waiting on a bucket
+ * the one whose head job has waited longer holds the claim, so a route of small jobs, whose
+ * head changes with every refill, cannot keep it from a large job. The claim is at most the
+ * job's charge there and at most a burst; it ends when the job is leased or lapses when nobody
+ * comes back for it; other routes use whatever is above it, so the pool stays
+ * work-conserving. */
+enum { CLAIM_GRACE_MS = 50 };
+
+static void apply_claims(const sl_sched_t *s, int r, held_t *h, int64_t now_ms)
+{
+    for (int k = 0; k < h->n; k++) {
+        int b = h->ch[k].bucket;
+        if (b < 0)
+            continue;
+        const binfo_t *bi = &s->binfo[b];
+        if (bi->claim_route >= 0 && bi->claim_route != r && bi->claim_until_ms > now_ms &&
+            bi->claim_amount > h->ch[k].keep)
+            h->ch[k].keep = bi->claim_amount;
+    }
+}
+
+static void claim_room(sl_sched_t *s, int r, int b, double amount, int64_t until_ms, int64_t now_ms)
+{
+    binfo_t *bi = &s->binfo[b];
+    int64_t since = s->routes[r].head_waits_since_ms;
+    if (bi->claim_route >= 0 && bi->claim_route != r && bi->claim_until_ms > now_ms &&
+        bi->claim_since_ms <= since)
+        return;
+    double cap = sl_ledger_capacity(s->ledger, b);
+    bi->claim_route = r;
+    bi->claim_since_ms = since;
+    bi->claim_amount = amount < cap ? amount : cap;
+    bi->claim_until_ms = until_ms;
+    if (until_ms > s->routes[r].claim_until_ms)
+        s->routes[r].claim_until_ms = until_ms;
+}
+
+static void release_claims(sl_sched_t *s, int r, const held_t *h)
+{
+    for (int k = 0; k < h->n; k++) {
+        int b = h->ch[k].bucket;
+        if (b >= 0 && s->binfo[b].claim_route == r)
+            s->binfo[b].claim_route = -1;
+    }
+    s->routes[r].claim_until_ms = 0;
+    s->routes[r].head_waits_since_ms = 0;
+}
+
 /* Serves one route by DRR until capacity or the per-tick budget runs out. */
 static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget)
 {
@@ -393,6 +448,9 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
         }
         int64_t min_wait = INT64_MAX;
         int caller_blocked = 0, leased = 0, quota_out = 0, quota_bucket = -1, paused = 0;
+        int nclaim = 0; /* the provider buckets that refused it, and what it needs there */
+        int claim_b[SL_ROUTE_MAX_DEPLOYMENTS];
+        double claim_amount[SL_ROUTE_MAX_DEPLOYMENTS];
         int kept = 0; /* it left room for other work on some bucket */
         int64_t quota_wait = 0;
         for (int i = 0; i < n && !leased && !caller_blocked; i++) {
@@ -408,9 +466,10 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             sl_reservation_build(s, j, d, &h);
             sl_flow_keep_reserve(s, route, j, &h, now_ms);
             for (int k = 0; k < h.n; k++) {
-                kept |= h.ch[k].keep > 0;
+                kept |= h.ch[k].keep > 0; /* its own reserve, not another route's claim */
                 h.before[k] = sl_ledger_reserved_total(s->ledger, h.ch[k].bucket);
             }
+            apply_claims(s, r, &h, now_ms);
             sl_refusal_t why;
             sl_err_t rc = sl_ledger_reserve(s->ledger, h.ch, h.n, now_ms, &why);
             if (rc == SL_OK) {
@@ -421,6 +480,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                     return SL_ENOMEM;
                 *j->held = h;
                 sl_drr_pop(route->drr);
+                release_claims(s, r, &h);
                 j->drr_cost = cost;
                 rc = sl_lease_grant(s, j, d, now_ms);
                 if (rc != SL_OK)
@@ -448,6 +508,13 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 caller_blocked = 1;
             } else if (!quota_beyond) {
                 min_wait = why.wait_ms < min_wait ? why.wait_ms : min_wait;
+                for (int k = 0; k < h.n; k++) {
+                    if (h.ch[k].bucket == why.bucket && nclaim < SL_ROUTE_MAX_DEPLOYMENTS) {
+                        claim_b[nclaim] = why.bucket;
+                        claim_amount[nclaim++] = (double)h.ch[k].amount;
+                        break;
+                    }
+                }
             }
         }
         if (leased) {
@@ -508,6 +575,10 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             continue;
         }
         route->blocked_until_ms = until;
+        if (route->head_waits_since_ms == 0)
+            route->head_waits_since_ms = now_ms;
+        for (int i = 0; i < nclaim; i++)
+            claim_room(s, r, claim_b[i], claim_amount[i], until + CLAIM_GRACE_MS, now_ms);
         return SL_OK;
     }
     return SL_OK;
@@ -761,7 +832,11 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
         s->last_deadline_scan_ms = now_ms;
     }
     int budget = MAX_DISPATCH_PER_TICK;
-    for (int r = 0; rc == SL_OK && r < s->cfg->nroutes; r++) {
+    /* Routes holding a head-of-line claim first (claim_room), then the others. */
+    for (int k = 0; rc == SL_OK && k < 2 * s->cfg->nroutes; k++) {
+        int r = k % s->cfg->nroutes, claimed = s->routes[r].claim_until_ms > now_ms;
+        if (claimed != (k < s->cfg->nroutes))
+            continue;
         rc = schedule_route(s, r, now_ms, &budget);
         route_t *route = &s->routes[r];
         if (sl_drr_len(route->drr) > 0 && route->blocked_until_ms > now_ms &&
