@@ -129,8 +129,17 @@ typedef struct {
     int64_t probe_sent_ms; /* 0 = the probe has not gone yet */
 } dep_t;
 
+/* What one DRR flow (tenant x class) of a route was really counted lately, per dimension of
+ * the per-minute limits: minutes of each limit's rate (amount / rate), decaying with a time
+ * constant of one minute (reservation.c, sl_reservation_settle). */
+typedef struct {
+    double use[SL_DIM_TOTAL_TOKENS + 1];
+    int64_t at_ms;
+} flow_use_t;
+
 typedef struct {
     sl_drr_t *drr;
+    flow_use_t *use; /* per flow (tenant * SL_CLASS_COUNT + class) */
     int64_t blocked_until_ms;
     /* A class whose head job waits only for the room it leaves others (sl_flow_keep_reserve)
      * waits alone: the route's other classes go on meanwhile. */

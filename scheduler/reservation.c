@@ -37,10 +37,15 @@ static int shared_limit(const sl_limit_cfg_t *lc)
     return lc->dimension == SL_DIM_REQUESTS || sl_dimension_is_tokens(lc->dimension);
 }
 
-double sl_reservation_share_cost(const sl_sched_t *s, const sl_charge_t *ch, const double *amount,
-                                 int n)
+/* The job's shares of the per-minute limits its charges touch: v[d] is the longest time, in
+ * ms of a limit's rate, that a charge of dimension d takes (amount / rate); *fastest the
+ * fastest token rate among them (0: none). Returns whether any limit is shared. */
+static int share_vector(const sl_sched_t *s, const sl_charge_t *ch, const double *amount, int n,
+                        double v[SL_DIM_TOTAL_TOKENS + 1], double *fastest)
 {
-    double longest = 0, fastest = 0;
+    int any = 0;
+    *fastest = 0;
+    memset(v, 0, (SL_DIM_TOTAL_TOKENS + 1) * sizeof *v);
     for (int i = 0; i < n; i++) {
         int b = ch[i].bucket;
         if (b < 0 || !s->binfo[b].provider_side || !shared_limit(s->binfo[b].limit))
@@ -48,12 +53,62 @@ double sl_reservation_share_cost(const sl_sched_t *s, const sl_charge_t *ch, con
         const sl_limit_cfg_t *lc = s->binfo[b].limit;
         double rate = lc->capacity / (double)lc->period_ms;
         double a = amount != NULL ? amount[i] : ch[i].amount;
-        if (a / rate > longest)
-            longest = a / rate;
-        if (lc->dimension != SL_DIM_REQUESTS && rate > fastest)
-            fastest = rate;
+        int d = lc->dimension <= SL_DIM_TOTAL_TOKENS ? (int)lc->dimension : SL_DIM_TOTAL_TOKENS;
+        if (a / rate > v[d])
+            v[d] = a / rate;
+        if (lc->dimension != SL_DIM_REQUESTS && rate > *fastest)
+            *fastest = rate;
+        any = 1;
     }
-    return fastest > 0 ? longest * fastest : -1;
+    return any;
+}
+
+static double vmax(const double *v)
+{
+    double m = 0;
+    for (int d = 0; d <= SL_DIM_TOTAL_TOKENS; d++)
+        m = v[d] > m ? v[d] : m;
+    return m;
+}
+
+double sl_reservation_share_cost(const sl_sched_t *s, const sl_charge_t *ch, const double *amount,
+                                 int n)
+{
+    double v[SL_DIM_TOTAL_TOKENS + 1], fastest;
+    share_vector(s, ch, amount, n, v, &fastest);
+    return fastest > 0 ? vmax(v) * fastest : -1;
+}
+
+/* j's flow's use, decayed to now with a time constant of one (configured) minute. */
+static flow_use_t *flow_use(sl_sched_t *s, const job_t *j, int64_t now_ms)
+{
+    if (j->route < 0 || j->route >= s->cfg->nroutes || j->tenant < 0 ||
+        j->tenant >= s->cfg->ntenants)
+        return NULL;
+    flow_use_t *u = &s->routes[j->route].use[j->tenant * SL_CLASS_COUNT + j->cls];
+    if (now_ms > u->at_ms) {
+        double k = u->at_ms > 0 ? exp(-(double)(now_ms - u->at_ms) / (double)s->cfg->minute_ms) : 0;
+        for (int d = 0; d <= SL_DIM_TOTAL_TOKENS; d++)
+            u->use[d] *= k;
+        u->at_ms = now_ms;
+    }
+    return u;
+}
+
+double sl_reservation_marginal_cost(sl_sched_t *s, const job_t *j, const sl_charge_t *ch,
+                                    const double *amount, int n, int64_t now_ms)
+{
+    double v[SL_DIM_TOTAL_TOKENS + 1], fastest;
+    share_vector(s, ch, amount, n, v, &fastest);
+    flow_use_t *u = flow_use(s, j, now_ms);
+    if (fastest <= 0)
+        return -1;
+    if (u == NULL)
+        return vmax(v) * fastest;
+    double before = vmax(u->use);
+    for (int d = 0; d <= SL_DIM_TOTAL_TOKENS; d++)
+        u->use[d] += v[d];
+    return (vmax(u->use) - before) * fastest;
 }
 
 int64_t sl_reservation_cost(sl_sched_t *s, const job_t *j)
@@ -193,8 +248,10 @@ sl_err_t sl_reservation_settle(sl_sched_t *s, job_t *j, end_t end, const char *s
     }
     if (cost_delta != NULL && end == END_USAGE && n > 0 && j->drr_cost > 0) {
         /* What the limits really counted, against what the DRR charged when it served the job
-         * (its estimate then, which may have been made long before the reservation's). */
-        double real = sl_reservation_share_cost(s, h->ch, settled, n);
+         * (its estimate then, which may have been made long before the reservation's): by how
+         * much the job raised its flow's dominant share, so a flow whose jobs weigh on
+         * different limits in turn pays for the limit it uses most, not each job's own. */
+        double real = sl_reservation_marginal_cost(s, j, h->ch, settled, n, now_ms);
         if (real >= 0)
             *cost_delta = (int64_t)llround(real - (double)j->drr_cost);
     }

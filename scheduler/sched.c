@@ -104,7 +104,9 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_si
     }
     for (int i = 0; i < cfg->nroutes; i++) {
         s->routes[i].drr = sl_drr_new();
-        if (s->routes[i].drr == NULL)
+        s->routes[i].use =
+            calloc((size_t)cfg->ntenants * SL_CLASS_COUNT + 1, sizeof *s->routes[i].use);
+        if (s->routes[i].drr == NULL || s->routes[i].use == NULL)
             goto fail;
     }
     err[0] = '\0';
@@ -185,8 +187,10 @@ void sl_sched_free(sl_sched_t *s)
         sl_hmap_each(s->jobs, free_job_entry, NULL);
         sl_hmap_free(s->jobs);
     }
-    for (int i = 0; s->routes != NULL && i < s->cfg->nroutes; i++)
+    for (int i = 0; s->routes != NULL && i < s->cfg->nroutes; i++) {
         sl_drr_free(s->routes[i].drr);
+        free(s->routes[i].use);
+    }
     free(s->routes);
     for (int i = 0; s->deps != NULL && i < s->cfg->ndeployments; i++)
         free(s->deps[i].path.b);
@@ -672,7 +676,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
      * input estimate), and learning from it pulled the learned input up to ingest's
      * conservative count (bench/compare stream: 8 % more reserved a call). */
     if (in >= 0 && ok) {
-        sl_calib_observe(s->calib, j->route, j->cls, j->est_input, in, out);
+        sl_calib_observe(s->calib, j->route, j->cls, j->est_input, in, j->est_output, out);
         rc = sl_store_estimate_record(s->store, s->cfg->routes[j->route].name,
                                       sl_class_name((sl_class_t)j->cls), dep_name,
                                       reserved_input, in, reserved_output, out);
