@@ -3,8 +3,11 @@
  * Ingest counts what is deterministic (input tokens from the request, its max_tokens); the
  * scheduler sees every usage event, so it learns here and applies what it learned when it
  * reserves:
- *   - output: min(max_tokens, p95 of the recent real outputs of the route and class); until
- *     enough outputs were seen, max_tokens itself (the conservative default);
+ *   - output: min(max_tokens, the larger of the p95 of the recent real outputs of the route
+ *     and class and max_tokens times the p95 of their real output / max_tokens); until enough
+ *     outputs were seen, max_tokens itself (the conservative default). The ratio keeps a
+ *     tenant whose long answers come with a large max_tokens from being held to the outputs
+ *     of the class's short answers;
  *   - input: the estimate times a correction factor per route that follows the 95th percentile
  *     of real/estimated input, moved by bounded steps so one odd request cannot skew it, and
  *     kept within [SL_CALIB_MIN_FACTOR, SL_CALIB_MAX_FACTOR].
@@ -33,9 +36,9 @@ int64_t sl_calib_input(const sl_calib_t *c, int route, int64_t est_input);
 /* The current input correction factor of a route. */
 double sl_calib_input_factor(const sl_calib_t *c, int route);
 
-/* Learns from one real usage: the estimate ingest made for its input, and the real input and
- * output. Negative values are ignored. */
+/* Learns from one real usage: the estimate ingest made for its input, the real input, the
+ * job's max_tokens (<= 0: unknown) and its real output. Negative values are ignored. */
 void sl_calib_observe(sl_calib_t *c, int route, int cls, int64_t est_input, int64_t real_input,
-                      int64_t real_output);
+                      int64_t max_tokens, int64_t real_output);
 
 #endif
