@@ -1374,6 +1374,59 @@ START_TEST(a_large_head_job_is_not_starved_by_another_routes_small_jobs)
 }
 END_TEST
 
+/* Two backlogged tenants on ITPM and OTPM of equal rates (1,000 a second each). acme's jobs weigh
+ * on the two limits in turn (900 in + 100 out, then 100 in + 900 out), globex's all on OTPM
+ * (100 + 900). Charged each job's own dominant share, both pay 900 a job, get as many jobs,
+ * and acme ends with a dominant share of about 500 a job against globex's 900 (ratio 0.55).
+ * Charged by how much each job raised its flow's dominant share, acme pays about 500 a job and
+ * the two dominant shares come out equal (ratio 0.94 here: the first 20 s are left out). */
+START_TEST(a_mixed_flow_pays_its_dominant_share_not_each_job_s)
+{
+    env_t e;
+    const char *dep = "{'name': 'dep-m', 'base_url': 'http://127.0.0.1:9/m/v1', 'model': 'm',"
+                      " 'limits': {'itpm': 60000, 'otpm': 60000}, 'slices_per_minute': 20}";
+    opts_t o = {"'dep-m'", 0, 0, 0, 0, dep, NULL};
+    env_init(&e, &o, T0);
+    for (int i = 0; i < 150; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "acme-%d", i);
+        jobspec_t a = {id, "acme", NULL, T0, T0 + HOUR, i % 2 ? 100 : 900, i % 2 ? 900 : 100};
+        feed_spec(&e, &a, T0);
+        snprintf(id, sizeof id, "globex-%d", i);
+        jobspec_t g = {id, "globex", NULL, T0, T0 + HOUR, 100, 900};
+        feed_spec(&e, &g, T0);
+    }
+    double in[2] = {0, 0}, out[2] = {0, 0}; /* acme, globex, from 20 s on */
+    for (int64_t t = T0; t <= T0 + 80000; t += 10) {
+        batch_t b = step(&e, t);
+        for (int i = 0; i < b.n; i++) {
+            if (b.m[i].kind != SL_MSG_DISPATCH)
+                continue;
+            lease_t l = lease_of(b.doc[i], t);
+            int acme = strncmp(l.job, "acme-", 5) == 0;
+            int odd = atoi(l.job + (acme ? 5 : 7)) % 2;
+            int64_t ji = acme && !odd ? 900 : 100, jo = acme && !odd ? 100 : 900;
+            if (t >= T0 + 20000) {
+                in[acme ? 0 : 1] += (double)ji;
+                out[acme ? 0 : 1] += (double)jo;
+            }
+            usagespec_t u = {"ok", 200, ji, jo, -1, 0, NULL};
+            feed_usage(&e, l.job, 1, l.res, l.dep, &u, t);
+            batch_t r = take(&e);
+            batch_free(&r);
+        }
+        batch_free(&b);
+    }
+    double dom_acme = fmax(in[0], out[0]), dom_globex = fmax(in[1], out[1]);
+    ck_assert_double_gt(dom_globex, 0);
+    double ratio = dom_acme / dom_globex;
+    ck_assert_msg(ratio > 0.85 && ratio < 1.18,
+                  "dominant shares acme %.0f (in %.0f, out %.0f), globex %.0f: ratio %.2f",
+                  dom_acme, in[0], out[0], dom_globex, ratio);
+    env_done(&e);
+}
+END_TEST
+
 START_TEST(spent_tenant_budget_does_not_block_other_tenants)
 {
     env_t e;
@@ -2801,6 +2854,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, spent_tenant_budget_does_not_block_other_tenants);
     tcase_add_test(tc, batch_leaves_room_in_the_slice_for_interactive_work);
     tcase_add_test(tc, a_large_head_job_is_not_starved_by_another_routes_small_jobs);
+    tcase_add_test(tc, a_mixed_flow_pays_its_dominant_share_not_each_job_s);
     tcase_add_test(tc, job_for_an_unknown_route_is_rejected_locally);
     tcase_add_test(tc, rejected_job_result_does_not_name_another_route_or_tenant);
     tcase_add_test(tc, invalid_input_is_counted_and_ignored);
