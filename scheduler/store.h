@@ -3,9 +3,14 @@
  * schema/ledger.sql.
  *
  * Callers group changes in transactions (sl_store_begin/commit); Kafka offsets are committed
- * only after the transaction that made their effects durable. One scheduler owns a database
+ * only after the transaction that made their effects durable. A commit is on disk when it
+ * returns (synchronous=FULL), and before offsets are committed the scheduler checks that the
+ * file it wrote is still the one at the path (sl_store_check). One scheduler owns a database
  * file: sl_store_open takes an exclusive lock on it. A store is used by one thread at a time
  * (its connection is opened without SQLite's mutexes).
+ *
+ * The files (the database, its -wal and -shm) are created mode 0600: they hold every tenant's
+ * prompts and answers.
  */
 #ifndef SL_STORE_H
 #define SL_STORE_H
@@ -17,15 +22,63 @@
 
 typedef struct sl_store sl_store_t;
 
-/* The PRAGMA user_version that schema/ledger.sql sets. */
+/* The PRAGMA user_version that schema/ledger.sql sets, and the oldest version sl_store_open
+ * migrates from (store.c lists the migrations). */
 #define SL_STORE_SCHEMA_VERSION 3
+#define SL_STORE_SCHEMA_OLDEST 2
+
+/* The scheduler's exit status when its store cannot be trusted: sl_store_open refused the
+ * file (SL_EDB), or the store met a fault (sl_store_fault). A supervisor can tell it from a
+ * crash (1) and a bad config (2), and should not restart the scheduler in a loop: the log says
+ * what happened and what to do. */
+#define SL_STORE_EXIT_STATUS 3
 
 /* Opens (creating if needed) the database at db_path and applies the SQL schema file.
- * *out set only on success. Fails with SL_EBUSY when another scheduler holds the file, and with
- * SL_EDB for a database of another schema version (left as it is). */
+ * *out set only on success; on failure err says why. Before using an existing file it checks
+ * that it is a SQLite database whose header and pages are sound (PRAGMA quick_check) and that
+ * it is a sluice database; it makes the files mode 0600 (with a warning when they were open to
+ * others); and it migrates an older schema (SL_STORE_SCHEMA_OLDEST and later) in one
+ * transaction. Fails with SL_EBUSY when another scheduler holds the file; with SL_EDB when the
+ * file cannot be used: corrupted or not a sluice database, a schema newer than this binary (or
+ * older than any migration), a failed migration (the file is left as it was), or a file that
+ * cannot be opened or written; other codes for the schema file or the lock. */
 sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **out, char *err,
                        size_t errlen);
+/* Closes the store. After a SL_STORE_FAULT_MOVED fault the connection closes without writing
+ * to the files at the path (no checkpoint, no removal of the -wal). */
 void sl_store_close(sl_store_t *s);
+
+/* What went wrong with the store's files, if anything. */
+typedef enum {
+    SL_STORE_FAULT_NONE = 0,
+    SL_STORE_FAULT_MOVED,   /* the database, its -wal or the lock file was deleted or replaced */
+    SL_STORE_FAULT_FULL,    /* the file could not grow: disk full, a quota, a size limit */
+    SL_STORE_FAULT_IO,      /* a read or write of the file failed */
+    SL_STORE_FAULT_CORRUPT, /* SQLite found the file corrupted */
+} sl_store_fault_t;
+
+/* The first fault this store met (it stays), and *text (may be NULL) what to tell the operator:
+ * what happened, that the failed transaction's offsets were not committed, and what to do
+ * ("" when none; valid until sl_store_close). Faults are noted where SQLite returns them
+ * (SQLITE_FULL, SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_NOTADB) and by sl_store_check. */
+sl_store_fault_t sl_store_fault(const sl_store_t *s, const char **text);
+
+/* Whether the files at the database's path are still the ones this store writes: the database
+ * (same device and inode as the file SQLite has open), its -wal and the lock file. A commit into
+ * a deleted or replaced file is lost at the next start, so the scheduler calls this between
+ * every store commit and the Kafka offset commit that follows it, and at least every second.
+ * SL_OK when they are. Otherwise SL_EDB and the fault SL_STORE_FAULT_MOVED, after the store
+ * saved its last committed state where the next start finds it, when it can: a deleted
+ * database is written back at its path (a copy, 0600, synced); a replaced one is saved next to
+ * it as <db>.rescued-<ms> and the replacement left alone; a deleted -wal is checkpointed into
+ * the database. The fault's text says which, and where. The store must then not be used for
+ * more work. SL_EDB also when an earlier fault is noted. Costs a few stat() calls. */
+sl_err_t sl_store_check(sl_store_t *s);
+
+/* The connection's PRAGMA synchronous: 2 (FULL) or 3 (EXTRA) make a commit durable when it
+ * returns, 1 (NORMAL) loses the last commits on a power loss; -1 on error. The schema file sets
+ * it; sl_store_open warns when it is below FULL. */
+int sl_store_synchronous(sl_store_t *s);
 
 sl_err_t sl_store_begin(sl_store_t *s);
 sl_err_t sl_store_commit(sl_store_t *s);
@@ -108,6 +161,14 @@ sl_err_t sl_store_res_charges(sl_store_t *s, const char *reservation_id,
                               void (*fn)(const char *bucket_id, double amount, const char *rule,
                                          void *arg),
                               void *arg);
+
+/* Deletes at most max_rows closed reservations (reconciled or expired) created before
+ * before_ms, oldest first, and sets *deleted (may be NULL) to how many it deleted. Open
+ * reservations, and any a leased job still names, are never deleted. What it reads is bounded
+ * too: the oldest part of the time-sorted ids, up to max_rows closed rows. For the restart
+ * replay's horizon see restore.h (sl_restore_prune). Outside a transaction it runs in one of
+ * its own. */
+sl_err_t sl_store_res_prune(sl_store_t *s, int64_t before_ms, int max_rows, int *deleted);
 
 /* Calls fn for every charge of every reservation created at or after since_ms (any state),
  * oldest first: the bucket id, the amount as settled when the reservation was settled (the

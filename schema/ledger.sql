@@ -3,7 +3,10 @@
 -- Times are wall-clock milliseconds since the epoch.
 
 PRAGMA journal_mode = WAL;
-PRAGMA synchronous = NORMAL;
+-- FULL: a commit is on disk when it returns (the WAL is synced at every commit). The scheduler
+-- commits Kafka offsets right after it, so with NORMAL a power loss could drop jobs whose
+-- offsets were already committed. What it costs is in bench/README.md (bench/store).
+PRAGMA synchronous = FULL;
 PRAGMA foreign_keys = ON;
 -- A large page cache and memory-mapped reads: the scheduler re-reads each job's row to build its
 -- dispatch and result, and without these most of its time went to pread().
@@ -14,7 +17,11 @@ PRAGMA temp_store = MEMORY;
 -- at 1,000 reservations per commit) but every commit writes each page it touched whole to the
 -- WAL, and the scheduler commits once per loop turn, often with a handful of changes (16 KiB:
 -- -40 % at 10 reservations per commit). See bench/README.md.
--- Version of this schema; the scheduler refuses a database made by another version.
+-- Marks the file as sluice's ('slce'): the scheduler refuses a SQLite file of another
+-- application. Files made before it was set have 0 and are accepted when they have a jobs table.
+PRAGMA application_id = 1936483173;
+-- Version of this schema. The scheduler migrates a file of an older version (the migrations are
+-- in scheduler/store.c, with how to add one) and refuses one of a newer version.
 PRAGMA user_version = 3;
 
 CREATE TABLE IF NOT EXISTS meta (

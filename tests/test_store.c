@@ -1,18 +1,24 @@
 /* test_store.c - behaviour of the scheduler's SQLite store (scheduler/store.h): idempotent job
  * insert, the job state machine and its restore scan, reservations and their charges, the
  * open-reservation count and the replay of charges since a time, the outbox, bucket levels and
- * state, estimate statistics, transactions and the one-owner lock.
+ * state, estimate statistics, transactions and the one-owner lock; and the store knowing when
+ * it is not the truth: a database deleted or replaced while open, a corrupted file or one that
+ * is not sluice's, durable commits, owner-only file modes, schema migration, pruning the
+ * reservations a restart no longer needs, and a full disk.
  *
  * Each test opens a fresh database in its own mkdtemp() directory with the real schema
  * (schema/ledger.sql); tests run from the repository root. What the store has no reader for is
  * checked with a second, plain SQLite connection.
  */
 #include <check.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../scheduler/store.h"
@@ -43,16 +49,23 @@ static void env_init(env_t *e)
     env_open(e);
 }
 
+/* Closes the store and removes the test directory with everything in it (rescued copies,
+ * fixtures). */
 static void env_done(env_t *e)
 {
     sl_store_close(e->store);
     e->store = NULL;
-    static const char *const suffixes[] = {"", "-wal", "-shm", ".lock", "-journal"};
-    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
-        char path[400];
-        snprintf(path, sizeof path, "%s%s", e->db, suffixes[i]);
+    DIR *d = opendir(e->dir);
+    struct dirent *ent;
+    while (d != NULL && (ent = readdir(d)) != NULL) {
+        if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
+            continue;
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", e->dir, ent->d_name);
         unlink(path);
     }
+    if (d != NULL)
+        closedir(d);
     rmdir(e->dir);
 }
 
@@ -313,7 +326,7 @@ START_TEST(database_of_another_schema_version_is_refused)
     sl_store_t *s = (sl_store_t *)&e;
     ck_assert_int_eq(sl_store_open(e.db, e.sql, &s, err, sizeof err), SL_EDB);
     ck_assert_ptr_null(s);
-    ck_assert_msg(strstr(err, "99") != NULL, "err: %s", err);
+    ck_assert_msg(strstr(err, "99") != NULL && strstr(err, "newer") != NULL, "err: %s", err);
     /* the refused database was left alone */
     ck_assert_str_eq(peek_sql(&e, "PRAGMA user_version"), "99");
     env_done(&e);
@@ -958,6 +971,741 @@ START_TEST(rollback_discards_and_commit_keeps)
 }
 END_TEST
 
+/* ---- the files: deleted or replaced while open -------------------------------------------- */
+
+/* Runs SQL on db with a plain connection (read-write, no store). */
+static void exec_plain(const char *db, const char *sql)
+{
+    sqlite3 *conn = NULL;
+    ck_assert_int_eq(sqlite3_open(db, &conn), SQLITE_OK);
+    char *msg = NULL;
+    int rc = sqlite3_exec(conn, sql, NULL, NULL, &msg);
+    ck_assert_msg(rc == SQLITE_OK, "%s: %s", sql, msg != NULL ? msg : "?");
+    sqlite3_close(conn);
+}
+
+/* A one-integer query on any SQLite file (read-only); -1 when it fails. */
+static int64_t count_in(const char *db, const char *sql)
+{
+    sqlite3 *conn = NULL;
+    sqlite3_stmt *st = NULL;
+    int64_t n = -1;
+    if (sqlite3_open_v2(db, &conn, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(conn, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(conn);
+    return n;
+}
+
+static void unlink_suffix(const env_t *e, const char *suffix)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s%s", e->db, suffix);
+    unlink(path);
+}
+
+static void insert_job(env_t *e, const char *id)
+{
+    sl_store_job_t j = job_row(id, "acme", 1000);
+    char *result = NULL;
+    ck_assert_int_eq(sl_store_job_insert(e->store, &j, 1000, &result), SL_OK);
+}
+
+/* The first file in the test directory whose name contains part; "" when none. */
+static const char *find_in_dir(const env_t *e, const char *part)
+{
+    static char found[600];
+    found[0] = '\0';
+    DIR *d = opendir(e->dir);
+    struct dirent *ent;
+    while (d != NULL && (ent = readdir(d)) != NULL) {
+        if (strstr(ent->d_name, part) != NULL) {
+            snprintf(found, sizeof found, "%s/%s", e->dir, ent->d_name);
+            break;
+        }
+    }
+    if (d != NULL)
+        closedir(d);
+    return found;
+}
+
+static unsigned file_mode(const char *path)
+{
+    struct stat st;
+    ck_assert_msg(stat(path, &st) == 0, "no %s", path);
+    return (unsigned)(st.st_mode & 07777);
+}
+
+START_TEST(untouched_files_pass_the_check_across_commits_and_checkpoints)
+{
+    env_t e;
+    env_init(&e);
+    ck_assert_int_eq(sl_store_check(e.store), SL_OK);
+    insert_job(&e, "job-1");
+    ck_assert_int_eq(sl_store_check(e.store), SL_OK);
+    /* another connection's checkpoint truncates the -wal in place: the same file */
+    exec_plain(e.db, "PRAGMA wal_checkpoint(TRUNCATE)");
+    insert_job(&e, "job-2");
+    ck_assert_int_eq(sl_store_check(e.store), SL_OK);
+    ck_assert_int_eq(sl_store_fault(e.store, NULL), SL_STORE_FAULT_NONE);
+    env_done(&e);
+}
+END_TEST
+
+/* rm sluice.db sluice.db-wal sluice.db-shm while the scheduler runs: SQLite goes on committing
+ * into the unlinked files and nothing says so. The check notices, and the last committed state,
+ * the commit made after the deletion included, is back at the path for the next start. */
+START_TEST(deleted_database_is_noticed_and_written_back_at_its_path)
+{
+    env_t e;
+    env_init(&e);
+    insert_job(&e, "job-1");
+    int64_t seq = 0;
+    ck_assert_int_eq(sl_store_job_finish(e.store, "job-1", "succeeded", "{\"r\":1}",
+                                         "sluice.results", 1001, &seq),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_check(e.store), SL_OK);
+    unlink_suffix(&e, "");
+    unlink_suffix(&e, "-wal");
+    unlink_suffix(&e, "-shm");
+    /* the commit succeeds, into the deleted file */
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    insert_job(&e, "job-2");
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    ck_assert_int_eq(sl_store_check(e.store), SL_EDB);
+    const char *text = NULL;
+    ck_assert_int_eq(sl_store_fault(e.store, &text), SL_STORE_FAULT_MOVED);
+    ck_assert_msg(strstr(text, "was deleted") != NULL && strstr(text, "written back") != NULL,
+                  "text: %s", text);
+    /* the fault stays */
+    ck_assert_int_eq(sl_store_check(e.store), SL_EDB);
+    sl_store_close(e.store);
+    e.store = NULL;
+    ck_assert_uint_eq(file_mode(e.db), 0600);
+    env_open(&e);
+    ck_assert_int_eq(sl_store_is_new(e.store), 0);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), 1);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "done"), 1);
+    /* the idempotency history came back with it: job-1 is answered from its stored result */
+    sl_store_job_t j = job_row("job-1", "acme", 1000);
+    char *result = NULL;
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j, 2000, &result), SL_EEXISTS);
+    ck_assert_ptr_nonnull(result);
+    ck_assert_str_eq(result, "{\"r\":1}");
+    free(result);
+    ck_assert_int_eq(sl_store_check(e.store), SL_OK);
+    env_done(&e);
+}
+END_TEST
+
+/* Another file put in its place (a backup restored over a running scheduler): the replacement is
+ * left alone, and what the scheduler had committed is saved next to it. */
+START_TEST(replaced_database_is_saved_aside_and_the_replacement_left_alone)
+{
+    env_t e;
+    env_init(&e);
+    insert_job(&e, "job-1");
+    char other[400];
+    snprintf(other, sizeof other, "%s/other.db", e.dir);
+    exec_plain(other, "CREATE TABLE marker (x); INSERT INTO marker VALUES (42)");
+    ck_assert_int_eq(rename(other, e.db), 0);
+    ck_assert_int_eq(sl_store_check(e.store), SL_EDB);
+    const char *text = NULL;
+    ck_assert_int_eq(sl_store_fault(e.store, &text), SL_STORE_FAULT_MOVED);
+    ck_assert_msg(strstr(text, "was replaced") != NULL, "text: %s", text);
+    const char *rescued = find_in_dir(&e, ".rescued-");
+    ck_assert_msg(rescued[0] != '\0', "no rescued copy; text: %s", text);
+    ck_assert_msg(strstr(text, rescued) != NULL, "the text names %s: %s", rescued, text);
+    char copy[600];
+    snprintf(copy, sizeof copy, "%s", rescued);
+    ck_assert_uint_eq(file_mode(copy), 0600);
+    ck_assert_int_eq(count_in(copy, "SELECT COUNT(*) FROM jobs WHERE job_id = 'job-1'"), 1);
+    sl_store_close(e.store);
+    e.store = NULL;
+    /* our -wal went with us: SQLite would have applied it to the replacement */
+    char wal[400];
+    snprintf(wal, sizeof wal, "%s-wal", e.db);
+    ck_assert_int_ne(access(wal, F_OK), 0);
+    ck_assert_int_eq(count_in(e.db, "SELECT x FROM marker"), 42);
+    env_done(&e);
+}
+END_TEST
+
+/* The -wal alone deleted: the database file at the path is the right one but lacks what the log
+ * held. The log's transactions are checkpointed into it. */
+START_TEST(deleted_wal_is_checkpointed_into_the_database)
+{
+    env_t e;
+    env_init(&e);
+    insert_job(&e, "job-1");
+    insert_job(&e, "job-2");
+    unlink_suffix(&e, "-wal");
+    ck_assert_int_eq(sl_store_check(e.store), SL_EDB);
+    const char *text = NULL;
+    ck_assert_int_eq(sl_store_fault(e.store, &text), SL_STORE_FAULT_MOVED);
+    ck_assert_msg(strstr(text, "-wal was deleted") != NULL && strstr(text, "checkpointed") != NULL,
+                  "text: %s", text);
+    sl_store_close(e.store);
+    e.store = NULL;
+    env_open(&e);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), 2);
+    env_done(&e);
+}
+END_TEST
+
+/* Without its lock file a second scheduler could open the same database. */
+START_TEST(deleted_lock_file_is_noticed)
+{
+    env_t e;
+    env_init(&e);
+    insert_job(&e, "job-1");
+    unlink_suffix(&e, ".lock");
+    ck_assert_int_eq(sl_store_check(e.store), SL_EDB);
+    const char *text = NULL;
+    ck_assert_int_eq(sl_store_fault(e.store, &text), SL_STORE_FAULT_MOVED);
+    ck_assert_msg(strstr(text, "lock file") != NULL, "text: %s", text);
+    sl_store_close(e.store);
+    e.store = NULL;
+    env_open(&e);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), 1);
+    env_done(&e);
+}
+END_TEST
+
+/* ---- the files at start: corrupted, not sluice's ------------------------------------------ */
+
+static void write_at(const char *path, long offset, const void *bytes, size_t n)
+{
+    int fd = open(path, O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, bytes, n, offset), (ssize_t)n);
+    close(fd);
+}
+
+/* Opening must fail with SL_EDB, a message that names the file as corrupted or not sluice's and
+ * never as a schema version, and leave the file as it was. */
+static void assert_refused_as_corrupt(env_t *e, const char *db, const char *expect)
+{
+    struct stat before, after;
+    ck_assert_int_eq(stat(db, &before), 0);
+    char err[2048] = "";
+    sl_store_t *s = (sl_store_t *)e;
+    ck_assert_int_eq(sl_store_open(db, e->sql, &s, err, sizeof err), SL_EDB);
+    ck_assert_ptr_null(s);
+    ck_assert_msg(strstr(err, expect) != NULL, "expected \"%s\" in: %s", expect, err);
+    ck_assert_msg(strstr(err, "schema version -1") == NULL, "err: %s", err);
+    ck_assert_int_eq(stat(db, &after), 0);
+    ck_assert_int_eq(after.st_size, before.st_size);
+}
+
+START_TEST(corrupted_header_is_called_corrupted_not_a_schema_version)
+{
+    env_t e;
+    env_init(&e);
+    insert_job(&e, "job-1");
+    sl_store_close(e.store);
+    e.store = NULL;
+    write_at(e.db, 0, "NOT A DATABASE!!", 16);
+    assert_refused_as_corrupt(&e, e.db, "corrupted or not a sluice database");
+    /* the magic intact, a page size SQLite cannot have */
+    write_at(e.db, 0, "SQLite format 3\0\x00\x03", 18);
+    assert_refused_as_corrupt(&e, e.db, "corrupted or not a sluice database");
+    /* a text file */
+    char text[400];
+    snprintf(text, sizeof text, "%s/notes.txt", e.dir);
+    FILE *f = fopen(text, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 20; i++)
+        fputs("these are not the jobs you are looking for\n", f);
+    fclose(f);
+    assert_refused_as_corrupt(&e, text, "corrupted or not a sluice database");
+    env_done(&e);
+}
+END_TEST
+
+/* A damaged page inside a file with a sound header: today's first insert would meet it
+ * ("database disk image is malformed") and the scheduler would loop under a supervisor. */
+START_TEST(corrupted_page_is_found_at_open)
+{
+    env_t e;
+    env_init(&e);
+    char json[2048];
+    memset(json, 'x', sizeof json - 1);
+    json[sizeof json - 1] = '\0';
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    for (int i = 0; i < 200; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "job-%03d", i);
+        sl_store_job_t j = job_row(id, "acme", 1000);
+        j.job_json = json;
+        char *result = NULL;
+        ck_assert_int_eq(sl_store_job_insert(e.store, &j, 1000, &result), SL_OK);
+    }
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    sl_store_close(e.store); /* checkpoints the -wal into the file */
+    e.store = NULL;
+    int64_t root = count_in(e.db, "SELECT rootpage FROM sqlite_master WHERE name = 'jobs'");
+    int64_t page = count_in(e.db, "PRAGMA page_size");
+    ck_assert_int_gt(root, 1);
+    unsigned char junk[64];
+    memset(junk, 0xa5, sizeof junk);
+    write_at(e.db, (long)((root - 1) * page), junk, sizeof junk);
+    assert_refused_as_corrupt(&e, e.db, "quick_check");
+    assert_refused_as_corrupt(&e, e.db, "corrupted or not a sluice database");
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(another_applications_sqlite_file_is_not_taken_over)
+{
+    env_t e;
+    env_init(&e);
+    char other[400];
+    snprintf(other, sizeof other, "%s/other.db", e.dir);
+    exec_plain(other, "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)");
+    assert_refused_as_corrupt(&e, other, "not a sluice database");
+    ck_assert_int_eq(count_in(other, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'jobs'"), 0);
+    /* one that says whose it is, jobs table or not */
+    exec_plain(other, "PRAGMA application_id = 42; CREATE TABLE jobs (x)");
+    assert_refused_as_corrupt(&e, other, "another application");
+    env_done(&e);
+}
+END_TEST
+
+/* A -wal left without its database: SQLite would apply the log to a new empty file. */
+START_TEST(wal_without_its_database_is_refused)
+{
+    env_t e;
+    env_init(&e);
+    char db2[400], wal[420];
+    snprintf(db2, sizeof db2, "%s/gone.db", e.dir);
+    snprintf(wal, sizeof wal, "%s-wal", db2);
+    FILE *f = fopen(wal, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 100; i++)
+        fputs("committed transactions of a deleted database\n", f);
+    fclose(f);
+    char err[2048] = "";
+    sl_store_t *s = (sl_store_t *)&e;
+    ck_assert_int_eq(sl_store_open(db2, e.sql, &s, err, sizeof err), SL_EDB);
+    ck_assert_ptr_null(s);
+    ck_assert_msg(strstr(err, "write-ahead log") != NULL, "err: %s", err);
+    ck_assert_int_ne(access(db2, F_OK), 0);
+    env_done(&e);
+}
+END_TEST
+
+/* ---- durability and file modes ------------------------------------------------------------ */
+
+START_TEST(commits_are_durable_when_they_return)
+{
+    env_t e;
+    env_init(&e);
+    ck_assert_int_eq(sl_store_synchronous(e.store), 2); /* FULL */
+    ck_assert_str_eq(peek_sql(&e, "PRAGMA journal_mode"), "wal");
+    env_done(&e);
+}
+END_TEST
+
+/* The files hold every tenant's prompts and answers. */
+START_TEST(files_are_created_for_the_owner_only)
+{
+    mode_t old_mask = umask(022);
+    env_t e;
+    env_init(&e);
+    insert_job(&e, "job-1");
+    char path[400];
+    ck_assert_uint_eq(file_mode(e.db), 0600);
+    snprintf(path, sizeof path, "%s-wal", e.db);
+    ck_assert_uint_eq(file_mode(path), 0600);
+    snprintf(path, sizeof path, "%s-shm", e.db);
+    ck_assert_uint_eq(file_mode(path), 0600);
+    snprintf(path, sizeof path, "%s.lock", e.db);
+    ck_assert_uint_eq(file_mode(path), 0600);
+    env_done(&e);
+    umask(old_mask);
+}
+END_TEST
+
+START_TEST(existing_files_open_to_others_are_made_owner_only)
+{
+    env_t e;
+    env_init(&e);
+    insert_job(&e, "job-1");
+    sl_store_close(e.store);
+    e.store = NULL;
+    ck_assert_int_eq(chmod(e.db, 0644), 0);
+    env_open(&e);
+    ck_assert_uint_eq(file_mode(e.db), 0600);
+    char wal[400];
+    snprintf(wal, sizeof wal, "%s-wal", e.db);
+    ck_assert_uint_eq(file_mode(wal), 0600);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), 1);
+    env_done(&e);
+}
+END_TEST
+
+/* ---- schema migration ------------------------------------------------------------------------ */
+
+/* Makes a version 2 database at db from the frozen version 2 schema, with: a queued job, a
+ * leased job and its open reservation, a finished job with its result, a reconciled
+ * reservation, a bucket, a result in the outbox and estimate statistics. */
+static void make_v2_database(const char *db)
+{
+    char *schema = NULL;
+    ck_assert_int_eq(sl_read_file("tests/fixtures/store/ledger-v2.sql", 1 << 20, &schema, NULL),
+                     SL_OK);
+    exec_plain(db, schema);
+    free(schema);
+    exec_plain(
+        db,
+        "INSERT INTO jobs (job_id, idempotency_key, tenant, app, env, key_id, route, class,"
+        " state, status, attempts, submitted_ms, deadline_ms, est_input, est_output, est_total,"
+        " lease_expires_ms, reservation_id, deployment, job_json, request_json, result_json,"
+        " updated_ms) VALUES"
+        " ('job-q', 'idem-q', 'acme', 'web', 'prod', 'k1', 'chat', 'standard', 'queued', NULL, 0,"
+        "  1000, 61000, 120, 80, 200, NULL, NULL, NULL, '{\"job_id\":\"job-q\"}', '{}', NULL,"
+        "  1000),"
+        " ('job-l', 'idem-l', 'acme', 'web', 'prod', 'k1', 'chat', 'batch', 'leased', NULL, 1,"
+        "  1000, 61000, 120, 80, 200, 9000, '" RES_0 "', 'dep-a', '{\"job_id\":\"job-l\"}', '{}',"
+        "  NULL, 1000),"
+        " ('job-d', 'idem-d', 'acme', 'web', 'prod', 'k1', 'chat', 'standard', 'done',"
+        "  'succeeded', 1, 0, 60000, 120, 80, 200, NULL, '" RES_Q "', 'dep-a',"
+        "  '{\"job_id\":\"job-d\"}', '{}', '{\"status\":\"succeeded\"}', 900);"
+        "INSERT INTO reservations (reservation_id, job_id, attempt, tenant, route, class,"
+        " deployment, idempotency_key, est_input, est_output, created_ms, expires_ms,"
+        " queue_deadline_ms, charges, settled, state, actual_input, actual_output, outcome,"
+        " closed_ms) VALUES"
+        " ('" RES_Q "', 'job-d', 1, 'acme', 'chat', 'standard', 'dep-a', 'idem-d', 120, 80, 0,"
+        "  180000, 60000, '[[\"deployment:dep-a:tpm\",200,\"keep\"]]', '[190]', 'reconciled', 100,"
+        "  90, 'ok', 800),"
+        " ('" RES_0 "', 'job-l', 1, 'acme', 'chat', 'batch', 'dep-a', 'idem-l', 120, 80, 1000,"
+        "  9000, 61000, '[[\"deployment:dep-a:tpm\",200,\"keep\"],[\"tenant:acme:tpm\",200,"
+        "\"actual_total\"]]', NULL, 'open', NULL, NULL, NULL, NULL);"
+        "INSERT INTO buckets VALUES ('deployment:dep-a:tpm', 'deployment:dep-a', 'tokens',"
+        " 'token_bucket', 'tokens', 'config', 1000, 58200, 600, 1000);"
+        "INSERT INTO outbox (topic, msg_key, value, created_ms) VALUES ('sluice.results',"
+        " 'job-d', '{\"status\":\"succeeded\"}', 900);"
+        "INSERT INTO estimate_stats VALUES ('chat', 'standard', 'dep-a', 1, 120, 100, 80, 90);");
+    ck_assert_int_eq(count_in(db, "PRAGMA user_version"), 2);
+}
+
+static void count_row(const sl_store_row_t *row, void *arg)
+{
+    (void)row;
+    (*(int *)arg)++;
+}
+
+typedef struct {
+    int n;
+    double sum;
+} since_t;
+
+static void sum_since(const char *bucket_id, double amount, int64_t created_ms, void *arg)
+{
+    (void)bucket_id;
+    (void)created_ms;
+    since_t *t = arg;
+    t->n++;
+    t->sum += amount;
+}
+
+START_TEST(version_2_database_migrates_with_its_jobs_reservations_and_results)
+{
+    env_t e;
+    env_init(&e);
+    sl_store_close(e.store);
+    e.store = NULL;
+    unlink_suffix(&e, "");
+    make_v2_database(e.db);
+    env_open(&e);
+    ck_assert_int_eq(sl_store_is_new(e.store), 0);
+    ck_assert_str_eq(peek_sql(&e, "PRAGMA user_version"), "3");
+    /* the jobs, in their states */
+    int unfinished = 0;
+    ck_assert_int_eq(sl_store_each_unfinished(e.store, count_row, &unfinished), SL_OK);
+    ck_assert_int_eq(unfinished, 2);
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "done"), 1);
+    sl_store_job_t j = job_row("job-d", "acme", 1000);
+    char *result = NULL;
+    ck_assert_int_eq(sl_store_job_insert(e.store, &j, 2000, &result), SL_EEXISTS);
+    ck_assert_str_eq(result, "{\"status\":\"succeeded\"}");
+    free(result);
+    /* the open reservation is counted, and its charges come back */
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
+    charges_t c = {0};
+    ck_assert_int_eq(sl_store_res_charges(e.store, RES_0, collect_charge, &c), SL_OK);
+    ck_assert_int_eq(c.n, 2);
+    ck_assert_str_eq(c.rule[1], "actual_total");
+    /* both replay from time 0: the reconciled one at its settled amount */
+    since_t t = {0};
+    ck_assert_int_eq(sl_store_res_each_since(e.store, 0, sum_since, &t), SL_OK);
+    ck_assert_int_eq(t.n, 3);
+    ck_assert_double_eq(t.sum, 190 + 200 + 200);
+    /* buckets have a state now; the outbox and statistics are as they were */
+    double level = 0;
+    int64_t updated = 0;
+    char *state = (char *)"garbage";
+    ck_assert_int_eq(sl_store_bucket_get(e.store, "deployment:dep-a:tpm", &level, &updated, &state),
+                     SL_OK);
+    ck_assert_double_eq(level, 600);
+    ck_assert_ptr_null(state);
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM outbox"), "1");
+    ck_assert_str_eq(peek_sql(&e, "SELECT real_output FROM estimate_stats"), "90");
+    /* and the migrated file takes new work: a reservation closes and the count follows */
+    ck_assert_int_eq(sl_store_res_close(e.store, RES_0, "reconciled", 100, 50, 0, "ok", 5000, NULL, 0),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
+    ck_assert_int_eq(sl_store_check(e.store), SL_OK);
+    env_done(&e);
+}
+END_TEST
+
+/* The CREATE statements of db (tables and indexes, by name), normalised: comments, quotes,
+ * "IF NOT EXISTS" and spacing removed, so a migrated table reads like a freshly made one. */
+static char *schema_text(const char *db)
+{
+    sqlite3 *conn = NULL;
+    sqlite3_stmt *st = NULL;
+    ck_assert_int_eq(sqlite3_open_v2(db, &conn, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(conn,
+                                        "SELECT type, name, sql FROM sqlite_master WHERE sql IS"
+                                        " NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type,"
+                                        " name",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    size_t cap = 65536, len = 0;
+    char *out = calloc(1, cap);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *sql = (const char *)sqlite3_column_text(st, 2);
+        len += (size_t)snprintf(out + len, cap - len, "%s %s: ", sqlite3_column_text(st, 0),
+                                sqlite3_column_text(st, 1));
+        int space = 0;
+        for (const char *p = sql; *p != '\0' && len + 4 < cap; p++) {
+            if (p[0] == '-' && p[1] == '-') {
+                while (*p != '\0' && *p != '\n')
+                    p++;
+                if (*p == '\0')
+                    break;
+            }
+            if (strncmp(p, "IF NOT EXISTS ", 14) == 0) {
+                p += 13;
+                continue;
+            }
+            if (*p == '"')
+                continue;
+            if (*p == ' ' || *p == '\n' || *p == '\t') {
+                space = 1;
+                continue;
+            }
+            int tight = *p == '(' || *p == ')' || *p == ',' ||
+                        (len > 0 && (out[len - 1] == '(' || out[len - 1] == ','));
+            if (space && !tight)
+                out[len++] = ' ';
+            space = 0;
+            out[len++] = *p;
+        }
+        out[len++] = '\n';
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(conn);
+    return out;
+}
+
+START_TEST(migrated_schema_matches_a_fresh_one)
+{
+    env_t e;
+    env_init(&e);
+    sl_store_close(e.store);
+    e.store = NULL;
+    char *fresh = schema_text(e.db);
+    unlink_suffix(&e, "");
+    make_v2_database(e.db);
+    env_open(&e);
+    sl_store_close(e.store);
+    e.store = NULL;
+    char *migrated = schema_text(e.db);
+    ck_assert_msg(strcmp(fresh, migrated) == 0, "fresh:\n%s\nmigrated:\n%s", fresh, migrated);
+    ck_assert_int_gt(strlen(fresh), 1000);
+    free(fresh);
+    free(migrated);
+    env_done(&e);
+}
+END_TEST
+
+/* A migration that cannot finish leaves the file at its version, with its rows. */
+START_TEST(failed_migration_leaves_the_file_as_it_was)
+{
+    env_t e;
+    env_init(&e);
+    sl_store_close(e.store);
+    e.store = NULL;
+    unlink_suffix(&e, "");
+    make_v2_database(e.db);
+    /* the migration makes reservations_v3 after rebuilding jobs: a table of that name makes
+     * it fail half way */
+    exec_plain(e.db, "CREATE TABLE reservations_v3 (x)");
+    char err[2048] = "";
+    sl_store_t *s = (sl_store_t *)&e;
+    ck_assert_int_eq(sl_store_open(e.db, e.sql, &s, err, sizeof err), SL_EDB);
+    ck_assert_ptr_null(s);
+    ck_assert_msg(strstr(err, "left at version 2") != NULL, "err: %s", err);
+    ck_assert_int_eq(count_in(e.db, "PRAGMA user_version"), 2);
+    ck_assert_int_eq(count_in(e.db, "SELECT COUNT(*) FROM jobs"), 3);
+    ck_assert_int_eq(count_in(e.db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'jobs_v3'"), 0);
+    ck_assert_int_eq(count_in(e.db, "SELECT COUNT(*) FROM reservations WHERE tenant = 'acme'"), 2);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(versions_older_than_the_migrations_are_refused_clearly)
+{
+    env_t e;
+    env_init(&e);
+    sl_store_close(e.store);
+    e.store = NULL;
+    unlink_suffix(&e, "");
+    make_v2_database(e.db);
+    exec_plain(e.db, "PRAGMA user_version = 1");
+    char err[2048] = "";
+    sl_store_t *s = (sl_store_t *)&e;
+    ck_assert_int_eq(sl_store_open(e.db, e.sql, &s, err, sizeof err), SL_EDB);
+    ck_assert_msg(strstr(err, "version 1, older than any") != NULL, "err: %s", err);
+    ck_assert_int_eq(count_in(e.db, "PRAGMA user_version"), 1);
+    env_done(&e);
+}
+END_TEST
+
+/* ---- pruning reservations ---------------------------------------------------------------- */
+
+static void open_res(env_t *e, const char *id, const char *job, int64_t created_ms)
+{
+    const char *bucket = "deployment:dep-a:rpm";
+    double one = 1;
+    const char *rule = "keep";
+    sl_store_res_t r = {.reservation_id = id, .job_id = job, .deployment = "dep-a",
+                        .attempt = 1, .created_ms = created_ms, .expires_ms = created_ms + 60000};
+    ck_assert_int_eq(sl_store_res_open(e->store, &r, 1, &bucket, &one, &rule), SL_OK);
+}
+
+START_TEST(prune_deletes_old_closed_reservations_a_bounded_batch_at_a_time)
+{
+    env_t e;
+    env_init(&e);
+    /* ids: 12 hex digits of the creation ms */
+    open_res(&e, "0000000003e8aaaa", "j1", 1000);
+    open_res(&e, "0000000005dcaaaa", "j2", 1500);
+    open_res(&e, "0000000007d0aaaa", "j3", 2000);
+    open_res(&e, "000000000bb8aaaa", "j4", 3000);
+    open_res(&e, "000000000fa0aaaa", "j5", 4000);
+    open_res(&e, "0000000013880aaa", "j6", 5000);
+    for (int i = 0; i < 6; i++) {
+        static const char *const ids[] = {"0000000003e8aaaa", "0000000005dcaaaa", NULL,
+                                          "000000000bb8aaaa", "000000000fa0aaaa",
+                                          "0000000013880aaa"};
+        if (ids[i] != NULL)
+            ck_assert_int_eq(sl_store_res_close(e.store, ids[i], i % 2 ? "expired" : "reconciled",
+                                                1, 1, 0, "ok", 6000, NULL, 0),
+                             SL_OK);
+    }
+    /* j2's closed reservation is still named by its leased job: kept */
+    insert_job(&e, "j2");
+    ck_assert_int_eq(sl_store_job_lease(e.store, "j2", 1, 9000, "0000000005dcaaaa", "dep-a", 1500),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
+    int deleted = -1;
+    ck_assert_int_eq(sl_store_res_prune(e.store, 4500, 2, &deleted), SL_OK);
+    ck_assert_int_eq(deleted, 2); /* 1000 and 3000, oldest first */
+    ck_assert_int_eq(sl_store_res_prune(e.store, 4500, 2, &deleted), SL_OK);
+    ck_assert_int_eq(deleted, 1); /* 4000 */
+    ck_assert_int_eq(sl_store_res_prune(e.store, 4500, 2, &deleted), SL_OK);
+    ck_assert_int_eq(deleted, 0);
+    /* left: the leased job's (1500), the open one (2000), the recent one (5000) */
+    ck_assert_str_eq(peek_sql(&e, "SELECT group_concat(created_ms) FROM (SELECT created_ms FROM"
+                                  " reservations ORDER BY reservation_id)"),
+                     "1500,2000,5000");
+    ck_assert_int_eq(sl_store_count_open_reservations(e.store), 1);
+    /* in a transaction it rolls back with it */
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    ck_assert_int_eq(sl_store_res_prune(e.store, 6000, 10, &deleted), SL_OK);
+    ck_assert_int_eq(deleted, 1);
+    sl_store_rollback(e.store);
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM reservations"), "3");
+    env_done(&e);
+}
+END_TEST
+
+/* ---- a full disk -------------------------------------------------------------------------- */
+
+/* The real schema plus a page limit (per connection, like the rest of its pragmas): the file
+ * cannot grow past max_pages, as on a full disk. Returns the schema file's path (static). */
+static const char *small_schema(const env_t *e, int max_pages)
+{
+    static char path[400];
+    char *schema = NULL;
+    ck_assert_int_eq(sl_read_file(e->sql, 1 << 20, &schema, NULL), SL_OK);
+    snprintf(path, sizeof path, "%s/ledger-small.sql", e->dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%s\nPRAGMA max_page_count = %d;\n", schema, max_pages);
+    fclose(f);
+    free(schema);
+    return path;
+}
+
+START_TEST(full_database_is_a_fault_that_loses_no_committed_job)
+{
+    env_t e;
+    env_init(&e);
+    sl_store_close(e.store);
+    e.store = NULL;
+    unlink_suffix(&e, "");
+    char err[512] = "";
+    const char *sql = small_schema(&e, 60);
+    ck_assert_msg(sl_store_open(e.db, sql, &e.store, err, sizeof err) == SL_OK, "%s", err);
+    char json[3000];
+    memset(json, 'x', sizeof json - 1);
+    json[sizeof json - 1] = '\0';
+    int committed = 0;
+    sl_err_t rc = SL_OK;
+    while (rc == SL_OK && committed < 1000) {
+        /* two jobs a transaction, as a scheduler turn takes several messages */
+        ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+        for (int k = 0; k < 2 && rc == SL_OK; k++) {
+            char id[32];
+            snprintf(id, sizeof id, "job-%04d", committed + k);
+            sl_store_job_t j = job_row(id, "acme", 1000);
+            j.job_json = json;
+            char *result = NULL;
+            rc = sl_store_job_insert(e.store, &j, 1000, &result);
+        }
+        if (rc == SL_OK)
+            rc = sl_store_commit(e.store);
+        if (rc == SL_OK)
+            committed += 2;
+        else
+            sl_store_rollback(e.store);
+    }
+    ck_assert_int_eq(rc, SL_EDB);
+    ck_assert_int_gt(committed, 10);
+    const char *text = NULL;
+    ck_assert_int_eq(sl_store_fault(e.store, &text), SL_STORE_FAULT_FULL);
+    ck_assert_msg(strstr(text, "is full") != NULL && strstr(text, "not committed") != NULL,
+                  "text: %s", text);
+    ck_assert_int_eq(sl_store_check(e.store), SL_EDB);
+    /* every committed job is there, none of the failed transaction's */
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), committed);
+    sl_store_close(e.store);
+    e.store = NULL;
+    env_open(&e); /* room again: the schema without the limit */
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), committed);
+    insert_job(&e, "after");
+    ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), committed + 1);
+    env_done(&e);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
     Suite *s = suite_create("store");
@@ -981,6 +1729,34 @@ static Suite *store_suite(void)
     tcase_add_test(tc, estimate_record_accumulates);
     tcase_add_test(tc, rollback_discards_and_commit_keeps);
     suite_add_tcase(s, tc);
+    /* the store knowing when it is not the truth */
+    TCase *tf = tcase_create("files");
+    tcase_set_timeout(tf, 30);
+    tcase_add_test(tf, untouched_files_pass_the_check_across_commits_and_checkpoints);
+    tcase_add_test(tf, deleted_database_is_noticed_and_written_back_at_its_path);
+    tcase_add_test(tf, replaced_database_is_saved_aside_and_the_replacement_left_alone);
+    tcase_add_test(tf, deleted_wal_is_checkpointed_into_the_database);
+    tcase_add_test(tf, deleted_lock_file_is_noticed);
+    tcase_add_test(tf, corrupted_header_is_called_corrupted_not_a_schema_version);
+    tcase_add_test(tf, corrupted_page_is_found_at_open);
+    tcase_add_test(tf, another_applications_sqlite_file_is_not_taken_over);
+    tcase_add_test(tf, wal_without_its_database_is_refused);
+    tcase_add_test(tf, commits_are_durable_when_they_return);
+    tcase_add_test(tf, files_are_created_for_the_owner_only);
+    tcase_add_test(tf, existing_files_open_to_others_are_made_owner_only);
+    tcase_add_test(tf, full_database_is_a_fault_that_loses_no_committed_job);
+    suite_add_tcase(s, tf);
+    TCase *tm = tcase_create("migration");
+    tcase_set_timeout(tm, 30);
+    tcase_add_test(tm, version_2_database_migrates_with_its_jobs_reservations_and_results);
+    tcase_add_test(tm, migrated_schema_matches_a_fresh_one);
+    tcase_add_test(tm, failed_migration_leaves_the_file_as_it_was);
+    tcase_add_test(tm, versions_older_than_the_migrations_are_refused_clearly);
+    suite_add_tcase(s, tm);
+    TCase *tp = tcase_create("prune");
+    tcase_set_timeout(tp, 30);
+    tcase_add_test(tp, prune_deletes_old_closed_reservations_a_bounded_batch_at_a_time);
+    suite_add_tcase(s, tp);
     return s;
 }
 
