@@ -2,10 +2,14 @@
  * terminal results to sluice.results through the SQLite outbox.
  *
  * One loop: take a slice of messages from each assigned partition (intake.h), apply them and
- * one scheduling step in one SQLite transaction, commit it, commit the Kafka offsets, then
- * produce what the step decided. A crash
- * at any point either redelivers input (de-duplicated by job id and reservation id) or leaves a
- * lease that expires; results wait in the outbox until the broker acknowledges them. */
+ * one scheduling step in one SQLite transaction, commit it, check that the database file is
+ * still the one at its path, commit the Kafka offsets, then produce what the step decided. A
+ * crash at any point either redelivers input (de-duplicated by job id and reservation id) or
+ * leaves a lease that expires; results wait in the outbox until the broker acknowledges them.
+ *
+ * Exit status: 0 after SIGTERM, 2 for a bad config or start, SL_STORE_EXIT_STATUS (3) when the
+ * store cannot be trusted (a database deleted, replaced, corrupted, full or failing: store.h),
+ * 1 for any other failure. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +24,7 @@
 #include "metrics.h"
 #include "outbox.h"
 #include "proc.h"
+#include "restore.h"
 #include "sched.h"
 #include "sign.h"
 #include "store.h"
@@ -31,6 +36,8 @@
  * BATCH_MAX also holds what the consumer queue itself hands out (a partition without a queue
  * of its own). */
 enum { INTAKE_SLICE = 32, INTAKE_CAP = 256, BATCH_MAX = 512, STATS_EVERY_MS = 10000 };
+/* The database file is checked before every offset commit, and at least this often. */
+enum { STORE_CHECK_EVERY_MS = 1000 };
 
 static const char usage_text[] =
     "usage: sluice-scheduler [--config FILE] [--log-level debug|info|warn|error]\n"
@@ -48,7 +55,12 @@ static const char usage_text[] =
     "\n"
     "SIGHUP reloads the config file: limits, quotas, weights, tenants and keys change without\n"
     "losing queued jobs (bucket levels and counters carry over; a lowered limit applies from\n"
-    "the next admission). SIGTERM/SIGINT stop it cleanly.\n";
+    "the next admission). SIGTERM/SIGINT stop it cleanly.\n"
+    "\n"
+    "Exit status: 0 stopped by a signal; 2 bad config or options; 3 the database cannot be\n"
+    "trusted (deleted or replaced while running, corrupted, not a sluice database, of a newer\n"
+    "schema, full, or failing): nothing was committed past it and the log says what to do; do\n"
+    "not restart it blindly; 1 any other failure.\n";
 
 /* A delivery report: results carry their outbox row as opaque (dispatches NULL). */
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
@@ -184,14 +196,19 @@ int main(int argc, char **argv)
     snprintf(sql_rel, sizeof sql_rel, "%s/ledger.sql", cfg->schema_dir);
     sl_resolve_path(sql_rel, sql_path, sizeof sql_path);
     sl_store_t *store = NULL;
-    if (sl_store_open(cfg->db_path, sql_path, &store, err, sizeof err) != SL_OK) {
+    sl_err_t open_rc = sl_store_open(cfg->db_path, sql_path, &store, err, sizeof err);
+    if (open_rc != SL_OK) {
+        sl_error("store: %s", err);
         fprintf(stderr, "sluice-scheduler: %s\n", err);
-        return 2;
+        return open_rc == SL_EDB ? SL_STORE_EXIT_STATUS : 2;
     }
     sl_sched_t *sched = NULL;
     if (sl_sched_new(cfg, store, signer, sl_now_ms(), &sched, err, sizeof err) != SL_OK) {
-        fprintf(stderr, "sluice-scheduler: %s\n", err);
-        return 2;
+        const char *fault = NULL;
+        int store_fault = sl_store_fault(store, &fault) != SL_STORE_FAULT_NONE;
+        fprintf(stderr, "sluice-scheduler: %s%s%s\n", err, store_fault ? ": " : "",
+                store_fault ? fault : "");
+        return store_fault ? SL_STORE_EXIT_STATUS : 2;
     }
     sl_outbox_t *ob = sl_outbox_new();
     if (ob == NULL) {
@@ -253,6 +270,8 @@ int main(int argc, char **argv)
     int64_t next_wait = 1;
     int64_t deaf_since = 0;
     int64_t last_stats = sl_now_ms();
+    int64_t last_store_check = 0;
+    sl_restore_pruner_t pruner = {0};
     int exit_code = 0;
     rd_kafka_message_t **batch = calloc(BATCH_MAX, sizeof *batch);
     void *taken[INTAKE_CAP];
@@ -302,14 +321,29 @@ int main(int argc, char **argv)
         else
             next_wait = 50;
         if (rc == SL_OK)
+            rc = sl_restore_prune(sched, &pruner, now);
+        if (rc == SL_OK)
             rc = sl_store_commit(store);
+        /* What was just committed is safe only in the file at the path: a deleted or replaced
+         * database takes it along at the next start. Checked before the offsets that rely on
+         * it are committed. */
+        if (rc == SL_OK && (n > 0 || now - last_store_check >= STORE_CHECK_EVERY_MS)) {
+            rc = sl_store_check(store);
+            last_store_check = now;
+        }
         if (rc != SL_OK) {
-            /* The transaction could not be completed (database, memory): stop without
+            /* The transaction could not be completed or kept (database, memory): stop without
              * committing offsets, so the input is redelivered to the next run, which rebuilds
              * the core from the store. */
-            sl_error("transaction failed (%s); stopping", sl_strerror(rc));
+            const char *fault = NULL;
+            if (sl_store_fault(store, &fault) != SL_STORE_FAULT_NONE) {
+                sl_error("store: %s; stopping (exit status %d)", fault, SL_STORE_EXIT_STATUS);
+                exit_code = SL_STORE_EXIT_STATUS;
+            } else {
+                sl_error("transaction failed (%s); stopping", sl_strerror(rc));
+                exit_code = 1;
+            }
             sl_store_rollback(store);
-            exit_code = 1;
             for (int i = 0; i < n; i++)
                 rd_kafka_message_destroy(batch[i]);
             break;
@@ -347,8 +381,10 @@ int main(int argc, char **argv)
     sl_info("scheduler stopping");
     sl_admin_stop(admin);
     rd_kafka_flush(prod, 10000);
-    /* Acknowledged results can leave the outbox now; unacknowledged ones go out next start. */
-    sl_outbox_close(ob, store);
+    /* Acknowledged results can leave the outbox now; unacknowledged ones go out next start.
+     * Not into a store that cannot be trusted: they go out again instead. */
+    if (exit_code != SL_STORE_EXIT_STATUS)
+        sl_outbox_close(ob, store);
     sl_intake_detach(intake);
     sl_kafka_consumer_close(cons);
     sl_intake_free(intake);

@@ -1,4 +1,5 @@
-/* restore.c - rebuilding the core's buckets and jobs from the store (see restore.h).
+/* restore.c - rebuilding the core's buckets and jobs from the store (see restore.h), and
+ * pruning the reservations no rebuild would read again.
  */
 #include "restore.h"
 
@@ -221,4 +222,55 @@ sl_err_t sl_restore_jobs(sl_sched_t *s, int64_t now_ms, char *err, size_t errlen
     if (rc != SL_OK)
         snprintf(err, errlen, "failing jobs the config no longer knows: %s", sl_strerror(rc));
     return rc;
+}
+
+/* The guard term's allowance for a wall clock that steps back between a prune and a restart. */
+enum { PRUNE_CLOCK_SLACK_MS = 60000, HORIZON_EVERY_MS = 10000, PRUNE_EVERY_MS = 1000 };
+
+sl_err_t sl_restore_horizon(sl_sched_t *s, int64_t now_ms, int64_t *horizon_ms)
+{
+    int64_t horizon = now_ms;
+    for (int b = 0; b < sl_ledger_count(s->ledger); b++) {
+        int64_t window = sl_ledger_spec(s->ledger, b)->guard_window_ms;
+        if (window > 0 && now_ms - window - PRUNE_CLOCK_SLACK_MS < horizon)
+            horizon = now_ms - window - PRUNE_CLOCK_SLACK_MS;
+        if (!sl_buckets_is_quota(s, b))
+            continue;
+        /* As sl_restore_buckets reads it: the saved time, or the whole period back. The save
+         * time needs no slack: a reservation made after it (by any clock) is kept, and one made
+         * before it was counted in the saved state. */
+        double level = 0;
+        int64_t saved_ms = 0;
+        sl_err_t rc = sl_store_bucket_get(s->store, sl_ledger_id(s->ledger, b), &level,
+                                          &saved_ms, NULL);
+        if (rc == SL_ENOTFOUND)
+            saved_ms = now_ms - s->binfo[b].limit->period_ms;
+        else if (rc != SL_OK)
+            return rc;
+        if (saved_ms < horizon)
+            horizon = saved_ms;
+    }
+    *horizon_ms = horizon;
+    return SL_OK;
+}
+
+sl_err_t sl_restore_prune(sl_sched_t *s, sl_restore_pruner_t *p, int64_t now_ms)
+{
+    if (!p->behind && now_ms < p->next_prune_ms)
+        return SL_OK;
+    p->next_prune_ms = now_ms + PRUNE_EVERY_MS;
+    if (now_ms >= p->next_horizon_ms) {
+        sl_err_t rc = sl_restore_horizon(s, now_ms, &p->horizon_ms);
+        if (rc != SL_OK)
+            return rc;
+        p->next_horizon_ms = now_ms + HORIZON_EVERY_MS;
+    }
+    int deleted = 0;
+    sl_err_t rc =
+        sl_store_res_prune(s->store, p->horizon_ms, SL_RESTORE_PRUNE_ROWS, &deleted);
+    if (rc != SL_OK)
+        return rc;
+    p->behind = deleted == SL_RESTORE_PRUNE_ROWS;
+    p->pruned += deleted;
+    return SL_OK;
 }

@@ -27,4 +27,24 @@ sl_err_t sl_restore_buckets(sl_sched_t *s, int exact, int64_t now_ms);
  * knows. On failure err says why. */
 sl_err_t sl_restore_jobs(sl_sched_t *s, int64_t now_ms, char *err, size_t errlen);
 
+/* The creation time before which no restart or reload from the store as it is now would
+ * replay a reservation (sl_restore_buckets): the oldest last save of a quota bucket (calendar
+ * and rolling windows replay what was charged after their save; one never saved, its whole
+ * period back), and every guarded bucket's window back from now_ms, less a minute for a clock
+ * that steps back. Reads each quota bucket's row. *horizon_ms is set only on success. */
+sl_err_t sl_restore_horizon(sl_sched_t *s, int64_t now_ms, int64_t *horizon_ms);
+
+/* Keeps the reservations table bounded by what a restart needs: closed reservations created
+ * before the horizon go, at most SL_RESTORE_PRUNE_ROWS a call. Call it in the loop's
+ * transaction every turn; it works at most once a second (the horizon is read again every
+ * 10 s), and on the next turn again while rows are left. Zero-initialise p once; it carries
+ * over a reload. */
+enum { SL_RESTORE_PRUNE_ROWS = 4096 };
+typedef struct {
+    int64_t horizon_ms, next_horizon_ms, next_prune_ms;
+    int behind;     /* the last call deleted a full batch: go on next turn */
+    int64_t pruned; /* rows deleted so far */
+} sl_restore_pruner_t;
+sl_err_t sl_restore_prune(sl_sched_t *s, sl_restore_pruner_t *p, int64_t now_ms);
+
 #endif

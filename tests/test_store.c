@@ -13,6 +13,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -21,7 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../scheduler/restore.h"
+#include "../scheduler/sched.h"
 #include "../scheduler/store.h"
+#include "config.h"
 #include "sign.h"
 #include "util.h"
 
@@ -1636,6 +1640,178 @@ START_TEST(prune_deletes_old_closed_reservations_a_bounded_batch_at_a_time)
 }
 END_TEST
 
+/* A daily quota is exact after a restart from a pruned table: the restart replays what was
+ * charged after the quota's last save, so pruning may take what came before that save and
+ * nothing after it. With the scheduler core, its real buckets and an explicit clock. */
+
+#define T0 ((int64_t)1000000000) /* 1970-01-12 13:46:40 UTC: the day lasts past the test */
+
+typedef struct {
+    env_t env;
+    char cfg_path[400];
+    sl_config_t *cfg;
+    sl_sched_t *sched;
+} core_env_t;
+
+static void core_open(core_env_t *c, int64_t now_ms)
+{
+    char err[512] = "";
+    env_open(&c->env);
+    ck_assert_msg(sl_sched_new(c->cfg, c->env.store, NULL, now_ms, &c->sched, err, sizeof err) ==
+                      SL_OK,
+                  "sched: %s", err);
+}
+
+static void core_close(core_env_t *c)
+{
+    sl_sched_free(c->sched);
+    c->sched = NULL;
+    sl_store_close(c->env.store);
+    c->env.store = NULL;
+}
+
+static void core_init(core_env_t *c)
+{
+    memset(c, 0, sizeof *c);
+    env_init(&c->env);
+    sl_store_close(c->env.store);
+    c->env.store = NULL;
+    unlink_suffix(&c->env, "");
+    snprintf(c->cfg_path, sizeof c->cfg_path, "%s/config.json", c->env.dir);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"minute_ms\": 60000, \"schema_dir\": \"schema\","
+             " \"scheduler\": {\"db\": \"%s\", \"lease_ms\": 600000},"
+             " \"deployments\": [{\"name\": \"dep-q\", \"base_url\": \"http://127.0.0.1:9/q/v1\","
+             "   \"model\": \"model-q\", \"limits\": {\"rpm\": 6000, \"tpm\": 600000, \"rpd\": 3}}],"
+             " \"routes\": [{\"name\": \"chat\", \"deployments\": [\"dep-q\"]}],"
+             " \"tenants\": [{\"name\": \"acme\"}]}",
+             c->env.db);
+    FILE *f = fopen(c->cfg_path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    char err[512] = "";
+    ck_assert_msg(sl_config_load(c->cfg_path, &c->cfg, err, sizeof err) == SL_OK, "config: %s",
+                  err);
+    core_open(c, T0);
+}
+
+static void core_done(core_env_t *c)
+{
+    sl_sched_free(c->sched);
+    c->sched = NULL;
+    env_done(&c->env);
+    sl_config_free(c->cfg);
+}
+
+static void core_job(core_env_t *c, const char *id, int64_t now_ms)
+{
+    json_t *doc = json_pack(
+        "{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:{s:I, s:I, s:I},"
+        " s:{s:s, s:[{s:s, s:s}], s:I}}",
+        "v", 1, "job_id", id, "idempotency_key", id, "tenant", "acme", "app", "web", "env",
+        "prod", "key_id", "key-1", "route", "chat", "class", "standard", "submitted_ms",
+        (json_int_t)now_ms, "deadline_ms", (json_int_t)(now_ms + 3600000), "estimate", "input",
+        (json_int_t)150, "output", (json_int_t)100, "total", (json_int_t)250, "request", "model",
+        "chat", "messages", "role", "user", "content", "hello", "max_tokens", (json_int_t)100);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    ck_assert_int_eq(sl_store_begin(c->env.store), SL_OK);
+    ck_assert_int_eq(sl_sched_on_job(c->sched, text, strlen(text), now_ms), SL_OK);
+    ck_assert_int_eq(sl_store_commit(c->env.store), SL_OK);
+    free(text);
+}
+
+/* One tick; returns how many dispatches and, in res/ids, their reservation and job ids. */
+static int core_tick(core_env_t *c, int64_t now_ms, char res[][80], char ids[][80], int max,
+                     int *results)
+{
+    int64_t next = 0;
+    ck_assert_int_eq(sl_store_begin(c->env.store), SL_OK);
+    ck_assert_int_eq(sl_sched_tick(c->sched, now_ms, &next), SL_OK);
+    ck_assert_int_eq(sl_store_commit(c->env.store), SL_OK);
+    sl_sched_msg_t *out = NULL;
+    int n = sl_sched_take(c->sched, &out), nd = 0;
+    *results = 0;
+    for (int i = 0; i < n; i++) {
+        if (out[i].kind == SL_MSG_RESULT) {
+            (*results)++;
+            continue;
+        }
+        json_t *doc = json_loads(out[i].value, 0, NULL);
+        ck_assert_ptr_nonnull(doc);
+        if (nd < max) {
+            snprintf(res[nd], 80, "%s", json_string_value(json_object_get(doc, "reservation_id")));
+            snprintf(ids[nd], 80, "%s", json_string_value(json_object_get(doc, "job_id")));
+        }
+        nd++;
+        json_decref(doc);
+    }
+    sl_sched_msgs_free(out, n);
+    return nd;
+}
+
+static void core_usage_ok(core_env_t *c, const char *job_id, const char *res_id, int64_t now_ms)
+{
+    json_t *doc = json_pack(
+        "{s:i, s:s, s:i, s:s, s:s, s:s, s:i, s:I, s:I, s:{s:f, s:f}, s:{s:I, s:I, s:I},"
+        " s:{s:s, s:s, s:[{s:i, s:{s:s, s:s}}]}}",
+        "v", 1, "job_id", job_id, "attempt", 1, "reservation_id", res_id, "deployment", "dep-q",
+        "outcome", "ok", "http_status", 200, "started_ms", (json_int_t)(now_ms - 50),
+        "finished_ms", (json_int_t)now_ms, "latency", "ttft_ms", 10.0, "total_ms", 50.0, "usage",
+        "input", (json_int_t)120, "output", (json_int_t)40, "cached", (json_int_t)0, "response",
+        "id", "cmpl-1", "object", "chat.completion", "choices", "index", 0, "message", "role",
+        "assistant", "content", "hi");
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    ck_assert_int_eq(sl_store_begin(c->env.store), SL_OK);
+    ck_assert_int_eq(sl_sched_on_usage(c->sched, text, strlen(text), now_ms), SL_OK);
+    ck_assert_int_eq(sl_store_commit(c->env.store), SL_OK);
+    free(text);
+}
+
+START_TEST(pruned_reservations_leave_a_daily_quota_exact_after_a_restart)
+{
+    core_env_t c;
+    core_init(&c);
+    char res[4][80], ids[4][80];
+    int results = 0;
+    /* two jobs use two of the day's three requests; a tick a second later saves the buckets */
+    core_job(&c, "job-1", T0);
+    core_job(&c, "job-2", T0);
+    ck_assert_int_eq(core_tick(&c, T0, res, ids, 4, &results), 2);
+    for (int i = 0; i < 2; i++)
+        core_usage_ok(&c, ids[i], res[i], T0 + 100);
+    ck_assert_int_eq(core_tick(&c, T0 + 1500, res, ids, 4, &results), 0);
+    /* five minutes later a third uses the last request, and is reconciled, with no save after */
+    int64_t t1 = T0 + 300000;
+    core_job(&c, "job-3", t1);
+    ck_assert_int_eq(core_tick(&c, t1, res, ids, 4, &results), 1);
+    core_usage_ok(&c, ids[0], res[0], t1 + 100);
+    ck_assert_str_eq(peek_sql(&c.env, "SELECT COUNT(*) FROM reservations"), "3");
+    /* ten minutes on, past every guard window: only what came before the quota's save goes */
+    int64_t now = t1 + 600000;
+    int64_t horizon = 0;
+    ck_assert_int_eq(sl_restore_horizon(c.sched, now, &horizon), SL_OK);
+    ck_assert_int_gt(horizon, T0);
+    ck_assert_int_le(horizon, t1);
+    sl_restore_pruner_t pruner = {0};
+    ck_assert_int_eq(sl_store_begin(c.env.store), SL_OK);
+    ck_assert_int_eq(sl_restore_prune(c.sched, &pruner, now), SL_OK);
+    ck_assert_int_eq(sl_store_commit(c.env.store), SL_OK);
+    ck_assert_int_eq(pruner.pruned, 2);
+    ck_assert_str_eq(peek_sql(&c.env, "SELECT COUNT(*) FROM reservations"), "1");
+    /* a restart: the saved count (2) plus the replay of job-3: the day is used up */
+    core_close(&c);
+    core_open(&c, now + 10);
+    core_job(&c, "job-4", now + 10);
+    ck_assert_int_eq(core_tick(&c, now + 10, res, ids, 4, &results), 0);
+    ck_assert_int_eq(results, 1); /* rejected: quota_exhausted */
+    core_done(&c);
+}
+END_TEST
+
 /* ---- a full disk -------------------------------------------------------------------------- */
 
 /* The real schema plus a page limit (per connection, like the rest of its pragmas): the file
@@ -1756,6 +1932,7 @@ static Suite *store_suite(void)
     TCase *tp = tcase_create("prune");
     tcase_set_timeout(tp, 30);
     tcase_add_test(tp, prune_deletes_old_closed_reservations_a_bounded_batch_at_a_time);
+    tcase_add_test(tp, pruned_reservations_leave_a_daily_quota_exact_after_a_restart);
     suite_add_tcase(s, tp);
     return s;
 }
