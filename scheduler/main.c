@@ -198,7 +198,6 @@ int main(int argc, char **argv)
     sl_store_t *store = NULL;
     sl_err_t open_rc = sl_store_open(cfg->db_path, sql_path, &store, err, sizeof err);
     if (open_rc != SL_OK) {
-        sl_error("store: %s", err);
         fprintf(stderr, "sluice-scheduler: %s\n", err);
         return open_rc == SL_EDB ? SL_STORE_EXIT_STATUS : 2;
     }

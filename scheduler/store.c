@@ -401,6 +401,10 @@ static sl_err_t check_pages(sl_store_t *s, char *err, size_t errlen)
     sqlite3_finalize(st);
     if (rc != SQLITE_OK && err[0] != '\0')
         return SL_EDB;
+    for (char *c = found; *c != '\0'; c++) {
+        if (*c == '\n')
+            *c = ' '; /* quick_check separates its findings by lines: the message is one */
+    }
     if (strcmp(found, "ok") != 0) {
         snprintf(err, errlen,
                  "%s is corrupted or not a sluice database (quick_check: %s). " CORRUPT_ADVICE,
