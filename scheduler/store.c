@@ -309,7 +309,7 @@ static sl_err_t prepare_file(sl_store_t *s, int *created, char *err, size_t errl
         struct stat ws;
         if (errno != ENOENT) {
             snprintf(err, errlen, "cannot open %s: %s", s->path, strerror(errno));
-            return SL_EDB;
+            return SL_EIO;
         }
         if (stat(wal, &ws) == 0 && ws.st_size > 0) {
             snprintf(err, errlen,
@@ -322,7 +322,7 @@ static sl_err_t prepare_file(sl_store_t *s, int *created, char *err, size_t errl
         int fd = open(s->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0) {
             snprintf(err, errlen, "cannot create %s: %s", s->path, strerror(errno));
-            return SL_EDB;
+            return SL_EIO;
         }
         close(fd);
         *created = 1;
@@ -330,7 +330,7 @@ static sl_err_t prepare_file(sl_store_t *s, int *created, char *err, size_t errl
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s is not a regular file", s->path);
-        return SL_EDB;
+        return SL_EIO;
     }
     if (st.st_size == 0)
         return SL_OK; /* SQLite takes an empty file for a new database */
@@ -345,7 +345,7 @@ static sl_err_t prepare_file(sl_store_t *s, int *created, char *err, size_t errl
     }
     if (n < 0) {
         snprintf(err, errlen, "cannot read %s: %s", s->path, strerror(errno));
-        return SL_EDB;
+        return SL_EIO;
     }
     if (n < (ssize_t)sizeof head || memcmp(head, "SQLite format 3", 16) != 0) {
         snprintf(err, errlen,
@@ -385,22 +385,20 @@ static sl_err_t check_pages(sl_store_t *s, char *err, size_t errlen)
     sqlite3_stmt *st = NULL;
     char found[256] = "";
     int rc = sqlite3_prepare_v2(s->db, "PRAGMA quick_check(1)", -1, &st, NULL);
-    if (rc == SQLITE_OK) {
+    if (rc == SQLITE_OK)
         rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
-            const unsigned char *v = sqlite3_column_text(st, 0);
-            snprintf(found, sizeof found, "%s", v != NULL ? (const char *)v : "?");
-            rc = SQLITE_OK;
-        }
-    }
-    int code = rc & 0xff;
-    if (rc != SQLITE_OK && (code == SQLITE_NOTADB || code == SQLITE_CORRUPT))
+    if (rc == SQLITE_ROW) {
+        const unsigned char *v = sqlite3_column_text(st, 0);
+        snprintf(found, sizeof found, "%s", v != NULL ? (const char *)v : "?");
+    } else if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_CORRUPT) {
+        /* A header SQLite cannot use fails here, before any page is read. */
         snprintf(found, sizeof found, "%s", sqlite3_errmsg(s->db));
-    else if (rc != SQLITE_OK)
+    } else {
         snprintf(err, errlen, "cannot read %s: %s", s->path, sqlite3_errmsg(s->db));
-    sqlite3_finalize(st);
-    if (rc != SQLITE_OK && err[0] != '\0')
+        sqlite3_finalize(st);
         return SL_EDB;
+    }
+    sqlite3_finalize(st);
     for (char *c = found; *c != '\0'; c++) {
         if (*c == '\n')
             *c = ' '; /* quick_check separates its findings by lines: the message is one */
@@ -643,7 +641,7 @@ sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **o
     file_path(s, FILE_LOCK, lock_path, sizeof lock_path);
     s->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (s->lock_fd < 0) {
-        snprintf(err, errlen, "cannot open %s", lock_path);
+        snprintf(err, errlen, "cannot open %s: %s", lock_path, strerror(errno));
         rc = SL_EIO;
         goto fail;
     }
@@ -664,8 +662,6 @@ sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **o
     if (rc != SL_OK)
         goto fail;
     s->is_new = created;
-    if (!created)
-        restrict_modes(s);
     /* NOMUTEX: one thread uses a store (store.h), so SQLite's per-call locking is pure cost. */
     if (sqlite3_open_v2(db_path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
         SQLITE_OK) {
@@ -681,6 +677,8 @@ sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **o
             rc = check_schema(s, err, errlen);
         if (rc != SL_OK)
             goto fail;
+        /* Only a file known to be sluice's (another application's is left as it is). */
+        restrict_modes(s);
     }
     if (exec_sql(s, schema) != SL_OK) {
         snprintf(err, errlen, "cannot apply SQL schema %s to %s: %s", sql_path, db_path,

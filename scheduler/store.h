@@ -41,7 +41,8 @@ typedef struct sl_store sl_store_t;
  * transaction. Fails with SL_EBUSY when another scheduler holds the file; with SL_EDB when the
  * file cannot be used: corrupted or not a sluice database, a schema newer than this binary (or
  * older than any migration), a failed migration (the file is left as it was), or a file that
- * cannot be opened or written; other codes for the schema file or the lock. */
+ * cannot be opened or written; other codes for the schema file, the lock, or a path that cannot
+ * be read or created (SL_EIO: a missing directory, permissions). */
 sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **out, char *err,
                        size_t errlen);
 /* Closes the store. After a SL_STORE_FAULT_MOVED fault the connection closes without writing

@@ -1268,7 +1268,9 @@ START_TEST(another_applications_sqlite_file_is_not_taken_over)
     char other[400];
     snprintf(other, sizeof other, "%s/other.db", e.dir);
     exec_plain(other, "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)");
+    ck_assert_int_eq(chmod(other, 0644), 0);
     assert_refused_as_corrupt(&e, other, "not a sluice database");
+    ck_assert_uint_eq(file_mode(other), 0644); /* not ours to change */
     ck_assert_int_eq(count_in(other, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'jobs'"), 0);
     /* one that says whose it is, jobs table or not */
     exec_plain(other, "PRAGMA application_id = 42; CREATE TABLE jobs (x)");
@@ -1458,8 +1460,8 @@ START_TEST(version_2_database_migrates_with_its_jobs_reservations_and_results)
     ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM outbox"), "1");
     ck_assert_str_eq(peek_sql(&e, "SELECT real_output FROM estimate_stats"), "90");
     /* and the migrated file takes new work: a reservation closes and the count follows */
-    ck_assert_int_eq(sl_store_res_close(e.store, RES_0, "reconciled", 100, 50, 0, "ok", 5000, NULL, 0),
-                     SL_OK);
+    ck_assert_int_eq(
+        sl_store_res_close(e.store, RES_0, "reconciled", 100, 50, 0, "ok", 5000, NULL, 0), SL_OK);
     ck_assert_int_eq(sl_store_count_open_reservations(e.store), 0);
     ck_assert_int_eq(sl_store_check(e.store), SL_OK);
     env_done(&e);
@@ -1557,7 +1559,8 @@ START_TEST(failed_migration_leaves_the_file_as_it_was)
     ck_assert_msg(strstr(err, "left at version 2") != NULL, "err: %s", err);
     ck_assert_int_eq(count_in(e.db, "PRAGMA user_version"), 2);
     ck_assert_int_eq(count_in(e.db, "SELECT COUNT(*) FROM jobs"), 3);
-    ck_assert_int_eq(count_in(e.db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'jobs_v3'"), 0);
+    ck_assert_int_eq(count_in(e.db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'jobs_v3'"),
+                     0);
     ck_assert_int_eq(count_in(e.db, "SELECT COUNT(*) FROM reservations WHERE tenant = 'acme'"), 2);
     env_done(&e);
 }
@@ -1683,7 +1686,8 @@ static void core_init(core_env_t *c)
              "{\"minute_ms\": 60000, \"schema_dir\": \"schema\","
              " \"scheduler\": {\"db\": \"%s\", \"lease_ms\": 600000},"
              " \"deployments\": [{\"name\": \"dep-q\", \"base_url\": \"http://127.0.0.1:9/q/v1\","
-             "   \"model\": \"model-q\", \"limits\": {\"rpm\": 6000, \"tpm\": 600000, \"rpd\": 3}}],"
+             "   \"model\": \"model-q\","
+             "   \"limits\": {\"rpm\": 6000, \"tpm\": 600000, \"rpd\": 3}}],"
              " \"routes\": [{\"name\": \"chat\", \"deployments\": [\"dep-q\"]}],"
              " \"tenants\": [{\"name\": \"acme\"}]}",
              c->env.db);
@@ -1790,9 +1794,13 @@ START_TEST(pruned_reservations_leave_a_daily_quota_exact_after_a_restart)
     ck_assert_int_eq(core_tick(&c, t1, res, ids, 4, &results), 1);
     core_usage_ok(&c, ids[0], res[0], t1 + 100);
     ck_assert_str_eq(peek_sql(&c.env, "SELECT COUNT(*) FROM reservations"), "3");
+    /* half a minute after the save, the trailing-minute guard of the deployment's tpm (its
+     * window, the stale-dispatch cutoff and a minute's slack for the clock) reaches further */
+    int64_t horizon = 0;
+    ck_assert_int_eq(sl_restore_horizon(c.sched, T0 + 31500, &horizon), SL_OK);
+    ck_assert_int_le(horizon, T0 + 31500 - 60000 - 60000);
     /* ten minutes on, past every guard window: only what came before the quota's save goes */
     int64_t now = t1 + 600000;
-    int64_t horizon = 0;
     ck_assert_int_eq(sl_restore_horizon(c.sched, now, &horizon), SL_OK);
     ck_assert_int_gt(horizon, T0);
     ck_assert_int_le(horizon, t1);
