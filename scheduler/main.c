@@ -197,17 +197,25 @@ int main(int argc, char **argv)
     sl_resolve_path(sql_rel, sql_path, sizeof sql_path);
     sl_store_t *store = NULL;
     sl_err_t open_rc = sl_store_open(cfg->db_path, sql_path, &store, err, sizeof err);
+    sl_sched_t *sched = NULL;
+    int start_status = 0;
     if (open_rc != SL_OK) {
         fprintf(stderr, "sluice-scheduler: %s\n", err);
-        return open_rc == SL_EDB ? SL_STORE_EXIT_STATUS : 2;
-    }
-    sl_sched_t *sched = NULL;
-    if (sl_sched_new(cfg, store, signer, sl_now_ms(), &sched, err, sizeof err) != SL_OK) {
+        start_status = open_rc == SL_EDB ? SL_STORE_EXIT_STATUS : 2;
+    } else if (sl_sched_new(cfg, store, signer, sl_now_ms(), &sched, err, sizeof err) != SL_OK) {
         const char *fault = NULL;
         int store_fault = sl_store_fault(store, &fault) != SL_STORE_FAULT_NONE;
         fprintf(stderr, "sluice-scheduler: %s%s%s\n", err, store_fault ? ": " : "",
                 store_fault ? fault : "");
-        return store_fault ? SL_STORE_EXIT_STATUS : 2;
+        start_status = store_fault ? SL_STORE_EXIT_STATUS : 2;
+    }
+    if (start_status != 0) {
+        /* Freed so that a sanitizer build exits with this status, not its leak report's. */
+        sl_store_close(store);
+        sl_signer_free(signer);
+        sl_config_free(cfg);
+        free(opts.rest);
+        return start_status;
     }
     sl_outbox_t *ob = sl_outbox_new();
     if (ob == NULL) {
