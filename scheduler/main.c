@@ -178,6 +178,66 @@ static void reload(sl_config_t **cfgp, sl_store_t *store,
             fresh->ndeployments, fresh->nroutes, fresh->ntenants);
 }
 
+/* Offsets waiting for the commit that stored their messages to be durable (store.h,
+ * sl_store_durable_seq): the positions of the assigned partitions after each commit that took
+ * input, oldest first. When full, the newest replaces the last: a later position covers it. */
+enum { PENDING_MAX = 64 };
+
+typedef struct {
+    int64_t seq;
+    rd_kafka_topic_partition_list_t *pos;
+} pending_t;
+
+typedef struct {
+    pending_t v[PENDING_MAX];
+    int n;
+} pending_offsets_t;
+
+static void pending_add(pending_offsets_t *p, rd_kafka_t *cons, int64_t seq)
+{
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    if (rd_kafka_assignment(cons, &parts) != RD_KAFKA_RESP_ERR_NO_ERROR || parts == NULL)
+        return;
+    if (parts->cnt == 0 || rd_kafka_position(cons, parts) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_topic_partition_list_destroy(parts);
+        return;
+    }
+    if (p->n == PENDING_MAX) {
+        rd_kafka_topic_partition_list_destroy(p->v[p->n - 1].pos);
+        p->n--;
+    }
+    p->v[p->n++] = (pending_t){seq, parts};
+}
+
+/* Commits the newest positions whose commit is durable (synchronously when sync), and drops
+ * them and the older ones. Partitions without a position yet are left out. */
+static void pending_commit(pending_offsets_t *p, rd_kafka_t *cons, int64_t durable, int sync)
+{
+    int k = -1;
+    while (k + 1 < p->n && p->v[k + 1].seq <= durable)
+        k++;
+    if (k < 0)
+        return;
+    rd_kafka_topic_partition_list_t *pos = p->v[k].pos, *c = rd_kafka_topic_partition_list_new(
+                                                             pos->cnt);
+    for (int i = 0; c != NULL && i < pos->cnt; i++) {
+        if (pos->elems[i].offset >= 0)
+            rd_kafka_topic_partition_list_add(c, pos->elems[i].topic, pos->elems[i].partition)
+                ->offset = pos->elems[i].offset;
+    }
+    if (c != NULL && c->cnt > 0) {
+        rd_kafka_resp_err_t cerr = rd_kafka_commit(cons, c, sync ? 0 : 1);
+        if (cerr != RD_KAFKA_RESP_ERR_NO_ERROR && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET)
+            sl_warn("offset commit: %s", rd_kafka_err2str(cerr));
+    }
+    if (c != NULL)
+        rd_kafka_topic_partition_list_destroy(c);
+    for (int i = 0; i <= k; i++)
+        rd_kafka_topic_partition_list_destroy(p->v[i].pos);
+    memmove(&p->v[0], &p->v[k + 1], (size_t)(p->n - k - 1) * sizeof p->v[0]);
+    p->n -= k + 1;
+}
+
 int main(int argc, char **argv)
 {
     sl_proc_opts_t opts;
@@ -279,6 +339,7 @@ int main(int argc, char **argv)
     int64_t last_stats = sl_now_ms();
     int64_t last_store_check = 0;
     sl_restore_pruner_t pruner = {0};
+    pending_offsets_t pending = {.n = 0};
     int exit_code = 0;
     rd_kafka_message_t **batch = calloc(BATCH_MAX, sizeof *batch);
     void *taken[INTAKE_CAP];
@@ -358,11 +419,10 @@ int main(int argc, char **argv)
         sl_outbox_committed(ob);
         for (int i = 0; i < n; i++)
             rd_kafka_message_destroy(batch[i]);
-        if (n > 0) {
-            rd_kafka_resp_err_t cerr = rd_kafka_commit(cons, NULL, 1 /*async*/);
-            if (cerr != RD_KAFKA_RESP_ERR_NO_ERROR && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET)
-                sl_warn("offset commit: %s", rd_kafka_err2str(cerr));
-        }
+        /* Offsets go to Kafka once the commit that stored their messages is on disk. */
+        if (n > 0)
+            pending_add(&pending, cons, sl_store_committed_seq(store));
+        pending_commit(&pending, cons, sl_store_durable_seq(store), 0);
         sl_sched_msg_t *out = NULL;
         int nout = sl_sched_take(sched, &out);
         for (int i = 0; i < nout; i++)
@@ -392,6 +452,11 @@ int main(int argc, char **argv)
      * Not into a store that cannot be trusted: they go out again instead. */
     if (exit_code != SL_STORE_EXIT_STATUS)
         sl_outbox_close(ob, store);
+    /* A clean stop: everything stored is made durable, and its offsets committed. */
+    if (exit_code == 0 && sl_store_sync(store) == SL_OK)
+        pending_commit(&pending, cons, sl_store_durable_seq(store), 1);
+    for (int i = 0; i < pending.n; i++)
+        rd_kafka_topic_partition_list_destroy(pending.v[i].pos);
     sl_intake_detach(intake);
     sl_kafka_consumer_close(cons);
     sl_intake_free(intake);

@@ -49,6 +49,20 @@ sl_err_t sl_store_open(const char *db_path, const char *sql_path, sl_store_t **o
  * to the files at the path (no checkpoint, no removal of the -wal). */
 void sl_store_close(sl_store_t *s);
 
+/* Whether the WAL is checkpointed by the store's own thread (else by SQLite at commit). */
+int sl_store_checkpointing(const sl_store_t *s);
+
+/* Durability (store.c, the checkpointer). Commits are numbered from 1; sl_store_durable_seq is
+ * the number of the last one known to be on disk. With the store's checkpointer the writer
+ * commits with synchronous=NORMAL and a commit is durable once a checkpoint after it ran
+ * (within about 50 ms); without it (its thread could not start) every commit is synced
+ * (synchronous=FULL) and durable when it returns. Input whose offsets are committed to Kafka
+ * must be in a durable commit. sl_store_sync makes every commit so far durable now (a FULL
+ * checkpoint on the caller's thread), for a clean stop. */
+int64_t sl_store_committed_seq(const sl_store_t *s);
+int64_t sl_store_durable_seq(const sl_store_t *s);
+sl_err_t sl_store_sync(sl_store_t *s);
+
 /* What went wrong with the store's files, if anything. */
 typedef enum {
     SL_STORE_FAULT_NONE = 0,

@@ -1057,6 +1057,42 @@ START_TEST(untouched_files_pass_the_check_across_commits_and_checkpoints)
 }
 END_TEST
 
+/* The WAL is copied into the database by the store's own thread, not inside a commit: after
+ * 3,000 jobs in 300 commits and a pause, the next commit starts the WAL over (a few frames in
+ * it), although SQLite's own checkpoint is off on the writer. */
+START_TEST(the_wal_is_checkpointed_beside_the_writer)
+{
+    env_t e;
+    env_init(&e);
+    ck_assert_int_eq(sl_store_checkpointing(e.store), 1);
+    char id[32];
+    for (int t = 0; t < 300; t++) {
+        ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+        for (int i = 0; i < 10; i++) {
+            snprintf(id, sizeof id, "job-%d-%d", t, i);
+            insert_job(&e, id);
+        }
+        ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    }
+    usleep(600 * 1000);
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    insert_job(&e, "job-last");
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open_v2(e.db, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+    sqlite3_stmt *st = NULL;
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "PRAGMA wal_checkpoint(PASSIVE)", -1, &st, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    int frames = sqlite3_column_int(st, 1); /* busy, frames in the WAL, frames checkpointed */
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    ck_assert_msg(frames >= 0 && frames < 50, "%d frames in the WAL", frames);
+    env_done(&e);
+}
+END_TEST
+
 /* rm sluice.db sluice.db-wal sluice.db-shm while the scheduler runs: SQLite goes on committing
  * into the unlinked files and nothing says so. The check notices, and the last committed state,
  * the commit made after the deletion included, is back at the path for the next start. */
@@ -1304,12 +1340,33 @@ END_TEST
 
 /* ---- durability and file modes ------------------------------------------------------------ */
 
-START_TEST(commits_are_durable_when_they_return)
+/* The writer commits unsynced (NORMAL) and the checkpointer's next run, which syncs the WAL,
+ * makes the commits before it durable: the number it publishes reaches the last commit within
+ * a few of its 50 ms rounds; sl_store_sync does it at once. */
+START_TEST(commits_are_durable_after_the_next_checkpoint)
 {
     env_t e;
     env_init(&e);
-    ck_assert_int_eq(sl_store_synchronous(e.store), 2); /* FULL */
     ck_assert_str_eq(peek_sql(&e, "PRAGMA journal_mode"), "wal");
+    ck_assert_int_eq(sl_store_checkpointing(e.store), 1);
+    ck_assert_int_eq(sl_store_synchronous(e.store), 1); /* NORMAL: the checkpoint syncs */
+    int64_t before = sl_store_committed_seq(e.store);
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    insert_job(&e, "job-1");
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    int64_t seq = sl_store_committed_seq(e.store);
+    ck_assert_int_eq(seq, before + 1);
+    int waited = 0;
+    while (sl_store_durable_seq(e.store) < seq && waited < 2000) {
+        usleep(5000);
+        waited += 5;
+    }
+    ck_assert_msg(sl_store_durable_seq(e.store) >= seq, "not durable after %d ms", waited);
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    insert_job(&e, "job-2");
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    ck_assert_int_eq(sl_store_sync(e.store), SL_OK);
+    ck_assert_int_eq(sl_store_durable_seq(e.store), sl_store_committed_seq(e.store));
     env_done(&e);
 }
 END_TEST
@@ -1917,6 +1974,7 @@ static Suite *store_suite(void)
     TCase *tf = tcase_create("files");
     tcase_set_timeout(tf, 30);
     tcase_add_test(tf, untouched_files_pass_the_check_across_commits_and_checkpoints);
+    tcase_add_test(tf, the_wal_is_checkpointed_beside_the_writer);
     tcase_add_test(tf, deleted_database_is_noticed_and_written_back_at_its_path);
     tcase_add_test(tf, replaced_database_is_saved_aside_and_the_replacement_left_alone);
     tcase_add_test(tf, deleted_wal_is_checkpointed_into_the_database);
@@ -1925,7 +1983,7 @@ static Suite *store_suite(void)
     tcase_add_test(tf, corrupted_page_is_found_at_open);
     tcase_add_test(tf, another_applications_sqlite_file_is_not_taken_over);
     tcase_add_test(tf, wal_without_its_database_is_refused);
-    tcase_add_test(tf, commits_are_durable_when_they_return);
+    tcase_add_test(tf, commits_are_durable_after_the_next_checkpoint);
     tcase_add_test(tf, files_are_created_for_the_owner_only);
     tcase_add_test(tf, existing_files_open_to_others_are_made_owner_only);
     tcase_add_test(tf, full_database_is_a_fault_that_loses_no_committed_job);
