@@ -92,10 +92,9 @@ static sl_err_t add_scope(sl_sched_t *s, const char *scope, const sl_limit_cfg_t
             s->binfo[b].own = NULL;
             s->binfo[b].provider_side = provider_side;
             s->binfo[b].claim_route = -1;
-            s->binfo[b].claim_flow = -1;
             s->binfo[b].claim_amount = 0;
             s->binfo[b].claim_until_ms = 0;
-            s->binfo[b].claim_share = 0;
+            s->binfo[b].claim_since_ms = 0;
         }
         if (path->n >= MAX_CHARGES) {
             snprintf(err, errlen, "scope %s: more than %d limits on one path", scope, MAX_CHARGES);

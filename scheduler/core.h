@@ -49,7 +49,6 @@ typedef struct {
     double before[MAX_CHARGES];
     int64_t charged_ms;
     int64_t est_input, est_output; /* what was reserved for input and output */
-    double rise; /* how much it raised its flow's dominant share when leased (reservation.c) */
 } held_t;
 
 /* What a job's request needs from a deployment, read from its request body (JF_KNOWN once
@@ -98,13 +97,12 @@ typedef struct {
     const sl_limit_cfg_t *configured;
     sl_limit_cfg_t *own; /* set by sl_sched_set_limit; limit points to it */
     int provider_side;
-    /* The head-of-line claim (sched.c, claim_room): the route and flow whose head job waits for
-     * room here, how much it needs, and until when the others leave it that much. */
+    /* The head-of-line claim (sched.c, claim_room): the route whose head job waits for room
+     * here, how much it needs, and until when other routes leave it that much. */
     int claim_route; /* -1: none */
-    int claim_flow;
     double claim_amount;
     int64_t claim_until_ms;
-    double claim_share; /* the claimant flow's weighted dominant share when it claimed */
+    int64_t claim_since_ms; /* since when the claimant's head job has waited */
 } binfo_t;
 
 /* What the admin API can change about a tenant at run time. */
@@ -146,9 +144,11 @@ typedef struct {
     /* A class whose head job waits only for the room it leaves others (sl_flow_keep_reserve)
      * waits alone: the route's other classes go on meanwhile. */
     int64_t cls_blocked_until_ms[SL_CLASS_COUNT];
-    /* Until when a flow of this route holds a head-of-line claim on some bucket (0: none);
-     * such routes are served first in a tick (sched.c, claim_room). */
+    /* Until when this route holds a head-of-line claim on some bucket (0: none); such routes
+     * are served first in a tick (sched.c, claim_room). Since when its head job has waited for
+     * room (0: it has not). */
     int64_t claim_until_ms;
+    int64_t head_waits_since_ms;
     /* First attempts and retries leased recently, decaying with a time constant of one minute:
      * the retry ratio budget (routes[].max_retry_ratio). */
     double recent_first, recent_retries;

@@ -383,28 +383,6 @@ void sl_drr_skip_group(sl_drr_t *d)
     advance(&d->top);
 }
 
-void sl_drr_pass(sl_drr_t *d)
-{
-    if (d->top.cur == NULL)
-        return;
-    group_t *g = (group_t *)d->top.cur;
-    flow_t *f = (flow_t *)g->flows.cur;
-    int64_t need = f != NULL && f->head != NULL ? f->head->cost : 0;
-    /* It keeps its credit, as a flow served would keep what its quantum left: a flow passed
-     * turn after turn would otherwise fall behind the ones whose smaller jobs fit. Bounded
-     * like a correction (DRR_MAX_DEBT_QUANTA), beyond what its head needs. */
-    if (f != NULL) {
-        int64_t hi = need + DRR_MAX_DEBT_QUANTA * f->m.quantum;
-        if (f->m.deficit > hi)
-            f->m.deficit = hi;
-        advance(&g->flows);
-    }
-    int64_t ghi = need + DRR_MAX_DEBT_QUANTA * g->m.quantum;
-    if (g->m.deficit > ghi)
-        g->m.deficit = ghi;
-    advance(&d->top);
-}
-
 void sl_drr_skip(sl_drr_t *d)
 {
     if (d->top.cur == NULL)

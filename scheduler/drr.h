@@ -58,11 +58,6 @@ void sl_drr_pop(sl_drr_t *d);
  * limit does not bank credit, and its group's turn ends (keeping at most one quantum), so a
  * blocked flow never holds up the other groups. */
 void sl_drr_skip(sl_drr_t *d);
-/* Moves on without serving the current flow, whose head job waits for room the others may not
- * take (a head-of-line claim): it and its group keep their credit (at most what the head needs
- * plus DRR_MAX_DEBT_QUANTA quanta), so it is served on its next turn once the room is there and
- * does not fall behind the flows whose jobs fit meanwhile; its group's turn ends. */
-void sl_drr_pass(sl_drr_t *d);
 /* Ends the current group's turn without touching its flows (a class that must wait, e.g.
  * batch yielding to busier classes); it keeps at most one quantum of credit. */
 void sl_drr_skip_group(sl_drr_t *d);

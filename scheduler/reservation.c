@@ -79,13 +79,13 @@ double sl_reservation_share_cost(const sl_sched_t *s, const sl_charge_t *ch, con
     return fastest > 0 ? vmax(v) * fastest : -1;
 }
 
-/* The use of flow of route r, decayed to now with a time constant of one (configured) minute;
- * NULL when there is no such flow. */
-static flow_use_t *use_of(sl_sched_t *s, int r, int flow, int64_t now_ms)
+/* j's flow's use, decayed to now with a time constant of one (configured) minute. */
+static flow_use_t *flow_use(sl_sched_t *s, const job_t *j, int64_t now_ms)
 {
-    if (r < 0 || r >= s->cfg->nroutes || flow < 0 || flow >= s->cfg->ntenants * SL_CLASS_COUNT)
+    if (j->route < 0 || j->route >= s->cfg->nroutes || j->tenant < 0 ||
+        j->tenant >= s->cfg->ntenants)
         return NULL;
-    flow_use_t *u = &s->routes[r].use[flow];
+    flow_use_t *u = &s->routes[j->route].use[j->tenant * SL_CLASS_COUNT + j->cls];
     if (now_ms > u->at_ms) {
         double k = u->at_ms > 0 ? exp(-(double)(now_ms - u->at_ms) / (double)s->cfg->minute_ms) : 0;
         for (int d = 0; d <= SL_DIM_TOTAL_TOKENS; d++)
@@ -95,52 +95,20 @@ static flow_use_t *use_of(sl_sched_t *s, int r, int flow, int64_t now_ms)
     return u;
 }
 
-double sl_reservation_flow_share(sl_sched_t *s, int r, int flow, int64_t now_ms)
-{
-    flow_use_t *u = use_of(s, r, flow, now_ms);
-    if (u == NULL)
-        return 0;
-    int t = flow / SL_CLASS_COUNT, c = flow % SL_CLASS_COUNT;
-    double w = (double)s->trt[t].weight * (double)s->cfg->classes[c].weight;
-    return vmax(u->use) / (w > 0 ? w : 1);
-}
-
-void sl_reservation_count_leased(sl_sched_t *s, const job_t *j, held_t *h, int64_t now_ms)
+double sl_reservation_marginal_cost(sl_sched_t *s, const job_t *j, const sl_charge_t *ch,
+                                    const double *amount, int n, int64_t now_ms)
 {
     double v[SL_DIM_TOTAL_TOKENS + 1], fastest;
-    h->rise = 0;
-    if (!share_vector(s, h->ch, NULL, h->n, v, &fastest) || j->tenant < 0)
-        return;
-    flow_use_t *u = use_of(s, j->route, j->tenant * SL_CLASS_COUNT + j->cls, now_ms);
+    share_vector(s, ch, amount, n, v, &fastest);
+    flow_use_t *u = flow_use(s, j, now_ms);
+    if (fastest <= 0)
+        return -1;
     if (u == NULL)
-        return;
+        return vmax(v) * fastest;
     double before = vmax(u->use);
     for (int d = 0; d <= SL_DIM_TOTAL_TOKENS; d++)
         u->use[d] += v[d];
-    h->rise = vmax(u->use) - before;
-}
-
-/* Replaces what the lease counted in its flow's use by what was settled, and returns by how
- * much the job raised the flow's dominant share in the end (limit time; -1: no shared limit). */
-static double settle_use(sl_sched_t *s, const job_t *j, const held_t *h, const double *settled,
-                         int64_t now_ms, double *fastest)
-{
-    double est[SL_DIM_TOTAL_TOKENS + 1], real[SL_DIM_TOTAL_TOKENS + 1];
-    share_vector(s, h->ch, NULL, h->n, est, fastest);
-    if (!share_vector(s, h->ch, settled, h->n, real, fastest) || *fastest <= 0)
-        return -1;
-    flow_use_t *u =
-        j->tenant >= 0 ? use_of(s, j->route, j->tenant * SL_CLASS_COUNT + j->cls, now_ms) : NULL;
-    if (u == NULL)
-        return vmax(real);
-    double before = vmax(u->use);
-    for (int d = 0; d <= SL_DIM_TOTAL_TOKENS; d++) {
-        u->use[d] += real[d] - est[d];
-        if (u->use[d] < 0)
-            u->use[d] = 0;
-    }
-    double rise = h->rise + (vmax(u->use) - before);
-    return rise > 0 ? rise : 0;
+    return (vmax(u->use) - before) * fastest;
 }
 
 int64_t sl_reservation_cost(sl_sched_t *s, const job_t *j)
@@ -278,14 +246,12 @@ sl_err_t sl_reservation_settle(sl_sched_t *s, job_t *j, end_t end, const char *s
                 s->st.tokens_under_reserved += (int64_t)-diff;
         }
     }
-    double fastest = 0;
-    double rise = n > 0 ? settle_use(s, j, h, settled, now_ms, &fastest) : -1;
     if (cost_delta != NULL && end == END_USAGE && n > 0 && j->drr_cost > 0) {
         /* What the limits really counted, against what the DRR charged when it served the job
          * (its estimate then, which may have been made long before the reservation's): by how
          * much the job raised its flow's dominant share, so a flow whose jobs weigh on
          * different limits in turn pays for the limit it uses most, not each job's own. */
-        double real = rise >= 0 ? rise * fastest : -1;
+        double real = sl_reservation_marginal_cost(s, j, h->ch, settled, n, now_ms);
         if (real >= 0)
             *cost_delta = (int64_t)llround(real - (double)j->drr_cost);
     }

@@ -39,20 +39,15 @@ sl_demand_t sl_reservation_demand(const sl_sched_t *s, const job_t *j);
 double sl_reservation_share_cost(const sl_sched_t *s, const sl_charge_t *ch, const double *amount,
                                  int n);
 
-/* A flow's use: what the limits counted of each DRR flow (tenant x class) of a route lately,
- * per dimension of the per-minute limits, in minutes of each limit's rate, decaying over a
- * minute. A lease adds its charges (sl_reservation_count_leased, which notes in h->rise how
- * much that raised the flow's dominant share); settling replaces them by what was really
- * counted. The DRR's correction is the rise of the flow's dominant share that the job made in
- * the end, so a flow whose jobs weigh on one limit pays each job's own share, and one whose
- * jobs weigh on different limits in turn pays about its largest total, not the sum of each
- * job's largest (multi-resource fairness per flow rather than per job). */
-void sl_reservation_count_leased(sl_sched_t *s, const job_t *j, held_t *h, int64_t now_ms);
-
-/* The dominant share of flow (tenant * SL_CLASS_COUNT + class) of route r lately (its use,
- * decayed to now), over its tenant's and class's weights:
- * the flow with the smallest is the one multi-resource fairness serves first. */
-double sl_reservation_flow_share(sl_sched_t *s, int r, int flow, int64_t now_ms);
+/* How much the charges ch (amount[i] replacing ch[i].amount when not NULL) raise the dominant
+ * share of j's flow: the flow's use per dimension (minutes of each limit's rate, decaying over
+ * a minute) before and after adding them, in tokens of the fastest token limit like
+ * sl_reservation_share_cost; the use is updated. A flow whose jobs each weigh on one limit
+ * pays each job's own share; one whose jobs weigh on different limits in turn pays about its
+ * largest total, not the sum of each job's largest (multi-resource fairness per flow rather
+ * than per job). -1 when no shared limit is touched. */
+double sl_reservation_marginal_cost(sl_sched_t *s, const job_t *j, const sl_charge_t *ch,
+                                    const double *amount, int n, int64_t now_ms);
 
 /* What job j costs in the DRR now: sl_reservation_share_cost of its charges on its route's
  * first deployment, with what was learned so far; its input + output tokens when the route
@@ -72,8 +67,7 @@ void sl_reservation_new_id(sl_sched_t *s, int64_t now_ms, char out[33]);
  * use, on buckets settled at real use) and what it missed (overage). j's held charges are
  * freed whatever the store says, and its route unblocked: what came back may let work in.
  * With real usage (END_USAGE), *cost_delta (when not NULL) gets what the limits really counted,
- * in DRR cost (the rise of its flow's dominant share, in tokens of the fastest token limit),
- * less what the DRR charged when it served j
+ * in DRR cost (sl_reservation_marginal_cost), less what the DRR charged when it served j
  * (j->drr_cost): what the job's flow still owes (or is owed); 0 otherwise. */
 sl_err_t sl_reservation_settle(sl_sched_t *s, job_t *j, end_t end, const char *state, int64_t in,
                                int64_t out, int64_t cached, const char *outcome, int64_t now_ms,

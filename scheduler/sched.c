@@ -359,71 +359,59 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
 
 /* ---- scheduling ---- */
 
-/* Head of line. A flow whose turn it is and whose head job does not fit must not be starved by
- * smaller jobs of other flows (of its route or of another route on the same deployment) that
- * keep taking each refill. So it claims the room it waits for on each provider bucket that
- * refused it: until the claim ends (the job's wait plus CLAIM_GRACE_MS), every other flow's job
- * leaves that much on that bucket (as a reserve, sl_charge_t.keep), and routes holding a claim
- * are served first in a tick. The claimant then fits first: what it needs is less than what the
- * others need beside its claim (or, at a full bucket, equal). Meanwhile the DRR passes it
- * (sl_drr_pass: it keeps its credit) and serves the other flows with whatever is above the
- * claim, so the pool stays work-conserving: a job that needs another limit, or little of this
- * one, still goes. Of two flows waiting on a bucket, the one with the smaller weighted dominant
- * share of late (sl_reservation_flow_share) holds the claim: the one multi-resource fairness
- * serves first, and a flow that waits gets it as its share decays. The claim is at most the
+/* Head of line. Within a route the job whose DRR turn it is holds the whole route until it
+ * fits, so room accumulates for it however small the jobs behind it are. Across routes that
+ * share a deployment, smaller jobs of another route could still take each refill first; so a
+ * route whose head job waits for room on a provider bucket claims that room: until the claim
+ * ends (the job's wait plus CLAIM_GRACE_MS), jobs of other routes leave it on that bucket (as
+ * a reserve, sl_charge_t.keep), and routes holding a claim are served first in a tick. The
+ * claimant then always fits first: what it needs is less than what the others need beside its
+ * claim (or, at a full bucket, equal, and it comes first). Of two routes waiting on a bucket
+ * the one whose head job has waited longer holds the claim, so a route of small jobs, whose
+ * head changes with every refill, cannot keep it from a large job. The claim is at most the
  * job's charge there and at most a burst; it ends when the job is leased or lapses when nobody
- * comes back for it. */
+ * comes back for it; other routes use whatever is above it, so the pool stays
+ * work-conserving. */
 enum { CLAIM_GRACE_MS = 50 };
 
-static void apply_claims(const sl_sched_t *s, int r, int flow, held_t *h, int64_t now_ms)
+static void apply_claims(const sl_sched_t *s, int r, held_t *h, int64_t now_ms)
 {
     for (int k = 0; k < h->n; k++) {
         int b = h->ch[k].bucket;
         if (b < 0)
             continue;
         const binfo_t *bi = &s->binfo[b];
-        int mine = bi->claim_route == r && bi->claim_flow == flow;
-        if (bi->claim_route >= 0 && !mine && bi->claim_until_ms > now_ms &&
+        if (bi->claim_route >= 0 && bi->claim_route != r && bi->claim_until_ms > now_ms &&
             bi->claim_amount > h->ch[k].keep)
             h->ch[k].keep = bi->claim_amount;
     }
 }
 
-static void claim_room(sl_sched_t *s, int r, int flow, int b, double amount, int64_t until_ms,
-                       int64_t now_ms)
+static void claim_room(sl_sched_t *s, int r, int b, double amount, int64_t until_ms, int64_t now_ms)
 {
     binfo_t *bi = &s->binfo[b];
-    int mine = bi->claim_route == r && bi->claim_flow == flow;
-    double share = sl_reservation_flow_share(s, r, flow, now_ms);
-    if (bi->claim_route >= 0 && !mine && bi->claim_until_ms > now_ms &&
-        sl_reservation_flow_share(s, bi->claim_route, bi->claim_flow, now_ms) <= share)
+    int64_t since = s->routes[r].head_waits_since_ms;
+    if (bi->claim_route >= 0 && bi->claim_route != r && bi->claim_until_ms > now_ms &&
+        bi->claim_since_ms <= since)
         return;
     double cap = sl_ledger_capacity(s->ledger, b);
     bi->claim_route = r;
-    bi->claim_flow = flow;
-    bi->claim_share = share;
+    bi->claim_since_ms = since;
     bi->claim_amount = amount < cap ? amount : cap;
     bi->claim_until_ms = until_ms;
     if (until_ms > s->routes[r].claim_until_ms)
         s->routes[r].claim_until_ms = until_ms;
 }
 
-static void release_claims(sl_sched_t *s, int r, int flow, const held_t *h)
+static void release_claims(sl_sched_t *s, int r, const held_t *h)
 {
     for (int k = 0; k < h->n; k++) {
         int b = h->ch[k].bucket;
-        if (b >= 0 && s->binfo[b].claim_route == r && s->binfo[b].claim_flow == flow)
+        if (b >= 0 && s->binfo[b].claim_route == r)
             s->binfo[b].claim_route = -1;
     }
-}
-
-/* Every flow of the route had its turn without a lease: those passed for room wait until the
- * earliest of them may fit (INT64_MAX: none was). */
-static sl_err_t end_pass(route_t *route, int64_t until)
-{
-    if (until != INT64_MAX)
-        route->blocked_until_ms = until;
-    return SL_OK;
+    s->routes[r].claim_until_ms = 0;
+    s->routes[r].head_waits_since_ms = 0;
 }
 
 /* Serves one route by DRR until capacity or the per-tick budget runs out. */
@@ -434,7 +422,6 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
     if (route->blocked_until_ms > now_ms)
         return SL_OK;
     int skips = 0;
-    int64_t route_until = INT64_MAX; /* the earliest a passed head job may fit */
     while (*budget > 0) {
         int64_t cost = 0;
         int flow = 0;
@@ -451,7 +438,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             sl_flow_must_yield(s, route, j->cls, now_ms)) {
             sl_drr_skip_group(route->drr);
             if (++skips > sl_drr_active_flows(route->drr))
-                return end_pass(route, route_until);
+                return SL_OK;
             continue;
         }
         int order[SL_ROUTE_MAX_DEPLOYMENTS];
@@ -486,7 +473,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 kept |= h.ch[k].keep > 0; /* its own reserve, not another route's claim */
                 h.before[k] = sl_ledger_reserved_total(s->ledger, h.ch[k].bucket);
             }
-            apply_claims(s, r, flow, &h, now_ms);
+            apply_claims(s, r, &h, now_ms);
             sl_refusal_t why;
             sl_err_t rc = sl_ledger_reserve(s->ledger, h.ch, h.n, now_ms, &why);
             if (rc == SL_OK) {
@@ -496,9 +483,8 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 if (j->held == NULL)
                     return SL_ENOMEM;
                 *j->held = h;
-                sl_reservation_count_leased(s, j, j->held, now_ms);
                 sl_drr_pop(route->drr);
-                release_claims(s, r, flow, &h);
+                release_claims(s, r, &h);
                 j->drr_cost = cost;
                 rc = sl_lease_grant(s, j, d, now_ms);
                 if (rc != SL_OK)
@@ -574,7 +560,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             /* This caller's own budget is spent: serve the others meanwhile. */
             sl_drr_skip(route->drr);
             if (++skips > sl_drr_active_flows(route->drr))
-                return end_pass(route, route_until);
+                return SL_OK;
             continue;
         }
         /* The pool is full: wait until the earliest bucket has room, keeping DRR's place. A
@@ -589,16 +575,15 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             route->cls_blocked_until_ms[j->cls] = until;
             sl_drr_skip_group(route->drr);
             if (++skips > sl_drr_active_flows(route->drr))
-                return end_pass(route, route_until);
+                return SL_OK;
             continue;
         }
+        route->blocked_until_ms = until;
+        if (route->head_waits_since_ms == 0)
+            route->head_waits_since_ms = now_ms;
         for (int i = 0; i < nclaim; i++)
-            claim_room(s, r, flow, claim_b[i], claim_amount[i], until + CLAIM_GRACE_MS, now_ms);
-        /* It waits with its claim; the other flows may use what is above it. */
-        route_until = until < route_until ? until : route_until;
-        sl_drr_pass(route->drr);
-        if (++skips > sl_drr_active_flows(route->drr))
-            return end_pass(route, route_until);
+            claim_room(s, r, claim_b[i], claim_amount[i], until + CLAIM_GRACE_MS, now_ms);
+        return SL_OK;
     }
     return SL_OK;
 }
