@@ -242,13 +242,14 @@ int main(int argc, char **argv)
         error_label, NULL, 0);
     int m_lag = sl_kafka_lag_family(ctx.metrics);
     if (ctx.metrics == NULL || ctx.m_outcomes < 0 || m_in_flight < 0 || m_refused < 0 ||
-        m_refused_by < 0 ||
-        ctx.m_latency < 0 || ctx.m_ttfb < 0 || submit_errors.family < 0 || m_lag < 0) {
+        m_refused_by < 0 || ctx.m_latency < 0 || ctx.m_ttfb < 0 || submit_errors.family < 0 ||
+        m_lag < 0) {
         fprintf(stderr, "sluice-dispatcher: cannot set up metrics\n");
         return 1;
     }
     int64_t refused_seen = 0;
-    sl_engine_stats_t counted = {0}; /* the stats already added to sluice_dispatcher_refused_total */
+    /* The engine's counts already added to sluice_dispatcher_refused_total. */
+    sl_engine_stats_t counted = {0};
     const char *topics[] = {cfg->kafka.topic_dispatch};
     const char *const cons_props[] = {"enable.auto.commit",
                                       "true",
