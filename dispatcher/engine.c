@@ -1,4 +1,9 @@
-/* engine.c - concurrent provider calls on a libcurl multi handle (see engine.h). */
+/* engine.c - concurrent provider calls on a libcurl multi handle (see engine.h).
+ *
+ * Each attempt (job id, attempt, reservation id) gets at most one answer from an engine: its
+ * call, or one not_sent or client_error event. The attempts running are in `inflight`, those
+ * answered in `answered` (the newest SL_ENGINE_REMEMBERED); a dispatch message for either is a
+ * replay and is dropped before anything else is decided about it, staleness included. */
 #include "engine.h"
 
 #include <curl/curl.h>
@@ -22,6 +27,17 @@
 #include "util.h"
 
 enum { MAX_RESPONSE_BYTES = 16 << 20, LEASE_GUARD_MS = 500, MAX_HELD = 1024 };
+
+/* "job:attempt:reservation": both ids are at most 64 characters (schema/dispatch.json). */
+enum { ATTEMPT_KEY_LEN = 160 };
+
+/* An answered attempt as remembered: a 128-bit hash of its key, in hex (the full key would
+ * take four times the memory for the same protection), and when its dispatch was issued. */
+enum { DIGEST_BYTES = 16, DIGEST_HEX = 2 * DIGEST_BYTES + 1 };
+typedef struct {
+    char digest[DIGEST_HEX];
+    int64_t issued_ms;
+} answered_t;
 
 typedef struct {
     const sl_adapter_t *ad;
@@ -49,9 +65,10 @@ typedef struct call {
     int event_stream; /* the response said content-type: text/event-stream */
     char job_id[65];
     char res_id[65];
-    char inflight_key[96];
+    char inflight_key[ATTEMPT_KEY_LEN];
     int attempt;
     int deployment;
+    int64_t issued_ms; /* when the scheduler issued the dispatch */
     int64_t started_ms;
     double started_mono_ms;
     double send_mono_ms; /* held until then (a paced dispatch), when > 0 */
@@ -69,8 +86,15 @@ struct sl_engine {
     void *chunk_arg;
     CURLM *multi;
     dep_rt_t *deps;
-    sl_hmap_t *inflight; /* "job:attempt" -> call, so a redelivered dispatch is not sent twice */
+    sl_hmap_t *inflight; /* attempt key -> call, so a redelivered dispatch is not sent twice */
     int n_inflight;
+    /* The attempts answered here, newest SL_ENGINE_REMEMBERED: a ring (oldest overwritten
+     * first) and a set of its digests. forgotten_ms is the latest issued_ms of an attempt the
+     * ring overwrote: a dispatch issued no later than that may be one of the forgotten. */
+    answered_t *ring;
+    size_t ring_next, ring_len;
+    sl_hmap_t *answered;
+    int64_t forgotten_ms;
     /* Paced calls not sent yet (also in inflight), at most MAX_HELD: a dispatch is held at
      * most SL_CAPACITY_PACE_MAX_MS, so few wait at once. */
     call_t *held[MAX_HELD];
@@ -128,7 +152,11 @@ sl_err_t sl_engine_new(const sl_config_t *cfg, const sl_verifier_t *verifier,
     e->multi = curl_multi_init();
     e->deps = calloc((size_t)cfg->ndeployments + 1, sizeof *e->deps);
     e->inflight = sl_hmap_new();
-    if (e->multi == NULL || e->deps == NULL || e->inflight == NULL)
+    e->answered = sl_hmap_new();
+    e->ring = calloc(SL_ENGINE_REMEMBERED, sizeof *e->ring);
+    e->forgotten_ms = INT64_MIN;
+    if (e->multi == NULL || e->deps == NULL || e->inflight == NULL || e->answered == NULL ||
+        e->ring == NULL)
         goto fail;
     curl_multi_setopt(e->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->max_in_flight);
     curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, (long)cfg->max_in_flight);
@@ -202,6 +230,8 @@ void sl_engine_free(sl_engine_t *e)
         sl_hmap_each(e->inflight, free_call_entry, e);
         sl_hmap_free(e->inflight);
     }
+    sl_hmap_free(e->answered);
+    free(e->ring);
     for (int i = 0; e->deps != NULL && i < e->cfg->ndeployments; i++)
         wipe_free(e->deps[i].auth_header);
     free(e->deps);
@@ -447,6 +477,57 @@ static int release_held(sl_engine_t *e)
     return next < 0 ? -1 : (int)next + 1;
 }
 
+/* The digest of an attempt key, as hex. */
+static void attempt_digest(const char *key, char hex[DIGEST_HEX])
+{
+    unsigned char raw[DIGEST_BYTES];
+    crypto_generichash(raw, sizeof raw, (const unsigned char *)key, strlen(key), NULL, 0);
+    sodium_bin2hex(hex, DIGEST_HEX, raw, sizeof raw);
+}
+
+/* Whether the attempt of key (its dispatch issued at issued_ms) was answered here, or may have
+ * been: issued no later than an attempt already forgotten. */
+static int answered_before(const sl_engine_t *e, const char *key, int64_t issued_ms)
+{
+    if (issued_ms <= e->forgotten_ms)
+        return 1;
+    char digest[DIGEST_HEX];
+    attempt_digest(key, digest);
+    return sl_hmap_get(e->answered, digest) != NULL;
+}
+
+/* Remembers that the attempt of key got its answer, forgetting the oldest when the ring is
+ * full. SL_ENOMEM (logged) leaves it unremembered: a replay of it could then be answered
+ * again, the same exposure as before this engine kept a memory. */
+static void remember_answered(sl_engine_t *e, const char *key, int64_t issued_ms)
+{
+    answered_t *slot = &e->ring[e->ring_next];
+    char digest[DIGEST_HEX];
+    attempt_digest(key, digest);
+    if (sl_hmap_get(e->answered, digest) != NULL)
+        return;
+    if (e->ring_len == SL_ENGINE_REMEMBERED) {
+        sl_hmap_del(e->answered, slot->digest);
+        if (slot->issued_ms > e->forgotten_ms)
+            e->forgotten_ms = slot->issued_ms;
+        e->ring_len--;
+    }
+    memcpy(slot->digest, digest, sizeof digest);
+    slot->issued_ms = issued_ms;
+    if (sl_hmap_put(e->answered, slot->digest, slot) != SL_OK) {
+        sl_error("out of memory remembering an answered attempt; a replay of it goes unnoticed");
+        return;
+    }
+    e->ring_len++;
+    e->ring_next = (e->ring_next + 1) % SL_ENGINE_REMEMBERED;
+}
+
+int64_t sl_engine_dispatch_max_age_ms(const sl_config_t *cfg, int d)
+{
+    int64_t cutoff = sl_capacity_dispatch_max_age_ms(cfg, d);
+    return cutoff < SL_ENGINE_DISPATCH_MAX_AGE_MS ? cutoff : SL_ENGINE_DISPATCH_MAX_AGE_MS;
+}
+
 sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char *sig,
                           size_t sig_len, int64_t now_ms)
 {
@@ -480,6 +561,17 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
     int attempt = msg.attempt;
     int64_t lease_expires = msg.lease_expires_ms;
     int64_t issued = msg.issued_ms;
+    char key[ATTEMPT_KEY_LEN];
+    snprintf(key, sizeof key, "%s:%d:%s", job_id, attempt, res_id);
+    if (sl_hmap_get(e->inflight, key) != NULL || answered_before(e, key, issued)) {
+        /* A redelivery, or a replay by someone who can write to the topic: this attempt has
+         * its answer (or is getting it), and a second one would be a second call or a
+         * not_sent the scheduler takes as "the call never happened". Checked before the
+         * lease and the age, which only decide about attempts never tried. */
+        e->st.replayed++;
+        sl_logf(SL_LOG_DEBUG, "job", job_id, "dropped a replayed dispatch (attempt %d)", attempt);
+        goto out;
+    }
     int d = sl_config_deployment(e->cfg, dep_name);
     int64_t budget_ms = lease_expires - now_ms - LEASE_GUARD_MS;
     const char *why_not = NULL;
@@ -487,7 +579,7 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
         why_not = "unknown deployment";
     else if (budget_ms <= 0)
         why_not = "lease expired";
-    else if (now_ms - issued > sl_capacity_dispatch_max_age_ms(e->cfg, d))
+    else if (now_ms - issued > sl_engine_dispatch_max_age_ms(e->cfg, d))
         why_not = "stale dispatch: it waited too long before reaching a dispatcher";
     if (why_not != NULL) {
         /* The call must not happen after the scheduler stopped counting on it, nor so late
@@ -502,12 +594,10 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
             0,      0,        now_ms,
             now_ms};
         rc = emit_usage(e, &ev);
+        if (rc == SL_OK)
+            remember_answered(e, key, issued);
         goto out;
     }
-    char key[96];
-    snprintf(key, sizeof key, "%s:%d", job_id, attempt);
-    if (sl_hmap_get(e->inflight, key) != NULL)
-        goto out; /* a redelivery of a call already running here */
     const sl_deployment_cfg_t *dc = &e->cfg->deployments[d];
     const sl_adapter_t *ad = e->deps[d].ad;
     c = calloc(1, sizeof *c);
@@ -523,6 +613,7 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
     snprintf(c->inflight_key, sizeof c->inflight_key, "%s", key);
     c->attempt = attempt;
     c->deployment = d;
+    c->issued_ms = issued;
     c->started_ms = now_ms;
     const json_t *request = msg.request;
     if (json_is_true(json_object_get(request, "stream"))) {
@@ -554,6 +645,8 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
                             0,         0,
                             now_ms,    now_ms};
         rc = emit_usage(e, &ev);
+        if (rc == SL_OK)
+            remember_answered(e, key, issued);
         goto out;
     }
     if (rc == SL_OK)
@@ -706,6 +799,8 @@ void sl_engine_run(sl_engine_t *e, int extra_fd, int timeout_ms)
         CURLcode result = m->data.result;
         curl_multi_remove_handle(e->multi, m->easy_handle);
         finish_call(e, c, result);
+        /* Remembered whether or not its usage event could be built: the call happened. */
+        remember_answered(e, c->inflight_key, c->issued_ms);
         sl_hmap_del(e->inflight, c->inflight_key);
         e->n_inflight--;
         call_free(c);

@@ -54,12 +54,35 @@ void sl_engine_on_timing(sl_engine_t *e, sl_engine_timing_fn fn, void *arg);
  * sl_engine_submit took ends with one chunk whose done is true, whatever happened. */
 void sl_engine_on_chunk(sl_engine_t *e, sl_engine_emit_fn fn, void *arg);
 
+/* The oldest a dispatch may be when it reaches the dispatcher, whatever the deployment's limits:
+ * with per-minute limits the stale cutoff is shorter (sl_capacity_dispatch_max_age_ms); without
+ * them this bound is what keeps an old signed message from being usable for the whole lease. */
+enum { SL_ENGINE_DISPATCH_MAX_AGE_MS = 30000 };
+
+/* How many attempts the engine remembers having answered (executed, or reported not_sent or
+ * client_error), so that a replay of one is dropped: the newest this many. */
+enum { SL_ENGINE_REMEMBERED = 65536 };
+
+/* The maximum age of a dispatch to deployment d (index into cfg): the shorter of
+ * sl_capacity_dispatch_max_age_ms and SL_ENGINE_DISPATCH_MAX_AGE_MS. */
+int64_t sl_engine_dispatch_max_age_ms(const sl_config_t *cfg, int d);
+
 /* Takes one dispatch message (value bytes and its sluice-sig header, which may be NULL).
- * Forged or malformed messages are dropped (and counted) with no call; a valid message whose
- * lease already expired, or that names an unknown deployment, yields a "not_sent" usage event;
- * a request the deployment's API cannot express (e.g. tool-call arguments that are not JSON for
- * anthropic) yields a "client_error" usage event with zero usage; a redelivery of a call in
- * flight here is ignored; otherwise the call starts. All of these return SL_OK.
+ * In this order:
+ *   - forged or malformed messages are dropped (and counted) with no call;
+ *   - a replay is dropped (counted as replayed) with no call and NO usage event: a message
+ *     whose attempt (job id, attempt, reservation id) is running here, or that this engine
+ *     already answered (one of the last SL_ENGINE_REMEMBERED), or that was issued no later
+ *     than an attempt it has since forgotten (it can no longer tell). A usage event for it would
+ *     be a second answer to one attempt: a not_sent would make the scheduler give back what the
+ *     running or finished call is charged and dispatch the job again;
+ *   - a valid message whose lease already expired, that is older than
+ *     sl_engine_dispatch_max_age_ms, or that names an unknown deployment, yields a "not_sent"
+ *     usage event;
+ *   - a request the deployment's API cannot express (e.g. tool-call arguments that are not
+ *     JSON for anthropic) yields a "client_error" usage event with zero usage;
+ *   - otherwise the call starts.
+ * All of these return SL_OK.
  * Returns SL_ENOMEM (SL_EHTTP when libcurl refuses the call) when the engine could not take the
  * message, or not report it: then no call was made and no usage event went out for it; its lease
  * will expire and the scheduler dispatches the job again. The caller reports the failure. */
@@ -74,6 +97,7 @@ int sl_engine_in_flight(const sl_engine_t *e);
 
 typedef struct {
     int64_t accepted, forged, malformed, not_sent, completed;
+    int64_t replayed;       /* replays dropped: the attempt was running or answered here */
     int64_t untranslatable; /* requests the deployment's API cannot express (client_error) */
     int64_t chunks;         /* stream chunks emitted */
 } sl_engine_stats_t;

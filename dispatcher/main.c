@@ -215,6 +215,12 @@ int main(int argc, char **argv)
     int m_refused = sl_metrics_family(
         ctx.metrics, SL_METRIC_COUNTER, "sluice_dispatcher_dispatches_refused_total",
         "Dispatch messages refused: forged or malformed.", NULL, NULL, 0);
+    static const char *const reason_label[] = {"reason", NULL};
+    int m_refused_by = sl_metrics_family(
+        ctx.metrics, SL_METRIC_COUNTER, "sluice_dispatcher_refused_total",
+        "Dispatch messages dropped without a call or a usage event, by reason: forged (no valid "
+        "signature), malformed, replay (its attempt was running or already answered here).",
+        reason_label, NULL, 0);
     ctx.m_latency = sl_metrics_family(ctx.metrics, SL_METRIC_HISTOGRAM,
                                       "sluice_dispatcher_provider_latency_seconds",
                                       "Provider calls that got a complete HTTP response (any "
@@ -236,11 +242,14 @@ int main(int argc, char **argv)
         error_label, NULL, 0);
     int m_lag = sl_kafka_lag_family(ctx.metrics);
     if (ctx.metrics == NULL || ctx.m_outcomes < 0 || m_in_flight < 0 || m_refused < 0 ||
-        ctx.m_latency < 0 || ctx.m_ttfb < 0 || submit_errors.family < 0 || m_lag < 0) {
+        m_refused_by < 0 || ctx.m_latency < 0 || ctx.m_ttfb < 0 || submit_errors.family < 0 ||
+        m_lag < 0) {
         fprintf(stderr, "sluice-dispatcher: cannot set up metrics\n");
         return 1;
     }
     int64_t refused_seen = 0;
+    /* The engine's counts already added to sluice_dispatcher_refused_total. */
+    sl_engine_stats_t counted = {0};
     const char *topics[] = {cfg->kafka.topic_dispatch};
     const char *const cons_props[] = {"enable.auto.commit",
                                       "true",
@@ -324,6 +333,20 @@ int main(int argc, char **argv)
                            (double)(est.forged + est.malformed - refused_seen));
             refused_seen = est.forged + est.malformed;
         }
+        const struct {
+            const char *reason;
+            int64_t now, *seen;
+        } refusals[] = {{"forged", est.forged, &counted.forged},
+                        {"malformed", est.malformed, &counted.malformed},
+                        {"replay", est.replayed, &counted.replayed}};
+        for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+            if (refusals[i].now == *refusals[i].seen)
+                continue;
+            const char *v[] = {refusals[i].reason};
+            sl_metrics_add(ctx.metrics, m_refused_by, v,
+                           (double)(refusals[i].now - *refusals[i].seen));
+            *refusals[i].seen = refusals[i].now;
+        }
         if (now - last_lag >= 1000) {
             sl_kafka_export_lag(cons, ctx.metrics, m_lag);
             last_lag = now;
@@ -332,10 +355,11 @@ int main(int argc, char **argv)
             sl_engine_stats_t st;
             sl_engine_stats(engine, &st);
             sl_info("calls accepted %lld completed %lld in flight %d | not sent %lld |"
-                    " untranslatable %lld | forged %lld malformed %lld | stream chunks %lld",
+                    " untranslatable %lld | forged %lld malformed %lld replayed %lld |"
+                    " stream chunks %lld",
                     (long long)st.accepted, (long long)st.completed, sl_engine_in_flight(engine),
                     (long long)st.not_sent, (long long)st.untranslatable, (long long)st.forged,
-                    (long long)st.malformed, (long long)st.chunks);
+                    (long long)st.malformed, (long long)st.replayed, (long long)st.chunks);
             last_stats = now;
         }
     }

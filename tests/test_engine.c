@@ -241,6 +241,7 @@ static void write_text(const char *path, const char *text)
  *   sim-badkey  -> the simulator's sim-e, wrong credential
  *   sim-slow    -> the simulator's sim-slow, timeout_ms 300
  *   sim-slow-patient -> the simulator's sim-slow, timeout_ms 60000
+ *   sim-slow-limited -> the same, with a per-minute limit (so a short stale-dispatch cutoff)
  *   sim-dead    -> a closed port
  * and creates an engine verifying with a fresh key pair. */
 static void start_env(int rpm, int ttft_ms)
@@ -285,12 +286,15 @@ static void start_env(int rpm, int ttft_ms)
              "\"model\":\"gpt-4o-mini\",\"api_key_file\":\"%s\",\"timeout_ms\":300},"
              "{\"name\":\"sim-slow-patient\",\"base_url\":\"http://127.0.0.1:%u/sim-slow/v1\","
              "\"model\":\"gpt-4o-mini\",\"api_key_file\":\"%s\",\"timeout_ms\":60000},"
+             "{\"name\":\"sim-slow-limited\",\"base_url\":\"http://127.0.0.1:%u/sim-slow/v1\","
+             "\"model\":\"gpt-4o-mini\",\"api_key_file\":\"%s\",\"timeout_ms\":60000,"
+             "\"limits\":{\"rpm\":600}},"
              "{\"name\":\"sim-dead\",\"base_url\":\"http://127.0.0.1:1/v1\","
              "\"model\":\"gpt-4o-mini\",\"api_key_file\":\"%s\",\"timeout_ms\":2000}],"
              "\"routes\":[{\"name\":\"r\",\"deployments\":[\"sim-e\"]}],"
              "\"signing\":{\"secret_key_file\":\"%s\",\"public_key_file\":\"%s\"}}",
              env.port, key_path, env.port, bad_key_path, env.port, key_path, env.port, key_path,
-             key_path, sk, pk);
+             env.port, key_path, key_path, sk, pk);
     write_text(cfg_path, text);
     ck_assert_msg(sl_config_load(cfg_path, &env.cfg, err, sizeof err) == SL_OK, "config: %s", err);
 
@@ -484,6 +488,14 @@ static void submit_signed(const char *msg)
     char sig[SL_SIG_B64_LEN];
     sl_signer_sign(env.signer, msg, strlen(msg), sig);
     sl_engine_submit(env.engine, msg, strlen(msg), sig, strlen(sig), sl_now_ms());
+}
+
+/* Submits msg signed, as if it reached the dispatcher at now_ms. */
+static sl_err_t submit_signed_at(const char *msg, int64_t now_ms)
+{
+    char sig[SL_SIG_B64_LEN];
+    sl_signer_sign(env.signer, msg, strlen(msg), sig);
+    return sl_engine_submit(env.engine, msg, strlen(msg), sig, strlen(sig), now_ms);
 }
 
 /* Runs the engine until nothing is in flight (at most 4 s). */
@@ -862,6 +874,123 @@ START_TEST(redelivered_dispatch_in_flight_is_not_sent_twice)
     event(0, "job-dup", 1, "sim-e", "ok");
     ck_assert_int_eq(stats().accepted, 1);
     expect_sim(1, 0, 0, 0);
+    free(msg);
+    stop_env();
+}
+END_TEST
+
+START_TEST(replay_during_the_call_is_dropped_without_an_event)
+{
+    start_env(100, 20);
+    int d = sl_config_deployment(env.cfg, "sim-slow-limited");
+    ck_assert_int_ge(d, 0);
+    ck_assert_int_lt(sl_engine_dispatch_max_age_ms(env.cfg, d), 1000);
+    char *msg = dispatch_msg("job-replay-live", 1, "sim-slow-limited", 30000, "hi");
+    submit_signed(msg);
+    ck_assert_int_eq(sl_engine_in_flight(env.engine), 1);
+    /* The same signed message again, 1.5 s later, while the 3 s call runs: by then it is older
+     * than the deployment's stale cutoff. Were it answered not_sent, the scheduler would free
+     * the running call's budgets and dispatch the job a second time. */
+    sl_engine_run(env.engine, -1, 50);
+    ck_assert_int_eq(submit_signed_at(msg, sl_now_ms() + 1500), SL_OK);
+    ck_assert_int_eq(env.nevents, 0);
+    ck_assert_int_eq(sl_engine_in_flight(env.engine), 1);
+    drain();
+    ck_assert_int_eq(env.nevents, 1);
+    event(0, "job-replay-live", 1, "sim-slow-limited", "ok");
+    sl_engine_stats_t st = stats();
+    ck_assert_int_eq(st.accepted, 1);
+    ck_assert_int_eq(st.replayed, 1);
+    ck_assert_int_eq(st.not_sent, 0);
+    json_t *root = NULL;
+    json_t *dep = sim_stats("sim-slow", &root);
+    ck_assert_int_eq(jint(dep, "admitted"), 1);
+    ck_assert_int_eq(jint(dep, "replayed"), 0);
+    json_decref(root);
+    free(msg);
+    stop_env();
+}
+END_TEST
+
+START_TEST(replay_after_completion_is_dropped)
+{
+    start_env(100, 20);
+    /* sim-e has no per-minute limit: before the age bound, any replay within the lease made a
+     * new call. */
+    char *msg = dispatch_msg("job-replay-done", 1, "sim-e", 60000, "hi");
+    submit_signed(msg);
+    drain();
+    ck_assert_int_eq(env.nevents, 1);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(submit_signed_at(msg, sl_now_ms() + 1000 * i), SL_OK);
+        ck_assert_int_eq(sl_engine_in_flight(env.engine), 0);
+    }
+    /* Even once it is older than the age bound it is still known as executed: a not_sent for
+     * an attempt that ran would give back budgets the provider counted. */
+    ck_assert_int_eq(submit_signed_at(msg, sl_now_ms() + SL_ENGINE_DISPATCH_MAX_AGE_MS + 1000),
+                     SL_OK);
+    drain();
+    ck_assert_int_eq(env.nevents, 1);
+    event(0, "job-replay-done", 1, "sim-e", "ok");
+    sl_engine_stats_t st = stats();
+    ck_assert_int_eq(st.accepted, 1);
+    ck_assert_int_eq(st.replayed, 4);
+    ck_assert_int_eq(st.not_sent, 0);
+    expect_sim(1, 0, 0, 0);
+    free(msg);
+    stop_env();
+}
+END_TEST
+
+START_TEST(replay_of_a_refused_dispatch_is_not_reported_again)
+{
+    start_env(100, 20);
+    char *msg = dispatch_msg("job-replay-refused", 1, "sim-zzz", 30000, "hi");
+    submit_signed(msg);
+    submit_signed(msg);
+    drain();
+    ck_assert_int_eq(env.nevents, 1);
+    event(0, "job-replay-refused", 1, "sim-zzz", "not_sent");
+    ck_assert_int_eq(stats().replayed, 1);
+    free(msg);
+    stop_env();
+}
+END_TEST
+
+START_TEST(another_attempt_or_reservation_is_no_replay)
+{
+    start_env(100, 20);
+    char *a1 = dispatch_msg("job-replay-other", 1, "sim-e", 30000, "hi");
+    submit_signed(a1);
+    drain();
+    /* The same job and attempt under another reservation is another lease. */
+    json_t *doc = json_loads(a1, 0, NULL);
+    json_object_set_new(doc, "reservation_id", json_string("res-job-replay-other-1b"));
+    char *other = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    submit_signed(other);
+    drain();
+    ck_assert_int_eq(env.nevents, 2);
+    ck_assert_int_eq(stats().replayed, 0);
+    ck_assert_int_eq(stats().accepted, 2);
+    free(a1);
+    free(other);
+    stop_env();
+}
+END_TEST
+
+START_TEST(dispatch_older_than_the_age_bound_is_not_sent_on_every_deployment)
+{
+    start_env(100, 20);
+    int d = sl_config_deployment(env.cfg, "sim-e");
+    ck_assert_int_eq(sl_engine_dispatch_max_age_ms(env.cfg, d), SL_ENGINE_DISPATCH_MAX_AGE_MS);
+    char *msg = dispatch_msg("job-old", 1, "sim-e", 120000, "hi");
+    ck_assert_int_eq(submit_signed_at(msg, sl_now_ms() + SL_ENGINE_DISPATCH_MAX_AGE_MS + 1), SL_OK);
+    drain();
+    ck_assert_int_eq(env.nevents, 1);
+    event(0, "job-old", 1, "sim-e", "not_sent");
+    ck_assert_int_eq(stats().not_sent, 1);
+    expect_sim(0, 0, 0, 0);
     free(msg);
     stop_env();
 }
@@ -1388,6 +1517,11 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, dispatch_over_the_provider_limit_is_rate_limited);
     tcase_add_test(tc, idempotency_key_sent_is_the_job_id);
     tcase_add_test(tc, redelivered_dispatch_in_flight_is_not_sent_twice);
+    tcase_add_test(tc, replay_during_the_call_is_dropped_without_an_event);
+    tcase_add_test(tc, replay_after_completion_is_dropped);
+    tcase_add_test(tc, replay_of_a_refused_dispatch_is_not_reported_again);
+    tcase_add_test(tc, another_attempt_or_reservation_is_no_replay);
+    tcase_add_test(tc, dispatch_older_than_the_age_bound_is_not_sent_on_every_deployment);
     tcase_add_test(tc, many_dispatches_run_concurrently);
     tcase_add_test(tc, wrong_credential_is_an_auth_error);
     tcase_add_test(tc, unreachable_provider_is_a_transport_failure);
