@@ -108,6 +108,54 @@ static const char **consumer_props(void)
     return props;
 }
 
+/* SIGHUP: loads the config again and, when it is valid and names the same topics, swaps it in
+ * with a new ingest (keys, tenants, routes, pauses take effect for the next request). The takes
+ * in flight name topics of the running config, so they land first. Anything else is refused
+ * with the running config kept. */
+static void reload(sl_config_t **cfgp, sl_ingest_t **ingp, sl_inflight_t *flight, rd_kafka_t *prod)
+{
+    sl_config_t *old = *cfgp, *fresh = NULL;
+    char err[512] = "";
+    if (sl_config_load(old->path, &fresh, err, sizeof err) != SL_OK) {
+        sl_error("reload refused, keeping the running config: %s", err);
+        return;
+    }
+    const sl_kafka_cfg_t *a = &old->kafka, *b = &fresh->kafka;
+    if (strcmp(a->topic_requests, b->topic_requests) != 0 ||
+        strcmp(a->topic_requests_batch, b->topic_requests_batch) != 0 ||
+        strcmp(a->topic_jobs, b->topic_jobs) != 0 ||
+        strcmp(a->topic_results, b->topic_results) != 0 ||
+        strcmp(old->schema_dir, fresh->schema_dir) != 0) {
+        sl_error("reload refused: the topics or the schema directory changed; those need a "
+                 "restart");
+        sl_config_free(fresh);
+        return;
+    }
+    sl_ingest_t *ing = NULL;
+    if (sl_ingest_new(fresh, &ing, err, sizeof err) != SL_OK) {
+        sl_error("reload refused, keeping the running config: %s", err);
+        sl_config_free(fresh);
+        return;
+    }
+    for (int64_t until = sl_now_ms() + 10000;
+         sl_inflight_count(flight) > 0 && sl_now_ms() < until;) {
+        rd_kafka_poll(prod, 10);
+        sl_inflight_retire(flight);
+    }
+    if (sl_inflight_count(flight) > 0) {
+        sl_error("reload refused: outputs still unacknowledged after 10 s; try again");
+        sl_ingest_free(ing);
+        sl_config_free(fresh);
+        return;
+    }
+    sl_ingest_free(*ingp);
+    sl_config_free(old);
+    *ingp = ing;
+    *cfgp = fresh;
+    sl_info("config reloaded from %s: %d tenants, %d keys, %d routes", fresh->path,
+            fresh->ntenants, fresh->nkeys, fresh->nroutes);
+}
+
 int main(int argc, char **argv)
 {
     sl_proc_opts_t opts;
@@ -177,6 +225,8 @@ int main(int argc, char **argv)
             sl_info("jobs %lld, rejected %lld", n_jobs, n_rejected);
             last_stats = now;
         }
+        if (sl_reload_requested())
+            reload(&cfg, &ing, flight, prod);
         /* Delivery reports, then the takes that landed; commit what they stored. */
         rd_kafka_poll(prod, 0);
         sl_inflight_retire(flight);

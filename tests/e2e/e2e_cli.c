@@ -119,6 +119,39 @@ int main(void)
     int rc4 = h_run("sluice", "cli-results-missing", cfg, args4, 30000);
     h_check(rc4 == 1, "sluice results exits 1 for a job it cannot find (%d)", rc4);
 
+    /* A key added to the config is taken at SIGHUP by ingest (and the scheduler), without a
+     * restart: refused before, served after. */
+    const char *line1 = "{\"idempotency_key\": \"reload-1\", \"api_key\": \"sk-acme-added-0001\","
+                        " \"route\": \"chat-small\", \"request\": {\"messages\": [{\"role\":"
+                        " \"user\", \"content\": \"hello\"}], \"max_tokens\": 16}}\n";
+    const char *f1 = strdup(h_write("reload-1.jsonl", line1));
+    const char *args5[] = {"submit", "--file", f1, "--follow", "--timeout", "60", NULL};
+    int rc5 = h_run("sluice", "cli-reload-before", cfg, args5, 90000);
+    h_check(rc5 == 1, "a request with a key not in the config is rejected (exit %d)", rc5);
+    json_error_t jerr;
+    json_t *doc = json_load_file(cfg, 0, &jerr);
+    char hex[65];
+    h_key_hash_hex("sk-acme-added-0001", hex);
+    json_array_append_new(json_object_get(doc, "keys"),
+                          json_pack("{s:s, s:s, s:s, s:s, s:s}", "id", "acme-added", "tenant",
+                                    "acme", "app", "web", "env", "prod", "hash", hex));
+    char *text = json_dumps(doc, JSON_INDENT(1));
+    h_write("sluice.json", text);
+    free(text);
+    json_decref(doc);
+    kill(st.ingest, SIGHUP);
+    kill(st.sched, SIGHUP);
+    usleep(1500 * 1000);
+    const char *line2 = "{\"idempotency_key\": \"reload-2\", \"api_key\": \"sk-acme-added-0001\","
+                        " \"route\": \"chat-small\", \"request\": {\"messages\": [{\"role\":"
+                        " \"user\", \"content\": \"hello\"}], \"max_tokens\": 16}}\n";
+    const char *f2 = strdup(h_write("reload-2.jsonl", line2));
+    const char *args6[] = {"submit", "--file", f2, "--follow", "--timeout", "60", NULL};
+    int rc6 = h_run("sluice", "cli-reload-after", cfg, args6, 90000);
+    h_check(rc6 == 0, "after SIGHUP the added key is served without a restart (exit %d)", rc6);
+    free((char *)f1);
+    free((char *)f2);
+
     json_decref(s1);
     json_decref(s2);
     int unclean = h_stack_down(&st);
