@@ -8,6 +8,7 @@
  * `sluice results` and `sluice cancel`, the other commands that go through Kafka, are here too:
  * results reads the results topic with the consumer --follow uses.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -122,15 +123,49 @@ static void count_result(progress_t *p, json_t *res)
         p->other++;
 }
 
-static char *run_id_of(const char *data, size_t len)
+/* The run id: a digest of the whole input (read once, in 64 KB pieces, then rewound), so the
+ * same file gets the same keys again. NULL when out of memory or the input cannot be read. */
+static char *run_id_of(FILE *f)
 {
     uint8_t digest[8];
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, sizeof digest);
+    static unsigned char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        crypto_generichash_update(&st, buf, n);
+    if (ferror(f) || fseek(f, 0, SEEK_SET) != 0)
+        return NULL;
+    crypto_generichash_final(&st, digest, sizeof digest);
     char *hex = malloc(17);
     if (hex == NULL)
         return NULL;
-    crypto_generichash(digest, sizeof digest, (const unsigned char *)data, len, NULL, 0);
     sl_hex_encode(digest, sizeof digest, hex);
     return hex;
+}
+
+/* The input as a file that can be read twice: FILE itself, or standard input copied to an
+ * unnamed temporary file (streamed, so a large input is never held in memory). */
+static FILE *open_input(const char *file)
+{
+    if (strcmp(file, "-") != 0)
+        return fopen(file, "r");
+    FILE *t = tmpfile();
+    if (t == NULL)
+        return NULL;
+    static char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) {
+        if (fwrite(buf, 1, n, t) != n) {
+            fclose(t);
+            return NULL;
+        }
+    }
+    if (ferror(stdin) || fflush(t) != 0 || fseek(t, 0, SEEK_SET) != 0) {
+        fclose(t);
+        return NULL;
+    }
+    return t;
 }
 
 /* What `sluice submit` was asked to do. */
@@ -146,30 +181,24 @@ static int submit(const sl_config_t *cfg, const submit_args_t *args)
     const char *cls = args->cls, *out_path = args->out_path;
     int follow = args->follow;
     long long timeout_s = args->timeout_s;
-    char *data = NULL;
-    size_t len = 0;
-    if (strcmp(file, "-") == 0) {
-        if (sl_read_stream(stdin, (size_t)1 << 31, &data, &len) != SL_OK)
-            data = NULL;
-    } else {
-        sl_err_t rc = sl_read_file(file, (size_t)1 << 31, &data, &len);
-        if (rc != SL_OK) {
-            fprintf(stderr, "sluice submit: cannot read %s: %s\n", file, sl_strerror(rc));
-            return 2;
-        }
-    }
-    if (data == NULL) {
-        fprintf(stderr, "sluice submit: out of memory reading input\n");
+    FILE *in = open_input(file);
+    if (in == NULL) {
+        fprintf(stderr, "sluice submit: cannot read %s: %s\n", file, strerror(errno));
         return 2;
     }
-    char *run_id = run_id_of(data, len);
+    char *run_id = run_id_of(in);
+    if (run_id == NULL) {
+        fprintf(stderr, "sluice submit: cannot read %s\n", file);
+        fclose(in);
+        return 2;
+    }
 
     char err[512] = "";
     rd_kafka_t *prod = NULL, *cons = NULL;
     if (sl_kafka_producer_new(cfg, "sluice-cli", NULL, NULL, &prod, err, sizeof err) != SL_OK ||
         (follow && (cons = results_consumer(cfg, 0, err, sizeof err)) == NULL)) {
         fprintf(stderr, "sluice submit: kafka: %s\n", err);
-        free(data);
+        fclose(in);
         free(run_id);
         if (prod != NULL)
             rd_kafka_destroy(prod);
@@ -178,10 +207,18 @@ static int submit(const sl_config_t *cfg, const submit_args_t *args)
     sl_hmap_t *mine = sl_hmap_new(); /* idempotency keys we submitted -> not yet seen */
     progress_t p = {0};
     long bad_lines = 0, lineno = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(data, "\n", &save); line != NULL;
-         line = strtok_r(NULL, "\n", &save)) {
-        lineno++; /* note: strtok_r skips empty lines, so numbering counts non-empty lines */
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    /* One line at a time. Empty lines are not counted, so the keys made for lines without an
+     * idempotency key are those of earlier versions, which split the whole file on newlines. */
+    while ((got = getline(&buf, &cap, in)) >= 0) {
+        char *line = buf;
+        if (got > 0 && line[got - 1] == '\n')
+            line[--got] = '\0';
+        if (got == 0)
+            continue;
+        lineno++;
         while (*line == ' ' || *line == '\t')
             line++;
         if (*line == '\0' || *line == '#')
@@ -228,7 +265,8 @@ static int submit(const sl_config_t *cfg, const submit_args_t *args)
         }
         free(value);
     }
-    free(data);
+    free(buf);
+    fclose(in);
     if (rd_kafka_flush(prod, 60000) != RD_KAFKA_RESP_ERR_NO_ERROR)
         fprintf(stderr, "sluice submit: not every request reached the broker in 60 s\n");
     fprintf(stderr, "sluice submit: sent %ld requests (run %s)%s\n", p.total, run_id,
