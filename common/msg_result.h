@@ -49,6 +49,7 @@
     X(QUEUE_FULL, "queue_full")                                                                \
     X(SHED, "shed")                                                                            \
     X(CANCELLED, "cancelled")                                                                  \
+    X(NOTHING_TO_CANCEL, "nothing_to_cancel")                                                  \
     X(QUOTA_EXHAUSTED, "quota_exhausted")                                                      \
     X(NO_CAPABLE_DEPLOYMENT, "no_capable_deployment")                                          \
     X(UNKNOWN_TENANT_OR_ROUTE, "unknown_tenant_or_route")                                      \

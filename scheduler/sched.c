@@ -223,18 +223,60 @@ void sl_sched_free(sl_sched_t *s)
 
 /* ---- taking jobs ---- */
 
+/* The answer to a cancel that names no job of the caller's still to run: the finished job's
+ * own result again, else a `rejected` result, reason nothing_to_cancel, under the caller's
+ * idempotency key (the same answer whether or not another tenant has a job of that key: job
+ * ids are made of the tenant and the key, so the caller's id is never another's job). A cancel
+ * whose job id is another tenant's job cannot come from ingest; it gets no answer, so no result
+ * under that job's id ever comes from it. */
+static sl_err_t answer_cancel(sl_sched_t *s, const sl_msg_cancel_t *cancel, int64_t now_ms)
+{
+    char *stored = NULL;
+    if (sl_store_job_result(s->store, cancel->job_id, &stored) == SL_OK) {
+        json_t *doc = json_loads(stored, 0, NULL);
+        const char *tenant = json_string_value(json_object_get(doc, "tenant"));
+        int mine = tenant != NULL && strcmp(tenant, cancel->tenant) == 0;
+        json_decref(doc);
+        if (mine)
+            return sl_outbox_resend(s, cancel->job_id, stored, now_ms);
+        free(stored);
+        sl_logf(SL_LOG_DEBUG, "job", cancel->job_id, "cancel names another tenant's job");
+        return SL_OK;
+    }
+    sl_msg_error_t e;
+    sl_msg_error_init(&e, SL_ERRTYPE_INVALID_REQUEST, SL_REASON_NOTHING_TO_CANCEL,
+                      SL_DECISION_REJECTED_LOCALLY,
+                      "no job of yours with this idempotency key is waiting to run");
+    sl_msg_result_t r;
+    sl_msg_result_init(&r, cancel->job_id, SL_STATUS_REJECTED);
+    r.idempotency_key = cancel->idempotency_key;
+    r.tenant = cancel->tenant;
+    r.finished_ms = now_ms;
+    r.error = &e;
+    json_t *res = sl_msg_result_json(&r);
+    char *value = res != NULL ? json_dumps(res, JSON_COMPACT) : NULL;
+    json_decref(res);
+    if (value == NULL)
+        return SL_ENOMEM;
+    return sl_outbox_resend(s, cancel->job_id, value, now_ms);
+}
+
 /* A cancel message (schema/cancel.json): a queued or delayed job is removed with a
- * `cancelled` result; a job in flight is reconciled normally; an unknown or finished one is
- * left alone. */
+ * `cancelled` result; a job in flight is reconciled normally (its own result answers); any
+ * other gets answer_cancel's answer. */
 static sl_err_t on_cancel(sl_sched_t *s, const sl_msg_cancel_t *cancel, int64_t now_ms)
 {
     const char *id = cancel->job_id;
     const char *tenant = cancel->tenant;
     job_t *j = sl_hmap_get(s->jobs, id);
-    if (j == NULL || j->orphan_tenant != NULL ||
-        strcmp(s->cfg->tenants[j->tenant].name, tenant) != 0) {
-        sl_logf(SL_LOG_INFO, "job", id, "cancel of job %s: not queued (unknown or finished)", id);
+    if (j != NULL && (j->orphan_tenant != NULL ||
+                      strcmp(s->cfg->tenants[j->tenant].name, tenant) != 0)) {
+        sl_logf(SL_LOG_DEBUG, "job", id, "cancel names another tenant's job");
         return SL_OK;
+    }
+    if (j == NULL) {
+        sl_logf(SL_LOG_DEBUG, "job", id, "cancel of job %s: not queued (unknown or finished)", id);
+        return answer_cancel(s, cancel, now_ms);
     }
     if (j->state == J_LEASED) {
         sl_logf(SL_LOG_INFO, "job", id,

@@ -1180,6 +1180,21 @@ sl_err_t sl_store_job_insert(sl_store_t *s, const sl_store_job_t *j, int64_t now
     return SL_EEXISTS;
 }
 
+sl_err_t sl_store_job_result(sl_store_t *s, const char *job_id, char **result_json)
+{
+    *result_json = NULL;
+    sqlite3_stmt *st = bind(s, Q_JOB_EXISTING, "s", job_id);
+    sl_err_t rc = SL_ENOTFOUND;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL &&
+        strcmp((const char *)sqlite3_column_text(st, 0), "done") == 0 &&
+        sqlite3_column_text(st, 1) != NULL) {
+        *result_json = column_dup(st, 1);
+        rc = *result_json != NULL ? SL_OK : SL_ENOMEM;
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
 sl_err_t sl_store_job_json(sl_store_t *s, const char *job_id, char **json)
 {
     *json = NULL;

@@ -113,6 +113,9 @@ typedef struct {
  * *result_json (caller frees) holds its result so it can be sent again; else NULL. */
 sl_err_t sl_store_job_insert(sl_store_t *s, const sl_store_job_t *job, int64_t now_ms,
                              char **result_json);
+/* The result of a finished job (caller frees); SL_ENOTFOUND when the job is unknown or not
+ * finished. */
+sl_err_t sl_store_job_result(sl_store_t *s, const char *job_id, char **result_json);
 /* The stored job message (caller frees). */
 sl_err_t sl_store_job_json(sl_store_t *s, const char *job_id, char **json);
 /* The job's request body and metadata as stored (caller frees both; either comes back NULL

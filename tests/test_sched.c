@@ -2047,6 +2047,44 @@ START_TEST(cancel_removes_a_queued_job_and_leaves_one_in_flight)
 END_TEST
 
 
+/* Every cancel gets an answer: a finished job's own result again; for a key with no job, a
+ * `rejected` result (nothing_to_cancel) under the caller's key. */
+START_TEST(a_cancel_of_nothing_queued_is_answered)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    feed_cancel(&e, "no-such-job", "acme", T0);
+    batch_t b = take(&e);
+    json_t *r = find(&b, SL_MSG_RESULT, "no-such-job");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "rejected");
+    ck_assert_str_eq(sget(r, "idempotency_key"), "idem-no-such-job");
+    ck_assert_str_eq(sget(r, "tenant"), "acme");
+    ck_assert_str_eq(sget(json_object_get(r, "error"), "reason"), "nothing_to_cancel");
+    batch_free(&b);
+    feed_job(&e, "done-1", "acme", T0 + 10);
+    b = step(&e, T0 + 10);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "done-1"), T0 + 10);
+    batch_free(&b);
+    feed_usage(&e, "done-1", 1, l.res, l.dep, &OK_USAGE, T0 + 20);
+    b = take(&e);
+    batch_free(&b);
+    feed_cancel(&e, "done-1", "acme", T0 + 30);
+    b = take(&e);
+    r = find(&b, SL_MSG_RESULT, "done-1");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "succeeded");
+    batch_free(&b);
+    /* the finished job named under another tenant: no answer under its id */
+    feed_cancel(&e, "done-1", "globex", T0 + 40);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
 START_TEST(shed_drops_the_queued_job_due_last)
 {
     env_t e;
@@ -2854,6 +2892,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, spent_tenant_budget_does_not_block_other_tenants);
     tcase_add_test(tc, batch_leaves_room_in_the_slice_for_interactive_work);
     tcase_add_test(tc, a_large_head_job_is_not_starved_by_another_routes_small_jobs);
+    tcase_add_test(tc, a_cancel_of_nothing_queued_is_answered);
     tcase_add_test(tc, a_mixed_flow_pays_its_dominant_share_not_each_job_s);
     tcase_add_test(tc, job_for_an_unknown_route_is_rejected_locally);
     tcase_add_test(tc, rejected_job_result_does_not_name_another_route_or_tenant);
