@@ -50,6 +50,7 @@
     X(SHED, "shed")                                                                            \
     X(CANCELLED, "cancelled")                                                                  \
     X(NOTHING_TO_CANCEL, "nothing_to_cancel")                                                  \
+    X(IDEMPOTENCY_CONFLICT, "idempotency_conflict")                                            \
     X(QUOTA_EXHAUSTED, "quota_exhausted")                                                      \
     X(NO_CAPABLE_DEPLOYMENT, "no_capable_deployment")                                          \
     X(UNKNOWN_TENANT_OR_ROUTE, "unknown_tenant_or_route")                                      \

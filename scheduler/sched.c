@@ -223,6 +223,29 @@ void sl_sched_free(sl_sched_t *s)
 
 /* ---- taking jobs ---- */
 
+/* A `rejected` result the scheduler decides without a job of its own (an answer to a message):
+ * under job_id and the caller's key and tenant, sent through the outbox like every result. */
+static sl_err_t reject_message(sl_sched_t *s, const char *job_id, const char *idem,
+                               const char *tenant, sl_reason_t reason, const char *message,
+                               int64_t now_ms)
+{
+    sl_msg_error_t e;
+    sl_msg_error_init(&e, SL_ERRTYPE_INVALID_REQUEST, reason, SL_DECISION_REJECTED_LOCALLY,
+                      message);
+    sl_msg_result_t r;
+    sl_msg_result_init(&r, job_id, SL_STATUS_REJECTED);
+    r.idempotency_key = idem;
+    r.tenant = tenant;
+    r.finished_ms = now_ms;
+    r.error = &e;
+    json_t *res = sl_msg_result_json(&r);
+    char *value = res != NULL ? json_dumps(res, JSON_COMPACT) : NULL;
+    json_decref(res);
+    if (value == NULL)
+        return SL_ENOMEM;
+    return sl_outbox_resend(s, job_id, value, now_ms);
+}
+
 /* The answer to a cancel that names no job of the caller's still to run: the finished job's
  * own result again, else a `rejected` result, reason nothing_to_cancel, under the caller's
  * idempotency key (the same answer whether or not another tenant has a job of that key: job
@@ -243,22 +266,23 @@ static sl_err_t answer_cancel(sl_sched_t *s, const sl_msg_cancel_t *cancel, int6
         sl_logf(SL_LOG_DEBUG, "job", cancel->job_id, "cancel names another tenant's job");
         return SL_OK;
     }
-    sl_msg_error_t e;
-    sl_msg_error_init(&e, SL_ERRTYPE_INVALID_REQUEST, SL_REASON_NOTHING_TO_CANCEL,
-                      SL_DECISION_REJECTED_LOCALLY,
-                      "no job of yours with this idempotency key is waiting to run");
-    sl_msg_result_t r;
-    sl_msg_result_init(&r, cancel->job_id, SL_STATUS_REJECTED);
-    r.idempotency_key = cancel->idempotency_key;
-    r.tenant = cancel->tenant;
-    r.finished_ms = now_ms;
-    r.error = &e;
-    json_t *res = sl_msg_result_json(&r);
-    char *value = res != NULL ? json_dumps(res, JSON_COMPACT) : NULL;
-    json_decref(res);
-    if (value == NULL)
-        return SL_ENOMEM;
-    return sl_outbox_resend(s, cancel->job_id, value, now_ms);
+    return reject_message(s, cancel->job_id, cancel->idempotency_key, cancel->tenant,
+                          SL_REASON_NOTHING_TO_CANCEL,
+                          "no job of yours with this idempotency key is waiting to run", now_ms);
+}
+
+/* Whether job id's stored request differs from request (a key reused for another body). */
+static int conflicts(sl_sched_t *s, const char *id, const json_t *request)
+{
+    char *stored = NULL;
+    int differs = 0;
+    if (sl_store_job_parts(s->store, id, &stored, NULL) == SL_OK && stored != NULL) {
+        json_t *a = json_loads(stored, 0, NULL);
+        differs = a != NULL && !json_equal(a, request);
+        json_decref(a);
+    }
+    free(stored);
+    return differs;
 }
 
 /* A cancel message (schema/cancel.json): a queued or delayed job is removed with a
@@ -351,9 +375,20 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     free(metadata_json);
     if (rc == SL_EEXISTS) {
         /* A redelivery or a resubmission: never run twice; a finished job's result is sent
-         * again so a client re-running after a crash gets it. */
+         * again so a client re-running after a crash gets it. The same key with another
+         * request is answered that the first one stands. */
         s->st.jobs_duplicate++;
-        rc = old_result != NULL ? sl_outbox_resend(s, id, old_result, now_ms) : SL_OK;
+        if (conflicts(s, id, msg.request)) {
+            free(old_result);
+            sl_logf(SL_LOG_DEBUG, "job", id, "idempotency key reused with another request");
+            rc = reject_message(s, id, msg.idempotency_key, tenant_name,
+                                SL_REASON_IDEMPOTENCY_CONFLICT,
+                                "this idempotency key was used before with another request; "
+                                "the first one stands",
+                                now_ms);
+        } else {
+            rc = old_result != NULL ? sl_outbox_resend(s, id, old_result, now_ms) : SL_OK;
+        }
         json_decref(doc);
         return rc;
     }

@@ -2085,6 +2085,41 @@ START_TEST(a_cancel_of_nothing_queued_is_answered)
 }
 END_TEST
 
+/* A redelivered job changes nothing; the same idempotency key with another request is answered
+ * with a rejected result (idempotency_conflict), and the first job stands. */
+START_TEST(a_key_reused_for_another_request_is_answered_with_a_conflict)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    jobspec_t j = {"dup-1", "acme", NULL, T0, T0 + HOUR, 150, 100};
+    char *text = job_text(&j);
+    feed_text(&e, text, T0);
+    feed_text(&e, text, T0 + 1); /* a redelivery */
+    batch_t b = take(&e);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_RESULT), 0);
+    batch_free(&b);
+    char *other = strdup(text);
+    char *at = strstr(other, "hello");
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, "HELLO", 5);
+    feed_text(&e, other, T0 + 2);
+    b = take(&e);
+    json_t *r = find(&b, SL_MSG_RESULT, "dup-1");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "rejected");
+    ck_assert_str_eq(sget(json_object_get(r, "error"), "reason"), "idempotency_conflict");
+    batch_free(&b);
+    /* the first request is still the job, and runs */
+    b = step(&e, T0 + 3);
+    ck_assert_ptr_nonnull(find(&b, SL_MSG_DISPATCH, "dup-1"));
+    batch_free(&b);
+    free(other);
+    free(text);
+    env_done(&e);
+}
+END_TEST
+
 START_TEST(shed_drops_the_queued_job_due_last)
 {
     env_t e;
@@ -2893,6 +2928,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, batch_leaves_room_in_the_slice_for_interactive_work);
     tcase_add_test(tc, a_large_head_job_is_not_starved_by_another_routes_small_jobs);
     tcase_add_test(tc, a_cancel_of_nothing_queued_is_answered);
+    tcase_add_test(tc, a_key_reused_for_another_request_is_answered_with_a_conflict);
     tcase_add_test(tc, a_mixed_flow_pays_its_dominant_share_not_each_job_s);
     tcase_add_test(tc, job_for_an_unknown_route_is_rejected_locally);
     tcase_add_test(tc, rejected_job_result_does_not_name_another_route_or_tenant);
