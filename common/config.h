@@ -246,6 +246,7 @@ typedef struct sl_config {
     /* scheduler */
     const char *db_path;
     int64_t lease_ms;
+    int64_t max_queued; /* unfinished jobs the scheduler holds, every tenant and class */
     int64_t max_attempts;
     int64_t drr_quantum_tokens;
     const char *admin_listen; /* the admin API ("HOST:PORT"; "" = not served) */

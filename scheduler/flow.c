@@ -66,15 +66,24 @@ static int queue_full(const sl_sched_t *s, const job_t *j)
     return (int64_t)queued >= s->cfg->classes[j->cls].max_queue;
 }
 
-/* Refuses j because its tenant's queue of its class is full (reason queue_full, or shed for a
- * queued job that made room): retryable, about one window later (a hint, not a promise). */
-static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, sl_reason_t reason, int64_t now_ms)
+/* Whether the scheduler already holds scheduler.max_queued unfinished jobs (j among them): its
+ * memory is bounded whatever the tenants' own limits add up to. */
+static int scheduler_full(const sl_sched_t *s)
+{
+    return (int64_t)sl_hmap_len(s->jobs) > s->cfg->max_queued;
+}
+
+/* Refuses j because its tenant's queue of its class is full, or (global) the scheduler's
+ * (reason queue_full, or shed for a queued job that made room): retryable, about one window
+ * later (a hint, not a promise). */
+static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, sl_reason_t reason, int global,
+                                 int64_t now_ms)
 {
     char limiter[256], scope[200];
     const char *tenant = s->cfg->tenants[j->tenant].name;
     const char *cls = sl_class_name((sl_class_t)j->cls);
-    snprintf(limiter, sizeof limiter, "queue:%s:%s", tenant, cls);
-    snprintf(scope, sizeof scope, "tenant:%s", tenant);
+    snprintf(limiter, sizeof limiter, global ? "queue:scheduler" : "queue:%s:%s", tenant, cls);
+    snprintf(scope, sizeof scope, global ? "scheduler" : "tenant:%s", tenant);
     outcome_t o;
     sl_outcome_init(&o, SL_STATUS_REJECTED);
     sl_outcome_error(&o, SL_ERRTYPE_CAPACITY, reason, SL_DECISION_REJECTED_LOCALLY);
@@ -88,6 +97,12 @@ static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, sl_reason_t reason, in
                  "room for one due sooner",
                  cls, cls);
         s->st.shed++;
+    } else if (global) {
+        snprintf(o.err_message, sizeof o.err_message,
+                 "the scheduler already holds %lld unfinished jobs (scheduler.max_queued); retry "
+                 "later",
+                 (long long)s->cfg->max_queued);
+        s->st.queue_full++;
     } else {
         snprintf(o.err_message, sizeof o.err_message,
                  "tenant %s already has %lld %s jobs queued (classes.%s.max_queue); retry later",
@@ -129,8 +144,9 @@ static sl_err_t refuse_new(sl_sched_t *s, job_t *j, int queue_full, int64_t now_
 {
     char job_id[sizeof j->id];
     memcpy(job_id, j->id, sizeof job_id);
+    int global = scheduler_full(s);
     sl_hmap_del(s->jobs, j->id);
-    sl_err_t rc = queue_full ? refuse_for_queue(s, j, SL_REASON_QUEUE_FULL, now_ms)
+    sl_err_t rc = queue_full ? refuse_for_queue(s, j, SL_REASON_QUEUE_FULL, global, now_ms)
                              : refuse_paused(s, j, now_ms); /* frees j */
     return rc == SL_OK ? sl_store_job_forget(s->store, job_id) : rc;
 }
@@ -147,12 +163,12 @@ sl_err_t sl_flow_admit(sl_sched_t *s, job_t *j, int64_t now_ms)
          * when it is due later than the new one. */
         job_t *last = sl_drr_flow_last(s->routes[j->route].drr, flow_of(j));
         if (last != NULL && last->deadline_ms > j->deadline_ms) {
-            rc = refuse_for_queue(s, last, SL_REASON_SHED, now_ms);
+            rc = refuse_for_queue(s, last, SL_REASON_SHED, 0, now_ms);
             if (rc != SL_OK)
                 return rc;
         }
     }
-    if (queue_full(s, j)) {
+    if (queue_full(s, j) || scheduler_full(s)) {
         /* Backpressure: answered at once instead of letting the queue grow without bound. The
          * job is not remembered, so the client may submit it again after retry_after_ms. */
         return refuse_new(s, j, 1 /*queue full*/, now_ms);

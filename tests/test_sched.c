@@ -95,6 +95,8 @@ static void close_core(env_t *e)
 
 /* The DRR quantum of the next configs written (0: the default, 4096 tokens). */
 static int64_t drr_quantum;
+/* scheduler.max_queued of the next configs written (0: the default). */
+static int64_t max_queued;
 /* More members of route "chat" (e.g. "'strategy': 'waterfall',") and more routes (e.g.
  * ", {'name': 'chat-b', 'deployments': ['dep-b']}") in the next configs written. */
 static const char *route_extra = "";
@@ -127,14 +129,15 @@ static void load_config(env_t *e, const opts_t *o)
     int n = snprintf(text, sizeof text,
                      "{'minute_ms': 60000, 'schema_dir': 'schema', %s"
                      " 'scheduler': {'db': '%s/t.db', 'lease_ms': %lld, 'max_attempts': %lld,"
-                     "               'drr_quantum_tokens': %lld},"
+                     "               'drr_quantum_tokens': %lld, 'max_queued': %lld},"
                      " 'deployments': [%s],"
                      " 'routes': [{'name': 'chat', %s 'deployments': [%s]}%s],"
                      " 'tenants': [{'name': 'acme', 'weight': 1}%s]}",
                      o->extra_top ? o->extra_top : "", e->dir,
                      (long long)(o->lease_ms ? o->lease_ms : 600000),
                      (long long)(o->max_attempts ? o->max_attempts : 5),
-                     (long long)(drr_quantum ? drr_quantum : 4096), dep_defs, route_extra,
+                     (long long)(drr_quantum ? drr_quantum : 4096),
+                     (long long)(max_queued ? max_queued : 1000000), dep_defs, route_extra,
                      o->deployments, more_routes, globex);
     ck_assert_int_lt(n, (int)sizeof text);
     unquote(text);
@@ -2120,6 +2123,38 @@ START_TEST(a_key_reused_for_another_request_is_answered_with_a_conflict)
 }
 END_TEST
 
+/* The scheduler holds at most scheduler.max_queued unfinished jobs, whatever each tenant's own
+ * limit: beyond it a new job is refused at once (queue_full, limiter queue:scheduler). */
+START_TEST(the_scheduler_s_queue_is_bounded_across_tenants)
+{
+    max_queued = 3;
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    const char *tenants[5] = {"acme", "globex", "acme", "globex", "acme"};
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "q-%d", i);
+        feed_job(&e, id, tenants[i], T0);
+    }
+    batch_t b = take(&e);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_RESULT), 2);
+    for (int i = 3; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "q-%d", i);
+        json_t *r = find(&b, SL_MSG_RESULT, id);
+        ck_assert_ptr_nonnull(r);
+        json_t *err = json_object_get(r, "error");
+        ck_assert_str_eq(sget(err, "reason"), "queue_full");
+        ck_assert_str_eq(sget(err, "limiter"), "queue:scheduler");
+        ck_assert(json_is_true(json_object_get(err, "retryable")));
+    }
+    batch_free(&b);
+    max_queued = 0;
+    env_done(&e);
+}
+END_TEST
+
 START_TEST(shed_drops_the_queued_job_due_last)
 {
     env_t e;
@@ -2929,6 +2964,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, a_large_head_job_is_not_starved_by_another_routes_small_jobs);
     tcase_add_test(tc, a_cancel_of_nothing_queued_is_answered);
     tcase_add_test(tc, a_key_reused_for_another_request_is_answered_with_a_conflict);
+    tcase_add_test(tc, the_scheduler_s_queue_is_bounded_across_tenants);
     tcase_add_test(tc, a_mixed_flow_pays_its_dominant_share_not_each_job_s);
     tcase_add_test(tc, job_for_an_unknown_route_is_rejected_locally);
     tcase_add_test(tc, rejected_job_result_does_not_name_another_route_or_tenant);
