@@ -439,6 +439,8 @@ int main(int argc, char **argv)
             sl_exporter_update(exporter, sched, cfg, now);
             sl_kafka_export_lag(cons, metrics, lag_family);
             last_export = now;
+            /* A flood that stopped still reports how many lines it held back. */
+            sl_log_flush_limited();
         }
         if (now - last_stats >= STATS_EVERY_MS) {
             sl_exporter_log_stats(sched);
