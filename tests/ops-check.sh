@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Checks the operator files in ops/: Prometheus config and alert rules (promtool, Debian package
-# prometheus), the alert rules' unit tests, and the Grafana dashboard's JSON. Prints a closing
+# Checks the operator files in ops/: Prometheus config and alert rules (promtool, unpacked by
+# ops/install-deps.sh), the alert rules' unit tests, and the Grafana dashboard's JSON. Prints a closing
 # "ops: N passed, N failed" and exits non-zero on any failure.
 set -u
 cd "$(dirname "$0")/.."
+# promtool unpacked by ops/install-deps.sh, ahead of any on PATH.
+export PATH="$PWD/var/tools/bin:$PATH"
 pass=0; fail=0; failed=()
 check() {
   local name=$1; shift
@@ -15,7 +17,7 @@ check() {
   fi
 }
 if ! command -v promtool >/dev/null 2>&1; then
-  echo "promtool not found (apt-get install prometheus)"
+  echo "promtool not found (run ops/install-deps.sh)"
   echo "ops: 0 passed, 1 failed"
   exit 1
 fi
