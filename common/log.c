@@ -163,8 +163,8 @@ static void log_text(sl_log_level_t level, const char *key, const char *val, con
     sl_logf(level, has_key ? key : NULL, has_key ? val : NULL, "%s", text);
 }
 
-void sl_log_limited(sl_log_limit_t *lim, int64_t interval_ms, sl_log_level_t level,
-                    const char *key, const char *val, const char *fmt, ...)
+void sl_log_limited(sl_log_limit_t *lim, int64_t interval_ms, sl_log_level_t level, const char *key,
+                    const char *val, const char *fmt, ...)
 {
     if (level < log_min)
         return;

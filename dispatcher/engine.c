@@ -458,7 +458,8 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
         (sig == NULL || sl_verifier_check(e->verifier, value, len, sig, sig_len) != SL_OK)) {
         /* Not from the scheduler: nobody may bypass the ledger by writing to the topic. */
         e->st.forged++;
-        sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "dropped a dispatch message without a valid signature");
+        sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
+                     "dropped a dispatch message without a valid signature");
         goto out;
     }
     char why[256];

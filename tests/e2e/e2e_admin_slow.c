@@ -128,8 +128,8 @@ int main(void)
     long status = timed_status(admin_port, "127.0.0.2", &took);
     printf("  another client, with %d idle open: status %ld in %.0f ms\n", opened, status, took);
     h_check(status == 200 && took < ANSWER_WITHIN_MS,
-            "another client is answered 200 in under %d ms (status %ld, %.0f ms)",
-            ANSWER_WITHIN_MS, status, took);
+            "another client is answered 200 in under %d ms (status %ld, %.0f ms)", ANSWER_WITHIN_MS,
+            status, took);
 
     usleep(SERVER_TIMEOUT_WAIT_MS * 1000);
     int closed = 0;
@@ -140,8 +140,7 @@ int main(void)
     }
     printf("  after %d ms: %d of %d idle connections closed by the server\n",
            SERVER_TIMEOUT_WAIT_MS, closed, opened);
-    h_check(closed == opened, "the server closed every idle connection (%d of %d)", closed,
-            opened);
+    h_check(closed == opened, "the server closed every idle connection (%d of %d)", closed, opened);
     status = timed_status(admin_port, "127.0.0.1", &took);
     printf("  the idle client itself afterwards: status %ld in %.0f ms\n", status, took);
     h_check(status == 200 && took < ANSWER_WITHIN_MS,

@@ -84,10 +84,9 @@ static void expect_refusal(const char *prog, const char *logname, const char *cf
 {
     int status = h_run(prog, logname, cfg, args, 20000);
     int why = log_has(logname, "Address already in use") && log_has(logname, "not starting");
-    printf("  %s with %s taken: exit status %d%s\n", prog, what, status,
-           why ? ", says why" : "");
-    h_check(status == 2 && why, "%s with its %s taken exits 2 and says why (status %d)", prog,
-            what, status);
+    printf("  %s with %s taken: exit status %d%s\n", prog, what, status, why ? ", says why" : "");
+    h_check(status == 2 && why, "%s with its %s taken exits 2 and says why (status %d)", prog, what,
+            status);
 }
 
 int main(void)
