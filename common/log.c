@@ -137,13 +137,14 @@ static void format_count(char *buf, size_t cap, uint64_t n)
     buf[len] = '\0';
 }
 
-/* Formats the held-back tail " (and N more like it in the last X s)". */
-static void format_held(char *buf, size_t cap, uint64_t held, int64_t span_ms)
+/* Formats the held-back tail: " (and N more like it in the last X s)" on a line that is itself
+ * an occurrence (also_this), " (N more like it in the last X s)" on a summary that is not. */
+static void format_held(char *buf, size_t cap, int also_this, uint64_t held, int64_t span_ms)
 {
     char count[40];
     format_count(count, sizeof count, held);
     int64_t span_s = (span_ms + 500) / 1000;
-    snprintf(buf, cap, " (and %s more like it in the last %lld s)", count,
+    snprintf(buf, cap, " (%s%s more like it in the last %lld s)", also_this ? "and " : "", count,
              (long long)(span_s > 0 ? span_s : 1));
 }
 
@@ -188,7 +189,7 @@ void sl_log_limited(sl_log_limit_t *lim, int64_t interval_ms, sl_log_level_t lev
     va_end(ap);
     char tail[96] = "";
     if (lim->lim_held > 0)
-        format_held(tail, sizeof tail, lim->lim_held, now - lim->lim_since_ms);
+        format_held(tail, sizeof tail, 1 /*also this*/, lim->lim_held, now - lim->lim_since_ms);
     lim->lim_held = 0;
     lim->lim_since_ms = now;
     lim->lim_next_ms = now + interval_ms;
@@ -213,7 +214,8 @@ void sl_log_flush_limited(void)
         if (lim->lim_held == 0 || now < lim->lim_next_ms)
             continue;
         char tail[96];
-        format_held(tail, sizeof tail, lim->lim_held, now - lim->lim_since_ms);
+        format_held(tail, sizeof tail, 0 /*a summary only*/, lim->lim_held,
+                    now - lim->lim_since_ms);
         char line[SL_LOG_LIMIT_MSG + sizeof tail];
         snprintf(line, sizeof line, "%s%s", lim->lim_msg, tail);
         /* This summary is the interval's one line: later occurrences are counted until the

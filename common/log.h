@@ -26,7 +26,9 @@ void sl_logf(sl_log_level_t level, const char *key, const char *val, const char 
 
 /* Rate limit for one call site's repeated event (a forged dispatch, an invalid message): the
  * first occurrence is printed, then at most one line per interval, carrying the count of those
- * held back ("... (and 29,999 more like it in the last 10 s)"). Memory is fixed per call site:
+ * held back: "<this one> (and 29,999 more like it in the last 10 s)" when the line is itself an
+ * occurrence, "<the last printed> (29,999 more like it in the last 10 s)" when it is a summary
+ * written by sl_log_flush_limited. Memory is fixed per call site:
  * the struct is static at the site (see sl_log_every) and holds a short copy of the last printed
  * message so a held-back count can be reported by sl_log_flush_limited when the flood stops. */
 #define SL_LOG_LIMIT_MSG 160

@@ -80,7 +80,8 @@ START_TEST(a_flood_prints_one_line_then_one_summary_with_the_count)
     char *text = captured_text();
     ck_assert_int_eq(count_lines(text), 2);
     ck_assert_ptr_nonnull(strstr(text, "without a valid signature (0)\"}"));
-    ck_assert_ptr_nonnull(strstr(text, "(and 29,999 more like it in the last 10 s)"));
+    /* The summary is not an occurrence itself: 1 + 29,999 = 30,000. */
+    ck_assert_ptr_nonnull(strstr(text, "signature (0) (29,999 more like it in the last 10 s)"));
     ck_assert_ptr_null(strstr(text, "(1)"));
     free(text);
 }
@@ -143,7 +144,7 @@ START_TEST(the_extra_field_is_kept_in_the_summary)
     ck_assert_int_eq(count_lines(text), 2);
     const char *second = strchr(text, '\n') + 1;
     ck_assert_ptr_nonnull(strstr(second, "\"job\":\"j-1\""));
-    ck_assert_ptr_nonnull(strstr(second, "(and 2 more like it in the last 1 s)"));
+    ck_assert_ptr_nonnull(strstr(second, "not queued (2 more like it in the last 1 s)"));
     free(text);
 }
 END_TEST
