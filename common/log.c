@@ -227,3 +227,12 @@ void sl_log_flush_limited(void)
     }
     pthread_mutex_unlock(&limit_lock);
 }
+
+void sl_log_reset_limited(void)
+{
+    pthread_mutex_lock(&limit_lock);
+    for (int i = 0; i < limit_nsites; i++)
+        memset(limit_sites[i], 0, sizeof *limit_sites[i]);
+    limit_nsites = 0;
+    pthread_mutex_unlock(&limit_lock);
+}

@@ -54,6 +54,10 @@ void sl_log_limited(sl_log_limit_t *lim, int64_t interval_ms, sl_log_level_t lev
  * daemon's loop (cheap: a scan of at most SL_LOG_LIMIT_SITES sites). */
 void sl_log_flush_limited(void);
 
+/* Forgets what every call site counted and printed, as at process start (tests that run in one
+ * process). */
+void sl_log_reset_limited(void);
+
 /* The clock the limiter reads (monotonic ms); tests replace it. NULL restores the default. */
 void sl_log_set_clock(int64_t (*now_ms)(void));
 

@@ -66,6 +66,7 @@ static void setup(void)
 {
     sl_log_init("test", SL_LOG_INFO);
     sl_log_set_clock(fake_clock);
+    sl_log_reset_limited(); /* the suite also runs in one process (CK_FORK=no) */
     fake_now_ms = 1000000;
 }
 
