@@ -223,9 +223,15 @@ sl_metrics_t *sl_proc_metrics(const sl_proc_opts_t *opts, const char *listen)
         return m;
     char err[256] = "";
     int port = 0;
-    if (sl_metrics_serve(m, listen, &port, err, sizeof err) != SL_OK)
-        sl_warn("metrics not served on %s: %s", listen, err);
-    else
-        sl_info("metrics on http://%s/metrics (port %d)", listen, port);
+    if (sl_metrics_serve(m, listen, &port, err, sizeof err) != SL_OK) {
+        /* Going on would let a scrape of this address read another process's metrics (a
+         * second stack on the machine) while this one is invisible. */
+        sl_error("%s; not starting: stop what holds it, or give this process its own address "
+                 "(--metrics-listen HOST:PORT or metrics_listen; \"\" serves none)",
+                 err);
+        sl_metrics_free(m);
+        exit(2);
+    }
+    sl_info("metrics on http://%s/metrics (port %d)", listen, port);
     return m;
 }

@@ -78,8 +78,9 @@ sl_config_t *sl_proc_start(const char *component, const sl_proc_opts_t *opts);
 
 /* A daemon's metrics registry, served on opts->metrics_listen when given (several dispatchers
  * on one host each need their own port), else on listen from the config ("HOST:PORT"; "" = not
- * served). A port that cannot be bound is a warning, not a stop: the daemon's work matters
- * more. Returns NULL only when out of memory (caller frees with sl_metrics_free). */
+ * served). An address that cannot be served (taken, bad) is a stop: it says why on stderr and
+ * exits with status 2, since a scrape would otherwise read whatever else holds the port.
+ * Returns NULL only when out of memory (caller frees with sl_metrics_free). */
 sl_metrics_t *sl_proc_metrics(const sl_proc_opts_t *opts, const char *listen);
 
 #endif

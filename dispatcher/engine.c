@@ -539,20 +539,23 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
         (sig == NULL || sl_verifier_check(e->verifier, value, len, sig, sig_len) != SL_OK)) {
         /* Not from the scheduler: nobody may bypass the ledger by writing to the topic. */
         e->st.forged++;
-        sl_warn("dropped a dispatch message without a valid signature");
+        sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
+                     "dropped a dispatch message without a valid signature");
         goto out;
     }
     char why[256];
     doc = json_loadb(value, len, 0, NULL);
     if (doc == NULL || sl_schema_validate(e->schema, doc, why, sizeof why) != SL_OK) {
         e->st.malformed++;
-        sl_warn("dropped a malformed dispatch message: %s", doc ? why : "malformed JSON");
+        sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "dropped a malformed dispatch message: %s",
+                     doc ? why : "malformed JSON");
         goto out;
     }
     sl_msg_dispatch_t msg;
     if (sl_msg_dispatch_read(doc, &msg) != SL_OK) {
         e->st.malformed++;
-        sl_warn("dropped a malformed dispatch message: a required field is missing");
+        sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
+                     "dropped a malformed dispatch message: a required field is missing");
         goto out;
     }
     job_id = msg.job_id;

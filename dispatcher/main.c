@@ -350,6 +350,8 @@ int main(int argc, char **argv)
         if (now - last_lag >= 1000) {
             sl_kafka_export_lag(cons, ctx.metrics, m_lag);
             last_lag = now;
+            /* A flood that stopped still reports how many lines it held back. */
+            sl_log_flush_limited();
         }
         if (now - last_stats >= 10000) {
             sl_engine_stats_t st;

@@ -14,7 +14,11 @@
 #include "log.h"
 #include "util.h"
 
-enum { CONNECTION_LIMIT = 32, CONNECTION_TIMEOUT_S = 30 };
+/* Each connection has its own thread (a request waits there for the loop's answer, so one slow
+ * client never blocks another's). What a client can hold is bounded instead: an idle or slow
+ * connection is closed after CONNECTION_TIMEOUT_S, one address holds at most PER_IP_LIMIT
+ * connections (the rest are closed as they come), and all of them at most CONNECTION_LIMIT. */
+enum { CONNECTION_LIMIT = 512, PER_IP_LIMIT = 32, CONNECTION_TIMEOUT_S = 5 };
 
 typedef enum { P_WAITING = 0, P_TAKEN, P_DONE } pstate_t;
 
@@ -215,7 +219,8 @@ sl_err_t sl_admin_start(const char *listen, sl_admin_t **out, int *port_out, cha
         ntohs(addr.sin_port), NULL, NULL, on_request, a, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
         NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_SOCK_ADDR,
         (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTION_LIMIT,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_IP_LIMIT, MHD_OPTION_END);
     if (a->daemon == NULL) {
         snprintf(err, errlen, "cannot serve the admin API on %.200s: %s", listen,
                  strerror(errno));

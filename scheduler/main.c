@@ -325,13 +325,18 @@ int main(int argc, char **argv)
     sl_api_t api = {&sched, (const sl_config_t **)&cfg, store, sl_now_ms};
     if (cfg->admin_listen[0] != '\0') {
         int port = 0;
-        if (sl_admin_start(cfg->admin_listen, &admin, &port, err, sizeof err) != SL_OK)
-            sl_warn("admin API not served: %s", err);
-        else
-            sl_info("admin API on http://%s/v1/ (port %d)%s", cfg->admin_listen, port,
-                    cfg->nadmin_keys == 0 ? "; no admin_keys in the config: every request "
-                                            "is refused"
-                                          : "");
+        if (sl_admin_start(cfg->admin_listen, &admin, &port, err, sizeof err) != SL_OK) {
+            /* Going on would leave the admin clients talking to whatever holds the port (a
+             * second stack's scheduler). */
+            sl_error("%s; not starting: stop what holds it, or set scheduler.admin_listen "
+                     "(\"\" serves none)",
+                     err);
+            exit(2);
+        }
+        sl_info("admin API on http://%s/v1/ (port %d)%s", cfg->admin_listen, port,
+                cfg->nadmin_keys == 0 ? "; no admin_keys in the config: every request "
+                                        "is refused"
+                                      : "");
     }
     int64_t last_export = 0;
     int64_t next_wait = 1;
@@ -439,6 +444,8 @@ int main(int argc, char **argv)
             sl_exporter_update(exporter, sched, cfg, now);
             sl_kafka_export_lag(cons, metrics, lag_family);
             last_export = now;
+            /* A flood that stopped still reports how many lines it held back. */
+            sl_log_flush_limited();
         }
         if (now - last_stats >= STATS_EVERY_MS) {
             sl_exporter_log_stats(sched);

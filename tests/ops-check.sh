@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Checks the operator files in ops/: Prometheus config and alert rules (promtool, Debian package
-# prometheus), the alert rules' unit tests, and the Grafana dashboard's JSON. Prints a closing
+# Checks the operator files in ops/: Prometheus config and alert rules (promtool, unpacked by
+# ops/install-deps.sh), the alert rules' unit tests, and the Grafana dashboard's JSON. Prints a closing
 # "ops: N passed, N failed" and exits non-zero on any failure.
 set -u
 cd "$(dirname "$0")/.."
+# promtool unpacked by ops/install-deps.sh, ahead of any on PATH.
+export PATH="$PWD/var/tools/bin:$PATH"
 pass=0; fail=0; failed=()
 check() {
   local name=$1; shift
@@ -15,7 +17,7 @@ check() {
   fi
 }
 if ! command -v promtool >/dev/null 2>&1; then
-  echo "promtool not found (apt-get install prometheus)"
+  echo "promtool not found (run ops/install-deps.sh)"
   echo "ops: 0 passed, 1 failed"
   exit 1
 fi
@@ -23,6 +25,33 @@ check "promtool check config" promtool check config ops/prometheus/prometheus.ym
 check "promtool check rules" promtool check rules ops/prometheus/sluice-alerts.yml
 check "promtool test rules" promtool test rules ops/prometheus/sluice-alerts.test.yml
 check "dashboard JSON" python3 -m json.tool ops/grafana/sluice-dashboard.json
+
+# ops/stack, in a scratch copy whose sluice-devkafka fails at start as a missing time zone would:
+# `up` must fail at once and show the end of that process's log (its last 20 lines, not more).
+stack_shows_the_log() {
+  local dir rc=0 out
+  dir=$(mktemp -d)
+  mkdir -p "$dir/ops" "$dir/bin"
+  cp ops/stack "$dir/ops/stack"
+  for b in sluice-sim sluice-scheduler sluice-ingest sluice-dispatcher sluice; do
+    printf '#!/bin/sh\nsleep 30\n' >"$dir/bin/$b"
+  done
+  cat >"$dir/bin/sluice-devkafka" <<'SH'
+#!/bin/sh
+for i in $(seq 1 25); do echo "startup line $i"; done
+echo '{"level":"error","msg":"cannot load time zone Europe/Atlantis"}' >&2
+exit 2
+SH
+  chmod +x "$dir"/bin/*
+  out=$(cd "$dir" && timeout 15 ops/stack up 2>&1) || rc=$?
+  rm -rf "$dir"
+  [ "$rc" -ne 0 ] || { echo "ops/stack up succeeded"; return 1; }
+  echo "$out" | grep -q "devkafka exited before it came up" || { echo "$out"; return 1; }
+  echo "$out" | grep -q "cannot load time zone Europe/Atlantis" || { echo "$out"; return 1; }
+  echo "$out" | grep -q "startup line 7$" || { echo "$out"; return 1; }
+  if echo "$out" | grep -q "startup line 6$"; then echo "$out"; return 1; fi
+}
+check "ops/stack shows the log of a process that did not come up" stack_shows_the_log
 echo "ops checks failed: ${failed[*]:-none}"
 echo "ops: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -3,6 +3,8 @@
 # prints a closing "N passed, N failed" over the drivers.
 set -u
 cd "$(dirname "$0")/.."
+# promtool unpacked by ops/install-deps.sh, ahead of any on PATH.
+export PATH="$PWD/var/tools/bin:$PATH"
 pass=0; fail=0
 for t in "$@"; do
   echo "== $t"
