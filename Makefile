@@ -99,7 +99,7 @@ test: deps
 
 # CK_FORK=no runs each suite in one process so LeakSanitizer sees leaks at exit.
 ASAN_VARS := BUILD=build-asan BIN=bin-asan OPT=-O1 \
-	SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+	SAN="-fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=all"
 asan:
 	@CK_FORK=no $(MAKE) --no-print-directory $(ASAN_VARS) test-unit
 
