@@ -480,6 +480,47 @@ START_TEST(pattern_length_is_bounded)
 }
 END_TEST
 
+/* A pattern of depth groups around "a": "((a))" for 2. The caller frees it. */
+static char *nested_groups(int depth)
+{
+    char *p = malloc((size_t)depth * 2 + 2);
+    ck_assert_ptr_nonnull(p);
+    memset(p, '(', (size_t)depth);
+    p[depth] = 'a';
+    memset(p + depth + 1, ')', (size_t)depth);
+    p[2 * depth + 1] = '\0';
+    return p;
+}
+
+START_TEST(pattern_nesting_is_bounded)
+{
+    char why[256];
+    sl_ecmare_t *re = NULL;
+    char *ok = nested_groups(SL_ECMARE_MAX_NESTING);
+    ck_assert_msg(sl_ecmare_compile(ok, strlen(ok), &re, why, sizeof why) == SL_OK, "%s", why);
+    ck_assert_int_eq(sl_ecmare_match(re, "xa", 2, why, sizeof why), 1);
+    sl_ecmare_free(re);
+    re = NULL;
+    char *deep = nested_groups(SL_ECMARE_MAX_NESTING + 1);
+    ck_assert_int_eq(sl_ecmare_compile(deep, strlen(deep), &re, why, sizeof why), SL_ESCHEMA);
+    ck_assert_ptr_null(re);
+    ck_assert_str_eq(why, "groups are nested more than 32 deep at offset 32");
+    /* Groups side by side do not nest: only depth counts. */
+    char wide[4 * 100 + 1] = "";
+    for (int i = 0; i < 100; i++)
+        strcat(wide, "(a)?");
+    ck_assert_msg(sl_ecmare_compile(wide, strlen(wide), &re, why, sizeof why) == SL_OK, "%s", why);
+    sl_ecmare_free(re);
+    /* Nor do parentheses in a class or escaped. */
+    static const char lits[] = "[(((((((((((((((((((((((((((((((((((]\\(\\(";
+    re = NULL;
+    ck_assert_msg(sl_ecmare_compile(lits, strlen(lits), &re, why, sizeof why) == SL_OK, "%s", why);
+    sl_ecmare_free(re);
+    free(ok);
+    free(deep);
+}
+END_TEST
+
 static void expect_string(const char *schema_text, const char *s, const char *want_why)
 {
     sl_schema_t *schema = compile_or_die(schema_text, __LINE__);
@@ -1087,6 +1128,7 @@ static Suite *jsonschema_suite(void)
     tcase_add_test(tc, pattern_keeps_ecma_262_meaning_where_pcre2_differs);
     tcase_add_test(tc, pattern_that_is_not_ecma_262_is_rejected_at_compile);
     tcase_add_test(tc, pattern_length_is_bounded);
+    tcase_add_test(tc, pattern_nesting_is_bounded);
     tcase_add_test(tc, pattern_that_backtracks_without_end_fails_validation);
     tcase_add_test(tc, pattern_limits_leave_room_for_long_strings);
     tcase_add_test(tc, any_of_needs_one_matching_branch);
