@@ -4,6 +4,7 @@
  * double quotes before parsing, so no test text may contain a literal apostrophe.
  */
 #include "jsonschema.h"
+#include "util.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -825,6 +826,68 @@ START_TEST(deep_nesting_is_bounded)
 }
 END_TEST
 
+/* A schema whose $refs fan out: a0 is anyOf [a1, a1], a1 anyOf [a2, a2], ..., so a value that
+ * fails at the bottom is tried 2^levels times. With descend, each level also goes one array
+ * deeper. The caller frees the result. */
+static sl_schema_t *fanning_schema(int levels, int descend)
+{
+    json_t *defs = json_object();
+    for (int i = 0; i < levels; i++) {
+        char name[16], ref[32];
+        snprintf(name, sizeof name, "a%d", i);
+        snprintf(ref, sizeof ref, "#/$defs/a%d", i + 1);
+        json_t *branch = descend ? json_pack("{s:s, s:{s:s}}", "type", "array", "items", "$ref", ref)
+                                 : json_pack("{s:s}", "$ref", ref);
+        json_object_set_new(defs, name, json_pack("{s:[O,o]}", "anyOf", branch, branch));
+    }
+    char last[16];
+    snprintf(last, sizeof last, "a%d", levels);
+    json_object_set_new(defs, last, json_pack("{s:s}", "type", "string"));
+    json_t *root = json_pack("{s:o, s:s}", "$defs", defs, "$ref", "#/$defs/a0");
+    sl_schema_t *schema = NULL;
+    char err[256];
+    ck_assert_msg(sl_schema_compile(root, &schema, err, sizeof err) == SL_OK, "%s", err);
+    json_decref(root);
+    return schema;
+}
+
+/* A hostile schema used to make one validation run for 2^40 steps (it did not finish); it now
+ * gives up at its step budget, at once, and nothing turns that into a pass. */
+START_TEST(fanning_refs_are_bounded_by_the_step_budget)
+{
+    char why[512];
+    sl_schema_t *schema = fanning_schema(40, 0 /*same value*/);
+    json_t *doc = json_integer(1);
+    double t0 = sl_mono_ms();
+    ck_assert_int_eq(sl_schema_validate(schema, doc, why, sizeof why), SL_ESCHEMA);
+    ck_assert_msg(sl_mono_ms() - t0 < 1000, "took %.0f ms", sl_mono_ms() - t0);
+    ck_assert_msg(strstr(why, "/: validation gave up") == why, "why: %s", why);
+    json_t *str = json_string("ok");
+    ck_assert_int_eq(sl_schema_validate(schema, str, why, sizeof why), SL_OK);
+    json_decref(str);
+    json_decref(doc);
+    sl_schema_free(schema);
+
+    /* Fanning out while descending: 40 arrays deep, within SL_SCHEMA_MAX_DEPTH. */
+    schema = fanning_schema(40, 1 /*one array deeper each level*/);
+    doc = nested_arrays(40);
+    t0 = sl_mono_ms();
+    ck_assert_int_eq(sl_schema_validate(schema, doc, why, sizeof why), SL_ESCHEMA);
+    ck_assert_msg(sl_mono_ms() - t0 < 1000, "took %.0f ms", sl_mono_ms() - t0);
+    ck_assert_msg(strstr(why, "validation gave up") != NULL, "why: %s", why);
+    json_decref(doc);
+    sl_schema_free(schema);
+
+    /* A few levels of fan-out are within the budget and answer as before. */
+    schema = fanning_schema(3, 0);
+    doc = json_integer(1);
+    ck_assert_int_eq(sl_schema_validate(schema, doc, why, sizeof why), SL_ESCHEMA);
+    ck_assert_msg(strstr(why, "does not match any of the anyOf schemas") != NULL, "why: %s", why);
+    json_decref(doc);
+    sl_schema_free(schema);
+}
+END_TEST
+
 /* ---- the realistic chat request --------------------------------------------------------- */
 
 static char *fixture_path(const char *name)
@@ -1148,6 +1211,7 @@ static Suite *jsonschema_suite(void)
     tcase_add_test(tc, pointer_escapes_tilde_slash_and_control_characters);
     tcase_add_test(tc, first_violation_in_document_order_is_reported);
     tcase_add_test(tc, deep_nesting_is_bounded);
+    tcase_add_test(tc, fanning_refs_are_bounded_by_the_step_budget);
     tcase_add_test(tc, chat_request_accepts_a_realistic_document);
     tcase_add_test(tc, chat_request_rejects_each_kind_of_mistake);
     tcase_add_test(tc, load_file_reports_io_parse_and_schema_errors);
