@@ -437,8 +437,9 @@ static bool check(vctx_t *v, const node_t *n, const json_t *doc, const path_t *p
     if (depth > SL_SCHEMA_MAX_DEPTH)
         return vfatal(v, p, ": document nested too deeply");
     if (++v->steps > v->max_steps)
-        return vfatal(v, p, ": validation gave up: the schema's combinators apply to the same "
-                            "values too many times");
+        return vfatal(v, p,
+                      ": validation gave up: the schema's combinators apply to the same "
+                      "values too many times");
     if (n->flags & N_FALSE)
         return vfail(v, p, "no value is allowed here (the schema is false)");
     if (n->types && !(n->types & doc_types(doc)))

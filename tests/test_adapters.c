@@ -710,8 +710,11 @@ static int64_t hint_seen_by_scheduler(sl_provider_t api, const char *header_line
     if (header_line != NULL)
         sl_ratelimit_header(&rl, header_line, strlen(header_line));
     json_t *body = body_text != NULL ? json_loads(body_text, 0, NULL) : NULL;
-    sl_msg_usage_t u = {.job_id = "j", .reservation_id = "r", .deployment = "dep",
-                        .outcome = SL_OUTCOME_RATE_LIMITED, .http_status = 429,
+    sl_msg_usage_t u = {.job_id = "j",
+                        .reservation_id = "r",
+                        .deployment = "dep",
+                        .outcome = SL_OUTCOME_RATE_LIMITED,
+                        .http_status = 429,
                         .retry_after_ms = sl_adapter_retry_after_ms(ad, &rl, body)};
     json_t *doc = sl_msg_usage_json(&u);
     ck_assert_ptr_nonnull(doc);

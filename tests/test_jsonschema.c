@@ -836,8 +836,9 @@ static sl_schema_t *fanning_schema(int levels, int descend)
         char name[16], ref[32];
         snprintf(name, sizeof name, "a%d", i);
         snprintf(ref, sizeof ref, "#/$defs/a%d", i + 1);
-        json_t *branch = descend ? json_pack("{s:s, s:{s:s}}", "type", "array", "items", "$ref", ref)
-                                 : json_pack("{s:s}", "$ref", ref);
+        json_t *branch = descend
+                             ? json_pack("{s:s, s:{s:s}}", "type", "array", "items", "$ref", ref)
+                             : json_pack("{s:s}", "$ref", ref);
         json_object_set_new(defs, name, json_pack("{s:[O,o]}", "anyOf", branch, branch));
     }
     char last[16];
