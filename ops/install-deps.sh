@@ -11,6 +11,7 @@ PKGS=(
   prometheus  # promtool: the tests check the daemons' /metrics output with it
   gnuplot-nox  # bench/compare's plots
   libpcre2-dev  # PCRE2: schema "pattern"s are ECMA-262 regexes, matched by common/jsonschema.c
+  clang libclang-rt-14-dev  # `make fuzz`: libFuzzer and its sanitizers (tests/fuzz/)
 )
 missing=()
 for p in "${PKGS[@]}"; do
