@@ -64,6 +64,34 @@ def http_requests():
     return [b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n" + r for r in requests()]
 
 
+def dict_tokens(item):
+    """JSON keys and short string values in item (quoted), and header names (with the colon)."""
+    out = []
+    text = item.decode("utf-8", "replace")
+    for line in text.split("\r\n"):
+        name = line.split(":", 1)[0]
+        if ":" in line and 0 < len(name) < 64 and " " not in name:
+            out.append(name + ":")
+    start = text.find("{")
+    try:
+        doc = json.loads(text[start:]) if start >= 0 else None
+    except ValueError:
+        doc = None
+
+    def walk(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                out.append(json.dumps(k))
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+        elif isinstance(node, str) and len(node) < 48:
+            out.append(json.dumps(node))
+    walk(doc)
+    return [t for t in out if all(ord(c) < 128 for c in t)]
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -97,6 +125,18 @@ def main():
         "config": configs,
         "dispatch": [b"\x00" + b"A" * 88 + dispatch] + [b"\x01" + r for r in requests()],
     }
+    # A dictionary per target: the JSON keys and strings of its seeds (config keys, schema
+    # keywords, provider fields) and header names, so mutations reach past the first lookup.
+    for target, items in seeds.items():
+        tokens = set()
+        for item in items:
+            for tok in dict_tokens(item):
+                tokens.add(tok)
+        with open(os.path.join(out, target + ".dict"), "w") as f:
+            for tok in sorted(tokens):
+                f.write('"%s"\n' % "".join(
+                    c if 32 <= ord(c) < 127 and c not in '"\\' else "\\x%02x" % ord(c)
+                    for c in tok))
     for target, items in seeds.items():
         d = os.path.join(out, target)
         os.makedirs(d, exist_ok=True)

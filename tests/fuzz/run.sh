@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs each fuzz target given (bin-fuzz/fuzz/fuzz_NAME) for FUZZ_SECONDS (default 60) on its
-# corpus in build-fuzz/corpus/NAME, seeded from examples/ and tests/fixtures/ (corpus.py).
+# corpus in build-fuzz/corpus/NAME, seeded from examples/ and tests/fixtures/ (corpus.py), with
+# the dictionary corpus.py makes of the seeds' JSON keys and header names.
 # Prints libFuzzer's final figures per target and a closing "N passed, N failed"; a crash, a
 # broken contract, a leak or an input slower than FUZZ_TIMEOUT seconds fails its target, and its
 # input is saved as build-fuzz/findings/NAME/crash-* (reproduce: bin-fuzz/fuzz/fuzz_NAME FILE).
@@ -16,7 +17,9 @@ for bin in "$@"; do
   mkdir -p "$out/corpus/$name" "$out/findings/$name" "$out/logs"
   log="$out/logs/$name.log"
   # -rss_limit_mb: a target that needs more than 2 GiB is a finding too.
-  if "$bin" -max_total_time="$seconds" -timeout="$timeout_s" -rss_limit_mb=2048 \
+  dict=()
+  [ -s "$out/corpus/$name.dict" ] && dict=(-dict="$out/corpus/$name.dict")
+  if "$bin" -max_total_time="$seconds" -timeout="$timeout_s" -rss_limit_mb=2048 "${dict[@]}" \
        -print_final_stats=1 -artifact_prefix="$out/findings/$name/" \
        "$out/corpus/$name" >"$log" 2>&1; then
     pass=$((pass + 1)); verdict=ok
