@@ -32,7 +32,8 @@ E2E_DRIVERS := $(patsubst tests/e2e/%.c,$(BIN)/tests/%,$(wildcard tests/e2e/e2e_
 BENCH := $(patsubst bench/%.c,$(BIN)/bench/%,$(wildcard bench/*.c))
 BENCH_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/lib/*.c))
 
-.PHONY: all deps run test test-unit test-ops test-bench-help test-e2e asan asan-e2e bench clean format
+.PHONY: all deps run test test-unit test-ops test-bench-help test-e2e asan asan-e2e bench clean format \
+        fuzz fuzz-build fuzz-bins
 all: $(PROGRAMS) $(UNIT_TESTS) $(E2E_DRIVERS) $(BENCH)
 
 deps:
@@ -100,13 +101,31 @@ test: deps
 
 # CK_FORK=no runs each suite in one process so LeakSanitizer sees leaks at exit.
 ASAN_VARS := BUILD=build-asan BIN=bin-asan OPT=-O1 \
-	SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+	SAN="-fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=all"
 asan:
 	@CK_FORK=no $(MAKE) --no-print-directory $(ASAN_VARS) test-unit
 
 # The end-to-end tests with every process built with the sanitizers.
 asan-e2e:
 	@$(MAKE) --no-print-directory $(ASAN_VARS) test-e2e
+
+# libFuzzer targets (tests/fuzz/README.md): every module built again with clang, ASan and UBSan
+# and libFuzzer's coverage; each tests/fuzz/fuzz_NAME.c is one target. `make fuzz` runs each for
+# FUZZ_SECONDS (default 60); `make fuzz FUZZ_TARGETS="sse config"` runs only those.
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_TARGETS ?= $(FUZZ_NAMES)
+FUZZ_SECONDS ?= 60
+FUZZ_VARS := CC=clang BUILD=build-fuzz BIN=bin-fuzz OPT=-O1 \
+	SAN="-fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer -fno-sanitize-recover=all"
+$(BIN)/fuzz/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/fuzz.o $(MODULE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+.PRECIOUS: $(BUILD)/tests/fuzz/%.o
+fuzz-bins: $(patsubst %,$(BIN)/fuzz/fuzz_%,$(FUZZ_NAMES))
+fuzz-build:
+	@$(MAKE) --no-print-directory $(FUZZ_VARS) fuzz-bins
+fuzz: fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh $(patsubst %,bin-fuzz/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
 # `make bench SCENARIO="storm503 backfill"` runs only those (see bench/run.sh for the names).
 bench: $(PROGRAMS) $(BENCH)
@@ -116,6 +135,6 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf build build-asan bin bin-asan
+	rm -rf build build-asan build-fuzz bin bin-asan bin-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -51,6 +51,10 @@
  * excludes the same set. */
 #define ECMA_DOT "[^\\n\\r\\u2028\\u2029]"
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define MAX_NESTING_TEXT STR(SL_ECMARE_MAX_NESTING)
+
 /* The rewritten pattern's cap: ECMA-262's \S becomes a class of about 150 bytes, so a pattern
  * of SL_ECMARE_MAX_LEN made only of them still fits. */
 #define REWRITE_MAX ((size_t)SL_ECMARE_MAX_LEN * 160)
@@ -63,6 +67,7 @@ typedef struct {
     sl_buf_t out;
     const char *reason; /* why the pattern is refused; NULL on failure: out of memory */
     size_t reason_at;   /* offset in src */
+    unsigned depth;     /* groups open at src[i] */
     size_t find_out;    /* an offset into out whose source offset is wanted, or SIZE_MAX */
     size_t found_src;   /* the offset in src of the token that wrote out[find_out] */
 } pat_t;
@@ -325,6 +330,8 @@ static bool read_group(pat_t *p)
 {
     static const char *const kinds[] = {"(?:", "(?=", "(?!", "(?<=", "(?<!"};
     size_t at = p->i, rest = p->len - at;
+    if (++p->depth > SL_ECMARE_MAX_NESTING)
+        return pat_refuse(p, at, "groups are nested more than " MAX_NESTING_TEXT " deep");
     if (rest > 1 && p->src[at + 1] == '*')
         return pat_refuse(p, at, "nothing to repeat after (");
     if (rest < 2 || p->src[at + 1] != '?') {
@@ -403,6 +410,9 @@ static bool ecma_to_pcre2(pat_t *p)
         } else if (ch == '.') {
             p->i++;
             ok = pat_puts(p, ECMA_DOT);
+        } else if (ch == ')') {
+            p->depth -= p->depth > 0; /* an unbalanced ")" is PCRE2's to refuse */
+            ok = copy_char(p, &cp);
         } else {
             ok = copy_char(p, &cp); /* literals, and ^ $ | ) } ] which both read alike */
         }
@@ -496,6 +506,8 @@ static void contexts_create(void)
         pcre2_match_context_free(mc);
         return;
     }
+    /* The same bound as ecma_to_pcre2's, so PCRE2 never recurses deeper either. */
+    pcre2_set_parens_nest_limit(cc, SL_ECMARE_MAX_NESTING);
     pcre2_set_match_limit(mc, MATCH_LIMIT);
     pcre2_set_heap_limit(mc, HEAP_LIMIT_KIB);
     pcre2_jit_stack_assign(mc, thread_jit_stack, NULL);

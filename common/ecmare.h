@@ -3,8 +3,9 @@
  * A pattern is read as ECMA-262 with the "u" flag and matched anywhere in a string (unanchored),
  * by PCRE2, JIT-compiled where available. Constructs PCRE2 reads otherwise (".", "\s", "\S",
  * "\v") are rewritten to ECMA-262's meaning; PCRE2-only syntax is refused. jsonschema.h lists
- * what is and is not supported. A match is bounded (backtracking steps, memory): a pattern that
- * runs away gives up instead of hanging.
+ * what is and is not supported. A pattern is bounded in length (SL_ECMARE_MAX_LEN) and group
+ * nesting (SL_ECMARE_MAX_NESTING), a match in backtracking steps and memory: a pattern that runs
+ * away gives up instead of hanging or exhausting the stack.
  *
  * Thread safety: a compiled pattern is read-only and may be matched from any number of threads
  * at once; each thread gets its own match block and JIT stack on its first match, freed when it
@@ -19,6 +20,9 @@
 
 /* Longest pattern accepted, in bytes. */
 #define SL_ECMARE_MAX_LEN 4096
+/* Deepest nesting of groups accepted ("((a))" is 2): PCRE2 compiles nested groups recursively,
+ * so a hostile schema must not choose the depth. */
+#define SL_ECMARE_MAX_NESTING 32
 
 typedef struct sl_ecmare sl_ecmare_t;
 

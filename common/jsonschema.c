@@ -197,6 +197,7 @@ static sl_err_t new_node(cctx_t *c, node_t **out)
     n->max_props = SIZE_MAX;
     n->next_alloc = c->schema->nodes;
     c->schema->nodes = n;
+    c->schema->nnodes++;
     *out = n;
     return SL_OK;
 }

@@ -39,7 +39,8 @@
  *
  * $ref cycles that never descend into the document (e.g. {"$ref": "#"} at the root) are rejected
  * at compile time; recursion that does descend is bounded at validation by
- * SL_SCHEMA_MAX_DEPTH levels of document nesting.
+ * SL_SCHEMA_MAX_DEPTH levels of document nesting, and the whole validation by a step budget
+ * (SL_SCHEMA_STEPS_PER_NODE). Groups in a pattern nest at most SL_ECMARE_MAX_NESTING deep.
  */
 #ifndef SL_JSONSCHEMA_H
 #define SL_JSONSCHEMA_H
@@ -54,6 +55,13 @@
 /* Deepest document nesting a validation descends into; the root value is at depth 0. Deeper
  * values fail with "document nested too deeply". */
 #define SL_SCHEMA_MAX_DEPTH 64
+
+/* A validation applies at most (SL_SCHEMA_STEPS_PER_NODE x nodes + 64) x values schema nodes,
+ * nodes those of the compiled schema and values those of the document: a schema whose $refs fan
+ * out (anyOf: [{$ref: a1}, {$ref: a1}], a1 the same, 40 deep) would otherwise take 2^40 steps.
+ * One past the budget fails with "validation gave up", which nothing (not even "not") turns into
+ * a pass. Schemas that apply each node once per value stay far below it. */
+#define SL_SCHEMA_STEPS_PER_NODE 4
 
 /* Longest "pattern" accepted, in bytes; longer ones are a compile error. */
 #define SL_SCHEMA_MAX_PATTERN_LEN SL_ECMARE_MAX_LEN

@@ -89,6 +89,7 @@ struct node {
 struct sl_schema {
     node_t *root;
     node_t *nodes; /* list through next_alloc */
+    size_t nnodes; /* how many */
 };
 
 /* One step of a JSON pointer, linked towards the root; up == NULL for the root's children. */

@@ -101,8 +101,53 @@ typedef struct {
     const sl_schema_t *schema;
     msg_t why;
     unsigned quiet; /* > 0 inside anyOf/oneOf/not, whose branches may fail without a message */
-    bool fatal;     /* too deep: stop everything, even a "not" must not turn this into a pass */
+    bool fatal;     /* too deep or too long: stop everything, even a "not" must not turn this
+                     * into a pass */
+    size_t steps, max_steps; /* schema nodes applied so far, and the budget (see max_steps) */
 } vctx_t;
+
+/* Stops a validation for a reason that no branch may turn into a pass. */
+static bool vfatal(vctx_t *v, const path_t *p, const char *what)
+{
+    if (!v->fatal) {
+        v->fatal = true;
+        js_msg_put_path(&v->why, p);
+        js_msg_puts(&v->why, what);
+    }
+    return false;
+}
+
+/* Values of doc down to the deepest level a validation reads. */
+static size_t count_values(const json_t *doc, unsigned depth)
+{
+    size_t n = 1;
+    if (depth >= SL_SCHEMA_MAX_DEPTH)
+        return n;
+    const char *key;
+    const json_t *value;
+    size_t i;
+    if (json_is_object(doc)) {
+        json_object_foreach((json_t *)doc, key, value)
+        {
+            n += count_values(value, depth + 1);
+        }
+    } else if (json_is_array(doc)) {
+        json_array_foreach(doc, i, value)
+        {
+            n += count_values(value, depth + 1);
+        }
+    }
+    return n;
+}
+
+/* The step budget of one validation. A schema whose nodes each apply once to each value needs
+ * at most nodes x values steps; a few times that leaves room for anyOf/oneOf branches that read
+ * the same values again. A hostile schema whose $refs fan out (a0: anyOf[a1, a1], a1: anyOf[a2,
+ * a2], ...) would need 2^depth steps: it stops at this budget instead of running for ever. */
+static size_t max_steps(const sl_schema_t *schema, const json_t *doc)
+{
+    return (SL_SCHEMA_STEPS_PER_NODE * schema->nnodes + 64) * count_values(doc, 0);
+}
 
 static bool vfail(vctx_t *v, const path_t *p, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -389,14 +434,12 @@ static bool check_applicators(vctx_t *v, const node_t *n, const json_t *doc, con
 
 static bool check(vctx_t *v, const node_t *n, const json_t *doc, const path_t *p, unsigned depth)
 {
-    if (depth > SL_SCHEMA_MAX_DEPTH) {
-        if (!v->fatal) {
-            v->fatal = true;
-            js_msg_put_path(&v->why, p);
-            js_msg_puts(&v->why, ": document nested too deeply");
-        }
-        return false;
-    }
+    if (depth > SL_SCHEMA_MAX_DEPTH)
+        return vfatal(v, p, ": document nested too deeply");
+    if (++v->steps > v->max_steps)
+        return vfatal(v, p,
+                      ": validation gave up: the schema's combinators apply to the same "
+                      "values too many times");
     if (n->flags & N_FALSE)
         return vfail(v, p, "no value is allowed here (the schema is false)");
     if (n->types && !(n->types & doc_types(doc)))
@@ -443,5 +486,6 @@ sl_err_t sl_schema_validate(const sl_schema_t *schema, const json_t *doc, char *
         return SL_EINVAL;
     }
     v.schema = schema;
+    v.max_steps = max_steps(schema, doc);
     return check(&v, schema->root, doc, NULL, 0) ? SL_OK : SL_ESCHEMA;
 }

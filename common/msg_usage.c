@@ -80,6 +80,8 @@ sl_err_t sl_msg_usage_read(const json_t *doc, sl_msg_usage_t *u, sl_msg_tokens_t
     u->usage = json_is_object(usage) ? usage : NULL;
     u->ratelimit = json_object_get(doc, "ratelimit");
     u->retry_after_ms = int_or(doc, "retry_after_ms", -1);
+    if (u->retry_after_ms > SL_RETRY_AFTER_MAX_MS)
+        u->retry_after_ms = SL_RETRY_AFTER_MAX_MS;
     const json_t *latency = json_object_get(doc, "latency");
     u->ttft_ms = json_number_value(json_object_get(latency, "ttft_ms"));
     u->total_ms = json_number_value(json_object_get(latency, "total_ms"));

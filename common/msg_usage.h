@@ -49,6 +49,12 @@ int sl_outcome_parse(const char *name);
 /* Whether the provider refused for capacity or overload (the call may be retried elsewhere). */
 int sl_outcome_is_refusal(sl_outcome_t o);
 
+/* The longest wait a provider's retry hint (Retry-After, retry-after-ms, Gemini's retryDelay)
+ * can impose: one hour. A longer hint (Azure can ask for a day) is read as this, so one
+ * answer cannot take a deployment out of the pool for longer; the scheduler still adds its
+ * jitter to it. The dispatcher reports the provider's own figure. */
+#define SL_RETRY_AFTER_MAX_MS INT64_C(3600000)
+
 /* Normalised token usage of one call; -1 = not reported. */
 typedef struct {
     int64_t input, output, cached, reasoning, total;
@@ -76,8 +82,9 @@ typedef struct {
 json_t *sl_msg_usage_json(const sl_msg_usage_t *u);
 
 /* Reads a usage event that was validated against schema/usage.json; *u borrows from doc.
- * tokens gets the usage counts (-1 for each when usage is null). SL_EPARSE when a required field
- * is missing or the outcome is unknown. */
+ * tokens gets the usage counts (-1 for each when usage is null). retry_after_ms is capped at
+ * SL_RETRY_AFTER_MAX_MS: this is the one place the cap is applied. SL_EPARSE when a required
+ * field is missing or the outcome is unknown. */
 sl_err_t sl_msg_usage_read(const json_t *doc, sl_msg_usage_t *u, sl_msg_tokens_t *tokens);
 
 #endif

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -191,14 +192,66 @@ int sl_stop_requested(void)
 
 long long sl_parse_count(const char *s)
 {
-    if (s == NULL || *s == '\0')
+    int64_t v;
+    if (s == NULL || sl_parse_uint(s, strlen(s), INT64_MAX, &v) != 0)
         return -1;
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < 0)
+    return (long long)v;
+}
+
+int sl_parse_uint(const char *s, size_t len, int64_t max, int64_t *out)
+{
+    if (len == 0)
         return -1;
-    return v;
+    int64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        int d = s[i] - '0';
+        /* v * 10 + d > max, asked without overflowing. */
+        if (v > (max - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+size_t sl_scan_decimal(const char *s, size_t len, double *out)
+{
+    size_t i = 0, digits = 0;
+    while (i < len && s[i] >= '0' && s[i] <= '9') {
+        i++;
+        digits++;
+    }
+    if (i < len && s[i] == '.') {
+        i++;
+        while (i < len && s[i] >= '0' && s[i] <= '9') {
+            i++;
+            digits++;
+        }
+    }
+    if (digits == 0 || i > SL_DECIMAL_MAX_CHARS)
+        return 0;
+    /* strtod rounds correctly; the grammar above already excludes everything else it reads
+     * (signs, exponents, hex, inf, nan, leading space), and 63 digits stay far from DBL_MAX. */
+    char buf[SL_DECIMAL_MAX_CHARS + 1];
+    memcpy(buf, s, i);
+    buf[i] = '\0';
+    double v = strtod(buf, NULL);
+    if (!isfinite(v))
+        return 0;
+    *out = v;
+    return i;
+}
+
+int64_t sl_ms_of_double(double ms, int64_t max_ms, int round_up)
+{
+    /* !(ms >= 0) is also true for NaN. Past this check ms is in [0, max_ms], so the cast is
+     * defined. */
+    if (!(ms >= 0) || !isfinite(ms) || ms > (double)max_ms)
+        return -1;
+    double r = round_up ? ceil(ms) : floor(ms + 0.5);
+    return r > (double)max_ms ? max_ms : (int64_t)r;
 }
 
 /* Parses "HOST:PORT" (IPv4 or "localhost", port 0..65535) into addr. */

@@ -48,8 +48,31 @@ int sl_stop_requested(void);
 /* Whether SIGHUP arrived since the last call (a daemon then reloads its config). */
 int sl_reload_requested(void);
 
-/* Parses a non-negative integer option value; returns -1 when it is not one. */
+/* Parses a non-negative integer option value (decimal digits only); returns -1 when it is not
+ * one or is above INT64_MAX. */
 long long sl_parse_count(const char *s);
+
+/* ---- Range-checked numbers ----------------------------------------------------------------
+ * The one idea: text from outside (headers, error bodies, options) becomes a number only through
+ * these, so a hostile value ("1e30", "nan", "inf", twenty 9s) is refused, never converted with
+ * undefined behaviour (a double outside int64_t's range cast to it). */
+
+/* Reads exactly len bytes at s as a non-negative decimal integer (digits only: no sign, space or
+ * exponent) of at most max. Returns 0 with *out set, or -1 (*out untouched) when it is not one
+ * or is larger than max. */
+int sl_parse_uint(const char *s, size_t len, int64_t max, int64_t *out);
+
+/* Reads the non-negative decimal number that starts s[0..len): digits with an optional '.' and
+ * fraction ("20", "0.644", "1.", ".5"); no sign, space, exponent, hex, "inf" or "nan", and at
+ * most SL_DECIMAL_MAX_CHARS bytes. Returns how many bytes it read, 0 when s does not start with
+ * one; *out gets the value, always finite, only when it is not 0. */
+#define SL_DECIMAL_MAX_CHARS 63
+size_t sl_scan_decimal(const char *s, size_t len, double *out);
+
+/* Converts a number of milliseconds held in a double to an integer, rounded to the nearest or,
+ * with round_up, up. Returns -1 when ms is NaN, infinite, negative or above max_ms (which must be
+ * at most INT64_MAX / 2), so the conversion is always defined. */
+int64_t sl_ms_of_double(double ms, int64_t max_ms, int round_up);
 
 /* Parses a listen address "HOST:PORT" (HOST an IPv4 address or "localhost", PORT 0..65535)
  * into addr; 0 when it is not one. */

@@ -2,7 +2,6 @@
 #include "ratelimit.h"
 
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -20,18 +19,6 @@ void sl_ratelimit_init(sl_ratelimit_t *rl)
     rl->retry_after_ms = -1;
     rl->should_retry = -1;
     rl->now_ms = -1;
-}
-
-static int64_t integer(const char *v, size_t len)
-{
-    char buf[32];
-    if (len == 0 || len >= sizeof buf)
-        return -1;
-    memcpy(buf, v, len);
-    buf[len] = '\0';
-    char *end = NULL;
-    long long x = strtoll(buf, &end, 10);
-    return (end == buf || *end != '\0') ? -1 : (int64_t)x;
 }
 
 /* How a rate-limit header's value is read. */
@@ -77,8 +64,8 @@ static int64_t ratelimit_value(const sl_ratelimit_t *rl, value_kind_t kind, cons
 {
     switch (kind) {
     case VALUE_COUNT: {
-        int64_t n = integer(v, vlen);
-        return n >= 0 ? n : -1;
+        int64_t n;
+        return sl_parse_uint(v, vlen, INT64_MAX, &n) == 0 ? n : -1;
     }
     case VALUE_GO_DURATION:
         return sl_timefmt_go_duration_ms(v, vlen);
@@ -110,9 +97,9 @@ void sl_ratelimit_header(sl_ratelimit_t *rl, const char *line, size_t len)
         vlen--;
 #define IS(name) (nlen == strlen(name) && strncasecmp(line, name, nlen) == 0)
     if (IS("retry-after-ms")) {
-        int64_t ms = sl_timefmt_seconds_ms(v, vlen);
+        int64_t ms = sl_timefmt_ms(v, vlen);
         if (ms >= 0)
-            rl->retry_after_ms = ms / 1000; /* a number of ms read as seconds, scaled back */
+            rl->retry_after_ms = ms;
         return;
     }
     if (IS("retry-after")) {

@@ -2,9 +2,9 @@
 #include "timefmt.h"
 
 #include <ctype.h>
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "util.h"
 
 /* Reads exactly n decimal digits at s (no sign); -1 when any is not a digit. */
 static int digits(const char *s, size_t n)
@@ -93,19 +93,11 @@ int64_t sl_timefmt_go_duration_ms(const char *s, size_t len)
     if (len == 0)
         return -1;
     while (i < len) {
-        char *end = NULL;
-        char num[64];
-        size_t j = i;
-        while (j < len && (isdigit((unsigned char)s[j]) || s[j] == '.'))
-            j++;
-        if (j == i || j - i >= sizeof num)
+        double v;
+        size_t n = sl_scan_decimal(s + i, len - i, &v);
+        if (n == 0)
             return -1;
-        memcpy(num, s + i, j - i);
-        num[j - i] = '\0';
-        double v = strtod(num, &end);
-        if (end == NULL || *end != '\0')
-            return -1;
-        i = j;
+        i += n;
         double unit;
         if (i + 1 < len && s[i] == 'm' && s[i + 1] == 's') {
             unit = 1;
@@ -133,23 +125,32 @@ int64_t sl_timefmt_go_duration_ms(const char *s, size_t len)
         } else {
             return -1;
         }
+        /* Each term is below 1e64 ms, so the sum stays finite; the range is checked once. */
         total += v * unit;
     }
-    return (int64_t)(total + 0.5);
+    return sl_ms_of_double(total, SL_TIMEFMT_MAX_MS, 0 /*nearest*/);
+}
+
+/* A whole value of len bytes that is one decimal number, or -1. */
+static int decimal(const char *s, size_t len, double *v)
+{
+    return len > 0 && sl_scan_decimal(s, len, v) == len ? 0 : -1;
 }
 
 int64_t sl_timefmt_seconds_ms(const char *s, size_t len)
 {
-    char buf[64];
-    if (len == 0 || len >= sizeof buf)
+    double x;
+    if (decimal(s, len, &x) != 0)
         return -1;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    char *end = NULL;
-    double x = strtod(buf, &end);
-    if (end == buf || *end != '\0' || x < 0)
+    return sl_ms_of_double(x * 1000, SL_TIMEFMT_MAX_MS, 0 /*nearest*/);
+}
+
+int64_t sl_timefmt_ms(const char *s, size_t len)
+{
+    double x;
+    if (decimal(s, len, &x) != 0)
         return -1;
-    return (int64_t)(x * 1000 + 0.5);
+    return sl_ms_of_double(x, SL_TIMEFMT_MAX_MS, 0 /*nearest*/);
 }
 
 int64_t sl_timefmt_proto_duration_ms(const char *s)
@@ -157,21 +158,11 @@ int64_t sl_timefmt_proto_duration_ms(const char *s)
     if (s == NULL)
         return -1;
     size_t n = strlen(s);
-    if (n < 2 || s[n - 1] != 's')
+    double secs;
+    if (n < 2 || s[n - 1] != 's' || decimal(s, n - 1, &secs) != 0)
         return -1;
-    char buf[48];
-    if (n - 1 >= sizeof buf)
-        return -1;
-    memcpy(buf, s, n - 1);
-    buf[n - 1] = '\0';
-    for (size_t i = 0; buf[i] != '\0'; i++) {
-        if (!((buf[i] >= '0' && buf[i] <= '9') || buf[i] == '.'))
-            return -1;
-    }
-    char *end = NULL;
-    double secs = strtod(buf, &end);
-    if (end == buf || *end != '\0' || secs < 0 || secs > 1e9)
-        return -1;
-    /* Rounded up: a retry hint is a lower bound, so never wait less than asked. */
-    return (int64_t)ceil(secs * 1000.0 - 1e-6);
+    /* Rounded up: a retry hint is a lower bound, so never wait less than asked. The 1e-6 keeps
+     * a value such as 0.001 s, a hair above 1 ms in binary, at 1 ms. */
+    double ms = secs * 1000.0 - 1e-6;
+    return sl_ms_of_double(ms > 0 ? ms : 0, SL_TIMEFMT_MAX_MS, 1 /*up*/);
 }

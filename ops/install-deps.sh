@@ -20,6 +20,7 @@ PKGS=(
   tzdata  # /usr/share/zoneinfo, read by common/calendar.c
   gnuplot-nox  # bench/compare's plots
   libpcre2-dev  # PCRE2: schema "pattern"s are ECMA-262 regexes, matched by common/jsonschema.c
+  clang libclang-rt-14-dev  # `make fuzz`: libFuzzer and its sanitizers (tests/fuzz/)
 )
 
 die() {

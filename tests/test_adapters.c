@@ -17,6 +17,7 @@
 
 #include "../common/config.h"
 #include "../common/jsonschema.h"
+#include "../common/msg_usage.h"
 #include "../common/util.h"
 #include "../dispatcher/adapter.h"
 #include "../dispatcher/ratelimit.h"
@@ -685,6 +686,69 @@ START_TEST(protobuf_durations_are_parsed)
     ck_assert_int_eq(sl_timefmt_proto_duration_ms("1.5ms"), -1);
     ck_assert_int_eq(sl_timefmt_proto_duration_ms(""), -1);
     ck_assert_int_eq(sl_timefmt_proto_duration_ms(NULL), -1);
+}
+END_TEST
+
+START_TEST(protobuf_durations_out_of_range_are_rejected)
+{
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("1e30s"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("nans"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("infs"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("99999999999999999999s"), -1);
+    ck_assert_int_eq(sl_timefmt_proto_duration_ms("1000000000s"), 1000000000000LL);
+}
+END_TEST
+
+/* The usage event the dispatcher would publish for a response with these headers and body, read
+ * back the way the scheduler reads it: what the scheduler would pause for. */
+static int64_t hint_seen_by_scheduler(sl_provider_t api, const char *header_line,
+                                      const char *body_text)
+{
+    const sl_adapter_t *ad = adapter(api);
+    sl_ratelimit_t rl;
+    sl_ratelimit_init(&rl);
+    if (header_line != NULL)
+        sl_ratelimit_header(&rl, header_line, strlen(header_line));
+    json_t *body = body_text != NULL ? json_loads(body_text, 0, NULL) : NULL;
+    sl_msg_usage_t u = {.job_id = "j",
+                        .reservation_id = "r",
+                        .deployment = "dep",
+                        .outcome = SL_OUTCOME_RATE_LIMITED,
+                        .http_status = 429,
+                        .retry_after_ms = sl_adapter_retry_after_ms(ad, &rl, body)};
+    json_t *doc = sl_msg_usage_json(&u);
+    ck_assert_ptr_nonnull(doc);
+    sl_msg_usage_t back;
+    ck_assert_int_eq(sl_msg_usage_read(doc, &back, NULL), SL_OK);
+    int64_t ms = back.retry_after_ms;
+    json_decref(doc);
+    json_decref(body);
+    return ms;
+}
+
+/* Azure can answer a 429 with Retry-After: 86400; a day's pause for one answer would take the
+ * deployment out of its pool. Every hint is capped at SL_RETRY_AFTER_MAX_MS (1 h) where the
+ * scheduler reads it. */
+START_TEST(retry_hints_are_capped_at_an_hour)
+{
+    ck_assert_int_eq(SL_RETRY_AFTER_MAX_MS, 3600000);
+    ck_assert_int_eq(hint_seen_by_scheduler(SL_PROVIDER_AZURE, "retry-after: 86400\r\n", NULL),
+                     SL_RETRY_AFTER_MAX_MS);
+    ck_assert_int_eq(
+        hint_seen_by_scheduler(SL_PROVIDER_AZURE, "retry-after-ms: 86400000\r\n", NULL),
+        SL_RETRY_AFTER_MAX_MS);
+    ck_assert_int_eq(hint_seen_by_scheduler(SL_PROVIDER_OPENAI, "retry-after: 3600\r\n", NULL),
+                     3600000);
+    ck_assert_int_eq(hint_seen_by_scheduler(SL_PROVIDER_OPENAI, "retry-after: 20\r\n", NULL),
+                     20000);
+    ck_assert_int_eq(
+        hint_seen_by_scheduler(
+            SL_PROVIDER_GEMINI, NULL,
+            "{\"error\":{\"code\":429,\"status\":\"RESOURCE_EXHAUSTED\",\"details\":[{\"@type\":"
+            "\"type.googleapis.com/google.rpc.RetryInfo\",\"retryDelay\":\"86400s\"}]}}"),
+        SL_RETRY_AFTER_MAX_MS);
+    /* No hint stays no hint. */
+    ck_assert_int_eq(hint_seen_by_scheduler(SL_PROVIDER_OPENAI, "retry-after: 1e30\r\n", NULL), -1);
 }
 END_TEST
 
@@ -1498,6 +1562,8 @@ static Suite *adapters_suite(void)
     suite_add_tcase(s, rq);
     TCase *rs = tcase_create("responses");
     tcase_add_test(rs, recorded_responses_are_classified_with_retry_hints_and_errors);
+    tcase_add_test(rs, protobuf_durations_out_of_range_are_rejected);
+    tcase_add_test(rs, retry_hints_are_capped_at_an_hour);
     tcase_add_test(rs, transport_failures_and_should_retry_win_over_status);
     tcase_add_test(rs, protobuf_durations_are_parsed);
     tcase_add_test(rs, anthropic_and_gemini_headers_fill_the_ratelimit_object);

@@ -4,6 +4,7 @@
  * double quotes before parsing, so no test text may contain a literal apostrophe.
  */
 #include "jsonschema.h"
+#include "util.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -480,6 +481,47 @@ START_TEST(pattern_length_is_bounded)
 }
 END_TEST
 
+/* A pattern of depth groups around "a": "((a))" for 2. The caller frees it. */
+static char *nested_groups(int depth)
+{
+    char *p = malloc((size_t)depth * 2 + 2);
+    ck_assert_ptr_nonnull(p);
+    memset(p, '(', (size_t)depth);
+    p[depth] = 'a';
+    memset(p + depth + 1, ')', (size_t)depth);
+    p[2 * depth + 1] = '\0';
+    return p;
+}
+
+START_TEST(pattern_nesting_is_bounded)
+{
+    char why[256];
+    sl_ecmare_t *re = NULL;
+    char *ok = nested_groups(SL_ECMARE_MAX_NESTING);
+    ck_assert_msg(sl_ecmare_compile(ok, strlen(ok), &re, why, sizeof why) == SL_OK, "%s", why);
+    ck_assert_int_eq(sl_ecmare_match(re, "xa", 2, why, sizeof why), 1);
+    sl_ecmare_free(re);
+    re = NULL;
+    char *deep = nested_groups(SL_ECMARE_MAX_NESTING + 1);
+    ck_assert_int_eq(sl_ecmare_compile(deep, strlen(deep), &re, why, sizeof why), SL_ESCHEMA);
+    ck_assert_ptr_null(re);
+    ck_assert_str_eq(why, "groups are nested more than 32 deep at offset 32");
+    /* Groups side by side do not nest: only depth counts. */
+    char wide[4 * 100 + 1] = "";
+    for (int i = 0; i < 100; i++)
+        strcat(wide, "(a)?");
+    ck_assert_msg(sl_ecmare_compile(wide, strlen(wide), &re, why, sizeof why) == SL_OK, "%s", why);
+    sl_ecmare_free(re);
+    /* Nor do parentheses in a class or escaped. */
+    static const char lits[] = "[(((((((((((((((((((((((((((((((((((]\\(\\(";
+    re = NULL;
+    ck_assert_msg(sl_ecmare_compile(lits, strlen(lits), &re, why, sizeof why) == SL_OK, "%s", why);
+    sl_ecmare_free(re);
+    free(ok);
+    free(deep);
+}
+END_TEST
+
 static void expect_string(const char *schema_text, const char *s, const char *want_why)
 {
     sl_schema_t *schema = compile_or_die(schema_text, __LINE__);
@@ -781,6 +823,69 @@ START_TEST(deep_nesting_is_bounded)
     ck_assert_int_eq(sl_schema_validate(schema, deep, why, sizeof why), SL_OK);
     sl_schema_free(schema);
     json_decref(deep);
+}
+END_TEST
+
+/* A schema whose $refs fan out: a0 is anyOf [a1, a1], a1 anyOf [a2, a2], ..., so a value that
+ * fails at the bottom is tried 2^levels times. With descend, each level also goes one array
+ * deeper. The caller frees the result. */
+static sl_schema_t *fanning_schema(int levels, int descend)
+{
+    json_t *defs = json_object();
+    for (int i = 0; i < levels; i++) {
+        char name[16], ref[32];
+        snprintf(name, sizeof name, "a%d", i);
+        snprintf(ref, sizeof ref, "#/$defs/a%d", i + 1);
+        json_t *branch = descend
+                             ? json_pack("{s:s, s:{s:s}}", "type", "array", "items", "$ref", ref)
+                             : json_pack("{s:s}", "$ref", ref);
+        json_object_set_new(defs, name, json_pack("{s:[O,o]}", "anyOf", branch, branch));
+    }
+    char last[16];
+    snprintf(last, sizeof last, "a%d", levels);
+    json_object_set_new(defs, last, json_pack("{s:s}", "type", "string"));
+    json_t *root = json_pack("{s:o, s:s}", "$defs", defs, "$ref", "#/$defs/a0");
+    sl_schema_t *schema = NULL;
+    char err[256];
+    ck_assert_msg(sl_schema_compile(root, &schema, err, sizeof err) == SL_OK, "%s", err);
+    json_decref(root);
+    return schema;
+}
+
+/* A hostile schema used to make one validation run for 2^40 steps (it did not finish); it now
+ * gives up at its step budget, at once, and nothing turns that into a pass. */
+START_TEST(fanning_refs_are_bounded_by_the_step_budget)
+{
+    char why[512];
+    sl_schema_t *schema = fanning_schema(40, 0 /*same value*/);
+    json_t *doc = json_integer(1);
+    double t0 = sl_mono_ms();
+    ck_assert_int_eq(sl_schema_validate(schema, doc, why, sizeof why), SL_ESCHEMA);
+    ck_assert_msg(sl_mono_ms() - t0 < 1000, "took %.0f ms", sl_mono_ms() - t0);
+    ck_assert_msg(strstr(why, "/: validation gave up") == why, "why: %s", why);
+    json_t *str = json_string("ok");
+    ck_assert_int_eq(sl_schema_validate(schema, str, why, sizeof why), SL_OK);
+    json_decref(str);
+    json_decref(doc);
+    sl_schema_free(schema);
+
+    /* Fanning out while descending: 40 arrays deep, within SL_SCHEMA_MAX_DEPTH. */
+    schema = fanning_schema(40, 1 /*one array deeper each level*/);
+    doc = nested_arrays(40);
+    t0 = sl_mono_ms();
+    ck_assert_int_eq(sl_schema_validate(schema, doc, why, sizeof why), SL_ESCHEMA);
+    ck_assert_msg(sl_mono_ms() - t0 < 1000, "took %.0f ms", sl_mono_ms() - t0);
+    ck_assert_msg(strstr(why, "validation gave up") != NULL, "why: %s", why);
+    json_decref(doc);
+    sl_schema_free(schema);
+
+    /* A few levels of fan-out are within the budget and answer as before. */
+    schema = fanning_schema(3, 0);
+    doc = json_integer(1);
+    ck_assert_int_eq(sl_schema_validate(schema, doc, why, sizeof why), SL_ESCHEMA);
+    ck_assert_msg(strstr(why, "does not match any of the anyOf schemas") != NULL, "why: %s", why);
+    json_decref(doc);
+    sl_schema_free(schema);
 }
 END_TEST
 
@@ -1087,6 +1192,7 @@ static Suite *jsonschema_suite(void)
     tcase_add_test(tc, pattern_keeps_ecma_262_meaning_where_pcre2_differs);
     tcase_add_test(tc, pattern_that_is_not_ecma_262_is_rejected_at_compile);
     tcase_add_test(tc, pattern_length_is_bounded);
+    tcase_add_test(tc, pattern_nesting_is_bounded);
     tcase_add_test(tc, pattern_that_backtracks_without_end_fails_validation);
     tcase_add_test(tc, pattern_limits_leave_room_for_long_strings);
     tcase_add_test(tc, any_of_needs_one_matching_branch);
@@ -1106,6 +1212,7 @@ static Suite *jsonschema_suite(void)
     tcase_add_test(tc, pointer_escapes_tilde_slash_and_control_characters);
     tcase_add_test(tc, first_violation_in_document_order_is_reported);
     tcase_add_test(tc, deep_nesting_is_bounded);
+    tcase_add_test(tc, fanning_refs_are_bounded_by_the_step_budget);
     tcase_add_test(tc, chat_request_accepts_a_realistic_document);
     tcase_add_test(tc, chat_request_rejects_each_kind_of_mistake);
     tcase_add_test(tc, load_file_reports_io_parse_and_schema_errors);

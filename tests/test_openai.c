@@ -210,6 +210,51 @@ START_TEST(unknown_and_malformed_headers_are_ignored)
 }
 END_TEST
 
+/* Values a hostile or broken provider could send. Each used to reach a double -> int64_t cast
+ * out of its range (undefined behaviour: on arm64 it saturates to a huge wait, on x86 it gave
+ * INT64_MIN); each is now refused, and the field keeps what it had. */
+START_TEST(huge_nan_and_infinite_header_values_are_rejected)
+{
+    static const char *const lines[] = {
+        "retry-after: 1e30\r\n",
+        "retry-after: nan\r\n",
+        "retry-after: inf\r\n",
+        "retry-after: infinity\r\n",
+        "retry-after: 0x10\r\n",
+        "retry-after: 1e3\r\n", /* no exponents: Retry-After is digits */
+        "retry-after-ms: 1e300\r\n",
+        "retry-after-ms: nan\r\n",
+        "retry-after-ms: -5\r\n",
+        "retry-after: 99999999999999999999\r\n", /* 10^20 s: past any real duration */
+        "x-ratelimit-reset-tokens: 99999999999999999999h\r\n",
+        "x-ratelimit-reset-requests: 1e300s\r\n",
+        "x-ratelimit-reset-requests: nanms\r\n",
+        "x-ratelimit-remaining-tokens: 99999999999999999999\r\n", /* above INT64_MAX */
+        "x-ratelimit-limit-tokens: +5\r\n",
+        "x-ratelimit-limit-requests: -0\r\n",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        sl_ratelimit_t rl;
+        sl_ratelimit_init(&rl);
+        header(&rl, lines[i]);
+        ck_assert_msg(rl.retry_after_ms == -1 && rl.reset_tokens_ms == -1 &&
+                          rl.reset_requests_ms == -1 && rl.remaining_tokens == -1 &&
+                          rl.limit_tokens == -1 && rl.limit_requests == -1,
+                      "%s was read as a number", lines[i]);
+    }
+    static const char *const seconds[] = {"1e30", "nan", "inf", "-inf", "1e300", " 5", "5 ", ""};
+    for (size_t i = 0; i < sizeof seconds / sizeof seconds[0]; i++)
+        ck_assert_int_eq(sl_timefmt_seconds_ms(seconds[i], strlen(seconds[i])), -1);
+    ck_assert_int_eq(dur("99999999999999999999h"), -1);
+    ck_assert_int_eq(dur("1e9h"), -1);
+    /* The longest accepted durations: 10^12 ms, and one ms more is refused. */
+    ck_assert_int_eq(sl_timefmt_seconds_ms("1000000000", 10), 1000000000000LL);
+    ck_assert_int_eq(sl_timefmt_seconds_ms("1000000000.001", 14), -1);
+    ck_assert_int_eq(dur("1000000000s"), 1000000000000LL);
+    ck_assert_int_eq(dur("1000000000s1ms"), -1);
+}
+END_TEST
+
 START_TEST(go_durations_are_parsed)
 {
     ck_assert_int_eq(dur("6m0s"), 360000);
@@ -813,6 +858,7 @@ static Suite *openai_suite(void)
     tcase_add_test(h, malformed_go_durations_are_rejected);
     tcase_add_test(h, retry_after_seconds_allow_decimals);
     tcase_add_test(h, retry_after_ms_takes_precedence);
+    tcase_add_test(h, huge_nan_and_infinite_header_values_are_rejected);
     tcase_add_test(h, should_retry_header_is_read);
     tcase_add_test(h, ratelimit_json_has_only_reported_fields);
     suite_add_tcase(s, h);

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Builds the seed corpus of every fuzz target from the repository's own examples and fixtures.
+
+Usage: tests/fuzz/corpus.py OUTDIR   (writes OUTDIR/<target>/seed-*; existing files are kept, so
+the inputs libFuzzer found in earlier runs stay in the corpus). Nothing generated is committed.
+"""
+import glob
+import hashlib
+import json
+import os
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def read(path):
+    with open(os.path.join(ROOT, path), "rb") as f:
+        return f.read()
+
+
+def files(pattern):
+    return sorted(glob.glob(os.path.join(ROOT, pattern)))
+
+
+def job_lines():
+    return [l for l in read("examples/jobs.jsonl").splitlines() if l.strip()]
+
+
+def requests():
+    out = []
+    for line in job_lines():
+        try:
+            req = json.loads(line).get("request")
+        except ValueError:
+            continue
+        if isinstance(req, dict):
+            out.append(json.dumps(req).encode())
+    return out
+
+
+def patterns(node, found):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "pattern" and isinstance(v, str):
+                found.append(v.encode())
+            else:
+                patterns(v, found)
+    elif isinstance(node, list):
+        for v in node:
+            patterns(v, found)
+    return found
+
+
+def provider_files(*dirs):
+    out = []
+    for d in dirs:
+        out += [read(os.path.relpath(p, ROOT)) for p in files("tests/fixtures/" + d + "/*.http")]
+        out += [read(os.path.relpath(p, ROOT)) for p in files("tests/fixtures/" + d + "/*.sse")]
+    return out
+
+
+def http_requests():
+    # A chat request as a response body: the adapter targets also translate it into a call.
+    return [b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n" + r for r in requests()]
+
+
+def dict_tokens(item):
+    """JSON keys and short string values in item (quoted), and header names (with the colon)."""
+    out = []
+    text = item.decode("utf-8", "replace")
+    for line in text.split("\r\n"):
+        name = line.split(":", 1)[0]
+        if ":" in line and 0 < len(name) < 64 and " " not in name:
+            out.append(name + ":")
+    start = text.find("{")
+    try:
+        doc = json.loads(text[start:]) if start >= 0 else None
+    except ValueError:
+        doc = None
+
+    def walk(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                out.append(json.dumps(k))
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+        elif isinstance(node, str) and len(node) < 48:
+            out.append(json.dumps(node))
+    walk(doc)
+    return [t for t in out if all(ord(c) < 128 for c in t)]
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    heads = [h.split(b"\r\n\r\n")[0] + b"\r\n" for h in
+             provider_files("openai", "providers/openai", "providers/azure",
+                            "providers/anthropic", "providers/gemini") if h.startswith(b"HTTP/")]
+    sse = [s for s in provider_files("providers/openai", "providers/azure", "providers/anthropic",
+                                     "providers/gemini") if not s.startswith(b"HTTP/")]
+    schemas = [read(os.path.relpath(p, ROOT)) for p in
+               files("schema/*.json") + files("tests/fixtures/jsonschema/*.json")]
+    pats = []
+    for s in schemas:
+        patterns(json.loads(s), pats)
+    pats += [b"^(?:a|b)*$", b"\\p{Lu}+\\s\\S", b"(?<year>\\d{4})-\\k<year>", b"[^]\\u{1F600}."]
+    configs = [read(os.path.relpath(p, ROOT)) for p in
+               files("examples/sluice.json") + files("tests/fixtures/config/*.json")]
+    dispatch = json.dumps({"v": 1, "job_id": "job-1", "attempt": 1, "reservation_id": "ab12",
+                           "lease_expires_ms": 1760433370000, "issued_ms": 1760433310000,
+                           "deployment": "sim-a", "idempotency_key": "demo-1",
+                           "request": json.loads(requests()[0])}).encode()
+    seeds = {
+        "headers": heads,
+        "sse": [b"\x05" + s for s in sse],
+        "openai": provider_files("openai", "providers/openai", "providers/azure") + http_requests(),
+        "anthropic": provider_files("providers/anthropic") + http_requests(),
+        "gemini": provider_files("providers/gemini") + http_requests(),
+        "schema": [b"\x00" + s for s in schemas] + [b"\x01" + l for l in job_lines()] +
+                  [b"\x02" + p for p in pats],
+        "ingest": job_lines(),
+        "config": configs,
+        "dispatch": [b"\x00" + b"A" * 88 + dispatch] + [b"\x01" + r for r in requests()],
+    }
+    # A dictionary per target: the JSON keys and strings of its seeds (config keys, schema
+    # keywords, provider fields) and header names, so mutations reach past the first lookup.
+    for target, items in seeds.items():
+        tokens = set()
+        for item in items:
+            for tok in dict_tokens(item):
+                tokens.add(tok)
+        with open(os.path.join(out, target + ".dict"), "w") as f:
+            for tok in sorted(tokens):
+                f.write('"%s"\n' % "".join(
+                    c if 32 <= ord(c) < 127 and c not in '"\\' else "\\x%02x" % ord(c)
+                    for c in tok))
+    for target, items in seeds.items():
+        d = os.path.join(out, target)
+        os.makedirs(d, exist_ok=True)
+        for item in items:
+            name = "seed-" + hashlib.sha1(item).hexdigest()[:16]
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(item)
+        print("%s: %d seeds" % (target, len(items)))
+
+
+if __name__ == "__main__":
+    main()
