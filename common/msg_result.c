@@ -53,6 +53,18 @@ void sl_msg_error_init(sl_msg_error_t *e, sl_errtype_t type, sl_reason_t reason,
     e->retry_after_ms = -1;
 }
 
+void sl_msg_result_rejected(sl_msg_result_t *r, sl_msg_error_t *e, const char *job_id,
+                            const char *idem, const char *tenant, sl_errtype_t type,
+                            sl_reason_t reason, const char *message, int64_t now_ms)
+{
+    sl_msg_error_init(e, type, reason, SL_DECISION_REJECTED_LOCALLY, message);
+    sl_msg_result_init(r, job_id, SL_STATUS_REJECTED);
+    r->idempotency_key = idem;
+    r->tenant = tenant;
+    r->finished_ms = now_ms;
+    r->error = e;
+}
+
 /* A string or JSON null (jansson's json_string(NULL) would fail the whole object). */
 static json_t *str_or_null(const char *s)
 {

@@ -138,6 +138,13 @@ void sl_msg_result_init(sl_msg_result_t *r, const char *job_id, sl_status_t stat
 void sl_msg_error_init(sl_msg_error_t *e, sl_errtype_t type, sl_reason_t reason,
                        sl_decision_t decision, const char *message);
 
+/* Fills r and e with a result `rejected` locally (before any provider call) under job_id and the
+ * caller's idempotency key and tenant, r->error pointing to e: what ingest and the scheduler
+ * answer a message with when there is no job of its own to finish. */
+void sl_msg_result_rejected(sl_msg_result_t *r, sl_msg_error_t *e, const char *job_id,
+                            const char *idem, const char *tenant, sl_errtype_t type,
+                            sl_reason_t reason, const char *message, int64_t now_ms);
+
 /* The result as a JSON object (caller owns the reference); NULL when out of memory. */
 json_t *sl_msg_result_json(const sl_msg_result_t *r);
 

@@ -99,13 +99,8 @@ static sl_err_t reject(sl_ingest_t *ing, sl_ingest_out_t *out, const sl_ingest_s
         job_id = fresh_id;
     }
     sl_msg_error_t e;
-    sl_msg_error_init(&e, type, reason, SL_DECISION_REJECTED_LOCALLY, message);
     sl_msg_result_t r;
-    sl_msg_result_init(&r, job_id, SL_STATUS_REJECTED);
-    r.idempotency_key = idem;
-    r.tenant = tenant;
-    r.finished_ms = now_ms;
-    r.error = &e;
+    sl_msg_result_rejected(&r, &e, job_id, idem, tenant, type, reason, message, now_ms);
     if (src != NULL && src->topic != NULL) {
         r.has_source = 1;
         r.source_topic = src->topic;

@@ -230,14 +230,9 @@ static sl_err_t reject_message(sl_sched_t *s, const char *job_id, const char *id
                                int64_t now_ms)
 {
     sl_msg_error_t e;
-    sl_msg_error_init(&e, SL_ERRTYPE_INVALID_REQUEST, reason, SL_DECISION_REJECTED_LOCALLY,
-                      message);
     sl_msg_result_t r;
-    sl_msg_result_init(&r, job_id, SL_STATUS_REJECTED);
-    r.idempotency_key = idem;
-    r.tenant = tenant;
-    r.finished_ms = now_ms;
-    r.error = &e;
+    sl_msg_result_rejected(&r, &e, job_id, idem, tenant, SL_ERRTYPE_INVALID_REQUEST, reason,
+                           message, now_ms);
     json_t *res = sl_msg_result_json(&r);
     char *value = res != NULL ? json_dumps(res, JSON_COMPACT) : NULL;
     json_decref(res);

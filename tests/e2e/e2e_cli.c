@@ -52,6 +52,23 @@ static const char *write_configs(int sim_port, char **sim_cfg)
     return out;
 }
 
+/* Runs `sluice submit --follow` on a file of one small request as api_key; its exit status. */
+static int submit_one(const char *cfg, const char *idem, const char *api_key)
+{
+    char line[512], name[64];
+    snprintf(line, sizeof line,
+             "{\"idempotency_key\": \"%s\", \"api_key\": \"%s\", \"route\": \"chat-small\","
+             " \"request\": {\"messages\": [{\"role\": \"user\", \"content\": \"hello\"}],"
+             " \"max_tokens\": 16}}\n",
+             idem, api_key);
+    snprintf(name, sizeof name, "%s.jsonl", idem);
+    char *file = strdup(h_write(name, line));
+    const char *args[] = {"submit", "--file", file, "--follow", "--timeout", "60", NULL};
+    int rc = h_run("sluice", idem, cfg, args, 90000);
+    free(file);
+    return rc;
+}
+
 /* Counts result lines by status; returns the number of lines. */
 static int read_results(const char *path, int *succeeded, int *rejected)
 {
@@ -121,12 +138,7 @@ int main(void)
 
     /* A key added to the config is taken at SIGHUP by ingest (and the scheduler), without a
      * restart: refused before, served after. */
-    const char *line1 = "{\"idempotency_key\": \"reload-1\", \"api_key\": \"sk-acme-added-0001\","
-                        " \"route\": \"chat-small\", \"request\": {\"messages\": [{\"role\":"
-                        " \"user\", \"content\": \"hello\"}], \"max_tokens\": 16}}\n";
-    const char *f1 = strdup(h_write("reload-1.jsonl", line1));
-    const char *args5[] = {"submit", "--file", f1, "--follow", "--timeout", "60", NULL};
-    int rc5 = h_run("sluice", "cli-reload-before", cfg, args5, 90000);
+    int rc5 = submit_one(cfg, "reload-1", "sk-acme-added-0001");
     h_check(rc5 == 1, "a request with a key not in the config is rejected (exit %d)", rc5);
     json_error_t jerr;
     json_t *doc = json_load_file(cfg, 0, &jerr);
@@ -142,15 +154,8 @@ int main(void)
     kill(st.ingest, SIGHUP);
     kill(st.sched, SIGHUP);
     usleep(1500 * 1000);
-    const char *line2 = "{\"idempotency_key\": \"reload-2\", \"api_key\": \"sk-acme-added-0001\","
-                        " \"route\": \"chat-small\", \"request\": {\"messages\": [{\"role\":"
-                        " \"user\", \"content\": \"hello\"}], \"max_tokens\": 16}}\n";
-    const char *f2 = strdup(h_write("reload-2.jsonl", line2));
-    const char *args6[] = {"submit", "--file", f2, "--follow", "--timeout", "60", NULL};
-    int rc6 = h_run("sluice", "cli-reload-after", cfg, args6, 90000);
+    int rc6 = submit_one(cfg, "reload-2", "sk-acme-added-0001");
     h_check(rc6 == 0, "after SIGHUP the added key is served without a restart (exit %d)", rc6);
-    free((char *)f1);
-    free((char *)f2);
 
     json_decref(s1);
     json_decref(s2);
