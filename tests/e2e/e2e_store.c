@@ -235,8 +235,13 @@ static void make_v2_database(const char *db, int64_t now_ms)
         else
             snprintf(idem, sizeof idem, "v2-done");
         job_id_of("solo", idem, id);
-        const char *request = "{\"messages\":[{\"role\":\"user\",\"content\":\"queued before"
-                              " the upgrade\"}],\"max_tokens\":50}";
+        /* The finished job's request is the one submit(prod, "v2-done", 0) sends: the same key
+         * with another request would be answered idempotency_conflict instead. */
+        const char *request =
+            i < 3 ? "{\"messages\":[{\"role\":\"user\",\"content\":\"queued before"
+                    " the upgrade\"}],\"max_tokens\":50}"
+                  : "{\"messages\":[{\"role\":\"user\",\"content\":\"Fact number 0,"
+                    " please.\"}],\"max_tokens\":100}";
         snprintf(job, sizeof job,
                  "{\"v\":1,\"job_id\":\"%s\",\"idempotency_key\":\"%s\",\"tenant\":\"solo\","
                  "\"app\":\"default\",\"env\":\"default\",\"key_id\":\"k\",\"route\":\"chat\","
