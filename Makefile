@@ -120,7 +120,8 @@ FUZZ_VARS := CC=clang BUILD=build-fuzz BIN=bin-fuzz OPT=-O1 \
 $(BIN)/fuzz/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/fuzz.o $(MODULE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
-.PRECIOUS: $(BUILD)/tests/fuzz/%.o
+# Keep the targets' objects (make would delete them as intermediates and rebuild every time).
+.SECONDARY: $(patsubst %,$(BUILD)/tests/fuzz/fuzz_%.o,$(FUZZ_NAMES)) $(BUILD)/tests/fuzz/fuzz.o
 fuzz-bins: $(patsubst %,$(BIN)/fuzz/fuzz_%,$(FUZZ_NAMES))
 fuzz-build:
 	@$(MAKE) --no-print-directory $(FUZZ_VARS) fuzz-bins

@@ -96,6 +96,7 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
     heads = [h.split(b"\r\n\r\n")[0] + b"\r\n" for h in
              provider_files("openai", "providers/openai", "providers/azure",
                             "providers/anthropic", "providers/gemini") if h.startswith(b"HTTP/")]
