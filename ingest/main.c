@@ -108,6 +108,17 @@ static const char **consumer_props(void)
     return props;
 }
 
+/* Waits up to timeout_ms for every take in flight to land (and retire); how many are left. */
+static int drain(sl_inflight_t *flight, rd_kafka_t *prod, int64_t timeout_ms)
+{
+    for (int64_t until = sl_now_ms() + timeout_ms;
+         sl_inflight_count(flight) > 0 && sl_now_ms() < until;) {
+        rd_kafka_poll(prod, 10);
+        sl_inflight_retire(flight);
+    }
+    return sl_inflight_count(flight);
+}
+
 /* SIGHUP: loads the config again and, when it is valid and names the same topics, swaps it in
  * with a new ingest (keys, tenants, routes, pauses take effect for the next request). The takes
  * in flight name topics of the running config, so they land first. Anything else is refused
@@ -137,12 +148,7 @@ static void reload(sl_config_t **cfgp, sl_ingest_t **ingp, sl_inflight_t *flight
         sl_config_free(fresh);
         return;
     }
-    for (int64_t until = sl_now_ms() + 10000;
-         sl_inflight_count(flight) > 0 && sl_now_ms() < until;) {
-        rd_kafka_poll(prod, 10);
-        sl_inflight_retire(flight);
-    }
-    if (sl_inflight_count(flight) > 0) {
+    if (drain(flight, prod, 10000) > 0) {
         sl_error("reload refused: outputs still unacknowledged after 10 s; try again");
         sl_ingest_free(ing);
         sl_config_free(fresh);
@@ -291,11 +297,7 @@ int main(int argc, char **argv)
     }
     /* Stopping: what is in flight lands (or is redelivered after the restart), then the last
      * commit, synchronous. */
-    for (int64_t until = sl_now_ms() + 10000;
-         sl_inflight_count(flight) > 0 && sl_now_ms() < until;) {
-        rd_kafka_poll(prod, 10);
-        sl_inflight_retire(flight);
-    }
+    drain(flight, prod, 10000);
     if (io.stored > 0) {
         rd_kafka_resp_err_t cerr = rd_kafka_commit(cons, NULL, 0);
         if (cerr != RD_KAFKA_RESP_ERR_NO_ERROR && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET)
