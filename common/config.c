@@ -32,13 +32,21 @@ static json_t *section(cfg_ctx_t *c, json_t *parent, const char *parent_where, c
 static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
 {
     static const char *const keys[] = {"bootstrap_servers", "bootstrap_file", "topics",
-                                       "properties", NULL};
+                                       "properties",        "membership",     "instance", NULL};
     static const char *const topic_keys[] = {"requests", "requests_batch", "jobs",   "dispatch",
                                              "results",  "usage",          "stream", NULL};
     sl_kafka_cfg_t *k = &cfg->kafka;
     json_t *kj = section(c, root, "config", "kafka", "kafka", keys);
     k->bootstrap_servers = cfg_get_str(c, kj, "kafka", "bootstrap_servers", "");
     k->bootstrap_file = cfg_get_str(c, kj, "kafka", "bootstrap_file", "var/devkafka.bootstrap");
+    k->membership = cfg_get_str(c, kj, "kafka", "membership", "auto");
+    if (strcmp(k->membership, "auto") != 0 && strcmp(k->membership, "static") != 0 &&
+        strcmp(k->membership, "group") != 0)
+        cfg_fail(c, "kafka.membership must be \"auto\", \"static\" or \"group\", not \"%s\"",
+                 k->membership);
+    k->instance = cfg_get_str(c, kj, "kafka", "instance", "");
+    if (strlen(k->instance) > 200)
+        cfg_fail(c, "kafka.instance: at most 200 characters");
     json_t *tj = section(c, kj, "kafka", "topics", "kafka.topics", topic_keys);
     k->topic_requests = cfg_get_str(c, tj, "kafka.topics", "requests", "sluice.requests");
     k->topic_requests_batch =

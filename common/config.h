@@ -229,6 +229,12 @@ typedef struct {
     const char *topic_requests, *topic_jobs, *topic_dispatch, *topic_results, *topic_usage;
     const char *topic_requests_batch; /* batch requests: ingest reads them after the others */
     const char *topic_stream;         /* chunks of streamed answers, keyed by job id */
+    /* How ingest, the scheduler and the dispatcher own their input partitions (sl_kafka.h):
+     * "static" (each role one process that assigns itself every partition: a restart reads on
+     * at once, no group to rejoin), "group" (a consumer group; static membership through
+     * group.instance.id = instance), or "auto": static on the dev broker, group otherwise. */
+    const char *membership;
+    const char *instance; /* this process's stable name in its group; "" = the host name */
     int nprops;
     const char **prop_names; /* extra librdkafka properties for every client */
     const char **prop_values;

@@ -34,6 +34,7 @@ struct sl_intake {
     int later_cap;            /* at most this many items of tier 1 per take */
     int wake[2];              /* pipe librdkafka writes to when a queue turns non-empty */
     rd_kafka_t *cons;         /* set by sl_intake_attach */
+    int detached;             /* sl_intake_detach ran: assignments add no more queues */
     rd_kafka_queue_t *cons_q; /* the consumer queue's reference, watched for events */
 };
 
@@ -283,8 +284,9 @@ void sl_intake_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 {
     sl_intake_t *in = opaque;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        /* Queues first: once assigned, librdkafka starts fetching into them. */
-        if (in->cons != NULL)
+        /* Queues first: once assigned, librdkafka starts fetching into them. Static membership
+         * assigns while the consumer is being made, before sl_intake_attach. */
+        if (!in->detached)
             add_partitions(in, rk, parts);
         sl_kafka_rebalance_apply(rk, err, parts);
         sl_info("intake: %d partitions assigned, %d read", parts->cnt, in->n);
@@ -348,4 +350,5 @@ void sl_intake_detach(sl_intake_t *in)
     }
     in->cons_q = NULL;
     in->cons = NULL;
+    in->detached = 1;
 }

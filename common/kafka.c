@@ -1,9 +1,13 @@
 /* kafka.c - librdkafka client setup (see kafka.h). */
 #include "kafka.h"
 
+#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -75,6 +79,112 @@ static int uses_dev_broker(const sl_config_t *cfg)
 {
     const char *env = getenv("SLUICE_KAFKA_BOOTSTRAP");
     return (env == NULL || *env == '\0') && cfg->kafka.bootstrap_servers[0] == '\0';
+}
+
+int sl_kafka_static_membership(const sl_config_t *cfg)
+{
+    const char *m = cfg->kafka.membership != NULL ? cfg->kafka.membership : "auto";
+    if (strcmp(m, "static") == 0)
+        return 1;
+    if (strcmp(m, "group") == 0)
+        return 0;
+    return uses_dev_broker(cfg);
+}
+
+static const char *instance_name(const sl_config_t *cfg)
+{
+    static char host[256];
+    if (cfg->kafka.instance != NULL && cfg->kafka.instance[0] != '\0')
+        return cfg->kafka.instance;
+    if (host[0] == '\0' && gethostname(host, sizeof host - 1) != 0)
+        snprintf(host, sizeof host, "sluice");
+    return host;
+}
+
+/* Static membership has one reader per role: a second one would read every partition again
+ * (a dispatcher would repeat every call). An abstract Unix socket named after the role and
+ * the broker is the lock: the kernel drops it when the process dies, even by SIGKILL. It
+ * stays bound for the life of the process. It covers one host, which is where the dev broker
+ * runs; on a cluster, static membership is the operator's promise of one process per role. */
+static sl_err_t hold_role_lock(const sl_config_t *cfg, const char *group, char *err,
+                               size_t errlen)
+{
+    char bootstrap[1024];
+    if (sl_kafka_bootstrap(cfg, 0, bootstrap, sizeof bootstrap) != SL_OK)
+        bootstrap[0] = '\0';
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    /* sun_path[0] = 0: the abstract namespace (no file). */
+    int n = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "sluice/%s/%s", group,
+                     bootstrap);
+    if (n < 0 || (size_t)n >= sizeof addr.sun_path - 1)
+        n = (int)sizeof addr.sun_path - 2;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket for the static membership lock: %s", strerror(errno));
+        return SL_EIO;
+    }
+    if (bind(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+                                                       1 + (size_t)n)) != 0) {
+        int e = errno;
+        close(fd);
+        if (e == EADDRINUSE) {
+            snprintf(err, errlen,
+                     "another %s already reads this broker's topics with static membership "
+                     "(kafka.membership); it runs one process per role: stop the other one, or "
+                     "set kafka.membership to \"group\" to run several",
+                     group);
+            return SL_ECONFIG;
+        }
+        snprintf(err, errlen, "static membership lock: %s", strerror(e));
+        return SL_EIO;
+    }
+    return SL_OK; /* fd stays open until the process exits */
+}
+
+/* Static membership: every partition of the topics, read from the group's committed offsets
+ * (librdkafka fetches them for partitions assigned without an offset), with no group to join.
+ * The partition lists come from the broker's metadata, waiting up to 30 s for topics that do
+ * not exist yet. The rebalance callback, when given, sees the assignment as a group member
+ * would. */
+static sl_err_t assign_every_partition(rd_kafka_t *rk, const char *const *topics, int ntopics,
+                                       sl_kafka_rebalance_fn rebalance, void *opaque, char *err,
+                                       size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(ntopics * 16);
+    for (int i = 0; i < ntopics; i++) {
+        int count = 0;
+        for (double until = sl_mono_ms() + 30000; count == 0;) {
+            rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topics[i], NULL);
+            const struct rd_kafka_metadata *md = NULL;
+            if (t != NULL && rd_kafka_metadata(rk, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+                    count = md->topics[0].partition_cnt;
+                rd_kafka_metadata_destroy(md);
+            }
+            if (t != NULL)
+                rd_kafka_topic_destroy(t);
+            if (count > 0 || sl_mono_ms() >= until || sl_stop_requested())
+                break;
+            usleep(200 * 1000);
+        }
+        if (count == 0) {
+            snprintf(err, errlen, "topic %s has no partitions on the broker (does it exist?)",
+                     topics[i]);
+            rd_kafka_topic_partition_list_destroy(parts);
+            return SL_EKAFKA;
+        }
+        for (int p = 0; p < count; p++)
+            rd_kafka_topic_partition_list_add(parts, topics[i], p);
+    }
+    sl_err_t rc = SL_OK;
+    if (rebalance != NULL) {
+        rebalance(rk, RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS, parts, opaque);
+    } else if (rd_kafka_assign(rk, parts) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "cannot assign the partitions of %s", topics[0]);
+        rc = SL_EKAFKA;
+    }
+    rd_kafka_topic_partition_list_destroy(parts);
+    return rc;
 }
 
 /* Builds a conf with bootstrap, client id and logging. */
@@ -173,6 +283,19 @@ sl_err_t sl_kafka_consumer_new_rebalance(const sl_config_t *cfg, const char *gro
      * cut the added latency from 29 to 12 ms), a real cluster keeps librdkafka's default. */
     if (rc == SL_OK && uses_dev_broker(cfg))
         rc = set(conf, "fetch.wait.max.ms", "1", err, errlen);
+    int fixed = sl_kafka_static_membership(cfg);
+    char instance_id[512];
+    if (rc == SL_OK && !fixed && !uses_dev_broker(cfg)) {
+        /* Static membership (KIP-345): a member that comes back under its instance id within
+         * the session timeout gets its partitions again without a rebalance. The dev broker
+         * does not implement it (and would then wait a session timeout for every close). */
+        snprintf(instance_id, sizeof instance_id, "%s.%s", group, instance_name(cfg));
+        rc = set(conf, "group.instance.id", instance_id, err, errlen);
+        /* Cooperative: a rebalance moves only the partitions that change owner; the others
+         * are read on meanwhile. */
+        if (rc == SL_OK)
+            rc = set(conf, "partition.assignment.strategy", "cooperative-sticky", err, errlen);
+    }
     for (int i = 0; rc == SL_OK && extra_props != NULL && extra_props[i] != NULL; i += 2)
         rc = set(conf, extra_props[i], extra_props[i + 1], err, errlen);
     if (rc == SL_OK)
@@ -193,6 +316,17 @@ sl_err_t sl_kafka_consumer_new_rebalance(const sl_config_t *cfg, const char *gro
     rd_kafka_poll_set_consumer(rk);
     if (ntopics == 0) {
         *out = rk; /* the caller assigns partitions itself */
+        return SL_OK;
+    }
+    if (fixed) {
+        rc = hold_role_lock(cfg, group, err, errlen);
+        if (rc == SL_OK)
+            rc = assign_every_partition(rk, topics, ntopics, rebalance, opaque, err, errlen);
+        if (rc != SL_OK) {
+            rd_kafka_destroy(rk);
+            return rc;
+        }
+        *out = rk;
         return SL_OK;
     }
     rd_kafka_topic_partition_list_t *subs = rd_kafka_topic_partition_list_new(ntopics);

@@ -25,13 +25,23 @@ sl_err_t sl_kafka_producer_new(const sl_config_t *cfg, const char *client_id,
                                void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                                void *opaque, rd_kafka_t **out, char *err, size_t errlen);
 
-/* Creates a consumer in group, subscribed to the ntopics topics (none: the caller assigns), with auto-commit off and
- * reading from the earliest offset when the group has none. extra_props (name, value pairs,
+/* Creates a consumer in group, subscribed to the ntopics topics (none: the caller assigns), with
+ * auto-commit off and reading from the earliest offset when the group has none. Under static
+ * membership (sl_kafka_static_membership) it is assigned every partition of the topics at once
+ * instead, and a second process of the same group on this host is refused (SL_ECONFIG). extra_props (name, value pairs,
  * NULL-terminated, may be NULL) override defaults. */
 sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const char *client_id,
                                const char *const *topics, int ntopics,
                                const char *const *extra_props, rd_kafka_t **out, char *err,
                                size_t errlen);
+
+/* Whether consumers use static membership (kafka.membership; "auto": on the dev broker): each
+ * role is one process that assigns itself every partition of its topics and resumes from its
+ * group's committed offsets, with no group to join, so a restarted process reads on at once.
+ * On the dev broker a restarted group member waits for the dead one's session to time out and
+ * for a rebalance: 10 - 30 s. Otherwise consumers join a group with static membership
+ * (group.instance.id = "<group>.<kafka.instance or host name>") and cooperative rebalancing. */
+int sl_kafka_static_membership(const sl_config_t *cfg);
 
 /* Called from the consumer's poll when partitions are assigned (err
  * RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) or revoked/lost (any other err); it must apply the change
