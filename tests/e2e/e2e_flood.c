@@ -31,8 +31,8 @@
  * unread stay under the broker's limit, so a good job lost would be sluice's doing, not the
  * broker's.
  *
- * Under the sanitizer build (SLUICE_BIN ending in bin-asan) the volume is a tenth, and the
- * memory checks allow for ASan's quarantine of freed memory (see there). E2E_FLOOD_PER_KIND
+ * Under the sanitizer build (SLUICE_BIN ending in bin-asan) the volume is a tenth, and RSS is
+ * printed but not checked (see the note after RSS_LATE_GROWTH_MAX_KB). E2E_FLOOD_PER_KIND
  * sets another volume (a multiple of WAVES).
  */
 #include <stdio.h>
@@ -68,10 +68,9 @@ enum {
  * message, even a map entry (a key and a node, 50 bytes or more), would grow the scheduler by
  * 50 MB over those waves (its 1.1 million messages). */
 #define RSS_LATE_GROWTH_MAX_KB (16L * 1024)
-/* ASan keeps freed memory in quarantine (256 MB by default) and shadows every allocation, so
- * under it the peak bound gets the quarantine on top, and late growth is not checked (the
- * quarantine fills over the whole run; LeakSanitizer checks leaks at exit instead). */
-#define ASAN_QUARANTINE_KB (256L * 1024)
+/* Under ASan, RSS measures ASan itself: its quarantine of freed memory (256 MB by default)
+ * and the shadow of it grew the daemons by 250 - 420 MB over a tenth of the flood. So the RSS
+ * checks run in the normal build only; under ASan, LeakSanitizer checks leaks at exit. */
 
 typedef enum {
     K_REQ_MALFORMED,
@@ -759,15 +758,16 @@ int main(void)
             (long long)admitted, good_sent);
 
     /* Memory. */
-    long bound = RSS_GROWTH_MAX_KB + (asan ? ASAN_QUARANTINE_KB : 0);
+    long bound = RSS_GROWTH_MAX_KB;
     for (int d = 0; d < DAEMONS; d++) {
         printf("  %s: RSS %ld KiB before the flood, %ld after wave %d, %ld at the end; peak %ld; "
                "%.1f CPU s\n",
                daemon_name[d], rss0[d], rss_early[d], WAVES / 4, rss_end[d], hwm_end[d],
                h_cpu_seconds(pid[d]));
-        h_check(rss0[d] > 0 && hwm_end[d] - rss0[d] <= bound,
-                "%s: peak RSS grew %ld KiB over the flood (at most %ld)", daemon_name[d],
-                hwm_end[d] - rss0[d], bound);
+        if (!asan)
+            h_check(rss0[d] > 0 && hwm_end[d] - rss0[d] <= bound,
+                    "%s: peak RSS grew %ld KiB over the flood (at most %ld)", daemon_name[d],
+                    hwm_end[d] - rss0[d], bound);
         if (!asan && waves_done == WAVES)
             h_check(rss_end[d] - rss_early[d] <= RSS_LATE_GROWTH_MAX_KB,
                     "%s: RSS grew %ld KiB over the last %d waves (at most %ld)", daemon_name[d],
