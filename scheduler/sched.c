@@ -290,11 +290,13 @@ static sl_err_t on_cancel(sl_sched_t *s, const sl_msg_cancel_t *cancel, int64_t 
     job_t *j = sl_hmap_get(s->jobs, id);
     if (j != NULL && (j->orphan_tenant != NULL ||
                       strcmp(s->cfg->tenants[j->tenant].name, tenant) != 0)) {
+        s->st.cancels_unmatched++;
         sl_logf_every(SL_LOG_REPEAT_MS, SL_LOG_INFO, "job", id,
                       "cancel names another tenant's job");
         return SL_OK;
     }
     if (j == NULL) {
+        s->st.cancels_unmatched++;
         sl_logf_every(SL_LOG_REPEAT_MS, SL_LOG_INFO, "job", id,
                       "cancel of job %s: not queued (unknown or finished)", id);
         return answer_cancel(s, cancel, now_ms);
@@ -670,6 +672,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     char why[512];
     json_t *doc = json_loadb(json, len, 0, NULL);
     if (doc == NULL || sl_schema_validate(s->usage_schema, doc, why, sizeof why) != SL_OK) {
+        s->st.usage_invalid++;
         sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "invalid usage event ignored: %s",
                      doc == NULL ? "malformed JSON" : why);
         json_decref(doc);
@@ -679,6 +682,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     sl_msg_usage_t u;
     sl_msg_tokens_t tok;
     if (sl_msg_usage_read(doc, &u, &tok) != SL_OK) {
+        s->st.usage_invalid++;
         sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
                      "invalid usage event ignored: a required field is missing");
         json_decref(doc);

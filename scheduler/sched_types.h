@@ -28,6 +28,10 @@ typedef struct {
     int64_t jobs_received, jobs_duplicate, jobs_invalid, queue_full, shed, cancelled;
     int64_t dispatched, succeeded, failed, expired, retried;
     int64_t provider_429, provider_5xx, lease_expired, usage_stale;
+    /* Input refused or matching nothing: usage events that failed validation, and cancels
+     * that found no job of the caller's waiting or in flight (unknown, finished, or another
+     * tenant's). */
+    int64_t usage_invalid, cancels_unmatched;
     int64_t queued, delayed, leased, held;
     /* Tokens on provider-side buckets settled at real use: reserved, what they settled at,
      * and the difference either way. over_reserved is the capacity over-reservation held

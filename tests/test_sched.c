@@ -1540,12 +1540,20 @@ START_TEST(invalid_input_is_counted_and_ignored)
     feed_text(&e, "{\"v\": 1, \"job_id\": \"x\"}", T0);
     ck_assert_int_eq(sl_sched_on_usage(e.sched, "[]", 2, T0), SL_OK);
     ck_assert_int_eq(sl_sched_on_usage(e.sched, "{", 1, T0), SL_OK);
+    /* Valid, but no lease of it: stale, not invalid. */
+    static const char stale[] =
+        "{\"v\":1,\"job_id\":\"nojob\",\"attempt\":1,\"reservation_id\":\"r\","
+        "\"deployment\":\"dep-a\",\"outcome\":\"ok\",\"http_status\":200,"
+        "\"started_ms\":1,\"finished_ms\":2}";
+    ck_assert_int_eq(sl_sched_on_usage(e.sched, stale, strlen(stale), T0), SL_OK);
     batch_t b = step(&e, T0);
     ck_assert_int_eq(b.n, 0);
     batch_free(&b);
     sl_sched_stats_t st;
     sl_sched_stats(e.sched, &st);
     ck_assert_int_eq(st.jobs_invalid, 2);
+    ck_assert_int_eq(st.usage_invalid, 2);
+    ck_assert_int_eq(st.usage_stale, 1);
     ck_assert_int_eq(st.jobs_received, 0);
     ck_assert_int_eq(sl_store_count_jobs(e.store, "queued"), 0);
     env_done(&e);
@@ -2043,6 +2051,7 @@ START_TEST(cancel_removes_a_queued_job_and_leaves_one_in_flight)
     sl_sched_stats_t st;
     sl_sched_stats(e.sched, &st);
     ck_assert_int_eq(st.cancelled, 1);
+    ck_assert_int_eq(st.cancels_unmatched, 1); /* the one naming another tenant's job */
     ck_assert_str_eq(peek_sql(&e, "SELECT status FROM jobs WHERE job_id = '%s'", "job-3"),
                      "cancelled");
     env_done(&e);
@@ -2084,6 +2093,10 @@ START_TEST(a_cancel_of_nothing_queued_is_answered)
     b = take(&e);
     ck_assert_int_eq(b.n, 0);
     batch_free(&b);
+    /* none of the three found a job waiting or in flight */
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.cancels_unmatched, 3);
     env_done(&e);
 }
 END_TEST
