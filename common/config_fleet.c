@@ -67,6 +67,7 @@ static void load_deployment(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr, size_t 
                                        "buckets",
                                        "max_output_tokens",
                                        "timeout_ms",
+                                       "stream_idle_timeout_ms",
                                        "api_version",
                                        "context_window",
                                        "supports_tools",
@@ -171,6 +172,8 @@ static void load_deployment(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr, size_t 
         cfg_fail(c, "%s: unknown parent scope \"%s\"", where, parent);
     d->max_output_tokens = cfg_get_int(c, dj, where, "max_output_tokens", 16384, 1, 10000000);
     d->timeout_ms = cfg_get_int(c, dj, where, "timeout_ms", 120000, 100, 3600000);
+    d->stream_idle_timeout_ms =
+        cfg_get_int(c, dj, where, "stream_idle_timeout_ms", 30000, 0, 3600000);
 }
 
 void cfg_load_deployments(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
