@@ -35,9 +35,10 @@ void sl_kafka_io_on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void
     if (t == NULL)
         return;
     int ok = msg->err == RD_KAFKA_RESP_ERR_NO_ERROR;
+    /* A broker away for message.timeout.ms fails every message in flight at once. */
     if (!ok)
-        sl_warn("delivery to %s failed: %s; will retry", rd_kafka_topic_name(msg->rkt),
-                rd_kafka_err2str(msg->err));
+        sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "delivery to %s failed: %s; will retry",
+                     rd_kafka_topic_name(msg->rkt), rd_kafka_err2str(msg->err));
     sl_take_delivered(t, ok);
 }
 
@@ -74,7 +75,7 @@ void sl_kafka_io_commit(sl_kafka_io_t *io, int async)
         return;
     rd_kafka_resp_err_t cerr = rd_kafka_commit(io->cons, NULL, async);
     if (cerr != RD_KAFKA_RESP_ERR_NO_ERROR && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET)
-        sl_warn("commit: %s", rd_kafka_err2str(cerr));
+        sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "commit: %s", rd_kafka_err2str(cerr));
     io->stored = 0;
 }
 
@@ -85,5 +86,6 @@ int sl_kafka_io_stored(const sl_kafka_io_t *io)
 
 void sl_kafka_io_consume_error(const rd_kafka_message_t *msg)
 {
-    sl_warn("consume: %s", rd_kafka_message_errstr(msg));
+    /* Handed over on every poll while a broker is unreachable. */
+    sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "consume: %s", rd_kafka_message_errstr(msg));
 }

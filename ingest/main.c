@@ -178,6 +178,8 @@ int main(int argc, char **argv)
         if (now - last_lag >= 1000) {
             sl_kafka_export_lag(cons, metrics, m_lag);
             last_lag = now;
+            /* Failures that stopped still report how many lines they held back. */
+            sl_log_flush_limited();
         }
         if (now - last_stats >= 10000) {
             sl_info("jobs %lld, rejected %lld", n_jobs, n_rejected);
