@@ -133,8 +133,8 @@ int main(int argc, char **argv)
     }
     rd_kafka_t *prod = NULL, *cons = NULL;
     const char *topics[] = {cfg->kafka.topic_requests, cfg->kafka.topic_requests_batch};
-    if (sl_kafka_producer_new(cfg, "sluice-ingest", sl_kafka_io_on_delivery, NULL, &prod, err, sizeof err) !=
-            SL_OK ||
+    if (sl_kafka_producer_new(cfg, "sluice-ingest", sl_kafka_io_on_delivery, NULL, &prod, err,
+                              sizeof err) != SL_OK ||
         sl_kafka_consumer_new_rebalance(cfg, "sluice-ingest", "sluice-ingest", topics, 2,
                                         consumer_props(), sl_intake_rebalance, intake, &cons, err,
                                         sizeof err) != SL_OK) {
@@ -163,8 +163,8 @@ int main(int argc, char **argv)
     }
     sl_kafka_io_t *io = sl_kafka_io_new(prod, cons);
     sl_inflight_ops_t ops = io != NULL ? sl_kafka_io_ops(io) : (sl_inflight_ops_t){0};
-    sl_inflight_t *flight = io != NULL ? sl_inflight_new(TAKES_MAX, BATCH_MAX, BATCH_MAX, &ops)
-                                       : NULL;
+    sl_inflight_t *flight =
+        io != NULL ? sl_inflight_new(TAKES_MAX, BATCH_MAX, BATCH_MAX, &ops) : NULL;
     rd_kafka_message_t **in = calloc(BATCH_MAX, sizeof *in);
     if (flight == NULL || in == NULL) {
         fprintf(stderr, "sluice-ingest: out of memory\n");

@@ -219,7 +219,8 @@ START_TEST(consume_errors_of_an_outage_log_a_few_lines)
     long seen = 0;
     long lines = count_lines(text, "consume: ", &seen);
     /* One line every 10 s at most: 6 in the minute, with the first, plus the last summary. */
-    ck_assert_msg(lines >= 2 && lines <= 8, "%ld lines for 6000 consume errors:\n%.600s", lines, text);
+    ck_assert_msg(lines >= 2 && lines <= 8, "%ld lines for 6000 consume errors:\n%.600s", lines,
+                  text);
     ck_assert_int_eq(seen, 6000);
     free(text);
 }

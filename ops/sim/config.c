@@ -53,11 +53,22 @@ static const char *const dep_keys[] = {"name",
                                        "faults",
                                        NULL};
 
-static const char *const fault_keys[] = {
-    "rate_limit_share",  "retry_after_share", "retry_after_ms", "unavailable", "unavailable_origin",
-    "overloaded_share",  "slow_share",        "slow_ms",        "drop_share",  "stream_cut_share",
-    "stream_stall_share", "stream_stall_ms",  "spend_limit_after", "acceleration", "seed",
-    NULL};
+static const char *const fault_keys[] = {"rate_limit_share",
+                                         "retry_after_share",
+                                         "retry_after_ms",
+                                         "unavailable",
+                                         "unavailable_origin",
+                                         "overloaded_share",
+                                         "slow_share",
+                                         "slow_ms",
+                                         "drop_share",
+                                         "stream_cut_share",
+                                         "stream_stall_share",
+                                         "stream_stall_ms",
+                                         "spend_limit_after",
+                                         "acceleration",
+                                         "seed",
+                                         NULL};
 
 static const char *const window_keys[] = {"from_ms", "to_ms", NULL};
 

@@ -24,8 +24,16 @@
 #include "sign.h"
 #include "util.h"
 
-enum { MINUTE_MS = 3000, PLAIN = 4, CUT_JOBS = 3, FIRST_CHUNK_MAX_MS = 50, STALL_JOBS = 2,
-       STALL_MS = 30000, IDLE_MS = 300, STALL_END_MAX_MS = 10000 };
+enum {
+    MINUTE_MS = 3000,
+    PLAIN = 4,
+    CUT_JOBS = 3,
+    FIRST_CHUNK_MAX_MS = 50,
+    STALL_JOBS = 2,
+    STALL_MS = 30000,
+    IDLE_MS = 300,
+    STALL_END_MAX_MS = 10000
+};
 
 static const char *const ADMIN_KEY = "admin-e2e-providers";
 static const char *const DEPS[4] = {"oa", "az", "an", "ge"};
@@ -383,8 +391,8 @@ int main(void)
         const char *rstatus = json_string_value(json_object_get(r, "status"));
         const char *reason =
             json_string_value(json_object_get(json_object_get(r, "error"), "reason"));
-        stall_ended += rstatus != NULL && (strcmp(rstatus, "succeeded") == 0 ||
-                                           (reason != NULL && reason[0] != '\0'));
+        stall_ended += rstatus != NULL &&
+                       (strcmp(rstatus, "succeeded") == 0 || (reason != NULL && reason[0] != '\0'));
         chunks_t *ch = wait_chunks(cons, scons, job_id_of(r), 5000);
         stall_unfinished += ch != NULL && ch->done_cut > 0;
     }
