@@ -134,6 +134,9 @@ typedef struct {
     int supports_tools, supports_json; /* tool use; structured output (response_format) */
     const char *region;        /* where it runs, for residency rules; "" = not stated */
     int64_t timeout_ms;        /* provider call timeout */
+    /* A streamed call whose provider sends no byte for this long, once its response began, is
+     * cut as timed out; 0 = never (only timeout_ms ends it). */
+    int64_t stream_idle_timeout_ms;
     int parent;                /* its workspace/project/org scope (index into scopes), or -1 */
     int nlimits;               /* every limit of the deployment, shorthands included */
     sl_limit_cfg_t *limits;

@@ -48,31 +48,19 @@ const char *sl_strategy_name(sl_strategy_t s)
 static void load_deployment(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr, size_t i,
                             sl_deployment_cfg_t *d)
 {
-    static const char *const keys[] = {"name",
-                                       "provider",
-                                       "base_url",
-                                       "model",
-                                       "api_key_env",
-                                       "api_key_file",
-                                       "limits",
-                                       "slices_per_minute",
-                                       "headroom",
-                                       "burst_fraction",
-                                       "full_hold_ms",
-                                       "tpm_counting",
-                                       "input_counting",
-                                       "output_counting",
-                                       "price",
-                                       "parent",
-                                       "buckets",
-                                       "max_output_tokens",
-                                       "timeout_ms",
-                                       "api_version",
-                                       "context_window",
-                                       "supports_tools",
-                                       "supports_json",
-                                       "region",
-                                       NULL};
+    static const char *const keys[] = {"name",           "provider",
+                                       "base_url",       "model",
+                                       "api_key_env",    "api_key_file",
+                                       "limits",         "slices_per_minute",
+                                       "headroom",       "burst_fraction",
+                                       "full_hold_ms",   "tpm_counting",
+                                       "input_counting", "output_counting",
+                                       "price",          "parent",
+                                       "buckets",        "max_output_tokens",
+                                       "timeout_ms",     "stream_idle_timeout_ms",
+                                       "api_version",    "context_window",
+                                       "supports_tools", "supports_json",
+                                       "region",         NULL};
     static const char *const limit_keys[] = {"rpm", "tpm", "itpm",          "otpm",
                                              "rpd", "tpd", "max_in_flight", NULL};
     static const char *const price_keys[] = {"input_per_mtok", "cached_input_per_mtok",
@@ -171,6 +159,8 @@ static void load_deployment(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr, size_t 
         cfg_fail(c, "%s: unknown parent scope \"%s\"", where, parent);
     d->max_output_tokens = cfg_get_int(c, dj, where, "max_output_tokens", 16384, 1, 10000000);
     d->timeout_ms = cfg_get_int(c, dj, where, "timeout_ms", 120000, 100, 3600000);
+    d->stream_idle_timeout_ms =
+        cfg_get_int(c, dj, where, "stream_idle_timeout_ms", 30000, 0, 3600000);
 }
 
 void cfg_load_deployments(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)

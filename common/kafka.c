@@ -389,7 +389,10 @@ sl_err_t sl_kafka_produce(rd_kafka_t *rk, const char *topic, const char *key, co
         if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
             return SL_OK;
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-            sl_error("produce to %s: %s", topic, rd_kafka_err2str(err));
+            /* Refused locally (too large, unknown topic, a fatal producer error), which can
+             * be every message from now on: rate limited. */
+            sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_ERROR, "produce to %s: %s", topic,
+                         rd_kafka_err2str(err));
             if (hdrs != NULL)
                 rd_kafka_headers_destroy(hdrs);
             return SL_EKAFKA;

@@ -72,6 +72,12 @@ typedef struct call {
     int64_t started_ms;
     double started_mono_ms;
     double send_mono_ms; /* held until then (a paced dispatch), when > 0 */
+    /* A streamed call, once started, is on the engine's list of streams, so that one that
+     * goes silent can be cut before its overall timeout (see cut_idle_streams). */
+    struct call *stream_prev, *stream_next;
+    int on_stream_list;
+    double last_byte_mono_ms; /* the provider's latest byte, header or body; 0 before any */
+    int idle_cut;             /* cut for silence: it ends as a timeout */
 } call_t;
 
 struct sl_engine {
@@ -99,6 +105,7 @@ struct sl_engine {
      * most SL_CAPACITY_PACE_MAX_MS, so few wait at once. */
     call_t *held[MAX_HELD];
     int nheld;
+    call_t *streams; /* the streamed calls started, newest first */
     sl_engine_stats_t st;
 };
 
@@ -200,10 +207,36 @@ void sl_engine_on_chunk(sl_engine_t *e, sl_engine_emit_fn fn, void *arg)
     e->chunk_arg = arg;
 }
 
+/* Puts a started streamed call on the engine's list of streams. */
+static void streams_link(sl_engine_t *e, call_t *c)
+{
+    c->stream_prev = NULL;
+    c->stream_next = e->streams;
+    if (e->streams != NULL)
+        e->streams->stream_prev = c;
+    e->streams = c;
+    c->on_stream_list = 1;
+}
+
+/* Takes c off the list of streams; no-op when it is not on it. */
+static void streams_unlink(call_t *c)
+{
+    if (!c->on_stream_list)
+        return;
+    if (c->stream_prev != NULL)
+        c->stream_prev->stream_next = c->stream_next;
+    else
+        c->e->streams = c->stream_next;
+    if (c->stream_next != NULL)
+        c->stream_next->stream_prev = c->stream_prev;
+    c->on_stream_list = 0;
+}
+
 static void call_free(call_t *c)
 {
     if (c == NULL)
         return;
+    streams_unlink(c);
     if (c->easy != NULL)
         curl_easy_cleanup(c->easy);
     curl_slist_free_all(c->headers);
@@ -261,6 +294,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
     call_t *c = arg;
     size_t n = size * nmemb;
+    c->last_byte_mono_ms = sl_mono_ms();
     if (c->stream != NULL && c->mode == BODY_UNDECIDED) {
         long status = 0;
         curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -284,6 +318,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
 {
     call_t *c = arg;
     size_t n = size * nmemb;
+    c->last_byte_mono_ms = sl_mono_ms();
     /* One parser for every provider: each API's rate-limit and retry headers have their own
      * names (Gemini sends none), so the others' are simply absent. */
     sl_ratelimit_header(&c->rl, data, n);
@@ -450,6 +485,8 @@ static sl_err_t start_call(sl_engine_t *e, call_t *c)
     CURLMcode mc = curl_multi_add_handle(e->multi, c->easy);
     if (mc != CURLM_OK)
         return mc == CURLM_OUT_OF_MEMORY ? SL_ENOMEM : SL_EHTTP;
+    if (c->stream != NULL)
+        streams_link(e, c);
     return SL_OK;
 }
 
@@ -718,7 +755,16 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
         report_timing(e, c, status);
     int transport = 0;
     const char *detail = NULL;
-    if (result == CURLE_OPERATION_TIMEDOUT) {
+    char idle_detail[128];
+    snprintf(idle_detail, sizeof idle_detail,
+             "the provider sent nothing for %lld ms (the deployment's stream_idle_timeout_ms)",
+             (long long)dc->stream_idle_timeout_ms);
+    if (c->idle_cut) {
+        /* libcurl's clock stopped where the call was taken from it; this one did not. */
+        transport = 2;
+        detail = idle_detail;
+        total_s = (sl_mono_ms() - c->started_mono_ms) / 1000.0;
+    } else if (result == CURLE_OPERATION_TIMEDOUT) {
         transport = 2;
         detail = "the provider call timed out";
     } else if (result != CURLE_OK) {
@@ -746,6 +792,8 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
         const json_t *perr = sl_stream_error(c->stream);
         if (ev.outcome == SL_OUTCOME_BAD_RESPONSE)
             detail = "the stream was malformed, or larger than sluice carries";
+        else if (c->idle_cut && perr == NULL && ev.outcome != SL_OUTCOME_OK)
+            detail = idle_detail;
         else if (perr == NULL && ev.outcome != SL_OUTCOME_OK)
             detail = transport == 2   ? "the stream timed out before the provider finished it"
                      : transport == 1 ? "the stream was cut before the provider finished it"
@@ -781,9 +829,69 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
     e->st.completed++;
 }
 
+/* Ends a call libcurl was running: its usage event (and last chunk), then forgets it. */
+static void retire_call(sl_engine_t *e, call_t *c, CURLcode result)
+{
+    curl_multi_remove_handle(e->multi, c->easy);
+    finish_call(e, c, result);
+    /* Remembered whether or not its usage event could be built: the call happened. */
+    remember_answered(e, c->inflight_key, c->issued_ms);
+    sl_hmap_del(e->inflight, c->inflight_key);
+    e->n_inflight--;
+    call_free(c);
+}
+
+/* When streamed call c is idle too long (sl_mono_ms clock), or -1 when never: its
+ * deployment's stream_idle_timeout_ms after the provider's latest byte. The clock starts at
+ * the first byte of the response: how long a provider takes to begin answering (a long
+ * prompt, a model that thinks first) is the overall timeout's business. */
+static double idle_deadline_ms(const sl_engine_t *e, const call_t *c)
+{
+    int64_t idle_ms = e->cfg->deployments[c->deployment].stream_idle_timeout_ms;
+    if (idle_ms <= 0 || c->last_byte_mono_ms <= 0)
+        return -1;
+    return c->last_byte_mono_ms + (double)idle_ms;
+}
+
+/* The ms until the next streamed call would be idle too long (-1: none). */
+static int next_idle_ms(const sl_engine_t *e)
+{
+    double now = sl_mono_ms(), next = -1;
+    for (const call_t *c = e->streams; c != NULL; c = c->stream_next) {
+        double at = idle_deadline_ms(e, c);
+        if (at < 0)
+            continue;
+        double w = at > now ? at - now : 0;
+        next = next < 0 || w < next ? w : next;
+    }
+    return next < 0 ? -1 : (int)next + 1;
+}
+
+/* Cuts the streamed calls whose provider has been silent for their deployment's
+ * stream_idle_timeout_ms: each ends as a timeout, exactly as if its overall timeout had run
+ * out now, so its slot and its reservation do not wait for that. Called after
+ * curl_multi_perform, so bytes that arrived in time have been read. */
+static void cut_idle_streams(sl_engine_t *e)
+{
+    double now = sl_mono_ms();
+    call_t *next = NULL;
+    for (call_t *c = e->streams; c != NULL; c = next) {
+        next = c->stream_next;
+        double at = idle_deadline_ms(e, c);
+        if (at < 0 || at > now)
+            continue;
+        c->idle_cut = 1;
+        sl_logf(SL_LOG_DEBUG, "job", c->job_id, "stream cut: the provider went silent");
+        retire_call(e, c, CURLE_OPERATION_TIMEDOUT);
+    }
+}
+
 void sl_engine_run(sl_engine_t *e, int extra_fd, int timeout_ms)
 {
     int next = release_held(e);
+    if (next >= 0 && next < timeout_ms)
+        timeout_ms = next;
+    next = next_idle_ms(e);
     if (next >= 0 && next < timeout_ms)
         timeout_ms = next;
     struct curl_waitfd extra = {extra_fd, CURL_WAIT_POLLIN, 0};
@@ -799,15 +907,9 @@ void sl_engine_run(sl_engine_t *e, int extra_fd, int timeout_ms)
             continue;
         call_t *c = NULL;
         curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&c);
-        CURLcode result = m->data.result;
-        curl_multi_remove_handle(e->multi, m->easy_handle);
-        finish_call(e, c, result);
-        /* Remembered whether or not its usage event could be built: the call happened. */
-        remember_answered(e, c->inflight_key, c->issued_ms);
-        sl_hmap_del(e->inflight, c->inflight_key);
-        e->n_inflight--;
-        call_free(c);
+        retire_call(e, c, m->data.result);
     }
+    cut_idle_streams(e);
 }
 
 int sl_engine_in_flight(const sl_engine_t *e)

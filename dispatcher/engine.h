@@ -90,7 +90,10 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
                           size_t sig_len, int64_t now_ms);
 
 /* Waits up to timeout_ms for call activity or for extra_fd (may be -1) to become readable, then
- * advances every call and emits the usage events of those that finished. */
+ * advances every call and emits the usage events of those that finished. A streamed call whose
+ * provider sent nothing for its deployment's stream_idle_timeout_ms (counted from the first byte
+ * of the response) is cut here and ends as a timeout; the wait is shortened so that the cut
+ * comes on time. */
 void sl_engine_run(sl_engine_t *e, int extra_fd, int timeout_ms);
 
 int sl_engine_in_flight(const sl_engine_t *e);

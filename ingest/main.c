@@ -15,6 +15,7 @@
 #include "ingest.h"
 #include "intake.h"
 #include "kafka.h"
+#include "kafka_io.h"
 #include "log.h"
 #include "proc.h"
 #include "util.h"
@@ -43,56 +44,6 @@ static const char usage_text[] =
     "estimates tokens and writes the canonical job to the jobs topic (keyed by tenant) or a\n"
     "`rejected` result with a reason code to the results topic.\n"
     "Config: $SLUICE_CONFIG or examples/sluice.json.\n";
-
-static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
-{
-    (void)rk;
-    (void)opaque;
-    sl_take_t *t = msg->_private;
-    if (t == NULL)
-        return;
-    int ok = msg->err == RD_KAFKA_RESP_ERR_NO_ERROR;
-    if (!ok)
-        sl_warn("delivery to %s failed: %s; will retry", rd_kafka_topic_name(msg->rkt),
-                rd_kafka_err2str(msg->err));
-    sl_take_delivered(t, ok);
-}
-
-typedef struct {
-    rd_kafka_t *prod, *cons;
-    int stored; /* offsets stored since the last commit */
-} io_t;
-
-static int produce_out(void *arg, sl_take_t *t, const char *topic, const char *key,
-                       const char *value)
-{
-    io_t *io = arg;
-    return sl_kafka_produce(io->prod, topic, key, value, strlen(value), NULL, t) == SL_OK ? 0 : -1;
-}
-
-static void store_offset(void *arg, const char *topic, int32_t partition, int64_t next)
-{
-    io_t *io = arg;
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    if (l == NULL)
-        return; /* not stored: redelivered after a restart, de-duplicated downstream */
-    rd_kafka_topic_partition_list_add(l, topic, partition)->offset = next;
-    rd_kafka_resp_err_t err = rd_kafka_offsets_store(io->cons, l);
-    /* A partition revoked meanwhile is the new owner's: its messages come again there. */
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
-        io->stored++;
-    rd_kafka_topic_partition_list_destroy(l);
-}
-
-static void commit(io_t *io)
-{
-    if (io->stored == 0)
-        return;
-    rd_kafka_resp_err_t cerr = rd_kafka_commit(io->cons, NULL, 1 /*async*/);
-    if (cerr != RD_KAFKA_RESP_ERR_NO_ERROR && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET)
-        sl_warn("commit: %s", rd_kafka_err2str(cerr));
-    io->stored = 0;
-}
 
 /* The consumer's properties: the intake's read-ahead limits, and offsets stored only when a
  * take retires (never by librdkafka on consume). */
@@ -182,8 +133,8 @@ int main(int argc, char **argv)
     }
     rd_kafka_t *prod = NULL, *cons = NULL;
     const char *topics[] = {cfg->kafka.topic_requests, cfg->kafka.topic_requests_batch};
-    if (sl_kafka_producer_new(cfg, "sluice-ingest", on_delivery, NULL, &prod, err, sizeof err) !=
-            SL_OK ||
+    if (sl_kafka_producer_new(cfg, "sluice-ingest", sl_kafka_io_on_delivery, NULL, &prod, err,
+                              sizeof err) != SL_OK ||
         sl_kafka_consumer_new_rebalance(cfg, "sluice-ingest", "sluice-ingest", topics, 2,
                                         consumer_props(), sl_intake_rebalance, intake, &cons, err,
                                         sizeof err) != SL_OK) {
@@ -210,9 +161,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-ingest: cannot set up metrics\n");
         return 1;
     }
-    io_t io = {prod, cons, 0};
-    sl_inflight_ops_t ops = {produce_out, store_offset, &io};
-    sl_inflight_t *flight = sl_inflight_new(TAKES_MAX, BATCH_MAX, BATCH_MAX, &ops);
+    sl_kafka_io_t *io = sl_kafka_io_new(prod, cons);
+    sl_inflight_ops_t ops = io != NULL ? sl_kafka_io_ops(io) : (sl_inflight_ops_t){0};
+    sl_inflight_t *flight =
+        io != NULL ? sl_inflight_new(TAKES_MAX, BATCH_MAX, BATCH_MAX, &ops) : NULL;
     rd_kafka_message_t **in = calloc(BATCH_MAX, sizeof *in);
     if (flight == NULL || in == NULL) {
         fprintf(stderr, "sluice-ingest: out of memory\n");
@@ -226,6 +178,8 @@ int main(int argc, char **argv)
         if (now - last_lag >= 1000) {
             sl_kafka_export_lag(cons, metrics, m_lag);
             last_lag = now;
+            /* Failures that stopped still report how many lines they held back. */
+            sl_log_flush_limited();
         }
         if (now - last_stats >= 10000) {
             sl_info("jobs %lld, rejected %lld", n_jobs, n_rejected);
@@ -237,7 +191,7 @@ int main(int argc, char **argv)
         rd_kafka_poll(prod, 0);
         sl_inflight_retire(flight);
         if (now - last_commit >= COMMIT_MS) {
-            commit(&io);
+            sl_kafka_io_commit(io, 1 /*async*/);
             last_commit = now;
         }
         sl_take_t *take = sl_inflight_open(flight);
@@ -256,7 +210,7 @@ int main(int argc, char **argv)
         for (int k = 0; k < nin; k++) {
             rd_kafka_message_t *msg = in[k];
             if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-                sl_warn("consume: %s", rd_kafka_message_errstr(msg));
+                sl_kafka_io_consume_error(msg);
                 rd_kafka_message_destroy(msg);
                 continue;
             }
@@ -298,11 +252,7 @@ int main(int argc, char **argv)
     /* Stopping: what is in flight lands (or is redelivered after the restart), then the last
      * commit, synchronous. */
     drain(flight, prod, 10000);
-    if (io.stored > 0) {
-        rd_kafka_resp_err_t cerr = rd_kafka_commit(cons, NULL, 0);
-        if (cerr != RD_KAFKA_RESP_ERR_NO_ERROR && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET)
-            sl_warn("commit: %s", rd_kafka_err2str(cerr));
-    }
+    sl_kafka_io_commit(io, 0 /*sync*/);
 stop:
     sl_info("ingest stopping: %lld jobs, %lld rejected", n_jobs, n_rejected);
     rd_kafka_flush(prod, 10000);
@@ -310,6 +260,7 @@ stop:
     sl_kafka_consumer_close(cons);
     rd_kafka_destroy(prod);
     sl_inflight_free(flight);
+    sl_kafka_io_free(io);
     free(in);
     sl_intake_free(intake);
     free(opts.rest);

@@ -134,6 +134,7 @@ START_TEST(example_config_loads_with_its_deployments_routes_tenants_and_keys)
     ck_assert_int_eq(a->tpm_counting, SL_TPM_COUNT_MAX);
     ck_assert_int_eq(a->max_output_tokens, 4096);
     ck_assert_int_eq(a->timeout_ms, 120000);
+    ck_assert_int_eq(a->stream_idle_timeout_ms, 30000);
     ck_assert_str_eq(cfg->deployments[1].name, "sim-b");
     ck_assert_int_eq(cfg->deployments[1].rpm, 300);
     ck_assert_int_eq(cfg->deployments[1].tpm, 30000);
@@ -248,6 +249,7 @@ START_TEST(fixture_values_override_defaults)
     ck_assert_double_eq_tol(large->burst_fraction, 0.25, 1e-9);
     ck_assert_int_eq(large->slices_per_minute, 6);
     ck_assert_int_eq(large->timeout_ms, 30000);
+    ck_assert_int_eq(large->stream_idle_timeout_ms, 0);
     ck_assert_str_eq(large->api_key_env, "SLUICE_TEST_NO_SUCH_KEY");
     ck_assert_str_eq(large->api_key_file, "");
     ck_assert_int_eq(cfg->routes[0].default_max_tokens, 128);
@@ -508,6 +510,8 @@ START_TEST(out_of_range_numbers_are_refused_and_named)
         {"deployments", "burst_fraction", -0.1, 1},
         {"deployments", "max_output_tokens", 0, 0},
         {"deployments", "timeout_ms", 50, 0},
+        {"deployments", "stream_idle_timeout_ms", -1, 0},
+        {"deployments", "stream_idle_timeout_ms", 3600001, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *root = example();

@@ -63,6 +63,7 @@ typedef struct {
     int nparts;
     int cut;
     int stall_ms;
+    int head_pause_ms; /* waited before the status line */
     /* What happened. */
     volatile int requests;
     char request[65536]; /* the last request, head and body */
@@ -108,6 +109,7 @@ static void serve_one(script_t *sc, int fd)
             break;
     }
     sc->requests++;
+    sleep_unless_stopped(sc, sc->head_pause_ms);
     char head[2200];
     int hn = snprintf(head, sizeof head,
                       "%s\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n", sc->head);
@@ -319,6 +321,7 @@ static void start_env(int rpm, int ttft_ms)
  *   p-azure      azure      http://127.0.0.1:PORT/openai/deployments/dep1
  *   p-anthropic  anthropic  http://127.0.0.1:PORT/v1
  *   p-gemini     gemini     http://127.0.0.1:PORT/v1beta (timeout_ms 500)
+ *   p-idle       openai     http://127.0.0.1:PORT/v1 (timeout_ms 5000, stream idle 300 ms)
  */
 static void start_script_env(void)
 {
@@ -346,10 +349,14 @@ static void start_script_env(void)
              "\"%s\",\"timeout_ms\":5000},"
              "{\"name\":\"p-gemini\",\"provider\":\"gemini\",\"base_url\":"
              "\"http://127.0.0.1:%u/v1beta\",\"model\":\"gemini-2.5-flash\",\"api_key_file\":"
-             "\"%s\",\"timeout_ms\":500}],"
+             "\"%s\",\"timeout_ms\":500},"
+             "{\"name\":\"p-idle\",\"provider\":\"openai\",\"base_url\":"
+             "\"http://127.0.0.1:%u/v1\",\"model\":\"gpt-4o-mini\",\"api_key_file\":\"%s\","
+             "\"timeout_ms\":5000,\"stream_idle_timeout_ms\":300}],"
              "\"routes\":[{\"name\":\"r\",\"deployments\":[\"p-openai\"]}],"
              "\"signing\":{\"secret_key_file\":\"%s\",\"public_key_file\":\"%s\"}}",
-             port, key_path, port, key_path, port, key_path, port, key_path, sk, pk);
+             port, key_path, port, key_path, port, key_path, port, key_path, port, key_path, sk,
+             pk);
     write_text(cfg_path, text);
     char err[512] = "";
     ck_assert_msg(sl_config_load(cfg_path, &env.cfg, err, sizeof err) == SL_OK, "config: %s", err);
@@ -1353,6 +1360,81 @@ START_TEST(stream_that_stalls_past_its_timeout_is_a_timeout)
 }
 END_TEST
 
+START_TEST(silent_stream_is_cut_after_its_idle_timeout)
+{
+    start_script_env();
+    /* Three events, then 3 s of silence on an open connection: p-idle allows 300 ms of it,
+     * its overall timeout 5 s. */
+    script_events("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream", "openai/stream.sse", 3, 0);
+    env.script.stall_ms = 3000;
+    char *msg = dispatch_with("job-idle", "p-idle", stream_request);
+    double t0 = sl_mono_ms();
+    submit_signed(msg);
+    drain();
+    ck_assert_msg(sl_mono_ms() - t0 < 1500, "took %.0f ms", sl_mono_ms() - t0);
+    json_t *last = chunk_sequence("job-idle", 4);
+    ck_assert_str_eq(json_string_value(json_object_get(env.chunks[2].json, "delta")), " Danube");
+    /* Cut the idle timeout after the last byte, to within a few engine turns. */
+    double silent = env.chunks[3].at_ms - env.script.sent_ms[2];
+    ck_assert_msg(silent >= 300 && silent < 450, "cut after %.0f ms of silence", silent);
+    ck_assert(json_is_null(json_object_get(last, "finish_reason")));
+    ck_assert_int_eq(env.nevents, 1);
+    json_t *ev = event(0, "job-idle", 1, "p-idle", "timeout");
+    ck_assert(json_is_null(json_object_get(ev, "response")));
+    /* Charged what was consumed: the estimate of the input, the 10 characters seen. */
+    json_t *usage = json_object_get(ev, "usage");
+    ck_assert_int_gt(jint(usage, "input"), 0);
+    ck_assert_int_gt(jint(usage, "output"), 0);
+    ck_assert(json_equal(usage, json_object_get(last, "usage")));
+    const char *message =
+        json_string_value(json_object_get(json_object_get(ev, "error"), "message"));
+    ck_assert_ptr_nonnull(strstr(message, "nothing for 300 ms"));
+    double total = json_number_value(json_object_get(json_object_get(ev, "latency"), "total_ms"));
+    ck_assert_msg(total >= 300 && total < 1000, "total_ms %.1f", total);
+    ck_assert_int_eq(stats().completed, 1);
+    free(msg);
+    stop_env();
+}
+END_TEST
+
+START_TEST(stream_that_keeps_sending_slowly_is_not_cut)
+{
+    start_script_env();
+    /* Every event 200 ms after the one before: 1.6 s in all, never 300 ms of silence. */
+    script_events("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream", "openai/stream.sse", 0, 0);
+    for (int i = 1; i < env.script.nparts; i++)
+        env.script.pause_ms[i] = 200;
+    char *msg = dispatch_with("job-slowly", "p-idle", stream_request);
+    double t0 = sl_mono_ms();
+    submit_signed(msg);
+    drain();
+    ck_assert_msg(sl_mono_ms() - t0 >= 1600, "took only %.0f ms", sl_mono_ms() - t0);
+    json_t *last = chunk_sequence("job-slowly", 9);
+    ck_assert_str_eq(json_string_value(json_object_get(last, "finish_reason")), "stop");
+    json_t *ev = event(0, "job-slowly", 1, "p-idle", "ok");
+    ck_assert_int_eq(jint(json_object_get(ev, "usage"), "output"), 10);
+    free(msg);
+    stop_env();
+}
+END_TEST
+
+START_TEST(idle_clock_starts_when_the_response_does)
+{
+    start_script_env();
+    /* 600 ms before the provider answers at all, then the whole stream: the wait for the
+     * first byte is the overall timeout's, not the idle timeout's. */
+    script_events("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream", "openai/stream.sse", 0, 0);
+    env.script.head_pause_ms = 600;
+    char *msg = dispatch_with("job-late", "p-idle", stream_request);
+    submit_signed(msg);
+    drain();
+    chunk_sequence("job-late", 9);
+    event(0, "job-late", 1, "p-idle", "ok");
+    free(msg);
+    stop_env();
+}
+END_TEST
+
 START_TEST(refused_stream_request_reports_the_retry_hint_and_ends_its_stream)
 {
     start_script_env();
@@ -1536,6 +1618,9 @@ static Suite *engine_suite(void)
     tcase_add_test(ta, stream_chunks_are_published_as_the_provider_sends_them);
     tcase_add_test(ta, cut_stream_is_charged_what_was_consumed);
     tcase_add_test(ta, stream_that_stalls_past_its_timeout_is_a_timeout);
+    tcase_add_test(ta, silent_stream_is_cut_after_its_idle_timeout);
+    tcase_add_test(ta, stream_that_keeps_sending_slowly_is_not_cut);
+    tcase_add_test(ta, idle_clock_starts_when_the_response_does);
     tcase_add_test(ta, refused_stream_request_reports_the_retry_hint_and_ends_its_stream);
     tcase_add_test(ta, credential_quoted_by_the_provider_never_reaches_an_event);
     tcase_add_test(ta, anthropic_answer_is_canonical_in_the_usage_event);

@@ -2436,6 +2436,57 @@ START_TEST(unavailable_windows_refuse_exactly_inside)
 }
 END_TEST
 
+START_TEST(stalled_streams_go_quiet_then_send_the_rest)
+{
+    /* The same seed and share as the cut streams above: the same streams stall instead. */
+    sl_sim_t *sim = sim_from("{'seed':3,'deployments':[{'name':'f','stream_chunks':8,"
+                             "'ttft_ms':0,'ms_per_token':0,"
+                             "'faults':{'stream_stall_share':0.5,'stream_stall_ms':4000}}]}");
+    char body[256];
+    int stalled = 0;
+    for (int i = 0; i < 200; i++) {
+        snprintf(body, sizeof body,
+                 "{'messages':[{'role':'user','content':'q%d'}],'stream':true,"
+                 "'stream_options':{'include_usage':true}}",
+                 i);
+        sl_sim_response_t *resp = chat(sim, "f", body, NULL, i);
+        expect_status(resp, 200);
+        /* Never cut: every event, [DONE] included, on a connection that stays open. */
+        ck_assert(!sl_sim_response_dropped(resp));
+        size_t n = sl_sim_response_chunk_count(resp);
+        ck_assert_uint_eq(n, 11);
+        char *text = stream_text(resp);
+        ck_assert_ptr_nonnull(strstr(text, "data: [DONE]"));
+        free(text);
+        /* The first event at once; then either none waits or, from one on, all wait 4 s. */
+        int64_t at = -1;
+        size_t quiet_from = 0;
+        sl_sim_response_chunk(resp, 0, NULL, &at);
+        ck_assert_int_eq(at, 0);
+        for (size_t e = 1; e < n; e++) {
+            sl_sim_response_chunk(resp, e, NULL, &at);
+            ck_assert(at == 0 || at == 4000);
+            if (at == 4000 && quiet_from == 0)
+                quiet_from = e;
+            if (quiet_from > 0)
+                ck_assert_int_eq(at, 4000);
+        }
+        stalled += quiet_from > 0;
+        done_with(sim, resp);
+    }
+    ck_assert_msg(stalled > 70 && stalled < 130, "%d stalled", stalled);
+    ck_assert_int_eq(stat(sim, "f", "stalled"), stalled);
+    ck_assert_int_eq(stat(sim, "f", "dropped"), 0);
+    sl_sim_free(sim);
+    /* Plain requests never stall. */
+    sim = sim_from("{'deployments':[{'name':'f','faults':{'stream_stall_share':1}}]}");
+    outcomes_t o = run_requests(sim, 20, 0);
+    ck_assert_int_eq(o.ok, 20);
+    ck_assert_int_eq(stat(sim, "f", "stalled"), 0);
+    sl_sim_free(sim);
+}
+END_TEST
+
 START_TEST(cut_streams_stop_before_their_end)
 {
     sl_sim_t *sim = sim_from("{'seed':3,'deployments':[{'name':'f','stream_chunks':8,"
@@ -3267,6 +3318,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, injected_429s_follow_each_format);
     tcase_add_test(tc, unavailable_windows_refuse_exactly_inside);
     tcase_add_test(tc, cut_streams_stop_before_their_end);
+    tcase_add_test(tc, stalled_streams_go_quiet_then_send_the_rest);
     tcase_add_test(tc, early_retries_and_rings_record_retry_afters);
     tcase_add_test(tc, fault_and_api_config_keys_are_validated);
     tcase_add_test(tc, rolling_minute_refuses_what_the_bucket_would_admit);

@@ -204,7 +204,7 @@ void sl_sim_admit_decide(sl_sim_t *sim, sl_sim_deployment_t *dep, const sl_sim_r
     if (seen != NULL) {
         /* A retry of a call already charged: same answer, no charge, no wait. */
         dep->count.replayed++;
-        sl_sim_respond_answer(sim, dep, resp, seen, &chat->ask, 0, true /*instant*/, -1);
+        sl_sim_respond_answer(sim, dep, resp, seen, &chat->ask, 0, true /*instant*/, -1, -1, 0);
         sl_sim_respond_limit_headers(sim, resp, dep, now_ms);
         if (openai_like)
             sl_sim_respond_add_header(resp, "openai-processing-ms", "%lld",
@@ -308,8 +308,14 @@ void sl_sim_admit_decide(sl_sim_t *sim, sl_sim_deployment_t *dep, const sl_sim_r
     resp->stats_epoch = sim->stats_epoch;
     double share = chat->ask.stream ? faults->stream_cut_share : faults->drop_share;
     bool drop = u.drop < share;
+    /* A stall takes the range of the same draw after the cuts', so a stream is cut or stalled,
+     * never both, and the draws (and every other fault) of a config without stalls stay what
+     * they were. */
+    bool stall = chat->ask.stream && !drop && u.drop < share + faults->stream_stall_share;
     count->dropped += drop;
-    sl_sim_respond_answer(sim, dep, resp, &done, &chat->ask, extra_ms, false, drop ? u.cut_at : -1);
+    count->stalled += stall;
+    sl_sim_respond_answer(sim, dep, resp, &done, &chat->ask, extra_ms, false, drop ? u.cut_at : -1,
+                          stall ? u.cut_at : -1, faults->stream_stall_ms);
     if (resp->events == NULL) {
         resp->delay_ms = delay_ms;
         resp->dropped = drop;

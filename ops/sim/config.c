@@ -53,10 +53,22 @@ static const char *const dep_keys[] = {"name",
                                        "faults",
                                        NULL};
 
-static const char *const fault_keys[] = {
-    "rate_limit_share",  "retry_after_share", "retry_after_ms", "unavailable", "unavailable_origin",
-    "overloaded_share",  "slow_share",        "slow_ms",        "drop_share",  "stream_cut_share",
-    "spend_limit_after", "acceleration",      "seed",           NULL};
+static const char *const fault_keys[] = {"rate_limit_share",
+                                         "retry_after_share",
+                                         "retry_after_ms",
+                                         "unavailable",
+                                         "unavailable_origin",
+                                         "overloaded_share",
+                                         "slow_share",
+                                         "slow_ms",
+                                         "drop_share",
+                                         "stream_cut_share",
+                                         "stream_stall_share",
+                                         "stream_stall_ms",
+                                         "spend_limit_after",
+                                         "acceleration",
+                                         "seed",
+                                         NULL};
 
 static const char *const window_keys[] = {"from_ms", "to_ms", NULL};
 
@@ -228,6 +240,7 @@ static bool parse_faults(json_t *obj, const char *dep_where, sl_sim_faults_t *f,
     f->retry_after_share = 1.0;
     f->retry_after_ms = 1000;
     f->slow_ms = 1000;
+    f->stream_stall_ms = 60000;
     if (obj == NULL || json_is_null(obj))
         return true;
     char where[NAME_MAX_LEN + 64];
@@ -251,6 +264,10 @@ static bool parse_faults(json_t *obj, const char *dep_where, sl_sim_faults_t *f,
         !get_number(obj, "drop_share", 0.0, 1.0, where, &f->drop_share, err, errlen) ||
         !get_number(obj, "stream_cut_share", f->drop_share, 1.0, where, &f->stream_cut_share, err,
                     errlen) ||
+        !get_number(obj, "stream_stall_share", 0.0, 1.0, where, &f->stream_stall_share, err,
+                    errlen) ||
+        !get_int(obj, "stream_stall_ms", 60000, 0, 3600000, where, &f->stream_stall_ms, err,
+                 errlen) ||
         !get_int(obj, "spend_limit_after", -1, 0, CONFIG_MS_MAX, where, &spend, err, errlen) ||
         !get_int(obj, "seed", 0, 0, INT64_MAX, where, &seed, err, errlen))
         return false;

@@ -41,6 +41,8 @@ typedef struct {
     int64_t slow_ms;
     double drop_share;         /* of admitted non-streamed requests: connection closed */
     double stream_cut_share;   /* of admitted streams: cut after a few events */
+    double stream_stall_share; /* of admitted streams: silent after a few events, ... */
+    int64_t stream_stall_ms;   /* ... for this long, then the rest */
     int64_t spend_limit_after; /* admitted requests before the spend cap is hit; -1 = never */
     /* Acceleration limit (Anthropic's "sharp increases" 429s): in each window of
      * accel_window_ms, at most max(accel_floor, admitted in the previous window x

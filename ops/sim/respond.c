@@ -276,7 +276,8 @@ void sl_sim_respond_overloaded(sl_sim_t *sim, sl_sim_deployment_t *dep, sl_sim_r
 
 void sl_sim_respond_answer(sl_sim_t *sim, sl_sim_deployment_t *dep, sl_sim_response_t *resp,
                            const sl_sim_completion_t *done, const sl_sim_ask_t *ask,
-                           double extra_ms, bool instant, double cut_at)
+                           double extra_ms, bool instant, double cut_at, double stall_at,
+                           int64_t stall_ms)
 {
     const sl_sim_dep_config_t *dc = dep->cfg;
     sl_sim_reply_t reply = {
@@ -311,6 +312,10 @@ void sl_sim_respond_answer(sl_sim_t *sim, sl_sim_deployment_t *dep, sl_sim_respo
         /* At least one event goes out, and never the last. */
         resp->n_events = 1 + (size_t)(cut_at * (double)(n - 1));
         resp->dropped = true;
+    } else if (stall_at >= 0 && n > 1) {
+        /* The connection stays open and quiet: every event from the stall on comes later. */
+        for (size_t i = 1 + (size_t)(stall_at * (double)(n - 1)); i < n; i++)
+            resp->event_at_ms[i] += stall_ms;
     }
     bool sse = dc->api != SL_SIM_API_GEMINI || ask->sse;
     sl_sim_respond_set_header(resp, "content-type",

@@ -95,10 +95,13 @@ void sl_sim_respond_overloaded(sl_sim_t *sim, sl_sim_deployment_t *dep, sl_sim_r
                                int64_t now_ms);
 
 /* Builds the 200 of a completion: a body, or a stream's events each at its time (all at once
- * for a replay: instant), cut after a share cut_at (< 0: not cut) of them. extra_ms delays the
- * whole answer (slow faults). Caller holds the lock (streams are registered for /stats). */
+ * for a replay: instant), cut after a share cut_at (< 0: not cut) of them, or silent for
+ * stall_ms after a share stall_at (< 0: no stall) of them and then the rest; either way at
+ * least one event goes first and never the last. extra_ms delays the whole answer (slow
+ * faults). Caller holds the lock (streams are registered for /stats). */
 void sl_sim_respond_answer(sl_sim_t *sim, sl_sim_deployment_t *dep, sl_sim_response_t *resp,
                            const sl_sim_completion_t *done, const sl_sim_ask_t *ask,
-                           double extra_ms, bool instant, double cut_at);
+                           double extra_ms, bool instant, double cut_at, double stall_at,
+                           int64_t stall_ms);
 
 #endif

@@ -56,6 +56,7 @@ typedef struct {
     int64_t fault_acceleration;    /* 429s for growing faster than the acceleration limit */
     int64_t dropped;               /* connections closed early: drops and cut streams */
     int64_t slow;                  /* answers delayed by slow_ms */
+    int64_t stalled;               /* streams silent for stream_stall_ms after a few events */
     int64_t early_retries; /* a key came back before the Retry-After it was given had passed */
     int64_t last_first_chunk_ms; /* Unix ms of the last stream's first event; -1 = none */
 } sl_sim_counters_t;

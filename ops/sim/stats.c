@@ -197,6 +197,7 @@ sl_err_t sl_sim_stats_json(sl_sim_t *sim, int64_t now_ms, char **out)
             {"fault_acceleration", c->fault_acceleration},
             {"dropped", c->dropped},
             {"slow", c->slow},
+            {"stalled", c->stalled},
             {"early_retries", c->early_retries},
         };
         json_t *one = json_pack("{s:s, s:s}", "model", dc->model, "api", sl_sim_api_name(dc->api));

@@ -1,6 +1,6 @@
 /* e2e_providers - every provider adapter against sluice-sim in that provider's mode, over the
  * real processes: OpenAI, Azure OpenAI, Anthropic and Gemini, plain, with tools and streamed;
- * plus a deployment whose every stream is cut.
+ * plus a deployment whose every stream is cut, and one whose every stream falls silent.
  *
  * Asserts, per provider: every job succeeds on its deployment with a canonical answer (text or
  * tool calls) and usage (input and output > 0); streamed jobs' chunks reach sluice.stream in
@@ -9,7 +9,10 @@
  * attempt is reconciled as a transport failure and its chunks end with a done chunk without
  * finish_reason; the job ends (its retry is answered from the simulator's idempotency replay,
  * or it fails with a reason); no reservation stays open and the deployment's in-flight gauge
- * is back to empty.
+ * is back to empty. For streams that fall silent for 30 s after a few events: the dispatcher
+ * cuts each after the deployment's stream_idle_timeout_ms (300 ms), the attempt is reconciled
+ * as a timeout, its chunks end with a done chunk without finish_reason, and the job ends within
+ * a few seconds, long before the silence or the call's timeout would have ended it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +24,16 @@
 #include "sign.h"
 #include "util.h"
 
-enum { MINUTE_MS = 3000, PLAIN = 4, CUT_JOBS = 3, FIRST_CHUNK_MAX_MS = 50 };
+enum {
+    MINUTE_MS = 3000,
+    PLAIN = 4,
+    CUT_JOBS = 3,
+    FIRST_CHUNK_MAX_MS = 50,
+    STALL_JOBS = 2,
+    STALL_MS = 30000,
+    IDLE_MS = 300,
+    STALL_END_MAX_MS = 10000
+};
 
 static const char *const ADMIN_KEY = "admin-e2e-providers";
 static const char *const DEPS[4] = {"oa", "az", "an", "ge"};
@@ -51,12 +63,15 @@ static const char *write_configs(int sim_port, char **sim_cfg)
              "  \"api_key\": \"key-ge\"},"
              " {\"name\": \"cut\", \"api\": \"openai\", \"rpm\": 6000, \"ttft_ms\": 20,"
              "  \"ms_per_token\": 1, \"api_key\": \"key-cut\", \"stream_chunks\": 8,"
-             "  \"faults\": {\"stream_cut_share\": 1}}]}",
-             MINUTE_MS);
+             "  \"faults\": {\"stream_cut_share\": 1}},"
+             " {\"name\": \"stall\", \"api\": \"openai\", \"rpm\": 6000, \"ttft_ms\": 20,"
+             "  \"ms_per_token\": 1, \"api_key\": \"key-stall\", \"stream_chunks\": 8,"
+             "  \"faults\": {\"stream_stall_share\": 1, \"stream_stall_ms\": %d}}]}",
+             MINUTE_MS, STALL_MS);
     *sim_cfg = strdup(h_write("sim.json", sim));
-    char kf[5][4200];
-    const char *names[5] = {"oa", "az", "an", "ge", "cut"};
-    for (int i = 0; i < 5; i++) {
+    char kf[6][4200];
+    const char *names[6] = {"oa", "az", "an", "ge", "cut", "stall"};
+    for (int i = 0; i < 6; i++) {
         char file[32], text[32];
         snprintf(file, sizeof file, "key-%s.txt", names[i]);
         snprintf(text, sizeof text, "key-%s\n", names[i]);
@@ -86,17 +101,21 @@ static const char *write_configs(int sim_port, char **sim_cfg)
              "   \"limits\": {\"rpm\": 6000}},"
              "  {\"name\": \"cut\", \"provider\": \"openai\", \"model\": \"gpt-sim\","
              "   \"base_url\": \"http://127.0.0.1:%d/cut/v1\", \"api_key_file\": \"%s\","
-             "   \"limits\": {\"rpm\": 6000, \"max_in_flight\": 4}}],"
+             "   \"limits\": {\"rpm\": 6000, \"max_in_flight\": 4}},"
+             "  {\"name\": \"stall\", \"provider\": \"openai\", \"model\": \"gpt-sim\","
+             "   \"base_url\": \"http://127.0.0.1:%d/stall/v1\", \"api_key_file\": \"%s\","
+             "   \"stream_idle_timeout_ms\": %d, \"limits\": {\"rpm\": 6000}}],"
              " \"routes\": [{\"name\": \"oa\", \"deployments\": [\"oa\"]},"
              "   {\"name\": \"az\", \"deployments\": [\"az\"]},"
              "   {\"name\": \"an\", \"deployments\": [\"an\"]},"
              "   {\"name\": \"ge\", \"deployments\": [\"ge\"]},"
-             "   {\"name\": \"cut\", \"deployments\": [\"cut\"]}],"
+             "   {\"name\": \"cut\", \"deployments\": [\"cut\"]},"
+             "   {\"name\": \"stall\", \"deployments\": [\"stall\"]}],"
              " \"tenants\": [{\"name\": \"t1\"}],"
              " \"keys\": [{\"id\": \"k1\", \"tenant\": \"t1\", \"hash\": \"%s\"}],"
              " \"admin_keys\": [{\"id\": \"ops\", \"hash\": \"%s\"}]}",
              MINUTE_MS, dir, dbpath, admin_port, dir, dir, sim_port, kf[0], sim_port, kf[1],
-             sim_port, kf[2], sim_port, kf[3], sim_port, kf[4], h1, ha);
+             sim_port, kf[2], sim_port, kf[3], sim_port, kf[4], sim_port, kf[5], IDLE_MS, h1, ha);
     return strdup(h_write("sluice.json", cfg));
 }
 
@@ -356,6 +375,48 @@ int main(void)
     h_check(open == 0 && status == 200 && level == capacity && capacity == 4,
             "after cut streams: no reservation open (%lld), in-flight gauge empty (%g of %g)",
             (long long)open, level, capacity);
+
+    /* streams that fall silent: cut by the idle timeout, not by the silence's end */
+    double stall_t0 = sl_mono_ms();
+    for (int i = 0; i < STALL_JOBS; i++) {
+        char idem[32];
+        snprintf(idem, sizeof idem, "stall-%d", i);
+        submit(prod, idem, "stall", 2);
+    }
+    int stall_ended = 0, stall_unfinished = 0;
+    for (int i = 0; i < STALL_JOBS; i++) {
+        char idem[32];
+        snprintf(idem, sizeof idem, "stall-%d", i);
+        json_t *r = wait_result(cons, scons, idem, STALL_MS);
+        const char *rstatus = json_string_value(json_object_get(r, "status"));
+        const char *reason =
+            json_string_value(json_object_get(json_object_get(r, "error"), "reason"));
+        stall_ended += rstatus != NULL &&
+                       (strcmp(rstatus, "succeeded") == 0 || (reason != NULL && reason[0] != '\0'));
+        chunks_t *ch = wait_chunks(cons, scons, job_id_of(r), 5000);
+        stall_unfinished += ch != NULL && ch->done_cut > 0;
+    }
+    double stall_elapsed = sl_mono_ms() - stall_t0;
+    int64_t idle_cuts = h_sql_count(dbpath, "SELECT COUNT(*) FROM reservations r JOIN jobs j ON"
+                                            " j.job_id = r.job_id WHERE j.route = 'stall' AND"
+                                            " r.outcome = 'timeout'");
+    json_t *stall_stats = h_http_json(st.stats_url);
+    int64_t stalled = json_integer_value(json_object_get(
+        json_object_get(json_object_get(stall_stats, "deployments"), "stall"), "stalled"));
+    json_decref(stall_stats);
+    h_check(stall_ended == STALL_JOBS && stalled >= STALL_JOBS && idle_cuts >= STALL_JOBS &&
+                stall_elapsed < STALL_END_MAX_MS,
+            "silent streams: %lld stalled by the simulator, %lld attempts cut and reconciled as "
+            "timeouts, every job ended (%d) in %.1f s (< %d s; the silence lasts %d s)",
+            (long long)stalled, (long long)idle_cuts, stall_ended, stall_elapsed / 1000.0,
+            STALL_END_MAX_MS / 1000, STALL_MS / 1000);
+    h_check(stall_unfinished == STALL_JOBS,
+            "silent streams: each ended on sluice.stream with a done chunk without finish_reason "
+            "(%d)",
+            stall_unfinished);
+    usleep(300 * 1000);
+    open = h_sql_count(dbpath, "SELECT n FROM counters WHERE name = 'open_reservations'");
+    h_check(open == 0, "after silent streams: no reservation open (%lld)", (long long)open);
 
     json_t *stats = h_http_json(st.stats_url);
     h_check(stats != NULL && h_sim_total(stats, "refused") == 0,
