@@ -354,9 +354,8 @@ int sl_drr_beside(const sl_drr_t *d, int *flows, int max)
         return 0;
     const ring_t *r = &((const group_t *)d->top.cur)->flows;
     int n = 0;
-    for (const member_t *m = r->cur != NULL ? r->cur->ring_next : NULL; m != NULL && m != r->cur &&
-                                                                        n < max;
-         m = m->ring_next)
+    for (const member_t *m = r->cur != NULL ? r->cur->ring_next : NULL;
+         m != NULL && m != r->cur && n < max; m = m->ring_next)
         flows[n++] = ((const flow_t *)m)->id;
     return n;
 }

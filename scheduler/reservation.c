@@ -79,8 +79,8 @@ double sl_reservation_share_cost(const sl_sched_t *s, const sl_charge_t *ch, con
     return fastest > 0 ? vmax(v) * fastest : -1;
 }
 
-int sl_reservation_time_split(const sl_sched_t *s, const sl_charge_t *ch, int n,
-                              const int *blocked, int nblocked, double *on, double *beside)
+int sl_reservation_time_split(const sl_sched_t *s, const sl_charge_t *ch, int n, const int *blocked,
+                              int nblocked, double *on, double *beside)
 {
     *on = *beside = 0;
     for (int k = 0; k < nblocked; k++) {

@@ -504,8 +504,8 @@ typedef struct {
 /* Tries to reserve j's charges on its candidate deployments order[0..n) in turn (all or
  * nothing on each). On success (a->leased) *h holds the charges taken on deployment *d and the
  * caller leases the job; otherwise a says why not. */
-static sl_err_t try_reserve(sl_sched_t *s, int r, job_t *j, const int *order, int n,
-                            int64_t now_ms, attempt_t *a, held_t *h, int *d_out)
+static sl_err_t try_reserve(sl_sched_t *s, int r, job_t *j, const int *order, int n, int64_t now_ms,
+                            attempt_t *a, held_t *h, int *d_out)
 {
     route_t *route = &s->routes[r];
     memset(a, 0, sizeof *a);
@@ -584,29 +584,29 @@ static sl_err_t lease(sl_sched_t *s, int r, job_t *j, int d, const held_t *h, in
 }
 
 /* Beside a waiting head. The job whose DRR turn it is waits for room on the provider buckets
- * head->claim_b; when those are token limits and the job's deployment has another token limit
+ * head_a->claim_b. When those are token limits and its charges touch another token limit too
  * (ITPM and OTPM apart), the jobs of the other flows of its class that weigh on that other
  * limit much more than on the full one (a long-output job while ITPM is full, a long-prompt
  * job while OTPM is) are served meanwhile, in DRR order, each charged its cost to its own flow
- * at once (sl_drr_pop_beside), so shares hold; they take little of the room the head waits
- * for (at most BESIDE_RATIO of what they use of the other limit) and the head keeps its turn.
- * Without this the other limit idled while the head waited (bench/scenarios shapes_itpm: 87 %
- * of the fuller limit used). A job that weighs on the full limit as much as on the other
- * would take the room the head waits for, and the order of such waits would decide the
- * shares, not the DRR (tried: the guarantee and weights broke). *wait_ms is lowered to when a
- * job that could run beside has room. */
+ * at once (sl_drr_pop_beside, at most DRR_BESIDE_DEBT_QUANTA ahead), so the shares hold; they
+ * take little of the room the head waits for (their time on the full limit is at most
+ * BESIDE_RATIO of their time on the other) and the head keeps its turn. Without this the
+ * other limit idled while the head waited (bench/scenarios shapes_itpm: 87 % of the fuller
+ * limit used). With one token limit nothing passes: every job would take the room the head
+ * waits for, and the order of such waits would decide the shares instead of the DRR (letting
+ * every job pass, tried before, broke the guarantee and the weights). *wait_ms is lowered to
+ * when a job that could run beside has room. */
 #define BESIDE_RATIO 0.25
 enum { BESIDE_MAX_FLOWS = 64 };
 
-static sl_err_t serve_beside(sl_sched_t *s, int r, const job_t *head, const held_t *head_h,
-                             const attempt_t *head_a, int64_t now_ms, int *budget,
-                             int64_t *wait_ms)
+static sl_err_t serve_beside(sl_sched_t *s, int r, const held_t *head_h, const attempt_t *head_a,
+                             int64_t now_ms, int *budget, int64_t *wait_ms)
 {
     route_t *route = &s->routes[r];
     double on = 0, beside = 0;
     if (head_a->nclaim == 0 ||
-        !sl_reservation_time_split(s, head_h->ch, head_h->n, head_a->claim_b, head_a->nclaim,
-                                   &on, &beside) ||
+        !sl_reservation_time_split(s, head_h->ch, head_h->n, head_a->claim_b, head_a->nclaim, &on,
+                                   &beside) ||
         beside <= 0)
         return SL_OK; /* one token limit (or one waited on that every job needs alike) */
     int flows[BESIDE_MAX_FLOWS];
@@ -615,7 +615,7 @@ static sl_err_t serve_beside(sl_sched_t *s, int r, const job_t *head, const held
         int64_t cost = 0;
         job_t *j;
         while (*budget > 0 && (j = sl_drr_peek_beside(route->drr, flows[f], &cost)) != NULL) {
-            if (j->deadline_ms <= now_ms || j == head)
+            if (j->deadline_ms <= now_ms)
                 break; /* expired: the DRR's own turn or the deadline scan takes it out */
             int order[SL_ROUTE_MAX_DEPLOYMENTS];
             int incapable = 0;
@@ -758,7 +758,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
         for (int i = 0; i < a.nclaim; i++)
             claim_room(s, r, a.claim_b[i], a.claim_amount[i], until + CLAIM_GRACE_MS, now_ms);
         int64_t wait = until - now_ms;
-        rc = serve_beside(s, r, j, &h, &a, now_ms, budget, &wait);
+        rc = serve_beside(s, r, &h, &a, now_ms, budget, &wait);
         route->blocked_until_ms = now_ms + wait;
         return rc;
     }
