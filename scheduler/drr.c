@@ -348,6 +348,52 @@ void sl_drr_pop(sl_drr_t *d)
     unlink_node(d, f->head);
 }
 
+int sl_drr_beside(const sl_drr_t *d, int *flows, int max)
+{
+    if (d->top.cur == NULL)
+        return 0;
+    const ring_t *r = &((const group_t *)d->top.cur)->flows;
+    int n = 0;
+    for (const member_t *m = r->cur != NULL ? r->cur->ring_next : NULL;
+         m != NULL && m != r->cur && n < max; m = m->ring_next)
+        flows[n++] = ((const flow_t *)m)->id;
+    return n;
+}
+
+/* flow's flow when it may be served beside the current flow (sl_drr_peek_beside), else NULL. */
+static flow_t *beside_flow(const sl_drr_t *d, int flow)
+{
+    if (d->top.cur == NULL || flow < 0 || flow >= d->nflows || d->flows[flow] == NULL)
+        return NULL;
+    flow_t *f = d->flows[flow];
+    const group_t *g = (const group_t *)d->top.cur;
+    if (!f->m.active || f->group != g || &f->m == g->flows.cur || f->head == NULL)
+        return NULL;
+    if (f->m.deficit - f->head->cost < -DRR_BESIDE_DEBT_QUANTA * f->m.quantum)
+        return NULL;
+    return f;
+}
+
+void *sl_drr_peek_beside(const sl_drr_t *d, int flow, int64_t *cost)
+{
+    flow_t *f = beside_flow(d, flow);
+    if (f == NULL)
+        return NULL;
+    if (cost != NULL)
+        *cost = f->head->cost;
+    return f->head->item;
+}
+
+void sl_drr_pop_beside(sl_drr_t *d, int flow)
+{
+    flow_t *f = beside_flow(d, flow);
+    if (f == NULL)
+        return;
+    f->m.deficit -= f->head->cost;
+    f->group->m.deficit -= f->head->cost;
+    unlink_node(d, f->head);
+}
+
 /* Takes amount off m's deficit, within DRR_MAX_DEBT_QUANTA quanta either way. */
 static void charge_member(member_t *m, int64_t amount)
 {

@@ -79,6 +79,33 @@ double sl_reservation_share_cost(const sl_sched_t *s, const sl_charge_t *ch, con
     return fastest > 0 ? vmax(v) * fastest : -1;
 }
 
+int sl_reservation_time_split(const sl_sched_t *s, const sl_charge_t *ch, int n, const int *blocked,
+                              int nblocked, double *on, double *beside)
+{
+    *on = *beside = 0;
+    for (int k = 0; k < nblocked; k++) {
+        const binfo_t *bi = &s->binfo[blocked[k]];
+        if (!bi->provider_side || !shared_limit(bi->limit) ||
+            !sl_dimension_is_tokens(bi->limit->dimension))
+            return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        int b = ch[i].bucket;
+        if (b < 0 || !s->binfo[b].provider_side || !shared_limit(s->binfo[b].limit) ||
+            !sl_dimension_is_tokens(s->binfo[b].limit->dimension))
+            continue;
+        const sl_limit_cfg_t *lc = s->binfo[b].limit;
+        double t = ch[i].amount / (lc->capacity / (double)lc->period_ms);
+        int is_blocked = 0;
+        for (int k = 0; k < nblocked && !is_blocked; k++)
+            is_blocked = blocked[k] == b;
+        double *slot = is_blocked ? on : beside;
+        if (t > *slot)
+            *slot = t;
+    }
+    return 1;
+}
+
 /* j's flow's use, decayed to now with a time constant of one (configured) minute. */
 static flow_use_t *flow_use(sl_sched_t *s, const job_t *j, int64_t now_ms)
 {

@@ -49,6 +49,13 @@ double sl_reservation_share_cost(const sl_sched_t *s, const sl_charge_t *ch, con
 double sl_reservation_marginal_cost(sl_sched_t *s, const job_t *j, const sl_charge_t *ch,
                                     const double *amount, int n, int64_t now_ms);
 
+/* How long charges ch weigh on the provider-side per-minute token limits of the buckets in
+ * blocked[0..nblocked) (*on, the longest of them) and on the other such limits they touch
+ * (*beside), each as amount / rate of its limit, in ms. Returns 0 (and both 0) when a blocked
+ * bucket is not such a limit (requests, gauges, quotas: every job needs their room alike). */
+int sl_reservation_time_split(const sl_sched_t *s, const sl_charge_t *ch, int n, const int *blocked,
+                              int nblocked, double *on, double *beside);
+
 /* What job j costs in the DRR now: sl_reservation_share_cost of its charges on its route's
  * first deployment, with what was learned so far; its input + output tokens when the route
  * has no such limit. At least 1. */

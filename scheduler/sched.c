@@ -491,6 +491,165 @@ static void release_claims(sl_sched_t *s, int r, const held_t *h)
     s->routes[r].head_waits_since_ms = 0;
 }
 
+/* What one attempt to admit a job on its candidate deployments found. */
+typedef struct {
+    int leased;
+    int64_t min_wait;
+    int caller_blocked, quota_out, quota_bucket, paused;
+    int64_t quota_wait;
+    int nclaim; /* the provider buckets that refused it, and what it needs there */
+    int claim_b[SL_ROUTE_MAX_DEPLOYMENTS];
+    double claim_amount[SL_ROUTE_MAX_DEPLOYMENTS];
+    int kept; /* it left room for other work on some bucket */
+} attempt_t;
+
+/* Tries to reserve j's charges on its candidate deployments order[0..n) in turn (all or
+ * nothing on each). On success (a->leased) *h holds the charges taken on deployment *d and the
+ * caller leases the job; otherwise a says why not. */
+static sl_err_t try_reserve(sl_sched_t *s, int r, job_t *j, const int *order, int n, int64_t now_ms,
+                            attempt_t *a, held_t *h, int *d_out)
+{
+    route_t *route = &s->routes[r];
+    memset(a, 0, sizeof *a);
+    a->min_wait = INT64_MAX;
+    a->quota_bucket = -1;
+    for (int i = 0; i < n && !a->caller_blocked; i++) {
+        int d = order[i];
+        int64_t w = 0;
+        if (sl_health_holds(s, d, now_ms, &w)) {
+            /* Paused by its provider, or its probe is out (usage events unblock the route). */
+            a->min_wait = w < a->min_wait ? w : a->min_wait;
+            a->paused++;
+            continue;
+        }
+        sl_reservation_build(s, j, d, h);
+        sl_flow_keep_reserve(s, route, j, h, now_ms);
+        for (int k = 0; k < h->n; k++) {
+            a->kept |= h->ch[k].keep > 0; /* its own reserve, not another route's claim */
+            h->before[k] = sl_ledger_reserved_total(s->ledger, h->ch[k].bucket);
+        }
+        apply_claims(s, r, h, now_ms);
+        sl_refusal_t why;
+        sl_err_t rc = sl_ledger_reserve(s->ledger, h->ch, h->n, now_ms, &why);
+        if (rc == SL_OK) {
+            h->charged_ms = now_ms;
+            *d_out = d;
+            a->leased = 1;
+            return SL_OK;
+        }
+        if (rc != SL_ENOROOM)
+            return rc;
+        if (s->obs.refused != NULL)
+            s->obs.refused(s->obs_arg, sl_ledger_id(s->ledger, why.bucket));
+        int quota_beyond = sl_buckets_is_quota(s, why.bucket) &&
+                           (why.wait_ms == INT64_MAX || now_ms + why.wait_ms > j->deadline_ms);
+        if (quota_beyond) {
+            a->quota_out++;
+            if (a->quota_bucket < 0) {
+                a->quota_bucket = why.bucket;
+                a->quota_wait = why.wait_ms;
+            }
+        }
+        if (!s->binfo[why.bucket].provider_side) {
+            a->caller_blocked = 1;
+        } else if (!quota_beyond) {
+            a->min_wait = why.wait_ms < a->min_wait ? why.wait_ms : a->min_wait;
+            for (int k = 0; k < h->n; k++) {
+                if (h->ch[k].bucket == why.bucket && a->nclaim < SL_ROUTE_MAX_DEPLOYMENTS) {
+                    a->claim_b[a->nclaim] = why.bucket;
+                    a->claim_amount[a->nclaim++] = (double)h->ch[k].amount;
+                    break;
+                }
+            }
+        }
+    }
+    return SL_OK;
+}
+
+/* Leases j with the charges h taken on deployment d; the DRR has already served it at cost. */
+static sl_err_t lease(sl_sched_t *s, int r, job_t *j, int d, const held_t *h, int64_t cost,
+                      int64_t now_ms)
+{
+    free(j->held);
+    j->held = malloc(sizeof *j->held);
+    if (j->held == NULL)
+        return SL_ENOMEM;
+    *j->held = *h;
+    j->drr_cost = cost;
+    sl_err_t rc = sl_lease_grant(s, j, d, now_ms);
+    if (rc != SL_OK)
+        return rc;
+    sl_health_probe_sent(s, d, now_ms);
+    sl_flow_count_admitted(s, &s->routes[r], j->cls, (double)(h->est_input + h->est_output),
+                           now_ms);
+    return SL_OK;
+}
+
+/* Beside a waiting head. The job whose DRR turn it is waits for room on the provider buckets
+ * head_a->claim_b. When those are token limits and its charges touch another token limit too
+ * (ITPM and OTPM apart), the jobs of the other flows of its class that weigh on that other
+ * limit much more than on the full one (a long-output job while ITPM is full, a long-prompt
+ * job while OTPM is) are served meanwhile, in DRR order, each charged its cost to its own flow
+ * at once (sl_drr_pop_beside, at most DRR_BESIDE_DEBT_QUANTA ahead), so the shares hold; they
+ * take little of the room the head waits for (their time on the full limit is at most
+ * BESIDE_RATIO of their time on the other) and the head keeps its turn. Without this the
+ * other limit idled while the head waited (bench/scenarios shapes_itpm: 87 % of the fuller
+ * limit used). With one token limit nothing passes: every job would take the room the head
+ * waits for, and the order of such waits would decide the shares instead of the DRR (letting
+ * every job pass, tried before, broke the guarantee and the weights). *wait_ms is lowered to
+ * when a job that could run beside has room. */
+#define BESIDE_RATIO 0.25
+enum { BESIDE_MAX_FLOWS = 64 };
+
+static sl_err_t serve_beside(sl_sched_t *s, int r, const held_t *head_h, const attempt_t *head_a,
+                             int64_t now_ms, int *budget, int64_t *wait_ms)
+{
+    route_t *route = &s->routes[r];
+    double on = 0, beside = 0;
+    if (head_a->nclaim == 0 ||
+        !sl_reservation_time_split(s, head_h->ch, head_h->n, head_a->claim_b, head_a->nclaim, &on,
+                                   &beside) ||
+        beside <= 0)
+        return SL_OK; /* one token limit (or one waited on that every job needs alike) */
+    int flows[BESIDE_MAX_FLOWS];
+    int nflows = sl_drr_beside(route->drr, flows, BESIDE_MAX_FLOWS);
+    for (int f = 0; f < nflows && *budget > 0; f++) {
+        int64_t cost = 0;
+        job_t *j;
+        while (*budget > 0 && (j = sl_drr_peek_beside(route->drr, flows[f], &cost)) != NULL) {
+            if (j->deadline_ms <= now_ms)
+                break; /* expired: the DRR's own turn or the deadline scan takes it out */
+            int order[SL_ROUTE_MAX_DEPLOYMENTS];
+            int incapable = 0;
+            int n = sl_route_candidates(s, j, order, &incapable, now_ms);
+            if (n == 0)
+                break;
+            held_t h;
+            sl_reservation_build(s, j, order[0], &h);
+            if (!sl_reservation_time_split(s, h.ch, h.n, head_a->claim_b, head_a->nclaim, &on,
+                                           &beside) ||
+                beside <= 0 || on > BESIDE_RATIO * beside)
+                break;
+            attempt_t a;
+            int d = -1;
+            sl_err_t rc = try_reserve(s, r, j, order, n, now_ms, &a, &h, &d);
+            if (rc != SL_OK)
+                return rc;
+            if (!a.leased) {
+                if (!a.caller_blocked && !a.kept && a.min_wait < *wait_ms)
+                    *wait_ms = a.min_wait > 0 ? a.min_wait : 1;
+                break;
+            }
+            sl_drr_pop_beside(route->drr, flows[f]);
+            rc = lease(s, r, j, d, &h, cost, now_ms);
+            if (rc != SL_OK)
+                return rc;
+            (*budget)--;
+        }
+    }
+    return SL_OK;
+}
+
 /* Serves one route by DRR until capacity or the per-tick budget runs out. */
 static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget)
 {
@@ -527,102 +686,43 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 return rc;
             continue;
         }
-        int64_t min_wait = INT64_MAX;
-        int caller_blocked = 0, leased = 0, quota_out = 0, quota_bucket = -1, paused = 0;
-        int nclaim = 0; /* the provider buckets that refused it, and what it needs there */
-        int claim_b[SL_ROUTE_MAX_DEPLOYMENTS];
-        double claim_amount[SL_ROUTE_MAX_DEPLOYMENTS];
-        int kept = 0; /* it left room for other work on some bucket */
-        int64_t quota_wait = 0;
-        for (int i = 0; i < n && !leased && !caller_blocked; i++) {
-            int d = order[i];
-            int64_t w = 0;
-            if (sl_health_holds(s, d, now_ms, &w)) {
-                /* Paused by its provider, or its probe is out (usage events unblock the route). */
-                min_wait = w < min_wait ? w : min_wait;
-                paused++;
-                continue;
-            }
-            held_t h;
-            sl_reservation_build(s, j, d, &h);
-            sl_flow_keep_reserve(s, route, j, &h, now_ms);
-            for (int k = 0; k < h.n; k++) {
-                kept |= h.ch[k].keep > 0; /* its own reserve, not another route's claim */
-                h.before[k] = sl_ledger_reserved_total(s->ledger, h.ch[k].bucket);
-            }
-            apply_claims(s, r, &h, now_ms);
-            sl_refusal_t why;
-            sl_err_t rc = sl_ledger_reserve(s->ledger, h.ch, h.n, now_ms, &why);
-            if (rc == SL_OK) {
-                h.charged_ms = now_ms;
-                free(j->held);
-                j->held = malloc(sizeof *j->held);
-                if (j->held == NULL)
-                    return SL_ENOMEM;
-                *j->held = h;
-                sl_drr_pop(route->drr);
-                release_claims(s, r, &h);
-                j->drr_cost = cost;
-                rc = sl_lease_grant(s, j, d, now_ms);
-                if (rc != SL_OK)
-                    return rc;
-                sl_health_probe_sent(s, d, now_ms);
-                sl_flow_count_admitted(s, route, j->cls, (double)(h.est_input + h.est_output),
-                                       now_ms);
-                leased = 1;
-                break;
-            }
-            if (rc != SL_ENOROOM)
+        attempt_t a;
+        held_t h;
+        int d = -1;
+        sl_err_t rc = try_reserve(s, r, j, order, n, now_ms, &a, &h, &d);
+        if (rc != SL_OK)
+            return rc;
+        if (a.leased) {
+            sl_drr_pop(route->drr);
+            release_claims(s, r, &h);
+            rc = lease(s, r, j, d, &h, cost, now_ms);
+            if (rc != SL_OK)
                 return rc;
-            if (s->obs.refused != NULL)
-                s->obs.refused(s->obs_arg, sl_ledger_id(s->ledger, why.bucket));
-            int quota_beyond = sl_buckets_is_quota(s, why.bucket) &&
-                               (why.wait_ms == INT64_MAX || now_ms + why.wait_ms > j->deadline_ms);
-            if (quota_beyond) {
-                quota_out++;
-                if (quota_bucket < 0) {
-                    quota_bucket = why.bucket;
-                    quota_wait = why.wait_ms;
-                }
-            }
-            if (!s->binfo[why.bucket].provider_side) {
-                caller_blocked = 1;
-            } else if (!quota_beyond) {
-                min_wait = why.wait_ms < min_wait ? why.wait_ms : min_wait;
-                for (int k = 0; k < h.n; k++) {
-                    if (h.ch[k].bucket == why.bucket && nclaim < SL_ROUTE_MAX_DEPLOYMENTS) {
-                        claim_b[nclaim] = why.bucket;
-                        claim_amount[nclaim++] = (double)h.ch[k].amount;
-                        break;
-                    }
-                }
-            }
-        }
-        if (leased) {
             (*budget)--;
             skips = 0;
             continue;
         }
-        if (quota_out > 0 && (caller_blocked || quota_out == n)) {
+        int64_t min_wait = a.min_wait;
+        if (a.quota_out > 0 && (a.caller_blocked || a.quota_out == n)) {
             /* A quota on the callers' side, or on every deployment that could take the job,
              * is spent past the job's deadline: another route may still serve it (not when the
              * caller's own quota is spent: that would follow it there). */
             int moved = 0;
             sl_job_unplace(s, j);
-            sl_err_t rc =
-                caller_blocked ? SL_OK : sl_route_fallback(s, j, "quota_exhausted", now_ms, &moved);
+            rc = a.caller_blocked ? SL_OK
+                                  : sl_route_fallback(s, j, "quota_exhausted", now_ms, &moved);
             if (rc == SL_OK && !moved)
-                rc = sl_outcome_fail_quota(s, j, quota_bucket, quota_wait, now_ms);
+                rc = sl_outcome_fail_quota(s, j, a.quota_bucket, a.quota_wait, now_ms);
             if (rc != SL_OK)
                 return rc;
             continue;
         }
-        if (paused == n && min_wait != INT64_MAX && now_ms + min_wait > j->deadline_ms &&
+        if (a.paused == n && min_wait != INT64_MAX && now_ms + min_wait > j->deadline_ms &&
             (sl_job_flags(s, j) & JF_FALLBACK) && rc_cfg->nfallbacks > 0) {
             /* Every deployment is paused by its provider past the job's deadline. */
             int moved = 0;
             sl_job_unplace(s, j);
-            sl_err_t rc = sl_route_fallback(s, j, "providers_paused", now_ms, &moved);
+            rc = sl_route_fallback(s, j, "providers_paused", now_ms, &moved);
             if (rc == SL_OK && !moved)
                 rc = sl_flow_enqueue(s, j, 1);
             if (rc != SL_OK)
@@ -633,7 +733,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             }
             continue;
         }
-        if (caller_blocked) {
+        if (a.caller_blocked) {
             /* This caller's own budget is spent: serve the others meanwhile. */
             sl_drr_skip(route->drr);
             if (++skips > sl_drr_active_flows(route->drr))
@@ -646,7 +746,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
         if (min_wait == INT64_MAX)
             min_wait = 1000;
         int64_t until = now_ms + (min_wait > 0 ? min_wait : 1);
-        if (kept) {
+        if (a.kept) {
             /* It may be waiting only for the room it leaves interactive work: its class waits,
              * the others go on. */
             route->cls_blocked_until_ms[j->cls] = until;
@@ -655,12 +755,14 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 return SL_OK;
             continue;
         }
-        route->blocked_until_ms = until;
         if (route->head_waits_since_ms == 0)
             route->head_waits_since_ms = now_ms;
-        for (int i = 0; i < nclaim; i++)
-            claim_room(s, r, claim_b[i], claim_amount[i], until + CLAIM_GRACE_MS, now_ms);
-        return SL_OK;
+        for (int i = 0; i < a.nclaim; i++)
+            claim_room(s, r, a.claim_b[i], a.claim_amount[i], until + CLAIM_GRACE_MS, now_ms);
+        int64_t wait = until - now_ms;
+        rc = serve_beside(s, r, &h, &a, now_ms, budget, &wait);
+        route->blocked_until_ms = now_ms + wait;
+        return rc;
     }
     return SL_OK;
 }

@@ -662,6 +662,89 @@ START_TEST(charge_is_bounded_and_skips_idle_flows)
 }
 END_TEST
 
+/* Serving beside the current flow keeps DRR's place: the current flow stays current, the
+ * others are charged at once and go at most DRR_BESIDE_DEBT_QUANTA quanta ahead, and over
+ * many rounds the token shares come out as if nothing had been served out of turn. */
+START_TEST(serving_beside_keeps_the_turn_and_the_shares)
+{
+    sl_drr_t *d = new_drr();
+    for (int f = 0; f < 3; f++)
+        for (int i = 0; i < 2 * DRR_BESIDE_DEBT_QUANTA; i++)
+            push(d, f, 100, f, 100, 0);
+    int cur = -1;
+    ck_assert_ptr_nonnull(sl_drr_peek(d, NULL, &cur));
+    ck_assert_int_eq(cur, 0);
+    ck_assert_ptr_null(sl_drr_peek_beside(d, cur, NULL)); /* not the current flow */
+    int flows[8];
+    ck_assert_int_eq(sl_drr_beside(d, flows, 8), 2);
+    ck_assert_int_eq(flows[0], 1);
+    ck_assert_int_eq(flows[1], 2);
+    int beside = 0;
+    int64_t cost = 0;
+    while (sl_drr_peek_beside(d, 1, &cost) != NULL) {
+        ck_assert_int_eq(cost, 100);
+        sl_drr_pop_beside(d, 1);
+        beside++;
+    }
+    ck_assert_int_eq(beside, DRR_BESIDE_DEBT_QUANTA);
+    ck_assert_uint_eq(sl_drr_flow_len(d, 1), (size_t)DRR_BESIDE_DEBT_QUANTA);
+    /* The current flow kept its turn; flow 1 then waits out the rounds it ran ahead. */
+    int f = -1;
+    ck_assert_int_eq(serve(d, &f, NULL), 0);
+    int64_t tokens[3] = {100, (int64_t)beside * 100, 0};
+    for (int k = 0; k < 4; k++) {
+        serve(d, &f, &cost);
+        ck_assert_int_ne(f, 1);
+        tokens[f] += cost;
+        push(d, f, 100, f, 100, 0);
+    }
+    sl_drr_free(d);
+
+    /* Many rounds, flow 1 served beside whenever it may be: shares stay equal. */
+    d = new_drr();
+    for (f = 0; f < 3; f++) {
+        tokens[f] = 0;
+        for (int i = 0; i < 8; i++)
+            push(d, f, 100, f, 100, 0);
+    }
+    for (int k = 0; k < 30000; k++) {
+        int flow = -1;
+        ck_assert_ptr_nonnull(sl_drr_peek(d, &cost, &flow));
+        if (flow != 1 && sl_drr_peek_beside(d, 1, &cost) != NULL) {
+            sl_drr_pop_beside(d, 1);
+            flow = 1;
+        } else {
+            sl_drr_pop(d);
+        }
+        tokens[flow] += cost;
+        push(d, flow, 100, flow, 100, 0);
+    }
+    for (f = 0; f < 3; f++)
+        ck_assert_msg(fabs((double)tokens[f] / 3e6 - 1.0 / 3) < 0.01, "flow %d: %lld tokens",
+                      f, (long long)tokens[f]);
+    sl_drr_free(d);
+}
+END_TEST
+
+/* Only flows of the current group may be served beside it (classes share first). */
+START_TEST(serving_beside_stays_in_the_current_group)
+{
+    sl_drr_t *d = new_drr();
+    sl_drr_place_t a = {.group = 0, .group_quantum = 100, .flow = 0, .quantum = 100, .cost = 50};
+    sl_drr_place_t b = {.group = 1, .group_quantum = 100, .flow = 1, .quantum = 100, .cost = 50};
+    ck_assert_ptr_nonnull(sl_drr_push_at(d, &a, ITEM(0), 0));
+    ck_assert_ptr_nonnull(sl_drr_push_at(d, &b, ITEM(1), 0));
+    int cur = -1;
+    ck_assert_ptr_nonnull(sl_drr_peek(d, NULL, &cur));
+    int flows[4];
+    ck_assert_int_eq(sl_drr_beside(d, flows, 4), 0);
+    ck_assert_ptr_null(sl_drr_peek_beside(d, 1 - cur, NULL));
+    sl_drr_pop_beside(d, 1 - cur); /* a no-op */
+    ck_assert_uint_eq(sl_drr_len(d), 2);
+    sl_drr_free(d);
+}
+END_TEST
+
 static Suite *drr_suite(void)
 {
     Suite *s = suite_create("drr");
@@ -686,6 +769,8 @@ static Suite *drr_suite(void)
     tcase_add_test(tc, zero_weight_is_served_at_the_smallest_quantum);
     tcase_add_test(tc, charging_the_real_cost_evens_out_underestimated_jobs);
     tcase_add_test(tc, charge_is_bounded_and_skips_idle_flows);
+    tcase_add_test(tc, serving_beside_keeps_the_turn_and_the_shares);
+    tcase_add_test(tc, serving_beside_stays_in_the_current_group);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1430,6 +1430,60 @@ START_TEST(a_mixed_flow_pays_its_dominant_share_not_each_job_s)
 }
 END_TEST
 
+/* Two backlogged tenants on ITPM and OTPM of equal rates (1,000 a second each): acme sends
+ * long prompts (900 in + 20 out), globex long outputs (20 in + 900 out). Whenever the DRR's
+ * next job is acme's and ITPM is full, globex's jobs, which barely touch ITPM, could use OTPM
+ * meanwhile: waiting for the head left OTPM idle (and, in turn, ITPM while globex's head waited
+ * for OTPM). Served beside the waiting head and charged to their flow, they keep both limits
+ * near full and the two dominant shares equal. Counted from 20 s to 80 s. */
+START_TEST(jobs_that_barely_touch_the_full_limit_use_the_other_one)
+{
+    env_t e;
+    const char *dep = "{'name': 'dep-io', 'base_url': 'http://127.0.0.1:9/io/v1', 'model': 'io',"
+                      " 'limits': {'itpm': 60000, 'otpm': 60000}, 'slices_per_minute': 20}";
+    opts_t o = {"'dep-io'", 0, 0, 0, 0, dep, NULL};
+    env_init(&e, &o, T0);
+    for (int i = 0; i < 150; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "acme-%d", i);
+        jobspec_t a = {id, "acme", NULL, T0, T0 + HOUR, 900, 20};
+        feed_spec(&e, &a, T0);
+        snprintf(id, sizeof id, "globex-%d", i);
+        jobspec_t g = {id, "globex", NULL, T0, T0 + HOUR, 20, 900};
+        feed_spec(&e, &g, T0);
+    }
+    double in[2] = {0, 0}, out[2] = {0, 0}; /* acme, globex */
+    for (int64_t t = T0; t <= T0 + 80000; t += 10) {
+        batch_t b = step(&e, t);
+        for (int i = 0; i < b.n; i++) {
+            if (b.m[i].kind != SL_MSG_DISPATCH)
+                continue;
+            lease_t l = lease_of(b.doc[i], t);
+            int acme = strncmp(l.job, "acme-", 5) == 0;
+            int64_t ji = acme ? 900 : 20, jo = acme ? 20 : 900;
+            if (t >= T0 + 20000) {
+                in[acme ? 0 : 1] += (double)ji;
+                out[acme ? 0 : 1] += (double)jo;
+            }
+            usagespec_t u = {"ok", 200, ji, jo, -1, 0, NULL};
+            feed_usage(&e, l.job, 1, l.res, l.dep, &u, t);
+            batch_t r = take(&e);
+            batch_free(&r);
+        }
+        batch_free(&b);
+    }
+    /* 60 s at 1,000 tokens a second on each limit. */
+    double itpm_used = (in[0] + in[1]) / 60000.0, otpm_used = (out[0] + out[1]) / 60000.0;
+    double ratio = in[0] / out[1];
+    ck_assert_msg(itpm_used >= 0.93 && otpm_used >= 0.93,
+                  "ITPM %.1f %%, OTPM %.1f %% used (acme in %.0f, globex out %.0f)",
+                  100 * itpm_used, 100 * otpm_used, in[0], out[1]);
+    ck_assert_msg(ratio > 0.9 && ratio < 1.11, "dominant shares acme %.0f, globex %.0f: %.2f",
+                  in[0], out[1], ratio);
+    env_done(&e);
+}
+END_TEST
+
 START_TEST(spent_tenant_budget_does_not_block_other_tenants)
 {
     env_t e;
@@ -2979,6 +3033,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, a_key_reused_for_another_request_is_answered_with_a_conflict);
     tcase_add_test(tc, the_scheduler_s_queue_is_bounded_across_tenants);
     tcase_add_test(tc, a_mixed_flow_pays_its_dominant_share_not_each_job_s);
+    tcase_add_test(tc, jobs_that_barely_touch_the_full_limit_use_the_other_one);
     tcase_add_test(tc, job_for_an_unknown_route_is_rejected_locally);
     tcase_add_test(tc, rejected_job_result_does_not_name_another_route_or_tenant);
     tcase_add_test(tc, invalid_input_is_counted_and_ignored);
