@@ -97,7 +97,7 @@ sl_err_t sl_heartbeat_run(sl_heartbeat_t *hb, sl_engine_t *e, int64_t now_ms,
     sl_engine_stats(e, &st);
     int took = st.accepted != hb->accepted_seen;
     int periodic = hb->sent < 0 || now_ms - hb->last_ms >= hb->period_ms;
-    if (!periodic && !(took && now_ms - hb->last_ms >= SL_HEARTBEAT_MIN_GAP_MS))
+    if (!periodic && !took)
         return SL_OK;
     fill_t f = {hb, now_ms, 0, emit, arg, NULL, 0, SL_OK};
     f.full = hb->sent < 0 || (periodic && (hb->sent + 1) % SL_HEARTBEAT_FULL_EVERY == 0);

@@ -4,8 +4,9 @@
  *
  * One goes out when the dispatcher starts (a full, empty list: a restarted dispatcher's first
  * word tells the scheduler its predecessor is gone), one as soon as new attempts were taken
- * (those only, at most every SL_HEARTBEAT_MIN_GAP_MS), and one at least every period; every
- * SL_HEARTBEAT_FULL_EVERY-th lists every attempt held, so a restarted scheduler learns them
+ * (those only: the dispatcher waits for the broker to have it before their calls go out, so the
+ * scheduler knows who holds every call that may have reached a provider), and one at least every
+ * period; every SL_HEARTBEAT_FULL_EVERY-th periodic one lists every attempt held, so a restarted scheduler learns them
  * all. A list longer than SL_HEARTBEAT_MAX_ATTEMPTS goes in several messages.
  */
 #ifndef SL_HEARTBEAT_H
@@ -17,7 +18,6 @@
 #include "err.h"
 
 enum {
-    SL_HEARTBEAT_MIN_GAP_MS = 50,
     SL_HEARTBEAT_FULL_EVERY = 5,
     SL_HEARTBEAT_MAX_ATTEMPTS = 4096 /* schema/heartbeat.json's maxItems */
 };

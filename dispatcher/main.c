@@ -89,6 +89,9 @@ static void emit_chunk(const char *key, const char *value, void *arg)
 /* At most this many dispatch messages are taken (and committed) at once. */
 enum { TAKE_MAX = 256 };
 
+/* How long the dispatcher waits for the broker to acknowledge the heartbeat naming new calls. */
+enum { HEARTBEAT_FLUSH_MS = 1000 };
+
 /* Commits the offsets stored so far, waiting for the broker. Returns 0 when it failed: the
  * calls still start (this incarnation never repeats them), but a successor could read them
  * again. */
@@ -365,6 +368,14 @@ int main(int argc, char **argv)
         }
         if (sl_heartbeat_run(hb, engine, sl_now_ms(), emit_chunk, &beats) != SL_OK)
             sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "heartbeat not sent: out of memory");
+        /* The calls just taken leave only in sl_engine_run (libcurl sends nothing before): the
+         * heartbeat naming them reaches the broker first, so that if this process dies, the
+         * scheduler knows which calls may have reached a provider. */
+        if (ntaken > 0 && rd_kafka_flush(prod, HEARTBEAT_FLUSH_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
+                         "the heartbeat naming new calls was not acknowledged within %d ms; "
+                         "starting them anyway",
+                         HEARTBEAT_FLUSH_MS);
         sl_engine_run(engine, pipefd[0], 100);
         char drain[64];
         while (read(pipefd[0], drain, sizeof drain) > 0) {
