@@ -70,13 +70,12 @@ static void emit_usage(const char *key, const char *value, void *arg)
 
 typedef struct {
     rd_kafka_t *prod;
-    const char *topic;
 } chunk_ctx_t;
 
-static void emit_chunk(const char *key, const char *value, void *arg)
+static void emit_chunk(const char *topic, const char *key, const char *value, void *arg)
 {
     chunk_ctx_t *ctx = arg;
-    sl_kafka_produce(ctx->prod, ctx->topic, key, value, strlen(value), NULL, NULL);
+    sl_kafka_produce(ctx->prod, topic, key, value, strlen(value), NULL, NULL);
 }
 
 static void on_chunk_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
@@ -273,7 +272,7 @@ int main(int argc, char **argv)
         return 2;
     }
     sl_engine_on_timing(engine, on_timing, &ctx);
-    chunk_ctx_t chunks = {stream_prod, cfg->kafka.topic_stream};
+    chunk_ctx_t chunks = {stream_prod};
     sl_engine_on_chunk(engine, emit_chunk, &chunks);
     /* Learn the stream topic's partitions and leaders now, so the first chunk of the first
      * stream does not wait for a metadata round trip. Holding the handle keeps them fresh. */

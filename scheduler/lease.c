@@ -74,7 +74,8 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
                              .issued_ms = now_ms,
                              .send_at_ms = pace > 0 ? now_ms + pace : 0,
                              .deployment = dc->name,
-                             .idempotency_key = j->idem};
+                             .idempotency_key = j->idem,
+                             .tenant = cfg->tenants[j->tenant].name};
     char *value = NULL;
     rc = sl_msg_dispatch_build(&msg, request_json, &value);
     free(request_json);
