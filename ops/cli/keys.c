@@ -1,5 +1,5 @@
-/* keys.c - `sluice hash-key` and `sluice keygen` (signing and box key pairs): the key material an operator puts in the
- * config, made without the config or a network.
+/* keys.c - `sluice hash-key` and `sluice keygen` (signing and box key pairs): the key material
+ * an operator puts in the config, made without the config or a network.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -460,8 +460,8 @@ int sl_cli_submit(sl_proc_opts_t *opts, int argc, char **argv)
     const sl_proc_opt_t own[] = {{"file", &args.file, NULL},     {"api-key", &args.api_key, NULL},
                                  {"route", &args.route, NULL},   {"class", &args.cls, NULL},
                                  {"follow", NULL, &args.follow}, {"out", &args.out_path, NULL},
-                                 {"timeout", &timeout, NULL},    {"secret-key", &args.secret_key, NULL},
-                                 {NULL, NULL, NULL}};
+                                 {"timeout", &timeout, NULL},
+                                 {"secret-key", &args.secret_key, NULL}, {NULL, NULL, NULL}};
     const sl_proc_cmdline_t cl = {"sluice submit", submit_usage, own, SL_PROC_NO_ARGS};
     int rc = sl_proc_args(&cl, argc, argv, opts, NULL);
     if (rc != SL_PROC_GO_ON)
