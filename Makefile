@@ -31,6 +31,7 @@ UNIT_TESTS := $(patsubst tests/%.c,$(BIN)/tests/%,$(wildcard tests/test_*.c))
 E2E_DRIVERS := $(patsubst tests/e2e/%.c,$(BIN)/tests/%,$(wildcard tests/e2e/e2e_*.c))
 BENCH := $(patsubst bench/%.c,$(BIN)/bench/%,$(wildcard bench/*.c))
 BENCH_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/lib/*.c))
+TEST_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/lib/*.c))
 
 .PHONY: all deps run test test-unit test-ops test-bench-help test-e2e asan asan-e2e bench clean format \
         fuzz fuzz-build fuzz-bins
@@ -53,7 +54,7 @@ $(PROGRAMS):
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/tests/%: $(BUILD)/tests/%.o $(MODULE_OBJ)
+$(BIN)/tests/%: $(BUILD)/tests/%.o $(TEST_LIB_OBJ) $(MODULE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CHECK_LIBS)
 

@@ -84,8 +84,9 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     static const char *const ingest_keys[] = {"max_request_bytes", "metrics_listen", NULL};
     static const char *const sched_keys[] = {
         "db",           "lease_ms",     "max_attempts", "drr_quantum_tokens", "metrics_listen",
-        "admin_listen", "max_queued",   NULL};
-    static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", NULL};
+        "admin_listen", "max_queued",   "dispatcher_dead_ms", NULL};
+    static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", "heartbeat_ms",
+                                            NULL};
     static const char *const sign_keys[] = {"secret_key_file", "public_key_file", NULL};
 
     json_t *ij = section(c, root, "config", "ingest", "ingest", ingest_keys);
@@ -102,10 +103,18 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
         cfg_get_int(c, sj, "scheduler", "drr_quantum_tokens", 4096, 1, 100000000);
     cfg->sched_metrics_listen = cfg_get_str(c, sj, "scheduler", "metrics_listen", "127.0.0.1:9311");
     cfg->admin_listen = cfg_get_str(c, sj, "scheduler", "admin_listen", "127.0.0.1:9320");
+    cfg->dispatcher_dead_ms =
+        cfg_get_int(c, sj, "scheduler", "dispatcher_dead_ms", 15000, 1000, 86400000);
 
     json_t *dj = section(c, root, "config", "dispatcher", "dispatcher", disp_keys);
     cfg->max_in_flight = cfg_get_int(c, dj, "dispatcher", "max_in_flight", 256, 1, 100000);
     cfg->disp_metrics_listen = cfg_get_str(c, dj, "dispatcher", "metrics_listen", "127.0.0.1:9312");
+    cfg->heartbeat_ms = cfg_get_int(c, dj, "dispatcher", "heartbeat_ms", 1000, 50, 60000);
+    if (!c->failed && cfg->dispatcher_dead_ms < 3 * cfg->heartbeat_ms)
+        cfg_fail(c, "scheduler.dispatcher_dead_ms (%lld) must be at least three "
+                    "dispatcher.heartbeat_ms (%lld): a late heartbeat would declare a live "
+                    "dispatcher dead",
+                 (long long)cfg->dispatcher_dead_ms, (long long)cfg->heartbeat_ms);
 
     json_t *gj = section(c, root, "config", "signing", "signing", sign_keys);
     cfg->signing_secret_key_file =

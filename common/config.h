@@ -137,6 +137,9 @@ typedef struct {
     /* A streamed call whose provider sends no byte for this long, once its response began, is
      * cut as timed out; 0 = never (only timeout_ms ends it). */
     int64_t stream_idle_timeout_ms;
+    /* The provider runs a repeated Idempotency-Key once: a call a dead dispatcher may have made
+     * can be sent again. Otherwise such a job fails as dispatcher_lost. */
+    int idempotent;
     int parent;                /* its workspace/project/org scope (index into scopes), or -1 */
     int nlimits;               /* every limit of the deployment, shorthands included */
     sl_limit_cfg_t *limits;
@@ -266,8 +269,11 @@ typedef struct sl_config {
     int64_t max_attempts;
     int64_t drr_quantum_tokens;
     const char *admin_listen; /* the admin API ("HOST:PORT"; "" = not served) */
+    /* a dispatcher silent this long is dead: the calls it held are settled (scheduler/holders.c) */
+    int64_t dispatcher_dead_ms;
     /* dispatcher */
     int64_t max_in_flight;
+    int64_t heartbeat_ms; /* how often it tells the scheduler which attempts it holds */
     /* signing of dispatch messages (Ed25519) */
     const char *signing_secret_key_file;
     const char *signing_public_key_file;

@@ -60,7 +60,8 @@ static void load_deployment(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr, size_t 
                                        "timeout_ms",     "stream_idle_timeout_ms",
                                        "api_version",    "context_window",
                                        "supports_tools", "supports_json",
-                                       "region",         NULL};
+                                       "region",         "idempotent",
+                                       NULL};
     static const char *const limit_keys[] = {"rpm", "tpm", "itpm",          "otpm",
                                              "rpd", "tpd", "max_in_flight", NULL};
     static const char *const price_keys[] = {"input_per_mtok", "cached_input_per_mtok",
@@ -161,6 +162,7 @@ static void load_deployment(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr, size_t 
     d->timeout_ms = cfg_get_int(c, dj, where, "timeout_ms", 120000, 100, 3600000);
     d->stream_idle_timeout_ms =
         cfg_get_int(c, dj, where, "stream_idle_timeout_ms", 30000, 0, 3600000);
+    d->idempotent = cfg_get_bool(c, dj, where, "idempotent", 0);
 }
 
 void cfg_load_deployments(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)

@@ -91,7 +91,7 @@ int sl_kafka_static_membership(const sl_config_t *cfg)
     return uses_dev_broker(cfg);
 }
 
-static const char *instance_name(const sl_config_t *cfg)
+const char *sl_kafka_instance_name(const sl_config_t *cfg)
 {
     static char host[256];
     if (cfg->kafka.instance != NULL && cfg->kafka.instance[0] != '\0')
@@ -289,7 +289,7 @@ sl_err_t sl_kafka_consumer_new_rebalance(const sl_config_t *cfg, const char *gro
         /* Static membership (KIP-345): a member that comes back under its instance id within
          * the session timeout gets its partitions again without a rebalance. The dev broker
          * does not implement it (and would then wait a session timeout for every close). */
-        snprintf(instance_id, sizeof instance_id, "%s.%s", group, instance_name(cfg));
+        snprintf(instance_id, sizeof instance_id, "%s.%s", group, sl_kafka_instance_name(cfg));
         rc = set(conf, "group.instance.id", instance_id, err, errlen);
         /* Cooperative: a rebalance moves only the partitions that change owner; the others
          * are read on meanwhile. */

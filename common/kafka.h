@@ -43,6 +43,9 @@ sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const 
  * (group.instance.id = "<group>.<kafka.instance or host name>") and cooperative rebalancing. */
 int sl_kafka_static_membership(const sl_config_t *cfg);
 
+/* This process's stable name: kafka.instance, or the host name. */
+const char *sl_kafka_instance_name(const sl_config_t *cfg);
+
 /* Called from the consumer's poll when partitions are assigned (err
  * RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) or revoked/lost (any other err); it must apply the change
  * with sl_kafka_rebalance_apply. */

@@ -58,6 +58,7 @@
     X(DEADLINE_BEFORE_RETRY, "deadline_before_retry")                                          \
     X(NOT_SENT, "not_sent")                                                                    \
     X(LEASE_EXPIRED, "lease_expired")                                                          \
+    X(DISPATCHER_LOST, "dispatcher_lost")                                                      \
     X(RETRY_BUDGET_EXHAUSTED, "retry_budget_exhausted")                                        \
     X(PROVIDER_RATE_LIMITED, "provider_rate_limited")                                          \
     X(PROVIDER_UNAVAILABLE, "provider_unavailable")                                            \

@@ -80,6 +80,7 @@ typedef struct call {
     int on_stream_list;
     double last_byte_mono_ms; /* the provider's latest byte, header or body; 0 before any */
     int idle_cut;             /* cut for silence: it ends as a timeout */
+    int announced;            /* named in a heartbeat already (sl_engine_each_attempt) */
 } call_t;
 
 struct sl_engine {
@@ -923,6 +924,32 @@ void sl_engine_run(sl_engine_t *e, int extra_fd, int timeout_ms)
         retire_call(e, c, m->data.result);
     }
     cut_idle_streams(e);
+}
+
+typedef struct {
+    int only_new;
+    sl_engine_attempt_fn fn;
+    void *arg;
+    int n;
+} each_t;
+
+static void each_attempt(const char *key, void *value, void *arg)
+{
+    (void)key;
+    each_t *x = arg;
+    call_t *c = value;
+    if (x->only_new && c->announced)
+        return;
+    c->announced = 1;
+    x->fn(c->job_id, c->res_id, x->arg);
+    x->n++;
+}
+
+int sl_engine_each_attempt(sl_engine_t *e, int only_new, sl_engine_attempt_fn fn, void *arg)
+{
+    each_t x = {only_new, fn, arg, 0};
+    sl_hmap_each(e->inflight, each_attempt, &x);
+    return x.n;
 }
 
 int sl_engine_in_flight(const sl_engine_t *e)

@@ -104,6 +104,14 @@ void sl_engine_run(sl_engine_t *e, int extra_fd, int timeout_ms);
 
 int sl_engine_in_flight(const sl_engine_t *e);
 
+/* Receives one attempt the engine holds (taken, not answered yet): its job and reservation ids,
+ * valid only during the call. */
+typedef void (*sl_engine_attempt_fn)(const char *job_id, const char *reservation_id, void *arg);
+
+/* Calls fn for every attempt held (only_new: only those not passed to fn before) and marks
+ * them passed; returns how many. For the heartbeats that tell the scheduler who holds what. */
+int sl_engine_each_attempt(sl_engine_t *e, int only_new, sl_engine_attempt_fn fn, void *arg);
+
 typedef struct {
     int64_t accepted, forged, malformed, not_sent, completed;
     int64_t replayed;       /* replays dropped: the attempt was running or answered here */

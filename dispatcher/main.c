@@ -1,9 +1,11 @@
 /* sluice-dispatcher: signed sluice.dispatch messages -> provider calls -> sluice.usage, and the
  * chunks of streamed answers -> sluice.stream.
  *
- * Offsets are stored as soon as a call starts: the scheduler's lease, not the Kafka offset, is
- * what makes a call durable (a dispatcher killed mid-call leaves a lease that expires and is
- * dispatched again), and storing early keeps a restarted dispatcher from repeating calls. */
+ * Offsets are committed, synchronously, before the calls of a batch start: a restarted
+ * dispatcher never reads again a dispatch its predecessor may have sent, so no call runs twice
+ * through a redelivery. What a dead dispatcher held is the scheduler's to settle: heartbeats
+ * (heartbeat.h) tell it which attempts this incarnation took, and the first heartbeat of a
+ * restarted one tells it this incarnation is gone. */
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "heartbeat.h"
 #include "kafka.h"
 #include "log.h"
 #include "proc.h"
@@ -28,8 +31,12 @@ static const char usage_text[] =
     "(outcome, real usage, normalised rate-limit headers, latency, and the response on\n"
     "success). Streamed requests (\"stream\": true) also get each chunk of the answer\n"
     "published to kafka.topics.stream as it arrives. Verifies signatures with\n"
-    "signing.public_key_file. Run as many as you like: they share the dispatch topic as one\n"
-    "consumer group.\n";
+    "signing.public_key_file. Every dispatcher.heartbeat_ms it tells the scheduler, on the\n"
+    "usage topic, which attempts it holds, so that the calls of a dispatcher that died are\n"
+    "settled as soon as its restart (or its silence) shows it. Offsets are committed before\n"
+    "calls start: a restarted dispatcher never repeats its predecessor's calls. Several may\n"
+    "share the dispatch topic as one consumer group (kafka.membership group), each under its\n"
+    "own kafka.instance.\n";
 
 typedef struct {
     rd_kafka_t *prod;
@@ -70,12 +77,40 @@ static void emit_usage(const char *key, const char *value, void *arg)
 
 typedef struct {
     rd_kafka_t *prod;
+    const char *topic;
 } chunk_ctx_t;
 
-static void emit_chunk(const char *topic, const char *key, const char *value, void *arg)
+static void emit_chunk(const char *key, const char *value, void *arg)
+{
+    chunk_ctx_t *ctx = arg;
+    sl_kafka_produce(ctx->prod, ctx->topic, key, value, strlen(value), NULL, NULL);
+}
+
+/* A stream chunk goes to the topic the engine names: its tenant's stream topic, or the shared
+ * one. */
+static void emit_stream_chunk(const char *topic, const char *key, const char *value, void *arg)
 {
     chunk_ctx_t *ctx = arg;
     sl_kafka_produce(ctx->prod, topic, key, value, strlen(value), NULL, NULL);
+}
+
+/* At most this many dispatch messages are taken (and committed) at once. */
+enum { TAKE_MAX = 256 };
+
+/* Commits the offsets stored so far, waiting for the broker. Returns 0 when it failed: the
+ * calls still start (this incarnation never repeats them), but a successor could read them
+ * again. */
+static int commit_taken(rd_kafka_t *cons, sl_metrics_t *metrics, int family)
+{
+    rd_kafka_resp_err_t err = rd_kafka_commit(cons, NULL, 0);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR__NO_OFFSET)
+        return 1;
+    sl_metrics_add(metrics, family, NULL, 1);
+    sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
+                 "commit before starting calls failed: %s; starting them anyway (a restarted "
+                 "dispatcher may read them again)",
+                 rd_kafka_err2str(err));
+    return 0;
 }
 
 static void on_chunk_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
@@ -240,9 +275,14 @@ int main(int argc, char **argv)
         "the job is dispatched again), by error (NOMEM, ...).",
         error_label, NULL, 0);
     int m_lag = sl_kafka_lag_family(ctx.metrics);
+    int m_commit_errors = sl_metrics_family(
+        ctx.metrics, SL_METRIC_COUNTER, "sluice_dispatcher_commit_errors_total",
+        "Batches of dispatches whose offsets could not be committed before their calls "
+        "started (the calls started anyway).",
+        NULL, NULL, 0);
     if (ctx.metrics == NULL || ctx.m_outcomes < 0 || m_in_flight < 0 || m_refused < 0 ||
         m_refused_by < 0 || ctx.m_latency < 0 || ctx.m_ttfb < 0 || submit_errors.family < 0 ||
-        m_lag < 0) {
+        m_lag < 0 || m_commit_errors < 0) {
         fprintf(stderr, "sluice-dispatcher: cannot set up metrics\n");
         return 1;
     }
@@ -250,13 +290,8 @@ int main(int argc, char **argv)
     /* The engine's counts already added to sluice_dispatcher_refused_total. */
     sl_engine_stats_t counted = {0};
     const char *topics[] = {cfg->kafka.topic_dispatch};
-    const char *const cons_props[] = {"enable.auto.commit",
-                                      "true",
-                                      "enable.auto.offset.store",
-                                      "false",
-                                      "auto.commit.interval.ms",
-                                      "200",
-                                      NULL};
+    const char *const cons_props[] = {"enable.auto.commit", "false", "enable.auto.offset.store",
+                                      "false", NULL};
     if (sl_kafka_producer_new(cfg, "sluice-dispatcher", on_delivery, NULL, &prod, err,
                               sizeof err) != SL_OK ||
         stream_producer_new(cfg, &stream_prod, err, sizeof err) != SL_OK ||
@@ -266,14 +301,21 @@ int main(int argc, char **argv)
         return 2;
     }
     ctx.prod = prod;
+    chunk_ctx_t beats = {prod, cfg->kafka.topic_usage};
+    sl_heartbeat_t *hb =
+        sl_heartbeat_new(sl_kafka_instance_name(cfg), cfg->heartbeat_ms, sl_now_ms());
+    if (hb == NULL) {
+        fprintf(stderr, "sluice-dispatcher: out of memory\n");
+        return 2;
+    }
     sl_engine_t *engine = NULL;
     if (sl_engine_new(cfg, verifier, emit_usage, &ctx, &engine, err, sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-dispatcher: %s\n", err);
         return 2;
     }
     sl_engine_on_timing(engine, on_timing, &ctx);
-    chunk_ctx_t chunks = {stream_prod};
-    sl_engine_on_chunk(engine, emit_chunk, &chunks);
+    chunk_ctx_t chunks = {stream_prod, cfg->kafka.topic_stream};
+    sl_engine_on_chunk(engine, emit_stream_chunk, &chunks);
     /* Learn the stream topic's partitions and leaders now, so the first chunk of the first
      * stream does not wait for a metadata round trip. Holding the handle keeps them fresh. */
     rd_kafka_topic_t *stream_topic = rd_kafka_topic_new(stream_prod, cfg->kafka.topic_stream, NULL);
@@ -293,30 +335,44 @@ int main(int argc, char **argv)
     }
     rd_kafka_queue_t *queue = rd_kafka_queue_get_consumer(cons);
     rd_kafka_queue_io_event_enable(queue, pipefd[1], "1", 1);
-    sl_info("dispatcher started: %s -> providers -> %s (max %lld calls in flight)",
-            cfg->kafka.topic_dispatch, cfg->kafka.topic_usage, (long long)cfg->max_in_flight);
+    sl_info("dispatcher %s (incarnation %.8s) started: %s -> providers -> %s (max %lld calls in "
+            "flight)",
+            sl_kafka_instance_name(cfg), sl_heartbeat_incarnation(hb), cfg->kafka.topic_dispatch,
+            cfg->kafka.topic_usage, (long long)cfg->max_in_flight);
 
     int64_t last_stats = sl_now_ms();
     int64_t last_lag = 0;
     while (!sl_stop_requested()) {
-        while (sl_engine_in_flight(engine) < cfg->max_in_flight) {
+        /* Take a batch, commit it, then start its calls (see the top of this file). */
+        rd_kafka_message_t *taken[TAKE_MAX];
+        int ntaken = 0;
+        int room = (int)(cfg->max_in_flight - sl_engine_in_flight(engine));
+        while (ntaken < room && ntaken < TAKE_MAX) {
             rd_kafka_message_t *msg = rd_kafka_consume_queue(queue, 0);
             if (msg == NULL)
                 break;
             if (msg->err) {
                 sl_warn("consume: %s", rd_kafka_message_errstr(msg));
-            } else {
-                const char *sig = NULL;
-                size_t sig_len = 0;
-                sl_kafka_header(msg, "sluice-sig", &sig, &sig_len);
-                sl_err_t rc =
-                    sl_engine_submit(engine, msg->payload, msg->len, sig, sig_len, sl_now_ms());
-                if (rc != SL_OK)
-                    submit_failed(&submit_errors, rc, sl_now_ms());
-                rd_kafka_offset_store(msg->rkt, msg->partition, msg->offset);
+                rd_kafka_message_destroy(msg);
+                continue;
             }
+            rd_kafka_offset_store(msg->rkt, msg->partition, msg->offset);
+            taken[ntaken++] = msg;
+        }
+        if (ntaken > 0)
+            commit_taken(cons, ctx.metrics, m_commit_errors);
+        for (int i = 0; i < ntaken; i++) {
+            rd_kafka_message_t *msg = taken[i];
+            const char *sig = NULL;
+            size_t sig_len = 0;
+            sl_kafka_header(msg, "sluice-sig", &sig, &sig_len);
+            sl_err_t rc = sl_engine_submit(engine, msg->payload, msg->len, sig, sig_len, sl_now_ms());
+            if (rc != SL_OK)
+                submit_failed(&submit_errors, rc, sl_now_ms());
             rd_kafka_message_destroy(msg);
         }
+        if (sl_heartbeat_run(hb, engine, sl_now_ms(), emit_chunk, &beats) != SL_OK)
+            sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "heartbeat not sent: out of memory");
         sl_engine_run(engine, pipefd[0], 100);
         char drain[64];
         while (read(pipefd[0], drain, sizeof drain) > 0) {
@@ -370,6 +426,9 @@ int main(int argc, char **argv)
     while (sl_engine_in_flight(engine) > 0 && sl_mono_ms() < until) {
         sl_engine_run(engine, -1, 100);
         rd_kafka_poll(stream_prod, 0);
+        /* Still alive: the scheduler must not settle these calls as a dead dispatcher's. */
+        sl_heartbeat_run(hb, engine, sl_now_ms(), emit_chunk, &beats);
+        rd_kafka_poll(prod, 0);
     }
     rd_kafka_flush(stream_prod, 10000);
     rd_kafka_flush(prod, 10000);
@@ -380,6 +439,7 @@ int main(int argc, char **argv)
         rd_kafka_topic_destroy(stream_topic);
     rd_kafka_destroy(stream_prod);
     sl_engine_free(engine);
+    sl_heartbeat_free(hb);
     sl_metrics_free(ctx.metrics);
     sl_verifier_free(verifier);
     close(pipefd[0]);

@@ -82,6 +82,7 @@ typedef struct job {
     int deployment;
     int64_t lease_expires_ms, dispatched_ms;
     held_t *held;
+    unsigned holder; /* the dispatcher incarnation that took the lease (holders.c); 0: unknown */
 } job_t;
 
 /* The buckets on one side of a job's path, narrowest scope first. */
@@ -170,7 +171,7 @@ struct sl_sched {
     const sl_config_t *cfg;
     sl_store_t *store;
     const sl_signer_t *signer;
-    sl_schema_t *job_schema, *usage_schema, *cancel_schema;
+    sl_schema_t *job_schema, *usage_schema, *cancel_schema, *heartbeat_schema;
     sl_ledger_t *ledger;
     binfo_t *binfo;
     int nbinfo;
@@ -191,6 +192,7 @@ struct sl_sched {
     sl_sched_msg_t *out;
     int nout, capout;
     unsigned res_counter;
+    struct sl_holders *holders; /* the dispatchers heard from (holders.c) */
     sl_sched_stats_t st;
 };
 

@@ -45,6 +45,22 @@ static const struct {
      "Cancels that found no job of the caller's waiting or in flight (unknown, finished, or "
      "another tenant's).",
      offsetof(sl_sched_stats_t, cancels_unmatched)},
+    {"sluice_scheduler_heartbeats_total", "Dispatcher heartbeats taken.",
+     offsetof(sl_sched_stats_t, heartbeats)},
+    {"sluice_scheduler_heartbeats_refused_total",
+     "Dispatcher heartbeats refused: invalid, of a replaced incarnation, or beyond the "
+     "dispatchers tracked.",
+     offsetof(sl_sched_stats_t, heartbeats_refused)},
+    {"sluice_scheduler_dispatchers_lost_total",
+     "Dispatcher incarnations found dead (a newer one spoke, or silent for dispatcher_dead_ms).",
+     offsetof(sl_sched_stats_t, dispatchers_lost)},
+    {"sluice_scheduler_lost_redispatched_total",
+     "Leases of dead dispatchers dispatched again at once (idempotent deployments).",
+     offsetof(sl_sched_stats_t, lost_redispatched)},
+    {"sluice_scheduler_lost_failed_total",
+     "Leases of dead dispatchers failed as dispatcher_lost (deployments that are not "
+     "idempotent: a second call could run the request twice).",
+     offsetof(sl_sched_stats_t, lost_failed)},
     {"sluice_scheduler_tokens_reserved_total",
      "Tokens reserved on provider-side buckets settled at real use.",
      offsetof(sl_sched_stats_t, tokens_reserved)},

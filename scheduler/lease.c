@@ -20,6 +20,7 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
     j->deployment = d;
     j->lease_expires_ms = now_ms + cfg->lease_ms;
     j->dispatched_ms = now_ms;
+    j->holder = 0; /* until a dispatcher's heartbeat names this attempt */
     const held_t *h = j->held;
     const char *bucket_ids[MAX_CHARGES];
     double amounts[MAX_CHARGES];

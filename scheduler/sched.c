@@ -20,10 +20,12 @@
 #include "health.h"
 #include "hmap.h"
 #include "job.h"
+#include "holders.h"
 #include "jsonschema.h"
 #include "lease.h"
 #include "ledger.h"
 #include "log.h"
+#include "msg_heartbeat.h"
 #include "msg_job.h"
 #include "msg_usage.h"
 #include "outbox.h"
@@ -69,6 +71,10 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_si
         rc = load_schema(cfg, "usage.json", &s->usage_schema, err, errlen);
     if (rc == SL_OK)
         rc = load_schema(cfg, "cancel.json", &s->cancel_schema, err, errlen);
+    if (rc == SL_OK)
+        rc = load_schema(cfg, "heartbeat.json", &s->heartbeat_schema, err, errlen);
+    if (rc == SL_OK && (s->holders = sl_holders_new()) == NULL)
+        rc = SL_ENOMEM;
     if (rc != SL_OK)
         goto fail;
     s->ledger = sl_ledger_new();
@@ -216,6 +222,8 @@ void sl_sched_free(sl_sched_t *s)
     sl_ledger_free(s->ledger);
     sl_schema_free(s->job_schema);
     sl_schema_free(s->usage_schema);
+    sl_schema_free(s->heartbeat_schema);
+    sl_holders_free(s->holders);
     sl_schema_free(s->cancel_schema);
     sl_sched_msgs_free(s->out, s->nout);
     free(s);
@@ -773,6 +781,11 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
 {
     char why[512];
     json_t *doc = json_loadb(json, len, 0, NULL);
+    if (doc != NULL && sl_msg_is_heartbeat(doc)) {
+        sl_err_t hrc = sl_holders_on_heartbeat(s, doc, now_ms);
+        json_decref(doc);
+        return hrc;
+    }
     if (doc == NULL || sl_schema_validate(s->usage_schema, doc, why, sizeof why) != SL_OK) {
         s->st.usage_invalid++;
         sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "invalid usage event ignored: %s",
@@ -1009,7 +1022,9 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
     int64_t next_ms = now_ms + SCAN_EVERY_MS;
     sl_err_t rc = SL_OK;
     if (now_ms - s->last_scan_ms >= SCAN_EVERY_MS || s->delayed.n > 0) {
-        rc = expire_leases(s, now_ms);
+        rc = sl_holders_tick(s, now_ms);
+        if (rc == SL_OK)
+            rc = expire_leases(s, now_ms);
         if (rc == SL_OK)
             rc = release_delayed(s, now_ms, &next_ms);
         s->last_scan_ms = now_ms;
@@ -1059,6 +1074,7 @@ void sl_sched_extend_leases(sl_sched_t *s, int64_t gap_ms)
 {
     for (int i = 0; i < s->leased.n; i++)
         s->leased.items[i]->lease_expires_ms += gap_ms;
+    sl_holders_extend(s, gap_ms);
 }
 
 void sl_sched_observe(sl_sched_t *s, const sl_sched_observer_t *obs, void *arg)

@@ -32,6 +32,10 @@ typedef struct {
      * that found no job of the caller's waiting or in flight (unknown, finished, or another
      * tenant's). */
     int64_t usage_invalid, cancels_unmatched;
+    /* Dispatcher heartbeats (holders.c): those taken, those refused (invalid, or of an
+     * incarnation already replaced), incarnations found dead, and the leases they held:
+     * dispatched again (idempotent deployments) or failed as dispatcher_lost. */
+    int64_t heartbeats, heartbeats_refused, dispatchers_lost, lost_redispatched, lost_failed;
     int64_t queued, delayed, leased, held;
     /* Tokens on provider-side buckets settled at real use: reserved, what they settled at,
      * and the difference either way. over_reserved is the capacity over-reservation held

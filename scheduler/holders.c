@@ -1,0 +1,211 @@
+/* holders.c - dispatcher incarnations and the leases they hold (see holders.h). */
+#include "holders.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+#include "jsonschema.h"
+#include "log.h"
+#include "msg_heartbeat.h"
+#include "outcome.h"
+#include "reservation.h"
+#include "retry.h"
+
+typedef struct {
+    char name[129];
+    char incarnation[SL_INCARNATION_HEX + 1];
+    int64_t started_ms; /* the incarnation's own start, as it says */
+    int64_t heard_ms;   /* the scheduler's clock at its latest heartbeat */
+    unsigned id;        /* what job_t.holder holds for it; never 0 */
+} holder_t;
+
+struct sl_holders {
+    holder_t *h;
+    int n, cap;
+    unsigned next_id;
+};
+
+struct sl_holders *sl_holders_new(void)
+{
+    return calloc(1, sizeof(struct sl_holders));
+}
+
+void sl_holders_free(struct sl_holders *h)
+{
+    if (h == NULL)
+        return;
+    free(h->h);
+    free(h);
+}
+
+int sl_holders_count(const sl_sched_t *s)
+{
+    return s->holders != NULL ? s->holders->n : 0;
+}
+
+/* Settles one lease of a dead incarnation: its charges stay (the call may have counted at the
+ * provider), and the job goes again or fails, as holders.h says. */
+static sl_err_t settle_lost(sl_sched_t *s, job_t *j, const char *who, int64_t now_ms)
+{
+    int dep = j->deployment;
+    const char *dep_name = dep >= 0 ? s->cfg->deployments[dep].name : "(removed)";
+    sl_err_t rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1,
+                                        "dispatcher_lost", now_ms, NULL);
+    if (rc != SL_OK)
+        return rc;
+    char message[512];
+    if (dep >= 0 && s->cfg->deployments[dep].idempotent) {
+        s->st.lost_redispatched++;
+        snprintf(message, sizeof message,
+                 "dispatcher %s died during the call; deployment %s is idempotent, so the job "
+                 "is sent again under the same Idempotency-Key",
+                 who, dep_name);
+        return sl_retry_or_fail(s, j, 0, SL_REASON_DISPATCHER_LOST, message, now_ms);
+    }
+    s->st.lost_failed++;
+    snprintf(message, sizeof message,
+             "dispatcher %s died during the call: the provider may have run it, and deployment "
+             "%s is not idempotent, so it is not sent again (resubmit under a new idempotency "
+             "key if a second run is acceptable)",
+             who, dep_name);
+    sl_logf(SL_LOG_WARN, "job", j->id, "job %s failed: %s", j->id, message);
+    sl_job_list_del(&s->leased, j);
+    return sl_outcome_fail(s, j, SL_STATUS_FAILED, SL_ERRTYPE_PROVIDER, SL_REASON_DISPATCHER_LOST,
+                           SL_DECISION_ADMITTED_PROVIDER_REJECTED, 0, message, now_ms);
+}
+
+/* Declares incarnation h dead and settles the leases it held. */
+static sl_err_t declare_dead(sl_sched_t *s, const holder_t *h, const char *why, int64_t now_ms)
+{
+    s->st.dispatchers_lost++;
+    int held = 0;
+    for (int i = 0; i < s->leased.n; i++)
+        held += s->leased.items[i]->holder == h->id;
+    sl_warn("dispatcher %s (incarnation %.8s) is dead: %s; settling the %d call(s) it held",
+            h->name, h->incarnation, why, held);
+    char who[160];
+    snprintf(who, sizeof who, "%s (incarnation %.8s)", h->name, h->incarnation);
+    for (int i = 0; i < s->leased.n;) {
+        job_t *j = s->leased.items[i];
+        if (j->holder != h->id) {
+            i++;
+            continue;
+        }
+        sl_err_t rc = settle_lost(s, j, who, now_ms);
+        if (rc != SL_OK)
+            return rc;
+        /* j left the leased list, so index i now holds another job */
+    }
+    return SL_OK;
+}
+
+static holder_t *find(struct sl_holders *hs, const char *name)
+{
+    for (int i = 0; i < hs->n; i++)
+        if (strcmp(hs->h[i].name, name) == 0)
+            return &hs->h[i];
+    return NULL;
+}
+
+static void take(struct sl_holders *hs, holder_t *h, const sl_msg_heartbeat_t *m, int64_t now_ms)
+{
+    snprintf(h->name, sizeof h->name, "%s", m->dispatcher);
+    snprintf(h->incarnation, sizeof h->incarnation, "%s", m->incarnation);
+    h->started_ms = m->started_ms;
+    h->heard_ms = now_ms;
+    if (++hs->next_id == 0)
+        hs->next_id = 1;
+    h->id = hs->next_id;
+}
+
+sl_err_t sl_holders_on_heartbeat(sl_sched_t *s, json_t *doc, int64_t now_ms)
+{
+    struct sl_holders *hs = s->holders;
+    char why[256];
+    sl_msg_heartbeat_t m;
+    const json_t *attempts = NULL;
+    if (sl_schema_validate(s->heartbeat_schema, doc, why, sizeof why) != SL_OK ||
+        sl_msg_heartbeat_read(doc, &m, &attempts) != SL_OK) {
+        s->st.heartbeats_refused++;
+        sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "invalid dispatcher heartbeat ignored: %s",
+                     why);
+        return SL_OK;
+    }
+    holder_t *h = find(hs, m.dispatcher);
+    if (h != NULL && strcmp(h->incarnation, m.incarnation) != 0) {
+        if (m.started_ms <= h->started_ms) {
+            /* An incarnation already replaced (a late heartbeat, or a replay): its leases were
+             * settled when its successor spoke. */
+            s->st.heartbeats_refused++;
+            sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_INFO,
+                         "heartbeat of a replaced incarnation of dispatcher %s ignored",
+                         m.dispatcher);
+            return SL_OK;
+        }
+        sl_err_t rc = declare_dead(s, h, "a newer incarnation started", now_ms);
+        if (rc != SL_OK)
+            return rc;
+        take(hs, h, &m, now_ms);
+    } else if (h == NULL) {
+        if (hs->n == SL_HOLDERS_MAX) {
+            s->st.heartbeats_refused++;
+            sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
+                         "heartbeat of dispatcher %s ignored: %d dispatchers are tracked "
+                         "already; its calls wait for their leases",
+                         m.dispatcher, SL_HOLDERS_MAX);
+            return SL_OK;
+        }
+        if (hs->n == hs->cap) {
+            int ncap = hs->cap ? 2 * hs->cap : 8;
+            holder_t *nh = realloc(hs->h, (size_t)ncap * sizeof *nh);
+            if (nh == NULL)
+                return SL_ENOMEM;
+            hs->h = nh;
+            hs->cap = ncap;
+        }
+        h = &hs->h[hs->n++];
+        take(hs, h, &m, now_ms);
+        sl_info("dispatcher %s (incarnation %.8s) heard from", h->name, h->incarnation);
+    } else {
+        h->heard_ms = now_ms;
+    }
+    s->st.heartbeats++;
+    size_t i;
+    const json_t *a;
+    json_array_foreach(attempts, i, a)
+    {
+        const char *job_id = json_string_value(json_object_get(a, "job_id"));
+        const char *res_id = json_string_value(json_object_get(a, "reservation_id"));
+        job_t *j = sl_hmap_get(s->jobs, job_id);
+        /* Only the current lease: an older attempt's holder says nothing of this one. */
+        if (j != NULL && j->state == J_LEASED && strcmp(j->res_id, res_id) == 0)
+            j->holder = h->id;
+    }
+    return SL_OK;
+}
+
+sl_err_t sl_holders_tick(sl_sched_t *s, int64_t now_ms)
+{
+    struct sl_holders *hs = s->holders;
+    for (int i = 0; i < hs->n;) {
+        if (now_ms - hs->h[i].heard_ms < s->cfg->dispatcher_dead_ms) {
+            i++;
+            continue;
+        }
+        holder_t dead = hs->h[i];
+        hs->h[i] = hs->h[--hs->n];
+        char why[96];
+        snprintf(why, sizeof why, "no heartbeat for %lld ms", (long long)(now_ms - dead.heard_ms));
+        sl_err_t rc = declare_dead(s, &dead, why, now_ms);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return SL_OK;
+}
+
+void sl_holders_extend(sl_sched_t *s, int64_t gap_ms)
+{
+    for (int i = 0; i < s->holders->n; i++)
+        s->holders->h[i].heard_ms += gap_ms;
+}

@@ -1,0 +1,249 @@
+/* test_holders.c - what the scheduler does with dispatcher heartbeats (scheduler/holders.h):
+ * a lease held by a dispatcher found dead is settled at once, charged, and its job goes again
+ * (idempotent deployment) or fails as dispatcher_lost (not idempotent); a heartbeat of a
+ * replaced incarnation, or one naming an old attempt, changes nothing. */
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../scheduler/holders.h"
+#include "lib/sched_env.h"
+#include "msg_heartbeat.h"
+#include "sign.h"
+
+static const char *const DEP_IDEM =
+    "{'name': 'dep-i', 'base_url': 'http://127.0.0.1:9/i/v1', 'model': 'model-i',"
+    " 'limits': {'rpm': 120, 'tpm': 12000}, 'slices_per_minute': 20, 'headroom': 0.9,"
+    " 'idempotent': true}";
+
+static const char *const INC_A = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+static const char *const INC_B = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+/* Feeds a heartbeat of dispatcher name, incarnation inc (started at started_ms) naming the
+ * given leases (n of them). */
+static void feed_heartbeat(env_t *e, const char *name, const char *inc, int64_t started_ms,
+                           const lease_t *leases, int n, int64_t now_ms)
+{
+    sl_msg_heartbeat_t h = {name, inc, started_ms, now_ms, 1};
+    json_t *doc = sl_msg_heartbeat_json(&h);
+    ck_assert_ptr_nonnull(doc);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(sl_msg_heartbeat_add(doc, leases[i].job, leases[i].res), SL_OK);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    ck_assert_int_eq(sl_store_begin(e->store), SL_OK);
+    ck_assert_int_eq(sl_sched_on_usage(e->sched, text, strlen(text), now_ms), SL_OK);
+    ck_assert_int_eq(sl_store_commit(e->store), SL_OK);
+    free(text);
+}
+
+/* Leases job-1 on a fresh core with the given route deployments; returns the lease. */
+static lease_t lease_one(env_t *e, const opts_t *o)
+{
+    env_init(e, o, T0);
+    feed_job(e, "job-1", "acme", T0);
+    batch_t b = step(e, T0);
+    json_t *d = find(&b, SL_MSG_DISPATCH, "job-1");
+    ck_assert_ptr_nonnull(d);
+    lease_t l = lease_of(d, T0);
+    batch_free(&b);
+    return l;
+}
+
+START_TEST(restarted_dispatcher_settles_its_predecessors_calls_and_idempotent_jobs_go_again)
+{
+    env_t e;
+    opts_t o = {"'dep-i'", 0, 0, 0, 0, DEP_IDEM, NULL};
+    lease_t l = lease_one(&e, &o);
+    feed_heartbeat(&e, "disp-1", INC_A, T0 - 5000, &l, 1, T0 + 10);
+    /* the lease runs for ten minutes; the restart is known at its first heartbeat */
+    feed_heartbeat(&e, "disp-1", INC_B, T0 + 100, NULL, 0, T0 + 200);
+    ck_assert_str_eq(peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = '%s'",
+                              l.res),
+                     "expired");
+    batch_t b = step(&e, T0 + 210);
+    json_t *d = find(&b, SL_MSG_DISPATCH, "job-1");
+    ck_assert_msg(d != NULL, "job-1 was not dispatched again after its dispatcher died");
+    lease_t again = lease_of(d, T0 + 210);
+    ck_assert_int_eq(again.attempt, 2);
+    ck_assert_str_ne(again.res, l.res);
+    /* the same idempotency key goes out again: the provider runs the request once */
+    ck_assert_str_eq(sget(d, "idempotency_key"), "idem-job-1");
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.dispatchers_lost, 1);
+    ck_assert_int_eq(st.lost_redispatched, 1);
+    ck_assert_int_eq(st.lost_failed, 0);
+    ck_assert_int_eq(st.heartbeats, 2);
+    ck_assert_int_eq(st.usage_invalid, 0);
+    ck_assert_int_eq(st.lease_expired, 0);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(job_of_a_dead_dispatcher_on_a_deployment_that_is_not_idempotent_fails)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    lease_t l = lease_one(&e, &o);
+    feed_heartbeat(&e, "disp-1", INC_A, T0 - 5000, &l, 1, T0 + 10);
+    feed_heartbeat(&e, "disp-1", INC_B, T0 + 100, NULL, 0, T0 + 200);
+    batch_t b = take(&e);
+    json_t *r = find(&b, SL_MSG_RESULT, "job-1");
+    ck_assert_msg(r != NULL, "no result for the lost call");
+    ck_assert_str_eq(sget(r, "status"), "failed");
+    ck_assert_str_eq(sget(json_object_get(r, "error"), "reason"), "dispatcher_lost");
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0);
+    batch_free(&b);
+    /* charged in full: the call may have reached the provider */
+    ck_assert_str_eq(peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = '%s'",
+                              l.res),
+                     "expired");
+    b = step(&e, T0 + 5000);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0);
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.lost_failed, 1);
+    ck_assert_int_eq(st.lost_redispatched, 0);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(silent_dispatcher_is_dead_after_dispatcher_dead_ms)
+{
+    env_t e;
+    opts_t o = {"'dep-i'", 0, 0, 0, 0, DEP_IDEM, NULL};
+    lease_t l = lease_one(&e, &o);
+    feed_heartbeat(&e, "disp-1", INC_A, T0 - 5000, &l, 1, T0 + 10);
+    int64_t dead_ms = e.cfg->dispatcher_dead_ms;
+    batch_t b = step(&e, T0 + 10 + dead_ms - 1);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0);
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.dispatchers_lost, 0);
+    /* found at the next scan of the leases (every 100 ms) */
+    b = step(&e, T0 + 10 + dead_ms + 100);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 1);
+    batch_free(&b);
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.dispatchers_lost, 1);
+    ck_assert_int_eq(st.lost_redispatched, 1);
+    ck_assert_int_eq(sl_holders_count(e.sched), 0);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(heartbeat_of_a_replaced_incarnation_changes_nothing)
+{
+    env_t e;
+    opts_t o = {"'dep-i'", 0, 0, 0, 0, DEP_IDEM, NULL};
+    env_init(&e, &o, T0);
+    feed_heartbeat(&e, "disp-1", INC_A, T0 - 5000, NULL, 0, T0);
+    feed_heartbeat(&e, "disp-1", INC_B, T0 - 100, NULL, 0, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
+    batch_free(&b);
+    feed_heartbeat(&e, "disp-1", INC_B, T0 - 100, &l, 1, T0 + 10);
+    /* a late (or replayed) heartbeat of the incarnation B replaced: refused, B keeps the job */
+    feed_heartbeat(&e, "disp-1", INC_A, T0 - 5000, &l, 1, T0 + 20);
+    b = step(&e, T0 + 30);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.heartbeats_refused, 1);
+    ck_assert_int_eq(st.dispatchers_lost, 1); /* A, when B spoke */
+    ck_assert_str_eq(peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = '%s'",
+                              l.res),
+                     "open");
+    /* the job is still B's: B's call reports as usual */
+    feed_usage(&e, "job-1", 1, l.res, l.dep, &OK_USAGE, T0 + 40);
+    b = take(&e);
+    ck_assert_str_eq(sget(find(&b, SL_MSG_RESULT, "job-1"), "status"), "succeeded");
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(lease_no_heartbeat_named_waits_for_its_expiry)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    lease_t l = lease_one(&e, &o);
+    /* A never named the lease (it died before it took the dispatch): nothing is settled, and
+     * a successor that reads the dispatch will run it */
+    feed_heartbeat(&e, "disp-1", INC_A, T0 - 5000, NULL, 0, T0 + 10);
+    feed_heartbeat(&e, "disp-1", INC_B, T0 + 100, NULL, 0, T0 + 200);
+    /* an attempt id that is not the current lease's tags nothing */
+    lease_t other = l;
+    snprintf(other.res, sizeof other.res, "not-the-lease");
+    feed_heartbeat(&e, "disp-2", INC_A, T0 + 100, &other, 1, T0 + 210);
+    feed_heartbeat(&e, "disp-2", INC_B, T0 + 300, NULL, 0, T0 + 310);
+    batch_t b = step(&e, T0 + 400);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    ck_assert_str_eq(peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = '%s'",
+                              l.res),
+                     "open");
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(invalid_heartbeat_is_refused_and_counted)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    static const char *const bad[] = {
+        "{\"v\":1,\"kind\":\"heartbeat\"}",
+        "{\"v\":1,\"kind\":\"heartbeat\",\"dispatcher\":\"d\",\"incarnation\":\"short\","
+        "\"started_ms\":1,\"sent_ms\":1,\"full\":true,\"attempts\":[]}",
+        "{\"v\":1,\"kind\":\"heartbeat\",\"dispatcher\":\"d\",\"incarnation\":"
+        "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"started_ms\":1,\"sent_ms\":1,\"full\":true,"
+        "\"attempts\":[[\"job\",\"res\"]]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+        ck_assert_int_eq(sl_sched_on_usage(e.sched, bad[i], strlen(bad[i]), T0), SL_OK);
+        ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    }
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.heartbeats_refused, 3);
+    ck_assert_int_eq(st.heartbeats, 0);
+    ck_assert_int_eq(sl_holders_count(e.sched), 0);
+    env_done(&e);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("holders");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, restarted_dispatcher_settles_its_predecessors_calls_and_idempotent_jobs_go_again);
+    tcase_add_test(tc, job_of_a_dead_dispatcher_on_a_deployment_that_is_not_idempotent_fails);
+    tcase_add_test(tc, silent_dispatcher_is_dead_after_dispatcher_dead_ms);
+    tcase_add_test(tc, heartbeat_of_a_replaced_incarnation_changes_nothing);
+    tcase_add_test(tc, lease_no_heartbeat_named_waits_for_its_expiry);
+    tcase_add_test(tc, invalid_heartbeat_is_refused_and_counted);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (sl_crypto_init() != SL_OK)
+        return 1;
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
