@@ -123,9 +123,20 @@ START_TEST(dispatch_builds_valid_around_the_stored_body)
     assert_valid("schema/dispatch.json", doc);
     ck_assert_int_eq(sl_msg_dispatch_read(doc, &out), SL_OK);
     ck_assert_int_eq(out.send_at_ms, 1020);
+    ck_assert_ptr_null(out.tenant); /* none written: none read */
     free(text);
     json_decref(doc);
     in.send_at_ms = 0;
+    /* The tenant, which decides where the job's stream chunks go and whether they are sealed. */
+    in.tenant = "acme \"eu\"";
+    ck_assert_int_eq(sl_msg_dispatch_build(&in, body, &text), SL_OK);
+    doc = json_loads(text, 0, NULL);
+    assert_valid("schema/dispatch.json", doc);
+    ck_assert_int_eq(sl_msg_dispatch_read(doc, &out), SL_OK);
+    ck_assert_str_eq(out.tenant, "acme \"eu\"");
+    free(text);
+    json_decref(doc);
+    in.tenant = NULL;
     /* An id that would need escaping is refused rather than written raw. */
     in.job_id = "bad\"id";
     text = NULL;
