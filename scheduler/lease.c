@@ -11,6 +11,38 @@
 #include "retry.h"
 #include "store.h"
 
+/* The dispatch of j's current lease, issued at issued_ms, assembled as text around the stored
+ * request body (common/msg_dispatch.h). The dispatcher sets the deployment's model itself. */
+static sl_err_t build_dispatch(sl_sched_t *s, const job_t *j, int64_t issued_ms,
+                               int64_t send_at_ms, const char *request_json, char **value)
+{
+    sl_msg_dispatch_t msg = {.job_id = j->id,
+                             .attempt = j->attempts,
+                             .reservation_id = j->res_id,
+                             .lease_expires_ms = j->lease_expires_ms,
+                             .issued_ms = issued_ms,
+                             .send_at_ms = send_at_ms,
+                             .deployment = s->cfg->deployments[j->deployment].name,
+                             .idempotency_key = j->idem,
+                             .tenant = s->cfg->tenants[j->tenant].name};
+    return sl_msg_dispatch_build(&msg, request_json, value);
+}
+
+sl_err_t sl_lease_resend(sl_sched_t *s, job_t *j)
+{
+    char *request_json = NULL;
+    sl_err_t rc = sl_store_job_parts(s->store, j->id, &request_json, NULL);
+    if (rc == SL_OK && request_json == NULL)
+        rc = SL_EDB;
+    char *value = NULL;
+    if (rc == SL_OK)
+        rc = build_dispatch(s, j, j->dispatched_ms, 0, request_json, &value);
+    free(request_json);
+    if (rc != SL_OK)
+        return rc;
+    return sl_outbox_emit(s, SL_MSG_DISPATCH, s->cfg->kafka.topic_dispatch, j->id, value, 0);
+}
+
 sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
 {
     const sl_config_t *cfg = s->cfg;
@@ -66,19 +98,8 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
                 sl_ledger_takes_whole(s->ledger, b, h->ch[i].amount);
     }
     int64_t pace = whole ? sl_capacity_pace_ms(cfg, d) : 0;
-    /* Assembled as text around the stored request body (common/msg_dispatch.h). The
-     * dispatcher sets the deployment's model itself. */
-    sl_msg_dispatch_t msg = {.job_id = j->id,
-                             .attempt = j->attempts,
-                             .reservation_id = j->res_id,
-                             .lease_expires_ms = j->lease_expires_ms,
-                             .issued_ms = now_ms,
-                             .send_at_ms = pace > 0 ? now_ms + pace : 0,
-                             .deployment = dc->name,
-                             .idempotency_key = j->idem,
-                             .tenant = cfg->tenants[j->tenant].name};
     char *value = NULL;
-    rc = sl_msg_dispatch_build(&msg, request_json, &value);
+    rc = build_dispatch(s, j, now_ms, pace > 0 ? now_ms + pace : 0, request_json, &value);
     free(request_json);
     if (rc != SL_OK)
         return rc;

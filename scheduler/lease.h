@@ -17,4 +17,12 @@
  * list and emits the signed dispatch. */
 sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms);
 
+/* Produces again the dispatch of j's current lease (restored after a restart), exactly as it was
+ * issued: the scheduler may have died after the lease was stored and before the broker had the
+ * message. A dispatcher that has the attempt already drops the copy as a replay; one that gets
+ * it after its maximum age answers not_sent, and the job is dispatched anew. For idempotent
+ * deployments only (sl_restore_resend_leases): a dispatcher restarted since could run a copy
+ * of a call its predecessor made. */
+sl_err_t sl_lease_resend(sl_sched_t *s, job_t *j);
+
 #endif

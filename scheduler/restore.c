@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "buckets.h"
+#include "lease.h"
 #include "flow.h"
 #include "hmap.h"
 #include "job.h"
@@ -114,11 +115,19 @@ sl_err_t sl_restore_buckets(sl_sched_t *s, int exact, int64_t now_ms)
             } else {
                 sl_ledger_state_load(s->ledger, b, state, now_ms);
             }
+        } else if (alg == SL_ALG_TOKEN_BUCKET) {
+            /* Empty at this start, less what was admitted after the last save: those calls
+             * may still be reaching the provider in its current slice (a restart that left
+             * them out got 429s, e2e_recovery). */
+            sl_ledger_set_level(s->ledger, b, got == SL_OK && level < 0 ? level : 0, now_ms);
+            if (got == SL_OK) {
+                replay[b] = 1;
+                since[b] = updated;
+                if (updated < oldest)
+                    oldest = updated;
+            }
         } else {
-            if (alg == SL_ALG_TOKEN_BUCKET)
-                sl_ledger_set_level(s->ledger, b, got == SL_OK && level < 0 ? level : 0, now_ms);
-            else
-                sl_ledger_assume_worst(s->ledger, b, now_ms);
+            sl_ledger_assume_worst(s->ledger, b, now_ms);
         }
         free(state);
     }
@@ -222,6 +231,25 @@ sl_err_t sl_restore_jobs(sl_sched_t *s, int64_t now_ms, char *err, size_t errlen
     if (rc != SL_OK)
         snprintf(err, errlen, "failing jobs the config no longer knows: %s", sl_strerror(rc));
     return rc;
+}
+
+sl_err_t sl_restore_resend_leases(sl_sched_t *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->leased.n; i++) {
+        job_t *j = s->leased.items[i];
+        if (j->deployment < 0 || !s->cfg->deployments[j->deployment].idempotent)
+            continue;
+        sl_err_t rc = sl_lease_resend(s, j);
+        if (rc != SL_OK)
+            return rc;
+        n++;
+    }
+    if (n > 0)
+        sl_info("dispatched again %d restored lease(s) of idempotent deployments, in case the "
+                "broker never had them",
+                n);
+    return SL_OK;
 }
 
 /* The guard term's allowance for a wall clock that steps back between a prune and a restart. */

@@ -27,6 +27,10 @@ sl_err_t sl_restore_buckets(sl_sched_t *s, int exact, int64_t now_ms);
  * knows. On failure err says why. */
 sl_err_t sl_restore_jobs(sl_sched_t *s, int64_t now_ms, char *err, size_t errlen);
 
+/* After a restart: produces again the dispatch of every restored lease on an idempotent
+ * deployment (sl_lease_resend), so that one the broker never had does not wait for its lease. */
+sl_err_t sl_restore_resend_leases(sl_sched_t *s);
+
 /* The creation time before which no restart or reload from the store as it is now would
  * replay a reservation (sl_restore_buckets): the oldest last save of a quota bucket (calendar
  * and rolling windows replay what was charged after their save; one never saved, its whole

@@ -127,6 +127,8 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_si
         goto fail;
     }
     rc = sl_restore_jobs(s, now_ms, err, errlen);
+    if (rc == SL_OK && !exact)
+        rc = sl_restore_resend_leases(s);
     if (rc != SL_OK)
         goto fail;
     s->last_bucket_save_ms = now_ms;
