@@ -3,7 +3,7 @@
 #   bench/run.sh                      everything (about 25 minutes)
 #   bench/run.sh storm503 backfill    one compare scenario and the backfill
 #   BENCH_QUICK=1 bench/run.sh        the small variant CI runs (about 2 minutes)
-# Names: pipeline, ledger, store, scenarios, scenarios:<name> (equal, weights, noisy, guarantee,
+# Names: pipeline, ledger, store, seal, scenarios, scenarios:<name> (equal, weights, noisy, guarantee,
 # shapes, shapes_itpm, shapes_weights, shapes_weights_rev, noisy100, noisy1000), backfill,
 # compare (all its scenarios), or one compare scenario: steady, burst, noisy, storm, storm503,
 # longctx, maxout, daily, stream, bigjobs. `make bench SCENARIO="..."` passes the names here.
@@ -27,6 +27,8 @@ run_one() {
     store)
       if [ "$quick" = 1 ]; then bin/bench/store --seconds 0.5 --trials 1
       else bin/bench/store --seconds 2 --trials 3; fi ;;
+    seal)
+      nice -n 10 bin/bench/seal ;;
     scenarios)
       if [ "$quick" = 1 ]; then bin/bench/scenarios --quick; else bin/bench/scenarios; fi ;;
     scenarios:*)
@@ -44,7 +46,7 @@ run_one() {
     *)
       if [[ "$compare_scenarios" != *" $name "* ]]; then
         echo "bench/run.sh: unknown benchmark \"$name\"" >&2
-        echo "known: pipeline ledger store scenarios scenarios:<name> backfill compare$compare_scenarios" >&2
+        echo "known: pipeline ledger store seal scenarios scenarios:<name> backfill compare$compare_scenarios" >&2
         exit 2
       fi
       if [ "$quick" = 1 ]; then bin/bench/compare --quick --scenario "$name"
@@ -59,6 +61,7 @@ elif [ "$quick" = 1 ]; then
   run_one pipeline
   run_one ledger
   run_one store
+  run_one seal
   run_one scenarios:noisy
   # sluice vs the cookbook baseline on one scenario at two settings, and the streaming one.
   echo "== bench: compare steady (quick, cookbook at 75 and 100 %)"
@@ -69,6 +72,7 @@ else
   run_one pipeline
   run_one ledger
   run_one store
+  run_one seal
   run_one scenarios
   run_one compare
   run_one backfill

@@ -293,3 +293,24 @@ const char *sl_requests_topic(const sl_kafka_cfg_t *k, const char *cls)
     return cls != NULL && sl_class_parse(cls) == SL_CLASS_BATCH ? k->topic_requests_batch
                                                                 : k->topic_requests;
 }
+
+const char *sl_config_results_topic(const sl_config_t *cfg, int tenant)
+{
+    if (tenant >= 0 && tenant < cfg->ntenants && cfg->tenants[tenant].results_topic != NULL)
+        return cfg->tenants[tenant].results_topic;
+    return cfg->kafka.topic_results;
+}
+
+const char *sl_config_stream_topic(const sl_config_t *cfg, int tenant)
+{
+    if (tenant >= 0 && tenant < cfg->ntenants && cfg->tenants[tenant].stream_topic != NULL)
+        return cfg->tenants[tenant].stream_topic;
+    return cfg->kafka.topic_stream;
+}
+
+const uint8_t *sl_config_seal_key(const sl_config_t *cfg, int tenant)
+{
+    if (tenant >= 0 && tenant < cfg->ntenants && cfg->tenants[tenant].sealed)
+        return cfg->tenants[tenant].result_pk;
+    return NULL;
+}

@@ -204,6 +204,13 @@ typedef struct {
     const char **regions;
     int nlimits;            /* every limit of the tenant, tokens_per_min included */
     sl_limit_cfg_t *limits;
+    /* Where its results (ingest's rejections of its requests included) and its stream chunks
+     * go, so Kafka ACLs can keep them to it (docs/topic-acls.md); NULL = the shared topics. */
+    const char *results_topic, *stream_topic;
+    /* A box public key (result_public_key, hex, or result_public_key_file): its results' and
+     * chunks' content is sealed to it (common/seal.h). */
+    int sealed;
+    uint8_t result_pk[32];
 } sl_tenant_cfg_t;
 
 typedef struct {
@@ -302,6 +309,12 @@ int sl_config_deployment(const sl_config_t *cfg, const char *name);
 int sl_config_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32]);
 /* The admin key whose hash matches, or -1 (constant time per candidate). */
 int sl_config_admin_key_by_hash(const sl_config_t *cfg, const uint8_t hash[32]);
+/* The topic of tenant's results and of its stream chunks (an index into tenants, or -1 for a
+ * result of no known tenant): its own when it names one, else the shared topic. */
+const char *sl_config_results_topic(const sl_config_t *cfg, int tenant);
+const char *sl_config_stream_topic(const sl_config_t *cfg, int tenant);
+/* Tenant's result public key, or NULL when its results are not sealed (or tenant is -1). */
+const uint8_t *sl_config_seal_key(const sl_config_t *cfg, int tenant);
 /* Whether tenant (an index into tenants) may use route: any route when it names none. */
 int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route);
 

@@ -7,13 +7,80 @@
 #include <string.h>
 
 #include "config_limits.h"
+#include "seal.h"
 #include "util.h"
+
+/* Whether name is a topic name Kafka accepts: 1 to 249 of [A-Za-z0-9._-], not "." or "..". */
+static int topic_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 249 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return 0;
+    return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+}
+
+/* A tenant's own topic (key "results_topic" or "stream_topic"): NULL when absent. It may be the
+ * shared topic of its kind (the same as leaving it out), never another kind's topic, where
+ * the results would be read as requests, jobs or usage. */
+static const char *own_topic(cfg_ctx_t *c, const sl_config_t *cfg, json_t *tj, const char *where,
+                             const char *key)
+{
+    const char *topic = cfg_get_str(c, tj, where, key, "");
+    if (topic[0] == '\0')
+        return NULL;
+    const sl_kafka_cfg_t *k = &cfg->kafka;
+    const char *const internal[] = {k->topic_requests, k->topic_requests_batch, k->topic_jobs,
+                                    k->topic_dispatch, k->topic_usage,
+                                    strcmp(key, "results_topic") == 0 ? k->topic_stream
+                                                                      : k->topic_results};
+    if (!topic_name_ok(topic)) {
+        cfg_fail(c, "%s: %s \"%s\" is not a Kafka topic name (1 to 249 of A-Z a-z 0-9 . _ -)",
+                 where, key, topic);
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof internal / sizeof internal[0]; i++) {
+        if (internal[i] != NULL && strcmp(internal[i], topic) == 0)
+            cfg_fail(c, "%s: %s \"%s\" is already another of sluice's topics", where, key,
+                     topic);
+    }
+    return topic;
+}
+
+/* A tenant's result topics and result public key. */
+static void load_isolation(cfg_ctx_t *c, const sl_config_t *cfg, json_t *tj, const char *where,
+                           sl_tenant_cfg_t *t)
+{
+    t->results_topic = own_topic(c, cfg, tj, where, "results_topic");
+    t->stream_topic = own_topic(c, cfg, tj, where, "stream_topic");
+    if (t->results_topic != NULL && t->stream_topic != NULL &&
+        strcmp(t->results_topic, t->stream_topic) == 0)
+        cfg_fail(c, "%s: results_topic and stream_topic must differ", where);
+    const char *hex = cfg_get_str(c, tj, where, "result_public_key", "");
+    const char *file = cfg_get_str(c, tj, where, "result_public_key_file", "");
+    if (hex[0] != '\0' && file[0] != '\0') {
+        cfg_fail(c, "%s: give result_public_key or result_public_key_file, not both", where);
+    } else if (hex[0] != '\0') {
+        if (sl_hex_decode(hex, t->result_pk, sizeof t->result_pk) != SL_OK)
+            cfg_fail(c, "%s: result_public_key must be 64 hex digits (see `sluice keygen --box`)",
+                     where);
+        t->sealed = 1;
+    } else if (file[0] != '\0') {
+        char path[1024];
+        sl_resolve_path(file, path, sizeof path);
+        sl_err_t rc = sl_seal_read_key(path, t->result_pk);
+        if (rc != SL_OK)
+            cfg_fail(c, "%s: result_public_key_file \"%s\": %s", where, file,
+                     rc == SL_EIO ? "cannot read it" : "it must hold 64 hex digits");
+        t->sealed = 1;
+    }
+}
 
 void cfg_load_tenants(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
 {
     static const char *const keys[] = {"name",    "weight",  "tokens_per_min", "routes",
                                        "parent",  "buckets", "guarantee",      "max_in_flight",
-                                       "regions", NULL};
+                                       "regions", "results_topic",  "stream_topic",
+                                       "result_public_key", "result_public_key_file", NULL};
     size_t n = json_array_size(arr);
     cfg->tenants = calloc(n + 1, sizeof *cfg->tenants);
     if (cfg->tenants == NULL) {
@@ -57,6 +124,7 @@ void cfg_load_tenants(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
             cfg_fail(c, "%s: unknown parent scope \"%s\"", where, parent);
         cfg_resolve_names(c, cfg, tj, where, "routes", "route", sl_config_route, &t->routes,
                           &t->nroutes);
+        load_isolation(c, cfg, tj, where, t);
     }
     if (guarantees > 0.95)
         cfg_fail(c, "tenants: the guarantees add up to %.2f; at most 0.95 can be promised",

@@ -21,6 +21,7 @@ typedef struct {
     int64_t send_at_ms; /* not before this (ms since the epoch); 0 = at once */
     const char *deployment;
     const char *idempotency_key;
+    const char *tenant;    /* NULL: not written (an older scheduler's dispatch reads as NULL) */
     const json_t *request; /* when read: borrowed from the document */
 } sl_msg_dispatch_t;
 

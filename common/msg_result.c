@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "seal.h"
+
 #define NAME_TABLE(map, fn_name, type, count)                                                  \
     static const char *const fn_name##_names[] = {map(NAME_ENTRY_)};                           \
     const char *fn_name(type v)                                                                \
@@ -129,6 +131,10 @@ json_t *sl_msg_result_json(const sl_msg_result_t *r)
                                              "partition", r->source_partition, "offset",
                                              (json_int_t)r->source_offset));
     bad |= json_object_set_new(o, "error", r->error != NULL ? error_json(r->error) : json_null());
+    /* Sealed as it is built, so whatever is done to the message later (signing it, storing it
+     * in the outbox) is done to the sealed form. */
+    if (!bad && r->seal_pk != NULL)
+        bad = sl_seal_result(o, r->seal_pk) != SL_OK;
     if (bad) {
         json_decref(o);
         return NULL;

@@ -131,6 +131,9 @@ typedef struct {
     int64_t source_offset;
     int64_t finished_ms;
     const sl_msg_error_t *error; /* NULL = no error (null) */
+    /* The tenant's box public key (32 bytes, borrowed): the content (response, usage,
+     * metadata, the error's message) is sealed to it (common/seal.h); NULL = in the clear. */
+    const uint8_t *seal_pk;
 } sl_msg_result_t;
 
 /* Fills r with an empty result of the given status (no error, retry_after_ms -1 where used). */
@@ -146,7 +149,8 @@ void sl_msg_result_rejected(sl_msg_result_t *r, sl_msg_error_t *e, const char *j
                             const char *idem, const char *tenant, sl_errtype_t type,
                             sl_reason_t reason, const char *message, int64_t now_ms);
 
-/* The result as a JSON object (caller owns the reference); NULL when out of memory. */
+/* The result as a JSON object (caller owns the reference), sealed when r->seal_pk is set; NULL
+ * when out of memory. */
 json_t *sl_msg_result_json(const sl_msg_result_t *r);
 
 #endif

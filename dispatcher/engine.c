@@ -23,6 +23,7 @@
 #include "log.h"
 #include "msg_dispatch.h"
 #include "ratelimit.h"
+#include "seal.h"
 #include "stream.h"
 #include "util.h"
 
@@ -68,6 +69,7 @@ typedef struct call {
     char inflight_key[ATTEMPT_KEY_LEN];
     int attempt;
     int deployment;
+    int tenant;        /* the dispatch's tenant (index into the config), or -1 */
     int64_t issued_ms; /* when the scheduler issued the dispatch */
     int64_t started_ms;
     double started_mono_ms;
@@ -89,7 +91,7 @@ struct sl_engine {
     void *emit_arg;
     sl_engine_timing_fn timing;
     void *timing_arg;
-    sl_engine_emit_fn chunk;
+    sl_engine_chunk_fn chunk;
     void *chunk_arg;
     CURLM *multi;
     dep_rt_t *deps;
@@ -202,7 +204,7 @@ void sl_engine_on_timing(sl_engine_t *e, sl_engine_timing_fn fn, void *arg)
     e->timing_arg = arg;
 }
 
-void sl_engine_on_chunk(sl_engine_t *e, sl_engine_emit_fn fn, void *arg)
+void sl_engine_on_chunk(sl_engine_t *e, sl_engine_chunk_fn fn, void *arg)
 {
     e->chunk = fn;
     e->chunk_arg = arg;
@@ -337,13 +339,23 @@ static void on_chunk(const json_t *chunk, void *arg)
     e->st.chunks++;
     if (e->chunk == NULL)
         return;
-    char *value = json_dumps(chunk, JSON_COMPACT);
+    /* A tenant whose results are sealed gets its chunks sealed too: they carry the answer. A
+     * chunk that cannot be sealed is not sent in the clear. */
+    const uint8_t *pk = sl_config_seal_key(e->cfg, c->tenant);
+    json_t *sealed = pk != NULL ? json_deep_copy(chunk) : NULL;
+    if (pk != NULL && (sealed == NULL || sl_seal_chunk(sealed, pk) != SL_OK)) {
+        sl_error("cannot seal a stream chunk for job %s; not sent", c->job_id);
+        json_decref(sealed);
+        return;
+    }
+    char *value = json_dumps(sealed != NULL ? sealed : chunk, JSON_COMPACT);
+    json_decref(sealed);
     if (value == NULL) {
         sl_error("out of memory serialising a stream chunk for job %s", c->job_id);
         return;
     }
     scrub_key(e, c->deployment, value);
-    e->chunk(c->job_id, value, e->chunk_arg);
+    e->chunk(sl_config_stream_topic(e->cfg, c->tenant), c->job_id, value, e->chunk_arg);
     free(value);
 }
 
@@ -654,6 +666,7 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const c
     snprintf(c->inflight_key, sizeof c->inflight_key, "%s", key);
     c->attempt = attempt;
     c->deployment = d;
+    c->tenant = msg.tenant != NULL ? sl_config_tenant(e->cfg, msg.tenant) : -1;
     c->issued_ms = issued;
     c->started_ms = now_ms;
     const json_t *request = msg.request;

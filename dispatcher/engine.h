@@ -22,6 +22,11 @@ typedef struct sl_engine sl_engine_t;
 /* Receives each usage event: key (job id) and value (JSON), both valid only during the call. */
 typedef void (*sl_engine_emit_fn)(const char *key, const char *value, void *arg);
 
+/* Receives each stream chunk: the topic it belongs on (its tenant's stream_topic, else the
+ * shared one), key (job id) and value (JSON), all valid only during the call. */
+typedef void (*sl_engine_chunk_fn)(const char *topic, const char *key, const char *value,
+                                   void *arg);
+
 /* Creates an engine. verifier is borrowed; NULL accepts unsigned messages (tests only).
  * Credentials are resolved once here from each deployment's api_key_env / api_key_file. */
 sl_err_t sl_engine_new(const sl_config_t *cfg, const sl_verifier_t *verifier,
@@ -47,12 +52,13 @@ typedef void (*sl_engine_timing_fn)(const sl_engine_timing_t *timing, void *arg)
 /* Sets (fn NULL: clears) the timing callback; arg is passed to it. */
 void sl_engine_on_timing(sl_engine_t *e, sl_engine_timing_fn fn, void *arg);
 
-/* Sets (fn NULL: clears) the receiver of stream chunks: key (job id) and value (a chunk message,
- * schema/stream.json), both valid only during the call. Called from sl_engine_run the moment a
+/* Sets (fn NULL: clears) the receiver of stream chunks: topic, key (job id) and value (a chunk
+ * message, schema/stream.json; its content sealed when the job's tenant has a result public
+ * key), all valid only during the call. Called from sl_engine_run the moment a
  * provider event has been parsed, so a consumer sees each chunk without waiting for the call to
  * end. Every attempt of a streamed request that was not refused ("not_sent") and that
  * sl_engine_submit took ends with one chunk whose done is true, whatever happened. */
-void sl_engine_on_chunk(sl_engine_t *e, sl_engine_emit_fn fn, void *arg);
+void sl_engine_on_chunk(sl_engine_t *e, sl_engine_chunk_fn fn, void *arg);
 
 /* The oldest a dispatch may be when it reaches the dispatcher, whatever the deployment's limits:
  * with per-minute limits the stale cutoff is shorter (sl_capacity_dispatch_max_age_ms); without

@@ -86,6 +86,14 @@ static void emit_chunk(const char *key, const char *value, void *arg)
     sl_kafka_produce(ctx->prod, ctx->topic, key, value, strlen(value), NULL, NULL);
 }
 
+/* A stream chunk goes to the topic the engine names: its tenant's stream topic, or the shared
+ * one. */
+static void emit_stream_chunk(const char *topic, const char *key, const char *value, void *arg)
+{
+    chunk_ctx_t *ctx = arg;
+    sl_kafka_produce(ctx->prod, topic, key, value, strlen(value), NULL, NULL);
+}
+
 /* At most this many dispatch messages are taken (and committed) at once. */
 enum { TAKE_MAX = 256 };
 
@@ -310,7 +318,7 @@ int main(int argc, char **argv)
     }
     sl_engine_on_timing(engine, on_timing, &ctx);
     chunk_ctx_t chunks = {stream_prod, cfg->kafka.topic_stream};
-    sl_engine_on_chunk(engine, emit_chunk, &chunks);
+    sl_engine_on_chunk(engine, emit_stream_chunk, &chunks);
     /* Learn the stream topic's partitions and leaders now, so the first chunk of the first
      * stream does not wait for a metadata round trip. Holding the handle keeps them fresh. */
     rd_kafka_topic_t *stream_topic = rd_kafka_topic_new(stream_prod, cfg->kafka.topic_stream, NULL);

@@ -107,10 +107,15 @@ static sl_err_t reject(sl_ingest_t *ing, sl_ingest_out_t *out, const sl_ingest_s
         r.source_partition = (int)src->partition;
         r.source_offset = src->offset;
     }
+    /* A rejection of a known tenant's request goes where its results go, sealed like them;
+     * one that names no tenant (malformed, unknown key) has only the shared topic. */
+    int t = tenant != NULL ? sl_config_tenant(ing->cfg, tenant) : -1;
+    r.seal_pk = sl_config_seal_key(ing->cfg, t);
     json_t *res = sl_msg_result_json(&r);
     if (res == NULL)
         return SL_ENOMEM;
-    sl_err_t rc = fill_out(out, SL_INGEST_REJECT, ing->cfg->kafka.topic_results, job_id, res);
+    sl_err_t rc =
+        fill_out(out, SL_INGEST_REJECT, sl_config_results_topic(ing->cfg, t), job_id, res);
     out->reason = rc == SL_OK ? sl_reason_name(reason) : NULL;
     json_decref(res);
     return rc;

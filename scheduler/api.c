@@ -404,12 +404,20 @@ static void answer_tenant(ctx_t *c, int t, int buckets)
     free(ti);
 }
 
+/* The answer for a job id the caller may not see or that does not exist. A partner gets the
+ * same status and body for both, so it cannot learn whether another tenant has a job of that
+ * id; an operator sees every job, so a 403 for it would be a bug. */
+static void no_job(ctx_t *c, const char *job_id)
+{
+    fail(c, 404, "not_found", "no job %s (finished jobs are kept in the store)", job_id);
+}
+
 static void get_job(ctx_t *c, const char *job_id)
 {
     sl_sched_job_info_t ji;
     if (sl_sched_job_info(c->s, job_id, c->now, &ji)) {
         if (ji.tenant < 0 ? !is_admin(c) : !sees_tenant(c, ji.tenant)) {
-            fail(c, 403, "forbidden", "job %s belongs to another tenant", job_id);
+            no_job(c, job_id);
             return;
         }
         json_t *o = json_object();
@@ -441,7 +449,7 @@ static void get_job(ctx_t *c, const char *job_id)
     sl_store_job_info_t si;
     sl_err_t rc = sl_store_job_lookup(c->api->store, job_id, &si);
     if (rc == SL_ENOTFOUND) {
-        fail(c, 404, "not_found", "no job %s (finished jobs are kept in the store)", job_id);
+        no_job(c, job_id);
         return;
     }
     if (rc != SL_OK) {
@@ -450,7 +458,7 @@ static void get_job(ctx_t *c, const char *job_id)
     }
     int t = sl_config_tenant(c->cfg, si.tenant);
     if (t < 0 ? !is_admin(c) : !sees_tenant(c, t)) {
-        fail(c, 403, "forbidden", "job %s belongs to another tenant", job_id);
+        no_job(c, job_id);
         sl_store_job_info_free(&si);
         return;
     }

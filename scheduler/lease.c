@@ -23,7 +23,8 @@ static sl_err_t build_dispatch(sl_sched_t *s, const job_t *j, int64_t issued_ms,
                              .issued_ms = issued_ms,
                              .send_at_ms = send_at_ms,
                              .deployment = s->cfg->deployments[j->deployment].name,
-                             .idempotency_key = j->idem};
+                             .idempotency_key = j->idem,
+                             .tenant = s->cfg->tenants[j->tenant].name};
     return sl_msg_dispatch_build(&msg, request_json, value);
 }
 

@@ -3,6 +3,7 @@
  */
 #include "outbox.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,16 +40,27 @@ sl_err_t sl_outbox_emit(sl_sched_t *s, sl_msg_kind_t kind, const char *topic, co
     return SL_OK;
 }
 
+/* The topic of a result: its tenant's (read from the result itself, which every writer fills),
+ * else the shared one. */
+static const char *result_topic(const sl_sched_t *s, const char *result_json)
+{
+    json_t *doc = json_loads(result_json, 0, NULL);
+    const char *name = json_string_value(json_object_get(doc, "tenant"));
+    int tenant = name != NULL ? sl_config_tenant(s->cfg, name) : -1;
+    json_decref(doc);
+    return sl_config_results_topic(s->cfg, tenant);
+}
+
 sl_err_t sl_outbox_resend(sl_sched_t *s, const char *job_id, char *result_json, int64_t now_ms)
 {
     int64_t seq = 0;
-    sl_err_t rc = sl_store_outbox_add(s->store, s->cfg->kafka.topic_results, job_id, result_json,
-                                      now_ms, &seq);
+    const char *topic = result_topic(s, result_json);
+    sl_err_t rc = sl_store_outbox_add(s->store, topic, job_id, result_json, now_ms, &seq);
     if (rc != SL_OK) {
         free(result_json);
         return rc;
     }
-    return sl_outbox_emit(s, SL_MSG_RESULT, s->cfg->kafka.topic_results, job_id, result_json, seq);
+    return sl_outbox_emit(s, SL_MSG_RESULT, topic, job_id, result_json, seq);
 }
 
 int sl_sched_take(sl_sched_t *s, sl_sched_msg_t **msgs)

@@ -40,6 +40,11 @@ sl_err_t sl_outcome_finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t 
     sl_msg_result_init(&r, j->id, o->status);
     r.idempotency_key = j->idem ? j->idem : j->id;
     r.tenant = j->orphan_tenant ? j->orphan_tenant : cfg->tenants[j->tenant].name;
+    /* A job of a tenant the config no longer knows goes to the shared topic, in the clear:
+     * there is no key or topic of its own left to use. */
+    int tenant = j->orphan_tenant ? -1 : j->tenant;
+    const char *topic = sl_config_results_topic(cfg, tenant);
+    r.seal_pk = sl_config_seal_key(cfg, tenant);
     r.route = j->orphan_route ? j->orphan_route
                               : cfg->routes[j->home_route >= 0 ? j->home_route : j->route].name;
     r.cls = sl_class_name((sl_class_t)j->cls);
@@ -73,8 +78,8 @@ sl_err_t sl_outcome_finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t 
         return SL_ENOMEM;
     const char *status = sl_status_name(o->status);
     int64_t seq = 0;
-    sl_err_t rc = sl_store_job_finish(s->store, j->id, status, value, cfg->kafka.topic_results,
-                                      now_ms, &seq);
+    /* The topic is stored with the outbox row, so a restart produces it to the same place. */
+    sl_err_t rc = sl_store_job_finish(s->store, j->id, status, value, topic, now_ms, &seq);
     if (rc != SL_OK) {
         free(value);
         return rc;
@@ -92,7 +97,7 @@ sl_err_t sl_outcome_finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t 
     sl_job_unplace(s, j);
     if (sl_hmap_get(s->jobs, j->id) == j)
         sl_hmap_del(s->jobs, j->id);
-    rc = sl_outbox_emit(s, SL_MSG_RESULT, cfg->kafka.topic_results, j->id, value, seq);
+    rc = sl_outbox_emit(s, SL_MSG_RESULT, topic, j->id, value, seq);
     sl_job_free(j);
     return rc;
 }

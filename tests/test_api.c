@@ -340,7 +340,63 @@ START_TEST(jobs_are_found_and_scoped)
     ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "queued");
     ck_assert_str_eq(json_string_value(json_object_get(doc, "tenant")), "acme");
     json_decref(doc);
-    ck_assert_int_eq(status_of(&e, "GET", "/v1/jobs/job-1", GX, NULL), 403);
+    ck_assert_int_eq(status_of(&e, "GET", "/v1/jobs/job-1", GX, NULL), 404);
+    env_done(&e);
+}
+END_TEST
+
+/* The answer's body with the job id (the one thing the caller chose) taken out of the text. */
+static char *body_without(json_t *doc, const char *job_id)
+{
+    char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+    ck_assert_ptr_nonnull(text);
+    char *at = strstr(text, job_id);
+    if (at != NULL)
+        memmove(at, at + strlen(job_id), strlen(at + strlen(job_id)) + 1);
+    return text;
+}
+
+/* The partner contract: no view of another tenant's state, not even whether a job id is one of
+ * its jobs. A partner asking for another tenant's job (queued, then finished) gets exactly what
+ * it gets for a job id that does not exist. */
+START_TEST(partner_cannot_tell_another_tenants_job_from_none)
+{
+    env_t e;
+    env_init(&e);
+    const char *job = "{\"v\":1,\"job_id\":\"job-acme\",\"idempotency_key\":\"i-1\","
+                      "\"tenant\":\"acme\",\"app\":\"a\",\"env\":\"prod\",\"key_id\":\"k1\","
+                      "\"route\":\"chat\",\"class\":\"standard\",\"submitted_ms\":1000000000,"
+                      "\"deadline_ms\":1000600000,\"estimate\":{\"input\":10,\"output\":10,"
+                      "\"total\":20},\"request\":{\"model\":\"chat\",\"messages\":[{\"role\":"
+                      "\"user\",\"content\":\"hi\"}],\"max_tokens\":10}}";
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    ck_assert_int_eq(sl_sched_on_job(e.sched, job, strlen(job), T0), SL_OK);
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    for (int round = 0; round < 2; round++) {
+        int st_other, st_none;
+        json_t *other = call(&e, "GET", "/v1/jobs/job-acme", GX, NULL, &st_other);
+        json_t *none = call(&e, "GET", "/v1/jobs/job-none", GX, NULL, &st_none);
+        ck_assert_int_eq(st_other, st_none);
+        ck_assert_int_eq(st_none, 404);
+        char *a = body_without(other, "job-acme");
+        char *b = body_without(none, "job-none");
+        ck_assert_str_eq(a, b);
+        free(a);
+        free(b);
+        json_decref(other);
+        json_decref(none);
+        if (round == 0) {
+            /* Finished: the job is then only in the store, read by another path. */
+            const char *cancel = "{\"v\":1,\"type\":\"cancel\",\"job_id\":\"job-acme\","
+                                 "\"idempotency_key\":\"i-1\",\"tenant\":\"acme\","
+                                 "\"requested_ms\":1000000010}";
+            ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+            sl_err_t rc = sl_sched_on_job(e.sched, cancel, strlen(cancel), T0 + 10);
+            ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+            ck_assert_int_eq(rc, SL_OK);
+            ck_assert_int_eq(status_of(&e, "GET", "/v1/jobs/job-acme", OPS, NULL), 200);
+        }
+    }
     env_done(&e);
 }
 END_TEST
@@ -460,6 +516,7 @@ static Suite *api_suite(void)
     tcase_add_test(tc, partner_sees_only_its_tenants);
     tcase_add_test(tc, changes_are_validated_and_applied);
     tcase_add_test(tc, jobs_are_found_and_scoped);
+    tcase_add_test(tc, partner_cannot_tell_another_tenants_job_from_none);
     tcase_add_test(tc, http_server_hands_requests_to_the_loop);
     suite_add_tcase(s, tc);
     return s;

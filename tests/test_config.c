@@ -699,6 +699,80 @@ START_TEST(duplicate_route_names_are_refused)
 }
 END_TEST
 
+/* ---- Per-tenant result topics and sealed results ---------------------------------------- */
+
+START_TEST(tenant_topics_and_result_key_are_read)
+{
+    json_t *root = example();
+    json_t *acme = at(root, "tenants", 0);
+    json_object_set_new(acme, "results_topic", json_string("sluice.results.acme"));
+    json_object_set_new(acme, "stream_topic", json_string("sluice.stream.acme"));
+    json_object_set_new(acme, "result_public_key",
+                        json_string("00112233445566778899aabbccddeeff"
+                                    "00112233445566778899aabbccddeeff"));
+    char keyfile[] = "/tmp/sluice-test-boxkey-XXXXXX";
+    int fd = mkstemp(keyfile);
+    ck_assert_int_ge(fd, 0);
+    const char *hex = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100\n";
+    ck_assert_int_eq(write(fd, hex, strlen(hex)), (ssize_t)strlen(hex));
+    close(fd);
+    json_object_set_new(at(root, "tenants", 1), "result_public_key_file", json_string(keyfile));
+    char err[512];
+    sl_config_t *cfg = NULL;
+    ck_assert_msg(load_doc(root, &cfg, err, sizeof err) == SL_OK, "%s", err);
+    unlink(keyfile);
+    int a = sl_config_tenant(cfg, "acme"), g = sl_config_tenant(cfg, "globex");
+    ck_assert_str_eq(sl_config_results_topic(cfg, a), "sluice.results.acme");
+    ck_assert_str_eq(sl_config_stream_topic(cfg, a), "sluice.stream.acme");
+    ck_assert_str_eq(sl_config_results_topic(cfg, g), "sluice.results");
+    ck_assert_str_eq(sl_config_stream_topic(cfg, g), "sluice.stream");
+    ck_assert_str_eq(sl_config_results_topic(cfg, -1), "sluice.results");
+    ck_assert_ptr_nonnull(sl_config_seal_key(cfg, a));
+    ck_assert_int_eq(sl_config_seal_key(cfg, a)[1], 0x11);
+    ck_assert_ptr_nonnull(sl_config_seal_key(cfg, g));
+    ck_assert_int_eq(sl_config_seal_key(cfg, g)[0], 0xff);
+    ck_assert_ptr_null(sl_config_seal_key(cfg, -1));
+    sl_config_free(cfg);
+
+    cfg = load_ok(EXAMPLE);
+    ck_assert_ptr_null(sl_config_seal_key(cfg, 0));
+    ck_assert_ptr_null(cfg->tenants[0].results_topic);
+    sl_config_free(cfg);
+}
+END_TEST
+
+/* Sets tenant 0's key to value (a string) and expects the load to fail naming both needles. */
+static void expect_tenant_error(const char *key, const char *value, const char *needle)
+{
+    json_t *root = example();
+    json_object_set_new(at(root, "tenants", 0), key, json_string(value));
+    expect_config_error(root, "tenants[0]", needle);
+}
+
+START_TEST(bad_tenant_topics_and_keys_are_refused)
+{
+    expect_tenant_error("results_topic", "no spaces allowed", "not a Kafka topic name");
+    expect_tenant_error("results_topic", "sluice.jobs", "another of sluice's topics");
+    expect_tenant_error("results_topic", "sluice.stream", "another of sluice's topics");
+    expect_tenant_error("stream_topic", "sluice.results", "another of sluice's topics");
+    expect_tenant_error("stream_topic", "sluice.usage", "another of sluice's topics");
+    expect_tenant_error("result_public_key", "abcd", "64 hex digits");
+    expect_tenant_error("result_public_key_file", "/nonexistent/box.pub", "cannot read");
+
+    json_t *root = example();
+    json_object_set_new(at(root, "tenants", 0), "results_topic", json_string("t.acme"));
+    json_object_set_new(at(root, "tenants", 0), "stream_topic", json_string("t.acme"));
+    expect_config_error(root, "tenants[0]", "must differ");
+
+    root = example();
+    json_object_set_new(at(root, "tenants", 0), "result_public_key",
+                        json_string("00112233445566778899aabbccddeeff"
+                                    "00112233445566778899aabbccddeeff"));
+    json_object_set_new(at(root, "tenants", 0), "result_public_key_file", json_string("x.pub"));
+    expect_config_error(root, "tenants[0]", "not both");
+}
+END_TEST
+
 START_TEST(duplicate_tenant_names_are_refused)
 {
     json_t *root = example();
@@ -947,6 +1021,8 @@ static Suite *config_suite(void)
     tcase_add_test(bad, duplicate_deployment_names_are_refused);
     tcase_add_test(bad, duplicate_route_names_are_refused);
     tcase_add_test(bad, duplicate_tenant_names_are_refused);
+    tcase_add_test(bad, tenant_topics_and_result_key_are_read);
+    tcase_add_test(bad, bad_tenant_topics_and_keys_are_refused);
     tcase_add_test(bad, duplicate_key_ids_are_refused);
     tcase_add_test(bad, duplicate_key_hashes_are_refused);
     tcase_add_test(bad, missing_file_is_an_io_error);

@@ -212,9 +212,10 @@ static void on_event(const char *key, const char *value, void *arg)
 }
 
 /* Keeps a stream chunk, checked against schema/stream.json. */
-static void on_chunk(const char *key, const char *value, void *arg)
+static void on_chunk(const char *topic, const char *key, const char *value, void *arg)
 {
     (void)arg;
+    ck_assert_str_eq(topic, env.cfg->kafka.topic_stream);
     double now = sl_mono_ms();
     ck_assert_int_lt(env.nchunks, MAX_EVENTS);
     event_t *ch = &env.chunks[env.nchunks++];

@@ -8,13 +8,17 @@
  */
 #include <check.h>
 #include <jansson.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/config.h"
 #include "../common/jsonschema.h"
+#include "../common/seal.h"
 #include "../common/sign.h"
+#include "../common/util.h"
 #include "../ingest/ingest.h"
 
 #define EXAMPLE "examples/sluice.json"
@@ -977,6 +981,82 @@ START_TEST(bad_cancel_requests_are_rejected)
 }
 END_TEST
 
+/* ---- Per-tenant results topics and sealed rejections ------------------------------------- */
+
+static uint8_t acme_pk[32], acme_sk[32];
+
+/* The example config with acme's results on a topic of its own, sealed to a fresh key. */
+static void setup_isolated(void)
+{
+    ck_assert_int_ge(sodium_init(), 0);
+    crypto_box_keypair(acme_pk, acme_sk);
+    char hex[65];
+    sl_hex_encode(acme_pk, sizeof acme_pk, hex);
+    json_error_t jerr;
+    json_t *root = json_load_file(EXAMPLE, 0, &jerr);
+    ck_assert_ptr_nonnull(root);
+    json_t *acme = json_array_get(json_object_get(root, "tenants"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(acme, "name")), "acme");
+    json_object_set_new(acme, "results_topic", json_string("sluice.results.acme"));
+    json_object_set_new(acme, "result_public_key", json_string(hex));
+    char path[] = "/tmp/sluice-test-ingest-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(json_dump_file(root, path, 0), 0);
+    json_decref(root);
+    open_with(path);
+    unlink(path);
+}
+
+/* A rejection of acme's request goes to acme's topic with its message sealed; one of globex's
+ * (no topic or key of its own) and one that names no tenant go to the shared topic in the
+ * clear; acme's valid job still goes to the jobs topic. */
+START_TEST(rejections_go_to_their_tenants_topic_sealed)
+{
+    sl_ingest_out_t out;
+    json_t *res = process("{'idempotency_key':'r-1','api_key':'" ACME_KEY "','route':"
+                          "'no-such-route','request':{'messages':[{'role':'user','content':"
+                          "'hi'}]}}",
+                          &out);
+    ck_assert_int_eq(out.kind, SL_INGEST_REJECT);
+    ck_assert_str_eq(out.topic, "sluice.results.acme");
+    char why[512] = "";
+    ck_assert_msg(sl_schema_validate(result_schema, res, why, sizeof why) == SL_OK, "%s", why);
+    ck_assert_ptr_null(strstr(out.value, "no-such-route"));
+    ck_assert_str_eq(str(json_object_get(res, "error"), "reason"), "unknown_route");
+    ck_assert_str_eq(str(json_object_get(res, "error"), "message"), "");
+    ck_assert_int_eq(sl_seal_open(res, acme_pk, acme_sk), SL_OK);
+    ck_assert_ptr_nonnull(strstr(str(json_object_get(res, "error"), "message"), "no-such-route"));
+    json_decref(res);
+    sl_ingest_out_clear(&out);
+
+    res = process("{'idempotency_key':'r-2','api_key':'" GLOBEX_KEY "','route':"
+                  "'no-such-route','request':{'messages':[{'role':'user','content':'hi'}]}}",
+                  &out);
+    ck_assert_str_eq(out.topic, "sluice.results");
+    ck_assert(!sl_seal_is_sealed(res));
+    json_decref(res);
+    sl_ingest_out_clear(&out);
+
+    res = process("{'idempotency_key':'r-3','api_key':'sk-nobody-0000000','route':"
+                  "'chat-small','request':{'messages':[{'role':'user','content':'hi'}]}}",
+                  &out);
+    ck_assert_str_eq(str(json_object_get(res, "error"), "reason"), "unknown_api_key");
+    ck_assert_str_eq(out.topic, "sluice.results");
+    json_decref(res);
+    sl_ingest_out_clear(&out);
+
+    res = process("{'idempotency_key':'r-4','api_key':'" ACME_KEY "','route':'chat-small',"
+                  "'request':{'messages':[{'role':'user','content':'hi'}]}}",
+                  &out);
+    ck_assert_int_eq(out.kind, SL_INGEST_JOB);
+    ck_assert_str_eq(out.topic, cfg->kafka.topic_jobs);
+    json_decref(res);
+    sl_ingest_out_clear(&out);
+}
+END_TEST
+
 static Suite *ingest_suite(void)
 {
     Suite *s = suite_create("ingest");
@@ -1017,6 +1097,11 @@ static Suite *ingest_suite(void)
     tcase_add_test(rej, rejection_is_finished_at_the_time_of_processing);
     tcase_add_test(rej, rejections_of_unidentified_messages_get_distinct_ids);
     suite_add_tcase(s, rej);
+
+    TCase *isolated = tcase_create("isolated-config");
+    tcase_add_checked_fixture(isolated, setup_isolated, teardown);
+    tcase_add_test(isolated, rejections_go_to_their_tenants_topic_sealed);
+    suite_add_tcase(s, isolated);
 
     TCase *limits = tcase_create("provider-limits-config");
     tcase_add_checked_fixture(limits, setup_provider_limits, teardown);

@@ -1,6 +1,7 @@
 /* test_msg.c - the message modules (common/msg_*.h): what each builds is valid against its
  * schema in schema/, reads back to what was built, and the names of every enum round-trip. */
 #include <check.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 #include "../common/msg_result.h"
 #include "../common/msg_usage.h"
 #include "../common/jsonschema.h"
+#include "../common/seal.h"
 
 static void assert_valid(const char *schema_path, const json_t *doc)
 {
@@ -121,9 +123,20 @@ START_TEST(dispatch_builds_valid_around_the_stored_body)
     assert_valid("schema/dispatch.json", doc);
     ck_assert_int_eq(sl_msg_dispatch_read(doc, &out), SL_OK);
     ck_assert_int_eq(out.send_at_ms, 1020);
+    ck_assert_ptr_null(out.tenant); /* none written: none read */
     free(text);
     json_decref(doc);
     in.send_at_ms = 0;
+    /* The tenant, which decides where the job's stream chunks go and whether they are sealed. */
+    in.tenant = "acme \"eu\"";
+    ck_assert_int_eq(sl_msg_dispatch_build(&in, body, &text), SL_OK);
+    doc = json_loads(text, 0, NULL);
+    assert_valid("schema/dispatch.json", doc);
+    ck_assert_int_eq(sl_msg_dispatch_read(doc, &out), SL_OK);
+    ck_assert_str_eq(out.tenant, "acme \"eu\"");
+    free(text);
+    json_decref(doc);
+    in.tenant = NULL;
     /* An id that would need escaping is refused rather than written raw. */
     in.job_id = "bad\"id";
     text = NULL;
@@ -234,6 +247,98 @@ START_TEST(result_builds_valid_for_a_rejection_and_a_success)
 }
 END_TEST
 
+/* A result sealed to its tenant's key: valid against the schema, its answer text, usage,
+ * metadata and error message nowhere in the bytes a shared reader sees (ids, status and
+ * reason are), opened back whole with the key pair and not at all with another. */
+START_TEST(result_sealed_to_its_tenant_opens_only_with_its_key)
+{
+    ck_assert_int_ge(sodium_init(), 0);
+    uint8_t pk[32], sk[32], other_pk[32], other_sk[32];
+    crypto_box_keypair(pk, sk);
+    crypto_box_keypair(other_pk, other_sk);
+    json_t *response = json_pack("{s:[{s:{s:s}}]}", "choices", "message", "content",
+                                 "the secret answer text");
+    json_t *usage = json_pack("{s:i, s:i, s:i}", "input", 11, "output", 64, "cached", 0);
+    json_t *meta = json_pack("{s:s}", "customer", "secret-customer-id");
+    sl_msg_error_t e;
+    sl_msg_error_init(&e, SL_ERRTYPE_PROVIDER, SL_REASON_PROVIDER_BAD_REQUEST,
+                      SL_DECISION_ADMITTED_PROVIDER_REJECTED, "provider said: secret prompt");
+    sl_msg_result_t r;
+    sl_msg_result_init(&r, "j-sealed", SL_STATUS_FAILED);
+    r.tenant = "acme";
+    r.response = response;
+    r.usage = usage;
+    r.metadata = meta;
+    r.error = &e;
+    r.seal_pk = pk;
+    json_t *doc = sl_msg_result_json(&r);
+    ck_assert_ptr_nonnull(doc);
+    assert_valid("schema/result.json", doc);
+    ck_assert(sl_seal_is_sealed(doc));
+    char *wire = json_dumps(doc, JSON_COMPACT);
+    ck_assert_ptr_null(strstr(wire, "secret"));
+    ck_assert_ptr_null(strstr(wire, "\"output\""));
+    ck_assert_ptr_nonnull(strstr(wire, "\"j-sealed\""));
+    ck_assert_ptr_nonnull(strstr(wire, "provider_bad_request"));
+    ck_assert(json_is_null(json_object_get(doc, "response")));
+    ck_assert(json_is_null(json_object_get(doc, "usage")));
+
+    ck_assert_int_eq(sl_seal_open(doc, other_pk, other_sk), SL_ECRYPTO);
+    char *after = json_dumps(doc, JSON_COMPACT);
+    ck_assert_str_eq(after, wire); /* a failed open leaves the result as it was */
+    free(after);
+    free(wire);
+
+    ck_assert_int_eq(sl_seal_open(doc, pk, sk), SL_OK);
+    ck_assert(!sl_seal_is_sealed(doc));
+    ck_assert(json_equal(json_object_get(doc, "response"), response));
+    ck_assert(json_equal(json_object_get(doc, "usage"), usage));
+    ck_assert(json_equal(json_object_get(doc, "metadata"), meta));
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(doc, "error"), "message")),
+                     "provider said: secret prompt");
+    assert_valid("schema/result.json", doc);
+    ck_assert_int_eq(sl_seal_open(doc, pk, sk), SL_ENOTFOUND);
+    json_decref(doc);
+
+    /* Without a key nothing is sealed. */
+    r.seal_pk = NULL;
+    doc = sl_msg_result_json(&r);
+    ck_assert(!sl_seal_is_sealed(doc));
+    ck_assert(json_equal(json_object_get(doc, "response"), response));
+    json_decref(doc);
+    json_decref(response);
+    json_decref(usage);
+    json_decref(meta);
+}
+END_TEST
+
+/* A stream chunk's text, tool calls and usage are sealed; its ids and seq stay readable. */
+START_TEST(chunk_members_are_sealed_and_opened)
+{
+    ck_assert_int_ge(sodium_init(), 0);
+    uint8_t pk[32], sk[32];
+    crypto_box_keypair(pk, sk);
+    json_t *c = json_pack("{s:i, s:s, s:i, s:s, s:i, s:s, s:n, s:b, s:n, s:I}", "v", 1, "job_id",
+                          "j1", "attempt", 1, "reservation_id", "r1", "seq", 0, "delta",
+                          "secret words", "finish_reason", "done", 0, "usage", "ts_ms",
+                          (json_int_t)5);
+    json_object_set_new(c, "tool_calls", json_pack("[{s:i, s:{s:s}}]", "index", 0, "function",
+                                                   "arguments", "{\\\"q\\\":\\\"secret\\\"}"));
+    ck_assert_int_eq(sl_seal_chunk(c, pk), SL_OK);
+    ck_assert_ptr_null(json_object_get(c, "tool_calls"));
+    assert_valid("schema/stream.json", c);
+    char *wire = json_dumps(c, JSON_COMPACT);
+    ck_assert_ptr_null(strstr(wire, "secret"));
+    free(wire);
+    ck_assert_int_eq(sl_seal_open(c, pk, sk), SL_OK);
+    ck_assert_str_eq(json_string_value(json_object_get(c, "delta")), "secret words");
+    ck_assert(json_is_null(json_object_get(c, "usage")));
+    ck_assert_int_eq(json_array_size(json_object_get(c, "tool_calls")), 1);
+    assert_valid("schema/stream.json", c);
+    json_decref(c);
+}
+END_TEST
+
 START_TEST(every_name_round_trips)
 {
     for (int i = 0; i < SL_STATUS_COUNT_; i++)
@@ -260,6 +365,8 @@ static Suite *msg_suite(void)
     tcase_add_test(tc, dispatch_builds_valid_around_the_stored_body);
     tcase_add_test(tc, usage_builds_valid_and_reads_back);
     tcase_add_test(tc, result_builds_valid_for_a_rejection_and_a_success);
+    tcase_add_test(tc, result_sealed_to_its_tenant_opens_only_with_its_key);
+    tcase_add_test(tc, chunk_members_are_sealed_and_opened);
     tcase_add_test(tc, every_name_round_trips);
     suite_add_tcase(s, tc);
     return s;

@@ -4,6 +4,7 @@
 #include <check.h>
 #include <jansson.h>
 #include <math.h>
+#include <sodium.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,11 +13,67 @@
 
 #include "config.h"
 #include "jsonschema.h"
+#include "seal.h"
 #include "sign.h"
 #include "lib/sched_env.h"
 #include "util.h"
 
 /* ---- tests ------------------------------------------------------------------------------------ */
+
+/* A tenant with its own results topic and a result public key: its result goes to its topic,
+ * sealed (no answer text in the bytes), and the outbox row keeps that topic, so a restart and a
+ * resubmission produce it there again; another tenant's result stays on the shared topic, in
+ * the clear. */
+START_TEST(a_tenants_results_go_to_its_topic_sealed)
+{
+    ck_assert_int_ge(sodium_init(), 0);
+    uint8_t pk[32], sk[32];
+    crypto_box_keypair(pk, sk);
+    char hex[65], extra[256];
+    sl_hex_encode(pk, sizeof pk, hex);
+    snprintf(extra, sizeof extra,
+             ", 'results_topic': 'sluice.results.acme', 'result_public_key': '%s'", hex);
+    acme_extra = extra;
+    env_t e;
+    opts_t o = {"'dep-open'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    acme_extra = "";
+    feed_job(&e, "job-a", "acme", T0);
+    feed_job(&e, "job-g", "globex", T0);
+    batch_t b = step(&e, T0);
+    lease_t la = lease_of(find(&b, SL_MSG_DISPATCH, "job-a"), T0);
+    lease_t lg = lease_of(find(&b, SL_MSG_DISPATCH, "job-g"), T0);
+    batch_free(&b);
+    feed_usage(&e, "job-a", 1, la.res, la.dep, &OK_USAGE, T0 + 100);
+    feed_usage(&e, "job-g", 1, lg.res, lg.dep, &OK_USAGE, T0 + 100);
+    b = take(&e); /* take() checks each result's topic is its tenant's */
+    ck_assert_int_eq(b.n, 2);
+    for (int i = 0; i < b.n; i++) {
+        int acme = strcmp(b.m[i].key, "job-a") == 0;
+        ck_assert_str_eq(b.m[i].topic, acme ? "sluice.results.acme" : "sluice.results");
+        ck_assert_int_eq(strstr(b.m[i].value, "hi there") == NULL, acme);
+        ck_assert_int_eq(json_object_get(b.doc[i], "sealed") != NULL, acme);
+    }
+    json_t *ra = find(&b, SL_MSG_RESULT, "job-a");
+    ck_assert_str_eq(sget(ra, "status"), "succeeded");
+    ck_assert(json_is_null(json_object_get(ra, "usage")));
+    ck_assert_int_eq(sl_seal_open(ra, pk, sk), SL_OK);
+    ck_assert_int_eq(iget(json_object_get(ra, "usage"), "output"), 40);
+    batch_free(&b);
+    ck_assert_str_eq(peek_sql(&e, "SELECT topic FROM outbox WHERE msg_key = '%s'", "job-a"),
+                     "sluice.results.acme");
+    ck_assert_str_eq(peek_sql(&e, "SELECT topic FROM outbox WHERE msg_key = '%s'", "job-g"),
+                     "sluice.results");
+    /* Resubmitted after it finished: the stored (sealed) result again, to the tenant's topic. */
+    feed_job(&e, "job-a", "acme", T0 + 200);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 1);
+    ck_assert_str_eq(b.m[0].topic, "sluice.results.acme");
+    ck_assert(json_object_get(b.doc[0], "sealed") != NULL);
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
 
 START_TEST(job_is_dispatched_once_with_an_open_reservation)
 {
@@ -2585,6 +2642,7 @@ static Suite *sched_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, job_is_dispatched_once_with_an_open_reservation);
+    tcase_add_test(tc, a_tenants_results_go_to_its_topic_sealed);
     tcase_add_test(tc, capacity_is_the_bottleneck_and_no_window_exceeds_the_limits);
     tcase_add_test(tc, ok_usage_succeeds_with_usage_and_response_and_closes_the_reservation);
     tcase_add_test(tc, job_on_an_unlimited_path_is_dispatched_and_reconciled);

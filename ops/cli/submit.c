@@ -7,6 +7,11 @@
  *
  * `sluice results` and `sluice cancel`, the other commands that go through Kafka, are here too:
  * results reads the results topic with the consumer --follow uses.
+ *
+ * A tenant may have a results topic of its own and its results sealed to its box key
+ * (docs/topic-acls.md): both commands then read its topic (the tenant comes from --tenant or
+ * the API key) as well as the shared one, which carries the rejections of requests that name
+ * no tenant, and open sealed results with --secret-key.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -19,18 +24,23 @@
 #include "cli.h"
 #include "hmap.h"
 #include "kafka.h"
+#include "seal.h"
+#include "sign.h"
 #include "util.h"
 
 static const char submit_usage[] =
     "usage: sluice submit --file FILE|- [--api-key KEY] [--route NAME] [--class CLASS]\n"
-    "                     [--follow] [--out FILE] [--timeout SECONDS]\n"
+    "                     [--follow] [--out FILE] [--timeout SECONDS] [--secret-key FILE]\n"
     "\n"
     "Sends each line of FILE (JSON requests, one per line) to the requests topic, or those of\n"
     "class batch to the batch requests topic (ingest reads it after the other, so a backfill\n"
     "never delays interactive work). Flags fill fields a line does not set. With --follow, waits "
     "for every job's result, shows progress\n"
     "on a terminal and writes the results as JSONL to --out (default FILE.results.jsonl, or\n"
-    "stdout for -). Exit status: 0 all succeeded, 1 some failed or were rejected, 3 timeout.\n";
+    "stdout for -). Results are read from the API key's tenant's results topic when it has one\n"
+    "(and the shared one); results sealed to the tenant's key are opened with --secret-key\n"
+    "FILE (see `sluice keygen --box`).\n"
+    "Exit status: 0 all succeeded, 1 some failed or were rejected, 3 timeout.\n";
 
 void sl_cli_line_key(const char *run_id, long line, char *out, size_t cap)
 {
@@ -59,10 +69,97 @@ static void show_progress(const progress_t *p, double started_ms, int final)
     fflush(stderr);
 }
 
-/* Assigns every partition of the results topic at its current end, so --follow sees exactly the
- * results produced from now on (read before submitting: a fast job cannot slip past). */
-static rd_kafka_t *results_consumer(const sl_config_t *cfg, int from_beginning, char *err,
-                                    size_t errlen)
+/* Where a command reads results and how it opens sealed ones. */
+typedef struct {
+    const char *topics[2]; /* the tenant's own results topic (if any), then the shared one */
+    int ntopics;
+    int has_key;
+    uint8_t pk[SL_SEAL_KEY_BYTES], sk[SL_SEAL_KEY_BYTES];
+    const char *key_file;
+    int unopened; /* sealed results that could not be opened */
+} reader_t;
+
+/* Fills rd for the tenant named by tenant, else by api_key (either may be NULL), and the secret
+ * key in key_file (NULL: none). Returns 0, or 2 after saying what is wrong. */
+static int reader_init(reader_t *rd, const sl_config_t *cfg, const char *cmd, const char *tenant,
+                       const char *api_key, const char *key_file)
+{
+    memset(rd, 0, sizeof *rd);
+    int t = -1;
+    if (tenant != NULL) {
+        t = sl_config_tenant(cfg, tenant);
+        if (t < 0) {
+            fprintf(stderr, "%s: the config has no tenant %s\n", cmd, tenant);
+            return 2;
+        }
+    } else if (api_key != NULL && sl_crypto_init() == SL_OK) {
+        uint8_t hash[32];
+        sl_keyhash(api_key, strlen(api_key), hash);
+        int k = sl_config_key_by_hash(cfg, hash);
+        t = k >= 0 ? cfg->keys[k].tenant : -1;
+    }
+    const char *own = sl_config_results_topic(cfg, t);
+    rd->topics[rd->ntopics++] = own;
+    if (strcmp(own, cfg->kafka.topic_results) != 0)
+        rd->topics[rd->ntopics++] = cfg->kafka.topic_results;
+    if (key_file == NULL)
+        return 0;
+    if (sl_crypto_init() != SL_OK)
+        return 2;
+    sl_err_t rc = sl_seal_read_key(key_file, rd->sk);
+    if (rc != SL_OK) {
+        fprintf(stderr, "%s: --secret-key %s: %s\n", cmd, key_file,
+                rc == SL_EIO ? "cannot read it" : "it must hold 64 hex digits");
+        return 2;
+    }
+    sl_seal_public_of(rd->sk, rd->pk);
+    rd->has_key = 1;
+    rd->key_file = key_file;
+    if (t >= 0 && sl_config_seal_key(cfg, t) != NULL &&
+        memcmp(sl_config_seal_key(cfg, t), rd->pk, SL_SEAL_KEY_BYTES) != 0)
+        fprintf(stderr, "%s: warning: --secret-key %s is not the key of tenant %s's "
+                        "result_public_key\n",
+                cmd, key_file, cfg->tenants[t].name);
+    return 0;
+}
+
+/* Opens res when it is sealed; says why not on stderr (and counts it) when it cannot be. */
+static void reader_open(reader_t *rd, json_t *res, const char *cmd)
+{
+    if (!sl_seal_is_sealed(res))
+        return;
+    const char *id = json_string_value(json_object_get(res, "job_id"));
+    if (!rd->has_key) {
+        fprintf(stderr, "%s: the result of job %s is sealed to its tenant's key; give "
+                        "--secret-key FILE to read its response and usage\n",
+                cmd, id ? id : "?");
+        rd->unopened++;
+        return;
+    }
+    sl_err_t rc = sl_seal_open(res, rd->pk, rd->sk);
+    if (rc != SL_OK) {
+        fprintf(stderr, "%s: the result of job %s does not open with --secret-key %s (%s)\n",
+                cmd, id ? id : "?", rd->key_file,
+                rc == SL_ECRYPTO ? "it was sealed to another key" : "its sealed part is damaged");
+        rd->unopened++;
+    }
+}
+
+/* Writes res as one JSON line. */
+static void put_result(FILE *out, const json_t *res)
+{
+    char *text = json_dumps(res, JSON_COMPACT);
+    if (text != NULL) {
+        fputs(text, out);
+        fputc('\n', out);
+    }
+    free(text);
+}
+
+/* Assigns every partition of the reader's topics at their current end, so --follow sees exactly
+ * the results produced from now on (read before submitting: a fast job cannot slip past). */
+static rd_kafka_t *results_consumer(const sl_config_t *cfg, const reader_t *rdr,
+                                    int from_beginning, char *err, size_t errlen)
 {
     char group[64];
     char rnd[17];
@@ -72,32 +169,46 @@ static rd_kafka_t *results_consumer(const sl_config_t *cfg, int from_beginning, 
     if (sl_kafka_consumer_new(cfg, group, "sluice-cli", NULL, 0, NULL, &rk, err, errlen) !=
         SL_OK)
         return NULL;
-    const rd_kafka_metadata_t *md = NULL;
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, cfg->kafka.topic_results, NULL);
-    rd_kafka_resp_err_t kerr = rd_kafka_metadata(rk, 0, rkt, &md, 10000);
-    rd_kafka_topic_destroy(rkt);
-    if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR || md->topic_cnt != 1 ||
-        md->topics[0].partition_cnt == 0) {
-        snprintf(err, errlen, "cannot read metadata of %s: %s", cfg->kafka.topic_results,
-                 rd_kafka_err2str(kerr));
-        if (md != NULL)
-            rd_kafka_metadata_destroy(md);
-        sl_kafka_consumer_close(rk);
-        return NULL;
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(64);
+    for (int ti = 0; ti < rdr->ntopics; ti++) {
+        const char *topic = rdr->topics[ti];
+        const rd_kafka_metadata_t *md = NULL;
+        rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+        rd_kafka_resp_err_t kerr = rd_kafka_metadata(rk, 0, rkt, &md, 10000);
+        rd_kafka_topic_destroy(rkt);
+        if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR || md->topic_cnt != 1 ||
+            md->topics[0].partition_cnt == 0) {
+            const char *why = rd_kafka_err2str(kerr != RD_KAFKA_RESP_ERR_NO_ERROR
+                                                   ? kerr
+                                                   : md->topics[0].err);
+            if (md != NULL)
+                rd_kafka_metadata_destroy(md);
+            /* A tenant with a topic of its own may well be denied the shared one by ACLs
+             * (docs/topic-acls.md): then only the rejections that name no tenant are missed. */
+            if (ti > 0) {
+                fprintf(stderr, "sluice: not reading %s (%s); results of requests that name no "
+                                "tenant are there\n",
+                        topic, why);
+                continue;
+            }
+            snprintf(err, errlen, "cannot read metadata of %s: %s", topic, why);
+            rd_kafka_topic_partition_list_destroy(parts);
+            sl_kafka_consumer_close(rk);
+            return NULL;
+        }
+        int np = md->topics[0].partition_cnt;
+        for (int i = 0; i < np; i++) {
+            int32_t p = md->topics[0].partitions[i].id;
+            int64_t lo = 0, hi = 0;
+            int64_t start = RD_KAFKA_OFFSET_BEGINNING;
+            if (!from_beginning && rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi,
+                                                                    10000) ==
+                                       RD_KAFKA_RESP_ERR_NO_ERROR)
+                start = hi;
+            rd_kafka_topic_partition_list_add(parts, topic, p)->offset = start;
+        }
+        rd_kafka_metadata_destroy(md);
     }
-    int np = md->topics[0].partition_cnt;
-    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(np);
-    for (int i = 0; i < np; i++) {
-        int32_t p = md->topics[0].partitions[i].id;
-        int64_t lo = 0, hi = 0;
-        int64_t start = RD_KAFKA_OFFSET_BEGINNING;
-        if (!from_beginning &&
-            rd_kafka_query_watermark_offsets(rk, cfg->kafka.topic_results, p, &lo, &hi, 10000) ==
-                RD_KAFKA_RESP_ERR_NO_ERROR)
-            start = hi;
-        rd_kafka_topic_partition_list_add(parts, cfg->kafka.topic_results, p)->offset = start;
-    }
-    rd_kafka_metadata_destroy(md);
     rd_kafka_assign(rk, parts);
     rd_kafka_topic_partition_list_destroy(parts);
     return rk;
@@ -170,7 +281,7 @@ static FILE *open_input(const char *file)
 
 /* What `sluice submit` was asked to do. */
 typedef struct {
-    const char *file, *api_key, *route, *cls, *out_path;
+    const char *file, *api_key, *route, *cls, *out_path, *secret_key;
     int follow;
     long long timeout_s;
 } submit_args_t;
@@ -194,9 +305,15 @@ static int submit(const sl_config_t *cfg, const submit_args_t *args)
     }
 
     char err[512] = "";
+    reader_t rdr;
+    if (reader_init(&rdr, cfg, "sluice submit", NULL, api_key, args->secret_key) != 0) {
+        fclose(in);
+        free(run_id);
+        return 2;
+    }
     rd_kafka_t *prod = NULL, *cons = NULL;
     if (sl_kafka_producer_new(cfg, "sluice-cli", NULL, NULL, &prod, err, sizeof err) != SL_OK ||
-        (follow && (cons = results_consumer(cfg, 0, err, sizeof err)) == NULL)) {
+        (follow && (cons = results_consumer(cfg, &rdr, 0, err, sizeof err)) == NULL)) {
         fprintf(stderr, "sluice submit: kafka: %s\n", err);
         fclose(in);
         free(run_id);
@@ -307,9 +424,9 @@ static int submit(const sl_config_t *cfg, const submit_args_t *args)
             if (idem != NULL && sl_hmap_get(mine, idem) != NULL) {
                 sl_hmap_del(mine, idem); /* a result can be delivered twice: count it once */
                 seen++;
+                reader_open(&rdr, res, "sluice submit");
                 count_result(&p, res);
-                fwrite(msg->payload, 1, msg->len, out);
-                fputc('\n', out);
+                put_result(out, res);
             }
             json_decref(res);
         }
@@ -343,7 +460,8 @@ int sl_cli_submit(sl_proc_opts_t *opts, int argc, char **argv)
     const sl_proc_opt_t own[] = {{"file", &args.file, NULL},     {"api-key", &args.api_key, NULL},
                                  {"route", &args.route, NULL},   {"class", &args.cls, NULL},
                                  {"follow", NULL, &args.follow}, {"out", &args.out_path, NULL},
-                                 {"timeout", &timeout, NULL},    {NULL, NULL, NULL}};
+                                 {"timeout", &timeout, NULL},
+                                 {"secret-key", &args.secret_key, NULL}, {NULL, NULL, NULL}};
     const sl_proc_cmdline_t cl = {"sluice submit", submit_usage, own, SL_PROC_NO_ARGS};
     int rc = sl_proc_args(&cl, argc, argv, opts, NULL);
     if (rc != SL_PROC_GO_ON)
@@ -366,18 +484,25 @@ int sl_cli_submit(sl_proc_opts_t *opts, int argc, char **argv)
 }
 
 static const char results_usage[] =
-    "usage: sluice results [--timeout SECONDS] [--all] JOB_ID|IDEMPOTENCY_KEY...\n"
+    "usage: sluice results [--timeout SECONDS] [--all] [--tenant NAME | --api-key KEY]\n"
+    "                      [--secret-key FILE] JOB_ID|IDEMPOTENCY_KEY...\n"
     "\nReads the results topic from the beginning and prints (JSONL) the results\n"
     "of the given jobs (by job id or idempotency key), or every result with\n"
-    "--all. Exit status 0 when every job given was found, else 1.\n";
+    "--all. A tenant with a results_topic of its own (named by --tenant, or by the\n"
+    "API key, default $SLUICE_API_KEY) is read there, and on the shared topic.\n"
+    "Results sealed to the tenant's result_public_key are opened with --secret-key\n"
+    "FILE (its box secret key, from `sluice keygen --box`); without it, or with another\n"
+    "key, they are printed sealed and the command says so.\n"
+    "Exit status 0 when every job given was found and opened, else 1.\n";
 
 /* Prints the results of the jobs in want (job ids or idempotency keys; found ones are taken
  * out), or every result with all. */
-static int results(const sl_config_t *cfg, sl_hmap_t *want, int all, long long timeout_s)
+static int results(const sl_config_t *cfg, reader_t *rdr, sl_hmap_t *want, int all,
+                   long long timeout_s)
 {
     size_t wanted = sl_hmap_len(want);
     char err[512];
-    rd_kafka_t *cons = results_consumer(cfg, 1, err, sizeof err);
+    rd_kafka_t *cons = results_consumer(cfg, rdr, 1, err, sizeof err);
     if (cons == NULL) {
         fprintf(stderr, "sluice results: kafka: %s\n", err);
         return 2;
@@ -402,8 +527,8 @@ static int results(const sl_config_t *cfg, sl_hmap_t *want, int all, long long t
             else if (idem != NULL && sl_hmap_get(want, idem) != NULL)
                 hit = idem;
             if (all || hit != NULL) {
-                fwrite(msg->payload, 1, msg->len, stdout);
-                fputc('\n', stdout);
+                reader_open(rdr, res, "sluice results");
+                put_result(stdout, res);
                 if (hit != NULL) {
                     sl_hmap_del(want, hit);
                     found++;
@@ -414,15 +539,16 @@ static int results(const sl_config_t *cfg, sl_hmap_t *want, int all, long long t
         rd_kafka_message_destroy(msg);
     }
     sl_kafka_consumer_close(cons);
-    return found == wanted ? 0 : 1;
+    return found == wanted && rdr->unopened == 0 ? 0 : 1;
 }
 
 int sl_cli_results(sl_proc_opts_t *opts, int argc, char **argv)
 {
-    const char *timeout = NULL;
+    const char *timeout = NULL, *tenant = NULL, *api_key = NULL, *secret_key = NULL;
     int all = 0;
-    const sl_proc_opt_t own[] = {
-        {"timeout", &timeout, NULL}, {"all", NULL, &all}, {NULL, NULL, NULL}};
+    const sl_proc_opt_t own[] = {{"timeout", &timeout, NULL},       {"all", NULL, &all},
+                                 {"tenant", &tenant, NULL},         {"api-key", &api_key, NULL},
+                                 {"secret-key", &secret_key, NULL}, {NULL, NULL, NULL}};
     const sl_proc_cmdline_t cl = {"sluice results", results_usage, own, SL_PROC_ARGS};
     int npos = 0;
     int rc = sl_proc_args(&cl, argc, argv, opts, &npos);
@@ -437,8 +563,14 @@ int sl_cli_results(sl_proc_opts_t *opts, int argc, char **argv)
         sl_hmap_free(want);
         return 2;
     }
+    if (api_key == NULL)
+        api_key = getenv("SLUICE_API_KEY");
     sl_config_t *cfg = sl_cli_config(opts);
-    rc = results(cfg, want, all, timeout_s);
+    reader_t rdr;
+    rc = reader_init(&rdr, cfg, "sluice results", tenant, api_key, secret_key);
+    if (rc == 0)
+        rc = results(cfg, &rdr, want, all, timeout_s);
+    sodium_memzero(rdr.sk, sizeof rdr.sk);
     sl_config_free(cfg);
     sl_hmap_free(want);
     return rc;

@@ -20,10 +20,22 @@ static const char usage_text[] =
     "Runs librdkafka's mock Kafka cluster on loopback for development and tests, creates the\n"
     "topics named in the config (default sluice.requests, .requests.batch, .jobs, .dispatch, "
     ".results, .usage, .stream)\n"
+    "and every tenant's own results_topic and stream_topic, "
     "with N partitions each (default 32), writes the bootstrap address to PATH (default the\n"
     "config's kafka.bootstrap_file, var/devkafka.bootstrap) and runs until SIGTERM/SIGINT.\n"
     "All data is in memory and lost when it exits; the mock keeps about 5 MB or 100,000\n"
     "message sets per partition and silently drops older data (see docs/dev-kafka.md).\n";
+
+/* Creates one topic on the mock cluster; 0 on success, else says why and returns 1. */
+static int create_topic(rd_kafka_mock_cluster_t *mc, const char *topic, long long partitions,
+                        long long brokers)
+{
+    rd_kafka_resp_err_t kerr = rd_kafka_mock_topic_create(mc, topic, (int)partitions, (int)brokers);
+    if (kerr == RD_KAFKA_RESP_ERR_NO_ERROR)
+        return 0;
+    fprintf(stderr, "sluice-devkafka: create topic %s: %s\n", topic, rd_kafka_err2str(kerr));
+    return 1;
+}
 
 int main(int argc, char **argv)
 {
@@ -64,15 +76,27 @@ int main(int argc, char **argv)
                             cfg->kafka.topic_jobs,     cfg->kafka.topic_dispatch,
                             cfg->kafka.topic_results,  cfg->kafka.topic_usage,
                             cfg->kafka.topic_stream};
-    for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
-        rd_kafka_resp_err_t kerr =
-            rd_kafka_mock_topic_create(mc, topics[i], (int)partitions, (int)brokers);
-        if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            fprintf(stderr, "sluice-devkafka: create topic %s: %s\n", topics[i],
-                    rd_kafka_err2str(kerr));
-            return 1;
+    int rc_topics = 0;
+    for (size_t i = 0; rc_topics == 0 && i < sizeof topics / sizeof topics[0]; i++)
+        rc_topics = create_topic(mc, topics[i], partitions, brokers);
+    /* The tenants' own topics too (several tenants may share one). */
+    for (int t = 0; rc_topics == 0 && t < cfg->ntenants; t++) {
+        const char *mine[] = {cfg->tenants[t].results_topic, cfg->tenants[t].stream_topic};
+        for (size_t i = 0; rc_topics == 0 && i < 2; i++) {
+            int seen = mine[i] == NULL;
+            for (size_t k = 0; !seen && k < sizeof topics / sizeof topics[0]; k++)
+                seen = strcmp(topics[k], mine[i]) == 0;
+            for (int u = 0; !seen && u < t; u++)
+                seen = (cfg->tenants[u].results_topic != NULL &&
+                        strcmp(cfg->tenants[u].results_topic, mine[i]) == 0) ||
+                       (cfg->tenants[u].stream_topic != NULL &&
+                        strcmp(cfg->tenants[u].stream_topic, mine[i]) == 0);
+            if (!seen)
+                rc_topics = create_topic(mc, mine[i], partitions, brokers);
         }
     }
+    if (rc_topics != 0)
+        return 1;
     const char *bootstraps = rd_kafka_mock_cluster_bootstraps(mc);
     char line[1024];
     snprintf(line, sizeof line, "%s\n", bootstraps);

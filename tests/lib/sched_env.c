@@ -61,6 +61,7 @@ int64_t max_queued;
  * ", {'name': 'chat-b', 'deployments': ['dep-b']}") in the next configs written. */
 const char *route_extra = "";
 const char *more_routes = "";
+const char *acme_extra = "";
 
 /* Writes the config for o into the test directory and loads it into e->cfg. */
 void load_config(env_t *e, const opts_t *o)
@@ -92,13 +93,13 @@ void load_config(env_t *e, const opts_t *o)
                      "               'drr_quantum_tokens': %lld, 'max_queued': %lld},"
                      " 'deployments': [%s],"
                      " 'routes': [{'name': 'chat', %s 'deployments': [%s]}%s],"
-                     " 'tenants': [{'name': 'acme', 'weight': 1}%s]}",
+                     " 'tenants': [{'name': 'acme', 'weight': 1%s}%s]}",
                      o->extra_top ? o->extra_top : "", e->dir,
                      (long long)(o->lease_ms ? o->lease_ms : 600000),
                      (long long)(o->max_attempts ? o->max_attempts : 5),
                      (long long)(drr_quantum ? drr_quantum : 4096),
                      (long long)(max_queued ? max_queued : 1000000), dep_defs, route_extra,
-                     o->deployments, more_routes, globex);
+                     o->deployments, more_routes, acme_extra, globex);
     ck_assert_int_lt(n, (int)sizeof text);
     unquote(text);
     FILE *f = fopen(e->cfg_path, "w");
@@ -291,7 +292,9 @@ batch_t take(env_t *e)
                           "dispatch invalid (%s): %s", why, b.m[i].value);
         } else {
             ck_assert_int_eq(b.m[i].kind, SL_MSG_RESULT);
-            ck_assert_str_eq(b.m[i].topic, e->cfg->kafka.topic_results);
+            const char *tenant = json_string_value(json_object_get(b.doc[i], "tenant"));
+            int t = tenant != NULL ? sl_config_tenant(e->cfg, tenant) : -1;
+            ck_assert_str_eq(b.m[i].topic, sl_config_results_topic(e->cfg, t));
             ck_assert_int_gt(b.m[i].seq, 0);
             ck_assert_msg(sl_schema_validate(e->result_schema, b.doc[i], why, sizeof why) ==
                               SL_OK,

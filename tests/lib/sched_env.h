@@ -80,6 +80,8 @@ extern int64_t drr_quantum;
 extern int64_t max_queued;
 extern const char *route_extra;
 extern const char *more_routes;
+/* More members of tenant acme (e.g. ", 'results_topic': 'r.acme'") in the next configs written. */
+extern const char *acme_extra;
 extern const char *job_class;
 extern double usage_ttft_ms;
 extern const usagespec_t OK_USAGE;
