@@ -18,7 +18,8 @@
 static const char *const message_schemas[] = {"schema/request.json",  "schema/job.json",
                                               "schema/dispatch.json", "schema/usage.json",
                                               "schema/result.json",   "schema/stream.json",
-                                              "schema/cancel.json",   "schema/cancel-request.json"};
+                                              "schema/cancel.json",   "schema/cancel-request.json",
+                                              "schema/heartbeat.json"};
 #define NSCHEMAS (sizeof message_schemas / sizeof message_schemas[0])
 static sl_schema_t *schemas[NSCHEMAS];
 
