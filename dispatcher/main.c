@@ -235,7 +235,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-dispatcher: cannot load the dispatch public key %s\n", pk);
         return 2;
     }
-    rd_kafka_t *prod = NULL, *cons = NULL, *stream_prod = NULL;
+    rd_kafka_t *prod = NULL, *cons = NULL, *stream_prod = NULL, *hb_prod = NULL;
     static const char *const outcome_labels[] = {"deployment", "outcome", NULL};
     static const char *const deployment_label[] = {"deployment", NULL};
     const int nbounds = (int)(sizeof latency_bounds_s / sizeof latency_bounds_s[0]);
@@ -295,8 +295,12 @@ int main(int argc, char **argv)
     const char *topics[] = {cfg->kafka.topic_dispatch};
     const char *const cons_props[] = {"enable.auto.commit", "false", "enable.auto.offset.store",
                                       "false", NULL};
+    /* Heartbeats have a producer of their own: waiting for one to be acknowledged must not wait
+     * for the usage events queued before it. */
     if (sl_kafka_producer_new(cfg, "sluice-dispatcher", on_delivery, NULL, &prod, err,
                               sizeof err) != SL_OK ||
+        sl_kafka_producer_new(cfg, "sluice-dispatcher-heartbeat", on_delivery, NULL, &hb_prod,
+                              err, sizeof err) != SL_OK ||
         stream_producer_new(cfg, &stream_prod, err, sizeof err) != SL_OK ||
         sl_kafka_consumer_new(cfg, "sluice-dispatcher", "sluice-dispatcher", topics, 1, cons_props,
                               &cons, err, sizeof err) != SL_OK) {
@@ -304,7 +308,7 @@ int main(int argc, char **argv)
         return 2;
     }
     ctx.prod = prod;
-    chunk_ctx_t beats = {prod, cfg->kafka.topic_usage};
+    chunk_ctx_t beats = {hb_prod, cfg->kafka.topic_usage};
     sl_heartbeat_t *hb =
         sl_heartbeat_new(sl_kafka_instance_name(cfg), cfg->heartbeat_ms, sl_now_ms());
     if (hb == NULL) {
@@ -379,7 +383,7 @@ int main(int argc, char **argv)
         /* The calls just taken leave only in sl_engine_run (libcurl sends nothing before): the
          * heartbeat naming them reaches the broker first, so that if this process dies, the
          * scheduler knows which calls may have reached a provider. */
-        if (ntaken > 0 && rd_kafka_flush(prod, HEARTBEAT_FLUSH_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        if (ntaken > 0 && rd_kafka_flush(hb_prod, HEARTBEAT_FLUSH_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
             sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
                          "the heartbeat naming new calls was not acknowledged within %d ms; "
                          "starting them anyway",
@@ -389,6 +393,7 @@ int main(int argc, char **argv)
         while (read(pipefd[0], drain, sizeof drain) > 0) {
         }
         rd_kafka_poll(prod, 0);
+        rd_kafka_poll(hb_prod, 0);
         rd_kafka_poll(stream_prod, 0);
         int64_t now = sl_now_ms();
         sl_metrics_set(ctx.metrics, m_in_flight, NULL, (double)sl_engine_in_flight(engine));
@@ -439,13 +444,15 @@ int main(int argc, char **argv)
         rd_kafka_poll(stream_prod, 0);
         /* Still alive: the scheduler must not settle these calls as a dead dispatcher's. */
         sl_heartbeat_run(hb, engine, sl_now_ms(), emit_chunk, &beats);
-        rd_kafka_poll(prod, 0);
+        rd_kafka_poll(hb_prod, 0);
     }
     rd_kafka_flush(stream_prod, 10000);
     rd_kafka_flush(prod, 10000);
+    rd_kafka_flush(hb_prod, 10000);
     rd_kafka_queue_destroy(queue);
     sl_kafka_consumer_close(cons);
     rd_kafka_destroy(prod);
+    rd_kafka_destroy(hb_prod);
     if (stream_topic != NULL)
         rd_kafka_topic_destroy(stream_topic);
     rd_kafka_destroy(stream_prod);
