@@ -8,7 +8,9 @@ export PATH="$PWD/var/tools/bin:$PATH"
 pass=0; fail=0
 for t in "$@"; do
   echo "== $t"
+  started=$SECONDS
   if timeout 600 "$t"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+  echo "== $t: $((SECONDS - started)) s"
 done
 echo "e2e: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
