@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sign.h"
 #include "util.h"
 
 /* The members of the error object sealed with a result: its message may quote the provider. */
@@ -14,32 +15,14 @@
 sl_err_t sl_seal_keygen(const char *secret_path, const char *public_path)
 {
     uint8_t pk[crypto_box_PUBLICKEYBYTES], sk[crypto_box_SECRETKEYBYTES];
-    char hex[2 * crypto_box_SECRETKEYBYTES + 2];
     crypto_box_keypair(pk, sk);
-    sl_hex_encode(sk, sizeof sk, hex);
-    strcat(hex, "\n");
-    sl_err_t rc = sl_write_file(secret_path, hex, strlen(hex), 0600);
-    sodium_memzero(sk, sizeof sk);
-    sodium_memzero(hex, sizeof hex);
-    if (rc != SL_OK)
-        return rc;
-    sl_hex_encode(pk, sizeof pk, hex);
-    strcat(hex, "\n");
-    return sl_write_file(public_path, hex, strlen(hex), 0644);
+    return sl_key_files_write(secret_path, sk, sizeof sk, public_path, pk, sizeof pk);
 }
 
 sl_err_t sl_seal_read_key(const char *path, uint8_t key[SL_SEAL_KEY_BYTES])
 {
-    char *text = NULL;
-    sl_err_t rc = sl_read_file(path, 4096, &text, NULL);
-    if (rc != SL_OK)
-        return SL_EIO;
-    size_t len = strcspn(text, "\r\n \t");
-    text[len] = '\0';
-    rc = sl_hex_decode(text, key, SL_SEAL_KEY_BYTES) == SL_OK ? SL_OK : SL_ECRYPTO;
-    sodium_memzero(text, len);
-    free(text);
-    return rc;
+    sl_err_t rc = sl_key_file_read(path, key, SL_SEAL_KEY_BYTES);
+    return rc == SL_OK || rc == SL_ECRYPTO ? rc : SL_EIO;
 }
 
 void sl_seal_public_of(const uint8_t sk[SL_SEAL_KEY_BYTES], uint8_t pk[SL_SEAL_KEY_BYTES])

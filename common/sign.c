@@ -21,26 +21,35 @@ void sl_keyhash(const char *api_key, size_t len, uint8_t out[32])
                        sizeof keyhash_ctx);
 }
 
-sl_err_t sl_sign_keygen(const char *secret_path, const char *public_path)
+sl_err_t sl_key_files_write(const char *secret_path, uint8_t *sk, size_t sk_len,
+                           const char *public_path, const uint8_t *pk, size_t pk_len)
 {
-    unsigned char pk[crypto_sign_PUBLICKEYBYTES];
-    unsigned char sk[crypto_sign_SECRETKEYBYTES];
-    char hex[2 * crypto_sign_SECRETKEYBYTES + 2];
-    crypto_sign_keypair(pk, sk);
-    sl_hex_encode(sk, sizeof sk, hex);
+    char hex[2 * 128 + 2];
+    if (sk_len > 128 || pk_len > 128) {
+        sodium_memzero(sk, sk_len);
+        return SL_EINVAL;
+    }
+    sl_hex_encode(sk, sk_len, hex);
     strcat(hex, "\n");
     sl_err_t rc = sl_write_file(secret_path, hex, strlen(hex), 0600);
-    sodium_memzero(sk, sizeof sk);
+    sodium_memzero(sk, sk_len);
     sodium_memzero(hex, sizeof hex);
     if (rc != SL_OK)
         return rc;
-    sl_hex_encode(pk, sizeof pk, hex);
+    sl_hex_encode(pk, pk_len, hex);
     strcat(hex, "\n");
     return sl_write_file(public_path, hex, strlen(hex), 0644);
 }
 
-/* Reads a hex key file of exactly n bytes into out. */
-static sl_err_t read_key(const char *path, unsigned char *out, size_t n)
+sl_err_t sl_sign_keygen(const char *secret_path, const char *public_path)
+{
+    unsigned char pk[crypto_sign_PUBLICKEYBYTES];
+    unsigned char sk[crypto_sign_SECRETKEYBYTES];
+    crypto_sign_keypair(pk, sk);
+    return sl_key_files_write(secret_path, sk, sizeof sk, public_path, pk, sizeof pk);
+}
+
+sl_err_t sl_key_file_read(const char *path, uint8_t *out, size_t n)
 {
     char *text = NULL;
     sl_err_t rc = sl_read_file(path, 4096, &text, NULL);
@@ -64,7 +73,7 @@ sl_err_t sl_signer_load(const char *secret_path, sl_signer_t **out)
     sl_signer_t *s = sodium_malloc(sizeof *s);
     if (s == NULL)
         return SL_ENOMEM;
-    sl_err_t rc = read_key(secret_path, s->sk, sizeof s->sk);
+    sl_err_t rc = sl_key_file_read(secret_path, s->sk, sizeof s->sk);
     if (rc != SL_OK) {
         sodium_free(s);
         return rc;
@@ -97,7 +106,7 @@ sl_err_t sl_verifier_load(const char *public_path, sl_verifier_t **out)
     sl_verifier_t *v = malloc(sizeof *v);
     if (v == NULL)
         return SL_ENOMEM;
-    sl_err_t rc = read_key(public_path, v->pk, sizeof v->pk);
+    sl_err_t rc = sl_key_file_read(public_path, v->pk, sizeof v->pk);
     if (rc != SL_OK) {
         free(v);
         return rc;

@@ -21,6 +21,14 @@ sl_err_t sl_crypto_init(void);
 /* Hashes an API key into out (32 bytes). */
 void sl_keyhash(const char *api_key, size_t len, uint8_t out[32]);
 
+/* Writes a key pair as two hex files (the secret 0600, the public 0644) and wipes sk; keys of at
+ * most 128 bytes. */
+sl_err_t sl_key_files_write(const char *secret_path, uint8_t *sk, size_t sk_len,
+                           const char *public_path, const uint8_t *pk, size_t pk_len);
+/* Reads a hex key file of exactly n bytes into out: SL_ECRYPTO when it holds no such key, the
+ * read's error when it cannot be read. */
+sl_err_t sl_key_file_read(const char *path, uint8_t *out, size_t n);
+
 /* Creates a new Ed25519 key pair and writes both files (secret 0600) as hex. */
 sl_err_t sl_sign_keygen(const char *secret_path, const char *public_path);
 
