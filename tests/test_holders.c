@@ -33,9 +33,7 @@ static void feed_heartbeat(env_t *e, const char *name, const char *inc, int64_t 
         ck_assert_int_eq(sl_msg_heartbeat_add(doc, leases[i].job, leases[i].res), SL_OK);
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
-    ck_assert_int_eq(sl_store_begin(e->store), SL_OK);
-    ck_assert_int_eq(sl_sched_on_usage(e->sched, text, strlen(text), now_ms), SL_OK);
-    ck_assert_int_eq(sl_store_commit(e->store), SL_OK);
+    feed_usage_text(e, text, now_ms);
     free(text);
 }
 
@@ -209,9 +207,7 @@ START_TEST(invalid_heartbeat_is_refused_and_counted)
         "\"attempts\":[[\"job\",\"res\"]]}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
-        ck_assert_int_eq(sl_sched_on_usage(e.sched, bad[i], strlen(bad[i]), T0), SL_OK);
-        ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+        feed_usage_text(&e, bad[i], T0);
     }
     sl_sched_stats_t st;
     sl_sched_stats(e.sched, &st);

@@ -262,10 +262,16 @@ void feed_usage(env_t *e, const char *job_id, int attempt, const char *res_id,
                             json_pack("{s:s, s:s}", "type", "provider", "message", "no luck"));
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
+    feed_usage_text(e, text, now_ms);
+    free(text);
+}
+
+void feed_usage_text(env_t *e, const char *text, int64_t now_ms)
+{
+    ck_assert_ptr_nonnull(text);
     ck_assert_int_eq(sl_store_begin(e->store), SL_OK);
     ck_assert_int_eq(sl_sched_on_usage(e->sched, text, strlen(text), now_ms), SL_OK);
     ck_assert_int_eq(sl_store_commit(e->store), SL_OK);
-    free(text);
 }
 
 /* ---- messages out --------------------------------------------------------------------------- */

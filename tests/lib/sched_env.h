@@ -99,6 +99,8 @@ void feed_job(env_t *e, const char *id, const char *tenant, int64_t now_ms);
 void feed_spec(env_t *e, const jobspec_t *j, int64_t now_ms);
 void feed_usage(env_t *e, const char *job_id, int attempt, const char *res_id,
                        const char *deployment, const usagespec_t *u, int64_t now_ms);
+/* Feeds one usage-topic message (a usage event or a heartbeat) inside a transaction. */
+void feed_usage_text(env_t *e, const char *text, int64_t now_ms);
 batch_t take(env_t *e);
 void batch_free(batch_t *b);
 batch_t step(env_t *e, int64_t now_ms);
