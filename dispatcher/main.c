@@ -97,15 +97,18 @@ static void emit_stream_chunk(const char *topic, const char *key, const char *va
 /* At most this many dispatch messages are taken (and committed) at once. */
 enum { TAKE_MAX = 256 };
 
+/* How often, at most, offsets of batches that started no call are committed. */
+enum { COMMIT_IDLE_MS = 200 };
+
 /* How long the dispatcher waits for the broker to acknowledge the heartbeat naming new calls. */
 enum { HEARTBEAT_FLUSH_MS = 1000 };
 
-/* Commits the offsets stored so far, waiting for the broker. Returns 0 when it failed: the
- * calls still start (this incarnation never repeats them), but a successor could read them
- * again. */
-static int commit_taken(rd_kafka_t *cons, sl_metrics_t *metrics, int family)
+/* Commits the offsets stored so far, waiting for the broker unless async. Returns 0 when it
+ * failed: the calls still start (this incarnation never repeats them), but a successor could
+ * read them again. */
+static int commit_taken(rd_kafka_t *cons, sl_metrics_t *metrics, int family, int async)
 {
-    rd_kafka_resp_err_t err = rd_kafka_commit(cons, NULL, 0);
+    rd_kafka_resp_err_t err = rd_kafka_commit(cons, NULL, async);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR__NO_OFFSET)
         return 1;
     sl_metrics_add(metrics, family, NULL, 1);
@@ -349,6 +352,8 @@ int main(int argc, char **argv)
 
     int64_t last_stats = sl_now_ms();
     int64_t last_lag = 0;
+    double last_commit = sl_mono_ms();
+    int uncommitted = 0;
     while (!sl_stop_requested()) {
         /* Take a batch, commit it, then start its calls (see the top of this file). */
         rd_kafka_message_t *taken[TAKE_MAX];
@@ -366,8 +371,10 @@ int main(int argc, char **argv)
             rd_kafka_offset_store(msg->rkt, msg->partition, msg->offset);
             taken[ntaken++] = msg;
         }
-        if (ntaken > 0)
-            commit_taken(cons, ctx.metrics, m_commit_errors);
+        /* The engine only queues the calls it accepts (they leave in sl_engine_run), so the
+         * batch is submitted first and committed synchronously only when it holds calls. */
+        sl_engine_stats_t before;
+        sl_engine_stats(engine, &before);
         for (int i = 0; i < ntaken; i++) {
             rd_kafka_message_t *msg = taken[i];
             const char *sig = NULL;
@@ -378,17 +385,32 @@ int main(int argc, char **argv)
                 submit_failed(&submit_errors, rc, sl_now_ms());
             rd_kafka_message_destroy(msg);
         }
+        sl_engine_stats_t after;
+        sl_engine_stats(engine, &after);
+        int started = after.accepted > before.accepted;
+        if (ntaken > 0)
+            uncommitted = 1;
+        /* A batch of refused or stale dispatches starts nothing: its offsets go out in the
+         * background, at most every COMMIT_IDLE_MS, so that a flood of them costs no round trip
+         * each. */
+        if (started || (uncommitted && sl_mono_ms() - last_commit >= COMMIT_IDLE_MS)) {
+            commit_taken(cons, ctx.metrics, m_commit_errors, started ? 0 : 1);
+            uncommitted = 0;
+            last_commit = sl_mono_ms();
+        }
         if (sl_heartbeat_run(hb, engine, sl_now_ms(), emit_chunk, &beats) != SL_OK)
             sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "heartbeat not sent: out of memory");
         /* The calls just taken leave only in sl_engine_run (libcurl sends nothing before): the
          * heartbeat naming them reaches the broker first, so that if this process dies, the
          * scheduler knows which calls may have reached a provider. */
-        if (ntaken > 0 && rd_kafka_flush(hb_prod, HEARTBEAT_FLUSH_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        if (started && rd_kafka_flush(hb_prod, HEARTBEAT_FLUSH_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
             sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
                          "the heartbeat naming new calls was not acknowledged within %d ms; "
                          "starting them anyway",
                          HEARTBEAT_FLUSH_MS);
-        sl_engine_run(engine, pipefd[0], 100);
+        /* A full batch may have left messages in the queue, and the queue signals the pipe only
+         * when it turns non-empty: then the calls are advanced without waiting. */
+        sl_engine_run(engine, pipefd[0], ntaken == TAKE_MAX ? 0 : 100);
         char drain[64];
         while (read(pipefd[0], drain, sizeof drain) > 0) {
         }
@@ -449,6 +471,8 @@ int main(int argc, char **argv)
     rd_kafka_flush(stream_prod, 10000);
     rd_kafka_flush(prod, 10000);
     rd_kafka_flush(hb_prod, 10000);
+    if (uncommitted)
+        commit_taken(cons, ctx.metrics, m_commit_errors, 0);
     rd_kafka_queue_destroy(queue);
     sl_kafka_consumer_close(cons);
     rd_kafka_destroy(prod);
