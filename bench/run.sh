@@ -3,7 +3,7 @@
 #   bench/run.sh                      everything (about 25 minutes)
 #   bench/run.sh storm503 backfill    one compare scenario and the backfill
 #   BENCH_QUICK=1 bench/run.sh        the small variant CI runs (about 2 minutes)
-# Names: pipeline, ledger, store, seal, scenarios, scenarios:<name> (equal, weights, noisy, guarantee,
+# Names: pipeline, sign, ledger, store, seal, scenarios, scenarios:<name> (equal, weights, noisy, guarantee,
 # shapes, shapes_itpm, shapes_weights, shapes_weights_rev, noisy100, noisy1000), backfill,
 # compare (all its scenarios), or one compare scenario: steady, burst, noisy, storm, storm503,
 # longctx, maxout, daily, stream, bigjobs. `make bench SCENARIO="..."` passes the names here.
@@ -21,6 +21,9 @@ run_one() {
     pipeline)
       if [ "$quick" = 1 ]; then bin/bench/pipeline --jobs 2000 --rate 200 --seconds 3
       else bin/bench/pipeline --jobs 20000 --rate 500 --seconds 10; fi ;;
+    sign)
+      if [ "$quick" = 1 ]; then bin/bench/sign_bench --seconds 0.05 --trials 1
+      else bin/bench/sign_bench --seconds 0.5 --trials 3; fi ;;
     ledger)
       if [ "$quick" = 1 ]; then bin/bench/ledger --decisions 20000
       else bin/bench/ledger --decisions 200000; fi ;;
@@ -46,7 +49,7 @@ run_one() {
     *)
       if [[ "$compare_scenarios" != *" $name "* ]]; then
         echo "bench/run.sh: unknown benchmark \"$name\"" >&2
-        echo "known: pipeline ledger store seal scenarios scenarios:<name> backfill compare$compare_scenarios" >&2
+        echo "known: pipeline sign ledger store seal scenarios scenarios:<name> backfill compare$compare_scenarios" >&2
         exit 2
       fi
       if [ "$quick" = 1 ]; then bin/bench/compare --quick --scenario "$name"
@@ -59,6 +62,7 @@ if [ $# -gt 0 ]; then
 elif [ "$quick" = 1 ]; then
   # every program once, small: about 2 minutes
   run_one pipeline
+  run_one sign
   run_one ledger
   run_one store
   run_one seal
@@ -70,6 +74,7 @@ elif [ "$quick" = 1 ]; then
   run_one backfill
 else
   run_one pipeline
+  run_one sign
   run_one ledger
   run_one store
   run_one seal

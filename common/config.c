@@ -87,7 +87,17 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
         "admin_listen", "max_queued",   "dispatcher_dead_ms", NULL};
     static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", "heartbeat_ms",
                                             NULL};
-    static const char *const sign_keys[] = {"secret_key_file", "public_key_file", NULL};
+    static const char *const sign_keys[] = {"secret_key_file",
+                                            "public_key_file",
+                                            "next_public_key_file",
+                                            "ingest_secret_key_file",
+                                            "ingest_public_key_file",
+                                            "ingest_next_public_key_file",
+                                            "dispatcher_secret_key_file",
+                                            "dispatcher_public_key_file",
+                                            "dispatcher_next_public_key_file",
+                                            "job_id_key_file",
+                                            NULL};
 
     json_t *ij = section(c, root, "config", "ingest", "ingest", ingest_keys);
     cfg->max_request_bytes =
@@ -121,6 +131,33 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
         cfg_get_str(c, gj, "signing", "secret_key_file", "var/dispatch.key");
     cfg->signing_public_key_file =
         cfg_get_str(c, gj, "signing", "public_key_file", "var/dispatch.pub");
+    cfg->signing_next_public_key_file =
+        cfg_get_str(c, gj, "signing", "next_public_key_file", "");
+    /* The other roles' files default to the scheduler's secret key's folder, so a config that
+     * names only the scheduler's pair (every older one) gets a full set of keys there. */
+    static const char *const derived_keys[5] = {
+        "ingest_secret_key_file", "ingest_public_key_file", "dispatcher_secret_key_file",
+        "dispatcher_public_key_file", "job_id_key_file"};
+    static const char *const derived_names[5] = {"ingest.key", "ingest.pub", "dispatcher.key",
+                                                 "dispatcher.pub", "job-id.key"};
+    const char *sk = cfg->signing_secret_key_file != NULL ? cfg->signing_secret_key_file : "";
+    const char *slash = strrchr(sk, '/');
+    int dir_len = slash != NULL ? (int)(slash - sk) + 1 : 0;
+    const char *set[5];
+    for (int i = 0; i < 5; i++) {
+        snprintf(cfg->signing_derived[i], sizeof cfg->signing_derived[i], "%.*s%s", dir_len, sk,
+                 derived_names[i]);
+        set[i] = cfg_get_str(c, gj, "signing", derived_keys[i], cfg->signing_derived[i]);
+    }
+    cfg->signing_ingest_secret_key_file = set[0];
+    cfg->signing_ingest_public_key_file = set[1];
+    cfg->signing_dispatcher_secret_key_file = set[2];
+    cfg->signing_dispatcher_public_key_file = set[3];
+    cfg->signing_job_id_key_file = set[4];
+    cfg->signing_ingest_next_public_key_file =
+        cfg_get_str(c, gj, "signing", "ingest_next_public_key_file", "");
+    cfg->signing_dispatcher_next_public_key_file =
+        cfg_get_str(c, gj, "signing", "dispatcher_next_public_key_file", "");
 }
 
 sl_err_t sl_config_load(const char *path, sl_config_t **out, char *err, size_t errlen)

@@ -274,9 +274,20 @@ typedef struct sl_config {
     /* dispatcher */
     int64_t max_in_flight;
     int64_t heartbeat_ms; /* how often it tells the scheduler which attempts it holds */
-    /* signing of dispatch messages (Ed25519) */
-    const char *signing_secret_key_file;
+    /* Message signing (Ed25519), one key pair per role (sign.h). The scheduler's pair keeps
+     * its old names; the others default to files beside its secret key. next_* are the keys
+     * verifiers also accept during a rotation ("" = none). */
+    const char *signing_secret_key_file; /* scheduler */
     const char *signing_public_key_file;
+    const char *signing_next_public_key_file;
+    const char *signing_ingest_secret_key_file;
+    const char *signing_ingest_public_key_file;
+    const char *signing_ingest_next_public_key_file;
+    const char *signing_dispatcher_secret_key_file;
+    const char *signing_dispatcher_public_key_file;
+    const char *signing_dispatcher_next_public_key_file;
+    const char *signing_job_id_key_file; /* ingest's secret for keyed job ids */
+    char signing_derived[5][1024];       /* storage of the defaults derived above */
 
     sl_class_cfg_t classes[SL_CLASS_COUNT];
     int ndeployments;

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "err.h"
 #include "metrics.h"
+#include "sign.h"
 
 /* Finds the bootstrap servers: $SLUICE_KAFKA_BOOTSTRAP, else kafka.bootstrap_servers, else the
  * contents of kafka.bootstrap_file (written by sluice-devkafka), waiting up to wait_ms for that
@@ -81,6 +82,21 @@ rd_kafka_queue_t *sl_kafka_partition_queue(rd_kafka_t *rk, const char *topic, in
  * they are destroyed and SL_EKAFKA is returned (logged). */
 sl_err_t sl_kafka_produce(rd_kafka_t *rk, const char *topic, const char *key, const void *value,
                           size_t len, rd_kafka_headers_t *hdrs, void *opaque);
+
+/* Makes every later sl_kafka_produce of this process sign its message as role with s
+ * (headers SL_SIG_HEADER and SL_SIGNER_HEADER, over role, topic, key and value: sign.h),
+ * replacing such headers the caller gave. s is borrowed and must outlive the producing; NULL
+ * stops signing. One role per process: call it once at start, before producing. */
+void sl_kafka_sign_as(const sl_signer_t *s, sl_role_t role);
+
+/* Checks msg's signature headers against kr: roles is the mask of the roles that may write its
+ * topic (sign.h). SL_AUTH_OK when it may be acted on. */
+sl_auth_t sl_kafka_verify(sl_keyring_t *kr, unsigned roles, const rd_kafka_message_t *msg);
+
+/* Adds the signature headers of (topic, key, value) signed by s as role to hdrs. */
+void sl_kafka_sign_headers(rd_kafka_headers_t *hdrs, const sl_signer_t *s, sl_role_t role,
+                           const char *topic, const void *key, size_t key_len, const void *value,
+                           size_t len);
 
 /* Finds header name on msg; returns SL_ENOTFOUND when absent. The value is not NUL-terminated
  * and lives as long as msg. */

@@ -1,9 +1,15 @@
-/* sign.h - libsodium pieces: API-key hashing and dispatch-message signatures.
+/* sign.h - libsodium pieces: API-key hashing, keyed job ids and message signatures.
  *
  * API keys are high-entropy secrets, so a keyed BLAKE2b digest (domain-separated) is the right
  * "password hash": fast enough for every request, and the config never holds a key in clear.
- * Dispatch messages are signed with Ed25519 by the scheduler; dispatchers hold only the public
- * key, so nothing but the scheduler (the ledger's owner) can make a dispatcher call a provider.
+ *
+ * Every message a daemon writes to an internal topic is signed with Ed25519 by its role
+ * (ingest: jobs and cancels and its rejections; scheduler: dispatches and results; dispatcher:
+ * usage and stream chunks). A consumer holds only the writer role's public keys, so it can check
+ * but never forge. The signature covers the role, the topic, the key and the value (sl_msg_sign),
+ * so a message cannot be moved to another topic or key, nor claimed by another role. Job ids are
+ * a keyed BLAKE2b of tenant and idempotency key (sl_job_id), so outsiders cannot predict them.
+ * docs/security.md has the threat model.
  */
 #ifndef SL_SIGN_H
 #define SL_SIGN_H
@@ -38,6 +44,75 @@ sl_err_t sl_signer_load(const char *secret_path, sl_signer_t **out);
 /* Signs msg; writes base64 (no newline) into sig_b64, which holds SL_SIG_B64_LEN bytes. */
 void sl_signer_sign(const sl_signer_t *s, const void *msg, size_t len, char *sig_b64);
 void sl_signer_free(sl_signer_t *s);
+
+/* ---- Roles and message signatures ---------------------------------------------------- */
+
+/* The roles that write internal topics. Bits of a role mask are 1 << role. */
+typedef enum { SL_ROLE_INGEST = 0, SL_ROLE_SCHEDULER, SL_ROLE_DISPATCHER, SL_ROLE_COUNT } sl_role_t;
+#define SL_ROLE_BIT(r) (1u << (r))
+
+/* "ingest", "scheduler", "dispatcher". */
+const char *sl_role_name(sl_role_t role);
+/* The role named by name (len bytes, need not be NUL-terminated); -1 when none. */
+int sl_role_parse(const char *name, size_t len);
+
+/* Kafka headers: the base64 signature, and the role that made it. */
+#define SL_SIG_HEADER "sluice-sig"
+#define SL_SIGNER_HEADER "sluice-signer"
+
+/* Signs what a message says and where it goes: role, topic, key (NULL or empty: none) and
+ * value. Writes base64 into sig_b64 (SL_SIG_B64_LEN bytes). */
+void sl_msg_sign(const sl_signer_t *s, sl_role_t role, const char *topic, const void *key,
+                 size_t key_len, const void *value, size_t value_len, char *sig_b64);
+
+/* Why a message was refused; SL_AUTH_OK when it was not. The names are the metric labels. */
+#define SL_AUTH_MAP(X)                                                                             \
+    X(OK, "ok")                                                                                    \
+    X(UNSIGNED, "unsigned")             /* no signature header */                                 \
+    X(UNKNOWN_SIGNER, "unknown_signer") /* no or no known role header, or no key of that role */ \
+    X(WRONG_ROLE, "wrong_role")         /* a role that does not write this topic */               \
+    X(BAD_SIGNATURE, "bad_signature")   /* forged, tampered, or moved to another topic or key */
+
+typedef enum {
+#define SL_AUTH_ENUM(name, str) SL_AUTH_##name,
+    SL_AUTH_MAP(SL_AUTH_ENUM)
+#undef SL_AUTH_ENUM
+        SL_AUTH_COUNT
+} sl_auth_t;
+const char *sl_auth_name(sl_auth_t a);
+
+/* The public keys a consumer checks messages with: per role, the current key and, during a
+ * rotation, the next one. Not thread-safe. */
+typedef struct sl_keyring sl_keyring_t;
+/* An empty keyring; NULL when out of memory. Free with sl_keyring_free (NULL is a no-op). */
+sl_keyring_t *sl_keyring_new(void);
+void sl_keyring_free(sl_keyring_t *kr);
+/* Adds a public key file of role (at most two per role; "" or NULL is ignored and SL_OK).
+ * A file that cannot be read yet is remembered and read again at each check that needs it, so
+ * a consumer may start before the writer made its key. Returns SL_ECRYPTO when a readable file
+ * holds no valid key, SL_EINVAL when the role has two files already. */
+sl_err_t sl_keyring_add(sl_keyring_t *kr, sl_role_t role, const char *public_path);
+/* Whether role has at least one key loaded (trying the files not read yet). */
+int sl_keyring_has(sl_keyring_t *kr, sl_role_t role);
+
+/* Checks one message: roles is the mask of roles that may write topic; signer and sig are the
+ * header values (NULL when absent). Tries the current key of the role, then the next one. */
+sl_auth_t sl_keyring_check(sl_keyring_t *kr, unsigned roles, const char *topic, const void *key,
+                           size_t key_len, const void *value, size_t value_len, const char *signer,
+                           size_t signer_len, const char *sig, size_t sig_len);
+
+/* ---- Keyed job ids --------------------------------------------------------------------- */
+
+#define SL_JOB_ID_KEY_BYTES 32
+
+/* Creates a random job-id key file (hex, 0600). */
+sl_err_t sl_job_id_keygen(const char *path);
+/* Reads a job-id key file into key. */
+sl_err_t sl_job_id_key_load(const char *path, uint8_t key[SL_JOB_ID_KEY_BYTES]);
+/* The job id of (tenant, idempotency key): 32 hex digits of a BLAKE2b keyed with key, over
+ * tenant, a NUL and the idempotency key. out holds 33 bytes. */
+void sl_job_id(const uint8_t key[SL_JOB_ID_KEY_BYTES], const char *tenant,
+               const char *idempotency_key, char *out);
 
 typedef struct sl_verifier sl_verifier_t;
 sl_err_t sl_verifier_load(const char *public_path, sl_verifier_t **out);

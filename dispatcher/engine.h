@@ -27,7 +27,9 @@ typedef void (*sl_engine_emit_fn)(const char *key, const char *value, void *arg)
 typedef void (*sl_engine_chunk_fn)(const char *topic, const char *key, const char *value,
                                    void *arg);
 
-/* Creates an engine. verifier is borrowed; NULL accepts unsigned messages (tests only).
+/* Creates an engine. verifier is borrowed; NULL accepts unsigned messages. The dispatcher
+ * passes NULL: it checks every message's signature over topic, key and value before it gets
+ * here (sl_kafka_verify, common/auth.h), which a check of the value alone cannot do.
  * Credentials are resolved once here from each deployment's api_key_env / api_key_file. */
 sl_err_t sl_engine_new(const sl_config_t *cfg, const sl_verifier_t *verifier,
                        sl_engine_emit_fn emit, void *arg, sl_engine_t **out, char *err,

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "engine.h"
 #include "heartbeat.h"
 #include "kafka.h"
@@ -30,13 +31,16 @@ static const char usage_text[] =
     "multi, keep-alive), never retries by itself, and publishes one usage event per attempt\n"
     "(outcome, real usage, normalised rate-limit headers, latency, and the response on\n"
     "success). Streamed requests (\"stream\": true) also get each chunk of the answer\n"
-    "published to kafka.topics.stream as it arrives. Verifies signatures with\n"
-    "signing.public_key_file. Every dispatcher.heartbeat_ms it tells the scheduler, on the\n"
-    "usage topic, which attempts it holds, so that the calls of a dispatcher that died are\n"
-    "settled as soon as its restart (or its silence) shows it. Offsets are committed before\n"
-    "calls start: a restarted dispatcher never repeats its predecessor's calls. Several may\n"
-    "share the dispatch topic as one consumer group (kafka.membership group), each under its\n"
-    "own kafka.instance.\n";
+    "published to kafka.topics.stream as it arrives. Acts only on dispatches signed by the\n"
+    "scheduler (signing.public_key_file, and signing.next_public_key_file during a key\n"
+    "rotation); others are counted in sluice_dispatcher_messages_refused_total{topic,reason}.\n"
+    "Signs every usage event, heartbeat and stream chunk with\n"
+    "signing.dispatcher_secret_key_file (the pair is created at start when missing). Every\n"
+    "dispatcher.heartbeat_ms it tells the scheduler, on the usage topic, which attempts it\n"
+    "holds, so that the calls of a dispatcher that died are settled as soon as its restart (or\n"
+    "its silence) shows it. Offsets are committed before calls start: a restarted dispatcher\n"
+    "never repeats its predecessor's calls. Several may share the dispatch topic as one\n"
+    "consumer group (kafka.membership group), each under its own kafka.instance.\n";
 
 typedef struct {
     rd_kafka_t *prod;
@@ -225,16 +229,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-dispatcher: libcurl failed to initialise\n");
         return 2;
     }
-    /* The public key appears when the scheduler first starts; wait a little for it. */
-    char pk[1024];
-    sl_resolve_path(cfg->signing_public_key_file, pk, sizeof pk);
-    sl_verifier_t *verifier = NULL;
-    for (int i = 0; i < 300 && sl_verifier_load(pk, &verifier) != SL_OK; i++) {
+    sl_signer_t *signer = NULL;
+    sl_keyring_t *keyring = NULL;
+    if (sl_auth_signer(cfg, SL_ROLE_DISPATCHER, &signer, err, sizeof err) != SL_OK ||
+        sl_auth_keyring(cfg, SL_ROLE_BIT(SL_ROLE_SCHEDULER), &keyring, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "sluice-dispatcher: %s\n", err);
+        return 2;
+    }
+    /* The scheduler's public key appears when it first starts; wait a little for it. */
+    for (int i = 0; i < 300 && !sl_keyring_has(keyring, SL_ROLE_SCHEDULER); i++) {
         if (sl_stop_requested())
             return 0;
         usleep(100 * 1000);
     }
-    if (verifier == NULL) {
+    if (!sl_keyring_has(keyring, SL_ROLE_SCHEDULER)) {
+        char pk[1024];
+        sl_resolve_path(cfg->signing_public_key_file, pk, sizeof pk);
         fprintf(stderr, "sluice-dispatcher: cannot load the dispatch public key %s\n", pk);
         return 2;
     }
@@ -286,9 +296,10 @@ int main(int argc, char **argv)
         "Batches of dispatches whose offsets could not be committed before their calls "
         "started (the calls started anyway).",
         NULL, NULL, 0);
+    int m_auth = sl_auth_refused_family(ctx.metrics, "sluice_dispatcher");
     if (ctx.metrics == NULL || ctx.m_outcomes < 0 || m_in_flight < 0 || m_refused < 0 ||
         m_refused_by < 0 || ctx.m_latency < 0 || ctx.m_ttfb < 0 || submit_errors.family < 0 ||
-        m_lag < 0 || m_commit_errors < 0) {
+        m_lag < 0 || m_commit_errors < 0 || m_auth < 0) {
         fprintf(stderr, "sluice-dispatcher: cannot set up metrics\n");
         return 1;
     }
@@ -319,7 +330,9 @@ int main(int argc, char **argv)
         return 2;
     }
     sl_engine_t *engine = NULL;
-    if (sl_engine_new(cfg, verifier, emit_usage, &ctx, &engine, err, sizeof err) != SL_OK) {
+    /* Signatures are checked here, before the engine (sl_kafka_verify), over the topic, key and
+     * value; the engine gets no verifier. */
+    if (sl_engine_new(cfg, NULL, emit_usage, &ctx, &engine, err, sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-dispatcher: %s\n", err);
         return 2;
     }
@@ -377,12 +390,19 @@ int main(int argc, char **argv)
         sl_engine_stats(engine, &before);
         for (int i = 0; i < ntaken; i++) {
             rd_kafka_message_t *msg = taken[i];
-            const char *sig = NULL;
-            size_t sig_len = 0;
-            sl_kafka_header(msg, "sluice-sig", &sig, &sig_len);
-            sl_err_t rc = sl_engine_submit(engine, msg->payload, msg->len, sig, sig_len, sl_now_ms());
-            if (rc != SL_OK)
-                submit_failed(&submit_errors, rc, sl_now_ms());
+            const char *topic = rd_kafka_topic_name(msg->rkt);
+            sl_auth_t auth = sl_kafka_verify(keyring, sl_auth_writers(cfg, topic), msg);
+            if (auth != SL_AUTH_OK) {
+                /* Also a "forged" dispatch in the counters that were there first. */
+                sl_auth_refuse(ctx.metrics, m_auth, topic, auth);
+                const char *v[] = {"forged"};
+                sl_metrics_add(ctx.metrics, m_refused_by, v, 1);
+                sl_metrics_add(ctx.metrics, m_refused, NULL, 1);
+            } else {
+                sl_err_t rc = sl_engine_submit(engine, msg->payload, msg->len, NULL, 0, sl_now_ms());
+                if (rc != SL_OK)
+                    submit_failed(&submit_errors, rc, sl_now_ms());
+            }
             rd_kafka_message_destroy(msg);
         }
         sl_engine_stats_t after;
@@ -483,7 +503,9 @@ int main(int argc, char **argv)
     sl_engine_free(engine);
     sl_heartbeat_free(hb);
     sl_metrics_free(ctx.metrics);
-    sl_verifier_free(verifier);
+    sl_kafka_sign_as(NULL, SL_ROLE_DISPATCHER);
+    sl_signer_free(signer);
+    sl_keyring_free(keyring);
     close(pipefd[0]);
     close(pipefd[1]);
     curl_global_cleanup();

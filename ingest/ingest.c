@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "capacity.h"
 #include "estimate.h"
 #include "jsonschema.h"
@@ -19,6 +20,7 @@ struct sl_ingest {
     const sl_config_t *cfg;
     sl_schema_t *schema;        /* request.json */
     sl_schema_t *cancel_schema; /* cancel-request.json */
+    uint8_t job_id_key[SL_JOB_ID_KEY_BYTES]; /* signing.job_id_key_file */
 };
 
 sl_err_t sl_ingest_new(const sl_config_t *cfg, sl_ingest_t **out, char *err, size_t errlen)
@@ -36,6 +38,8 @@ sl_err_t sl_ingest_new(const sl_config_t *cfg, sl_ingest_t **out, char *err, siz
         sl_resolve_path(rel, path, sizeof path);
         rc = sl_schema_load_file(path, &ing->cancel_schema, err, errlen);
     }
+    if (rc == SL_OK)
+        rc = sl_auth_job_id_key(cfg, 0 /*create*/, ing->job_id_key, err, errlen);
     if (rc != SL_OK) {
         sl_ingest_free(ing);
         return rc;
@@ -51,6 +55,7 @@ void sl_ingest_free(sl_ingest_t *ing)
         return;
     sl_schema_free(ing->schema);
     sl_schema_free(ing->cancel_schema);
+    sodium_memzero(ing->job_id_key, sizeof ing->job_id_key);
     free(ing);
 }
 
@@ -61,16 +66,10 @@ void sl_ingest_out_clear(sl_ingest_out_t *out)
     memset(out, 0, sizeof *out);
 }
 
-void sl_ingest_job_id(const char *tenant, const char *idempotency_key, char *out)
+void sl_ingest_job_id(const sl_ingest_t *ing, const char *tenant, const char *idempotency_key,
+                      char *out)
 {
-    uint8_t digest[16];
-    crypto_generichash_state st;
-    crypto_generichash_init(&st, NULL, 0, sizeof digest);
-    crypto_generichash_update(&st, (const unsigned char *)tenant, strlen(tenant) + 1);
-    crypto_generichash_update(&st, (const unsigned char *)idempotency_key,
-                              strlen(idempotency_key));
-    crypto_generichash_final(&st, digest, sizeof digest);
-    sl_hex_encode(digest, sizeof digest, out);
+    sl_job_id(ing->job_id_key, tenant, idempotency_key, out);
 }
 
 /* Sets out to doc (serialised) for topic, keyed by key; on SL_ENOMEM out is left clear. */
@@ -164,7 +163,7 @@ static sl_err_t cancel(sl_ingest_t *ing, json_t *req, int64_t now_ms,
     const sl_key_cfg_t *k = &cfg->keys[key];
     const char *tenant = cfg->tenants[k->tenant].name;
     char job_id[33];
-    sl_ingest_job_id(tenant, idem, job_id);
+    sl_ingest_job_id(ing, tenant, idem, job_id);
     sl_msg_cancel_t c = {.job_id = job_id, .idempotency_key = idem, .tenant = tenant,
                          .key_id = k->id, .requested_ms = now_ms};
     json_t *msg = sl_msg_cancel_json(&c);
@@ -233,7 +232,7 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
         sl_random_id(fresh_idem, 16);
         idem = fresh_idem;
     }
-    sl_ingest_job_id(tenant, idem, job_id);
+    sl_ingest_job_id(ing, tenant, idem, job_id);
     if (k->paused) {
         rc = reject(ing, out, src, now_ms, job_id, idem, tenant, SL_ERRTYPE_POLICY, SL_REASON_KEY_PAUSED,
                     "this API key is paused by an operator");

@@ -45,8 +45,10 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
                            const sl_ingest_source_t *src, sl_ingest_out_t *out);
 void sl_ingest_out_clear(sl_ingest_out_t *out);
 
-/* The job id of (tenant, idempotency key): stable, so a resubmission is the same job.
- * out holds 33 bytes. */
-void sl_ingest_job_id(const char *tenant, const char *idempotency_key, char *out);
+/* The job id of (tenant, idempotency key): stable, so a resubmission is the same job, and keyed
+ * with the secret of signing.job_id_key_file (sl_job_id), so no one without it can tell the id
+ * of another tenant's job. out holds 33 bytes. */
+void sl_ingest_job_id(const sl_ingest_t *ing, const char *tenant, const char *idempotency_key,
+                      char *out);
 
 #endif

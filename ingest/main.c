@@ -7,10 +7,12 @@
  * batch topic's partitions only with the room the requests topic leaves in a take: a batch flood
  * of any size delays an interactive request by at most one take (64 batch requests), not by
  * the flood. */
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "inflight.h"
 #include "ingest.h"
 #include "intake.h"
@@ -42,7 +44,9 @@ static const char usage_text[] =
     "room the first leaves, so a batch flood never delays other requests), validates them\n"
     "against schema/request.json, authenticates the API key, resolves the tenant from it,\n"
     "estimates tokens and writes the canonical job to the jobs topic (keyed by tenant) or a\n"
-    "`rejected` result with a reason code to the results topic.\n"
+    "`rejected` result with a reason code to the results topic. Everything it writes is\n"
+    "signed with signing.ingest_secret_key_file, and job ids are keyed with\n"
+    "signing.job_id_key_file (both created at start when missing).\n"
     "Config: $SLUICE_CONFIG or examples/sluice.json.\n";
 
 /* The consumer's properties: the intake's read-ahead limits, and offsets stored only when a
@@ -119,6 +123,15 @@ int main(int argc, char **argv)
     sl_proc_parse_daemon(argc, argv, "sluice-ingest", usage_text, &opts);
     sl_config_t *cfg = sl_proc_start("ingest", &opts);
     char err[512] = "";
+    /* Jobs, cancels and rejections are signed as ingest; job ids are keyed with a secret. */
+    sl_signer_t *signer = NULL;
+    uint8_t job_id_key[SL_JOB_ID_KEY_BYTES];
+    if (sl_auth_signer(cfg, SL_ROLE_INGEST, &signer, err, sizeof err) != SL_OK ||
+        sl_auth_job_id_key(cfg, 1 /*create*/, job_id_key, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "sluice-ingest: %s\n", err);
+        return 2;
+    }
+    sodium_memzero(job_id_key, sizeof job_id_key); /* loaded again by sl_ingest_new */
     sl_ingest_t *ing = NULL;
     if (sl_ingest_new(cfg, &ing, err, sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-ingest: cannot load request schema: %s\n", err);
@@ -266,6 +279,8 @@ stop:
     free(opts.rest);
     sl_metrics_free(metrics);
     sl_ingest_free(ing);
+    sl_kafka_sign_as(NULL, SL_ROLE_INGEST);
+    sl_signer_free(signer);
     sl_config_free(cfg);
     return exit_code;
 }

@@ -17,6 +17,7 @@
 
 #include "admin.h"
 #include "api.h"
+#include "auth.h"
 #include "exporter.h"
 #include "intake.h"
 #include "kafka.h"
@@ -47,7 +48,11 @@ static const char usage_text[] =
     "between tenants by deficit round-robin, reserves every bucket of a job before it is sent,\n"
     "leases it to a dispatcher with a signed dispatch message, reconciles usage events, retries\n"
     "after 429s and expires jobs past their deadline. Run one scheduler per database: it takes\n"
-    "a lock on the file. The signing key (signing.secret_key_file) is created on first start.\n"
+    "a lock on the file. Its signing key pair (signing.secret_key_file) is created on first\n"
+    "start; it signs every dispatch and result, and acts only on jobs signed by ingest\n"
+    "(signing.ingest_public_key_file) and usage events signed by a dispatcher\n"
+    "(signing.dispatcher_public_key_file); others are counted in\n"
+    "sluice_scheduler_messages_refused_total{topic,reason}.\n"
     "\n"
     "The admin API (scheduler.admin_listen, default 127.0.0.1:9320; see scheduler/ADMIN-API.md)\n"
     "lists buckets and queues, pauses and resumes tenants and keys, and changes limits, weights\n"
@@ -80,15 +85,11 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
 
 /* Produces one message; results carry their outbox row (seq > 0) as delivery opaque. */
 static void produce(rd_kafka_t *prod, const char *topic, const char *key, const char *value,
-                    const char *sig, int64_t seq, sl_outbox_t *ob)
+                    int64_t seq, sl_outbox_t *ob)
 {
-    rd_kafka_headers_t *hdrs = NULL;
-    if (sig != NULL && sig[0] != '\0') {
-        hdrs = rd_kafka_headers_new(1);
-        rd_kafka_header_add(hdrs, "sluice-sig", -1, sig, (ssize_t)strlen(sig));
-    }
+    /* Signed in sl_kafka_produce, as every message of this process (sl_auth_signer). */
     sl_err_t rc =
-        sl_kafka_produce(prod, topic, key, value, strlen(value), hdrs, (void *)(intptr_t)seq);
+        sl_kafka_produce(prod, topic, key, value, strlen(value), NULL, (void *)(intptr_t)seq);
     if (seq > 0)
         sl_outbox_sent(ob, rc == SL_OK);
 }
@@ -102,7 +103,7 @@ static void produce_outbox_row(int64_t seq, const char *topic, const char *key, 
                                void *arg)
 {
     sweep_t *sw = arg;
-    produce(sw->prod, topic, key, value, NULL, seq, sw->ob);
+    produce(sw->prod, topic, key, value, seq, sw->ob);
 }
 
 static int has_assignment(rd_kafka_t *cons)
@@ -113,23 +114,6 @@ static int has_assignment(rd_kafka_t *cons)
     int n = parts->cnt;
     rd_kafka_topic_partition_list_destroy(parts);
     return n > 0;
-}
-
-static void ensure_signing_key(const sl_config_t *cfg)
-{
-    char sk[1024], pk[1024];
-    sl_resolve_path(cfg->signing_secret_key_file, sk, sizeof sk);
-    sl_resolve_path(cfg->signing_public_key_file, pk, sizeof pk);
-    FILE *f = fopen(sk, "r");
-    if (f != NULL) {
-        fclose(f);
-        return;
-    }
-    if (sl_sign_keygen(sk, pk) != SL_OK) {
-        fprintf(stderr, "sluice-scheduler: cannot create signing keys %s / %s\n", sk, pk);
-        exit(2);
-    }
-    sl_info("created a dispatch signing key pair: %s (secret), %s (public)", sk, pk);
 }
 
 /* SIGHUP: applies the config file again without losing queued work (quotas, weights, limits,
@@ -244,12 +228,14 @@ int main(int argc, char **argv)
     sl_proc_parse_daemon(argc, argv, "sluice-scheduler", usage_text, &opts);
     sl_config_t *cfg = sl_proc_start("scheduler", &opts);
     char err[512] = "";
-    ensure_signing_key(cfg);
+    /* Everything it produces (dispatches, results) is signed as the scheduler; jobs are
+     * checked with ingest's public keys, usage events with the dispatcher's. */
     sl_signer_t *signer = NULL;
-    char path[1024];
-    sl_resolve_path(cfg->signing_secret_key_file, path, sizeof path);
-    if (sl_signer_load(path, &signer) != SL_OK) {
-        fprintf(stderr, "sluice-scheduler: cannot load signing key %s\n", path);
+    sl_keyring_t *keyring = NULL;
+    if (sl_auth_signer(cfg, SL_ROLE_SCHEDULER, &signer, err, sizeof err) != SL_OK ||
+        sl_auth_keyring(cfg, SL_ROLE_BIT(SL_ROLE_INGEST) | SL_ROLE_BIT(SL_ROLE_DISPATCHER),
+                        &keyring, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "sluice-scheduler: %s\n", err);
         return 2;
     }
     char sql_rel[1024], sql_path[1024];
@@ -262,7 +248,8 @@ int main(int argc, char **argv)
     if (open_rc != SL_OK) {
         fprintf(stderr, "sluice-scheduler: %s\n", err);
         start_status = open_rc == SL_EDB ? SL_STORE_EXIT_STATUS : 2;
-    } else if (sl_sched_new(cfg, store, signer, sl_now_ms(), &sched, err, sizeof err) != SL_OK) {
+    } else if (sl_sched_new(cfg, store, NULL /*signed when produced*/, sl_now_ms(), &sched, err,
+                            sizeof err) != SL_OK) {
         const char *fault = NULL;
         int store_fault = sl_store_fault(store, &fault) != SL_STORE_FAULT_NONE;
         fprintf(stderr, "sluice-scheduler: %s%s%s\n", err, store_fault ? ": " : "",
@@ -273,6 +260,7 @@ int main(int argc, char **argv)
         /* Freed so that a sanitizer build exits with this status, not its leak report's. */
         sl_store_close(store);
         sl_signer_free(signer);
+        sl_keyring_free(keyring);
         sl_config_free(cfg);
         free(opts.rest);
         return start_status;
@@ -317,7 +305,8 @@ int main(int argc, char **argv)
     }
     sl_exporter_observe(exporter, sched);
     int lag_family = sl_kafka_lag_family(metrics);
-    if (lag_family < 0) {
+    int refused_family = sl_auth_refused_family(metrics, "sluice_scheduler");
+    if (lag_family < 0 || refused_family < 0) {
         fprintf(stderr, "sluice-scheduler: cannot set up metrics\n");
         return 1;
     }
@@ -375,6 +364,11 @@ int main(int argc, char **argv)
                 continue;
             }
             const char *topic = rd_kafka_topic_name(m->rkt);
+            sl_auth_t auth = sl_kafka_verify(keyring, sl_auth_writers(cfg, topic), m);
+            if (auth != SL_AUTH_OK) {
+                sl_auth_refuse(metrics, refused_family, topic, auth);
+                continue;
+            }
             if (strcmp(topic, cfg->kafka.topic_jobs) == 0)
                 rc = sl_sched_on_job(sched, m->payload, m->len, now);
             else
@@ -432,7 +426,6 @@ int main(int argc, char **argv)
         int nout = sl_sched_take(sched, &out);
         for (int i = 0; i < nout; i++)
             produce(prod, out[i].topic, out[i].key, out[i].value,
-                    out[i].kind == SL_MSG_DISPATCH ? out[i].sig : NULL,
                     out[i].kind == SL_MSG_RESULT ? out[i].seq : 0, ob);
         sl_sched_msgs_free(out, nout);
         rd_kafka_poll(prod, 0);
@@ -474,7 +467,9 @@ int main(int argc, char **argv)
     sl_metrics_free(metrics);
     sl_sched_free(sched);
     sl_store_close(store);
+    sl_kafka_sign_as(NULL, SL_ROLE_SCHEDULER);
     sl_signer_free(signer);
+    sl_keyring_free(keyring);
     sl_config_free(cfg);
     free(opts.rest);
     return exit_code;

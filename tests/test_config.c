@@ -98,6 +98,25 @@ static sl_config_t *load_ok(const char *path)
 
 /* ---- The example config ----------------------------------------------------------------- */
 
+START_TEST(role_keys_default_beside_the_scheduler_key_and_can_be_named)
+{
+    json_t *root = example();
+    json_t *sg = json_object_get(root, "signing");
+    json_object_set_new(sg, "secret_key_file", json_string("/etc/sluice/keys/sched.key"));
+    json_object_set_new(sg, "dispatcher_public_key_file", json_string("/d.pub"));
+    json_object_set_new(sg, "ingest_next_public_key_file", json_string("/i-next.pub"));
+    sl_config_t *cfg = NULL;
+    char err[512] = "";
+    ck_assert_msg(load_doc(root, &cfg, err, sizeof err) == SL_OK, "%s", err);
+    ck_assert_str_eq(cfg->signing_ingest_secret_key_file, "/etc/sluice/keys/ingest.key");
+    ck_assert_str_eq(cfg->signing_job_id_key_file, "/etc/sluice/keys/job-id.key");
+    ck_assert_str_eq(cfg->signing_dispatcher_public_key_file, "/d.pub");
+    ck_assert_str_eq(cfg->signing_ingest_next_public_key_file, "/i-next.pub");
+    ck_assert_str_eq(cfg->signing_dispatcher_next_public_key_file, "");
+    sl_config_free(cfg);
+}
+END_TEST
+
 START_TEST(example_config_loads_with_its_deployments_routes_tenants_and_keys)
 {
     sl_config_t *cfg = load_ok(EXAMPLE);
@@ -112,6 +131,13 @@ START_TEST(example_config_loads_with_its_deployments_routes_tenants_and_keys)
     ck_assert_int_eq(cfg->max_in_flight, 256);
     ck_assert_str_eq(cfg->signing_secret_key_file, "var/dispatch.key");
     ck_assert_str_eq(cfg->signing_public_key_file, "var/dispatch.pub");
+    /* The other roles' keys sit beside the scheduler's; no rotation under way. */
+    ck_assert_str_eq(cfg->signing_ingest_secret_key_file, "var/ingest.key");
+    ck_assert_str_eq(cfg->signing_ingest_public_key_file, "var/ingest.pub");
+    ck_assert_str_eq(cfg->signing_dispatcher_secret_key_file, "var/dispatcher.key");
+    ck_assert_str_eq(cfg->signing_dispatcher_public_key_file, "var/dispatcher.pub");
+    ck_assert_str_eq(cfg->signing_job_id_key_file, "var/job-id.key");
+    ck_assert_str_eq(cfg->signing_next_public_key_file, "");
 
     ck_assert_int_eq(cfg->classes[SL_CLASS_INTERACTIVE].deadline_ms, 30000);
     ck_assert_int_eq(cfg->classes[SL_CLASS_INTERACTIVE].weight, 8);
@@ -996,6 +1022,7 @@ static Suite *config_suite(void)
     Suite *s = suite_create("config");
     TCase *tc = tcase_create("load");
     tcase_add_test(tc, example_config_loads_with_its_deployments_routes_tenants_and_keys);
+    tcase_add_test(tc, role_keys_default_beside_the_scheduler_key_and_can_be_named);
     tcase_add_test(tc, api_key_is_found_by_its_hash);
     tcase_add_test(tc, lookups_by_name_return_index_or_minus_one);
     tcase_add_test(tc, tenant_route_allow_list_limits_routes);

@@ -37,11 +37,25 @@ static const sl_ingest_source_t SRC = {"sluice.requests", 3, 1234};
 
 /* ---- Fixtures and helpers --------------------------------------------------------------- */
 
+/* A job-id key of the tests' own, made once per process (ingest refuses to start without). */
+static const char *job_id_key_path(void)
+{
+    static char path[64];
+    if (path[0] == '\0') {
+        char dir[] = "/tmp/sluice-test-ingest-XXXXXX";
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/job-id.key", dir);
+        ck_assert_int_eq(sl_job_id_keygen(path), SL_OK);
+    }
+    return path;
+}
+
 static void open_with(const char *config_path)
 {
     char err[512] = "";
     ck_assert_msg(sl_config_load(config_path, &cfg, err, sizeof err) == SL_OK, "%s: %s",
                   config_path, err);
+    cfg->signing_job_id_key_file = job_id_key_path();
     ck_assert_msg(sl_ingest_new(cfg, &ing, err, sizeof err) == SL_OK, "ingest: %s", err);
     ck_assert_msg(sl_schema_load_file("schema/job.json", &job_schema, err, sizeof err) == SL_OK,
                   "%s", err);
@@ -237,7 +251,7 @@ START_TEST(valid_request_becomes_a_job_keyed_by_tenant)
     ck_assert_str_eq(str(job, "class"), "interactive");
     ck_assert_str_eq(str(job, "idempotency_key"), "demo-1");
     char id[33];
-    sl_ingest_job_id("acme", "demo-1", id);
+    sl_ingest_job_id(ing, "acme", "demo-1", id);
     ck_assert_str_eq(str(job, "job_id"), id);
     ck_assert_int_eq(num(job, "submitted_ms"), NOW);
     ck_assert_int_eq(num(job, "deadline_ms"), NOW + 30000);
@@ -423,13 +437,63 @@ START_TEST(job_id_is_stable_per_tenant_and_idempotency_key)
 
     /* The function itself: 32 hex digits, and tenant and key cannot bleed into each other. */
     char a[33], b[33];
-    sl_ingest_job_id("acme", "x", a);
+    sl_ingest_job_id(ing, "acme", "x", a);
     ck_assert_uint_eq(strlen(a), 32);
     ck_assert_uint_eq(strspn(a, "0123456789abcdef"), 32);
-    sl_ingest_job_id("acm", "ex", b);
+    sl_ingest_job_id(ing, "acm", "ex", b);
     ck_assert_str_ne(a, b);
-    sl_ingest_job_id("acme", "x", b);
+    sl_ingest_job_id(ing, "acme", "x", b);
     ck_assert_str_eq(a, b);
+}
+END_TEST
+
+/* The job id as it was derived before it was keyed: an unkeyed BLAKE2b anyone can compute. */
+static void unkeyed_job_id(const char *tenant, const char *idem, char out[33])
+{
+    uint8_t digest[16];
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, sizeof digest);
+    crypto_generichash_update(&st, (const unsigned char *)tenant, strlen(tenant) + 1);
+    crypto_generichash_update(&st, (const unsigned char *)idem, strlen(idem));
+    crypto_generichash_final(&st, digest, sizeof digest);
+    sl_hex_encode(digest, sizeof digest, out);
+}
+
+START_TEST(job_id_cannot_be_computed_without_the_secret_key)
+{
+    sl_ingest_out_t out;
+    json_t *job = expect_job("{'idempotency_key':'victim-1','api_key':'" ACME_KEY "',"
+                             "'route':'chat-small','request':{'messages':[{'role':'user',"
+                             "'content':'hi'}]}}",
+                             &out);
+    sl_ingest_out_clear(&out);
+    char guess[33];
+    unkeyed_job_id("acme", "victim-1", guess);
+    ck_assert_str_ne(str(job, "job_id"), guess);
+    /* Another key gives other ids; the same key the same ids (a resubmission is one job). */
+    uint8_t k1[SL_JOB_ID_KEY_BYTES], k2[SL_JOB_ID_KEY_BYTES];
+    memset(k1, 1, sizeof k1);
+    memset(k2, 2, sizeof k2);
+    char a[33], b[33], c[33];
+    sl_job_id(k1, "acme", "victim-1", a);
+    sl_job_id(k2, "acme", "victim-1", b);
+    sl_job_id(k1, "acme", "victim-1", c);
+    ck_assert_str_ne(a, b);
+    ck_assert_str_eq(a, c);
+    json_decref(job);
+}
+END_TEST
+
+START_TEST(ingest_does_not_start_without_its_job_id_key)
+{
+    const char *kept = cfg->signing_job_id_key_file;
+    cfg->signing_job_id_key_file = "/nonexistent/job-id.key";
+    sl_ingest_t *other = NULL;
+    char err[512] = "";
+    ck_assert_int_ne(sl_ingest_new(cfg, &other, err, sizeof err), SL_OK);
+    ck_assert_ptr_null(other);
+    ck_assert_ptr_nonnull(strstr(err, "job id key"));
+    cfg->signing_job_id_key_file = kept;
 }
 END_TEST
 
@@ -453,7 +517,7 @@ START_TEST(job_id_is_stable_for_a_long_non_ascii_idempotency_key)
     ck_assert_str_eq(str(first, "idempotency_key"), idem);
     ck_assert_str_eq(str(first, "job_id"), str(again, "job_id"));
     char id[33];
-    sl_ingest_job_id("acme", idem, id);
+    sl_ingest_job_id(ing, "acme", idem, id);
     ck_assert_str_eq(str(first, "job_id"), id);
     json_decref(first);
     json_decref(again);
@@ -472,7 +536,7 @@ START_TEST(request_without_idempotency_key_gets_a_fresh_one)
     ck_assert_str_ne(str(a, "idempotency_key"), "");
     ck_assert_str_ne(str(a, "job_id"), str(b, "job_id"));
     char id[33];
-    sl_ingest_job_id("acme", str(a, "idempotency_key"), id);
+    sl_ingest_job_id(ing, "acme", str(a, "idempotency_key"), id);
     ck_assert_str_eq(str(a, "job_id"), id);
     json_decref(a);
     json_decref(b);
@@ -656,7 +720,7 @@ START_TEST(unknown_route_is_rejected)
     ck_assert_ptr_nonnull(strstr(str(json_object_get(res, "error"), "message"), "no-such-route"));
     /* Once the tenant is known, a rejection has the job's own stable id. */
     char id[33];
-    sl_ingest_job_id("acme", "demo-bad-route", id);
+    sl_ingest_job_id(ing, "acme", "demo-bad-route", id);
     ck_assert_str_eq(str(res, "job_id"), id);
     json_decref(res);
     sl_ingest_out_clear(&out);
@@ -1063,6 +1127,8 @@ static Suite *ingest_suite(void)
     TCase *jobs = tcase_create("jobs");
     tcase_add_checked_fixture(jobs, setup_example, teardown);
     tcase_add_test(jobs, valid_request_becomes_a_job_keyed_by_tenant);
+    tcase_add_test(jobs, job_id_cannot_be_computed_without_the_secret_key);
+    tcase_add_test(jobs, ingest_does_not_start_without_its_job_id_key);
     tcase_add_test(jobs, cancel_names_the_callers_own_job_on_the_jobs_topic);
     tcase_add_test(jobs, bad_cancel_requests_are_rejected);
     tcase_add_test(jobs, identity_comes_from_the_key);

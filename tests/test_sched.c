@@ -1745,6 +1745,48 @@ END_TEST
 
 /* Every cancel gets an answer: a finished job's own result again; for a key with no job, a
  * `rejected` result (nothing_to_cancel) under the caller's key. */
+/* A signature proves who wrote a message, not that it is new: genuine messages replayed after
+ * their job finished change nothing (docs/security.md, "Replays"). */
+START_TEST(replayed_usage_and_cancel_after_a_job_finished_change_nothing)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    feed_job(&e, "job-1", "acme", T0);
+    batch_t b = step(&e, T0);
+    lease_t l = lease_of(find(&b, SL_MSG_DISPATCH, "job-1"), T0);
+    batch_free(&b);
+    feed_usage(&e, "job-1", 1, l.res, l.dep, &OK_USAGE, T0 + 700);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 1);
+    batch_free(&b);
+    /* The attempt's usage replayed with other figures (1 + 1 tokens): no result, no charge. */
+    const usagespec_t tiny = {"ok", 200, 1, 1, -1, 0, NULL};
+    feed_usage(&e, "job-1", 1, l.res, l.dep, &tiny, T0 + 900);
+    b = take(&e);
+    ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    ck_assert_str_eq(peek_sql(&e, "SELECT state || ',' || actual_input || ',' || actual_output"
+                                  " FROM reservations WHERE reservation_id = '%s'",
+                              l.res),
+                     "reconciled,120,40");
+    /* A cancel replayed after the job finished: answered, the job stays succeeded. */
+    feed_cancel(&e, "job-1", "acme", T0 + 1000);
+    feed_cancel(&e, "job-1", "acme", T0 + 1001);
+    b = take(&e);
+    for (int i = 0; i < b.n; i++)
+        ck_assert_str_ne(sget(b.doc[i], "status"), "cancelled");
+    batch_free(&b);
+    ck_assert_str_eq(peek_sql(&e, "SELECT status FROM jobs WHERE job_id = '%s'", "job-1"),
+                     "succeeded");
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.succeeded, 1);
+    ck_assert_int_eq(st.usage_stale, 1);
+    env_done(&e);
+}
+END_TEST
+
 START_TEST(a_cancel_of_nothing_queued_is_answered)
 {
     env_t e;
@@ -2645,6 +2687,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, a_tenants_results_go_to_its_topic_sealed);
     tcase_add_test(tc, capacity_is_the_bottleneck_and_no_window_exceeds_the_limits);
     tcase_add_test(tc, ok_usage_succeeds_with_usage_and_response_and_closes_the_reservation);
+    tcase_add_test(tc, replayed_usage_and_cancel_after_a_job_finished_change_nothing);
     tcase_add_test(tc, job_on_an_unlimited_path_is_dispatched_and_reconciled);
     tcase_add_test(tc, retry_after_is_a_lower_bound_and_the_job_moves_to_another_deployment);
     tcase_add_test(tc, retry_after_is_a_lower_bound_with_a_single_deployment);

@@ -1,5 +1,5 @@
 /* test_sign.c - behaviour of the libsodium pieces (common/sign.h): key files, Ed25519
- * signatures of dispatch messages, and API-key hashing.
+ * signatures of messages by role, keyrings with rotation, keyed job ids, and API-key hashing.
  */
 #include <check.h>
 #include <ftw.h>
@@ -378,6 +378,181 @@ START_TEST(keyhash_of_many_keys_has_no_collisions)
 }
 END_TEST
 
+
+/* ---- Message signatures by role (sl_msg_sign, keyrings) ------------------------------------ */
+
+/* A second pair in dir, for another role. */
+static void other_pair(const char *name, char *sk, char *pk, size_t cap)
+{
+    snprintf(sk, cap, "%s/%s.key", dir, name);
+    snprintf(pk, cap, "%s/%s.pub", dir, name);
+    ck_assert_int_eq(sl_sign_keygen(sk, pk), SL_OK);
+}
+
+static sl_auth_t check_msg(sl_keyring_t *kr, unsigned roles, const char *topic, const char *key,
+                           const char *value, const char *signer, const char *sig)
+{
+    return sl_keyring_check(kr, roles, topic, key, key != NULL ? strlen(key) : 0, value,
+                            strlen(value), signer, signer != NULL ? strlen(signer) : 0, sig,
+                            sig != NULL ? strlen(sig) : 0);
+}
+
+START_TEST(message_signature_binds_role_topic_key_and_value)
+{
+    make_keys();
+    sl_signer_t *s = signer();
+    sl_keyring_t *kr = sl_keyring_new();
+    ck_assert_int_eq(sl_keyring_add(kr, SL_ROLE_DISPATCHER, pk_path), SL_OK);
+    const unsigned usage = SL_ROLE_BIT(SL_ROLE_DISPATCHER);
+    char sig[SL_SIG_B64_LEN];
+    sl_msg_sign(s, SL_ROLE_DISPATCHER, "sluice.usage", "job-1", 5, MSG, strlen(MSG), sig);
+    ck_assert_int_eq(check_msg(kr, usage, "sluice.usage", "job-1", MSG, "dispatcher", sig),
+                     SL_AUTH_OK);
+    /* Moved to another topic or key, or a byte of the value changed: refused. */
+    ck_assert_int_eq(check_msg(kr, usage, "sluice.stream", "job-1", MSG, "dispatcher", sig),
+                     SL_AUTH_BAD_SIGNATURE);
+    ck_assert_int_eq(check_msg(kr, usage, "sluice.usage", "job-2", MSG, "dispatcher", sig),
+                     SL_AUTH_BAD_SIGNATURE);
+    ck_assert_int_eq(check_msg(kr, usage, "sluice.usage", NULL, MSG, "dispatcher", sig),
+                     SL_AUTH_BAD_SIGNATURE);
+    char tampered[sizeof MSG];
+    memcpy(tampered, MSG, sizeof MSG);
+    tampered[10] ^= 1;
+    ck_assert_int_eq(check_msg(kr, usage, "sluice.usage", "job-1", tampered, "dispatcher", sig),
+                     SL_AUTH_BAD_SIGNATURE);
+    /* The same key claimed as another role's: the role is in the signed bytes. */
+    ck_assert_int_eq(sl_keyring_add(kr, SL_ROLE_INGEST, pk_path), SL_OK);
+    ck_assert_int_eq(check_msg(kr, usage | SL_ROLE_BIT(SL_ROLE_INGEST), "sluice.usage", "job-1",
+                               MSG, "ingest", sig),
+                     SL_AUTH_BAD_SIGNATURE);
+    sl_keyring_free(kr);
+    sl_signer_free(s);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(unsigned_unknown_and_wrong_role_messages_are_refused)
+{
+    make_keys();
+    sl_signer_t *s = signer();
+    sl_keyring_t *kr = sl_keyring_new();
+    ck_assert_int_eq(sl_keyring_add(kr, SL_ROLE_SCHEDULER, pk_path), SL_OK);
+    char sig[SL_SIG_B64_LEN];
+    sl_msg_sign(s, SL_ROLE_SCHEDULER, "sluice.jobs", "acme", 4, MSG, strlen(MSG), sig);
+    const unsigned jobs = SL_ROLE_BIT(SL_ROLE_INGEST);
+    ck_assert_int_eq(check_msg(kr, jobs, "sluice.jobs", "acme", MSG, NULL, NULL),
+                     SL_AUTH_UNSIGNED);
+    ck_assert_int_eq(check_msg(kr, jobs, "sluice.jobs", "acme", MSG, NULL, sig),
+                     SL_AUTH_UNKNOWN_SIGNER);
+    ck_assert_int_eq(check_msg(kr, jobs, "sluice.jobs", "acme", MSG, "root", sig),
+                     SL_AUTH_UNKNOWN_SIGNER);
+    /* A genuine scheduler signature, on a topic only ingest writes. */
+    ck_assert_int_eq(check_msg(kr, jobs, "sluice.jobs", "acme", MSG, "scheduler", sig),
+                     SL_AUTH_WRONG_ROLE);
+    /* Ingest may write it, but this keyring holds no ingest key. */
+    ck_assert_int_eq(check_msg(kr, jobs, "sluice.jobs", "acme", MSG, "ingest", sig),
+                     SL_AUTH_UNKNOWN_SIGNER);
+    ck_assert_int_eq(check_msg(kr, SL_ROLE_BIT(SL_ROLE_SCHEDULER), "sluice.jobs", "acme", MSG,
+                               "scheduler", "not base64!"),
+                     SL_AUTH_BAD_SIGNATURE);
+    ck_assert_str_eq(sl_auth_name(SL_AUTH_WRONG_ROLE), "wrong_role");
+    sl_keyring_free(kr);
+    sl_signer_free(s);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(a_signature_by_another_key_of_the_role_is_refused)
+{
+    make_keys();
+    char sk2[128], pk2[128];
+    other_pair("attacker", sk2, pk2, sizeof sk2);
+    sl_signer_t *forger = NULL;
+    ck_assert_int_eq(sl_signer_load(sk2, &forger), SL_OK);
+    sl_keyring_t *kr = sl_keyring_new();
+    ck_assert_int_eq(sl_keyring_add(kr, SL_ROLE_INGEST, pk_path), SL_OK);
+    char sig[SL_SIG_B64_LEN];
+    sl_msg_sign(forger, SL_ROLE_INGEST, "sluice.jobs", "acme", 4, MSG, strlen(MSG), sig);
+    ck_assert_int_eq(check_msg(kr, SL_ROLE_BIT(SL_ROLE_INGEST), "sluice.jobs", "acme", MSG,
+                               "ingest", sig),
+                     SL_AUTH_BAD_SIGNATURE);
+    sl_keyring_free(kr);
+    sl_signer_free(forger);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(rotation_accepts_the_current_and_the_next_key)
+{
+    make_keys();
+    char sk2[128], pk2[128], sk3[128], pk3[128];
+    other_pair("next", sk2, pk2, sizeof sk2);
+    other_pair("third", sk3, pk3, sizeof sk3);
+    sl_signer_t *cur = signer(), *next = NULL;
+    ck_assert_int_eq(sl_signer_load(sk2, &next), SL_OK);
+    sl_keyring_t *kr = sl_keyring_new();
+    ck_assert_int_eq(sl_keyring_add(kr, SL_ROLE_SCHEDULER, pk_path), SL_OK);
+    ck_assert_int_eq(sl_keyring_add(kr, SL_ROLE_SCHEDULER, pk2), SL_OK);
+    ck_assert_int_eq(sl_keyring_add(kr, SL_ROLE_SCHEDULER, pk3), SL_EINVAL);
+    const unsigned d = SL_ROLE_BIT(SL_ROLE_SCHEDULER);
+    char a[SL_SIG_B64_LEN], b[SL_SIG_B64_LEN];
+    sl_msg_sign(cur, SL_ROLE_SCHEDULER, "sluice.dispatch", "j", 1, MSG, strlen(MSG), a);
+    sl_msg_sign(next, SL_ROLE_SCHEDULER, "sluice.dispatch", "j", 1, MSG, strlen(MSG), b);
+    ck_assert_int_eq(check_msg(kr, d, "sluice.dispatch", "j", MSG, "scheduler", a), SL_AUTH_OK);
+    ck_assert_int_eq(check_msg(kr, d, "sluice.dispatch", "j", MSG, "scheduler", b), SL_AUTH_OK);
+    sl_keyring_free(kr);
+    sl_signer_free(cur);
+    sl_signer_free(next);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(a_public_key_written_later_is_read_when_first_needed)
+{
+    make_keys();
+    char sk2[128], pk2[128];
+    snprintf(sk2, sizeof sk2, "%s/late.key", dir);
+    snprintf(pk2, sizeof pk2, "%s/late.pub", dir);
+    sl_keyring_t *kr = sl_keyring_new();
+    ck_assert_int_eq(sl_keyring_add(kr, SL_ROLE_INGEST, pk2), SL_OK);
+    ck_assert_int_eq(sl_keyring_has(kr, SL_ROLE_INGEST), 0);
+    ck_assert_int_eq(sl_sign_keygen(sk2, pk2), SL_OK);
+    ck_assert_int_eq(sl_keyring_has(kr, SL_ROLE_INGEST), 1);
+    /* A file that is there but is no key is an error at once. */
+    write_text(pk2, "nonsense\n");
+    ck_assert_int_eq(sl_keyring_add(kr, SL_ROLE_DISPATCHER, pk2), SL_ECRYPTO);
+    sl_keyring_free(kr);
+    sl_keyring_free(NULL);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(job_id_key_files_round_trip_and_differ)
+{
+    make_keys();
+    char p1[128], p2[128];
+    snprintf(p1, sizeof p1, "%s/job-id-1.key", dir);
+    snprintf(p2, sizeof p2, "%s/job-id-2.key", dir);
+    ck_assert_int_eq(sl_job_id_keygen(p1), SL_OK);
+    ck_assert_int_eq(sl_job_id_keygen(p2), SL_OK);
+    struct stat st;
+    ck_assert_int_eq(stat(p1, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+    uint8_t k1[SL_JOB_ID_KEY_BYTES], k2[SL_JOB_ID_KEY_BYTES];
+    ck_assert_int_eq(sl_job_id_key_load(p1, k1), SL_OK);
+    ck_assert_int_eq(sl_job_id_key_load(p2, k2), SL_OK);
+    char a[33], b[33];
+    sl_job_id(k1, "acme", "demo-1", a);
+    sl_job_id(k2, "acme", "demo-1", b);
+    ck_assert_uint_eq(strlen(a), 32);
+    ck_assert_str_ne(a, b);
+    /* Tenant and key do not bleed into each other. */
+    sl_job_id(k1, "acm", "edemo-1", b);
+    ck_assert_str_ne(a, b);
+    remove_dir();
+}
+END_TEST
+
 static Suite *sign_suite(void)
 {
     Suite *s = suite_create("sign");
@@ -396,6 +571,12 @@ static Suite *sign_suite(void)
     tcase_add_test(sig, signature_from_another_key_fails);
     tcase_add_test(sig, garbage_base64_fails);
     tcase_add_test(sig, free_of_null_is_a_no_op);
+    tcase_add_test(sig, message_signature_binds_role_topic_key_and_value);
+    tcase_add_test(sig, unsigned_unknown_and_wrong_role_messages_are_refused);
+    tcase_add_test(sig, a_signature_by_another_key_of_the_role_is_refused);
+    tcase_add_test(sig, rotation_accepts_the_current_and_the_next_key);
+    tcase_add_test(sig, a_public_key_written_later_is_read_when_first_needed);
+    tcase_add_test(sig, job_id_key_files_round_trip_and_differ);
     suite_add_tcase(s, sig);
 
     TCase *hash = tcase_create("keyhash");

@@ -27,8 +27,10 @@ int sl_cli_cancel(sl_proc_opts_t *opts, int argc, char **argv);
 
 /* `hash-key [KEY]`: the hash to put in the config for an API key (keys.c). */
 int sl_cli_hash_key(sl_proc_opts_t *opts, int argc, char **argv);
-/* `keygen SECRET_FILE PUBLIC_FILE`: a dispatch-signing key pair. */
+/* `keygen SECRET_FILE PUBLIC_FILE`: one signing key pair (e.g. the next one of a rotation). */
 int sl_cli_keygen(sl_proc_opts_t *opts, int argc, char **argv);
+/* `keys`: every key file of the config's "signing" section that is missing. */
+int sl_cli_keys(sl_proc_opts_t *opts, int argc, char **argv);
 
 /* The admin API commands (status.c, pause.c, quota.c, jobs.c; scheduler/ADMIN-API.md), each
  * with --json, --admin URL and --admin-key-file FILE. The config gives the default URL

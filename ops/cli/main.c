@@ -15,8 +15,9 @@ static const char usage_text[] =
     "  cancel [--api-key KEY] IDEM...     cancel your queued jobs by idempotency key\n"
     "  hash-key [KEY]                     print the hash to put in the config for an API key\n"
     "                                     (reads the key from stdin when not given)\n"
-    "  keygen [--box] SECRET PUBLIC       create a dispatch-signing key pair (--box: a key\n"
-    "                                     pair for sealed results)\n"
+    "  keygen [--box] SECRET PUBLIC       create one signing key pair (e.g. for a rotation;\n"
+    "                                     --box: a key pair for sealed results)\n"
+    "  keys                               create every missing key file the config names\n"
     "\n"
     "operator commands (the scheduler's admin API; need an admin key):\n"
     "  status [--once] [--interval S]     queues, buckets and tenants; live on a terminal\n"
@@ -39,7 +40,7 @@ static const struct {
     int (*run)(sl_proc_opts_t *opts, int argc, char **argv);
 } commands[] = {
     {"submit", sl_cli_submit},     {"results", sl_cli_results}, {"cancel", sl_cli_cancel},
-    {"hash-key", sl_cli_hash_key}, {"keygen", sl_cli_keygen},   {"status", sl_cli_status},
+    {"hash-key", sl_cli_hash_key}, {"keygen", sl_cli_keygen}, {"keys", sl_cli_keys},   {"status", sl_cli_status},
     {"pause", sl_cli_pause},       {"resume", sl_cli_resume},   {"quota", sl_cli_quota},
     {"jobs", sl_cli_jobs},
 };

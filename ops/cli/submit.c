@@ -27,6 +27,7 @@
 #include "seal.h"
 #include "sign.h"
 #include "util.h"
+#include "verify.h"
 
 static const char submit_usage[] =
     "usage: sluice submit --file FILE|- [--api-key KEY] [--route NAME] [--class CLASS]\n"
@@ -412,13 +413,22 @@ static int submit(const sl_config_t *cfg, const submit_args_t *args)
         sl_hmap_free(mine);
         return 2;
     }
+    sl_cli_verify_t ver;
+    if (sl_cli_verify_init(&ver, cfg, "sluice submit") != 0) {
+        if (out != stdout)
+            fclose(out);
+        sl_kafka_consumer_close(cons);
+        sl_hmap_free(mine);
+        return 2;
+    }
     int tty = isatty(STDERR_FILENO);
     double started = sl_mono_ms(), last_show = 0;
     double deadline = started + (double)timeout_s * 1000.0;
     long seen = 0;
     while (seen < p.total && sl_mono_ms() < deadline && !sl_stop_requested()) {
         rd_kafka_message_t *msg = rd_kafka_consumer_poll(cons, 200);
-        if (msg != NULL && msg->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (msg != NULL && msg->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            sl_cli_verify_accept(&ver, msg)) {
             json_t *res = json_loadb(msg->payload, msg->len, 0, NULL);
             const char *idem = json_string_value(json_object_get(res, "idempotency_key"));
             if (idem != NULL && sl_hmap_get(mine, idem) != NULL) {
@@ -438,6 +448,7 @@ static int submit(const sl_config_t *cfg, const submit_args_t *args)
         }
     }
     show_progress(&p, started, 1);
+    sl_cli_verify_done(&ver);
     if (out != stdout)
         fclose(out);
     else
@@ -507,6 +518,11 @@ static int results(const sl_config_t *cfg, reader_t *rdr, sl_hmap_t *want, int a
         fprintf(stderr, "sluice results: kafka: %s\n", err);
         return 2;
     }
+    sl_cli_verify_t ver;
+    if (sl_cli_verify_init(&ver, cfg, "sluice results") != 0) {
+        sl_kafka_consumer_close(cons);
+        return 2;
+    }
     /* Read until nothing new arrives for a while (the topic's end) or the timeout. */
     double deadline = sl_mono_ms() + (double)timeout_s * 1000.0;
     double idle_since = sl_mono_ms();
@@ -517,7 +533,7 @@ static int results(const sl_config_t *cfg, reader_t *rdr, sl_hmap_t *want, int a
         if (msg == NULL)
             continue;
         idle_since = sl_mono_ms();
-        if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR && sl_cli_verify_accept(&ver, msg)) {
             json_t *res = json_loadb(msg->payload, msg->len, 0, NULL);
             const char *id = json_string_value(json_object_get(res, "job_id"));
             const char *idem = json_string_value(json_object_get(res, "idempotency_key"));
@@ -538,6 +554,7 @@ static int results(const sl_config_t *cfg, reader_t *rdr, sl_hmap_t *want, int a
         }
         rd_kafka_message_destroy(msg);
     }
+    sl_cli_verify_done(&ver);
     sl_kafka_consumer_close(cons);
     return found == wanted && rdr->unopened == 0 ? 0 : 1;
 }

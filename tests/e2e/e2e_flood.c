@@ -1,5 +1,5 @@
 /* e2e_flood - a flood of every kind of bad message, over the real stack, with good jobs in the
- * same streams: PER_KIND (300,000) messages of each of eleven kinds, produced straight to the
+ * same streams: PER_KIND (120,000) messages of each of eleven kinds, produced straight to the
  * topics, and 200 good requests spread over them (plus 4 before the flood, to warm up).
  *
  *   sluice.requests  malformed JSON, schema-invalid requests, unknown API keys, oversized
@@ -26,8 +26,8 @@
  * each wave produces PER_KIND / WAVES messages of every kind, interleaved, with GOOD / WAVES
  * good requests spread among them, and wave w starts only when every daemon's counters show
  * it took in all the waves before w - 1 (this test's results reader reads all along). A wave
- * puts about 0.6 MB on a sluice.requests partition, 1.1 MB on the jobs partition the cancels
- * share with the good jobs, and 1.3 MB of results on a sluice.results partition; two waves
+ * puts about 0.5 MB on a sluice.requests partition, 0.9 MB on the jobs partition the cancels
+ * share with the good jobs, and 1.0 MB of results on a sluice.results partition; two waves
  * unread stay under the broker's limit, so a good job lost would be sluice's doing, not the
  * broker's.
  *
@@ -42,12 +42,13 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "kafka.h"
 #include "sign.h"
 #include "util.h"
 
 enum {
-    PER_KIND = 300000,
-    WAVES = 40,
+    PER_KIND = 120000,
+    WAVES = 20,
     GOOD = 200,
     WARMUP = 4,
     MAX_REQUEST_BYTES = 512,
@@ -64,13 +65,13 @@ enum { GOOD_LATENCY_MAX_MS = 30000 };
  * partitions for ingest (two requests topics) and the scheduler (jobs and usage), and 64 MB
  * (librdkafka's queued.max.messages.kbytes, one queue) for the dispatcher. A daemon that kept
  * something of each bad message would need more than this long before the flood ends
- * (1.2 million requests at ingest). */
+ * (480,000 requests at ingest). */
 #define RSS_GROWTH_MAX_KB (96L * 1024)
 /* RSS growth allowed from the end of the first quarter of the waves to the end of the flood.
  * RSS keeps the high-water mark of the read-ahead and of the allocator's arenas, which the
  * first waves mostly reach; what the later waves add must stay small. Anything kept per
  * message, even a map entry (a key and a node, 50 bytes or more), would grow the scheduler by
- * 50 MB over those waves (its 1.1 million messages). */
+ * 20 MB over those waves (its 440,000 messages). */
 #define RSS_LATE_GROWTH_MAX_KB (16L * 1024)
 /* Under ASan, RSS measures ASan itself: its quarantine of freed memory (256 MB by default)
  * and the shadow of it grew the daemons by 250 - 420 MB over a tenth of the flood. So the RSS
@@ -158,32 +159,52 @@ static rd_kafka_t *flood_producer(const char *bootstrap)
     return rk;
 }
 
-/* Produces value (copied) to topic, with a sluice-sig header when sig is not NULL; waits
- * while the queue is full. */
+/* Produces value (copied) to topic, with a sluice-sig header when sig is not NULL, or signed
+ * by as (role) as the daemon of that role signs when as is not NULL; waits while the queue is
+ * full. */
 static void produce(rd_kafka_t *p, const char *topic, const char *key, const char *value,
-                    size_t len, const char *sig)
+                    size_t len, const char *sig, const sl_signer_t *as, sl_role_t role)
 {
     for (;;) {
-        rd_kafka_resp_err_t err;
-        if (sig != NULL)
-            err = rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic),
-                                    RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
-                                    RD_KAFKA_V_VALUE((void *)value, len),
-                                    RD_KAFKA_V_HEADER("sluice-sig", sig, (ssize_t)strlen(sig)),
-                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-        else
-            err = rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic),
-                                    RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
-                                    RD_KAFKA_V_VALUE((void *)value, len),
-                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        rd_kafka_headers_t *hdrs = NULL;
+        if (sig != NULL || as != NULL) {
+            hdrs = rd_kafka_headers_new(2);
+            if (as != NULL)
+                sl_kafka_sign_headers(hdrs, as, role, topic, key, key ? strlen(key) : 0, value,
+                                      len);
+            else
+                rd_kafka_header_add(hdrs, "sluice-sig", -1, sig, (ssize_t)strlen(sig));
+        }
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
+            RD_KAFKA_V_VALUE((void *)value, len), RD_KAFKA_V_HEADERS(hdrs),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
         if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
             return;
+        if (hdrs != NULL)
+            rd_kafka_headers_destroy(hdrs);
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             fprintf(stderr, "produce: %s\n", rd_kafka_err2str(err));
             exit(2);
         }
         rd_kafka_poll(p, 5);
     }
+}
+
+/* The ingest and dispatcher secret keys the daemons made in the test's folder: the bad jobs,
+ * cancels and usage events are signed with them, so they get past the signature check and it
+ * is the parsing and matching behind it that the flood exercises (e2e_security floods with
+ * unsigned and forged ones). */
+static sl_signer_t *role_signer(const char *name)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s.key", h_tmpdir(), name);
+    sl_signer_t *s = NULL;
+    if (!h_wait_file(path, 20000) || sl_signer_load(path, &s) != SL_OK) {
+        fprintf(stderr, "cannot load %s\n", path);
+        exit(2);
+    }
+    return s;
 }
 
 /* Signed dispatch bodies: each well-formed, for a job nobody submitted. real[j] is the
@@ -383,7 +404,7 @@ static void produce_good(rd_kafka_t *p, good_t *g, int n)
                        "\"content\":\"Good request %d among the flood.\"}],\"max_tokens\":16}}",
                        key, GOOD_KEY, n, n);
     g->produced_ms[n] = h_wall_ms();
-    produce(p, "sluice.requests", key, req, (size_t)len, NULL);
+    produce(p, "sluice.requests", key, req, (size_t)len, NULL, NULL, SL_ROLE_INGEST);
 }
 
 /* ---- reading results ---- */
@@ -616,6 +637,7 @@ int main(void)
 
     static sig_pool_t pool;
     sig_pool_init(&pool);
+    sl_signer_t *as_ingest = role_signer("ingest"), *as_dispatcher = role_signer("dispatcher");
     rd_kafka_t *prod = flood_producer(st.bootstrap);
     results_t rs;
     memset(&rs, 0, sizeof rs);
@@ -676,7 +698,11 @@ int main(void)
             for (int k = 0; k < KINDS; k++) {
                 const char *sig = NULL;
                 int len = make_bad((kind_t)k, seq, &pool, buf, sizeof buf, key, sizeof key, &sig);
-                produce(prod, kind_topic[k], key, buf, (size_t)len, sig);
+                int on_jobs = strcmp(kind_topic[k], "sluice.jobs") == 0;
+                int on_usage = strcmp(kind_topic[k], "sluice.usage") == 0;
+                produce(prod, kind_topic[k], key, buf, (size_t)len, sig,
+                        on_jobs ? as_ingest : on_usage ? as_dispatcher : NULL,
+                        on_jobs ? SL_ROLE_INGEST : SL_ROLE_DISPATCHER);
             }
             if (i % (per_wave / good_per_wave) == per_wave / good_per_wave / 2)
                 produce_good(prod, &good, (int)good_sent++);
@@ -799,6 +825,8 @@ int main(void)
     }
     free(sim_cfg);
     free((char *)cfg);
+    sl_signer_free(as_ingest);
+    sl_signer_free(as_dispatcher);
     int rc = h_summary("flood");
     h_cleanup(rc != 0 || getenv("E2E_KEEP") != NULL);
     return rc;

@@ -1,5 +1,6 @@
 /* e2e_log_flood - floods of repeated bad input do not grow the logs with them, over the real
- * stack: 30,000 unsigned dispatch messages and 30,000 cancels of unknown jobs.
+ * stack: 30,000 unsigned dispatch messages and 30,000 cancels of unknown jobs (signed with
+ * ingest's key, so that the scheduler reads them).
  *
  * Asserts:
  *   - the dispatcher refuses all 30,000 forged dispatches (its refused counter) but logs at most
@@ -122,7 +123,8 @@ int main(void)
                        " \"idempotency_key\": \"c-%d\", \"tenant\": \"t1\","
                        " \"requested_ms\": 1}",
                        i, i);
-        h_produce(prod, "sluice.jobs", "t1", msg, (size_t)len);
+        /* Signed by ingest's key: a cancel that gets past the signature check. */
+        h_produce_as(prod, "ingest", "sluice.jobs", "t1", msg, (size_t)len);
     }
     rd_kafka_flush(prod, 60000);
     rd_kafka_destroy(prod);
@@ -137,7 +139,8 @@ int main(void)
     long forged_seen = 0, cancels_seen = 0, forged_lines = 0, cancel_lines = 0;
     deadline = sl_mono_ms() + 30000;
     while (sl_mono_ms() < deadline) {
-        forged_lines = count_log("dispatcher", "without a valid signature", &forged_seen);
+        forged_lines =
+            count_log("dispatcher", "refused an unsigned message on sluice.dispatch", &forged_seen);
         cancel_lines = count_log("scheduler", "not queued (unknown or finished)", &cancels_seen);
         if (forged_seen >= FLOOD && cancels_seen >= FLOOD)
             break;

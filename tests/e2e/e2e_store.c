@@ -69,16 +69,23 @@ static char *write_config(const char *name, const char *db, const char *schema_d
     return strdup(h_write(name, cfg));
 }
 
-/* The job id ingest gives (tenant, idempotency key), as sl_ingest_job_id derives it. */
+/* The job id ingest gives (tenant, idempotency key) with the job-id key in the test's folder
+ * (sl_ingest_job_id). The old database is made before the stack starts: the key is made here
+ * then, as `sluice keys` would, and ingest uses the file it finds. */
 static void job_id_of(const char *tenant, const char *idem, char out[33])
 {
-    uint8_t digest[16];
-    crypto_generichash_state st;
-    crypto_generichash_init(&st, NULL, 0, sizeof digest);
-    crypto_generichash_update(&st, (const unsigned char *)tenant, strlen(tenant) + 1);
-    crypto_generichash_update(&st, (const unsigned char *)idem, strlen(idem));
-    crypto_generichash_final(&st, digest, sizeof digest);
-    sl_hex_encode(digest, sizeof digest, out);
+    char path[512];
+    uint8_t key[SL_JOB_ID_KEY_BYTES];
+    snprintf(path, sizeof path, "%s/job-id.key", h_tmpdir());
+    if (access(path, F_OK) != 0 && sl_job_id_keygen(path) != SL_OK) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(2);
+    }
+    if (sl_job_id_key_load(path, key) != SL_OK) {
+        fprintf(stderr, "cannot read %s\n", path);
+        exit(2);
+    }
+    sl_job_id(key, tenant, idem, out);
 }
 
 static void submit(rd_kafka_t *prod, const char *idem, int i)

@@ -1,6 +1,7 @@
 /* harness.c - end-to-end test helpers (see harness.h). */
 #include "harness.h"
 
+#include "kafka.h"
 #include "sign.h"
 #include "util.h"
 
@@ -319,6 +320,43 @@ void h_produce(rd_kafka_t *p, const char *topic, const char *key, const char *va
             RD_KAFKA_V_END);
         if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
             return;
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            fprintf(stderr, "produce: %s\n", rd_kafka_err2str(err));
+            exit(2);
+        }
+        rd_kafka_poll(p, 10);
+    }
+}
+
+void h_produce_as(rd_kafka_t *p, const char *role, const char *topic, const char *key,
+                  const char *value, size_t len)
+{
+    static sl_signer_t *signers[SL_ROLE_COUNT];
+    int r = sl_role_parse(role, strlen(role));
+    if (r < 0) {
+        fprintf(stderr, "h_produce_as: no role %s\n", role);
+        exit(2);
+    }
+    if (signers[r] == NULL) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s.key", h_tmpdir(),
+                 r == SL_ROLE_SCHEDULER ? "dispatch" : role);
+        if (!h_wait_file(path, 20000) || sl_signer_load(path, &signers[r]) != SL_OK) {
+            fprintf(stderr, "h_produce_as: cannot load %s\n", path);
+            exit(2);
+        }
+    }
+    for (;;) {
+        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(2);
+        sl_kafka_sign_headers(hdrs, signers[r], (sl_role_t)r, topic, key, key ? strlen(key) : 0,
+                              value, len);
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
+            RD_KAFKA_V_VALUE((void *)value, len), RD_KAFKA_V_HEADERS(hdrs),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return;
+        rd_kafka_headers_destroy(hdrs);
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             fprintf(stderr, "produce: %s\n", rd_kafka_err2str(err));
             exit(2);

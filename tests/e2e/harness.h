@@ -56,6 +56,12 @@ int64_t h_sim_total(json_t *stats, const char *field);
 rd_kafka_t *h_producer(const char *bootstrap);
 /* Produces value to topic (copy); blocks while the queue is full. */
 void h_produce(rd_kafka_t *p, const char *topic, const char *key, const char *value, size_t len);
+/* h_produce with the headers of a message signed by role ("ingest", "scheduler" uses
+ * dispatch.key, "dispatcher") with that role's secret key in the test folder, as the daemon
+ * signs (common/auth.h): what a holder of that key could write. Waits up to 20 s for the
+ * file; exits 2 when it cannot load it. */
+void h_produce_as(rd_kafka_t *p, const char *role, const char *topic, const char *key,
+                  const char *value, size_t len);
 /* Polls cons once (up to timeout_ms): 0 when nothing arrived; 1 when a message did, with *doc
  * its value parsed as JSON (caller decrefs), or NULL for an error or a value that is not JSON. */
 int h_poll_json(rd_kafka_t *cons, int timeout_ms, json_t **doc);

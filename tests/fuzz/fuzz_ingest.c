@@ -37,8 +37,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     char path[4096], err[512];
     FUZZ_CHECK(sl_crypto_init() == SL_OK);
     fuzz_repo_path("examples/sluice.json", path, sizeof path);
-    if (sl_config_load(path, &cfg, err, sizeof err) != SL_OK ||
-        sl_ingest_new(cfg, &ing, err, sizeof err) != SL_OK) {
+    static char key_path[] = "/tmp/sluice-fuzz-ingest-job-id.key";
+    if (sl_config_load(path, &cfg, err, sizeof err) != SL_OK)
+        cfg = NULL;
+    if (cfg != NULL) {
+        cfg->signing_job_id_key_file = key_path;
+        FUZZ_CHECK(sl_job_id_keygen(key_path) == SL_OK);
+    }
+    if (cfg == NULL || sl_ingest_new(cfg, &ing, err, sizeof err) != SL_OK) {
         fprintf(stderr, "fuzz_ingest: %s\n", err);
         abort();
     }
