@@ -30,7 +30,6 @@
 #include "jsonschema.h"
 #include "ledger.h"
 #include "sched_types.h"
-#include "sign.h"
 #include "store.h"
 
 /* The most buckets one job's path may cross (callers' side and provider side together). */
@@ -170,7 +169,6 @@ typedef struct {
 struct sl_sched {
     const sl_config_t *cfg;
     sl_store_t *store;
-    const sl_signer_t *signer;
     sl_schema_t *job_schema, *usage_schema, *cancel_schema, *heartbeat_schema;
     sl_ledger_t *ledger;
     binfo_t *binfo;

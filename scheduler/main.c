@@ -248,7 +248,7 @@ int main(int argc, char **argv)
     if (open_rc != SL_OK) {
         fprintf(stderr, "sluice-scheduler: %s\n", err);
         start_status = open_rc == SL_EDB ? SL_STORE_EXIT_STATUS : 2;
-    } else if (sl_sched_new(cfg, store, NULL /*signed when produced*/, sl_now_ms(), &sched, err,
+    } else if (sl_sched_new(cfg, store, sl_now_ms(), &sched, err,
                             sizeof err) != SL_OK) {
         const char *fault = NULL;
         int store_fault = sl_store_fault(store, &fault) != SL_STORE_FAULT_NONE;

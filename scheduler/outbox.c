@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "core.h"
-#include "sign.h"
 
 sl_err_t sl_outbox_emit(sl_sched_t *s, sl_msg_kind_t kind, const char *topic, const char *key,
                         char *value, int64_t seq)
@@ -34,8 +33,6 @@ sl_err_t sl_outbox_emit(sl_sched_t *s, sl_msg_kind_t kind, const char *topic, co
         free(value);
         return SL_ENOMEM;
     }
-    if (kind == SL_MSG_DISPATCH && s->signer != NULL)
-        sl_signer_sign(s->signer, value, strlen(value), m->sig);
     s->nout++;
     return SL_OK;
 }

@@ -29,7 +29,7 @@ void sl_sched_msgs_free(sl_sched_msg_t *msgs, int n);
 
 /* Appends a message to those sl_sched_take hands over: kind, topic (not copied: it lives in the
  * config), key (copied) and value (taken, freed on failure too); seq is a result's outbox row
- * (0 for dispatches). A dispatch is signed with the core's signer when it has one. */
+ * (0 for dispatches). */
 sl_err_t sl_outbox_emit(sl_sched_t *s, sl_msg_kind_t kind, const char *topic, const char *key,
                         char *value, int64_t seq);
 /* Sends a finished job's stored result again (a redelivered or resubmitted job): a new outbox

@@ -56,8 +56,7 @@ static sl_err_t load_schema(const sl_config_t *cfg, const char *name, sl_schema_
 }
 
 /* Builds the core; exact: the store's bucket state was saved a moment ago (a reload). */
-static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_signer_t *signer,
-                          int64_t now_ms, int exact, sl_sched_t **out, char *err, size_t errlen)
+static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, int64_t now_ms, int exact, sl_sched_t **out, char *err, size_t errlen)
 {
     *out = NULL;
     sl_sched_t *s = calloc(1, sizeof *s);
@@ -65,7 +64,6 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_si
         return SL_ENOMEM;
     s->cfg = cfg;
     s->store = store;
-    s->signer = signer;
     sl_err_t rc = load_schema(cfg, "job.json", &s->job_schema, err, errlen);
     if (rc == SL_OK)
         rc = load_schema(cfg, "usage.json", &s->usage_schema, err, errlen);
@@ -139,10 +137,10 @@ fail:
     return rc;
 }
 
-sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_signer_t *signer,
-                      int64_t now_ms, sl_sched_t **out, char *err, size_t errlen)
+sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, int64_t now_ms,
+                      sl_sched_t **out, char *err, size_t errlen)
 {
-    return sched_new(cfg, store, signer, now_ms, 0, out, err, errlen);
+    return sched_new(cfg, store, now_ms, 0, out, err, errlen);
 }
 
 sl_err_t sl_sched_save(sl_sched_t *s, int64_t now_ms)
@@ -160,8 +158,7 @@ sl_err_t sl_sched_reload(sl_sched_t **sp, const sl_config_t *cfg, int64_t now_ms
         snprintf(err, errlen, "messages not yet taken (sl_sched_take first)");
         return SL_EBUSY;
     }
-    sl_err_t rc = sched_new(cfg, old->store, old->signer, now_ms, 1 /*exact*/, &fresh, err,
-                            errlen);
+    sl_err_t rc = sched_new(cfg, old->store, now_ms, 1 /*exact*/, &fresh, err, errlen);
     if (rc != SL_OK)
         return rc;
     /* What only lived in memory carries over by name: provider pauses after a 429, counters. */

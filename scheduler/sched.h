@@ -28,15 +28,13 @@
 #include "outbox.h"    /* the messages out: sl_sched_take */
 #include "overrides.h" /* run-time changes: sl_sched_set_limit, _share, _paused */
 #include "sched_types.h"
-#include "sign.h"
 #include "store.h"
 
 /* Creates the core: builds buckets from cfg, restores bucket levels and unfinished jobs from
- * store (after a restart every deployment bucket starts empty: the worst case). cfg, store and
- * signer are borrowed and must outlive the core; signer may be NULL in tests (dispatches are
- * then unsigned). *out set only on success. */
-sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, const sl_signer_t *signer,
-                      int64_t now_ms, sl_sched_t **out, char *err, size_t errlen);
+ * store (after a restart every deployment bucket starts empty: the worst case). cfg and store
+ * are borrowed and must outlive the core. Its messages are signed when the process produces
+ * them (sl_kafka_produce). *out set only on success. */
+sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, int64_t now_ms, sl_sched_t **out, char *err, size_t errlen);
 void sl_sched_free(sl_sched_t *s);
 
 /* Writes every bucket's level and counters to the store (inside the caller's transaction). */

@@ -9,7 +9,6 @@
 
 #include <stdint.h>
 
-#include "sign.h"
 
 typedef struct sl_sched sl_sched_t;
 
@@ -20,8 +19,7 @@ typedef struct {
     const char *topic; /* not owned */
     char *key;
     char *value;
-    char sig[SL_SIG_B64_LEN]; /* dispatches: base64 Ed25519 signature of value */
-    int64_t seq;              /* results: outbox row to delete once acknowledged */
+    int64_t seq; /* results: outbox row to delete once acknowledged */
 } sl_sched_msg_t;
 
 typedef struct {

@@ -86,7 +86,7 @@ static void env_init(env_t *e)
     char err[512] = "";
     ck_assert_msg(sl_config_load(e->cfg_path, &e->cfg, err, sizeof err) == SL_OK, "%s", err);
     ck_assert_int_eq(sl_store_open(e->cfg->db_path, e->sql, &e->store, err, sizeof err), SL_OK);
-    ck_assert_int_eq(sl_sched_new(e->cfg, e->store, NULL, T0, &e->sched, err, sizeof err),
+    ck_assert_int_eq(sl_sched_new(e->cfg, e->store, T0, &e->sched, err, sizeof err),
                      SL_OK);
     e->api = (sl_api_t){&e->sched, (const sl_config_t **)&e->cfg, e->store, fixed_now};
 }
@@ -304,7 +304,7 @@ START_TEST(changes_are_validated_and_applied)
     /* every change is stored: a new core over the same store has them */
     sl_sched_free(e.sched);
     char err[256];
-    ck_assert_int_eq(sl_sched_new(e.cfg, e.store, NULL, T0, &e.sched, err, sizeof err), SL_OK);
+    ck_assert_int_eq(sl_sched_new(e.cfg, e.store, T0, &e.sched, err, sizeof err), SL_OK);
     sl_sched_tenants_info(e.sched, ti);
     ck_assert_int_eq(ti[0].weight, 4);
     ck_assert_double_eq(ti[0].guarantee, 0.6);

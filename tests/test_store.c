@@ -1717,7 +1717,7 @@ static void core_open(core_env_t *c, int64_t now_ms)
 {
     char err[512] = "";
     env_open(&c->env);
-    ck_assert_msg(sl_sched_new(c->cfg, c->env.store, NULL, now_ms, &c->sched, err, sizeof err) ==
+    ck_assert_msg(sl_sched_new(c->cfg, c->env.store, now_ms, &c->sched, err, sizeof err) ==
                       SL_OK,
                   "sched: %s", err);
 }

@@ -40,7 +40,7 @@ void open_core(env_t *e, int64_t now_ms)
     char err[512] = "";
     ck_assert_msg(sl_store_open(e->cfg->db_path, e->sql, &e->store, err, sizeof err) == SL_OK,
                   "store: %s", err);
-    ck_assert_msg(sl_sched_new(e->cfg, e->store, NULL, now_ms, &e->sched, err, sizeof err) ==
+    ck_assert_msg(sl_sched_new(e->cfg, e->store, now_ms, &e->sched, err, sizeof err) ==
                       SL_OK,
                   "sched: %s", err);
 }
