@@ -22,18 +22,20 @@
  * rejected result, and the provider was called for the good jobs only.
  *
  * The dev broker (librdkafka's mock cluster) keeps about 5 MB or 100,000 message sets per
- * partition and silently drops older data, consumed or not. So the flood goes in WAVES waves:
- * each wave produces PER_KIND / WAVES messages of every kind, interleaved, with GOOD / WAVES
+ * partition and silently drops older data, consumed or not. So the flood goes in waves of at
+ * most PER_WAVE_MAX messages of every kind (20 waves by default), interleaved, with GOOD / waves
  * good requests spread among them, and wave w starts only when every daemon's counters show
  * it took in all the waves before w - 1 (this test's results reader reads all along). A wave
- * puts about 0.5 MB on a sluice.requests partition, 0.9 MB on the jobs partition the cancels
- * share with the good jobs, and 1.0 MB of results on a sluice.results partition; two waves
- * unread stay under the broker's limit, so a good job lost would be sluice's doing, not the
- * broker's.
+ * of PER_WAVE_MAX puts about 0.6 MB on a sluice.requests partition, 1.1 MB on the jobs
+ * partition the cancels share with the good jobs, and 1.3 MB of results on a sluice.results
+ * partition; two waves unread stay under the broker's limit, so a good job lost would be
+ * sluice's doing, not the broker's.
  *
  * Under the sanitizer build (SLUICE_BIN ending in bin-asan) the volume is a tenth, and RSS is
  * printed but not checked (see the note after RSS_LATE_GROWTH_MAX_KB). E2E_FLOOD_PER_KIND
- * sets another volume (a multiple of WAVES).
+ * sets another volume: E2E_FLOOD_PER_KIND=300000 is the volume the flood was specified with
+ * (40 waves, about 160 s on two cores, most of it the scheduler checking signatures); CI runs it
+ * after `make test`, which runs the default.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,11 +50,12 @@
 
 enum {
     PER_KIND = 120000,
-    WAVES = 20,
+    PER_WAVE_MAX = 7500, /* of each kind (the sizes above) */
+    WAVES_MIN = 8,
     GOOD = 200,
     WARMUP = 4,
     MAX_REQUEST_BYTES = 512,
-    POOL = 64,          /* signed dispatch bodies, cycled */
+    POOL = 64, /* signed dispatch bodies, cycled */
     WAVE_WAIT_MS = 120000,
 };
 
@@ -98,8 +101,8 @@ static const char *const kind_topic[KINDS] = {
     "sluice.dispatch", "sluice.usage",    "sluice.usage"};
 
 /* The reasons ingest answers the four bad request kinds with, in kind order. */
-static const char *const req_reason[4] = {"malformed_json", "schema_violation",
-                                          "unknown_api_key", "payload_too_large"};
+static const char *const req_reason[4] = {"malformed_json", "schema_violation", "unknown_api_key",
+                                          "payload_too_large"};
 
 static const char GOOD_KEY[] = "sk-e2e-flood-good";
 
@@ -129,8 +132,8 @@ static const char *write_configs(const ports_t *p, int sim_port, char **sim_cfg)
              " \"routes\": [{\"name\": \"chat\", \"deployments\": [\"sim\"]}],"
              " \"tenants\": [{\"name\": \"t1\"}],"
              " \"keys\": [{\"id\": \"k1\", \"tenant\": \"t1\", \"hash\": \"%s\"}]}",
-             dir, MAX_REQUEST_BYTES, p->ingest, dir, p->admin, p->sched, p->disp, dir, dir,
-             keyfile, sim_port, hk);
+             dir, MAX_REQUEST_BYTES, p->ingest, dir, p->admin, p->sched, p->disp, dir, dir, keyfile,
+             sim_port, hk);
     free(keyfile);
     return strdup(h_write("sluice.json", cfg));
 }
@@ -142,9 +145,17 @@ static rd_kafka_t *flood_producer(const char *bootstrap)
 {
     char err[256];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    const char *props[] = {"bootstrap.servers", bootstrap, "linger.ms", "20",
-                           "queue.buffering.max.messages", "500000", "batch.num.messages",
-                           "100000", "batch.size", "4000000", NULL};
+    const char *props[] = {"bootstrap.servers",
+                           bootstrap,
+                           "linger.ms",
+                           "20",
+                           "queue.buffering.max.messages",
+                           "500000",
+                           "batch.num.messages",
+                           "100000",
+                           "batch.size",
+                           "4000000",
+                           NULL};
     for (int i = 0; props[i] != NULL; i += 2) {
         if (rd_kafka_conf_set(conf, props[i], props[i + 1], err, sizeof err) != RD_KAFKA_CONF_OK) {
             fprintf(stderr, "producer: %s\n", err);
@@ -224,7 +235,8 @@ static void sig_pool_init(sig_pool_t *sp)
     snprintf(fake_pub, sizeof fake_pub, "%s/impostor.pub", h_tmpdir());
     sl_signer_t *real = NULL, *fake = NULL;
     if (!h_wait_file(pub, 20000) || sl_signer_load(secret, &real) != SL_OK ||
-        sl_sign_keygen(fake_secret, fake_pub) != SL_OK || sl_signer_load(fake_secret, &fake) != SL_OK) {
+        sl_sign_keygen(fake_secret, fake_pub) != SL_OK ||
+        sl_signer_load(fake_secret, &fake) != SL_OK) {
         fprintf(stderr, "cannot load or make the signing keys\n");
         exit(2);
     }
@@ -245,8 +257,8 @@ static void sig_pool_init(sig_pool_t *sp)
 
 /* Writes bad message i of kind k into buf; sets *key and *sig (NULL: none). Returns its
  * length. Each kind cycles through a few shapes. */
-static int make_bad(kind_t k, long i, const sig_pool_t *sp, char *buf, size_t cap,
-                    char *key, size_t keycap, const char **sig)
+static int make_bad(kind_t k, long i, const sig_pool_t *sp, char *buf, size_t cap, char *key,
+                    size_t keycap, const char **sig)
 {
     int n = 0;
     int v = (int)(i % 4);
@@ -254,8 +266,8 @@ static int make_bad(kind_t k, long i, const sig_pool_t *sp, char *buf, size_t ca
     snprintf(key, keycap, "bad-%d-%ld", (int)k, i);
     switch (k) {
     case K_REQ_MALFORMED: {
-        static const char *const shape[4] = {"{\"api_key\": \"%s\", \"route", "not json %ld",
-                                             "", "\xff\xfe{%ld"};
+        static const char *const shape[4] = {"{\"api_key\": \"%s\", \"route", "not json %ld", "",
+                                             "\xff\xfe{%ld"};
         if (v == 0)
             n = snprintf(buf, cap, shape[0], GOOD_KEY);
         else if (v == 2)
@@ -271,14 +283,19 @@ static int make_bad(kind_t k, long i, const sig_pool_t *sp, char *buf, size_t ca
                          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}}",
                          GOOD_KEY, i);
         else if (v == 1)
-            n = snprintf(buf, cap, "{\"api_key\":\"%s\",\"route\":\"chat\","
-                                   "\"idempotency_key\":\"schema-%ld\"}", GOOD_KEY, i);
+            n = snprintf(buf, cap,
+                         "{\"api_key\":\"%s\",\"route\":\"chat\","
+                         "\"idempotency_key\":\"schema-%ld\"}",
+                         GOOD_KEY, i);
         else if (v == 2)
-            n = snprintf(buf, cap, "{\"api_key\":\"%s\",\"route\":\"chat\",\"request\":"
-                                   "{\"messages\":\"%ld\"}}", GOOD_KEY, i);
+            n = snprintf(buf, cap,
+                         "{\"api_key\":\"%s\",\"route\":\"chat\",\"request\":"
+                         "{\"messages\":\"%ld\"}}",
+                         GOOD_KEY, i);
         else
-            n = snprintf(buf, cap, "{\"api_key\":\"%s\",\"route\":%ld,\"request\":"
-                                   "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}}",
+            n = snprintf(buf, cap,
+                         "{\"api_key\":\"%s\",\"route\":%ld,\"request\":"
+                         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}}",
                          GOOD_KEY, i);
         break;
     case K_REQ_UNKNOWN_KEY:
@@ -422,10 +439,8 @@ static int check_good(json_t *r, int n, char *why, size_t cap)
     json_t *usage = json_object_get(r, "usage");
     json_int_t out = json_integer_value(json_object_get(usage, "output"));
     json_int_t in = json_integer_value(json_object_get(usage, "input"));
-    json_t *msg = json_object_get(json_array_get(json_object_get(json_object_get(r, "response"),
-                                                                 "choices"),
-                                                 0),
-                                  "message");
+    json_t *msg = json_object_get(
+        json_array_get(json_object_get(json_object_get(r, "response"), "choices"), 0), "message");
     const char *content = json_string_value(json_object_get(msg, "content"));
     char expect[128];
     snprintf(expect, sizeof expect, "Simulated reply from sim (%lld completion tokens).",
@@ -438,8 +453,8 @@ static int check_good(json_t *r, int n, char *why, size_t cap)
     else if (meta != n || tenant == NULL || strcmp(tenant, "t1") != 0)
         snprintf(why, cap, "metadata n %lld, tenant %s", (long long)meta, tenant ? tenant : "-");
     else if (dep == NULL || strcmp(dep, "sim") != 0 || in <= 0 || out <= 0 || out > 16)
-        snprintf(why, cap, "deployment %s, usage in %lld out %lld", dep ? dep : "-",
-                 (long long)in, (long long)out);
+        snprintf(why, cap, "deployment %s, usage in %lld out %lld", dep ? dep : "-", (long long)in,
+                 (long long)out);
     else if (content == NULL || strcmp(content, expect) != 0)
         snprintf(why, cap, "content %.80s", content ? content : "(none)");
     else
@@ -449,11 +464,10 @@ static int check_good(json_t *r, int n, char *why, size_t cap)
 
 static void take_result(results_t *rs, good_t *g, const rd_kafka_message_t *m)
 {
-    static const char *const answer[5] = {"\"reason\":\"malformed_json\"",
-                                          "\"reason\":\"schema_violation\"",
-                                          "\"reason\":\"unknown_api_key\"",
-                                          "\"reason\":\"payload_too_large\"",
-                                          "\"reason\":\"nothing_to_cancel\""};
+    static const char *const answer[5] = {
+        "\"reason\":\"malformed_json\"", "\"reason\":\"schema_violation\"",
+        "\"reason\":\"unknown_api_key\"", "\"reason\":\"payload_too_large\"",
+        "\"reason\":\"nothing_to_cancel\""};
     static const char good_mark[] = "\"idempotency_key\":\"flood-good-";
     if (memmem(m->payload, m->len, good_mark, sizeof good_mark - 1) == NULL) {
         for (int a = 0; a < 5; a++) {
@@ -549,8 +563,8 @@ static int read_counters(const ports_t *p, counters_t *c)
         c->usage_stale = metric(text[1], "sluice_scheduler_usage_stale_total");
         c->cancels_unmatched = metric(text[1], "sluice_scheduler_cancels_unmatched_total");
         c->forged = metric(text[2], "sluice_dispatcher_refused_total{reason=\"forged\"}");
-        c->not_sent = metric(text[2],
-                             "sluice_dispatcher_calls_total{deployment=\"sim\",outcome=\"not_sent\"}");
+        c->not_sent = metric(
+            text[2], "sluice_dispatcher_calls_total{deployment=\"sim\",outcome=\"not_sent\"}");
     }
     for (int i = 0; i < 3; i++)
         free(text[i]);
@@ -608,6 +622,16 @@ static long log_bytes_max(double elapsed_s)
     return 16 * 1024 + windows * 8 * 2 * 512;
 }
 
+/* The number of waves for per_kind messages of each kind: the fewest (at least WAVES_MIN) that
+ * divide GOOD, so every wave has as many good jobs, with at most PER_WAVE_MAX of each kind. */
+static int flood_waves(long per_kind)
+{
+    for (int w = WAVES_MIN; w < GOOD; w++)
+        if (GOOD % w == 0 && per_kind / w <= PER_WAVE_MAX)
+            return w;
+    return GOOD;
+}
+
 int main(void)
 {
     sl_crypto_init();
@@ -617,10 +641,12 @@ int main(void)
     long per_kind = asan ? PER_KIND / 10 : PER_KIND;
     const char *env_n = getenv("E2E_FLOOD_PER_KIND");
     if (env_n != NULL && atol(env_n) >= GOOD)
-        per_kind = atol(env_n) / WAVES * WAVES;
+        per_kind = atol(env_n);
+    const int waves = flood_waves(per_kind);
+    per_kind = per_kind / waves * waves;
     printf("e2e flood: %ld messages of each of %d bad kinds (%ld in all) in %d waves, %d good "
            "jobs among them%s\n",
-           per_kind, KINDS, per_kind * KINDS, WAVES, GOOD,
+           per_kind, KINDS, per_kind * KINDS, waves, GOOD,
            asan ? "; a tenth of the volume under the sanitizers" : "");
 
     ports_t ports = {h_free_port(), h_free_port(), h_free_port(), h_free_port()};
@@ -661,18 +687,18 @@ int main(void)
     for (int d = 0; d < DAEMONS; d++)
         rss0[d] = h_rss_kb(pid[d]);
 
-    long per_wave = per_kind / WAVES;
-    int good_per_wave = GOOD / WAVES;
+    long per_wave = per_kind / waves;
+    int good_per_wave = GOOD / waves;
     long sent = 0, good_sent = WARMUP;
     int waves_done = 0, stuck = 0;
     double t0 = sl_mono_ms(), produce_ms = 0;
     char buf[2048], key[64];
-    for (int w = 0; w <= WAVES && !stuck; w++) {
+    for (int w = 0; w <= waves && !stuck; w++) {
         /* Wave w goes out once the daemons took in every wave before w - 1: at most two waves
          * are ever unread (the limit above is for two), and the daemons never wait for us. */
         long bad_due = w >= 2 ? (long)(w - 1) * per_wave : 0;
         long good_due = w >= 2 ? WARMUP + (long)(w - 1) * good_per_wave : 0;
-        if (w == WAVES) {
+        if (w == waves) {
             bad_due = sent;
             good_due = good_sent;
         }
@@ -683,14 +709,14 @@ int main(void)
             break;
         }
         waves_done = bad_due / per_wave;
-        if (waves_done == WAVES / 4 && rss_early[0] == 0) {
+        if (waves_done == waves / 4 && rss_early[0] == 0) {
             for (int d = 0; d < DAEMONS; d++)
                 rss_early[d] = h_rss_kb(pid[d]);
         }
-        if (w == WAVES)
+        if (w == waves)
             break;
         if (w > 0 && w % 10 == 0)
-            printf("  wave %d/%d: %ld of each kind taken in after %.1f s\n", w, WAVES, bad_due,
+            printf("  wave %d/%d: %ld of each kind taken in after %.1f s\n", w, waves, bad_due,
                    (sl_mono_ms() - t0) / 1000.0);
         double tp = sl_mono_ms();
         for (long i = 0; i < per_wave; i++) {
@@ -701,7 +727,9 @@ int main(void)
                 int on_jobs = strcmp(kind_topic[k], "sluice.jobs") == 0;
                 int on_usage = strcmp(kind_topic[k], "sluice.usage") == 0;
                 produce(prod, kind_topic[k], key, buf, (size_t)len, sig,
-                        on_jobs ? as_ingest : on_usage ? as_dispatcher : NULL,
+                        on_jobs    ? as_ingest
+                        : on_usage ? as_dispatcher
+                                   : NULL,
                         on_jobs ? SL_ROLE_INGEST : SL_ROLE_DISPATCHER);
             }
             if (i % (per_wave / good_per_wave) == per_wave / good_per_wave / 2)
@@ -716,7 +744,7 @@ int main(void)
         sent += per_wave;
     }
     double flood_s = (sl_mono_ms() - t0) / 1000.0;
-    h_check(!stuck && waves_done == WAVES, "every wave was taken in (%d/%d)", waves_done, WAVES);
+    h_check(!stuck && waves_done == waves, "every wave was taken in (%d/%d)", waves_done, waves);
 
     /* The good jobs of the last wave may still be running, and the last answers on their way. */
     until = sl_mono_ms() + 60000;
@@ -751,8 +779,10 @@ int main(void)
             c.usage_invalid, sent);
     h_check(c.usage_stale == sent, "the scheduler counted %ld of %ld usage events for no lease",
             c.usage_stale, sent);
-    h_check(c.forged == 2 * sent, "the dispatcher refused %ld of %ld unsigned or badly signed "
-            "dispatches as forged", c.forged, 2 * sent);
+    h_check(c.forged == 2 * sent,
+            "the dispatcher refused %ld of %ld unsigned or badly signed "
+            "dispatches as forged",
+            c.forged, 2 * sent);
 
     /* Every bad request and cancel answered; every good job right. */
     for (int a = 0; a < 5; a++)
@@ -772,8 +802,8 @@ int main(void)
             printf("  good job %d: no result\n", n);
         }
     }
-    h_check(good_ok == good_sent, "every good job succeeded with its own result (%d/%ld)",
-            good_ok, good_sent);
+    h_check(good_ok == good_sent, "every good job succeeded with its own result (%d/%ld)", good_ok,
+            good_sent);
     printf("  good jobs: produce to result %.0f ms on average, %.0f ms at most; %ld duplicate "
            "deliveries\n",
            good_ok ? lat_sum / good_ok : 0, lat_max, rs.good_duplicates);
@@ -797,16 +827,16 @@ int main(void)
     for (int d = 0; d < DAEMONS; d++) {
         printf("  %s: RSS %ld KiB before the flood, %ld after wave %d, %ld at the end; peak %ld; "
                "%.1f CPU s\n",
-               daemon_name[d], rss0[d], rss_early[d], WAVES / 4, rss_end[d], hwm_end[d],
+               daemon_name[d], rss0[d], rss_early[d], waves / 4, rss_end[d], hwm_end[d],
                h_cpu_seconds(pid[d]));
         if (!asan)
             h_check(rss0[d] > 0 && hwm_end[d] - rss0[d] <= bound,
                     "%s: peak RSS grew %ld KiB over the flood (at most %ld)", daemon_name[d],
                     hwm_end[d] - rss0[d], bound);
-        if (!asan && waves_done == WAVES)
+        if (!asan && waves_done == waves)
             h_check(rss_end[d] - rss_early[d] <= RSS_LATE_GROWTH_MAX_KB,
                     "%s: RSS grew %ld KiB over the last %d waves (at most %ld)", daemon_name[d],
-                    rss_end[d] - rss_early[d], WAVES - WAVES / 4, RSS_LATE_GROWTH_MAX_KB);
+                    rss_end[d] - rss_early[d], waves - waves / 4, RSS_LATE_GROWTH_MAX_KB);
     }
 
     rd_kafka_destroy(prod);
