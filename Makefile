@@ -33,7 +33,7 @@ BENCH := $(patsubst bench/%.c,$(BIN)/bench/%,$(wildcard bench/*.c))
 BENCH_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/lib/*.c))
 TEST_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/lib/*.c))
 
-.PHONY: all deps run test test-unit test-ops test-bench-help test-e2e asan asan-e2e bench clean format \
+.PHONY: all deps run test test-bins test-unit test-ops test-bench-help test-e2e asan asan-e2e bench clean format \
         fuzz fuzz-build fuzz-bins
 all: $(PROGRAMS) $(UNIT_TESTS) $(E2E_DRIVERS) $(BENCH)
 
@@ -91,14 +91,21 @@ test-bench-help: $(BENCH)
 
 # All tests: unit tests, end-to-end tests of the real processes, then both again with every
 # binary built with AddressSanitizer + UndefinedBehaviorSanitizer (leaks included).
+# The builds run on every core (the tests themselves one after another: several drivers measure
+# timing and throughput).
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-ops
 	@$(MAKE) --no-print-directory test-bench-help
 	@$(MAKE) --no-print-directory test-e2e
+	@$(MAKE) --no-print-directory -j$(NPROC) $(ASAN_VARS) test-bins
 	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory asan-e2e
+
+# What the sanitizer runs need, built in one go (test builds it with every core).
+test-bins: $(PROGRAMS) $(UNIT_TESTS) $(E2E_DRIVERS)
 
 # CK_FORK=no runs each suite in one process so LeakSanitizer sees leaks at exit.
 ASAN_VARS := BUILD=build-asan BIN=bin-asan OPT=-O1 \
