@@ -85,7 +85,6 @@ typedef struct call {
 
 struct sl_engine {
     const sl_config_t *cfg;
-    const sl_verifier_t *verifier;
     sl_schema_t *schema;
     sl_engine_emit_fn emit;
     void *emit_arg;
@@ -140,16 +139,14 @@ static char *read_credential(const sl_deployment_cfg_t *d)
     return NULL;
 }
 
-sl_err_t sl_engine_new(const sl_config_t *cfg, const sl_verifier_t *verifier,
-                       sl_engine_emit_fn emit, void *arg, sl_engine_t **out, char *err,
-                       size_t errlen)
+sl_err_t sl_engine_new(const sl_config_t *cfg, sl_engine_emit_fn emit, void *arg, sl_engine_t **out,
+                       char *err, size_t errlen)
 {
     *out = NULL;
     sl_engine_t *e = calloc(1, sizeof *e);
     if (e == NULL)
         return SL_ENOMEM;
     e->cfg = cfg;
-    e->verifier = verifier;
     e->emit = emit;
     e->emit_arg = arg;
     char rel[1024], path[1024];
@@ -578,21 +575,12 @@ int64_t sl_engine_dispatch_max_age_ms(const sl_config_t *cfg, int d)
     return cutoff < SL_ENGINE_DISPATCH_MAX_AGE_MS ? cutoff : SL_ENGINE_DISPATCH_MAX_AGE_MS;
 }
 
-sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char *sig,
-                          size_t sig_len, int64_t now_ms)
+sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, int64_t now_ms)
 {
     sl_err_t rc = SL_OK;
     json_t *doc = NULL;
     call_t *c = NULL;
     const char *job_id = NULL;
-    if (e->verifier != NULL &&
-        (sig == NULL || sl_verifier_check(e->verifier, value, len, sig, sig_len) != SL_OK)) {
-        /* Not from the scheduler: nobody may bypass the ledger by writing to the topic. */
-        e->st.forged++;
-        sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
-                     "dropped a dispatch message without a valid signature");
-        goto out;
-    }
     char why[256];
     doc = json_loadb(value, len, 0, NULL);
     if (doc == NULL || sl_schema_validate(e->schema, doc, why, sizeof why) != SL_OK) {

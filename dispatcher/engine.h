@@ -15,7 +15,6 @@
 
 #include "config.h"
 #include "err.h"
-#include "sign.h"
 
 typedef struct sl_engine sl_engine_t;
 
@@ -27,13 +26,12 @@ typedef void (*sl_engine_emit_fn)(const char *key, const char *value, void *arg)
 typedef void (*sl_engine_chunk_fn)(const char *topic, const char *key, const char *value,
                                    void *arg);
 
-/* Creates an engine. verifier is borrowed; NULL accepts unsigned messages. The dispatcher
- * passes NULL: it checks every message's signature over topic, key and value before it gets
- * here (sl_kafka_verify, common/auth.h), which a check of the value alone cannot do.
- * Credentials are resolved once here from each deployment's api_key_env / api_key_file. */
-sl_err_t sl_engine_new(const sl_config_t *cfg, const sl_verifier_t *verifier,
-                       sl_engine_emit_fn emit, void *arg, sl_engine_t **out, char *err,
-                       size_t errlen);
+/* Creates an engine. It takes dispatches whose signature the caller checked: the dispatcher
+ * checks every message over topic, key and value before it gets here (sl_kafka_verify,
+ * common/auth.h). Credentials are resolved once here from each deployment's api_key_env /
+ * api_key_file. */
+sl_err_t sl_engine_new(const sl_config_t *cfg, sl_engine_emit_fn emit, void *arg, sl_engine_t **out,
+                       char *err, size_t errlen);
 void sl_engine_free(sl_engine_t *e);
 
 /* How long one provider call took, for metrics. Times run from the moment the request started
@@ -75,9 +73,8 @@ enum { SL_ENGINE_REMEMBERED = 65536 };
  * sl_capacity_dispatch_max_age_ms and SL_ENGINE_DISPATCH_MAX_AGE_MS. */
 int64_t sl_engine_dispatch_max_age_ms(const sl_config_t *cfg, int d);
 
-/* Takes one dispatch message (value bytes and its sluice-sig header, which may be NULL).
- * In this order:
- *   - forged or malformed messages are dropped (and counted) with no call;
+/* Takes one dispatch message (its value bytes), already authenticated. In this order:
+ *   - malformed messages are dropped (and counted) with no call;
  *   - a replay is dropped (counted as replayed) with no call and NO usage event: a message
  *     whose attempt (job id, attempt, reservation id) is running here, or that this engine
  *     already answered (one of the last SL_ENGINE_REMEMBERED), or that was issued no later
@@ -94,8 +91,7 @@ int64_t sl_engine_dispatch_max_age_ms(const sl_config_t *cfg, int d);
  * Returns SL_ENOMEM (SL_EHTTP when libcurl refuses the call) when the engine could not take the
  * message, or not report it: then no call was made and no usage event went out for it; its lease
  * will expire and the scheduler dispatches the job again. The caller reports the failure. */
-sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, const char *sig,
-                          size_t sig_len, int64_t now_ms);
+sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, int64_t now_ms);
 
 /* Waits up to timeout_ms for call activity or for extra_fd (may be -1) to become readable, then
  * advances every call and emits the usage events of those that finished. A streamed call whose
@@ -115,7 +111,7 @@ typedef void (*sl_engine_attempt_fn)(const char *job_id, const char *reservation
 int sl_engine_each_attempt(sl_engine_t *e, int only_new, sl_engine_attempt_fn fn, void *arg);
 
 typedef struct {
-    int64_t accepted, forged, malformed, not_sent, completed;
+    int64_t accepted, malformed, not_sent, completed;
     int64_t replayed;       /* replays dropped: the attempt was running or answered here */
     int64_t untranslatable; /* requests the deployment's API cannot express (client_error) */
     int64_t chunks;         /* stream chunks emitted */

@@ -303,7 +303,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-dispatcher: cannot set up metrics\n");
         return 1;
     }
-    int64_t refused_seen = 0;
+    int64_t refused_seen = 0, forged = 0;
     /* The engine's counts already added to sluice_dispatcher_refused_total. */
     sl_engine_stats_t counted = {0};
     const char *topics[] = {cfg->kafka.topic_dispatch};
@@ -332,7 +332,7 @@ int main(int argc, char **argv)
     sl_engine_t *engine = NULL;
     /* Signatures are checked here, before the engine (sl_kafka_verify), over the topic, key and
      * value; the engine gets no verifier. */
-    if (sl_engine_new(cfg, NULL, emit_usage, &ctx, &engine, err, sizeof err) != SL_OK) {
+    if (sl_engine_new(cfg, emit_usage, &ctx, &engine, err, sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-dispatcher: %s\n", err);
         return 2;
     }
@@ -398,8 +398,9 @@ int main(int argc, char **argv)
                 const char *v[] = {"forged"};
                 sl_metrics_add(ctx.metrics, m_refused_by, v, 1);
                 sl_metrics_add(ctx.metrics, m_refused, NULL, 1);
+                forged++;
             } else {
-                sl_err_t rc = sl_engine_submit(engine, msg->payload, msg->len, NULL, 0, sl_now_ms());
+                sl_err_t rc = sl_engine_submit(engine, msg->payload, msg->len, sl_now_ms());
                 if (rc != SL_OK)
                     submit_failed(&submit_errors, rc, sl_now_ms());
             }
@@ -441,16 +442,14 @@ int main(int argc, char **argv)
         sl_metrics_set(ctx.metrics, m_in_flight, NULL, (double)sl_engine_in_flight(engine));
         sl_engine_stats_t est;
         sl_engine_stats(engine, &est);
-        if (est.forged + est.malformed > refused_seen) {
-            sl_metrics_add(ctx.metrics, m_refused, NULL,
-                           (double)(est.forged + est.malformed - refused_seen));
-            refused_seen = est.forged + est.malformed;
+        if (est.malformed > refused_seen) {
+            sl_metrics_add(ctx.metrics, m_refused, NULL, (double)(est.malformed - refused_seen));
+            refused_seen = est.malformed;
         }
         const struct {
             const char *reason;
             int64_t now, *seen;
-        } refusals[] = {{"forged", est.forged, &counted.forged},
-                        {"malformed", est.malformed, &counted.malformed},
+        } refusals[] = {{"malformed", est.malformed, &counted.malformed},
                         {"replay", est.replayed, &counted.replayed}};
         for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
             if (refusals[i].now == *refusals[i].seen)
@@ -473,7 +472,7 @@ int main(int argc, char **argv)
                     " untranslatable %lld | forged %lld malformed %lld replayed %lld |"
                     " stream chunks %lld",
                     (long long)st.accepted, (long long)st.completed, sl_engine_in_flight(engine),
-                    (long long)st.not_sent, (long long)st.untranslatable, (long long)st.forged,
+                    (long long)st.not_sent, (long long)st.untranslatable, (long long)forged,
                     (long long)st.malformed, (long long)st.replayed, (long long)st.chunks);
             last_stats = now;
         }

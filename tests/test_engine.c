@@ -187,8 +187,6 @@ static struct {
     sl_sim_server_t *server;
     uint16_t port;
     sl_config_t *cfg;
-    sl_signer_t *signer;
-    sl_verifier_t *verifier;
     sl_engine_t *engine;
     sl_schema_t *usage_schema;
     event_t events[MAX_EVENTS];
@@ -302,11 +300,8 @@ static void start_env(int rpm, int ttft_ms)
     ck_assert_msg(sl_config_load(cfg_path, &env.cfg, err, sizeof err) == SL_OK, "config: %s", err);
 
     ck_assert_int_eq(sl_sign_keygen(sk, pk), SL_OK);
-    ck_assert_int_eq(sl_signer_load(sk, &env.signer), SL_OK);
-    ck_assert_int_eq(sl_verifier_load(pk, &env.verifier), SL_OK);
-    ck_assert_msg(
-        sl_engine_new(env.cfg, env.verifier, on_event, NULL, &env.engine, err, sizeof err) == SL_OK,
-        "engine: %s", err);
+    ck_assert_msg(sl_engine_new(env.cfg, on_event, NULL, &env.engine, err, sizeof err) == SL_OK,
+                  "engine: %s", err);
     ck_assert_msg(sl_schema_load_file("schema/usage.json", &env.usage_schema, err, sizeof err) ==
                       SL_OK,
                   "%s", err);
@@ -362,11 +357,8 @@ static void start_script_env(void)
     char err[512] = "";
     ck_assert_msg(sl_config_load(cfg_path, &env.cfg, err, sizeof err) == SL_OK, "config: %s", err);
     ck_assert_int_eq(sl_sign_keygen(sk, pk), SL_OK);
-    ck_assert_int_eq(sl_signer_load(sk, &env.signer), SL_OK);
-    ck_assert_int_eq(sl_verifier_load(pk, &env.verifier), SL_OK);
-    ck_assert_msg(
-        sl_engine_new(env.cfg, env.verifier, on_event, NULL, &env.engine, err, sizeof err) == SL_OK,
-        "engine: %s", err);
+    ck_assert_msg(sl_engine_new(env.cfg, on_event, NULL, &env.engine, err, sizeof err) == SL_OK,
+                  "engine: %s", err);
     ck_assert_msg(sl_schema_load_file("schema/usage.json", &env.usage_schema, err, sizeof err) ==
                       SL_OK,
                   "%s", err);
@@ -432,8 +424,6 @@ static void stop_env(void)
     script_stop(&env.script);
     sl_sim_server_stop(env.server);
     sl_sim_free(env.sim);
-    sl_signer_free(env.signer);
-    sl_verifier_free(env.verifier);
     sl_config_free(env.cfg);
     sl_schema_free(env.usage_schema);
     sl_schema_free(env.stream_schema);
@@ -491,19 +481,15 @@ static char *dispatch_with(const char *job_id, const char *deployment, const cha
     return text;
 }
 
-static void submit_signed(const char *msg)
+static void submit(const char *msg)
 {
-    char sig[SL_SIG_B64_LEN];
-    sl_signer_sign(env.signer, msg, strlen(msg), sig);
-    sl_engine_submit(env.engine, msg, strlen(msg), sig, strlen(sig), sl_now_ms());
+    sl_engine_submit(env.engine, msg, strlen(msg), sl_now_ms());
 }
 
-/* Submits msg signed, as if it reached the dispatcher at now_ms. */
-static sl_err_t submit_signed_at(const char *msg, int64_t now_ms)
+/* Submits msg as if it reached the dispatcher at now_ms. */
+static sl_err_t submit_at(const char *msg, int64_t now_ms)
 {
-    char sig[SL_SIG_B64_LEN];
-    sl_signer_sign(env.signer, msg, strlen(msg), sig);
-    return sl_engine_submit(env.engine, msg, strlen(msg), sig, strlen(sig), now_ms);
+    return sl_engine_submit(env.engine, msg, strlen(msg), now_ms);
 }
 
 /* Runs the engine until nothing is in flight (at most 4 s). */
@@ -620,11 +606,11 @@ static sl_engine_stats_t stats(void)
 
 /* ---- Tests ------------------------------------------------------------------------------ */
 
-START_TEST(signed_dispatch_yields_one_ok_usage_event)
+START_TEST(dispatch_yields_one_ok_usage_event)
 {
     start_env(100, 20);
     char *msg = dispatch_msg("job-ok-1", 1, "sim-e", 30000, "Name three rivers in Europe.");
-    submit_signed(msg);
+    submit(msg);
     ck_assert_int_eq(sl_engine_in_flight(env.engine), 1);
     drain();
     ck_assert_int_eq(env.nevents, 1);
@@ -653,7 +639,7 @@ START_TEST(signed_dispatch_yields_one_ok_usage_event)
     sl_engine_stats_t st = stats();
     ck_assert_int_eq(st.accepted, 1);
     ck_assert_int_eq(st.completed, 1);
-    ck_assert_int_eq(st.forged + st.malformed + st.not_sent, 0);
+    ck_assert_int_eq(st.malformed + st.not_sent, 0);
     expect_sim(1, 0, 0, 0);
     free(msg);
     stop_env();
@@ -669,10 +655,10 @@ START_TEST(paced_dispatch_goes_out_at_its_time_and_once)
     json_object_set_new(doc, "send_at_ms", json_integer(send_at));
     char *msg = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
-    submit_signed(msg);
+    submit(msg);
     /* held, counted in flight; a redelivery meanwhile is not a second call */
     ck_assert_int_eq(sl_engine_in_flight(env.engine), 1);
-    submit_signed(msg);
+    submit(msg);
     ck_assert_int_eq(sl_engine_in_flight(env.engine), 1);
     drain();
     ck_assert_int_eq(env.nevents, 1);
@@ -685,60 +671,7 @@ START_TEST(paced_dispatch_goes_out_at_its_time_and_once)
 }
 END_TEST
 
-START_TEST(forged_or_unsigned_dispatch_makes_no_call)
-{
-    start_env(100, 20);
-    char *msg = dispatch_msg("job-forged", 1, "sim-e", 30000, "hi");
-    size_t len = strlen(msg);
-    char sig[SL_SIG_B64_LEN];
-    sl_signer_sign(env.signer, msg, len, sig);
-
-    /* 1: no signature at all. */
-    sl_engine_submit(env.engine, msg, len, NULL, 0, sl_now_ms());
-    /* 2: a valid signature of other bytes (the message was changed after signing). */
-    char *changed = strdup(msg);
-    char *dep = strstr(changed, "sim-e");
-    ck_assert_ptr_nonnull(dep);
-    dep[4] = 'x';
-    sl_engine_submit(env.engine, changed, len, sig, strlen(sig), sl_now_ms());
-    /* 3: a signature from a key pair that is not the scheduler's. */
-    char sk[128], pk[128];
-    snprintf(sk, sizeof sk, "%s/other.key", env.dir);
-    snprintf(pk, sizeof pk, "%s/other.pub", env.dir);
-    ck_assert_int_eq(sl_sign_keygen(sk, pk), SL_OK);
-    sl_signer_t *other = NULL;
-    ck_assert_int_eq(sl_signer_load(sk, &other), SL_OK);
-    char other_sig[SL_SIG_B64_LEN];
-    sl_signer_sign(other, msg, len, other_sig);
-    sl_engine_submit(env.engine, msg, len, other_sig, strlen(other_sig), sl_now_ms());
-    /* 4: garbage in the signature header. */
-    sl_engine_submit(env.engine, msg, len, "not-a-signature", 15, sl_now_ms());
-    /* 5: an empty signature header. */
-    sl_engine_submit(env.engine, msg, len, "", 0, sl_now_ms());
-
-    ck_assert_int_eq(sl_engine_in_flight(env.engine), 0);
-    drain();
-    ck_assert_int_eq(env.nevents, 0);
-    sl_engine_stats_t st = stats();
-    ck_assert_int_eq(st.forged, 5);
-    ck_assert_int_eq(st.accepted, 0);
-    ck_assert_int_eq(st.not_sent, 0);
-    expect_sim(0, 0, 0, 0);
-
-    /* The genuine message still goes through afterwards. */
-    sl_engine_submit(env.engine, msg, len, sig, strlen(sig), sl_now_ms());
-    drain();
-    ck_assert_int_eq(env.nevents, 1);
-    event(0, "job-forged", 1, "sim-e", "ok");
-    expect_sim(1, 0, 0, 0);
-    sl_signer_free(other);
-    free(changed);
-    free(msg);
-    stop_env();
-}
-END_TEST
-
-START_TEST(signed_but_malformed_dispatch_is_dropped)
+START_TEST(malformed_dispatch_is_dropped)
 {
     start_env(100, 20);
     const char *bad[] = {
@@ -749,7 +682,7 @@ START_TEST(signed_but_malformed_dispatch_is_dropped)
         "\"request\":{\"messages\":[]}}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        submit_signed(bad[i]);
+        submit(bad[i]);
     drain();
     ck_assert_int_eq(env.nevents, 0);
     sl_engine_stats_t st = stats();
@@ -764,10 +697,10 @@ START_TEST(expired_lease_is_not_sent)
 {
     start_env(100, 20);
     char *expired = dispatch_msg("job-late", 1, "sim-e", -1000, "hi");
-    submit_signed(expired);
+    submit(expired);
     /* A lease that ends before a call could reasonably finish is not used either. */
     char *nearly = dispatch_msg("job-nearly", 1, "sim-e", 100, "hi");
-    submit_signed(nearly);
+    submit(nearly);
     ck_assert_int_eq(sl_engine_in_flight(env.engine), 0);
     drain();
     ck_assert_int_eq(env.nevents, 2);
@@ -790,7 +723,7 @@ START_TEST(unknown_deployment_is_not_sent)
 {
     start_env(100, 20);
     char *msg = dispatch_msg("job-nowhere", 2, "sim-zzz", 30000, "hi");
-    submit_signed(msg);
+    submit(msg);
     drain();
     ck_assert_int_eq(env.nevents, 1);
     event(0, "job-nowhere", 2, "sim-zzz", "not_sent");
@@ -806,9 +739,9 @@ START_TEST(dispatch_over_the_provider_limit_is_rate_limited)
     start_env(1, 20); /* one request a minute */
     char *first = dispatch_msg("job-rl-1", 1, "sim-e", 30000, "hi");
     char *second = dispatch_msg("job-rl-2", 1, "sim-e", 30000, "hello");
-    submit_signed(first);
+    submit(first);
     drain();
-    submit_signed(second);
+    submit(second);
     drain();
     ck_assert_int_eq(env.nevents, 2);
     event(0, "job-rl-1", 1, "sim-e", "ok");
@@ -841,15 +774,15 @@ START_TEST(idempotency_key_sent_is_the_job_id)
     char *a1 = dispatch_msg("job-idem-a", 1, "sim-e", 30000, "first question");
     char *a2 = dispatch_msg("job-idem-a", 2, "sim-e", 30000, "first question");
     char *b1 = dispatch_msg("job-idem-b", 1, "sim-e", 30000, "first question");
-    submit_signed(a1);
+    submit(a1);
     drain();
     expect_sim(1, 0, 0, 0);
     /* A second attempt of a job that already succeeded is answered as a replay. */
-    submit_signed(a2);
+    submit(a2);
     drain();
     expect_sim(1, 0, 1, 0);
     /* Another job with the same client key is a new call. */
-    submit_signed(b1);
+    submit(b1);
     drain();
     expect_sim(2, 0, 1, 0);
 
@@ -874,8 +807,8 @@ START_TEST(redelivered_dispatch_in_flight_is_not_sent_twice)
 {
     start_env(100, 200);
     char *msg = dispatch_msg("job-dup", 1, "sim-e", 30000, "hi");
-    submit_signed(msg);
-    submit_signed(msg);
+    submit(msg);
+    submit(msg);
     ck_assert_int_eq(sl_engine_in_flight(env.engine), 1);
     drain();
     ck_assert_int_eq(env.nevents, 1);
@@ -894,13 +827,13 @@ START_TEST(replay_during_the_call_is_dropped_without_an_event)
     ck_assert_int_ge(d, 0);
     ck_assert_int_lt(sl_engine_dispatch_max_age_ms(env.cfg, d), 1000);
     char *msg = dispatch_msg("job-replay-live", 1, "sim-slow-limited", 30000, "hi");
-    submit_signed(msg);
+    submit(msg);
     ck_assert_int_eq(sl_engine_in_flight(env.engine), 1);
     /* The same signed message again, 1.5 s later, while the 3 s call runs: by then it is older
      * than the deployment's stale cutoff. Were it answered not_sent, the scheduler would free
      * the running call's budgets and dispatch the job a second time. */
     sl_engine_run(env.engine, -1, 50);
-    ck_assert_int_eq(submit_signed_at(msg, sl_now_ms() + 1500), SL_OK);
+    ck_assert_int_eq(submit_at(msg, sl_now_ms() + 1500), SL_OK);
     ck_assert_int_eq(env.nevents, 0);
     ck_assert_int_eq(sl_engine_in_flight(env.engine), 1);
     drain();
@@ -926,17 +859,16 @@ START_TEST(replay_after_completion_is_dropped)
     /* sim-e has no per-minute limit: before the age bound, any replay within the lease made a
      * new call. */
     char *msg = dispatch_msg("job-replay-done", 1, "sim-e", 60000, "hi");
-    submit_signed(msg);
+    submit(msg);
     drain();
     ck_assert_int_eq(env.nevents, 1);
     for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(submit_signed_at(msg, sl_now_ms() + 1000 * i), SL_OK);
+        ck_assert_int_eq(submit_at(msg, sl_now_ms() + 1000 * i), SL_OK);
         ck_assert_int_eq(sl_engine_in_flight(env.engine), 0);
     }
     /* Even once it is older than the age bound it is still known as executed: a not_sent for
      * an attempt that ran would give back budgets the provider counted. */
-    ck_assert_int_eq(submit_signed_at(msg, sl_now_ms() + SL_ENGINE_DISPATCH_MAX_AGE_MS + 1000),
-                     SL_OK);
+    ck_assert_int_eq(submit_at(msg, sl_now_ms() + SL_ENGINE_DISPATCH_MAX_AGE_MS + 1000), SL_OK);
     drain();
     ck_assert_int_eq(env.nevents, 1);
     event(0, "job-replay-done", 1, "sim-e", "ok");
@@ -954,8 +886,8 @@ START_TEST(replay_of_a_refused_dispatch_is_not_reported_again)
 {
     start_env(100, 20);
     char *msg = dispatch_msg("job-replay-refused", 1, "sim-zzz", 30000, "hi");
-    submit_signed(msg);
-    submit_signed(msg);
+    submit(msg);
+    submit(msg);
     drain();
     ck_assert_int_eq(env.nevents, 1);
     event(0, "job-replay-refused", 1, "sim-zzz", "not_sent");
@@ -969,14 +901,14 @@ START_TEST(another_attempt_or_reservation_is_no_replay)
 {
     start_env(100, 20);
     char *a1 = dispatch_msg("job-replay-other", 1, "sim-e", 30000, "hi");
-    submit_signed(a1);
+    submit(a1);
     drain();
     /* The same job and attempt under another reservation is another lease. */
     json_t *doc = json_loads(a1, 0, NULL);
     json_object_set_new(doc, "reservation_id", json_string("res-job-replay-other-1b"));
     char *other = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
-    submit_signed(other);
+    submit(other);
     drain();
     ck_assert_int_eq(env.nevents, 2);
     ck_assert_int_eq(stats().replayed, 0);
@@ -993,7 +925,7 @@ START_TEST(dispatch_older_than_the_age_bound_is_not_sent_on_every_deployment)
     int d = sl_config_deployment(env.cfg, "sim-e");
     ck_assert_int_eq(sl_engine_dispatch_max_age_ms(env.cfg, d), SL_ENGINE_DISPATCH_MAX_AGE_MS);
     char *msg = dispatch_msg("job-old", 1, "sim-e", 120000, "hi");
-    ck_assert_int_eq(submit_signed_at(msg, sl_now_ms() + SL_ENGINE_DISPATCH_MAX_AGE_MS + 1), SL_OK);
+    ck_assert_int_eq(submit_at(msg, sl_now_ms() + SL_ENGINE_DISPATCH_MAX_AGE_MS + 1), SL_OK);
     drain();
     ck_assert_int_eq(env.nevents, 1);
     event(0, "job-old", 1, "sim-e", "not_sent");
@@ -1015,7 +947,7 @@ START_TEST(many_dispatches_run_concurrently)
         snprintf(job, sizeof job, "job-many-%02d", i);
         snprintf(content, sizeof content, "question %d", i);
         msgs[i] = dispatch_msg(job, 1, "sim-e", 30000, content);
-        submit_signed(msgs[i]);
+        submit(msgs[i]);
     }
     ck_assert_int_eq(sl_engine_in_flight(env.engine), JOBS);
     drain();
@@ -1044,7 +976,7 @@ START_TEST(wrong_credential_is_an_auth_error)
 {
     start_env(100, 20);
     char *msg = dispatch_msg("job-auth", 1, "sim-badkey", 30000, "hi");
-    submit_signed(msg);
+    submit(msg);
     drain();
     ck_assert_int_eq(env.nevents, 1);
     json_t *ev = event(0, "job-auth", 1, "sim-badkey", "auth_error");
@@ -1060,7 +992,7 @@ START_TEST(unreachable_provider_is_a_transport_failure)
 {
     start_env(100, 20);
     char *msg = dispatch_msg("job-dead", 1, "sim-dead", 30000, "hi");
-    submit_signed(msg);
+    submit(msg);
     drain();
     ck_assert_int_eq(env.nevents, 1);
     json_t *ev = event(0, "job-dead", 1, "sim-dead", "transport");
@@ -1078,7 +1010,7 @@ START_TEST(slow_provider_times_out)
     /* sim-slow answers after 3 s; the deployment's timeout is 300 ms. */
     char *msg = dispatch_msg("job-slow", 1, "sim-slow", 30000, "hi");
     double t0 = sl_mono_ms();
-    submit_signed(msg);
+    submit(msg);
     drain();
     double elapsed = sl_mono_ms() - t0;
     ck_assert_msg(elapsed < 2000, "took %.0f ms", elapsed);
@@ -1097,7 +1029,7 @@ START_TEST(call_does_not_outlive_its_lease)
      * counts on this call for only 1.2 s: it must be over by then. */
     char *msg = dispatch_msg("job-lease", 1, "sim-slow-patient", 1200, "hi");
     double t0 = sl_mono_ms();
-    submit_signed(msg);
+    submit(msg);
     drain();
     double elapsed = sl_mono_ms() - t0;
     ck_assert_msg(elapsed < 1200, "the call ran %.0f ms, past its 1200 ms lease", elapsed);
@@ -1108,32 +1040,11 @@ START_TEST(call_does_not_outlive_its_lease)
 }
 END_TEST
 
-START_TEST(engine_without_verifier_accepts_unsigned_messages)
-{
-    start_env(100, 20);
-    sl_engine_t *open = NULL;
-    char err[256] = "";
-    ck_assert_msg(sl_engine_new(env.cfg, NULL, on_event, NULL, &open, err, sizeof err) == SL_OK,
-                  "%s", err);
-    char *msg = dispatch_msg("job-unsigned", 1, "sim-e", 30000, "hi");
-    sl_engine_submit(open, msg, strlen(msg), NULL, 0, sl_now_ms());
-    double deadline = sl_mono_ms() + 4000;
-    do {
-        sl_engine_run(open, -1, 20);
-    } while (sl_engine_in_flight(open) > 0 && sl_mono_ms() < deadline);
-    ck_assert_int_eq(env.nevents, 1);
-    event(0, "job-unsigned", 1, "sim-e", "ok");
-    sl_engine_free(open);
-    free(msg);
-    stop_env();
-}
-END_TEST
-
 START_TEST(free_with_calls_in_flight_is_clean)
 {
     start_env(100, 500);
     char *msg = dispatch_msg("job-abandoned", 1, "sim-e", 30000, "hi");
-    submit_signed(msg);
+    submit(msg);
     sl_engine_run(env.engine, -1, 20);
     ck_assert_int_eq(sl_engine_in_flight(env.engine), 1);
     /* stop_env frees the engine with the call still running: ASan reports any leak. */
@@ -1170,8 +1081,6 @@ START_TEST(dispatch_the_engine_cannot_take_is_reported)
     char *msgs[] = {dispatch_msg("job-oom", 1, "sim-e", 30000, "hi"),
                     dispatch_with("job-oom-stream", "sim-e", streamed)};
     for (size_t m = 0; m < sizeof msgs / sizeof msgs[0]; m++) {
-        char sig[SL_SIG_B64_LEN];
-        sl_signer_sign(env.signer, msgs[m], strlen(msgs[m]), sig);
         /* jansson's own parser does not survive a failed allocation (its lexer ignores a buffer
          * that could not grow), so the failures start after the engine parsed the message, which
          * is its first use of jansson. */
@@ -1184,14 +1093,12 @@ START_TEST(dispatch_the_engine_cannot_take_is_reported)
         for (long n = parse_allocations;; n++) {
             sl_engine_t *e = NULL;
             char err[256] = "";
-            ck_assert_msg(
-                sl_engine_new(env.cfg, env.verifier, on_event, NULL, &e, err, sizeof err) == SL_OK,
-                "%s", err);
+            ck_assert_msg(sl_engine_new(env.cfg, on_event, NULL, &e, err, sizeof err) == SL_OK,
+                          "%s", err);
             int events_before = env.nevents;
             fail_countdown = n;
             fail_happened = 0;
-            sl_err_t rc =
-                sl_engine_submit(e, msgs[m], strlen(msgs[m]), sig, strlen(sig), sl_now_ms());
+            sl_err_t rc = sl_engine_submit(e, msgs[m], strlen(msgs[m]), sl_now_ms());
             fail_countdown = -1;
             sl_engine_stats_t st;
             sl_engine_stats(e, &st);
@@ -1203,8 +1110,8 @@ START_TEST(dispatch_the_engine_cannot_take_is_reported)
                 break;
             }
             /* Running out of memory is not the sender's fault. */
-            ck_assert_msg(st.forged + st.malformed == 0,
-                          "message %zu, allocation %ld: counted as forged or malformed", m, n);
+            ck_assert_msg(st.malformed == 0, "message %zu, allocation %ld: counted as malformed", m,
+                          n);
             if (rc != SL_OK) {
                 ck_assert_int_eq(rc, SL_ENOMEM);
                 ck_assert_int_eq(in_flight, 0);
@@ -1253,7 +1160,7 @@ START_TEST(stream_chunks_are_published_as_the_provider_sends_them)
                   "x-ratelimit-limit-requests: 500\r\nx-ratelimit-remaining-requests: 499",
                   "openai/stream.sse", 0, 300);
     char *msg = dispatch_with("job-stream", "p-openai", stream_request);
-    submit_signed(msg);
+    submit(msg);
     drain();
     ck_assert_int_eq(env.script.requests, 1);
     json_t *last = chunk_sequence("job-stream", 9);
@@ -1300,7 +1207,7 @@ START_TEST(cut_stream_is_charged_what_was_consumed)
                   0);
     env.script.cut = 1;
     char *msg = dispatch_with("job-cut", "p-anthropic", stream_request);
-    submit_signed(msg);
+    submit(msg);
     drain();
     json_t *last = chunk_sequence("job-cut", 4);
     ck_assert(json_is_null(json_object_get(last, "finish_reason")));
@@ -1339,7 +1246,7 @@ START_TEST(stream_that_stalls_past_its_timeout_is_a_timeout)
     env.script.stall_ms = 3000;
     char *msg = dispatch_with("job-stall", "p-gemini", stream_request);
     double t0 = sl_mono_ms();
-    submit_signed(msg);
+    submit(msg);
     drain();
     ck_assert_msg(sl_mono_ms() - t0 < 2000, "took %.0f ms", sl_mono_ms() - t0);
     json_t *last = chunk_sequence("job-stall", 2);
@@ -1370,7 +1277,7 @@ START_TEST(silent_stream_is_cut_after_its_idle_timeout)
     env.script.stall_ms = 3000;
     char *msg = dispatch_with("job-idle", "p-idle", stream_request);
     double t0 = sl_mono_ms();
-    submit_signed(msg);
+    submit(msg);
     drain();
     ck_assert_msg(sl_mono_ms() - t0 < 1500, "took %.0f ms", sl_mono_ms() - t0);
     json_t *last = chunk_sequence("job-idle", 4);
@@ -1407,7 +1314,7 @@ START_TEST(stream_that_keeps_sending_slowly_is_not_cut)
         env.script.pause_ms[i] = 200;
     char *msg = dispatch_with("job-slowly", "p-idle", stream_request);
     double t0 = sl_mono_ms();
-    submit_signed(msg);
+    submit(msg);
     drain();
     ck_assert_msg(sl_mono_ms() - t0 >= 1600, "took only %.0f ms", sl_mono_ms() - t0);
     json_t *last = chunk_sequence("job-slowly", 9);
@@ -1427,7 +1334,7 @@ START_TEST(idle_clock_starts_when_the_response_does)
     script_events("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream", "openai/stream.sse", 0, 0);
     env.script.head_pause_ms = 600;
     char *msg = dispatch_with("job-late", "p-idle", stream_request);
-    submit_signed(msg);
+    submit(msg);
     drain();
     chunk_sequence("job-late", 9);
     event(0, "job-late", 1, "p-idle", "ok");
@@ -1442,7 +1349,7 @@ START_TEST(refused_stream_request_reports_the_retry_hint_and_ends_its_stream)
     script_whole("HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json; charset=UTF-8",
                  "gemini/429_per_minute.http");
     char *msg = dispatch_with("job-429", "p-gemini", stream_request);
-    submit_signed(msg);
+    submit(msg);
     drain();
     json_t *last = chunk_sequence("job-429", 1);
     ck_assert(json_is_null(json_object_get(last, "usage")));
@@ -1469,7 +1376,7 @@ START_TEST(credential_quoted_by_the_provider_never_reaches_an_event)
     script_part(&env.script, body, strlen(body), 0);
     char *msg = dispatch_with("job-leak", "p-azure",
                               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
-    submit_signed(msg);
+    submit(msg);
     drain();
     ck_assert_int_eq(env.nevents, 1);
     json_t *ev = event(0, "job-leak", 1, "p-azure", "auth_error"); /* asserts the key is absent */
@@ -1500,7 +1407,7 @@ START_TEST(anthropic_answer_is_canonical_in_the_usage_event)
     char *msg = dispatch_with("job-claude", "p-anthropic",
                               "{\"messages\":[{\"role\":\"user\",\"content\":\"Rivers?\"}],"
                               "\"max_tokens\":32}");
-    submit_signed(msg);
+    submit(msg);
     drain();
     json_t *ev = event(0, "job-claude", 1, "p-anthropic", "ok");
     json_t *usage = json_object_get(ev, "usage");
@@ -1533,7 +1440,7 @@ START_TEST(request_the_api_cannot_express_is_a_client_error_without_a_call)
         "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
         "\"arguments\":\"{broken\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":"
         "\"x\"}],\"stream\":true}");
-    submit_signed(msg);
+    submit(msg);
     ck_assert_int_eq(sl_engine_in_flight(env.engine), 0);
     drain();
     ck_assert_int_eq(env.script.requests, 0);
@@ -1559,7 +1466,7 @@ START_TEST(tool_call_without_arguments_reaches_the_client_as_an_empty_object)
     script_events("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream",
                   "anthropic/stream_tool_use_no_args.sse", 0, 0);
     char *msg = dispatch_with("job-noargs", "p-anthropic", stream_request);
-    submit_signed(msg);
+    submit(msg);
     drain();
     json_t *ev = event(0, "job-noargs", 1, "p-anthropic", "ok");
     json_t *choice = json_array_get(json_object_get(json_object_get(ev, "response"), "choices"), 0);
@@ -1591,10 +1498,9 @@ static Suite *engine_suite(void)
     Suite *s = suite_create("engine");
     TCase *tc = tcase_create("sim");
     tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, signed_dispatch_yields_one_ok_usage_event);
+    tcase_add_test(tc, dispatch_yields_one_ok_usage_event);
     tcase_add_test(tc, paced_dispatch_goes_out_at_its_time_and_once);
-    tcase_add_test(tc, forged_or_unsigned_dispatch_makes_no_call);
-    tcase_add_test(tc, signed_but_malformed_dispatch_is_dropped);
+    tcase_add_test(tc, malformed_dispatch_is_dropped);
     tcase_add_test(tc, expired_lease_is_not_sent);
     tcase_add_test(tc, unknown_deployment_is_not_sent);
     tcase_add_test(tc, dispatch_over_the_provider_limit_is_rate_limited);
@@ -1610,7 +1516,6 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, unreachable_provider_is_a_transport_failure);
     tcase_add_test(tc, slow_provider_times_out);
     tcase_add_test(tc, call_does_not_outlive_its_lease);
-    tcase_add_test(tc, engine_without_verifier_accepts_unsigned_messages);
     tcase_add_test(tc, free_with_calls_in_flight_is_clean);
     tcase_add_test(tc, dispatch_the_engine_cannot_take_is_reported);
     suite_add_tcase(s, tc);
@@ -1636,7 +1541,7 @@ int main(void)
     if (sl_crypto_init() != SL_OK)
         return 1;
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    sl_log_init("test_engine", SL_LOG_ERROR); /* the engine warns about every forged message */
+    sl_log_init("test_engine", SL_LOG_ERROR); /* the engine warns about every malformed message */
     SRunner *sr = srunner_create(engine_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -59,7 +59,7 @@ static void start(void)
     fclose(f);
     char err[512] = "";
     ck_assert_msg(sl_config_load(env.cfg_path, &env.cfg, err, sizeof err) == SL_OK, "%s", err);
-    ck_assert_msg(sl_engine_new(env.cfg, NULL, on_usage, NULL, &env.engine, err, sizeof err) ==
+    ck_assert_msg(sl_engine_new(env.cfg, on_usage, NULL, &env.engine, err, sizeof err) ==
                       SL_OK,
                   "%s", err);
     ck_assert_msg(sl_schema_load_file("schema/heartbeat.json", &env.schema, err, sizeof err) ==
@@ -93,7 +93,7 @@ static void take_held(const char *job_id, int64_t now)
                             "max_tokens", 16);
     char *text = json_dumps(msg, JSON_COMPACT);
     json_decref(msg);
-    ck_assert_int_eq(sl_engine_submit(env.engine, text, strlen(text), NULL, 0, now), SL_OK);
+    ck_assert_int_eq(sl_engine_submit(env.engine, text, strlen(text), now), SL_OK);
     free(text);
 }
 
