@@ -18,7 +18,7 @@
 #include "sign.h"
 #include "util.h"
 
-enum { FLOOD = 30000, MAX_LINES = 4 };
+enum { FLOOD = 30000, MAX_LINES = 4, CANCEL_KEYS = 8 };
 
 static const char *write_configs(int sim_port, int metrics_port, int admin_port, char **sim_cfg)
 {
@@ -123,8 +123,13 @@ int main(void)
                        " \"idempotency_key\": \"c-%d\", \"tenant\": \"t1\","
                        " \"requested_ms\": 1}",
                        i, i);
-        /* Signed by ingest's key: a cancel that gets past the signature check. */
-        h_produce_as(prod, "ingest", "sluice.jobs", "t1", msg, (size_t)len);
+        /* Signed by ingest's key: a cancel that gets past the signature check. Spread over
+         * CANCEL_KEYS keys (so partitions): 30,000 signed cancels on one partition are about
+         * 10 MB, past what the dev broker keeps of a partition (about 5 MB), and it dropped
+         * the oldest 2,500 before the scheduler read them. */
+        char key[16];
+        snprintf(key, sizeof key, "t1-%d", i % CANCEL_KEYS);
+        h_produce_as(prod, "ingest", "sluice.jobs", key, msg, (size_t)len);
     }
     rd_kafka_flush(prod, 60000);
     rd_kafka_destroy(prod);
