@@ -176,30 +176,15 @@ static rd_kafka_t *flood_producer(const char *bootstrap)
 static void produce(rd_kafka_t *p, const char *topic, const char *key, const char *value,
                     size_t len, const char *sig, const sl_signer_t *as, sl_role_t role)
 {
-    for (;;) {
-        rd_kafka_headers_t *hdrs = NULL;
-        if (sig != NULL || as != NULL) {
-            hdrs = rd_kafka_headers_new(2);
-            if (as != NULL)
-                sl_kafka_sign_headers(hdrs, as, role, topic, key, key ? strlen(key) : 0, value,
-                                      len);
-            else
-                rd_kafka_header_add(hdrs, "sluice-sig", -1, sig, (ssize_t)strlen(sig));
-        }
-        rd_kafka_resp_err_t err = rd_kafka_producev(
-            p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
-            RD_KAFKA_V_VALUE((void *)value, len), RD_KAFKA_V_HEADERS(hdrs),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
-            return;
-        if (hdrs != NULL)
-            rd_kafka_headers_destroy(hdrs);
-        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-            fprintf(stderr, "produce: %s\n", rd_kafka_err2str(err));
-            exit(2);
-        }
-        rd_kafka_poll(p, 5);
+    rd_kafka_headers_t *hdrs = NULL;
+    if (sig != NULL || as != NULL) {
+        hdrs = rd_kafka_headers_new(2);
+        if (as != NULL)
+            sl_kafka_sign_headers(hdrs, as, role, topic, key, key ? strlen(key) : 0, value, len);
+        else
+            rd_kafka_header_add(hdrs, "sluice-sig", -1, sig, (ssize_t)strlen(sig));
     }
+    h_produce_headers(p, topic, key, value, len, hdrs);
 }
 
 /* The ingest and dispatcher secret keys the daemons made in the test's folder: the bad jobs,

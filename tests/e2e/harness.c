@@ -311,21 +311,27 @@ rd_kafka_t *h_producer(const char *bootstrap)
     return rk;
 }
 
-void h_produce(rd_kafka_t *p, const char *topic, const char *key, const char *value, size_t len)
+void h_produce_headers(rd_kafka_t *p, const char *topic, const char *key, const char *value,
+                       size_t len, rd_kafka_headers_t *hdrs)
 {
     for (;;) {
         rd_kafka_resp_err_t err = rd_kafka_producev(
             p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
-            RD_KAFKA_V_VALUE((void *)value, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_END);
+            RD_KAFKA_V_VALUE((void *)value, len), RD_KAFKA_V_HEADERS(hdrs),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
         if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
-            return;
+            return; /* the headers are the message's now */
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             fprintf(stderr, "produce: %s\n", rd_kafka_err2str(err));
             exit(2);
         }
-        rd_kafka_poll(p, 10);
+        rd_kafka_poll(p, 5);
     }
+}
+
+void h_produce(rd_kafka_t *p, const char *topic, const char *key, const char *value, size_t len)
+{
+    h_produce_headers(p, topic, key, value, len, NULL);
 }
 
 void h_produce_as(rd_kafka_t *p, const char *role, const char *topic, const char *key,
@@ -346,23 +352,10 @@ void h_produce_as(rd_kafka_t *p, const char *role, const char *topic, const char
             exit(2);
         }
     }
-    for (;;) {
-        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(2);
-        sl_kafka_sign_headers(hdrs, signers[r], (sl_role_t)r, topic, key, key ? strlen(key) : 0,
-                              value, len);
-        rd_kafka_resp_err_t err = rd_kafka_producev(
-            p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
-            RD_KAFKA_V_VALUE((void *)value, len), RD_KAFKA_V_HEADERS(hdrs),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
-            return;
-        rd_kafka_headers_destroy(hdrs);
-        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-            fprintf(stderr, "produce: %s\n", rd_kafka_err2str(err));
-            exit(2);
-        }
-        rd_kafka_poll(p, 10);
-    }
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(2);
+    sl_kafka_sign_headers(hdrs, signers[r], (sl_role_t)r, topic, key, key ? strlen(key) : 0, value,
+                          len);
+    h_produce_headers(p, topic, key, value, len, hdrs);
 }
 
 rd_kafka_t *h_consumer_from_start(const char *bootstrap, const char *topic)

@@ -54,6 +54,10 @@ int h_promtool_check(const char *text);
 int64_t h_sim_total(json_t *stats, const char *field);
 
 rd_kafka_t *h_producer(const char *bootstrap);
+/* Produces value (copied) with hdrs (may be NULL; the message's once produced), waiting while
+ * the producer's queue is full; exits the test on any other error. */
+void h_produce_headers(rd_kafka_t *p, const char *topic, const char *key, const char *value,
+                       size_t len, rd_kafka_headers_t *hdrs);
 /* Produces value to topic (copy); blocks while the queue is full. */
 void h_produce(rd_kafka_t *p, const char *topic, const char *key, const char *value, size_t len);
 /* h_produce with the headers of a message signed by role ("ingest", "scheduler" uses
