@@ -2,6 +2,7 @@
  */
 #include "inspect.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -60,6 +61,9 @@ void sl_sched_bucket_info(sl_sched_t *s, int b, int64_t now_ms, sl_sched_bucket_
     out->level = sl_ledger_level(s->ledger, b, now_ms);
     out->capacity = sl_ledger_capacity(s->ledger, b);
     out->reset_ms = sl_ledger_reset_ms(s->ledger, b, now_ms);
+    out->reserved_total = sl_ledger_reserved_total(s->ledger, b);
+    out->charged_total = sl_ledger_charged_total(s->ledger, b);
+    out->clamped = isfinite(sl_ledger_clamp_allowance(s->ledger, b, now_ms));
 }
 
 const int *sl_sched_tenant_path(const sl_sched_t *s, int tenant, int *n)
@@ -108,6 +112,31 @@ void sl_sched_tenants_info(const sl_sched_t *s, sl_sched_tenant_info_t *out)
                 out[j->tenant].in_flight++;
         }
     }
+}
+
+typedef struct {
+    const sl_config_t *cfg;
+    int64_t *oldest;
+} oldest_t;
+
+static void note_oldest(const char *key, void *value, void *arg)
+{
+    (void)key;
+    const job_t *j = value;
+    oldest_t *o = arg;
+    if (j->state != J_QUEUED || j->orphan_tenant != NULL || j->route < 0 ||
+        j->route >= o->cfg->nroutes)
+        return;
+    int64_t *slot = &o->oldest[j->route * SL_CLASS_COUNT + j->cls];
+    if (*slot == 0 || j->submitted_ms < *slot)
+        *slot = j->submitted_ms;
+}
+
+void sl_sched_oldest_queued(const sl_sched_t *s, int64_t *oldest)
+{
+    memset(oldest, 0, (size_t)s->cfg->nroutes * SL_CLASS_COUNT * sizeof *oldest);
+    oldest_t o = {s->cfg, oldest};
+    sl_hmap_each(s->jobs, note_oldest, &o);
 }
 
 int sl_sched_key_paused(const sl_sched_t *s, int key)

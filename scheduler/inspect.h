@@ -30,6 +30,10 @@ typedef struct {
     int overridden, provider_side;
     double level, capacity; /* the ledger's: what is left, and the burst or window */
     int64_t reset_ms;       /* when it is full again or its window starts again */
+    /* Since the core was built: everything reserved, and what it came to once reconciled
+     * (sl_ledger_charged_total). clamped: a provider's rate-limit headers restrict it now. */
+    double reserved_total, charged_total;
+    int clamped;
 } sl_sched_bucket_info_t;
 
 int sl_sched_bucket_find(const sl_sched_t *s, const char *id); /* -1 when unknown */
@@ -49,6 +53,9 @@ typedef struct {
 
 /* Fills out[t] for every tenant of the config (one pass over the jobs). */
 void sl_sched_tenants_info(const sl_sched_t *s, sl_sched_tenant_info_t *out);
+/* When the oldest job queued on each route and class was submitted: oldest[route *
+ * SL_CLASS_COUNT + class], 0 when none (one pass over the jobs). */
+void sl_sched_oldest_queued(const sl_sched_t *s, int64_t *oldest);
 int sl_sched_key_paused(const sl_sched_t *s, int key);
 /* Per deployment: leases in flight, and how long it stays paused after a provider's 429. */
 void sl_sched_deployments_info(const sl_sched_t *s, int64_t now_ms, int *in_flight,

@@ -61,6 +61,7 @@ typedef struct {
     sl_clamp_t clamp;
     int64_t lead_ms; /* a charge taking the whole burst reaches the provider this much later */
     double reserved_total;
+    double settled_total; /* what settlements gave back (negative: charged more) */
     int dirty;
 } bucket_t;
 
@@ -767,6 +768,7 @@ void sl_ledger_settle(sl_ledger_t *l, int bucket, double amount, int64_t charged
     bucket_t *b = &l->buckets[bucket];
     advance(b, now_ms);
     add_at(b, -amount, charged_at_ms);
+    b->settled_total += amount;
 }
 
 void sl_ledger_credit(sl_ledger_t *l, int bucket, double amount, int64_t now_ms)
@@ -777,6 +779,11 @@ void sl_ledger_credit(sl_ledger_t *l, int bucket, double amount, int64_t now_ms)
 double sl_ledger_reserved_total(const sl_ledger_t *l, int bucket)
 {
     return l->buckets[bucket].reserved_total;
+}
+
+double sl_ledger_charged_total(const sl_ledger_t *l, int bucket)
+{
+    return l->buckets[bucket].reserved_total - l->buckets[bucket].settled_total;
 }
 
 void sl_ledger_clamp(sl_ledger_t *l, int bucket, const sl_clamp_t *clamp, int64_t now_ms)

@@ -161,6 +161,9 @@ void sl_ledger_credit(sl_ledger_t *l, int bucket, double amount, int64_t now_ms)
 /* The sum of every amount ever reserved in the bucket: what was reserved between two moments is
  * the difference of two readings. */
 double sl_ledger_reserved_total(const sl_ledger_t *l, int bucket);
+/* The same less what settlements gave back since (plus what they charged more): what the
+ * bucket's charges came to once reconciled, for calls still in flight their reservation. */
+double sl_ledger_charged_total(const sl_ledger_t *l, int bucket);
 
 /* What a provider reported about its own bucket behind ours (rate-limit headers of a response). */
 typedef struct {
