@@ -131,6 +131,9 @@ static json_t *bucket_json(const ctx_t *c, int b)
     json_object_set_new(o, "level", json_real(bi.level));
     json_object_set_new(o, "used", json_real(used));
     json_object_set_new(o, "reset_ms", json_integer(bi.reset_ms));
+    json_object_set_new(o, "reserved_total", json_real(bi.reserved_total));
+    json_object_set_new(o, "charged_total", json_real(bi.charged_total));
+    json_object_set_new(o, "clamped", json_boolean(bi.clamped));
     return o;
 }
 
@@ -375,6 +378,10 @@ static void get_tenants(ctx_t *c, const sl_admin_req_t *req)
     long long offset, limit;
     if (!paging(c, req, &offset, &limit))
         return;
+    /* ?q=: the tenants whose name holds it (any case) */
+    const char *q = json_string_value(json_object_get(req->query, "q"));
+    if (q != NULL && q[0] == '\0')
+        q = NULL;
     sl_sched_tenant_info_t *ti = tenants_info(c);
     if (ti == NULL) {
         fail(c, 500, "internal", "out of memory");
@@ -383,7 +390,7 @@ static void get_tenants(ctx_t *c, const sl_admin_req_t *req)
     json_t *arr = json_array();
     long long total = 0;
     for (int t = 0; t < c->cfg->ntenants; t++) {
-        if (!sees_tenant(c, t))
+        if (!sees_tenant(c, t) || (q != NULL && strcasestr(c->cfg->tenants[t].name, q) == NULL))
             continue;
         if (total >= offset && total < offset + limit)
             json_array_append_new(arr, tenant_json(c, t, &ti[t], 0));
@@ -801,6 +808,23 @@ static int admin_only(ctx_t *c)
     return 0;
 }
 
+/* The console's figures (history.c): GET /v1/history, GET /v1/queues. */
+static void get_history(ctx_t *c, int queues)
+{
+    if (!admin_only(c))
+        return;
+    if (c->api->history == NULL) {
+        fail(c, 404, "not_found", "this scheduler keeps no history");
+        return;
+    }
+    json_t *doc = queues ? sl_history_queues_json(c->api->history, c->s, c->cfg, c->now)
+                         : sl_history_json(c->api->history);
+    if (doc == NULL)
+        fail(c, 500, "internal", "out of memory");
+    else
+        answer(c, 200, doc);
+}
+
 /* Routes /v1/tenants/<name>[/pause|/resume]. */
 static void route_tenant(ctx_t *c, const sl_admin_req_t *req, const char *rest)
 {
@@ -909,6 +933,9 @@ void sl_api_handle(const sl_admin_req_t *req, sl_admin_resp_t *resp, void *arg)
     } else if (strncmp(p, "jobs/", 5) == 0 && p[5] != '\0') {
         if (method_is(&c, req, "GET"))
             get_job(&c, p + 5);
+    } else if (strcmp(p, "history") == 0 || strcmp(p, "queues") == 0) {
+        if (method_is(&c, req, "GET"))
+            get_history(&c, p[0] == 'q');
     } else {
         fail(&c, 404, "not_found", "no endpoint %.200s", req->path);
     }

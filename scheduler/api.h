@@ -12,6 +12,7 @@
 
 #include "admin.h"
 #include "config.h"
+#include "history.h"
 #include "sched.h"
 #include "store.h"
 
@@ -20,6 +21,7 @@ typedef struct {
     const sl_config_t **cfg;   /* the loop's config (a reload replaces it) */
     sl_store_t *store;
     int64_t (*now_ms)(void);   /* the clock (tests set their own) */
+    sl_history_t *history;     /* what /v1/history and /v1/queues show; NULL: not kept */
 } sl_api_t;
 
 /* An sl_admin_fn: arg is an sl_api_t. */

@@ -89,7 +89,15 @@ struct sl_exporter {
     int results, queue, leased, delayed, held, level, capacity, used;
     int admitted, admitted_tokens, refusals, provider, queue_wait, attempts, finished, fallbacks;
     sl_sched_stats_t last;
+    const sl_sched_observer_t *next; /* hooks that hear the same (sl_exporter_chain), or NULL */
+    void *next_arg;
 };
+
+#define NEXT(x, hook, ...)                                                                         \
+    do {                                                                                           \
+        if ((x)->next != NULL && (x)->next->hook != NULL)                                          \
+            (x)->next->hook((x)->next_arg, __VA_ARGS__);                                           \
+    } while (0)
 
 /* ---- metrics of decisions, from the core's hooks ---- */
 
@@ -106,6 +114,7 @@ static void on_leased(void *arg, int tenant, int route, int cls, int deployment,
         const char *c[] = {sl_class_name((sl_class_t)cls)};
         sl_metrics_observe(x->m, x->queue_wait, c, (double)queue_wait_ms / 1000.0);
     }
+    NEXT(x, leased, tenant, route, cls, deployment, tokens, queue_wait_ms);
 }
 
 static void on_refused(void *arg, const char *bucket_id)
@@ -113,6 +122,7 @@ static void on_refused(void *arg, const char *bucket_id)
     sl_exporter_t *x = arg;
     const char *v[] = {bucket_id};
     sl_metrics_add(x->m, x->refusals, v, 1);
+    NEXT(x, refused, bucket_id);
 }
 
 static void on_provider(void *arg, const char *deployment, const char *outcome, int http_status)
@@ -122,6 +132,7 @@ static void on_provider(void *arg, const char *deployment, const char *outcome, 
     snprintf(status, sizeof status, "%d", http_status);
     const char *v[] = {deployment != NULL ? deployment : "unknown", outcome, status};
     sl_metrics_add(x->m, x->provider, v, 1);
+    NEXT(x, provider, deployment, outcome, http_status);
 }
 
 static void on_finished(void *arg, int cls, const char *status, int attempts)
@@ -130,6 +141,7 @@ static void on_finished(void *arg, int cls, const char *status, int attempts)
     const char *v[] = {sl_class_name((sl_class_t)cls), status};
     sl_metrics_observe(x->m, x->attempts, v, attempts);
     sl_metrics_add(x->m, x->finished, v, 1);
+    NEXT(x, finished, cls, status, attempts);
 }
 
 static void on_fallback(void *arg, int from_route, int to_route, const char *why)
@@ -138,6 +150,7 @@ static void on_fallback(void *arg, int from_route, int to_route, const char *why
     const sl_config_t *cfg = *x->cfg;
     const char *v[] = {cfg->routes[from_route].name, cfg->routes[to_route].name, why};
     sl_metrics_add(x->m, x->fallbacks, v, 1);
+    NEXT(x, fallback, from_route, to_route, why);
 }
 
 static const sl_sched_observer_t observer = {on_leased, on_refused, on_provider, on_fallback,
@@ -246,6 +259,12 @@ sl_exporter_t *sl_exporter_new(sl_metrics_t *m, const sl_config_t **cfg)
         x = NULL;
     }
     return x;
+}
+
+void sl_exporter_chain(sl_exporter_t *x, const sl_sched_observer_t *next, void *arg)
+{
+    x->next = next;
+    x->next_arg = arg;
 }
 
 void sl_exporter_free(sl_exporter_t *x)

@@ -20,6 +20,10 @@ typedef struct sl_exporter sl_exporter_t;
 sl_exporter_t *sl_exporter_new(sl_metrics_t *m, const sl_config_t **cfg);
 void sl_exporter_free(sl_exporter_t *x); /* NULL is a no-op */
 
+/* Has the exporter's hooks call next's too (arg passed to them), after its own: the core has
+ * one set of hooks. next is borrowed; NULL stops. */
+void sl_exporter_chain(sl_exporter_t *x, const sl_sched_observer_t *next, void *arg);
+
 /* Installs the exporter's hooks on the core (they carry over a reload). */
 void sl_exporter_observe(sl_exporter_t *x, sl_sched_t *sched);
 

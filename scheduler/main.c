@@ -19,6 +19,7 @@
 #include "api.h"
 #include "auth.h"
 #include "exporter.h"
+#include "history.h"
 #include "intake.h"
 #include "kafka.h"
 #include "log.h"
@@ -311,7 +312,11 @@ int main(int argc, char **argv)
         return 1;
     }
     sl_admin_t *admin = NULL;
-    sl_api_t api = {&sched, (const sl_config_t **)&cfg, store, sl_now_ms};
+    /* The console's history hears the core's hooks after the exporter. */
+    sl_history_t *history = sl_history_new();
+    if (history != NULL)
+        sl_exporter_chain(exporter, sl_history_observer(), history);
+    sl_api_t api = {&sched, (const sl_config_t **)&cfg, store, sl_now_ms, history};
     if (cfg->admin_listen[0] != '\0') {
         int port = 0;
         if (sl_admin_start(cfg->admin_listen, &admin, &port, err, sizeof err) != SL_OK) {
@@ -430,11 +435,16 @@ int main(int argc, char **argv)
         sl_sched_msgs_free(out, nout);
         rd_kafka_poll(prod, 0);
         sl_outbox_sweep(ob, store, 0, produce_outbox_row, &sw);
-        if (sl_reload_requested())
+        if (sl_reload_requested()) {
+            /* before: the old config may be freed in the reload, and the history names it */
+            sl_history_reset(history);
             reload(&cfg, store, &sched);
+        }
         sl_admin_poll(admin, sl_api_handle, &api);
         if (now - last_export >= 1000) {
             sl_exporter_update(exporter, sched, cfg, now);
+            if (history != NULL)
+                sl_history_sample(history, sched, cfg, now);
             sl_kafka_export_lag(cons, metrics, lag_family);
             last_export = now;
             /* A flood that stopped still reports how many lines it held back. */
@@ -464,6 +474,7 @@ int main(int argc, char **argv)
     free(batch);
     sl_outbox_free(ob);
     sl_exporter_free(exporter);
+    sl_history_free(history);
     sl_metrics_free(metrics);
     sl_sched_free(sched);
     sl_store_close(store);

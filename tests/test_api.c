@@ -18,6 +18,7 @@
 
 #include "../scheduler/admin.h"
 #include "../scheduler/api.h"
+#include "../scheduler/history.h"
 #include "config.h"
 #include "sign.h"
 #include "util.h"
@@ -88,7 +89,7 @@ static void env_init(env_t *e)
     ck_assert_int_eq(sl_store_open(e->cfg->db_path, e->sql, &e->store, err, sizeof err), SL_OK);
     ck_assert_int_eq(sl_sched_new(e->cfg, e->store, T0, &e->sched, err, sizeof err),
                      SL_OK);
-    e->api = (sl_api_t){&e->sched, (const sl_config_t **)&e->cfg, e->store, fixed_now};
+    e->api = (sl_api_t){&e->sched, (const sl_config_t **)&e->cfg, e->store, fixed_now, NULL};
 }
 
 static void env_done(env_t *e)
@@ -401,6 +402,84 @@ START_TEST(partner_cannot_tell_another_tenants_job_from_none)
 }
 END_TEST
 
+START_TEST(tenants_are_searched_within_what_the_key_sees)
+{
+    env_t e;
+    env_init(&e);
+    int status;
+    /* any case, any part of the name */
+    json_t *doc = call(&e, "GET", "/v1/tenants?q=CM", OPS, NULL, &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "total")), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_array_get(json_object_get(doc, "tenants"), 0), "tenant")),
+                     "acme");
+    json_decref(doc);
+    doc = call(&e, "GET", "/v1/tenants?q=", OPS, NULL, &status);
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "total")), 2);
+    json_decref(doc);
+    doc = call(&e, "GET", "/v1/tenants?q=zz", OPS, NULL, &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "total")), 0);
+    json_decref(doc);
+    /* a partner's search never finds another's tenant */
+    doc = call(&e, "GET", "/v1/tenants?q=glob", BIG, NULL, &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "total")), 0);
+    json_decref(doc);
+    doc = call(&e, "GET", "/v1/tenants?q=glob", GX, NULL, &status);
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "total")), 1);
+    json_decref(doc);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(console_figures_are_for_operators_only)
+{
+    env_t e;
+    env_init(&e);
+    /* a scheduler that keeps no history says so */
+    ck_assert_int_eq(status_of(&e, "GET", "/v1/history", OPS, NULL), 404);
+    sl_history_t *h = sl_history_new();
+    ck_assert_ptr_nonnull(h);
+    e.api.history = h;
+    sl_history_sample(h, e.sched, e.cfg, T0);
+    sl_history_sample(h, e.sched, e.cfg, T0 + 1000);
+    int status;
+    json_t *doc = call(&e, "GET", "/v1/history", OPS, NULL, &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "t")), 2);
+    /* dep-a's two provider-side buckets, rpm and tpm; no tenant's */
+    json_t *buckets = json_object_get(doc, "buckets");
+    ck_assert_int_eq(json_array_size(buckets), 2);
+    size_t i;
+    json_t *b;
+    json_array_foreach(buckets, i, b) {
+        const char *id = json_string_value(json_object_get(b, "id"));
+        ck_assert_msg(strncmp(id, "deployment:dep-a:", 17) == 0, "history holds %s", id);
+        ck_assert_int_eq(json_array_size(json_object_get(b, "charged")), 2);
+    }
+    json_decref(doc);
+    doc = call(&e, "GET", "/v1/queues", OPS, NULL, &status);
+    ck_assert_int_eq(status, 200);
+    json_t *route = json_array_get(json_object_get(doc, "routes"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(route, "route")), "chat");
+    ck_assert_int_eq(json_array_size(json_object_get(route, "classes")), SL_CLASS_COUNT);
+    ck_assert_ptr_nonnull(json_object_get(json_object_get(doc, "totals"), "received"));
+    json_decref(doc);
+    /* pools and other tenants' shares are not a partner's to read */
+    doc = call(&e, "GET", "/v1/history", BIG, NULL, &status);
+    ck_assert_int_eq(status, 403);
+    ck_assert_str_eq(error_code(doc), "forbidden");
+    json_decref(doc);
+    ck_assert_int_eq(status_of(&e, "GET", "/v1/queues", GX, NULL), 403);
+    ck_assert_int_eq(status_of(&e, "GET", "/v1/queues", NULL, NULL), 401);
+    ck_assert_int_eq(status_of(&e, "PUT", "/v1/history", OPS, "{}"), 405);
+    sl_history_free(h);
+    env_done(&e);
+}
+END_TEST
+
 /* ---- over HTTP ---- */
 
 typedef struct {
@@ -517,6 +596,8 @@ static Suite *api_suite(void)
     tcase_add_test(tc, changes_are_validated_and_applied);
     tcase_add_test(tc, jobs_are_found_and_scoped);
     tcase_add_test(tc, partner_cannot_tell_another_tenants_job_from_none);
+    tcase_add_test(tc, tenants_are_searched_within_what_the_key_sees);
+    tcase_add_test(tc, console_figures_are_for_operators_only);
     tcase_add_test(tc, http_server_hands_requests_to_the_loop);
     suite_add_tcase(s, tc);
     return s;
