@@ -44,6 +44,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# The console's files are built into the scheduler (.incbin), so their object follows them.
+$(BUILD)/scheduler/console_assets.o: $(wildcard scheduler/console/*)
+
 $(BIN)/sluice-devkafka: $(BUILD)/ops/devkafka/main.o $(COMMON_OBJ)
 $(BIN)/sluice-sim: $(BUILD)/ops/sim/main.o $(SIM_OBJ) $(COMMON_OBJ)
 $(BIN)/sluice-ingest: $(BUILD)/ingest/main.o $(INGEST_OBJ) $(COMMON_OBJ)

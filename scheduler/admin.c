@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "console_assets.h"
 #include "log.h"
 #include "util.h"
 
@@ -67,6 +68,39 @@ static enum MHD_Result respond_error(struct MHD_Connection *conn, int status, co
     char *text = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
     return text != NULL ? respond(conn, status, text) : MHD_NO;
+}
+
+/* The console's page and assets (GET or HEAD, no key: they hold no data); "/" leads there. A
+ * strict content policy: the page runs only its own script and talks only to this origin. */
+static enum MHD_Result respond_console(struct MHD_Connection *conn, const char *url)
+{
+    const char *data = "", *type = "text/plain";
+    size_t len = 0;
+    int status = 200;
+    if (strcmp(url, "/") == 0 || strcmp(url, "/console") == 0) {
+        status = 302;
+    } else if (!sl_console_asset(url, &data, &len, &type)) {
+        status = 404;
+        data = "no such file in the console\n";
+        len = strlen(data);
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_PERSISTENT);
+    if (r == NULL)
+        return MHD_NO;
+    if (status == 302)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, "/console/");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'none'; script-src 'self'; style-src 'self'; "
+                            "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; "
+                            "base-uri 'none'; form-action 'none'");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ok;
 }
 
 static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -150,6 +184,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (c->too_large)
         return respond_error(conn, 413, "too_large", "the request body is over 64 KiB");
+    if ((strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) &&
+        (strcmp(url, "/") == 0 || strncmp(url, "/console", 8) == 0))
+        return respond_console(conn, url);
     pending_t p;
     memset(&p, 0, sizeof p);
     p.req.method = method;

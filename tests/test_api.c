@@ -580,6 +580,26 @@ START_TEST(http_server_hands_requests_to_the_loop)
     snprintf(n.url, sizeof n.url, "http://127.0.0.1:%d/v1/status", port);
     round_trip(&e, a, &n);
     ck_assert_int_eq(n.status, 401);
+    /* the console's page needs no key and never reaches the loop's API */
+    http_t page = {.auth = NULL};
+    snprintf(page.url, sizeof page.url, "http://127.0.0.1:%d/console/", port);
+    round_trip(&e, a, &page);
+    ck_assert_int_eq(page.status, 200);
+    ck_assert_ptr_nonnull(strstr(page.answer, "<script type=\"module\" src=\"app.js\">"));
+    http_t js = {.auth = NULL};
+    snprintf(js.url, sizeof js.url, "http://127.0.0.1:%d/console/app.js", port);
+    round_trip(&e, a, &js);
+    ck_assert_int_eq(js.status, 200);
+    ck_assert_uint_gt(js.len, 1000);
+    http_t moved = {.auth = NULL};
+    snprintf(moved.url, sizeof moved.url, "http://127.0.0.1:%d/", port);
+    round_trip(&e, a, &moved);
+    ck_assert_int_eq(moved.status, 302);
+    http_t none = {.auth = NULL};
+    snprintf(none.url, sizeof none.url, "http://127.0.0.1:%d/console/../v1/status", port);
+    round_trip(&e, a, &none);
+    ck_assert(none.status == 404 || none.status == 401);
+    ck_assert_ptr_null(strstr(none.answer, "pools"));
     sl_admin_stop(a);
     ck_assert_int_eq(sl_admin_start("nowhere", &a, &port, err, sizeof err), SL_EINVAL);
     env_done(&e);
