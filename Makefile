@@ -61,7 +61,8 @@ $(BIN)/tests/%: $(BUILD)/tests/%.o $(TEST_LIB_OBJ) $(MODULE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CHECK_LIBS)
 
-$(BIN)/tests/e2e_%: $(BUILD)/tests/e2e/e2e_%.o $(BUILD)/tests/e2e/harness.o $(COMMON_OBJ)
+$(BIN)/tests/e2e_%: $(BUILD)/tests/e2e/e2e_%.o $(BUILD)/tests/e2e/harness.o $(BUILD)/tests/e2e/cdp.o \
+                  $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
