@@ -435,6 +435,7 @@ $('signin').addEventListener('submit', (ev) => {
   state.session++;
   state.key = $('key').value.trim();
   $('key').value = '';
+  showError('');
   sessionStorage.setItem('sluice.key', state.key);
   start();
 });
