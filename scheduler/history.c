@@ -9,7 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SHARE_TAU_MS = 60000, SHARES_SHOWN = 20, SHARE_CELLS_MAX = 1 << 22, SL_HISTORY_ID_MAX = 160 };
+enum {
+    SHARE_TAU_MS = 60000,
+    SHARES_SHOWN = 20,
+    SHARE_CELLS_MAX = 1 << 22,
+    SL_HISTORY_ID_MAX = 160
+};
 
 struct sl_history {
     const sl_config_t *cfg; /* the config the history was started for; NULL = not yet */
@@ -117,9 +122,8 @@ static int restart(sl_history_t *h, sl_sched_t *s, const sl_config_t *cfg, int64
         h->share_sum = calloc((size_t)cfg->nroutes + 1, sizeof *h->share_sum);
     }
     if (h->reserved == NULL || h->charged == NULL || h->clamped == NULL || h->ncalls == NULL ||
-        h->scalls == NULL || h->n429 == NULL ||
-        h->n5xx == NULL || h->s429 == NULL || h->s5xx == NULL || h->paused == NULL ||
-        h->waits == NULL || h->nwaits == NULL ||
+        h->scalls == NULL || h->n429 == NULL || h->n5xx == NULL || h->s429 == NULL ||
+        h->s5xx == NULL || h->paused == NULL || h->waits == NULL || h->nwaits == NULL ||
         (cells <= SHARE_CELLS_MAX && (h->share == NULL || h->share_sum == NULL))) {
         drop(h);
         return 0;
@@ -139,8 +143,7 @@ static void on_leased(void *arg, int tenant, int route, int cls, int deployment,
 {
     (void)deployment;
     sl_history_t *h = arg;
-    if (h->cfg == NULL || route < 0 || route >= h->nroutes || cls < 0 ||
-        cls >= SL_CLASS_COUNT)
+    if (h->cfg == NULL || route < 0 || route >= h->nroutes || cls < 0 || cls >= SL_CLASS_COUNT)
         return;
     if (queue_wait_ms >= 0) {
         int q = route * SL_CLASS_COUNT + cls;
@@ -148,8 +151,7 @@ static void on_leased(void *arg, int tenant, int route, int cls, int deployment,
         h->waits[(size_t)q * SL_HISTORY_WAITS + (size_t)(h->nwaits[q] % SL_HISTORY_WAITS)] = w;
         h->nwaits[q]++;
     }
-    if (h->share != NULL && tenant >= 0 && tenant < h->ntenants && tokens > 0 &&
-        isfinite(tokens)) {
+    if (h->share != NULL && tenant >= 0 && tenant < h->ntenants && tokens > 0 && isfinite(tokens)) {
         h->share[(size_t)route * (size_t)h->ntenants + (size_t)tenant] += tokens;
         h->share_sum[route] += tokens;
     }
@@ -238,57 +240,48 @@ void sl_history_sample(sl_history_t *h, sl_sched_t *s, const sl_config_t *cfg, i
 
 /* ---- the answers ---- */
 
-/* The samples of one series, oldest first: doubles, counts or flags. */
-static json_t *series_d(const sl_history_t *h, const double *v)
+/* The samples of one series, oldest first: doubles (d), counts (i) or flags (b); the others
+ * NULL. */
+static json_t *series(const sl_history_t *h, const double *d, const int64_t *i, const uint8_t *b)
 {
     json_t *a = json_array();
     int first = (h->head - h->n + SL_HISTORY_SAMPLES) % SL_HISTORY_SAMPLES;
-    for (int k = 0; k < h->n; k++)
-        json_array_append_new(a, json_real(v[(first + k) % SL_HISTORY_SAMPLES]));
+    for (int k = 0; k < h->n; k++) {
+        int at = (first + k) % SL_HISTORY_SAMPLES;
+        json_array_append_new(a, d != NULL   ? json_real(d[at])
+                                 : i != NULL ? json_integer(i[at])
+                                             : json_integer(b[at]));
+    }
     return a;
 }
 
-static json_t *series_i(const sl_history_t *h, const int64_t *v)
-{
-    json_t *a = json_array();
-    int first = (h->head - h->n + SL_HISTORY_SAMPLES) % SL_HISTORY_SAMPLES;
-    for (int k = 0; k < h->n; k++)
-        json_array_append_new(a, json_integer(v[(first + k) % SL_HISTORY_SAMPLES]));
-    return a;
-}
-
-static json_t *series_b(const sl_history_t *h, const uint8_t *v)
-{
-    json_t *a = json_array();
-    int first = (h->head - h->n + SL_HISTORY_SAMPLES) % SL_HISTORY_SAMPLES;
-    for (int k = 0; k < h->n; k++)
-        json_array_append_new(a, json_integer(v[(first + k) % SL_HISTORY_SAMPLES]));
-    return a;
-}
+#define SERIES_D(v) series(h, (v), NULL, NULL)
+#define SERIES_I(v) series(h, NULL, (v), NULL)
+#define SERIES_B(v) series(h, NULL, NULL, (v))
 
 json_t *sl_history_json(const sl_history_t *h)
 {
     json_t *doc = json_object();
     json_t *buckets = json_array(), *deps = json_array();
     json_object_set_new(doc, "interval_ms", json_integer(1000));
-    json_object_set_new(doc, "t", series_i(h, h->t));
+    json_object_set_new(doc, "t", SERIES_I(h->t));
     json_object_set_new(doc, "buckets", buckets);
     json_object_set_new(doc, "deployments", deps);
     for (int k = 0; h->cfg != NULL && k < h->nb; k++) {
         size_t at = (size_t)k * SL_HISTORY_SAMPLES;
-        json_array_append_new(
-            buckets,
-            json_pack("{s:s, s:s, s:o, s:o, s:o}", "id", h->ids[k], "deployment",
-                      h->cfg->deployments[h->bdep[k]].name, "reserved",
-                      series_d(h, h->reserved + at), "charged", series_d(h, h->charged + at),
-                      "clamped", series_b(h, h->clamped + at)));
+        json_array_append_new(buckets, json_pack("{s:s, s:s, s:o, s:o, s:o}", "id", h->ids[k],
+                                                 "deployment", h->cfg->deployments[h->bdep[k]].name,
+                                                 "reserved", SERIES_D(h->reserved + at), "charged",
+                                                 SERIES_D(h->charged + at), "clamped",
+                                                 SERIES_B(h->clamped + at)));
     }
     for (int d = 0; h->cfg != NULL && d < h->nd; d++) {
         size_t at = (size_t)d * SL_HISTORY_SAMPLES;
         json_array_append_new(
-            deps, json_pack("{s:s, s:o, s:o, s:o, s:o}", "name", h->cfg->deployments[d].name,
-                            "calls", series_i(h, h->scalls + at), "rate_limited", series_i(h, h->s429 + at), "unavailable",
-                            series_i(h, h->s5xx + at), "paused", series_b(h, h->paused + at)));
+            deps,
+            json_pack("{s:s, s:o, s:o, s:o, s:o}", "name", h->cfg->deployments[d].name, "calls",
+                      SERIES_I(h->scalls + at), "rate_limited", SERIES_I(h->s429 + at),
+                      "unavailable", SERIES_I(h->s5xx + at), "paused", SERIES_B(h->paused + at)));
     }
     return doc;
 }
@@ -343,10 +336,10 @@ static json_t *shares_json(const sl_history_t *h, const sl_sched_tenant_info_t *
     }
     for (int i = 0; i < ntop; i++) {
         int t = top[i];
-        json_array_append_new(
-            a, json_pack("{s:s, s:f, s:I, s:f}", "tenant", h->cfg->tenants[t].name, "share",
-                         row[t] / h->share_sum[r], "weight", (json_int_t)ti[t].weight,
-                         "guarantee", ti[t].guarantee));
+        json_array_append_new(a,
+                              json_pack("{s:s, s:f, s:I, s:f}", "tenant", h->cfg->tenants[t].name,
+                                        "share", row[t] / h->share_sum[r], "weight",
+                                        (json_int_t)ti[t].weight, "guarantee", ti[t].guarantee));
     }
     return a;
 }
@@ -380,8 +373,7 @@ json_t *sl_history_queues_json(const sl_history_t *h, sl_sched_t *s, const sl_co
         json_array_append_new(
             routes, json_pack("{s:s, s:I, s:o, s:o}", "route", cfg->routes[r].name, "blocked_ms",
                               (json_int_t)sl_sched_route_blocked_ms(s, r, now_ms), "classes",
-                              classes, "shares",
-                              current ? shares_json(h, ti, r) : json_array()));
+                              classes, "shares", current ? shares_json(h, ti, r) : json_array()));
     }
     sl_sched_stats_t st;
     sl_sched_stats(s, &st);
@@ -394,13 +386,12 @@ json_t *sl_history_queues_json(const sl_history_t *h, sl_sched_t *s, const sl_co
         "now_ms", (json_int_t)now_ms, "routes", routes, "totals", "received",
         (json_int_t)st.jobs_received, "dispatched", (json_int_t)st.dispatched, "succeeded",
         (json_int_t)st.succeeded, "failed", (json_int_t)st.failed, "expired",
-        (json_int_t)st.expired, "cancelled", (json_int_t)st.cancelled, "shed",
-        (json_int_t)st.shed, "queue_full", (json_int_t)st.queue_full, "retried",
-        (json_int_t)st.retried, "rate_limited", (json_int_t)st.provider_429, "unavailable",
-        (json_int_t)st.provider_5xx, "expired_by_class", expired, "estimates", "reserved",
-        (json_int_t)st.tokens_reserved, "used", (json_int_t)st.tokens_settled, "over_reserved",
-        (json_int_t)st.tokens_over_reserved, "under_reserved",
-        (json_int_t)st.tokens_under_reserved);
+        (json_int_t)st.expired, "cancelled", (json_int_t)st.cancelled, "shed", (json_int_t)st.shed,
+        "queue_full", (json_int_t)st.queue_full, "retried", (json_int_t)st.retried, "rate_limited",
+        (json_int_t)st.provider_429, "unavailable", (json_int_t)st.provider_5xx, "expired_by_class",
+        expired, "estimates", "reserved", (json_int_t)st.tokens_reserved, "used",
+        (json_int_t)st.tokens_settled, "over_reserved", (json_int_t)st.tokens_over_reserved,
+        "under_reserved", (json_int_t)st.tokens_under_reserved);
     free(oldest);
     free(ti);
     return doc;
