@@ -302,6 +302,10 @@ async function renderTenants() {
         onclick: () => pauseTenant(t) }, t.paused ? 'Resume' : 'Pause'), ' ',
       el('button', { type: 'button', 'data-action': 'weight', onclick: () => editTenant(t, 'weight') }, 'Weight'), ' ',
       el('button', { type: 'button', 'data-action': 'guarantee', onclick: () => editTenant(t, 'guarantee') }, 'Guarantee'));
+    for (const k of t.keys ?? []) {
+      actions.append(' ', el('button', { type: 'button', 'data-key': k.id, onclick: () => pauseKey(t, k) },
+        `${k.paused ? 'Resume' : 'Pause'} key ${k.id}`));
+    }
     body.append(el('tr', { 'data-tenant': t.tenant },
       el('td', {}, t.tenant), el('td', { class: 'num' }, fmt(t.weight)),
       el('td', { class: 'num' }, pct(t.guarantee)),
@@ -326,6 +330,15 @@ async function pauseTenant(t) {
     : `Pause tenant ${t.tenant}? Its queued jobs are held and new ones refused until it is resumed.`);
   if (ok === null) return;
   await act(`${verb} ${t.tenant}`, () => api('POST', `/v1/tenants/${encodeURIComponent(t.tenant)}/${verb}`));
+}
+
+async function pauseKey(t, k) {
+  const verb = k.paused ? 'resume' : 'pause';
+  const ok = await confirmAction(k.paused
+    ? `Resume API key ${k.id} of ${t.tenant}? Its held jobs go back in line.`
+    : `Pause API key ${k.id} of ${t.tenant}? Its queued jobs are held and new ones refused until it is resumed.`);
+  if (ok === null) return;
+  await act(`${verb} key ${k.id}`, () => api('POST', `/v1/keys/${encodeURIComponent(k.id)}/${verb}`));
 }
 
 async function editTenant(t, field) {

@@ -11,7 +11,8 @@
  *   - a limit changed from the page holds (the API shows it), a tenant paused from the page
  *     has its queued jobs held (the page and the API agree, the simulator gets no call of it),
  *     and after resuming from the page every one of them succeeds;
- *   - bad input in a form shows the API's own error;
+ *   - bad input in a form shows the API's own error; an API key paused and resumed from the
+ *     page is paused and running again in the API;
  *   - a partner key sees only its tenant: no pools, no queues, no other tenant's name anywhere
  *     on the page;
  *   - the key is never in the page's address, nor in the scheduler's log.
@@ -100,6 +101,28 @@ static double api_number(const char *path, const char *k1, const char *k2)
     double d = json_number_value(v);
     json_decref(doc);
     return d;
+}
+
+/* Polls acme's key `id` in the API until its pause is `want` (5 s at most). */
+static int key_paused_is(const char *id, int want)
+{
+    double until = sl_mono_ms() + 5000;
+    while (sl_mono_ms() < until) {
+        json_t *t = api("GET", "/v1/tenants/acme", NULL, NULL);
+        size_t i;
+        json_t *k;
+        int is = -1;
+        json_array_foreach(json_object_get(t, "keys"), i, k) {
+            const char *kid = json_string_value(json_object_get(k, "id"));
+            if (kid != NULL && strcmp(kid, id) == 0)
+                is = json_is_true(json_object_get(k, "paused"));
+        }
+        json_decref(t);
+        if (is == want)
+            return 1;
+        usleep(100000);
+    }
+    return 0;
 }
 
 static void submit(rd_kafka_t *prod, const char *prefix, int n, const char *api_key)
@@ -404,6 +427,15 @@ int main(void)
             HOLD_JOBS);
     double limit_now = api_number("/v1/buckets/deployment:sim:rpm", "limit", NULL);
     h_check(limit_now == RPM, "the limit is the config's again (%.0f)", limit_now);
+
+    /* an API key paused and resumed from the page (acme's row: the page shows a search) */
+    search_tenants(&c, "acme");
+    h_check(cdp_wait_true(&c, "!!document.querySelector('[data-key=k-acme]')", 5000) &&
+                click_and_confirm(&c, "'[data-key=k-acme]'", NULL) && key_paused_is("k-acme", 1),
+            "the API says key k-acme is paused after Pause key in the page");
+    wait_refreshes(&c, 1);
+    h_check(click_and_confirm(&c, "'[data-key=k-acme]'", NULL) && key_paused_is("k-acme", 0),
+            "and running again after Resume key");
 
     /* ---- a partner key ---- */
     eval_ok(&c, "document.getElementById('signout').click(); true");
