@@ -127,6 +127,8 @@ typedef struct {
      * refusing is not met by every waiting job at once. */
     int probing;
     int64_t probe_sent_ms; /* 0 = the probe has not gone yet */
+    /* Answers since the core was built, counted where the totals are (provider_429, _5xx). */
+    int64_t answered, rate_limited, unavailable;
 } dep_t;
 
 /* What one DRR flow (tenant x class) of a route was really counted lately, per dimension of

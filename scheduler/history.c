@@ -25,10 +25,13 @@ struct sl_history {
     char (*ids)[SL_HISTORY_ID_MAX];
     double *reserved, *charged;
     uint8_t *clamped;
-    /* per deployment: calls answered, 429s and 5xx since the start, and per sample */
+    /* per deployment and sample: the core's counts of answers, 429s and 5xx, and its pause;
+     * and room for what sl_sched_deployments_info fills in */
     int nd;
-    int64_t *ncalls, *n429, *n5xx, *scalls, *s429, *s5xx;
+    int64_t *scalls, *s429, *s5xx;
     uint8_t *paused;
+    int *in_flight;
+    int64_t *paused_ms;
     /* per route and class: the last queue waits (ms), how many were seen, expiries */
     int32_t *waits;
     int64_t *nwaits;
@@ -45,13 +48,12 @@ static void drop(sl_history_t *h)
     free(h->reserved);
     free(h->charged);
     free(h->clamped);
-    free(h->ncalls);
-    free(h->n429);
-    free(h->n5xx);
     free(h->scalls);
     free(h->s429);
     free(h->s5xx);
     free(h->paused);
+    free(h->in_flight);
+    free(h->paused_ms);
     free(h->waits);
     free(h->nwaits);
     free(h->share);
@@ -108,22 +110,21 @@ static int restart(sl_history_t *h, sl_sched_t *s, const sl_config_t *cfg, int64
     h->reserved = calloc(nb * ns, sizeof *h->reserved);
     h->charged = calloc(nb * ns, sizeof *h->charged);
     h->clamped = calloc(nb * ns, 1);
-    h->ncalls = calloc(nd, sizeof *h->ncalls);
     h->scalls = calloc(nd * ns, sizeof *h->scalls);
-    h->n429 = calloc(nd, sizeof *h->n429);
-    h->n5xx = calloc(nd, sizeof *h->n5xx);
     h->s429 = calloc(nd * ns, sizeof *h->s429);
     h->s5xx = calloc(nd * ns, sizeof *h->s5xx);
     h->paused = calloc(nd * ns, 1);
+    h->in_flight = calloc(nd, sizeof *h->in_flight);
+    h->paused_ms = calloc(nd, sizeof *h->paused_ms);
     h->waits = calloc(nq * SL_HISTORY_WAITS, sizeof *h->waits);
     h->nwaits = calloc(nq, sizeof *h->nwaits);
     if (cells <= SHARE_CELLS_MAX) {
         h->share = calloc(cells + 1, sizeof *h->share);
         h->share_sum = calloc((size_t)cfg->nroutes + 1, sizeof *h->share_sum);
     }
-    if (h->reserved == NULL || h->charged == NULL || h->clamped == NULL || h->ncalls == NULL ||
-        h->scalls == NULL || h->n429 == NULL || h->n5xx == NULL || h->s429 == NULL ||
-        h->s5xx == NULL || h->paused == NULL || h->waits == NULL || h->nwaits == NULL ||
+    if (h->reserved == NULL || h->charged == NULL || h->clamped == NULL || h->scalls == NULL ||
+        h->s429 == NULL || h->s5xx == NULL || h->paused == NULL || h->in_flight == NULL ||
+        h->paused_ms == NULL || h->waits == NULL || h->nwaits == NULL ||
         (cells <= SHARE_CELLS_MAX && (h->share == NULL || h->share_sum == NULL))) {
         drop(h);
         return 0;
@@ -157,24 +158,6 @@ static void on_leased(void *arg, int tenant, int route, int cls, int deployment,
     }
 }
 
-static void on_provider(void *arg, const char *deployment, const char *outcome, int http_status)
-{
-    sl_history_t *h = arg;
-    if (h->cfg == NULL || deployment == NULL)
-        return;
-    for (int d = 0; d < h->nd; d++) {
-        if (strcmp(h->cfg->deployments[d].name, deployment) != 0)
-            continue;
-        h->ncalls[d]++;
-        if (http_status == 429 || strcmp(outcome, "rate_limited") == 0)
-            h->n429[d]++;
-        else if (http_status >= 500 || strcmp(outcome, "overloaded") == 0 ||
-                 strcmp(outcome, "server_error") == 0 || strcmp(outcome, "timeout") == 0)
-            h->n5xx[d]++;
-        return;
-    }
-}
-
 static void on_finished(void *arg, int cls, const char *status, int attempts)
 {
     (void)attempts;
@@ -183,7 +166,7 @@ static void on_finished(void *arg, int cls, const char *status, int attempts)
         h->expired[cls]++;
 }
 
-static const sl_sched_observer_t observer = {on_leased, NULL, on_provider, NULL, on_finished};
+static const sl_sched_observer_t observer = {on_leased, NULL, NULL, NULL, on_finished};
 
 const sl_sched_observer_t *sl_history_observer(void)
 {
@@ -206,23 +189,12 @@ void sl_history_sample(sl_history_t *h, sl_sched_t *s, const sl_config_t *cfg, i
         h->charged[at] = bi.charged_total;
         h->clamped[at] = (uint8_t)bi.clamped;
     }
-    int in_flight[SL_HISTORY_MAX_BUCKETS];
-    int64_t paused[SL_HISTORY_MAX_BUCKETS];
-    int *fl = h->nd <= SL_HISTORY_MAX_BUCKETS ? in_flight : calloc((size_t)h->nd, sizeof *fl);
-    int64_t *pa = h->nd <= SL_HISTORY_MAX_BUCKETS ? paused : calloc((size_t)h->nd, sizeof *pa);
-    if (fl != NULL && pa != NULL)
-        sl_sched_deployments_info(s, now_ms, fl, pa);
+    sl_sched_deployments_info(s, now_ms, h->in_flight, h->paused_ms);
     for (int d = 0; d < h->nd; d++) {
         size_t at = (size_t)d * SL_HISTORY_SAMPLES + i;
-        h->scalls[at] = h->ncalls[d];
-        h->s429[at] = h->n429[d];
-        h->s5xx[at] = h->n5xx[d];
-        h->paused[at] = fl != NULL && pa != NULL && pa[d] > 0;
+        sl_sched_deployment_answers(s, d, &h->scalls[at], &h->s429[at], &h->s5xx[at]);
+        h->paused[at] = h->paused_ms[d] > 0;
     }
-    if (fl != in_flight)
-        free(fl);
-    if (pa != paused)
-        free(pa);
     h->head = (h->head + 1) % SL_HISTORY_SAMPLES;
     if (h->n < SL_HISTORY_SAMPLES)
         h->n++;

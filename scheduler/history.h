@@ -3,7 +3,8 @@
  *
  * Once a second the loop takes a sample of each deployment's provider-side buckets (what was
  * reserved, what it came to once reconciled, the limit, whether a provider's headers clamp it)
- * and of each deployment's provider answers (429s, 5xx) and pause, into a ring of
+ * and of each deployment's answers, 429s and 5xx as the core counts them
+ * (sl_sched_deployment_answers) and its pause, into a ring of
  * SL_HISTORY_SAMPLES. The core's hooks feed it the queue waits (a ring per route and class),
  * expiries and each tenant's admitted tokens per route (decayed over a minute: its share).
  * Memory is fixed by the config (rings, and a double per tenant and route); a reload starts

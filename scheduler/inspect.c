@@ -159,6 +159,14 @@ void sl_sched_deployments_info(const sl_sched_t *s, int64_t now_ms, int *in_flig
     }
 }
 
+void sl_sched_deployment_answers(const sl_sched_t *s, int d, int64_t *answered,
+                                 int64_t *rate_limited, int64_t *unavailable)
+{
+    *answered = s->deps[d].answered;
+    *rate_limited = s->deps[d].rate_limited;
+    *unavailable = s->deps[d].unavailable;
+}
+
 int64_t sl_sched_route_blocked_ms(const sl_sched_t *s, int route, int64_t now_ms)
 {
     int64_t b = s->routes[route].blocked_until_ms - now_ms;

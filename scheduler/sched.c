@@ -853,6 +853,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     sl_reservation_clamp(s, j, (json_t *)u.ratelimit, now_ms);
     if (s->obs.provider != NULL)
         s->obs.provider(s->obs_arg, dep_name, outcome, u.http_status);
+    if (dep >= 0)
+        s->deps[dep].answered++;
     int64_t reserved_input = j->held != NULL ? j->held->est_input : j->est_input;
     int64_t reserved_output = j->held != NULL ? j->held->est_output : j->est_output;
     int64_t status = u.http_status;
@@ -899,6 +901,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         /* Retry-After is a lower bound (sl_retry_rate_limit_pause_ms); the job goes back in
          * line at once, for another deployment or after the pause. */
         s->st.provider_429++;
+        if (dep >= 0)
+            s->deps[dep].rate_limited++;
         int64_t pause = sl_retry_rate_limit_pause_ms(s, retry_after);
         if (dep >= 0)
             sl_health_pause(s, dep, pause, now_ms);
@@ -923,6 +927,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
          * or after the provider's hint when it gave one. A server-side failure may also pause
          * the deployment (sl_retry_overload_pause_ms says when and how long). */
         s->st.provider_5xx++;
+        if (dep >= 0)
+            s->deps[dep].unavailable++;
         int64_t delay = retry_after > 0 ? retry_after : sl_retry_backoff_ms(s, j->attempts);
         int server_side = u.outcome == SL_OUTCOME_OVERLOADED || u.outcome == SL_OUTCOME_SERVER_ERROR;
         if (dep >= 0 && server_side)
