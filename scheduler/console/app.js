@@ -323,23 +323,20 @@ async function renderTenants() {
   $('tenant-next').disabled = page.next_offset === null;
 }
 
-async function pauseTenant(t) {
-  const verb = t.paused ? 'resume' : 'pause';
-  const ok = await confirmAction(t.paused
-    ? `Resume tenant ${t.tenant}? Its held jobs go back in line.`
-    : `Pause tenant ${t.tenant}? Its queued jobs are held and new ones refused until it is resumed.`);
+// Pauses or resumes a tenant or an API key (what: its name on the page; path: its API path).
+async function togglePause(what, paused, path) {
+  const verb = paused ? 'resume' : 'pause';
+  const ok = await confirmAction(paused
+    ? `Resume ${what}? Its held jobs go back in line.`
+    : `Pause ${what}? Its queued jobs are held and new ones refused until it is resumed.`);
   if (ok === null) return;
-  await act(`${verb} ${t.tenant}`, () => api('POST', `/v1/tenants/${encodeURIComponent(t.tenant)}/${verb}`));
+  await act(`${verb} ${what}`, () => api('POST', `${path}/${verb}`));
 }
 
-async function pauseKey(t, k) {
-  const verb = k.paused ? 'resume' : 'pause';
-  const ok = await confirmAction(k.paused
-    ? `Resume API key ${k.id} of ${t.tenant}? Its held jobs go back in line.`
-    : `Pause API key ${k.id} of ${t.tenant}? Its queued jobs are held and new ones refused until it is resumed.`);
-  if (ok === null) return;
-  await act(`${verb} key ${k.id}`, () => api('POST', `/v1/keys/${encodeURIComponent(k.id)}/${verb}`));
-}
+const pauseTenant = (t) => togglePause(`tenant ${t.tenant}`, t.paused,
+  `/v1/tenants/${encodeURIComponent(t.tenant)}`);
+const pauseKey = (t, k) => togglePause(`API key ${k.id} of ${t.tenant}`, k.paused,
+  `/v1/keys/${encodeURIComponent(k.id)}`);
 
 async function editTenant(t, field) {
   const v = await confirmAction(`Change ${t.tenant}'s ${field} (config: ${t[`configured_${field}`]}). ` +
