@@ -17,6 +17,7 @@ const state = {
   refreshes: 0,
   session: 0, // a new one at each sign-in and sign-out: answers for an older one are dropped
   busy: -1,   // the session whose refresh is under way, or -1
+  again: false, // a refresh was asked for while one was under way: run another after it
   timer: null,
 };
 
@@ -376,7 +377,12 @@ function applyRole() {
 }
 
 async function refresh() {
-  if (state.busy === state.session || !state.key) return;
+  if (!state.key) return;
+  if (state.busy === state.session) {
+    // The one under way may have read the state before a change just made: read it again.
+    state.again = true;
+    return;
+  }
   const mine = state.session;
   state.busy = mine;
   try {
@@ -410,7 +416,13 @@ async function refresh() {
       showError(e.message);
     }
   } finally {
-    if (state.busy === mine) state.busy = -1;
+    if (state.busy === mine) {
+      state.busy = -1;
+      if (state.again) {
+        state.again = false;
+        refresh();
+      }
+    }
   }
 }
 
@@ -418,6 +430,7 @@ async function refresh() {
 function signOut() {
   sessionStorage.removeItem('sluice.key');
   state.session++;
+  state.again = false;
   state.key = null;
   state.role = null;
   state.offset = 0;
