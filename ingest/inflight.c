@@ -90,6 +90,13 @@ int sl_inflight_count(const sl_inflight_t *f)
 
 sl_take_t *sl_inflight_open(sl_inflight_t *f)
 {
+    /* A loop turn that took nothing leaves an empty take; the next turn uses it again rather
+     * than holding a slot of the flight with it behind unacknowledged takes. */
+    if (f->count > 0) {
+        sl_take_t *tail = &f->ring[(f->head + f->count - 1) % f->max_takes];
+        if (tail->nin == 0 && tail->nout == 0)
+            return tail;
+    }
     if (f->count == f->max_takes)
         return NULL;
     sl_take_t *t = &f->ring[(f->head + f->count) % f->max_takes];

@@ -36,7 +36,8 @@ void sl_inflight_free(sl_inflight_t *f);
 
 int sl_inflight_count(const sl_inflight_t *f);
 
-/* A new, empty take at the tail; NULL when max_takes are in flight. */
+/* A new, empty take at the tail (the tail itself when nothing went into it yet, so idle turns
+ * do not fill the flight); NULL when max_takes are in flight. */
 sl_take_t *sl_inflight_open(sl_inflight_t *f);
 
 /* Notes that input (topic, partition, offset) belongs to t: its partition's position will be

@@ -169,6 +169,30 @@ START_TEST(the_ring_is_bounded_and_a_take_is_bounded)
 }
 END_TEST
 
+/* The loop opens a take every turn, before it knows whether anything arrives. A turn that took
+ * nothing must not keep a slot: behind a take still waiting for its acknowledgements, empty
+ * takes used to fill the ring, and ingest then stopped reading the requests topic until the
+ * broker answered (hundreds of ms under a batch flood on the dev broker). */
+START_TEST(a_take_that_took_nothing_holds_no_slot)
+{
+    sl_take_t *a = take_one(0, 10); /* produced, not yet acknowledged */
+    for (int turn = 0; turn < 10; turn++) {
+        sl_take_t *idle = sl_inflight_open(fl);
+        ck_assert_msg(idle != NULL, "idle turn %d found the ring full", turn);
+        ck_assert_ptr_ne(idle, a);
+    }
+    ck_assert_int_le(sl_inflight_count(fl), 2);
+    /* The empty take is used by the turn that does take something, and both retire in order. */
+    sl_take_t *b = take_one(0, 11);
+    ck_assert_int_eq(sl_inflight_count(fl), 2);
+    sl_take_delivered(a, 1);
+    sl_take_delivered(b, 1);
+    ck_assert_int_eq(sl_inflight_retire(fl), 2);
+    ck_assert_int_eq(fk.nstored, 2);
+    ck_assert_int_eq(fk.stored[1].next, 12);
+}
+END_TEST
+
 START_TEST(bad_bounds_are_refused)
 {
     sl_inflight_ops_t ops = {fake_produce, fake_store, &fk};
@@ -189,6 +213,7 @@ static Suite *inflight_suite(void)
     tcase_add_test(tc, a_failed_delivery_produces_the_take_again_and_holds_back_the_next);
     tcase_add_test(tc, a_produce_that_fails_at_once_counts_as_a_failed_delivery);
     tcase_add_test(tc, the_ring_is_bounded_and_a_take_is_bounded);
+    tcase_add_test(tc, a_take_that_took_nothing_holds_no_slot);
     tcase_add_test(tc, bad_bounds_are_refused);
     suite_add_tcase(s, tc);
     return s;
