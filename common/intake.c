@@ -32,6 +32,7 @@ struct sl_intake {
     char *later[LATER_MAX]; /* topics of tier 1 */
     int nlater;
     int later_cap;            /* at most this many items of tier 1 per take */
+    int later_paused;         /* sl_intake_pause_later: tier 1 is neither taken nor waited for */
     int wake[2];              /* pipe librdkafka writes to when a queue turns non-empty */
     rd_kafka_t *cons;         /* set by sl_intake_attach */
     int detached;             /* sl_intake_detach ran: assignments add no more queues */
@@ -158,6 +159,11 @@ sl_err_t sl_intake_remove(sl_intake_t *in, const char *topic, int32_t partition)
     return SL_OK;
 }
 
+void sl_intake_pause_later(sl_intake_t *in, int paused)
+{
+    in->later_paused = paused != 0;
+}
+
 int sl_intake_sources(const sl_intake_t *in)
 {
     return in->n;
@@ -200,7 +206,7 @@ int sl_intake_take(sl_intake_t *in, void **out, int max)
         return 0;
     take_tier(in, 0, out, &got, limit);
     int later = got + in->later_cap < limit ? got + in->later_cap : limit;
-    if (got < later)
+    if (!in->later_paused && got < later)
         take_tier(in, 1, out, &got, later);
     return got;
 }
@@ -318,7 +324,7 @@ static int pending(const sl_intake_t *in)
     if (in->cons_q != NULL && rd_kafka_queue_length(in->cons_q) > 0)
         return 1;
     for (int i = 0; in->o.pending != NULL && i < in->n; i++) {
-        if (in->o.pending(in->v[i].src) > 0)
+        if (!(in->later_paused && in->v[i].tier == 1) && in->o.pending(in->v[i].src) > 0)
             return 1;
     }
     return 0;

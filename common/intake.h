@@ -52,6 +52,12 @@ sl_err_t sl_intake_new(const sl_intake_opts_t *opts, sl_intake_t **out);
  * for cap < 1 or when four topics are already marked. */
 sl_err_t sl_intake_later(sl_intake_t *in, const char *topic, int cap);
 
+/* Pauses (paused = 1) or resumes the sources of "later" topics: while paused, a take hands out
+ * none of their items and sl_intake_wait does not count what they hold, so a caller that holds
+ * its batch input back (its outputs unacknowledged, its share of the time spent) still takes
+ * the other topics at once and sleeps when only batch input waits. */
+void sl_intake_pause_later(sl_intake_t *in, int paused);
+
 /* Releases every source and frees in (NULL is a no-op). */
 void sl_intake_free(sl_intake_t *in);
 

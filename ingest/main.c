@@ -6,7 +6,10 @@
  * Each partition is read through its own queue (common/intake.h), a slice at a time, and the
  * batch topic's partitions only with the room the requests topic leaves in a take: a batch flood
  * of any size delays an interactive request by at most one take (64 batch requests), not by
- * the flood. */
+ * the flood. Batch requests are also held back while their takes fill half the flight (the
+ * requests topic keeps the other half, so it never waits for the broker's acknowledgements of
+ * batch work) and for as long again as their last take took (at most half of ingest's time on
+ * batch work, so a flood never takes the machine's CPU from the latency path). */
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +27,9 @@
 
 /* A take: at most 32 requests of one partition and 256 in all, of which at most 32 batch ones.
  * A take of batch requests is then a few milliseconds of work (about 50 us a request), which
- * bounds how long a request of the other topic waits for it. Up to 16 takes are in flight.
+ * bounds how long a request of the other topic waits for it. Up to 16 takes are in flight, batch
+ * requests taken only while fewer than LATER_TAKES_MAX are, and only LATER_DUTY_PERCENT of the
+ * time (bench/scenarios noisy1000: see bench/README.md).
  * BATCH_MAX leaves room for what the consumer queue itself holds (a partition whose queue could
  * not be set up). Offsets are committed at most every COMMIT_MS. */
 enum {
@@ -33,6 +38,8 @@ enum {
     LATER_CAP = 32,
     BATCH_MAX = 1000,
     TAKES_MAX = 16,
+    LATER_TAKES_MAX = 8,
+    LATER_DUTY_PERCENT = 50,
     COMMIT_MS = 100
 };
 
@@ -185,6 +192,7 @@ int main(int argc, char **argv)
     }
     long long n_jobs = 0, n_rejected = 0;
     int64_t last_stats = sl_now_ms(), last_lag = 0, last_commit = 0;
+    double later_at = 0; /* batch requests are not taken before this (sl_mono_ms) */
     int exit_code = 0;
     while (!sl_stop_requested()) {
         int64_t now = sl_now_ms();
@@ -212,7 +220,15 @@ int main(int argc, char **argv)
             rd_kafka_poll(prod, 5); /* every take is in flight: wait for the broker */
             continue;
         }
-        sl_intake_wait(intake, sl_inflight_count(flight) > 1 ? 2 : 100);
+        /* Batch requests wait while their takes fill the flight or their share of the time
+         * is spent; the requests topic is taken meanwhile. */
+        double mono = sl_mono_ms();
+        sl_intake_pause_later(intake, sl_inflight_count(flight) >= LATER_TAKES_MAX ||
+                                          mono < later_at);
+        int wait_ms = sl_inflight_count(flight) > 1 ? 2 : 100;
+        if (mono < later_at && later_at - mono < wait_ms)
+            wait_ms = (int)(later_at - mono) + 1;
+        sl_intake_wait(intake, wait_ms);
         /* The consumer queue first: rebalances run inside this poll (and set up or drop the
          * partition queues), errors and messages of a partition without its own queue. */
         int nin = 0;
@@ -220,6 +236,8 @@ int main(int argc, char **argv)
         while (nin < BATCH_MAX - INTAKE_CAP && (m = rd_kafka_consumer_poll(cons, 0)) != NULL)
             in[nin++] = m;
         nin += sl_intake_take(intake, (void **)&in[nin], INTAKE_CAP);
+        double work_from = sl_mono_ms();
+        int nlater = 0;
         for (int k = 0; k < nin; k++) {
             rd_kafka_message_t *msg = in[k];
             if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -228,6 +246,7 @@ int main(int argc, char **argv)
                 continue;
             }
             sl_ingest_source_t src = {rd_kafka_topic_name(msg->rkt), msg->partition, msg->offset};
+            nlater += strcmp(src.topic, cfg->kafka.topic_requests_batch) == 0;
             sl_ingest_out_t out;
             sl_err_t rc = sl_ingest_process(ing, msg->payload, msg->len, sl_now_ms(), &src, &out);
             if (rc == SL_OK &&
@@ -259,6 +278,12 @@ int main(int argc, char **argv)
                 n_jobs++;
                 sl_metrics_add(metrics, m_jobs, NULL, 1);
             }
+        }
+        if (nlater > 0) {
+            /* This take's time, all of it counted as batch work (the other requests in it
+             * are few), is matched by as much time without batch work. */
+            double done = sl_mono_ms();
+            later_at = done + (done - work_from) * (100 - LATER_DUTY_PERCENT) / LATER_DUTY_PERCENT;
         }
         rd_kafka_poll(prod, 0);
     }

@@ -2,7 +2,8 @@
  * gives one slice per take while every other source's messages come in the same take, the cap
  * bounds a take and the next take goes on where it cut (one fair round-robin over takes), a
  * source's order is kept, and adding, replacing and removing sources keep the rotation and release
- * what they drop, and the sources of a "later" topic get only the room the others leave.
+ * what they drop, and the sources of a "later" topic get only the room the others leave (and,
+ * paused, nothing, without being waited for).
  *
  * Sources are fake queues of integers (source tag * 100000 + sequence number), so nothing here
  * needs Kafka.
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 
 #include "intake.h"
+#include "util.h"
 
 #define ITEM(tag, seq) ((void *)(intptr_t)((tag) * 100000 + (seq) + 1))
 #define TAG(p) ((int)(((intptr_t)(p)-1) / 100000))
@@ -243,6 +245,44 @@ START_TEST(later_topic_gets_only_the_room_left)
 }
 END_TEST
 
+static int fake_pending(void *src)
+{
+    fake_t *f = src;
+    return f->len - f->pos;
+}
+
+/* Held back (ingest: its batch takes fill the flight, or their share of the time is spent), the
+ * later topic gives nothing while the first tier is still taken at once, and a wait does not
+ * count what the later topic holds (it would return at once and the caller would spin); resumed,
+ * the later topic goes on where it was. */
+START_TEST(a_paused_later_topic_is_neither_taken_nor_waited_for)
+{
+    sl_intake_opts_t o = {32, 64, fake_take, fake_release, fake_pending};
+    sl_intake_t *in = NULL;
+    ck_assert_int_eq(sl_intake_new(&o, &in), SL_OK);
+    ck_assert_int_eq(sl_intake_later(in, "sluice.requests.batch", 32), SL_OK);
+    fake_t flood, now;
+    add_on(in, "sluice.requests.batch", &flood, 1, 1000);
+    add_on(in, "sluice.requests", &now, 9, 0);
+    void *out[64];
+    sl_intake_pause_later(in, 1);
+    ck_assert_int_eq(sl_intake_take(in, out, 64), 0);
+    double t0 = sl_mono_ms();
+    sl_intake_wait(in, 50); /* not attached: a short sleep when nothing counts as pending */
+    ck_assert_double_ge(sl_mono_ms() - t0, 4.0);
+    now.len = 2;
+    int n = sl_intake_take(in, out, 64);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(count_tag(out, n, 9), 2);
+    sl_intake_pause_later(in, 0);
+    n = sl_intake_take(in, out, 64);
+    ck_assert_int_eq(n, 32);
+    ck_assert_int_eq(TAG(out[0]), 1);
+    ck_assert_int_eq(SEQ(out[0]), 0);
+    sl_intake_free(in);
+}
+END_TEST
+
 START_TEST(bad_options_are_refused)
 {
     sl_intake_t *in = NULL;
@@ -266,6 +306,7 @@ static Suite *intake_suite(void)
     tcase_add_test(tc, uncapped_takes_rotate_the_first_source);
     tcase_add_test(tc, add_replace_remove_and_clear_release_sources);
     tcase_add_test(tc, later_topic_gets_only_the_room_left);
+    tcase_add_test(tc, a_paused_later_topic_is_neither_taken_nor_waited_for);
     tcase_add_test(tc, bad_options_are_refused);
     suite_add_tcase(s, tc);
     return s;
