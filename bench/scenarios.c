@@ -25,6 +25,8 @@
  *              prompts heavy and small jobs light, then the reverse): charged-token shares;
  *   noisy100, noisy1000  noisy with 6-second minutes of 60 slices, the flood 100x and 1000x:
  *              interactive queue wait over the whole run (the flood's arrival included).
+ * Beside each interactive wait the report shows its parts it can see: the broker's
+ * acknowledgement of the request (outside sluice) and the scheduler's own queued_ms.
  *
  * Each scenario runs in a child process (its own process group): the harness keeps one
  * temporary directory per process and exits the process when a stack does not start, and the
@@ -285,6 +287,7 @@ typedef struct {
     int trickle;            /* produced at its own time (must get a result) */
     double due_ms;          /* when to produce it, from the start of the measurement */
     double sent_ms;         /* wall clock when produced */
+    double acked_ms;        /* wall clock when the broker acknowledged it (interactive) */
     b_status_t status;      /* B_NONE until its result arrived */
     double dispatch_ms;     /* wall clock of its (last) dispatch; 0 = never dispatched */
     double queued_ms;       /* the result's timings.queued_ms */
@@ -496,6 +499,22 @@ static void produce_job(rd_kafka_t *prod, run_t *run, int i)
     job->sent_ms = h_wall_ms();
     b_request_produce(prod, "scenario", t->name, idem, t->cls, job->prompt_chars, job->max_tokens,
                       0);
+}
+
+/* The interactive client's delivery reports: when the broker acknowledged each request, so the
+ * report can tell time spent reaching the broker (outside sluice) from the rest. */
+static void on_acked(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    run_t *run = opaque;
+    char idem[128];
+    if (m->err || m->key == NULL || m->key_len >= sizeof idem)
+        return;
+    memcpy(idem, m->key, m->key_len);
+    idem[m->key_len] = '\0';
+    int i = b_job_index(idem, run->njobs);
+    if (i >= 0 && run->jobs[i].acked_ms == 0)
+        run->jobs[i].acked_ms = h_wall_ms();
 }
 
 /* Batch tenants' jobs are produced by their own Kafka client on their own thread, as a separate
@@ -768,11 +787,12 @@ static void report_noisy(const report_t *rp)
 {
     const run_t *run = rp->run;
     const scenario_t *sc = rp->sc;
-    double *waits = calloc(3 * ((size_t)run->njobs + 1), sizeof *waits);
+    double *waits = calloc(4 * ((size_t)run->njobs + 1), sizeof *waits);
     if (waits == NULL)
         return;
     double *steady = waits + run->njobs + 1;
     double *queued = steady + run->njobs + 1;
+    double *acked = queued + run->njobs + 1;
     double target = sc->wait_p99_ms > 0 ? sc->wait_p99_ms : run->minute_ms / run->slices;
     json_t *late = json_array();
     int nw = 0, ns = 0, n_int = 0, expired = 0, missing = 0;
@@ -788,21 +808,25 @@ static void report_noisy(const report_t *rp)
         double wait = job->dispatch_ms - job->sent_ms;
         wait = wait > 0 ? wait : 0;
         queued[nw] = job->queued_ms;
+        acked[nw] = job->acked_ms > job->sent_ms ? job->acked_ms - job->sent_ms : 0;
         waits[nw++] = wait;
         if (job->sent_ms >= rp->w0 && job->sent_ms < rp->w1)
             steady[ns++] = wait;
         if (wait > target && json_array_size(late) < 200)
-            json_array_append_new(late, json_pack("{s:f, s:f, s:f}", "sent_s",
-                                                  (job->sent_ms - run->t0_wall) / 1000.0, "wait_ms",
-                                                  wait, "queued_ms", job->queued_ms));
+            json_array_append_new(
+                late, json_pack("{s:f, s:f, s:f, s:f}", "sent_s",
+                                (job->sent_ms - run->t0_wall) / 1000.0, "wait_ms", wait,
+                                "acked_ms", acked[nw - 1], "queued_ms", job->queued_ms));
     }
     qsort(waits, (size_t)nw, sizeof *waits, b_cmp_double);
     qsort(steady, (size_t)ns, sizeof *steady, b_cmp_double);
     qsort(queued, (size_t)nw, sizeof *queued, b_cmp_double);
+    qsort(acked, (size_t)nw, sizeof *acked, b_cmp_double);
     double p50 = b_pct(waits, nw, 0.5), p99 = b_pct(waits, nw, 0.99), max = b_pct(waits, nw, 1);
     double s50 = b_pct(steady, ns, 0.5), s99 = b_pct(steady, ns, 0.99);
     double smax = b_pct(steady, ns, 1);
     double q50 = b_pct(queued, nw, 0.5), q99 = b_pct(queued, nw, 0.99);
+    double a50 = b_pct(acked, nw, 0.5), a99 = b_pct(acked, nw, 0.99);
     json_object_set_new(rp->metrics, "interactive_jobs", json_integer(n_int));
     json_object_set_new(
         rp->metrics, "interactive_wait_ms",
@@ -812,6 +836,8 @@ static void report_noisy(const report_t *rp)
         json_pack("{s:f, s:f, s:f, s:i}", "p50", s50, "p99", s99, "max", smax, "n", ns));
     json_object_set_new(rp->metrics, "interactive_scheduler_queued_ms",
                         json_pack("{s:f, s:f}", "p50", q50, "p99", q99));
+    json_object_set_new(rp->metrics, "interactive_broker_ack_ms",
+                        json_pack("{s:f, s:f}", "p50", a50, "p99", a99));
     json_object_set_new(rp->metrics, "interactive_wait_p99_target_ms", json_real(target));
     json_object_set_new(rp->metrics, "interactive_over_target", late);
     json_object_set_new(rp->metrics, "interactive_expired", json_integer(expired));
@@ -825,6 +851,8 @@ static void report_noisy(const report_t *rp)
         "%.1f / %.1f / %.1f ms (n=%d)", s50, s99, smax, ns);
     row(rp->rows, "  in the scheduler only (queued_ms) p50/p99", NULL, 0, "%.1f / %.1f ms", q50,
         q99);
+    row(rp->rows, "  the broker's ack of the request p50/p99", NULL, 0, "%.1f / %.1f ms", a50,
+        a99);
     row(rp->rows, "interactive jobs expired", "0", expired == 0, "%d of %d", expired, n_int);
     util_row(rp, sc->util_target > 0 ? sc->util_target : 0.95);
     free(waits);
@@ -1078,7 +1106,8 @@ static void run_scenario(const scenario_t *sc, int quick, json_t *out)
     double up0 = sl_mono_ms();
     h_stack_t st;
     h_stack_up(&st, cfg, sim_cfg, sim_port);
-    rd_kafka_t *prod = h_producer(st.bootstrap), *prod_batch = h_producer(st.bootstrap);
+    rd_kafka_t *prod = h_producer_dr(st.bootstrap, on_acked, &run);
+    rd_kafka_t *prod_batch = h_producer(st.bootstrap);
     rd_kafka_t *cons = h_consumer_from_start(st.bootstrap, "sluice.results");
     const char *broken = NULL;
 

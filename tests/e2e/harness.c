@@ -298,11 +298,21 @@ int64_t h_sim_total(json_t *stats, const char *field)
 
 rd_kafka_t *h_producer(const char *bootstrap)
 {
+    return h_producer_dr(bootstrap, NULL, NULL);
+}
+
+rd_kafka_t *h_producer_dr(const char *bootstrap,
+                          void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                          void *opaque)
+{
     char err[256];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err, sizeof err);
     rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof err);
     rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof err);
+    if (dr_cb != NULL)
+        rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+    rd_kafka_conf_set_opaque(conf, opaque);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
     if (rk == NULL) {
         fprintf(stderr, "producer: %s\n", err);

@@ -54,6 +54,10 @@ int h_promtool_check(const char *text);
 int64_t h_sim_total(json_t *stats, const char *field);
 
 rd_kafka_t *h_producer(const char *bootstrap);
+/* The same, with a delivery report callback (run by rd_kafka_poll) and the client's opaque. */
+rd_kafka_t *h_producer_dr(const char *bootstrap,
+                          void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                          void *opaque);
 /* Produces value (copied) with hdrs (may be NULL; the message's once produced), waiting while
  * the producer's queue is full; exits the test on any other error. */
 void h_produce_headers(rd_kafka_t *p, const char *topic, const char *key, const char *value,
