@@ -620,9 +620,7 @@ static int flood_waves(long per_kind)
 int main(void)
 {
     sl_crypto_init();
-    const char *bin = getenv("SLUICE_BIN");
-    size_t binlen = bin != NULL ? strlen(bin) : 0;
-    int asan = binlen >= 8 && strcmp(bin + binlen - 8, "bin-asan") == 0;
+    int asan = h_sanitizers();
     long per_kind = asan ? PER_KIND / 10 : PER_KIND;
     const char *env_n = getenv("E2E_FLOOD_PER_KIND");
     if (env_n != NULL && atol(env_n) >= GOOD)

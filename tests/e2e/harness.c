@@ -296,6 +296,13 @@ int64_t h_sim_total(json_t *stats, const char *field)
     return total;
 }
 
+int h_sanitizers(void)
+{
+    const char *bin = getenv("SLUICE_BIN");
+    size_t n = bin != NULL ? strlen(bin) : 0;
+    return n >= 8 && strcmp(bin + n - 8, "bin-asan") == 0;
+}
+
 rd_kafka_t *h_producer(const char *bootstrap)
 {
     return h_producer_dr(bootstrap, NULL, NULL);

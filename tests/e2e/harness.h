@@ -53,6 +53,11 @@ int h_promtool_check(const char *text);
 /* The sum over the simulator's deployments of a /stats field. */
 int64_t h_sim_total(json_t *stats, const char *field);
 
+/* Whether the daemons under test are the sanitizer build (SLUICE_BIN ends in bin-asan): drivers
+ * whose length is set by a provider's rate or a volume run less of it there, since that phase is
+ * for memory errors and the timing figures are the plain phase's. */
+int h_sanitizers(void);
+
 rd_kafka_t *h_producer(const char *bootstrap);
 /* The same, with a delivery report callback (run by rd_kafka_poll) and the client's opaque. */
 rd_kafka_t *h_producer_dr(const char *bootstrap,
