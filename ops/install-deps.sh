@@ -22,6 +22,7 @@ PKGS=(
   libpcre2-dev  # PCRE2: schema "pattern"s are ECMA-262 regexes, matched by common/jsonschema.c
   clang libclang-rt-14-dev  # `make fuzz`: libFuzzer and its sanitizers (tests/fuzz/)
   chromium  # the console's browser test (tests/e2e/e2e_console.c drives it headless over a pipe)
+  iproute2  # ip: tests/run-e2e.sh brings up the loopback of each driver's network namespace
 )
 
 die() {
