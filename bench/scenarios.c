@@ -795,7 +795,7 @@ static void report_noisy(const report_t *rp)
     double *acked = queued + run->njobs + 1;
     double target = sc->wait_p99_ms > 0 ? sc->wait_p99_ms : run->minute_ms / run->slices;
     json_t *late = json_array();
-    int nw = 0, ns = 0, n_int = 0, expired = 0, missing = 0;
+    int nw = 0, ns = 0, na = 0, n_int = 0, expired = 0, missing = 0;
     for (int i = 0; i < run->njobs; i++) {
         const job_t *job = &run->jobs[i];
         if (strcmp(sc->tenants[job->tenant].cls, "interactive") != 0 || job->sent_ms == 0)
@@ -808,25 +808,28 @@ static void report_noisy(const report_t *rp)
         double wait = job->dispatch_ms - job->sent_ms;
         wait = wait > 0 ? wait : 0;
         queued[nw] = job->queued_ms;
-        acked[nw] = job->acked_ms > job->sent_ms ? job->acked_ms - job->sent_ms : 0;
+        if (job->acked_ms > 0) /* a request whose delivery report never came is left out */
+            acked[na++] = job->acked_ms > job->sent_ms ? job->acked_ms - job->sent_ms : 0;
         waits[nw++] = wait;
         if (job->sent_ms >= rp->w0 && job->sent_ms < rp->w1)
             steady[ns++] = wait;
-        if (wait > target && json_array_size(late) < 200)
+        if (wait > target && json_array_size(late) < 200) {
+            double ack = job->acked_ms > 0 ? job->acked_ms - job->sent_ms : -1.0;
             json_array_append_new(
                 late, json_pack("{s:f, s:f, s:f, s:f}", "sent_s",
                                 (job->sent_ms - run->t0_wall) / 1000.0, "wait_ms", wait,
-                                "acked_ms", acked[nw - 1], "queued_ms", job->queued_ms));
+                                "acked_ms", ack, "queued_ms", job->queued_ms));
+        }
     }
     qsort(waits, (size_t)nw, sizeof *waits, b_cmp_double);
     qsort(steady, (size_t)ns, sizeof *steady, b_cmp_double);
     qsort(queued, (size_t)nw, sizeof *queued, b_cmp_double);
-    qsort(acked, (size_t)nw, sizeof *acked, b_cmp_double);
+    qsort(acked, (size_t)na, sizeof *acked, b_cmp_double);
     double p50 = b_pct(waits, nw, 0.5), p99 = b_pct(waits, nw, 0.99), max = b_pct(waits, nw, 1);
     double s50 = b_pct(steady, ns, 0.5), s99 = b_pct(steady, ns, 0.99);
     double smax = b_pct(steady, ns, 1);
     double q50 = b_pct(queued, nw, 0.5), q99 = b_pct(queued, nw, 0.99);
-    double a50 = b_pct(acked, nw, 0.5), a99 = b_pct(acked, nw, 0.99);
+    double a50 = b_pct(acked, na, 0.5), a99 = b_pct(acked, na, 0.99);
     json_object_set_new(rp->metrics, "interactive_jobs", json_integer(n_int));
     json_object_set_new(
         rp->metrics, "interactive_wait_ms",
@@ -837,7 +840,7 @@ static void report_noisy(const report_t *rp)
     json_object_set_new(rp->metrics, "interactive_scheduler_queued_ms",
                         json_pack("{s:f, s:f}", "p50", q50, "p99", q99));
     json_object_set_new(rp->metrics, "interactive_broker_ack_ms",
-                        json_pack("{s:f, s:f}", "p50", a50, "p99", a99));
+                        json_pack("{s:f, s:f, s:i}", "p50", a50, "p99", a99, "n", na));
     json_object_set_new(rp->metrics, "interactive_wait_p99_target_ms", json_real(target));
     json_object_set_new(rp->metrics, "interactive_over_target", late);
     json_object_set_new(rp->metrics, "interactive_expired", json_integer(expired));
@@ -851,8 +854,8 @@ static void report_noisy(const report_t *rp)
         "%.1f / %.1f / %.1f ms (n=%d)", s50, s99, smax, ns);
     row(rp->rows, "  in the scheduler only (queued_ms) p50/p99", NULL, 0, "%.1f / %.1f ms", q50,
         q99);
-    row(rp->rows, "  the broker's ack of the request p50/p99", NULL, 0, "%.1f / %.1f ms", a50,
-        a99);
+    row(rp->rows, "  the broker's ack of the request p50/p99", NULL, 0, "%.1f / %.1f ms (n=%d)",
+        a50, a99, na);
     row(rp->rows, "interactive jobs expired", "0", expired == 0, "%d of %d", expired, n_int);
     util_row(rp, sc->util_target > 0 ? sc->util_target : 0.95);
     free(waits);
