@@ -274,9 +274,9 @@ int main(void)
     const char *cfg = write_configs(sim_port, admin_port, &sim_cfg);
     h_stack_t st;
     h_stack_up(&st, cfg, sim_cfg, sim_port);
-    double up_deadline = sl_mono_ms() + 20000;
-    while (api_status("GET", "/v1/status", ADMIN_KEY, NULL) != 200 && sl_mono_ms() < up_deadline)
-        usleep(100 * 1000);
+    char status_url[600];
+    snprintf(status_url, sizeof status_url, "%s/v1/status", base);
+    h_wait_http_ok(status_url, ADMIN_KEY, 20000);
     rd_kafka_t *prod = h_producer(st.bootstrap);
     rd_kafka_t *cons = h_consumer_from_start(st.bootstrap, "sluice.results");
     sl_hmap_t *seen = sl_hmap_new();
@@ -382,16 +382,11 @@ int main(void)
     int rc = h_stop(st.sched, SIGTERM, 15000);
     h_check(rc == 0, "scheduler stopped cleanly (%d)", rc);
     st.sched = h_spawn("sluice-scheduler", "scheduler-2", cfg, NULL);
-    up_deadline = sl_mono_ms() + 20000;
+    char bucket_url[600];
+    snprintf(bucket_url, sizeof bucket_url, "%s/v1/buckets/deployment:sim:rpm", base);
     json_t *again = NULL;
-    while (sl_mono_ms() < up_deadline) {
+    if (h_wait_http_ok(bucket_url, ADMIN_KEY, 20000))
         again = api("GET", "/v1/buckets/deployment:sim:rpm", ADMIN_KEY, NULL, &status);
-        if (status == 200)
-            break;
-        json_decref(again);
-        again = NULL;
-        usleep(100 * 1000);
-    }
     h_check(again != NULL && json_is_true(json_object_get(again, "override")) &&
                 json_number_value(json_object_get(again, "limit")) == LOWER_RPM &&
                 json_number_value(json_object_get(again, "configured_limit")) == RPM,

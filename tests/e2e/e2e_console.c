@@ -264,14 +264,9 @@ int main(void)
     h_stack_up(&st, cfg, sim_cfg, sim_port);
     /* The admin listener opens after the stack is up (later with 10,002 tenants under ASan):
      * the browser's first request must not race it. */
-    double up_deadline = sl_mono_ms() + 20000;
-    long up_status = 0;
-    while (sl_mono_ms() < up_deadline) {
-        json_decref(api("GET", "/v1/status", NULL, &up_status));
-        if (up_status == 200)
-            break;
-        usleep(100 * 1000);
-    }
+    char status_url[600];
+    snprintf(status_url, sizeof status_url, "%s/v1/status", base);
+    h_wait_http_ok(status_url, ADMIN_KEY, 20000);
     rd_kafka_t *prod = h_producer(st.bootstrap);
     rd_kafka_t *cons = h_consumer_from_start(st.bootstrap, "sluice.results");
 

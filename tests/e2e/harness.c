@@ -204,6 +204,20 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
     return size * n;
 }
 
+int h_wait_http_ok(const char *url, const char *bearer, int timeout_ms)
+{
+    double until = sl_mono_ms() + timeout_ms;
+    for (;;) {
+        long status = 0;
+        json_decref(h_http_call("GET", url, bearer, NULL, &status));
+        if (status == 200)
+            return 1;
+        if (sl_mono_ms() >= until)
+            return 0;
+        usleep(100 * 1000);
+    }
+}
+
 char *h_http_text(const char *url)
 {
     CURL *c = curl_easy_init();

@@ -45,6 +45,10 @@ json_t *h_http_json(const char *url);
  * NULL); *status gets the HTTP status (0: no answer). Returns the parsed body, or NULL. */
 json_t *h_http_call(const char *method, const char *url, const char *bearer, const char *body,
                     long *status);
+/* Polls GET url (with the bearer, when not NULL) every 100 ms until it answers 200, for at most
+ * timeout_ms: a listener that opens after the stack is up (the scheduler's admin API). 1 when
+ * it answered. */
+int h_wait_http_ok(const char *url, const char *bearer, int timeout_ms);
 /* GET url; returns the body of a 200 answer (caller frees) or NULL. */
 char *h_http_text(const char *url);
 /* Runs `promtool check metrics` on a /metrics text (written under the test directory); 0 when
