@@ -69,23 +69,22 @@ report() {
   if [ "$(cat "$out_dir/$name.rc")" = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 }
 
+# Reports the next lane to end (bash 5.1's wait -p names it).
+reap() {
+  local pid
+  wait -n -p pid
+  report "${running[$pid]}"
+  unset "running[$pid]"
+}
+
 declare -A running=() # pid -> driver
 for t in "${beside[@]}"; do
-  while [ "${#running[@]}" -ge "$lanes" ]; do
-    wait -n
-    for pid in "${!running[@]}"; do
-      if ! kill -0 "$pid" 2>/dev/null; then
-        report "${running[$pid]}"
-        unset "running[$pid]"
-      fi
-    done
-  done
+  [ "${#running[@]}" -ge "$lanes" ] && reap
   lane "$t" &
   running[$!]=$t
 done
-wait
-for pid in "${!running[@]}"; do
-  report "${running[$pid]}"
+while [ "${#running[@]}" -gt 0 ]; do
+  reap
 done
 echo "e2e: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
