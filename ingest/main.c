@@ -223,9 +223,9 @@ int main(int argc, char **argv)
         /* Batch requests wait while their takes fill the flight or their share of the time
          * is spent; the requests topic is taken meanwhile. */
         double mono = sl_mono_ms();
-        sl_intake_pause_later(intake, sl_inflight_count(flight) >= LATER_TAKES_MAX ||
-                                          mono < later_at);
-        int wait_ms = sl_inflight_count(flight) > 1 ? 2 : 100;
+        int in_flight = sl_inflight_count(flight);
+        sl_intake_pause_later(intake, in_flight >= LATER_TAKES_MAX || mono < later_at);
+        int wait_ms = in_flight > 1 ? 2 : 100;
         if (mono < later_at && later_at - mono < wait_ms)
             wait_ms = (int)(later_at - mono) + 1;
         sl_intake_wait(intake, wait_ms);

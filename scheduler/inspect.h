@@ -58,12 +58,12 @@ void sl_sched_tenants_info(const sl_sched_t *s, sl_sched_tenant_info_t *out);
 void sl_sched_oldest_queued(const sl_sched_t *s, int64_t *oldest);
 int sl_sched_key_paused(const sl_sched_t *s, int key);
 /* Per deployment: leases in flight, and how long it stays paused after a provider's 429. */
+void sl_sched_deployments_info(const sl_sched_t *s, int64_t now_ms, int *in_flight,
+                               int64_t *paused_ms);
 /* Deployment d's answers since the core was built: all of them, 429s, and the server-side or
  * transport failures (the split of the totals provider_429 and provider_5xx). */
 void sl_sched_deployment_answers(const sl_sched_t *s, int d, int64_t *answered,
                                  int64_t *rate_limited, int64_t *unavailable);
-void sl_sched_deployments_info(const sl_sched_t *s, int64_t now_ms, int *in_flight,
-                               int64_t *paused_ms);
 /* How long the route waits for capacity before trying again (0 = not blocked). */
 int64_t sl_sched_route_blocked_ms(const sl_sched_t *s, int route, int64_t now_ms);
 
