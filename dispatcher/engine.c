@@ -29,6 +29,11 @@
 
 enum { MAX_RESPONSE_BYTES = 16 << 20, LEASE_GUARD_MS = 500, MAX_HELD = 1024 };
 
+/* How late after its time a paced call may still leave: the loop's granularity. A paced call
+ * is planned at the stale cutoff itself (sl_capacity_pace_ms), so the cutoff alone would refuse
+ * it for any lateness at all. */
+enum { PACED_LATE_MS = 10 };
+
 /* "job:attempt:reservation": both ids are at most 64 characters (schema/dispatch.json). */
 enum { ATTEMPT_KEY_LEN = 160 };
 
@@ -71,6 +76,8 @@ typedef struct call {
     int deployment;
     int tenant;        /* the dispatch's tenant (index into the config), or -1 */
     int64_t issued_ms; /* when the scheduler issued the dispatch */
+    int64_t leave_by_ms; /* the request must leave by then (wall clock), or it is not sent */
+    int late;            /* it had not left by leave_by_ms: stopped before any byte went out */
     int64_t started_ms;
     double started_mono_ms;
     double send_mono_ms; /* held until then (a paced dispatch), when > 0 */
@@ -430,6 +437,23 @@ static json_t *plain_error(const char *type, const char *detail)
     return err;
 }
 
+/* The answer of an attempt that made no call: the scheduler releases its reservation and
+ * schedules the job again. */
+static sl_err_t emit_not_sent(sl_engine_t *e, const char *job_id, int attempt,
+                              const char *res_id, const char *dep_name, const char *why,
+                              int64_t now_ms)
+{
+    e->st.not_sent++;
+    usage_event_t ev = {
+        job_id, attempt,  res_id,
+        -1,     dep_name, SL_OUTCOME_NOT_SENT,
+        0,      NULL,     -1,
+        NULL,   NULL,     plain_error(sl_outcome_name(SL_OUTCOME_NOT_SENT), why),
+        0,      0,        now_ms,
+        now_ms};
+    return emit_usage(e, &ev);
+}
+
 /* Appends line to *list. On failure *list is left as it was (curl_slist_append returns NULL
  * then, and assigning that would lose the lines already there). */
 static sl_err_t add_header(struct curl_slist **list, const char *line)
@@ -463,6 +487,25 @@ static sl_err_t call_headers(const sl_engine_t *e, call_t *c)
     return rc;
 }
 
+/* libcurl's last word before the request goes out on its connection: a call that waited past
+ * its leave_by_ms (for the offset commit, the heartbeat, a connection, a loaded machine) is
+ * stopped here, before any byte of it is sent. The stale cutoff at receipt alone let such a
+ * call reach the provider later than the ledger's margin covers (e2e_recovery saw 429s on a
+ * loaded machine). */
+static int before_send(void *arg, char *remote_ip, char *local_ip, int remote_port,
+                       int local_port)
+{
+    (void)remote_ip;
+    (void)local_ip;
+    (void)remote_port;
+    (void)local_port;
+    call_t *c = arg;
+    if (sl_now_ms() <= c->leave_by_ms)
+        return CURL_PREREQFUNC_OK;
+    c->late = 1;
+    return CURL_PREREQFUNC_ABORT;
+}
+
 /* Creates c's easy handle, set up to send c's request within timeout_ms. */
 static sl_err_t call_easy(call_t *c, long timeout_ms)
 {
@@ -484,6 +527,8 @@ static sl_err_t call_easy(call_t *c, long timeout_ms)
     curl_easy_setopt(c->easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c->easy, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(c->easy, CURLOPT_PRIVATE, c);
+    curl_easy_setopt(c->easy, CURLOPT_PREREQFUNCTION, before_send);
+    curl_easy_setopt(c->easy, CURLOPT_PREREQDATA, c);
     return SL_OK;
 }
 
@@ -626,15 +671,7 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, int64_t
         /* The call must not happen after the scheduler stopped counting on it, nor so late
          * that it could join a burst the ledger did not plan. The scheduler releases the
          * reservation and schedules the job again. */
-        e->st.not_sent++;
-        usage_event_t ev = {
-            job_id, attempt,  res_id,
-            -1,     dep_name, SL_OUTCOME_NOT_SENT,
-            0,      NULL,     -1,
-            NULL,   NULL,     plain_error(sl_outcome_name(SL_OUTCOME_NOT_SENT), why_not),
-            0,      0,        now_ms,
-            now_ms};
-        rc = emit_usage(e, &ev);
+        rc = emit_not_sent(e, job_id, attempt, res_id, dep_name, why_not, now_ms);
         if (rc == SL_OK)
             remember_answered(e, key, issued);
         goto out;
@@ -656,6 +693,10 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, int64_t
     c->deployment = d;
     c->tenant = msg.tenant != NULL ? sl_config_tenant(e->cfg, msg.tenant) : -1;
     c->issued_ms = issued;
+    /* The age bound holds when the request leaves, not only when it arrived (before_send). */
+    c->leave_by_ms = issued + sl_engine_dispatch_max_age_ms(e->cfg, d);
+    if (msg.send_at_ms > 0 && msg.send_at_ms + PACED_LATE_MS > c->leave_by_ms)
+        c->leave_by_ms = msg.send_at_ms + PACED_LATE_MS;
     c->started_ms = now_ms;
     const json_t *request = msg.request;
     if (json_is_true(json_object_get(request, "stream"))) {
@@ -746,6 +787,17 @@ static void report_timing(sl_engine_t *e, call_t *c, long status)
 
 static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
 {
+    if (c->late) {
+        /* Stopped by before_send: nothing reached the provider, and no chunk went out. */
+        char why[200];
+        snprintf(why, sizeof why,
+                 "stale dispatch: it had not left the dispatcher %lld ms after its admission",
+                 (long long)(c->leave_by_ms - c->issued_ms));
+        sl_logf(SL_LOG_DEBUG, "job", c->job_id, "call not sent: %s", why);
+        emit_not_sent(e, c->job_id, c->attempt, c->res_id, e->cfg->deployments[c->deployment].name,
+                      why, sl_now_ms());
+        return;
+    }
     const sl_deployment_cfg_t *dc = &e->cfg->deployments[c->deployment];
     const sl_adapter_t *ad = e->deps[c->deployment].ad;
     long status = 0;

@@ -86,7 +86,10 @@ int64_t sl_engine_dispatch_max_age_ms(const sl_config_t *cfg, int d);
  *     usage event;
  *   - a request the deployment's API cannot express (e.g. tool-call arguments that are not
  *     JSON for anthropic) yields a "client_error" usage event with zero usage;
- *   - otherwise the call starts.
+ *   - otherwise the call starts. Its request must still leave within the same age bound
+ *     (a paced one within a few ms of its send_at_ms): one that could not (held up by the
+ *     dispatcher, a connection, a loaded machine) is stopped before libcurl sends a byte of it
+ *     and yields a "not_sent" usage event from sl_engine_run.
  * All of these return SL_OK.
  * Returns SL_ENOMEM (SL_EHTTP when libcurl refuses the call) when the engine could not take the
  * message, or not report it: then no call was made and no usage event went out for it; its lease

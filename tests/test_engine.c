@@ -936,6 +936,39 @@ START_TEST(dispatch_older_than_the_age_bound_is_not_sent_on_every_deployment)
 }
 END_TEST
 
+/* The age bound holds when the request leaves, not only when the dispatch arrives: a call held
+ * up between the two (the offset commit, the heartbeat, a loaded machine) past its deployment's
+ * cutoff would reach the provider later than the ledger's margin covers. On the old engine this
+ * call was made. */
+START_TEST(dispatch_that_cannot_leave_within_the_age_bound_is_not_sent)
+{
+    start_env(100, 20);
+    int d = sl_config_deployment(env.cfg, "sim-slow-limited");
+    int64_t max_age = sl_engine_dispatch_max_age_ms(env.cfg, d);
+    ck_assert_int_lt(max_age, 2000);
+    char *msg = dispatch_msg("job-stuck", 1, "sim-slow-limited", 60000, "hi");
+    submit(msg); /* fresh on arrival: taken */
+    ck_assert_int_eq(stats().accepted, 1);
+    ck_assert_int_eq(stats().not_sent, 0);
+    usleep((useconds_t)(max_age + 50) * 1000);
+    drain();
+    ck_assert_int_eq(env.nevents, 1);
+    json_t *ev = event(0, "job-stuck", 1, "sim-slow-limited", "not_sent");
+    ck_assert(json_is_null(json_object_get(ev, "usage")));
+    ck_assert(json_is_null(json_object_get(ev, "response")));
+    ck_assert_int_eq(stats().not_sent, 1);
+    ck_assert_int_eq(stats().completed, 0);
+    json_t *root = NULL;
+    ck_assert_int_eq(jint(sim_stats("sim-slow", &root), "admitted"), 0);
+    json_decref(root);
+    /* Answered: a redelivery of it is a replay, not a second chance. */
+    submit(msg);
+    ck_assert_int_eq(stats().replayed, 1);
+    free(msg);
+    stop_env();
+}
+END_TEST
+
 START_TEST(many_dispatches_run_concurrently)
 {
     enum { JOBS = 20 };
@@ -1511,6 +1544,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, replay_of_a_refused_dispatch_is_not_reported_again);
     tcase_add_test(tc, another_attempt_or_reservation_is_no_replay);
     tcase_add_test(tc, dispatch_older_than_the_age_bound_is_not_sent_on_every_deployment);
+    tcase_add_test(tc, dispatch_that_cannot_leave_within_the_age_bound_is_not_sent);
     tcase_add_test(tc, many_dispatches_run_concurrently);
     tcase_add_test(tc, wrong_credential_is_an_auth_error);
     tcase_add_test(tc, unreachable_provider_is_a_transport_failure);
