@@ -14,7 +14,7 @@
  * for it and the run took about 200 s; the run must now end within MAX_RUN_MS.
  *
  * Asserts: 0 jobs lost (every job has a result), 0 conflicting results, every job succeeded,
- * at most MAX_429 x 429 from the provider (the goal is 0), the run over within MAX_RUN_MS, and the longest stretch after each
+ * no 429 from the provider, the run over within MAX_RUN_MS, and the longest stretch after each
  * kill <= MAX_GAP_MS. The calls the provider deduplicated by idempotency key (those a dead
  * dispatcher had made, sent again) are printed. */
 #include <signal.h>
@@ -30,15 +30,14 @@
 
 enum {
     JOBS = 5000,
-    RATE = 125,          /* jobs a second offered */
-    MINUTE_MS = 6000,    /* a simulated minute */
-    TPM = 70000,         /* about 1.5 x the offered tokens (60 a job) */
+    RATE = 125,       /* jobs a second offered */
+    MINUTE_MS = 6000, /* a simulated minute */
+    TPM = 70000,      /* about 1.5 x the offered tokens (60 a job) */
     KILL_FIRST_MS = 5000,
     KILL_EVERY_MS = 5500,
     KILLS = 6,
     RECOVERY_MS = 5000,
     MAX_GAP_MS = 5000,
-    MAX_429 = 5, /* the goal is 0: met in 4 of 5 runs; 2 in one run on a loaded machine */
     MAX_RUN_MS = 70000, /* 40 s of arrivals; a call left to its lease would add 180 s */
     MAX_SAMPLES = 1 << 16
 };
@@ -220,10 +219,12 @@ int main(void)
     int64_t refused = h_sim_total(stats, "refused");
     /* A restarted scheduler starts its token buckets empty, less what it admitted after their
      * last save (those calls may reach the provider in its current slice): before that, 3 - 5
-     * calls were refused after its restarts in some runs. */
-    h_check(stats != NULL && refused <= MAX_429,
-            "the provider answered %lld calls with 429 (bar %d)",
-            (long long)refused, MAX_429);
+     * calls were refused after its restarts in some runs. The 1 - 2 refusals seen later on a
+     * loaded machine came from the simulator itself stalling (it now runs uninstrumented in
+     * the sanitizer phase) and from calls held up in the dispatcher past the stale cutoff
+     * (now stopped before they leave). */
+    h_check(stats != NULL && refused == 0, "the provider answered %lld calls with 429 (bar 0)",
+            (long long)refused);
     if (refused > 0)
         printf("  refused by: tokens %lld, requests %lld, the rolling minute %lld\n",
                (long long)h_sim_total(stats, "refused_tokens_dim"),
