@@ -2,6 +2,7 @@
 #include "kafka.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,9 +42,72 @@ sl_err_t sl_kafka_bootstrap(const sl_config_t *cfg, int wait_ms, char *out, size
     }
 }
 
+/* Input the broker no longer held when this process came to read it, per topic (see
+ * sl_kafka_input_lost). Written from librdkafka's threads, read from the daemon's loop. */
+enum { LOST_TOPICS_MAX = 32 };
+static struct {
+    char topic[SL_KAFKA_TOPIC_MAX];
+    int64_t resets;
+    int64_t exported; /* of resets, those sl_kafka_export_lost has counted */
+} lost[LOST_TOPICS_MAX];
+static int nlost;
+static pthread_mutex_t lost_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Counts one offset reset for the topic that starts text ("<topic> [<partition>]: ..."). */
+static void note_lost(const char *text)
+{
+    const char *end = strstr(text, " [");
+    size_t len = end != NULL ? (size_t)(end - text) : 0;
+    if (len == 0 || len >= SL_KAFKA_TOPIC_MAX)
+        return;
+    pthread_mutex_lock(&lost_lock);
+    int i = 0;
+    while (i < nlost && (strncmp(lost[i].topic, text, len) != 0 || lost[i].topic[len] != '\0'))
+        i++;
+    if (i == nlost && nlost < LOST_TOPICS_MAX) {
+        memcpy(lost[i].topic, text, len);
+        lost[i].topic[len] = '\0';
+        nlost++;
+    }
+    if (i < nlost)
+        lost[i].resets++;
+    pthread_mutex_unlock(&lost_lock);
+}
+
+int64_t sl_kafka_input_lost(const char *topic)
+{
+    int64_t n = 0;
+    pthread_mutex_lock(&lost_lock);
+    for (int i = 0; i < nlost; i++) {
+        if (strcmp(lost[i].topic, topic) == 0)
+            n = lost[i].resets;
+    }
+    pthread_mutex_unlock(&lost_lock);
+    return n;
+}
+
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
+    /* The offset to read next was out of the partition's range, so librdkafka went on from the
+     * oldest message the broker still holds (auto.offset.reset): what lay between was dropped
+     * by the broker's retention before this process read it, or the topic was made anew.
+     * librdkafka says so only in this warning ("<topic> [<p>]: offset reset (at offset ...)
+     * to offset BEGINNING ...: Broker: Offset out of range"); a group's first start, with no
+     * committed offset, is no loss and is not logged as a warning. */
+    const char *text = buf; /* "[thrd:main]: <topic> [<partition>]: ..." */
+    if (strncmp(buf, "[thrd:", 6) == 0 && strstr(buf, "]: ") != NULL)
+        text = strstr(buf, "]: ") + 3;
+    if (level <= 4 && strcmp(fac, "OFFSET") == 0 && strstr(text, "offset reset") != NULL &&
+        strcasestr(text, "out of range") != NULL) {
+        note_lost(text);
+        sl_error("kafka: input lost on the broker: %s. The messages between that offset and the "
+                 "oldest the broker still holds were deleted before this process read them "
+                 "(the topic's retention is too short for the lag, or the topic was recreated); "
+                 "they are gone, and so are the jobs or events they carried",
+                 text);
+        return;
+    }
     sl_log(level <= 3 ? SL_LOG_ERROR : level <= 4 ? SL_LOG_WARN : SL_LOG_DEBUG, "kafka %s: %s",
            fac, buf);
 }
@@ -544,4 +608,25 @@ void sl_kafka_export_lag(rd_kafka_t *cons, sl_metrics_t *m, int family)
         const char *v[] = {lag[i].topic};
         sl_metrics_set(m, family, v, (double)lag[i].lag);
     }
+}
+
+int sl_kafka_lost_family(sl_metrics_t *m)
+{
+    static const char *const labels[] = {"topic", NULL};
+    return sl_metrics_family(m, SL_METRIC_COUNTER, SL_KAFKA_LOST_METRIC,
+                             "Times this process found the offset it was to read next already "
+                             "deleted by the broker (retention) and went on from the oldest "
+                             "message left: the messages between were lost unread.",
+                             labels, NULL, 0);
+}
+
+void sl_kafka_export_lost(sl_metrics_t *m, int family)
+{
+    pthread_mutex_lock(&lost_lock);
+    for (int i = 0; i < nlost; i++) {
+        const char *v[] = {lost[i].topic};
+        sl_metrics_add(m, family, v, (double)(lost[i].resets - lost[i].exported));
+        lost[i].exported = lost[i].resets;
+    }
+    pthread_mutex_unlock(&lost_lock);
 }

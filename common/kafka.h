@@ -157,4 +157,22 @@ int sl_kafka_lag_family(sl_metrics_t *m);
  */
 void sl_kafka_export_lag(rd_kafka_t *cons, sl_metrics_t *m, int family);
 
+/* Input lost on the broker: the times a consumer of this process found the offset it was to
+ * read next already gone from a partition of topic (deleted by the topic's retention while
+ * unread, or the topic made anew) and librdkafka went on from the oldest message left
+ * (auto.offset.reset). Each is logged as an error naming the partition and offset; the
+ * messages in between are lost, and without this nothing would say so. librdkafka reports it
+ * only as a log line, which this module's log callback recognises. Thread-safe. */
+int64_t sl_kafka_input_lost(const char *topic);
+
+#define SL_KAFKA_LOST_METRIC "sluice_kafka_input_lost_total"
+
+/* Registers SL_KAFKA_LOST_METRIC{topic} on m (a counter of sl_kafka_input_lost per topic);
+ * returns the family id as sl_metrics_family does. */
+int sl_kafka_lost_family(sl_metrics_t *m);
+
+/* Brings family up to date with sl_kafka_input_lost of every topic seen; next to
+ * sl_kafka_export_lag in the daemon's loop. One metrics registry per process. */
+void sl_kafka_export_lost(sl_metrics_t *m, int family);
+
 #endif

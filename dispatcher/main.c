@@ -291,6 +291,7 @@ int main(int argc, char **argv)
         "the job is dispatched again), by error (NOMEM, ...).",
         error_label, NULL, 0);
     int m_lag = sl_kafka_lag_family(ctx.metrics);
+    int m_lost = sl_kafka_lost_family(ctx.metrics);
     int m_commit_errors = sl_metrics_family(
         ctx.metrics, SL_METRIC_COUNTER, "sluice_dispatcher_commit_errors_total",
         "Batches of dispatches whose offsets could not be committed before their calls "
@@ -461,6 +462,7 @@ int main(int argc, char **argv)
         }
         if (now - last_lag >= 1000) {
             sl_kafka_export_lag(cons, ctx.metrics, m_lag);
+            sl_kafka_export_lost(ctx.metrics, m_lost);
             last_lag = now;
             /* A flood that stopped still reports how many lines it held back. */
             sl_log_flush_limited();

@@ -177,6 +177,7 @@ int main(int argc, char **argv)
                                        "sluice_ingest_rejected_total",
                                        "Requests rejected, by reason.", reason_label, NULL, 0);
     int m_lag = sl_kafka_lag_family(metrics);
+    int m_lost = sl_kafka_lost_family(metrics);
     if (metrics == NULL || m_jobs < 0 || m_rejected < 0 || m_lag < 0) {
         fprintf(stderr, "sluice-ingest: cannot set up metrics\n");
         return 1;
@@ -198,6 +199,7 @@ int main(int argc, char **argv)
         int64_t now = sl_now_ms();
         if (now - last_lag >= 1000) {
             sl_kafka_export_lag(cons, metrics, m_lag);
+            sl_kafka_export_lost(metrics, m_lost);
             last_lag = now;
             /* Failures that stopped still report how many lines they held back. */
             sl_log_flush_limited();

@@ -306,6 +306,7 @@ int main(int argc, char **argv)
     }
     sl_exporter_observe(exporter, sched);
     int lag_family = sl_kafka_lag_family(metrics);
+    int m_lost = sl_kafka_lost_family(metrics);
     int refused_family = sl_auth_refused_family(metrics, "sluice_scheduler");
     if (lag_family < 0 || refused_family < 0) {
         fprintf(stderr, "sluice-scheduler: cannot set up metrics\n");
@@ -446,6 +447,7 @@ int main(int argc, char **argv)
             if (history != NULL)
                 sl_history_sample(history, sched, cfg, now);
             sl_kafka_export_lag(cons, metrics, lag_family);
+            sl_kafka_export_lost(metrics, m_lost);
             last_export = now;
             /* A flood that stopped still reports how many lines it held back. */
             sl_log_flush_limited();

@@ -5,7 +5,11 @@
  * nothing, throughput after warm-up is >= 90 % of the binding limit, no reservation or job is
  * left open, and the daemons' /metrics pass promtool and carry the consumer lag (back to 0 once
  * everything is consumed) and the dispatcher's provider latency histograms (one observation per
- * call the simulator answered). */
+ * call the simulator answered). Last, input lost on the broker is said: with the scheduler
+ * stopped, 6 MB more on its jobs partition make the dev broker drop the messages up to the
+ * scheduler's committed offset (it keeps about 5 MB a partition), and the restarted scheduler
+ * must log that and count it in sluice_kafka_input_lost_total. */
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +101,43 @@ static double sample(const char *text, const char *series)
             line++;
     }
     return -1;
+}
+
+/* Stops the scheduler, pushes the messages it had read off the dev broker (6 MB of junk on the
+ * partition of tenant t1's jobs, past the broker's ~5 MB), starts it again and checks that it
+ * says its committed offset was gone. The junk that stays is refused as unsigned. */
+static void lose_input(h_stack_t *st, rd_kafka_t *prod, const char *cfg)
+{
+    h_check(h_stop(st->sched, SIGTERM, 10000) == 0,
+            "the scheduler stopped for the retention check");
+    enum { JUNK = 100 * 1024, JUNK_MESSAGES = 60 };
+    char *junk = malloc(JUNK);
+    if (junk == NULL)
+        exit(2);
+    memset(junk, 'x', JUNK);
+    for (int i = 0; i < JUNK_MESSAGES; i++)
+        h_produce(prod, "sluice.jobs", "t1", junk, JUNK);
+    free(junk);
+    rd_kafka_flush(prod, 10000);
+    st->sched = h_spawn("sluice-scheduler", "scheduler", cfg, NULL);
+    double lost = 0;
+    for (double until = h_wall_ms() + 20000; lost < 1 && h_wall_ms() < until;) {
+        usleep(200 * 1000);
+        char *text = h_http_text(sched_url);
+        if (text != NULL)
+            lost = sample(text, "sluice_kafka_input_lost_total{topic=\"sluice.jobs\"}");
+        free(text);
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/scheduler.log", h_tmpdir());
+    char *log = NULL;
+    int said = sl_read_file(path, 64 << 20, &log, NULL) == SL_OK &&
+               strstr(log, "input lost on the broker: sluice.jobs [") != NULL;
+    free(log);
+    h_check(lost == 1 && said,
+            "jobs the broker deleted unread are counted (sluice_kafka_input_lost_total %g) and "
+            "logged as an error (%s)",
+            lost, said ? "yes" : "no");
 }
 
 /* The highest value of series seen on url so far (to show lag while work is queued). */
@@ -414,6 +455,8 @@ int main(void)
             util * 100);
     printf("  figures: %d jobs in %.1f s end to end (%.0f jobs/s incl. start-up)\n", GOOD_JOBS,
            elapsed_s, GOOD_JOBS / elapsed_s);
+
+    lose_input(&st, prod, cfg);
 
     rd_kafka_destroy(prod);
     rd_kafka_consumer_close(cons);
