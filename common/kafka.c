@@ -101,11 +101,15 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
     if (level <= 4 && strcmp(fac, "OFFSET") == 0 && strstr(text, "offset reset") != NULL &&
         strcasestr(text, "out of range") != NULL) {
         note_lost(text);
-        sl_error("kafka: input lost on the broker: %s. The messages between that offset and the "
-                 "oldest the broker still holds were deleted before this process read them "
-                 "(the topic's retention is too short for the lag, or the topic was recreated); "
-                 "they are gone, and so are the jobs or events they carried",
-                 text);
+        /* Every one is counted; the lines are limited, as a reader far behind meets one a
+         * partition every fetch. */
+        sl_log_every(
+            SL_LOG_REPEAT_MS, SL_LOG_ERROR,
+            "kafka: input lost on the broker: %s. The messages between that offset and the "
+            "oldest the broker still holds were deleted before this process read them "
+            "(the topic's retention is too short for the lag, or the topic was recreated); "
+            "they are gone, and so are the jobs or events they carried",
+            text);
         return;
     }
     sl_log(level <= 3 ? SL_LOG_ERROR : level <= 4 ? SL_LOG_WARN : SL_LOG_DEBUG, "kafka %s: %s",
