@@ -3,7 +3,7 @@
 #   bench/run.sh                      everything (about 25 minutes)
 #   bench/run.sh storm503 backfill    one compare scenario and the backfill
 #   BENCH_QUICK=1 bench/run.sh        the small variant CI runs (about 2 minutes)
-# Names: pipeline, sign, ledger, store, seal, scenarios, scenarios:<name> (equal, weights, noisy, guarantee,
+# Names: pipeline, sign, ledger, store, seal, queued, scenarios, scenarios:<name> (equal, weights, noisy, guarantee,
 # shapes, shapes_itpm, shapes_weights, shapes_weights_rev, noisy100, noisy1000), backfill,
 # compare (all its scenarios), or one compare scenario: steady, burst, noisy, storm, storm503,
 # longctx, maxout, daily, stream, bigjobs. `make bench SCENARIO="..."` passes the names here.
@@ -42,6 +42,8 @@ run_one() {
       fi
       if [ "$quick" = 1 ]; then bin/bench/scenarios --quick --scenario "${name#scenarios:}"
       else bin/bench/scenarios --scenario "${name#scenarios:}"; fi ;;
+    queued)
+      if [ "$quick" = 1 ]; then bin/bench/queued --jobs 20000; else bin/bench/queued; fi ;;
     backfill)
       if [ "$quick" = 1 ]; then bin/bench/backfill --quick; else bin/bench/backfill; fi ;;
     compare)
@@ -49,7 +51,7 @@ run_one() {
     *)
       if [[ "$compare_scenarios" != *" $name "* ]]; then
         echo "bench/run.sh: unknown benchmark \"$name\"" >&2
-        echo "known: pipeline sign ledger store seal scenarios scenarios:<name> backfill compare$compare_scenarios" >&2
+        echo "known: pipeline sign ledger store seal queued scenarios scenarios:<name> backfill compare$compare_scenarios" >&2
         exit 2
       fi
       if [ "$quick" = 1 ]; then bin/bench/compare --quick --scenario "$name"
@@ -66,6 +68,7 @@ elif [ "$quick" = 1 ]; then
   run_one ledger
   run_one store
   run_one seal
+  run_one queued
   run_one scenarios:noisy
   # sluice vs the cookbook baseline on one scenario at two settings, and the streaming one.
   echo "== bench: compare steady (quick, cookbook at 75 and 100 %)"
@@ -78,6 +81,7 @@ else
   run_one ledger
   run_one store
   run_one seal
+  run_one queued
   run_one scenarios
   run_one compare
   run_one backfill
