@@ -85,12 +85,7 @@ static const char *write_config(int sim_port, int metrics_port, char **sim_cfg)
 static double metric(const char *series)
 {
     char *text = h_http_text(metrics_url);
-    if (text == NULL)
-        return -1;
-    char needle[256];
-    snprintf(needle, sizeof needle, "\n%s ", series);
-    const char *p = strstr(text, needle);
-    double v = p != NULL ? strtod(p + strlen(needle), NULL) : -1;
+    double v = h_metrics_sample(text, series);
     free(text);
     return v;
 }

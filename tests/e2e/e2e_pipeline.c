@@ -87,22 +87,6 @@ static const char *write_configs(int sim_port, char **sim_cfg, char **db)
     return strdup(h_write("sluice.json", cfg));
 }
 
-/* The value of the sample named exactly series (name and labels) in a /metrics text; -1 when
- * text is NULL or has no such sample. Every sample checked here is >= 0. */
-static double sample(const char *text, const char *series)
-{
-    size_t n = strlen(series);
-    const char *line = text;
-    while (line != NULL && *line != '\0') {
-        if (strncmp(line, series, n) == 0 && line[n] == ' ')
-            return strtod(line + n + 1, NULL);
-        line = strchr(line, '\n');
-        if (line != NULL)
-            line++;
-    }
-    return -1;
-}
-
 /* Stops the scheduler, pushes the messages it had read off the dev broker (6 MB of junk on the
  * partition of tenant t1's jobs, past the broker's ~5 MB), starts it again and checks that it
  * says its committed offset was gone. The junk that stays is refused as unsigned. */
@@ -125,7 +109,7 @@ static void lose_input(h_stack_t *st, rd_kafka_t *prod, const char *cfg)
         usleep(200 * 1000);
         char *text = h_http_text(sched_url);
         if (text != NULL)
-            lost = sample(text, "sluice_kafka_input_lost_total{topic=\"sluice.jobs\"}");
+            lost = h_metrics_sample(text, "sluice_kafka_input_lost_total{topic=\"sluice.jobs\"}");
         free(text);
     }
     char path[PATH_MAX];
@@ -149,7 +133,7 @@ typedef struct {
 static void watch(watch_t *w)
 {
     char *text = h_http_text(w->url);
-    double v = sample(text, w->series);
+    double v = h_metrics_sample(text, w->series);
     if (v > w->max)
         w->max = v;
     free(text);
@@ -348,8 +332,8 @@ int main(void)
     const char *ingest_text = texts[0], *disp_text = texts[2];
     /* Consumer lag: present on the daemons' input topics, and 0 now that every request and
      * every dispatch has been consumed (a position or watermark misread would not be). */
-    double lag_req = sample(ingest_text, lag_seen[0].series);
-    double lag_disp = sample(disp_text, lag_seen[1].series);
+    double lag_req = h_metrics_sample(ingest_text, lag_seen[0].series);
+    double lag_disp = h_metrics_sample(disp_text, lag_seen[1].series);
     h_check(lag_req == 0, "ingest exports %s, 0 after the run (%g; up to %g seen during it)",
             lag_seen[0].series, lag_req, lag_seen[0].max);
     h_check(lag_disp == 0, "dispatcher exports %s, 0 after the run (%g; up to %g seen during it)",
@@ -362,12 +346,12 @@ int main(void)
         snprintf(series, sizeof series,
                  "sluice_dispatcher_provider_latency_seconds_count{deployment=\"sim-%c\"}",
                  'a' + d);
-        double n = sample(disp_text, series);
+        double n = h_metrics_sample(disp_text, series);
         h_check(n > 0, "dispatcher exports %s > 0 (%g)", series, n);
         lat_n += n > 0 ? n : 0;
         snprintf(series, sizeof series,
                  "sluice_dispatcher_provider_ttfb_seconds_count{deployment=\"sim-%c\"}", 'a' + d);
-        n = sample(disp_text, series);
+        n = h_metrics_sample(disp_text, series);
         h_check(n > 0, "dispatcher exports %s > 0 (%g)", series, n);
         ttfb_n += n > 0 ? n : 0;
     }
@@ -376,13 +360,13 @@ int main(void)
             "one latency and one TTFB observation per call the simulator answered (%g, %g, "
             "%lld)",
             lat_n, ttfb_n, (long long)answered);
-    double lat_sum =
-        sample(disp_text, "sluice_dispatcher_provider_latency_seconds_sum{deployment=\"sim-a\"}");
-    double lat_le10 =
-        sample(disp_text,
-               "sluice_dispatcher_provider_latency_seconds_bucket{deployment=\"sim-a\",le=\"10\"}");
-    double ttfb_sum =
-        sample(disp_text, "sluice_dispatcher_provider_ttfb_seconds_sum{deployment=\"sim-a\"}");
+    double lat_sum = h_metrics_sample(
+        disp_text, "sluice_dispatcher_provider_latency_seconds_sum{deployment=\"sim-a\"}");
+    double lat_le10 = h_metrics_sample(
+        disp_text,
+        "sluice_dispatcher_provider_latency_seconds_bucket{deployment=\"sim-a\",le=\"10\"}");
+    double ttfb_sum = h_metrics_sample(
+        disp_text, "sluice_dispatcher_provider_ttfb_seconds_sum{deployment=\"sim-a\"}");
     h_check(lat_sum > 0 && ttfb_sum > 0 && ttfb_sum <= lat_sum && lat_le10 > 0,
             "provider latency on sim-a is plausible (sum %.3f s, TTFB sum %.3f s, %g calls "
             "under 10 s)",
@@ -390,16 +374,17 @@ int main(void)
     /* The scheduler's decisions: its lag, queue wait and attempts per finished job by class,
      * admissions and provider answers by deployment. */
     const char *sched_text = texts[1];
-    double lag_jobs = sample(sched_text, "sluice_kafka_consumer_lag{topic=\"sluice.jobs\"}");
+    double lag_jobs =
+        h_metrics_sample(sched_text, "sluice_kafka_consumer_lag{topic=\"sluice.jobs\"}");
     h_check(lag_jobs == 0, "scheduler exports its lag on sluice.jobs, 0 after the run (%g)",
             lag_jobs);
-    double waits = sample(sched_text,
-                          "sluice_scheduler_queue_wait_seconds_count{class=\"standard\"}");
-    double finished =
-        sample(sched_text,
-               "sluice_scheduler_job_attempts_count{class=\"standard\",status=\"succeeded\"}");
-    double finished_n = sample(
-        sched_text, "sluice_scheduler_jobs_finished_total{class=\"standard\",status=\"succeeded\"}");
+    double waits = h_metrics_sample(
+        sched_text, "sluice_scheduler_queue_wait_seconds_count{class=\"standard\"}");
+    double finished = h_metrics_sample(
+        sched_text, "sluice_scheduler_job_attempts_count{class=\"standard\",status=\"succeeded\"}");
+    double finished_n = h_metrics_sample(
+        sched_text,
+        "sluice_scheduler_jobs_finished_total{class=\"standard\",status=\"succeeded\"}");
     h_check(finished_n == finished, "jobs finished by class and status match the histogram (%g)",
             finished_n);
     h_check(waits >= GOOD_JOBS && finished >= GOOD_JOBS,
@@ -413,7 +398,7 @@ int main(void)
                  "sluice_scheduler_provider_responses_total{deployment=\"sim-%c\",outcome=\"ok\","
                  "status=\"200\"}",
                  'a' + d);
-        double n = sample(sched_text, series);
+        double n = h_metrics_sample(sched_text, series);
         answered_ok += n > 0 ? n : 0;
     }
     const char *p = sched_text;

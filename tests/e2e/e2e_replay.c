@@ -124,20 +124,6 @@ static void replay(rd_kafka_t *prod, const captured_t *c)
     rd_kafka_flush(prod, 10000);
 }
 
-/* The value of the sample named exactly series in a /metrics text; -1 when absent. */
-static double sample(const char *text, const char *series)
-{
-    size_t n = strlen(series);
-    for (const char *line = text; line != NULL && *line != '\0';) {
-        if (strncmp(line, series, n) == 0 && line[n] == ' ')
-            return strtod(line + n + 1, NULL);
-        line = strchr(line, '\n');
-        if (line != NULL)
-            line++;
-    }
-    return -1;
-}
-
 /* What the results topic said about one job. */
 typedef struct {
     int results;
@@ -248,7 +234,7 @@ int main(void)
      * dispatcher still starting (a slow sanitizer build) after its cutoff is answered so,
      * rightly, and dispatched again; only what the replays add counts below. */
     char *before_text = h_http_text(disp_url);
-    double not_sent_before = sample(
+    double not_sent_before = h_metrics_sample(
         before_text, "sluice_dispatcher_calls_total{deployment=\"sim-slow\",outcome=\"not_sent\"}");
     free(before_text);
     if (not_sent_before < 0)
@@ -283,9 +269,9 @@ int main(void)
                 (long long)calls);
     }
     char *text = h_http_text(disp_url);
-    double replays = sample(text, "sluice_dispatcher_refused_total{reason=\"replay\"}");
-    double not_sent =
-        sample(text, "sluice_dispatcher_calls_total{deployment=\"sim-slow\",outcome=\"not_sent\"}");
+    double replays = h_metrics_sample(text, "sluice_dispatcher_refused_total{reason=\"replay\"}");
+    double not_sent = h_metrics_sample(
+        text, "sluice_dispatcher_calls_total{deployment=\"sim-slow\",outcome=\"not_sent\"}");
     int expected = 1 + 2 * LATE_REPLAYS;
     h_check(replays == expected, "the dispatcher counted %d replays (%.0f)", expected, replays);
     if (not_sent < 0)

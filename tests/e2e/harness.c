@@ -290,6 +290,19 @@ int h_promtool_check(const char *text)
     return rc == 0 ? 0 : -1;
 }
 
+double h_metrics_sample(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *line = text; line != NULL && *line != '\0';) {
+        if (strncmp(line, series, n) == 0 && line[n] == ' ')
+            return strtod(line + n + 1, NULL);
+        line = strchr(line, '\n');
+        if (line != NULL)
+            line++;
+    }
+    return -1;
+}
+
 int h_poll_json(rd_kafka_t *cons, int timeout_ms, json_t **doc)
 {
     *doc = NULL;

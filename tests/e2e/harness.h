@@ -54,6 +54,9 @@ char *h_http_text(const char *url);
 /* Runs `promtool check metrics` on a /metrics text (written under the test directory); 0 when
  * it passes, -1 when it fails or promtool is missing (ops/install-deps.sh installs it). */
 int h_promtool_check(const char *text);
+/* The value of the sample named exactly series (name and labels, as exposed) in a /metrics
+ * text; -1 when text is NULL or has no such sample. */
+double h_metrics_sample(const char *text, const char *series);
 /* The sum over the simulator's deployments of a /stats field. */
 int64_t h_sim_total(json_t *stats, const char *field);
 
