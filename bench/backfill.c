@@ -38,7 +38,7 @@
 
 static const char usage[] =
     "usage: bench/backfill [--jobs N] [--quick] [--minute-ms N] [--crash-at F] [--tpm N]\n"
-    "                      [--timeout S] [--check] [--keep] [--help]\n"
+    "                      [--ttft-ms N] [--timeout S] [--check] [--keep] [--help]\n"
     "\n"
     "Runs a batch backfill of N jobs (default 100,000) from a JSONL file through\n"
     "`sluice submit --file F --follow` on a fresh stack against sluice-sim, SIGKILLs the\n"
@@ -55,6 +55,8 @@ static const char usage[] =
     "  --tpm N         the deployment's tokens per (simulated) minute, 0 (no limit) or 1000\n"
     "                  and more (default: %lld, which lets about %d jobs/s through at\n"
     "                  --minute-ms 3000)\n"
+    "  --ttft-ms N     the simulator's time to first token, 0 - 60000 (default 20); with a slow\n"
+    "                  provider the dispatcher, not the limit, bounds the rate\n"
     "  --timeout S     overall limit in seconds, 20 - 86400 (default 60 + 1.2 per 1,000 jobs)\n"
     "  --check         exit 1 when a job has no final result, a job was executed twice more\n"
     "                  often than calls were in flight at the crash, or the simulator sent a 429\n"
@@ -96,6 +98,7 @@ typedef struct {
     double crash_at;
     long long tpm;
     int timeout_s;
+    int ttft_ms; /* the simulator's time to first token */
     int check;
     int keep;
 } opts_t;
@@ -112,11 +115,12 @@ enum { P_SCHED, P_DISP, P_INGEST, P_KAFKA, P_SIM, P_CLI, NPROC };
 static const char *const proc_names[NPROC] = {"scheduler", "dispatcher", "ingest",
                                               "devkafka",  "sim",        "cli"};
 
-/* The scheduler's estimate counters, summed over its lives. */
-enum { M_RESERVED, M_USED, M_OVER, M_UNDER, NMETRIC };
+/* The scheduler's estimate counters and its dispatches, summed over its lives. */
+enum { M_RESERVED, M_USED, M_OVER, M_UNDER, M_DISPATCHED, NMETRIC };
 static const char *const metric_names[NMETRIC] = {
     "sluice_scheduler_tokens_reserved_total", "sluice_scheduler_tokens_used_total",
-    "sluice_scheduler_tokens_over_reserved_total", "sluice_scheduler_tokens_under_reserved_total"};
+    "sluice_scheduler_tokens_over_reserved_total", "sluice_scheduler_tokens_under_reserved_total",
+    "sluice_scheduler_dispatched_total"};
 
 /* A job's final status as read from an output file; one byte per job. */
 enum { ST_NONE, ST_SUCCEEDED, ST_FAILED, ST_REJECTED, ST_EXPIRED, ST_OTHER, NSTATUS };
@@ -324,11 +328,11 @@ static void write_configs(run_t *run)
     snprintf(sim, sizeof sim,
              "{\"minute_ms\": %d, \"idempotency_keys\": %d, \"deployments\": [{\"name\": "
              "\"bulk\", \"model\": \"gpt-4o-mini\", %s"
-             " \"tpm_counting\": \"sum\", \"slices_per_minute\": %d, \"ttft_ms\": 20,"
+             " \"tpm_counting\": \"sum\", \"slices_per_minute\": %d, \"ttft_ms\": %d,"
              " \"ms_per_token\": 0.2, \"output_min\": 8, \"output_max\": %d,"
              " \"api_key\": \"%s\"}]}",
              run->o.minute_ms, 2 * run->o.njobs > 100000 ? 2 * run->o.njobs : 100000, sim_limits,
-             SLICES_PER_MINUTE, MAX_TOKENS_MAX, provider_key);
+             SLICES_PER_MINUTE, run->o.ttft_ms, MAX_TOKENS_MAX, provider_key);
     run->sim_cfg = strdup(h_write("sim.json", sim));
     char prov[128];
     snprintf(prov, sizeof prov, "%s\n", provider_key);
@@ -474,9 +478,9 @@ static const char *run_backfill(run_t *run)
     run->sim_port = h_free_port();
     run->metrics_port = h_free_port();
     run->admin_port = h_free_port();
-    printf("backfill: %d jobs, minute %d ms, TPM %lld (sum counting), crash at %.0f %% of the"
-           " results; files in %s\n",
-           o->njobs, o->minute_ms, o->tpm, 100 * o->crash_at, h_tmpdir());
+    printf("backfill: %d jobs, minute %d ms, TPM %lld (sum counting), provider TTFT %d ms, crash"
+           " at %.0f %% of the results; files in %s\n",
+           o->njobs, o->minute_ms, o->tpm, o->ttft_ms, 100 * o->crash_at, h_tmpdir());
     fflush(stdout);
     if (write_input(run) != 0)
         return "cannot write the input file";
@@ -710,6 +714,12 @@ static const char *run_backfill(run_t *run)
             est[i] = NAN;
     }
 
+    /* Dispatches beyond one per job that got a result: leases that went stale or expired
+     * before a dispatcher took them, calls re-sent after the crash, retries. */
+    double resent = isfinite(est[M_DISPATCHED]) ? est[M_DISPATCHED] - (double)fin->ours : NAN;
+    if (resent < 0)
+        resent = 0;
+
     /* ---- the table ---- */
     char a[32], b[32], c[32], d[32];
     printf("\nbackfill: %d batch jobs from a file, crash at %.0f %% of the results, minute %d"
@@ -750,6 +760,9 @@ static const char *run_backfill(run_t *run)
            (long long)admitted, (long long)twice, (long long)replayed, (long long)refused,
            (long long)errors);
     printf("  calls in flight at the crash  %lld\n", (long long)inflight_at_crash);
+    printf("  dispatches                    %.0f for %ld results: %.0f re-sent (%.2f %%)\n",
+           est[M_DISPATCHED], fin->ours, resent,
+           fin->ours > 0 ? 100.0 * resent / (double)fin->ours : NAN);
     printf("  tokens charged                %lld (the file asks for %lld)\n",
            (long long)tokens_charged, (long long)run->expected_tokens);
     if (isfinite(est[M_USED]) && est[M_USED] > 0)
@@ -774,14 +787,14 @@ static const char *run_backfill(run_t *run)
     json_object_set_new(
         rep, "setup",
         json_pack("{s:i, s:i, s:f, s:I, s:s, s:i, s:i, s:[i,i], s:[i,i], s:I, s:f, s:i, s:s,"
-                  " s:s, s:i}",
+                  " s:s, s:i, s:i}",
                   "jobs", o->njobs, "minute_ms", o->minute_ms, "crash_at", o->crash_at, "tpm",
                   (json_int_t)o->tpm, "tpm_counting", "sum", "slices_per_minute", SLICES_PER_MINUTE,
                   "lease_ms", LEASE_MS, "prompt_chars", PROMPT_CHARS_MIN, PROMPT_CHARS_MAX,
                   "max_tokens", MAX_TOKENS_MIN, MAX_TOKENS_MAX, "expected_tokens",
                   (json_int_t)run->expected_tokens, "at_limit_s", at_limit_s, "tenants", 1, "class",
                   "batch", "client", "sluice submit --file F --follow --out O", "timeout_s",
-                  o->timeout_s));
+                  o->timeout_s, "ttft_ms", o->ttft_ms));
     json_t *times = json_object();
     json_object_set_new(times, "stack_start_s", json_real(stack_up_ms / 1000.0));
     json_object_set_new(times, "total_s", b_jnum(total_ms / 1000.0));
@@ -818,6 +831,10 @@ static const char *run_backfill(run_t *run)
                   (json_int_t)errors, "calls", (json_int_t)(admitted + replayed + refused),
                   "jobs_executed_twice", (json_int_t)twice, "in_flight_at_crash",
                   (json_int_t)inflight_at_crash, "tokens_charged", (json_int_t)tokens_charged));
+    json_object_set_new(rep, "dispatches",
+                        json_pack("{s:o, s:o, s:o}", "total", b_jnum(est[M_DISPATCHED]),
+                                  "resent", b_jnum(resent), "resent_share",
+                                  b_jnum(fin->ours > 0 ? resent / (double)fin->ours : NAN)));
     json_t *estj = json_object();
     for (int i = 0; i < NMETRIC; i++) {
         json_object_set_new(estj, metric_names[i],
@@ -936,6 +953,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
                   .crash_at = 0.5,
                   .tpm = -1,
                   .timeout_s = 0,
+                  .ttft_ms = 20,
                   .check = 0,
                   .keep = 0};
     int quick = 0;
@@ -945,6 +963,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         {"minute-ms", B_OPT_INT, &o->minute_ms, 100, 3600000},
         {"crash-at", B_OPT_NUM, &o->crash_at, 0, 1},
         {"tpm", B_OPT_LONG, &o->tpm, 0, 1e12},
+        {"ttft-ms", B_OPT_INT, &o->ttft_ms, 0, 60000},
         {"timeout", B_OPT_INT, &o->timeout_s, 20, 86400},
         {"check", B_OPT_FLAG, &o->check, 0, 0},
         {"keep", B_OPT_FLAG, &o->keep, 0, 0},

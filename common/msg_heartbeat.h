@@ -1,5 +1,5 @@
 /* msg_heartbeat.h - the dispatcher heartbeat (schema/heartbeat.json, topic sluice.usage): which
- * dispatcher, which incarnation of it, and the attempts it holds.
+ * dispatcher, which incarnation of it, how many calls it runs at once, and the attempts it holds.
  *
  * The dispatcher fills an sl_msg_heartbeat_t and calls sl_msg_heartbeat_json; the scheduler,
  * after validating the message against its schema, reads it back with sl_msg_heartbeat_read.
@@ -25,6 +25,7 @@ typedef struct {
     const char *incarnation; /* SL_INCARNATION_HEX hex digits */
     int64_t started_ms, sent_ms;
     int full; /* attempts lists every attempt held; otherwise only those taken since the last */
+    int64_t max_in_flight; /* the calls it runs at once (dispatcher.max_in_flight); 0: not said */
 } sl_msg_heartbeat_t;
 
 /* A new heartbeat document with an empty attempts list; NULL when out of memory. */

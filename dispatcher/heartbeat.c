@@ -13,11 +13,13 @@ struct sl_heartbeat {
     char key[160];
     char incarnation[SL_INCARNATION_HEX + 1];
     int64_t started_ms, period_ms, last_ms;
+    int64_t max_in_flight;
     int64_t accepted_seen; /* the engine's accepted count at the last heartbeat */
     int sent;              /* heartbeats sent; -1 before the first */
 };
 
-sl_heartbeat_t *sl_heartbeat_new(const char *name, int64_t period_ms, int64_t now_ms)
+sl_heartbeat_t *sl_heartbeat_new(const char *name, int64_t period_ms, int64_t max_in_flight,
+                                 int64_t now_ms)
 {
     sl_heartbeat_t *hb = calloc(1, sizeof *hb);
     if (hb == NULL || sodium_init() < 0) {
@@ -31,6 +33,7 @@ sl_heartbeat_t *sl_heartbeat_new(const char *name, int64_t period_ms, int64_t no
     sodium_bin2hex(hb->incarnation, sizeof hb->incarnation, rnd, sizeof rnd);
     hb->started_ms = now_ms;
     hb->period_ms = period_ms;
+    hb->max_in_flight = max_in_flight;
     hb->sent = -1;
     return hb;
 }
@@ -58,8 +61,8 @@ typedef struct {
 
 static json_t *start(const fill_t *f)
 {
-    sl_msg_heartbeat_t m = {f->hb->name, f->hb->incarnation, f->hb->started_ms, f->now_ms,
-                            f->full};
+    sl_msg_heartbeat_t m = {f->hb->name,   f->hb->incarnation, f->hb->started_ms,
+                            f->now_ms,     f->full,            f->hb->max_in_flight};
     return sl_msg_heartbeat_json(&m);
 }
 

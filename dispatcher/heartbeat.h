@@ -24,9 +24,11 @@ enum {
 
 typedef struct sl_heartbeat sl_heartbeat_t;
 
-/* A heartbeat source for dispatcher `name`, with a fresh random incarnation; NULL when out of
- * memory. */
-sl_heartbeat_t *sl_heartbeat_new(const char *name, int64_t period_ms, int64_t now_ms);
+/* A heartbeat source for dispatcher `name`, with a fresh random incarnation, for a dispatcher
+ * that runs up to max_in_flight calls at once (every heartbeat says so: the scheduler leases no
+ * more than its live dispatchers can take); NULL when out of memory. */
+sl_heartbeat_t *sl_heartbeat_new(const char *name, int64_t period_ms, int64_t max_in_flight,
+                                 int64_t now_ms);
 void sl_heartbeat_free(sl_heartbeat_t *hb);
 
 /* The incarnation drawn at sl_heartbeat_new (hex). */

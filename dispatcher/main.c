@@ -325,7 +325,8 @@ int main(int argc, char **argv)
     ctx.prod = prod;
     chunk_ctx_t beats = {hb_prod, cfg->kafka.topic_usage};
     sl_heartbeat_t *hb =
-        sl_heartbeat_new(sl_kafka_instance_name(cfg), cfg->heartbeat_ms, sl_now_ms());
+        sl_heartbeat_new(sl_kafka_instance_name(cfg), cfg->heartbeat_ms, cfg->max_in_flight,
+                         sl_now_ms());
     if (hb == NULL) {
         fprintf(stderr, "sluice-dispatcher: out of memory\n");
         return 2;

@@ -193,6 +193,7 @@ struct sl_sched {
     int nout, capout;
     unsigned res_counter;
     struct sl_holders *holders; /* the dispatchers heard from (holders.c) */
+    int64_t dispatch_window;    /* sl_holders_window at the current tick (backpressure) */
     sl_sched_stats_t st;
 };
 

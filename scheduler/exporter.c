@@ -61,6 +61,10 @@ static const struct {
      "Leases of dead dispatchers failed as dispatcher_lost (deployments that are not "
      "idempotent: a second call could run the request twice).",
      offsetof(sl_sched_stats_t, lost_failed)},
+    {"sluice_scheduler_dispatch_window_cuts_total",
+     "Times the dispatch window was cut because dispatches were not sent (they reached a "
+     "dispatcher too late): the path to the dispatchers is slower than the leases out allowed.",
+     offsetof(sl_sched_stats_t, window_cuts)},
     {"sluice_scheduler_tokens_reserved_total",
      "Tokens reserved on provider-side buckets settled at real use.",
      offsetof(sl_sched_stats_t, tokens_reserved)},
@@ -86,7 +90,7 @@ struct sl_exporter {
     sl_metrics_t *m;
     const sl_config_t **cfg;
     int counter[NCOUNTERS];
-    int results, queue, leased, delayed, held, level, capacity, used;
+    int results, queue, leased, delayed, held, level, capacity, used, window, dispatchers;
     int admitted, admitted_tokens, refusals, provider, queue_wait, attempts, finished, fallbacks;
     sl_sched_stats_t last;
     const sl_sched_observer_t *next; /* hooks that hear the same (sl_exporter_chain), or NULL */
@@ -231,6 +235,14 @@ static int exporter_init(sl_exporter_t *x, sl_metrics_t *m, const sl_config_t **
                                   "Jobs leased to dispatchers now.", NULL, NULL, 0);
     x->delayed = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_jobs_delayed",
                                    "Jobs waiting for a retry backoff.", NULL, NULL, 0);
+    x->window = sl_metrics_family(
+        m, SL_METRIC_GAUGE, "sluice_scheduler_dispatch_window",
+        "Calls the live dispatchers run at once, as their heartbeats say: batch leases stop "
+        "there, the other classes a quarter beyond it.",
+        NULL, NULL, 0);
+    x->dispatchers = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_dispatchers_live",
+                                       "Dispatcher incarnations heard from and not found dead.",
+                                       NULL, NULL, 0);
     x->level =
         sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_bucket_level",
                           "What a ledger bucket has left (negative: debt).", bucket_label, NULL, 0);
@@ -244,6 +256,7 @@ static int exporter_init(sl_exporter_t *x, sl_metrics_t *m, const sl_config_t **
         sl_metrics_add(m, x->results, v, 0);
     }
     return bad || x->results < 0 || x->queue < 0 || x->leased < 0 || x->delayed < 0 ||
+                   x->window < 0 || x->dispatchers < 0 ||
                    x->level < 0 || x->capacity < 0 || x->admitted < 0 || x->admitted_tokens < 0 ||
                    x->refusals < 0 || x->provider < 0 || x->queue_wait < 0 || x->attempts < 0 ||
                    x->held < 0 || x->used < 0 || x->finished < 0 || x->fallbacks < 0
@@ -303,6 +316,8 @@ void sl_exporter_update(sl_exporter_t *x, sl_sched_t *sched, const sl_config_t *
     x->last = st;
     sl_metrics_set(x->m, x->leased, NULL, (double)st.leased);
     sl_metrics_set(x->m, x->delayed, NULL, (double)st.delayed);
+    sl_metrics_set(x->m, x->window, NULL, (double)st.dispatch_window);
+    sl_metrics_set(x->m, x->dispatchers, NULL, (double)st.dispatchers_live);
     sl_metrics_set(x->m, x->held, NULL, (double)st.held);
     for (int r = 0; r < cfg->nroutes; r++) {
         for (int c = 0; c < SL_CLASS_COUNT; c++) {

@@ -15,15 +15,20 @@
 typedef struct {
     char name[129];
     char incarnation[SL_INCARNATION_HEX + 1];
-    int64_t started_ms; /* the incarnation's own start, as it says */
-    int64_t heard_ms;   /* the scheduler's clock at its latest heartbeat */
-    unsigned id;        /* what job_t.holder holds for it; never 0 */
+    int64_t started_ms;    /* the incarnation's own start, as it says */
+    int64_t sent_ms;       /* the newest sent_ms taken from it */
+    int64_t heard_ms;      /* the scheduler's clock at its latest heartbeat */
+    int64_t max_in_flight; /* the calls it runs at once, as it says (0: not said) */
+    unsigned id;           /* what job_t.holder holds for it; never 0 */
+    int dead;              /* found silent and settled; kept so that its heartbeats stay refused */
 } holder_t;
 
 struct sl_holders {
     holder_t *h;
     int n, cap;
     unsigned next_id;
+    int64_t cut;       /* the window's cut (sl_holders_on_not_sent); 0: none */
+    int64_t cut_at_ms; /* when it was last cut */
 };
 
 struct sl_holders *sl_holders_new(void)
@@ -41,7 +46,53 @@ void sl_holders_free(struct sl_holders *h)
 
 int sl_holders_count(const sl_sched_t *s)
 {
-    return s->holders != NULL ? s->holders->n : 0;
+    int live = 0;
+    for (int i = 0; s->holders != NULL && i < s->holders->n; i++)
+        live += !s->holders->h[i].dead;
+    return live;
+}
+
+/* The window the dispatchers' heartbeats give, before any cut. */
+static int64_t heard_window(const sl_sched_t *s)
+{
+    int64_t sum = 0;
+    int live = 0;
+    for (int i = 0; s->holders != NULL && i < s->holders->n; i++) {
+        const holder_t *h = &s->holders->h[i];
+        if (h->dead)
+            continue;
+        live++;
+        sum += h->max_in_flight > 0 ? h->max_in_flight : s->cfg->max_in_flight;
+    }
+    return live > 0 ? sum : s->cfg->max_in_flight;
+}
+
+int64_t sl_holders_window(const sl_sched_t *s)
+{
+    int64_t w = heard_window(s);
+    int64_t cut = s->holders != NULL ? s->holders->cut : 0;
+    return cut > 0 && cut < w ? cut : w;
+}
+
+void sl_holders_on_not_sent(sl_sched_t *s, int64_t now_ms)
+{
+    struct sl_holders *hs = s->holders;
+    if (hs->cut_at_ms != 0 && now_ms - hs->cut_at_ms < SL_WINDOW_CUT_EVERY_MS)
+        return;
+    int64_t cut = s->leased.n / 2;
+    if (cut < SL_WINDOW_MIN)
+        cut = SL_WINDOW_MIN;
+    if (hs->cut == 0 || cut < hs->cut)
+        hs->cut = cut;
+    hs->cut_at_ms = now_ms;
+    s->st.window_cuts++;
+}
+
+void sl_holders_on_answer(sl_sched_t *s)
+{
+    struct sl_holders *hs = s->holders;
+    if (hs->cut > 0 && ++hs->cut >= heard_window(s))
+        hs->cut = 0;
 }
 
 /* Settles one lease of a dead incarnation: its charges stay (the call may have counted at the
@@ -108,12 +159,42 @@ static holder_t *find(struct sl_holders *hs, const char *name)
     return NULL;
 }
 
+/* A slot for a name not tracked yet: a new one, or the tombstone heard from longest ago when
+ * SL_HOLDERS_MAX are tracked (a tombstone only refuses replays, and a replay as old as that
+ * one's last heartbeat is refused as stale anyway); NULL when every slot is a live dispatcher
+ * or memory ran out (*rc says which). */
+static holder_t *new_slot(struct sl_holders *hs, sl_err_t *rc)
+{
+    *rc = SL_OK;
+    if (hs->n == SL_HOLDERS_MAX) {
+        holder_t *oldest = NULL;
+        for (int i = 0; i < hs->n; i++)
+            if (hs->h[i].dead && (oldest == NULL || hs->h[i].heard_ms < oldest->heard_ms))
+                oldest = &hs->h[i];
+        return oldest;
+    }
+    if (hs->n == hs->cap) {
+        int ncap = hs->cap ? 2 * hs->cap : 8;
+        holder_t *nh = realloc(hs->h, (size_t)ncap * sizeof *nh);
+        if (nh == NULL) {
+            *rc = SL_ENOMEM;
+            return NULL;
+        }
+        hs->h = nh;
+        hs->cap = ncap;
+    }
+    return &hs->h[hs->n++];
+}
+
 static void take(struct sl_holders *hs, holder_t *h, const sl_msg_heartbeat_t *m, int64_t now_ms)
 {
     snprintf(h->name, sizeof h->name, "%s", m->dispatcher);
     snprintf(h->incarnation, sizeof h->incarnation, "%s", m->incarnation);
     h->started_ms = m->started_ms;
+    h->sent_ms = m->sent_ms;
     h->heard_ms = now_ms;
+    h->max_in_flight = m->max_in_flight;
+    h->dead = 0;
     if (++hs->next_id == 0)
         hs->next_id = 1;
     h->id = hs->next_id;
@@ -143,12 +224,48 @@ sl_err_t sl_holders_on_heartbeat(sl_sched_t *s, json_t *doc, int64_t now_ms)
                          m.dispatcher);
             return SL_OK;
         }
-        sl_err_t rc = declare_dead(s, h, "a newer incarnation started", now_ms);
+        if (!h->dead) {
+            sl_err_t rc = declare_dead(s, h, "a newer incarnation started", now_ms);
+            if (rc != SL_OK)
+                return rc;
+        }
+        take(hs, h, &m, now_ms);
+    } else if (h != NULL) {
+        if (h->dead || m.sent_ms < h->sent_ms) {
+            /* Its leases were settled when it fell silent, or this heartbeat is older than
+             * one already taken (a replay): neither may make it alive again, count its
+             * capacity, or claim leases. */
+            s->st.heartbeats_refused++;
+            sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
+                         "heartbeat of dispatcher %s (incarnation %.8s) ignored: %s", h->name,
+                         h->incarnation,
+                         h->dead ? "it was found dead and its calls were settled; restart it"
+                                 : "older than one already taken (a replay)");
+            return SL_OK;
+        }
+        /* A repeat of the newest one (a replay, or two sent in one millisecond) tags its
+         * attempts but does not keep a silent dispatcher alive. */
+        if (m.sent_ms > h->sent_ms) {
+            h->sent_ms = m.sent_ms;
+            h->heard_ms = now_ms;
+        }
+    } else {
+        if (m.sent_ms < now_ms - s->cfg->dispatcher_dead_ms) {
+            /* A dispatcher not tracked must speak now: an old heartbeat of one found dead long
+             * ago (a replay) would otherwise make it alive and count its capacity again. */
+            s->st.heartbeats_refused++;
+            sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
+                         "heartbeat of dispatcher %s ignored: sent %lld ms ago by this "
+                         "scheduler's clock, more than dispatcher_dead_ms (a replay, an old "
+                         "backlog, or clocks apart)",
+                         m.dispatcher, (long long)(now_ms - m.sent_ms));
+            return SL_OK;
+        }
+        sl_err_t rc;
+        h = new_slot(hs, &rc);
         if (rc != SL_OK)
             return rc;
-        take(hs, h, &m, now_ms);
-    } else if (h == NULL) {
-        if (hs->n == SL_HOLDERS_MAX) {
+        if (h == NULL) {
             s->st.heartbeats_refused++;
             sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
                          "heartbeat of dispatcher %s ignored: %d dispatchers are tracked "
@@ -156,19 +273,10 @@ sl_err_t sl_holders_on_heartbeat(sl_sched_t *s, json_t *doc, int64_t now_ms)
                          m.dispatcher, SL_HOLDERS_MAX);
             return SL_OK;
         }
-        if (hs->n == hs->cap) {
-            int ncap = hs->cap ? 2 * hs->cap : 8;
-            holder_t *nh = realloc(hs->h, (size_t)ncap * sizeof *nh);
-            if (nh == NULL)
-                return SL_ENOMEM;
-            hs->h = nh;
-            hs->cap = ncap;
-        }
-        h = &hs->h[hs->n++];
         take(hs, h, &m, now_ms);
-        sl_info("dispatcher %s (incarnation %.8s) heard from", h->name, h->incarnation);
-    } else {
-        h->heard_ms = now_ms;
+        sl_info("dispatcher %s (incarnation %.8s) heard from; it runs up to %lld calls at once",
+                h->name, h->incarnation,
+                (long long)(h->max_in_flight > 0 ? h->max_in_flight : s->cfg->max_in_flight));
     }
     s->st.heartbeats++;
     size_t i;
@@ -188,16 +296,14 @@ sl_err_t sl_holders_on_heartbeat(sl_sched_t *s, json_t *doc, int64_t now_ms)
 sl_err_t sl_holders_tick(sl_sched_t *s, int64_t now_ms)
 {
     struct sl_holders *hs = s->holders;
-    for (int i = 0; i < hs->n;) {
-        if (now_ms - hs->h[i].heard_ms < s->cfg->dispatcher_dead_ms) {
-            i++;
+    for (int i = 0; i < hs->n; i++) {
+        holder_t *h = &hs->h[i];
+        if (h->dead || now_ms - h->heard_ms < s->cfg->dispatcher_dead_ms)
             continue;
-        }
-        holder_t dead = hs->h[i];
-        hs->h[i] = hs->h[--hs->n];
+        h->dead = 1;
         char why[96];
-        snprintf(why, sizeof why, "no heartbeat for %lld ms", (long long)(now_ms - dead.heard_ms));
-        sl_err_t rc = declare_dead(s, &dead, why, now_ms);
+        snprintf(why, sizeof why, "no heartbeat for %lld ms", (long long)(now_ms - h->heard_ms));
+        sl_err_t rc = declare_dead(s, h, why, now_ms);
         if (rc != SL_OK)
             return rc;
     }

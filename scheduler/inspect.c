@@ -9,6 +9,7 @@
 #include "core.h"
 #include "drr.h"
 #include "hmap.h"
+#include "holders.h"
 #include "job.h"
 #include "ledger.h"
 #include "route.h"
@@ -19,6 +20,8 @@ void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out)
     out->leased = s->leased.n;
     out->delayed = s->delayed.n;
     out->held = s->held.n;
+    out->dispatchers_live = sl_holders_count(s);
+    out->dispatch_window = sl_holders_window(s);
     size_t queued = 0;
     for (int r = 0; r < s->cfg->nroutes; r++)
         queued += sl_drr_len(s->routes[r].drr);

@@ -592,6 +592,20 @@ static sl_err_t lease(sl_sched_t *s, int r, job_t *j, int d, const held_t *h, in
     return SL_OK;
 }
 
+/* Backpressure from the dispatchers (holders.h): the leases out stop at what the live
+ * dispatchers run at once. Batch work stops at that window; the other classes may go a quarter
+ * beyond it, so a job someone waits for does not queue behind a window full of backfill (its
+ * dispatch then waits in the topic until a call ends). */
+enum { WINDOW_SLACK_DIV = 4 };
+
+static int window_full(const sl_sched_t *s, int cls)
+{
+    int64_t w = s->dispatch_window;
+    if (cls != SL_CLASS_BATCH)
+        w += w / WINDOW_SLACK_DIV;
+    return s->leased.n >= w;
+}
+
 /* Beside a waiting head. The job whose DRR turn it is waits for room on the provider buckets
  * head_a->claim_b. When those are token limits and its charges touch another token limit too
  * (ITPM and OTPM apart), the jobs of the other flows of its class that weigh on that other
@@ -626,6 +640,8 @@ static sl_err_t serve_beside(sl_sched_t *s, int r, const held_t *head_h, const a
         while (*budget > 0 && (j = sl_drr_peek_beside(route->drr, flows[f], &cost)) != NULL) {
             if (j->deadline_ms <= now_ms)
                 break; /* expired: the DRR's own turn or the deadline scan takes it out */
+            if (window_full(s, j->cls))
+                break;
             int order[SL_ROUTE_MAX_DEPLOYMENTS];
             int incapable = 0;
             int n = sl_route_candidates(s, j, order, &incapable, now_ms);
@@ -677,7 +693,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 return rc;
             continue;
         }
-        if (route->cls_blocked_until_ms[j->cls] > now_ms ||
+        if (route->cls_blocked_until_ms[j->cls] > now_ms || window_full(s, j->cls) ||
             sl_flow_must_yield(s, route, j->cls, now_ms)) {
             sl_drr_skip_group(route->drr);
             if (++skips > sl_drr_active_flows(route->drr))
@@ -842,6 +858,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
          * still on their way (admitted just before, delayed by the same outage), and the
          * provider would see both at once. */
         j->not_sent++;
+        sl_holders_on_not_sent(s, now_ms);
         rc = sl_reservation_settle(s, j, END_NOT_SENT, "reconciled", in, out, cached, outcome,
                                    now_ms, NULL);
         if (rc == SL_OK)
@@ -850,6 +867,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
                                   now_ms);
         goto out;
     }
+    sl_holders_on_answer(s);
     sl_reservation_clamp(s, j, (json_t *)u.ratelimit, now_ms);
     if (s->obs.provider != NULL)
         s->obs.provider(s->obs_arg, dep_name, outcome, u.http_status);
@@ -1039,6 +1057,7 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
         s->last_deadline_scan_ms = now_ms;
     }
     int budget = MAX_DISPATCH_PER_TICK;
+    s->dispatch_window = sl_holders_window(s);
     /* Routes holding a head-of-line claim first (claim_room), then the others. */
     for (int k = 0; rc == SL_OK && k < 2 * s->cfg->nroutes; k++) {
         int r = k % s->cfg->nroutes, claimed = s->routes[r].claim_until_ms > now_ms;

@@ -35,6 +35,9 @@ typedef struct {
      * dispatched again (idempotent deployments) or failed as dispatcher_lost. */
     int64_t heartbeats, heartbeats_refused, dispatchers_lost, lost_redispatched, lost_failed;
     int64_t queued, delayed, leased, held;
+    /* Backpressure (holders.h): the dispatchers alive, the calls they run at once (less a
+     * cut), and the cuts made. */
+    int64_t dispatchers_live, dispatch_window, window_cuts;
     /* Tokens on provider-side buckets settled at real use: reserved, what they settled at,
      * and the difference either way. over_reserved is the capacity over-reservation held
      * back for nothing (until the call ended); under_reserved became debt. */

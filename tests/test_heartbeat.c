@@ -113,7 +113,7 @@ START_TEST(first_heartbeat_is_full_then_new_attempts_then_periodic)
 {
     start();
     int64_t t = sl_now_ms();
-    sl_heartbeat_t *hb = sl_heartbeat_new("disp-1", 1000, t);
+    sl_heartbeat_t *hb = sl_heartbeat_new("disp-1", 1000, 96, t);
     ck_assert_ptr_nonnull(hb);
     ck_assert_int_eq(strlen(sl_heartbeat_incarnation(hb)), 32);
     /* at start: full and empty */
@@ -122,6 +122,8 @@ START_TEST(first_heartbeat_is_full_then_new_attempts_then_periodic)
     ck_assert_str_eq(env.key, "dispatcher:disp-1");
     ck_assert(json_is_true(json_object_get(env.sent[0], "full")));
     ck_assert_int_eq(json_array_size(json_object_get(env.sent[0], "attempts")), 0);
+    /* and how many calls it runs at once, in every heartbeat */
+    ck_assert_int_eq(json_integer_value(json_object_get(env.sent[0], "max_in_flight")), 96);
     /* nothing new and not due: nothing */
     ck_assert_int_eq(sl_heartbeat_run(hb, env.engine, t + 10, on_beat, NULL), SL_OK);
     ck_assert_int_eq(env.nsent, 1);
@@ -153,6 +155,7 @@ START_TEST(first_heartbeat_is_full_then_new_attempts_then_periodic)
         }
         ck_assert_str_eq(json_string_value(json_object_get(last, "incarnation")),
                          sl_heartbeat_incarnation(hb));
+        ck_assert_int_eq(json_integer_value(json_object_get(last, "max_in_flight")), 96);
     }
     ck_assert_int_eq(full_seen, 1);
     sl_heartbeat_free(hb);
@@ -162,7 +165,7 @@ END_TEST
 
 START_TEST(each_incarnation_is_new)
 {
-    sl_heartbeat_t *a = sl_heartbeat_new("d", 1000, 1), *b = sl_heartbeat_new("d", 1000, 1);
+    sl_heartbeat_t *a = sl_heartbeat_new("d", 1000, 8, 1), *b = sl_heartbeat_new("d", 1000, 8, 1);
     ck_assert_ptr_nonnull(a);
     ck_assert_ptr_nonnull(b);
     ck_assert_str_ne(sl_heartbeat_incarnation(a), sl_heartbeat_incarnation(b));

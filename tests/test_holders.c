@@ -21,12 +21,14 @@ static const char *const DEP_IDEM =
 static const char *const INC_A = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 static const char *const INC_B = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
-/* Feeds a heartbeat of dispatcher name, incarnation inc (started at started_ms) naming the
- * given leases (n of them). */
-static void feed_heartbeat(env_t *e, const char *name, const char *inc, int64_t started_ms,
-                           const lease_t *leases, int n, int64_t now_ms)
+/* Feeds a heartbeat of dispatcher name, incarnation inc (started at started_ms), sent at
+ * sent_ms, saying it runs max_in_flight calls at once (0: not said) and naming the given leases
+ * (n of them). */
+static void feed_beat(env_t *e, const char *name, const char *inc, int64_t started_ms,
+                      int64_t sent_ms, int64_t max_in_flight, const lease_t *leases, int n,
+                      int64_t now_ms)
 {
-    sl_msg_heartbeat_t h = {name, inc, started_ms, now_ms, 1};
+    sl_msg_heartbeat_t h = {name, inc, started_ms, sent_ms, 1, max_in_flight};
     json_t *doc = sl_msg_heartbeat_json(&h);
     ck_assert_ptr_nonnull(doc);
     for (int i = 0; i < n; i++)
@@ -35,6 +37,13 @@ static void feed_heartbeat(env_t *e, const char *name, const char *inc, int64_t 
     json_decref(doc);
     feed_usage_text(e, text, now_ms);
     free(text);
+}
+
+/* A heartbeat sent now that does not say its capacity. */
+static void feed_heartbeat(env_t *e, const char *name, const char *inc, int64_t started_ms,
+                           const lease_t *leases, int n, int64_t now_ms)
+{
+    feed_beat(e, name, inc, started_ms, now_ms, 0, leases, n, now_ms);
 }
 
 /* Leases job-1 on a fresh core with the given route deployments; returns the lease. */
@@ -271,6 +280,171 @@ START_TEST(restart_charges_token_buckets_with_what_was_admitted_after_their_last
 }
 END_TEST
 
+/* ---- backpressure: the scheduler leases no more than its dispatchers run at once ---- */
+
+static const char *const INC_C = "cccccccccccccccccccccccccccccccc";
+static const char *const SMALL_DISPATCHER = "'dispatcher': {'max_in_flight': 4},";
+
+static void feed_jobs(env_t *e, const char *prefix, int n, int64_t now_ms)
+{
+    for (int i = 0; i < n; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "%s-%d", prefix, i);
+        feed_job(e, id, "acme", now_ms);
+    }
+}
+
+static int64_t window_now(env_t *e)
+{
+    sl_sched_stats_t st;
+    sl_sched_stats(e->sched, &st);
+    return st.dispatch_window;
+}
+
+START_TEST(scheduler_leases_no_more_than_the_live_dispatchers_run_at_once)
+{
+    env_t e;
+    /* no limit anywhere: only the dispatchers' capacity can hold the backlog back */
+    opts_t o = {"'dep-open'", 0, 0, 0, 0, NULL, SMALL_DISPATCHER};
+    env_init(&e, &o, T0);
+    job_class = "batch";
+    feed_jobs(&e, "b", 30, T0);
+    /* before any heartbeat: one dispatcher of this config's max_in_flight */
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 4);
+    lease_t first = lease_of(b.doc[0], T0);
+    batch_free(&b);
+    /* a dispatcher that runs 6 at once, then a second one */
+    feed_beat(&e, "disp-1", INC_A, T0 - 1000, T0 + 1, 6, NULL, 0, T0 + 1);
+    b = step(&e, T0 + 2);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 2);
+    batch_free(&b);
+    feed_beat(&e, "disp-2", INC_B, T0 - 1000, T0 + 3, 6, NULL, 0, T0 + 3);
+    b = step(&e, T0 + 4);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 6);
+    batch_free(&b);
+    ck_assert_int_eq(window_now(&e), 12);
+    b = step(&e, T0 + 5);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0);
+    batch_free(&b);
+    /* a call ends: one more goes out */
+    feed_usage(&e, first.job, first.attempt, first.res, first.dep, &OK_USAGE, T0 + 6);
+    b = step(&e, T0 + 7);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 1);
+    batch_free(&b);
+    /* work someone waits for may go a quarter beyond the window; batch may not */
+    job_class = "interactive";
+    feed_jobs(&e, "i", 5, T0 + 8);
+    b = step(&e, T0 + 9);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 3);
+    for (int i = 0; i < b.n; i++)
+        ck_assert(strncmp(sget(b.doc[i], "job_id"), "i-", 2) == 0);
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.leased, 15);
+    ck_assert_int_eq(st.dispatchers_live, 2);
+    ck_assert_int_eq(st.queued, (30 - 13) + (5 - 3));
+    job_class = "standard";
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(dead_dispatchers_capacity_leaves_the_window_and_replays_do_not_bring_it_back)
+{
+    env_t e;
+    opts_t o = {"'dep-open'", 0, 0, 0, 0, NULL, SMALL_DISPATCHER};
+    env_init(&e, &o, T0);
+    int64_t dead_ms = e.cfg->dispatcher_dead_ms;
+    feed_beat(&e, "disp-1", INC_A, T0 - 1000, T0, 10, NULL, 0, T0);
+    feed_beat(&e, "disp-2", INC_B, T0 - 1000, T0, 10, NULL, 0, T0);
+    ck_assert_int_eq(window_now(&e), 20);
+    /* disp-2 keeps talking, disp-1 falls silent */
+    feed_beat(&e, "disp-2", INC_B, T0 - 1000, T0 + dead_ms - 10, 10, NULL, 0,
+              T0 + dead_ms - 10);
+    batch_t b = step(&e, T0 + dead_ms + 100);
+    batch_free(&b);
+    ck_assert_int_eq(sl_holders_count(e.sched), 1);
+    ck_assert_int_eq(window_now(&e), 10);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    int64_t refused = st.heartbeats_refused;
+    /* disp-1's own last heartbeat, replayed: it stays dead */
+    feed_beat(&e, "disp-1", INC_A, T0 - 1000, T0, 10, NULL, 0, T0 + dead_ms + 200);
+    ck_assert_int_eq(sl_holders_count(e.sched), 1);
+    ck_assert_int_eq(window_now(&e), 10);
+    /* an older heartbeat of disp-2 than one taken: refused */
+    feed_beat(&e, "disp-2", INC_B, T0 - 1000, T0, 10, NULL, 0, T0 + dead_ms + 210);
+    /* a dispatcher never heard from, in a heartbeat older than dispatcher_dead_ms: refused */
+    feed_beat(&e, "disp-3", INC_C, T0 - 1000, T0 + 150, 10, NULL, 0, T0 + dead_ms + 220);
+    ck_assert_int_eq(sl_holders_count(e.sched), 1);
+    ck_assert_int_eq(window_now(&e), 10);
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.heartbeats_refused, refused + 3);
+    /* disp-1 restarted: a new incarnation counts again */
+    feed_beat(&e, "disp-1", INC_C, T0 + dead_ms + 250, T0 + dead_ms + 260, 7, NULL, 0,
+              T0 + dead_ms + 260);
+    ck_assert_int_eq(sl_holders_count(e.sched), 2);
+    ck_assert_int_eq(window_now(&e), 17);
+    /* all dead: back to one dispatcher of this config */
+    b = step(&e, T0 + 3 * dead_ms);
+    batch_free(&b);
+    ck_assert_int_eq(sl_holders_count(e.sched), 0);
+    ck_assert_int_eq(window_now(&e), 4);
+    env_done(&e);
+}
+END_TEST
+
+/* A dispatch not sent cuts the window to half the leases out, once per cut interval; every
+ * answered call gives one back until it is whole. */
+START_TEST(not_sent_dispatches_cut_the_window_and_answers_restore_it)
+{
+    env_t e;
+    opts_t o = {"'dep-open'", 0, 0, 0, 0, NULL, "'dispatcher': {'max_in_flight': 32},"};
+    env_init(&e, &o, T0);
+    job_class = "batch";
+    feed_jobs(&e, "b", 80, T0);
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 32);
+    lease_t l[32];
+    for (int i = 0; i < 32; i++)
+        l[i] = lease_of(b.doc[i], T0);
+    batch_free(&b);
+    static const usagespec_t NOT_SENT = {"not_sent", 0, -1, -1, -1, 0, NULL};
+    feed_usage(&e, l[0].job, l[0].attempt, l[0].res, l[0].dep, &NOT_SENT, T0 + 10);
+    ck_assert_int_eq(window_now(&e), 16);
+    /* a second refusal of the same burst: no second cut */
+    feed_usage(&e, l[1].job, l[1].attempt, l[1].res, l[1].dep, &NOT_SENT, T0 + 15);
+    ck_assert_int_eq(window_now(&e), 16);
+    b = step(&e, T0 + 20);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0); /* 30 out, 16 allowed */
+    batch_free(&b);
+    /* 14 answers: the window grows to 30 and 16 are out, so 14 go */
+    for (int i = 2; i < 16; i++)
+        feed_usage(&e, l[i].job, l[i].attempt, l[i].res, l[i].dep, &OK_USAGE, T0 + 30);
+    ck_assert_int_eq(window_now(&e), 30);
+    b = step(&e, T0 + 31);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 14);
+    batch_free(&b);
+    /* two more: whole again */
+    for (int i = 16; i < 18; i++)
+        feed_usage(&e, l[i].job, l[i].attempt, l[i].res, l[i].dep, &OK_USAGE, T0 + 40);
+    ck_assert_int_eq(window_now(&e), 32);
+    b = step(&e, T0 + 41);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 4);
+    batch_free(&b);
+    /* a refusal after the cut interval cuts again, from the leases out then (32) */
+    feed_usage(&e, l[18].job, l[18].attempt, l[18].res, l[18].dep, &NOT_SENT,
+               T0 + 10 + SL_WINDOW_CUT_EVERY_MS);
+    ck_assert_int_eq(window_now(&e), 16);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.window_cuts, 2);
+    job_class = "standard";
+    env_done(&e);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("holders");
@@ -285,6 +459,10 @@ static Suite *suite(void)
     tcase_add_test(tc, restart_charges_token_buckets_with_what_was_admitted_after_their_last_save);
     tcase_add_test(tc,
                    restart_sends_again_the_dispatch_of_a_restored_lease_on_an_idempotent_deployment);
+    tcase_add_test(tc, scheduler_leases_no_more_than_the_live_dispatchers_run_at_once);
+    tcase_add_test(tc,
+                   dead_dispatchers_capacity_leaves_the_window_and_replays_do_not_bring_it_back);
+    tcase_add_test(tc, not_sent_dispatches_cut_the_window_and_answers_restore_it);
     suite_add_tcase(s, tc);
     return s;
 }
