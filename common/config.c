@@ -84,7 +84,7 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     static const char *const ingest_keys[] = {"max_request_bytes", "metrics_listen", NULL};
     static const char *const sched_keys[] = {
         "db",           "lease_ms",     "max_attempts", "drr_quantum_tokens", "metrics_listen",
-        "admin_listen", "max_queued",   "dispatcher_dead_ms", NULL};
+        "admin_listen", "max_queued",   "max_queued_bytes",   "dispatcher_dead_ms", NULL};
     static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", "heartbeat_ms",
                                             NULL};
     static const char *const sign_keys[] = {"secret_key_file",
@@ -109,6 +109,8 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     cfg->lease_ms = cfg_get_int(c, sj, "scheduler", "lease_ms", 180000, 100, 86400000);
     cfg->max_attempts = cfg_get_int(c, sj, "scheduler", "max_attempts", 5, 1, 100);
     cfg->max_queued = cfg_get_int(c, sj, "scheduler", "max_queued", 1000000, 1, 100000000);
+    cfg->max_queued_bytes = cfg_get_int(c, sj, "scheduler", "max_queued_bytes", 8LL << 30, 1024,
+                                        1LL << 50);
     cfg->drr_quantum_tokens =
         cfg_get_int(c, sj, "scheduler", "drr_quantum_tokens", 4096, 1, 100000000);
     cfg->sched_metrics_listen = cfg_get_str(c, sj, "scheduler", "metrics_listen", "127.0.0.1:9311");

@@ -266,6 +266,7 @@ typedef struct sl_config {
     const char *db_path;
     int64_t lease_ms;
     int64_t max_queued; /* unfinished jobs the scheduler holds, every tenant and class */
+    int64_t max_queued_bytes; /* and the bytes of their job messages (what its store keeps) */
     int64_t max_attempts;
     int64_t drr_quantum_tokens;
     const char *admin_listen; /* the admin API ("HOST:PORT"; "" = not served) */

@@ -68,6 +68,7 @@ typedef struct job {
     int tenant, cls, route, key;        /* key: -1 when the config no longer knows it */
     int home_route; /* the route it was submitted to (route differs after fallback) */
     unsigned flags;
+    uint32_t bytes; /* its job message's length (ingest caps it far below 4 GiB) */
     jstate_t state;
     int attempts; /* leases so far: numbers each attempt */
     int not_sent; /* leases a dispatcher refused without calling: not charged to the budget */
@@ -182,7 +183,8 @@ struct sl_sched {
     path_t *key_paths;       /* the key's, its app/env's, then its tenant's path */
     sl_hmap_t *key_index;    /* key id -> index + 1 (a job names its key by id) */
     sl_hmap_t *tenant_index; /* tenant name -> index + 1: every job is looked up by it */
-    sl_hmap_t *jobs;         /* id -> job_t*, every unfinished job */
+    sl_hmap_t *jobs;         /* id -> job_t*, every unfinished job (sl_job_track) */
+    int64_t jobs_bytes;      /* the sum of their bytes */
     joblist_t delayed, leased, orphans, held;
     tenant_rt_t *trt;    /* per tenant */
     uint8_t *key_paused; /* per key */

@@ -91,6 +91,7 @@ struct sl_exporter {
     const sl_config_t **cfg;
     int counter[NCOUNTERS];
     int results, queue, leased, delayed, held, level, capacity, used, window, dispatchers;
+    int unfinished, unfinished_bytes;
     int admitted, admitted_tokens, refusals, provider, queue_wait, attempts, finished, fallbacks;
     sl_sched_stats_t last;
     const sl_sched_observer_t *next; /* hooks that hear the same (sl_exporter_chain), or NULL */
@@ -243,6 +244,13 @@ static int exporter_init(sl_exporter_t *x, sl_metrics_t *m, const sl_config_t **
     x->dispatchers = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_dispatchers_live",
                                        "Dispatcher incarnations heard from and not found dead.",
                                        NULL, NULL, 0);
+    x->unfinished = sl_metrics_family(
+        m, SL_METRIC_GAUGE, "sluice_scheduler_jobs_unfinished",
+        "Jobs the scheduler holds, every state (bounded by scheduler.max_queued).", NULL, NULL, 0);
+    x->unfinished_bytes = sl_metrics_family(
+        m, SL_METRIC_GAUGE, "sluice_scheduler_jobs_unfinished_bytes",
+        "Bytes of the job messages the scheduler holds (bounded by scheduler.max_queued_bytes).",
+        NULL, NULL, 0);
     x->level =
         sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_bucket_level",
                           "What a ledger bucket has left (negative: debt).", bucket_label, NULL, 0);
@@ -256,7 +264,8 @@ static int exporter_init(sl_exporter_t *x, sl_metrics_t *m, const sl_config_t **
         sl_metrics_add(m, x->results, v, 0);
     }
     return bad || x->results < 0 || x->queue < 0 || x->leased < 0 || x->delayed < 0 ||
-                   x->window < 0 || x->dispatchers < 0 ||
+                   x->window < 0 || x->dispatchers < 0 || x->unfinished < 0 ||
+                   x->unfinished_bytes < 0 ||
                    x->level < 0 || x->capacity < 0 || x->admitted < 0 || x->admitted_tokens < 0 ||
                    x->refusals < 0 || x->provider < 0 || x->queue_wait < 0 || x->attempts < 0 ||
                    x->held < 0 || x->used < 0 || x->finished < 0 || x->fallbacks < 0
@@ -318,6 +327,8 @@ void sl_exporter_update(sl_exporter_t *x, sl_sched_t *sched, const sl_config_t *
     sl_metrics_set(x->m, x->delayed, NULL, (double)st.delayed);
     sl_metrics_set(x->m, x->window, NULL, (double)st.dispatch_window);
     sl_metrics_set(x->m, x->dispatchers, NULL, (double)st.dispatchers_live);
+    sl_metrics_set(x->m, x->unfinished, NULL, (double)st.unfinished);
+    sl_metrics_set(x->m, x->unfinished_bytes, NULL, (double)st.unfinished_bytes);
     sl_metrics_set(x->m, x->held, NULL, (double)st.held);
     for (int r = 0; r < cfg->nroutes; r++) {
         for (int c = 0; c < SL_CLASS_COUNT; c++) {

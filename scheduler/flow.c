@@ -66,23 +66,34 @@ static int queue_full(const sl_sched_t *s, const job_t *j)
     return (int64_t)queued >= s->cfg->classes[j->cls].max_queue;
 }
 
-/* Whether the scheduler already holds scheduler.max_queued unfinished jobs (j among them): its
- * memory is bounded whatever the tenants' own limits add up to. */
-static int scheduler_full(const sl_sched_t *s)
+/* Which of the scheduler's own bounds its unfinished jobs (j among them) are past: more than
+ * scheduler.max_queued jobs (its memory) or more than scheduler.max_queued_bytes of job
+ * messages (its store's disk), whatever the tenants' own limits add up to. */
+typedef enum { NOT_FULL, FULL_JOBS, FULL_BYTES } full_t;
+
+static full_t scheduler_full(const sl_sched_t *s)
 {
-    return (int64_t)sl_hmap_len(s->jobs) > s->cfg->max_queued;
+    if ((int64_t)sl_hmap_len(s->jobs) > s->cfg->max_queued)
+        return FULL_JOBS;
+    return s->jobs_bytes > s->cfg->max_queued_bytes ? FULL_BYTES : NOT_FULL;
 }
 
-/* Refuses j because its tenant's queue of its class is full, or (global) the scheduler's
- * (reason queue_full, or shed for a queued job that made room): retryable, about one window
- * later (a hint, not a promise). */
-static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, sl_reason_t reason, int global,
+/* Refuses j because its tenant's queue of its class is full, or (global, a full_t) the
+ * scheduler's (reason queue_full, or shed for a queued job that made room): retryable, about
+ * one window later (a hint, not a promise). The limiter names the bound: queue:TENANT:CLASS,
+ * queue:scheduler (jobs) or queue:scheduler:bytes. */
+static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, sl_reason_t reason, full_t global,
                                  int64_t now_ms)
 {
     char limiter[256], scope[200];
     const char *tenant = s->cfg->tenants[j->tenant].name;
     const char *cls = sl_class_name((sl_class_t)j->cls);
-    snprintf(limiter, sizeof limiter, global ? "queue:scheduler" : "queue:%s:%s", tenant, cls);
+    if (global == FULL_BYTES)
+        snprintf(limiter, sizeof limiter, "queue:scheduler:bytes");
+    else if (global == FULL_JOBS)
+        snprintf(limiter, sizeof limiter, "queue:scheduler");
+    else
+        snprintf(limiter, sizeof limiter, "queue:%s:%s", tenant, cls);
     snprintf(scope, sizeof scope, global ? "scheduler" : "tenant:%s", tenant);
     outcome_t o;
     sl_outcome_init(&o, SL_STATUS_REJECTED);
@@ -97,11 +108,17 @@ static sl_err_t refuse_for_queue(sl_sched_t *s, job_t *j, sl_reason_t reason, in
                  "room for one due sooner",
                  cls, cls);
         s->st.shed++;
-    } else if (global) {
+    } else if (global == FULL_JOBS) {
         snprintf(o.err_message, sizeof o.err_message,
                  "the scheduler already holds %lld unfinished jobs (scheduler.max_queued); retry "
                  "later",
                  (long long)s->cfg->max_queued);
+        s->st.queue_full++;
+    } else if (global == FULL_BYTES) {
+        snprintf(o.err_message, sizeof o.err_message,
+                 "the scheduler already holds %lld bytes of unfinished jobs "
+                 "(scheduler.max_queued_bytes); retry later",
+                 (long long)s->cfg->max_queued_bytes);
         s->st.queue_full++;
     } else {
         snprintf(o.err_message, sizeof o.err_message,
@@ -144,8 +161,8 @@ static sl_err_t refuse_new(sl_sched_t *s, job_t *j, int queue_full, int64_t now_
 {
     char job_id[sizeof j->id];
     memcpy(job_id, j->id, sizeof job_id);
-    int global = scheduler_full(s);
-    sl_hmap_del(s->jobs, j->id);
+    full_t global = scheduler_full(s);
+    sl_job_untrack(s, j);
     sl_err_t rc = queue_full ? refuse_for_queue(s, j, SL_REASON_QUEUE_FULL, global, now_ms)
                              : refuse_paused(s, j, now_ms); /* frees j */
     return rc == SL_OK ? sl_store_job_forget(s->store, job_id) : rc;
@@ -163,12 +180,12 @@ sl_err_t sl_flow_admit(sl_sched_t *s, job_t *j, int64_t now_ms)
          * when it is due later than the new one. */
         job_t *last = sl_drr_flow_last(s->routes[j->route].drr, flow_of(j));
         if (last != NULL && last->deadline_ms > j->deadline_ms) {
-            rc = refuse_for_queue(s, last, SL_REASON_SHED, 0, now_ms);
+            rc = refuse_for_queue(s, last, SL_REASON_SHED, NOT_FULL, now_ms);
             if (rc != SL_OK)
                 return rc;
         }
     }
-    if (queue_full(s, j) || scheduler_full(s)) {
+    if (queue_full(s, j) || scheduler_full(s) != NOT_FULL) {
         /* Backpressure: answered at once instead of letting the queue grow without bound. The
          * job is not remembered, so the client may submit it again after retry_after_ms. */
         return refuse_new(s, j, 1 /*queue full*/, now_ms);

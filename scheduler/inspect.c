@@ -20,6 +20,8 @@ void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out)
     out->leased = s->leased.n;
     out->delayed = s->delayed.n;
     out->held = s->held.n;
+    out->unfinished = (int64_t)sl_hmap_len(s->jobs);
+    out->unfinished_bytes = s->jobs_bytes;
     out->dispatchers_live = sl_holders_count(s);
     out->dispatch_window = sl_holders_window(s);
     size_t queued = 0;

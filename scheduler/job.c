@@ -35,6 +35,22 @@ void sl_job_free(job_t *j)
     free(j);
 }
 
+sl_err_t sl_job_track(sl_sched_t *s, job_t *j)
+{
+    sl_err_t rc = sl_hmap_put(s->jobs, j->id, j);
+    if (rc == SL_OK)
+        s->jobs_bytes += j->bytes;
+    return rc;
+}
+
+void sl_job_untrack(sl_sched_t *s, job_t *j)
+{
+    if (sl_hmap_get(s->jobs, j->id) != j)
+        return;
+    sl_hmap_del(s->jobs, j->id);
+    s->jobs_bytes -= j->bytes;
+}
+
 sl_err_t sl_job_list_add(joblist_t *l, job_t *j)
 {
     /* A job is in exactly one place: not in another list, not queued in a DRR. */

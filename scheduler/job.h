@@ -19,6 +19,13 @@ job_t *sl_job_new(const char *id);
  * out of every place (sl_job_unplace) and out of the core's job map. */
 void sl_job_free(job_t *j);
 
+/* Puts j into the core's job map (the unfinished jobs) and counts its bytes; SL_ENOMEM leaves
+ * both as they were. The job must not be in the map already. */
+sl_err_t sl_job_track(sl_sched_t *s, job_t *j);
+/* Takes j out of the core's job map, and its bytes out of the count; a no-op when the map
+ * holds another job (or none) under its id. j is not freed. */
+void sl_job_untrack(sl_sched_t *s, job_t *j);
+
 /* Appends j to l. j must be in no list and not queued in a DRR (asserted). SL_ENOMEM leaves
  * both as they were. */
 sl_err_t sl_job_list_add(joblist_t *l, job_t *j);

@@ -95,8 +95,7 @@ sl_err_t sl_outcome_finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t 
     if (s->obs.finished != NULL)
         s->obs.finished(s->obs_arg, j->cls, status, j->attempts - j->not_sent);
     sl_job_unplace(s, j);
-    if (sl_hmap_get(s->jobs, j->id) == j)
-        sl_hmap_del(s->jobs, j->id);
+    sl_job_untrack(s, j);
     rc = sl_outbox_emit(s, SL_MSG_RESULT, topic, j->id, value, seq);
     sl_job_free(j);
     return rc;

@@ -179,7 +179,8 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         j->tenant = 0;
         j->route = 0;
     }
-    sl_err_t rc = j->idem != NULL ? sl_hmap_put(s->jobs, j->id, j) : SL_ENOMEM;
+    j->bytes = row->job_bytes < UINT32_MAX ? (uint32_t)row->job_bytes : UINT32_MAX;
+    sl_err_t rc = j->idem != NULL ? sl_job_track(s, j) : SL_ENOMEM;
     if (rc != SL_OK) {
         sl_job_free(j);
         r->rc = rc;

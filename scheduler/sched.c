@@ -415,6 +415,7 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     j->key = sl_job_key_index(s, row.key_id, j->tenant);
     j->home_route = j->route;
     j->flags = sl_job_doc_flags(doc);
+    j->bytes = len < UINT32_MAX ? (uint32_t)len : UINT32_MAX;
     j->submitted_ms = row.submitted_ms;
     j->deadline_ms = row.deadline_ms;
     j->est_input = row.est_input;
@@ -431,7 +432,7 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
         j->state = J_ORPHAN;
     }
     json_decref(doc);
-    rc = j->idem != NULL ? sl_hmap_put(s->jobs, j->id, j) : SL_ENOMEM;
+    rc = j->idem != NULL ? sl_job_track(s, j) : SL_ENOMEM;
     if (rc != SL_OK) {
         sl_job_free(j);
         return rc;

@@ -35,6 +35,7 @@ typedef struct {
      * dispatched again (idempotent deployments) or failed as dispatcher_lost. */
     int64_t heartbeats, heartbeats_refused, dispatchers_lost, lost_redispatched, lost_failed;
     int64_t queued, delayed, leased, held;
+    int64_t unfinished, unfinished_bytes; /* jobs the scheduler holds, and their messages' bytes */
     /* Backpressure (holders.h): the dispatchers alive, the calls they run at once (less a
      * cut), and the cuts made. */
     int64_t dispatchers_live, dispatch_window, window_cuts;

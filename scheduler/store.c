@@ -44,7 +44,8 @@ static const char *const sql_text[Q_COUNT_] = {
                      " lease_expires_ms = NULL, updated_ms = ? WHERE job_id = ?",
     [Q_UNFINISHED] = "SELECT job_id, tenant, route, class, state, reservation_id, deployment,"
                      " attempts, submitted_ms, deadline_ms, not_before_ms, est_input, est_output,"
-                     " est_total, COALESCE(lease_expires_ms, 0), idempotency_key, key_id FROM jobs"
+                     " est_total, COALESCE(lease_expires_ms, 0), idempotency_key, key_id,"
+                     " length(CAST(job_json AS BLOB)) FROM jobs"
                      " WHERE state <> 'done' ORDER BY submitted_ms",
     [Q_RES_OPEN] = "INSERT INTO reservations (reservation_id, job_id, attempt, deployment,"
                    " est_input, est_output, created_ms, expires_ms, charges, state)"
@@ -469,6 +470,7 @@ sl_err_t sl_store_each_unfinished(sl_store_t *s,
         row.lease_expires_ms = sqlite3_column_int64(st, 14);
         row.idempotency_key = (const char *)sqlite3_column_text(st, 15);
         row.key_id = (const char *)sqlite3_column_text(st, 16);
+        row.job_bytes = sqlite3_column_int64(st, 17);
         fn(&row, arg);
     }
     sqlite3_reset(st);

@@ -144,6 +144,7 @@ typedef struct {
     int attempts;
     int64_t submitted_ms, deadline_ms, not_before_ms, est_input, est_output, est_total;
     int64_t lease_expires_ms;
+    int64_t job_bytes; /* the stored job message's length in bytes */
 } sl_store_row_t;
 
 /* Calls fn for each job not yet done (queued or leased), oldest first. */

@@ -1893,6 +1893,69 @@ START_TEST(the_scheduler_s_queue_is_bounded_across_tenants)
 }
 END_TEST
 
+/* And at most scheduler.max_queued_bytes of job messages (what its store keeps): beyond it a new
+ * job is refused (queue_full, limiter queue:scheduler:bytes); the count is restored after a
+ * restart and gives back a finished job's bytes. */
+START_TEST(the_scheduler_s_queue_is_bounded_in_bytes)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    jobspec_t spec = {"b-0", "acme", NULL, T0, T0 + HOUR, 150, 100};
+    char *text = job_text(&spec);
+    int64_t one = (int64_t)strlen(text);
+    free(text);
+    /* room for three jobs of this size, not four */
+    max_queued_bytes = 4 * one - 1;
+    env_init(&e, &o, T0);
+    const char *ids[5] = {"b-0", "b-1", "b-2", "b-3", "b-4"};
+    for (int i = 0; i < 5; i++)
+        feed_job(&e, ids[i], "acme", T0);
+    batch_t b = take(&e);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_RESULT), 2);
+    for (int i = 3; i < 5; i++) {
+        json_t *r = find(&b, SL_MSG_RESULT, ids[i]);
+        ck_assert_ptr_nonnull(r);
+        json_t *err = json_object_get(r, "error");
+        ck_assert_str_eq(sget(err, "reason"), "queue_full");
+        ck_assert_str_eq(sget(err, "limiter"), "queue:scheduler:bytes");
+        ck_assert_ptr_nonnull(strstr(sget(err, "message"), "max_queued_bytes"));
+        ck_assert(json_is_true(json_object_get(err, "retryable")));
+    }
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.unfinished, 3);
+    ck_assert_int_eq(st.unfinished_bytes, 3 * one);
+    /* the store's copy gives the same count after a restart */
+    restart_with(&e, &o, T0 + 1);
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.unfinished, 3);
+    ck_assert_int_eq(st.unfinished_bytes, 3 * one);
+    /* a job that finishes makes room for one more */
+    int64_t t = T0 + 2;
+    for (b = step(&e, t); count_kind(&b, SL_MSG_DISPATCH) == 0 && t < T0 + 20000;
+         b = step(&e, t)) {
+        batch_free(&b);
+        t += 100;
+    }
+    ck_assert_int_ge(count_kind(&b, SL_MSG_DISPATCH), 1);
+    lease_t l = lease_of(b.doc[0], t);
+    batch_free(&b);
+    feed_usage(&e, l.job, l.attempt, l.res, l.dep, &OK_USAGE, t + 1);
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.unfinished_bytes, 2 * one);
+    feed_job(&e, "b-3", "acme", t + 2);
+    b = take(&e);
+    ck_assert_ptr_null(find(&b, SL_MSG_RESULT, "b-3"));
+    batch_free(&b);
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.unfinished, 3);
+    ck_assert_int_eq(st.unfinished_bytes, 3 * one);
+    max_queued_bytes = 0;
+    env_done(&e);
+}
+END_TEST
+
 START_TEST(shed_drops_the_queued_job_due_last)
 {
     env_t e;
@@ -2705,6 +2768,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, a_cancel_of_nothing_queued_is_answered);
     tcase_add_test(tc, a_key_reused_for_another_request_is_answered_with_a_conflict);
     tcase_add_test(tc, the_scheduler_s_queue_is_bounded_across_tenants);
+    tcase_add_test(tc, the_scheduler_s_queue_is_bounded_in_bytes);
     tcase_add_test(tc, a_mixed_flow_pays_its_dominant_share_not_each_job_s);
     tcase_add_test(tc, jobs_that_barely_touch_the_full_limit_use_the_other_one);
     tcase_add_test(tc, job_for_an_unknown_route_is_rejected_locally);

@@ -57,6 +57,8 @@ void close_core(env_t *e)
 int64_t drr_quantum;
 /* scheduler.max_queued of the next configs written (0: the default). */
 int64_t max_queued;
+/* scheduler.max_queued_bytes of the next configs written (0: the default). */
+int64_t max_queued_bytes;
 /* More members of route "chat" (e.g. "'strategy': 'waterfall',") and more routes (e.g.
  * ", {'name': 'chat-b', 'deployments': ['dep-b']}") in the next configs written. */
 const char *route_extra = "";
@@ -90,7 +92,8 @@ void load_config(env_t *e, const opts_t *o)
     int n = snprintf(text, sizeof text,
                      "{'minute_ms': 60000, 'schema_dir': 'schema', %s"
                      " 'scheduler': {'db': '%s/t.db', 'lease_ms': %lld, 'max_attempts': %lld,"
-                     "               'drr_quantum_tokens': %lld, 'max_queued': %lld},"
+                     "               'drr_quantum_tokens': %lld, 'max_queued': %lld,"
+                     "               'max_queued_bytes': %lld},"
                      " 'deployments': [%s],"
                      " 'routes': [{'name': 'chat', %s 'deployments': [%s]}%s],"
                      " 'tenants': [{'name': 'acme', 'weight': 1%s}%s]}",
@@ -98,7 +101,9 @@ void load_config(env_t *e, const opts_t *o)
                      (long long)(o->lease_ms ? o->lease_ms : 600000),
                      (long long)(o->max_attempts ? o->max_attempts : 5),
                      (long long)(drr_quantum ? drr_quantum : 4096),
-                     (long long)(max_queued ? max_queued : 1000000), dep_defs, route_extra,
+                     (long long)(max_queued ? max_queued : 1000000),
+                     (long long)(max_queued_bytes ? max_queued_bytes : 8LL << 30), dep_defs,
+                     route_extra,
                      o->deployments, more_routes, acme_extra, globex);
     ck_assert_int_lt(n, (int)sizeof text);
     unquote(text);

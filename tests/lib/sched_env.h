@@ -78,6 +78,7 @@ extern const char *const DEP_OPEN;
 extern const char *const DEP_BIG;
 extern int64_t drr_quantum;
 extern int64_t max_queued;
+extern int64_t max_queued_bytes;
 extern const char *route_extra;
 extern const char *more_routes;
 /* More members of tenant acme (e.g. ", 'results_topic': 'r.acme'") in the next configs written. */
