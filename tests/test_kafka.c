@@ -53,15 +53,22 @@ static void start_mock(void)
     rd_kafka_destroy(prod);
 }
 
-static void stop_mock(void)
+/* Removes the config's directory. */
+static void remove_dir(void)
 {
-    rd_kafka_mock_cluster_destroy(mock);
-    rd_kafka_destroy(mock_owner);
     char cmd[128];
     if (dir[0] != '\0') {
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         ck_assert_int_eq(system(cmd), 0);
+        dir[0] = '\0';
     }
+}
+
+static void stop_mock(void)
+{
+    rd_kafka_mock_cluster_destroy(mock);
+    rd_kafka_destroy(mock_owner);
+    remove_dir();
 }
 
 /* Commits offset for group on TOPIC [0], as a reader that stopped there would have. */
@@ -84,8 +91,9 @@ static void commit_offset(const char *group, int64_t offset)
     rd_kafka_destroy(c);
 }
 
-/* A config whose Kafka is the mock cluster, read the way sluice's daemons read the dev broker. */
-static sl_config_t *mock_config(void)
+/* A config whose kafka section is kafka_json (a JSON object's members); with dev_broker, also
+ * a bootstrap_file naming 127.0.0.1:1, as sluice-devkafka writes one. */
+static sl_config_t *config_with(const char *kafka_json, int dev_broker)
 {
     snprintf(dir, sizeof dir, "/tmp/sluice-test-kafka-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -95,13 +103,22 @@ static sl_config_t *mock_config(void)
     ck_assert_ptr_nonnull(f);
     fputs("any-key\n", f);
     fclose(f);
+    char kafka[512] = "";
+    if (dev_broker) {
+        snprintf(path, sizeof path, "%s/bootstrap", dir);
+        f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("127.0.0.1:1\n", f);
+        fclose(f);
+        snprintf(kafka, sizeof kafka, ", \"bootstrap_file\": \"%s\"", path);
+    }
     snprintf(path, sizeof path, "%s/sluice.json", dir);
     snprintf(text, sizeof text,
-             "{\"kafka\": {\"bootstrap_servers\": \"%s\", \"membership\": \"static\"},"
+             "{\"kafka\": {%s%s},"
              " \"deployments\": [{\"name\": \"d\", \"base_url\": \"http://127.0.0.1:1/v1\","
              " \"model\": \"m\", \"api_key_file\": \"%s\"}],"
              " \"routes\": [{\"name\": \"r\", \"deployments\": [\"d\"]}]}",
-             bootstraps, key);
+             kafka_json, kafka, key);
     f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
     fputs(text, f);
@@ -110,6 +127,62 @@ static sl_config_t *mock_config(void)
     ck_assert_msg(sl_config_load(path, &cfg, err, sizeof err) == SL_OK, "config: %s", err);
     return cfg;
 }
+
+/* A config whose Kafka is the mock cluster, read the way sluice's daemons read the dev broker. */
+static sl_config_t *mock_config(void)
+{
+    char kafka[512];
+    snprintf(kafka, sizeof kafka, "\"bootstrap_servers\": \"%s\", \"membership\": \"static\"",
+             bootstraps);
+    return config_with(kafka, 0);
+}
+
+/* A consumer of group for cfg, not subscribed to anything (nothing is fetched), and the value
+ * of its librdkafka property name ("" when unset). */
+static void consumer_property(const sl_config_t *cfg, const char *group, const char *name,
+                              char *value, size_t size)
+{
+    char err[512] = "";
+    rd_kafka_t *c = NULL;
+    ck_assert_msg(sl_kafka_consumer_new(cfg, group, "test-kafka", NULL, 0, NULL, &c, err,
+                                        sizeof err) == SL_OK,
+                  "consumer: %s", err);
+    value[0] = '\0';
+    size_t len = size;
+    if (rd_kafka_conf_get(rd_kafka_conf(c), name, value, &len) != RD_KAFKA_CONF_OK)
+        value[0] = '\0';
+    rd_kafka_destroy(c);
+}
+
+/* On a real cluster a group member is static (KIP-345: a member back within the session
+ * timeout keeps its partitions without a rebalance) and rebalances cooperatively (only the
+ * partitions that move stop); on the dev broker, which implements neither, it is neither. */
+START_TEST(group_members_are_static_and_cooperative_on_a_real_cluster)
+{
+    /* nothing listens there: the consumer is only made, never connected */
+    sl_config_t *cfg = config_with("\"bootstrap_servers\": \"127.0.0.1:1\","
+                                   " \"membership\": \"group\", \"instance\": \"sched-a\"",
+                                   0);
+    char v[256];
+    consumer_property(cfg, "sluice-scheduler", "group.instance.id", v, sizeof v);
+    ck_assert_str_eq(v, "sluice-scheduler.sched-a");
+    consumer_property(cfg, "sluice-scheduler", "partition.assignment.strategy", v, sizeof v);
+    ck_assert_str_eq(v, "cooperative-sticky");
+    consumer_property(cfg, "sluice-scheduler", "session.timeout.ms", v, sizeof v);
+    ck_assert_str_eq(v, "6000");
+    sl_config_free(cfg);
+    remove_dir();
+
+    /* the dev broker (no bootstrap_servers): a plain member, librdkafka's own strategy */
+    cfg = config_with("\"membership\": \"group\"", 1 /*dev broker*/);
+    consumer_property(cfg, "sluice-scheduler", "group.instance.id", v, sizeof v);
+    ck_assert_str_eq(v, "");
+    consumer_property(cfg, "sluice-scheduler", "partition.assignment.strategy", v, sizeof v);
+    ck_assert_str_ne(v, "cooperative-sticky");
+    sl_config_free(cfg);
+    remove_dir();
+}
+END_TEST
 
 /* Reads TOPIC as group until every message came or 10 s passed; returns the messages read. */
 static int read_all(const sl_config_t *cfg, const char *group)
@@ -173,6 +246,7 @@ int main(void)
     TCase *tc = tcase_create("mock");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, input_the_broker_deleted_unread_is_counted_and_a_first_start_is_not);
+    tcase_add_test(tc, group_members_are_static_and_cooperative_on_a_real_cluster);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
