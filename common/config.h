@@ -173,13 +173,18 @@ typedef struct {
     int nfallbacks;      /* routes to try, in order, when none of this one's deployments can
                           * take a job in time and the job allows fallback */
     int *fallbacks;
+    /* the cheaper route a class with overload "degrade" sends its overflow to, for jobs that
+     * allow it; -1 = none */
+    int degrade_to;
     double max_retry_ratio; /* retries at most this share of first attempts (recent), so a storm
                              * cannot multiply the traffic */
 } sl_route_cfg_t;
 
 /* What a class does when a tenant's queue of it is full: refuse the new job (with a
- * retry-after), or shed the queued job with the latest deadline to take the new one. */
-typedef enum { SL_OVERLOAD_REJECT = 0, SL_OVERLOAD_SHED } sl_overload_t;
+ * retry-after), shed the queued job with the latest deadline to take the new one, or degrade:
+ * serve the new job on its route's degrade_to route when the job allows it (also when its
+ * queue's recent pace says it would wait past its deadline), refusing it otherwise. */
+typedef enum { SL_OVERLOAD_REJECT = 0, SL_OVERLOAD_SHED, SL_OVERLOAD_DEGRADE } sl_overload_t;
 
 typedef struct {
     int64_t deadline_ms;  /* default relative deadline */

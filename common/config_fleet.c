@@ -217,8 +217,10 @@ void cfg_load_classes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
             k->overload = SL_OVERLOAD_REJECT;
         else if (strcmp(overload, "shed") == 0)
             k->overload = SL_OVERLOAD_SHED;
+        else if (strcmp(overload, "degrade") == 0)
+            k->overload = SL_OVERLOAD_DEGRADE;
         else
-            cfg_fail(c, "%s: \"overload\" must be \"reject\" or \"shed\"", where);
+            cfg_fail(c, "%s: \"overload\" must be \"reject\", \"shed\" or \"degrade\"", where);
         k->yield_above = cfg_get_real(c, val, where, "yield_above", k->yield_above, 0, 1);
     }
 }
@@ -227,7 +229,7 @@ void cfg_load_routes(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
 {
     static const char *const keys[] = {
         "name",        "deployments", "default_max_tokens", "strategy",
-        "overflow_at", "fallback",    "max_retry_ratio",    NULL};
+        "overflow_at", "fallback",    "max_retry_ratio",    "degrade_to", NULL};
     size_t n = json_array_size(arr);
     cfg->routes = calloc(n + 1, sizeof *cfg->routes);
     if (cfg->routes == NULL) {
@@ -276,5 +278,11 @@ void cfg_load_routes(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
             if (cfg->routes[i].fallbacks[k] == i)
                 cfg_fail(c, "%s: a route cannot fall back to itself", where);
         }
+        const char *to = cfg_get_str(c, rj, where, "degrade_to", "");
+        cfg->routes[i].degrade_to = to[0] != '\0' ? sl_config_route(cfg, to) : -1;
+        if (to[0] != '\0' && cfg->routes[i].degrade_to < 0)
+            cfg_fail(c, "%s: unknown route \"%s\" at degrade_to", where, to);
+        if (cfg->routes[i].degrade_to == i)
+            cfg_fail(c, "%s: a route cannot degrade to itself", where);
     }
 }

@@ -33,6 +33,8 @@ json_t *sl_msg_job_json(const sl_msg_job_t *job)
         bad |= json_object_set(o, "metadata", (json_t *)job->metadata);
     if (job->fallback >= 0)
         bad |= json_object_set_new(o, "fallback", json_boolean(job->fallback));
+    if (job->degrade >= 0)
+        bad |= json_object_set_new(o, "degrade", json_boolean(job->degrade));
     if (bad) {
         json_decref(o);
         return NULL;
@@ -69,6 +71,8 @@ sl_err_t sl_msg_job_read(const json_t *doc, sl_msg_job_t *job)
     job->est_total = num(est, "total");
     const json_t *fb = json_object_get(doc, "fallback");
     job->fallback = json_is_boolean(fb) ? json_is_true(fb) : -1;
+    const json_t *dg = json_object_get(doc, "degrade");
+    job->degrade = json_is_boolean(dg) ? json_is_true(dg) : -1;
     job->metadata = json_object_get(doc, "metadata");
     job->request = json_object_get(doc, "request");
     if (job->job_id == NULL || job->idempotency_key == NULL || job->tenant == NULL ||

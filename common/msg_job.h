@@ -19,6 +19,7 @@ typedef struct {
     int64_t submitted_ms, deadline_ms;
     int64_t est_input, est_output, est_total;
     int fallback;            /* -1 = absent, else the caller's "fallback" */
+    int degrade;             /* -1 = absent, else the caller's "degrade" */
     const json_t *metadata;  /* NULL = absent */
     const json_t *request;   /* the provider-neutral body (required) */
 } sl_msg_job_t;

@@ -114,6 +114,8 @@ json_t *sl_msg_result_json(const sl_msg_result_t *r)
     bad |= json_object_set_new(o, "status", json_string(sl_status_name(r->status)));
     bad |= json_object_set_new(o, "attempts", json_integer(r->attempts));
     bad |= json_object_set_new(o, "fallback_used", json_boolean(r->fallback_used));
+    if (r->degraded_from != NULL)
+        bad |= json_object_set_new(o, "degraded_from", json_string(r->degraded_from));
     bad |= json_object_set_new(o, "finished_ms", json_integer(r->finished_ms));
     bad |= json_object_set_new(o, "deployment", str_or_null(r->deployment));
     bad |= set_value(o, "response", r->response);

@@ -122,6 +122,7 @@ typedef struct {
     int attempts;
     const char *deployment;
     int fallback_used;
+    const char *degraded_from; /* the route asked for, when a cheaper one served; NULL = absent */
     const json_t *response, *usage, *metadata;
     int has_timings;
     double queued_ms, provider_ms, total_ms;

@@ -287,12 +287,14 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
                                                : cfg->classes[cls].deadline_ms;
 
     const json_t *fb = json_object_get(req, "fallback");
+    const json_t *dg = json_object_get(req, "degrade");
     sl_msg_job_t mj = {.job_id = job_id, .idempotency_key = idem, .tenant = tenant,
                        .app = k->app, .env = k->env, .key_id = k->id, .route = route_name,
                        .cls = sl_class_name((sl_class_t)cls), .submitted_ms = now_ms,
                        .deadline_ms = now_ms + rel_deadline, .est_input = input,
                        .est_output = max_tokens, .est_total = input + max_tokens,
                        .fallback = json_is_boolean(fb) ? json_is_true(fb) : -1,
+                       .degrade = json_is_boolean(dg) ? json_is_true(dg) : -1,
                        .metadata = json_object_get(req, "metadata"), .request = body};
     job = sl_msg_job_json(&mj);
     if (job == NULL) {

@@ -699,6 +699,37 @@ START_TEST(providers_routes_and_regions_load)
 }
 END_TEST
 
+/* A route's degrade_to names another route; a class's overload may be "degrade". */
+START_TEST(degrade_to_and_the_degrade_overload_load_and_are_checked)
+{
+    json_t *root = example();
+    const char *dep = json_string_value(json_object_get(at(root, "deployments", 0), "name"));
+    json_array_append_new(json_object_get(root, "routes"),
+                          json_pack("{s:s, s:[s]}", "name", "chat-cheap", "deployments", dep));
+    json_object_set_new(at(root, "routes", 0), "degrade_to", json_string("chat-cheap"));
+    json_object_set_new(root, "classes",
+                        json_pack("{s:{s:s}}", "interactive", "overload", "degrade"));
+    sl_config_t *cfg = NULL;
+    char err[512];
+    ck_assert_msg(load_doc(root, &cfg, err, sizeof err) == SL_OK, "%s", err);
+    ck_assert_int_eq(cfg->routes[0].degrade_to, sl_config_route(cfg, "chat-cheap"));
+    ck_assert_int_eq(cfg->routes[sl_config_route(cfg, "chat-cheap")].degrade_to, -1);
+    ck_assert_int_eq(cfg->classes[SL_CLASS_INTERACTIVE].overload, SL_OVERLOAD_DEGRADE);
+    sl_config_free(cfg);
+
+    root = example();
+    json_t *r = at(root, "routes", 0);
+    json_object_set_new(r, "degrade_to", json_copy(json_object_get(r, "name")));
+    expect_config_error(root, "routes[0]", "itself");
+    root = example();
+    json_object_set_new(at(root, "routes", 0), "degrade_to", json_string("nowhere"));
+    expect_config_error(root, "routes[0]", "degrade_to");
+    root = example();
+    json_object_set_new(root, "classes", json_pack("{s:{s:s}}", "batch", "overload", "demote"));
+    expect_config_error(root, "classes.batch", "degrade");
+}
+END_TEST
+
 START_TEST(config_without_routes_is_refused)
 {
     json_t *root = example();
@@ -914,7 +945,7 @@ START_TEST(limits_scopes_and_contracts_load_and_are_checked)
 
     root = example();
     json_object_set_new(json_object_get(json_object_get(root, "classes"), "batch"), "overload",
-                        json_string("degrade"));
+                        json_string("downgrade"));
     expect_config_error(root, "overload", "classes.batch");
 
     root = example();
@@ -1044,6 +1075,7 @@ static Suite *config_suite(void)
     tcase_add_test(bad, missing_required_strings_are_refused_and_named);
     tcase_add_test(bad, unsupported_provider_is_refused);
     tcase_add_test(bad, providers_routes_and_regions_load);
+    tcase_add_test(bad, degrade_to_and_the_degrade_overload_load_and_are_checked);
     tcase_add_test(bad, config_without_routes_is_refused);
     tcase_add_test(bad, duplicate_deployment_names_are_refused);
     tcase_add_test(bad, duplicate_route_names_are_refused);

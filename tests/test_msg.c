@@ -32,7 +32,7 @@ START_TEST(job_builds_valid_and_reads_back)
                        .app = "web", .env = "prod", .key_id = "k1", .route = "chat",
                        .cls = "interactive", .submitted_ms = 1000, .deadline_ms = 61000,
                        .est_input = 7, .est_output = 64, .est_total = 71, .fallback = 1,
-                       .metadata = meta, .request = request};
+                       .degrade = 1, .metadata = meta, .request = request};
     json_t *doc = sl_msg_job_json(&in);
     ck_assert_ptr_nonnull(doc);
     assert_valid("schema/job.json", doc);
@@ -47,16 +47,20 @@ START_TEST(job_builds_valid_and_reads_back)
     ck_assert_int_eq(out.deadline_ms, 61000);
     ck_assert_int_eq(out.est_total, 71);
     ck_assert_int_eq(out.fallback, 1);
+    ck_assert_int_eq(out.degrade, 1);
     ck_assert(json_equal((json_t *)out.request, request));
     ck_assert(json_equal((json_t *)out.metadata, meta));
     /* Absent optional fields stay absent. */
     in.fallback = -1;
+    in.degrade = -1;
     in.metadata = NULL;
     json_t *bare = sl_msg_job_json(&in);
     ck_assert_ptr_null(json_object_get(bare, "fallback"));
+    ck_assert_ptr_null(json_object_get(bare, "degrade"));
     ck_assert_ptr_null(json_object_get(bare, "metadata"));
     ck_assert_int_eq(sl_msg_job_read(bare, &out), SL_OK);
     ck_assert_int_eq(out.fallback, -1);
+    ck_assert_int_eq(out.degrade, -1);
     /* A required field missing is refused, not read as empty. */
     json_object_del(bare, "tenant");
     ck_assert_int_eq(sl_msg_job_read(bare, &out), SL_EPARSE);
