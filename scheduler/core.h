@@ -57,7 +57,9 @@ enum {
     JF_TOOLS = 2,    /* it offers tools */
     JF_JSON = 4,     /* structured output (response_format) */
     JF_STREAM = 8,   /* streamed: output reserved at max_tokens until the end */
-    JF_FALLBACK = 16 /* the caller allows a fallback route */
+    JF_FALLBACK = 16, /* the caller allows a fallback route */
+    JF_DEGRADE = 32,  /* the caller allows a cheaper route (classes.*.overload = degrade) */
+    JF_DEGRADED = 64  /* not from the request: the job was moved to its route's degrade_to */
 };
 
 /* One unfinished job in memory (finished jobs live only in the store). */

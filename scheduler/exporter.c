@@ -23,6 +23,11 @@ static const struct {
      offsetof(sl_sched_stats_t, queue_full)},
     {"sluice_scheduler_shed_total", "Queued jobs shed to make room for sooner ones.",
      offsetof(sl_sched_stats_t, shed)},
+    {"sluice_scheduler_degraded_total",
+     "Jobs moved to their route's cheaper degrade_to route (classes.*.overload = degrade); "
+     "sluice_scheduler_fallbacks_total has them by route, reason degrade_queue_full or "
+     "degrade_deadline.",
+     offsetof(sl_sched_stats_t, degraded)},
     {"sluice_scheduler_cancelled_total", "Queued jobs cancelled by their callers.",
      offsetof(sl_sched_stats_t, cancelled)},
     {"sluice_scheduler_dispatched_total", "Leases given to dispatchers (attempts).",

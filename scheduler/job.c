@@ -133,6 +133,8 @@ unsigned sl_job_doc_flags(json_t *doc)
     unsigned f = request_flags(json_object_get(doc, "request"));
     if (json_is_true(json_object_get(doc, "fallback")))
         f |= JF_FALLBACK;
+    if (json_is_true(json_object_get(doc, "degrade")))
+        f |= JF_DEGRADE;
     return f;
 }
 

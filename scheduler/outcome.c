@@ -49,7 +49,11 @@ sl_err_t sl_outcome_finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t 
                               : cfg->routes[j->home_route >= 0 ? j->home_route : j->route].name;
     r.cls = sl_class_name((sl_class_t)j->cls);
     r.attempts = j->attempts - j->not_sent;
-    r.fallback_used = j->route != j->home_route;
+    /* A degraded job was moved to its route's degrade_to: a fallback is a move beyond that. */
+    int degraded = (j->flags & JF_DEGRADED) && j->home_route >= 0;
+    r.fallback_used = j->route != j->home_route &&
+                      !(degraded && j->route == cfg->routes[j->home_route].degrade_to);
+    r.degraded_from = degraded ? cfg->routes[j->home_route].name : NULL;
     r.finished_ms = now_ms;
     r.deployment = o->deployment;
     r.response = o->response;

@@ -757,6 +757,20 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             }
             continue;
         }
+        if (!a.caller_blocked && min_wait != INT64_MAX && now_ms + min_wait > j->deadline_ms &&
+            sl_flow_can_degrade(s, j)) {
+            /* The job would wait for room past its deadline: its class degrades, so a cheaper
+             * route serves it rather than letting it expire. */
+            int moved = 0;
+            sl_job_unplace(s, j);
+            rc = sl_flow_degrade(s, j, "deadline", now_ms, &moved);
+            if (rc == SL_OK && !moved)
+                rc = sl_flow_enqueue(s, j, 1);
+            if (rc != SL_OK)
+                return rc;
+            if (moved)
+                continue;
+        }
         if (a.caller_blocked) {
             /* This caller's own budget is spent: serve the others meanwhile. */
             sl_drr_skip(route->drr);

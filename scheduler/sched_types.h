@@ -24,6 +24,7 @@ typedef struct {
 
 typedef struct {
     int64_t jobs_received, jobs_duplicate, jobs_invalid, queue_full, shed, cancelled;
+    int64_t degraded; /* jobs moved to their route's degrade_to (classes.*.overload = degrade) */
     int64_t dispatched, succeeded, failed, expired, retried;
     int64_t provider_429, provider_5xx, lease_expired, usage_stale;
     /* Input refused or matching nothing: usage events that failed validation, and cancels

@@ -2416,6 +2416,144 @@ START_TEST(fallback_route_serves_when_allowed)
 }
 END_TEST
 
+/* An interactive job of acme due in deadline_ms, allowing degrade or not. */
+static void feed_interactive(env_t *e, const char *id, int degrade, int64_t deadline_ms,
+                             int64_t now_ms)
+{
+    jobspec_t js = {id, "acme", NULL, now_ms, now_ms + deadline_ms, 150, 100};
+    const char *cls = job_class;
+    job_class = "interactive";
+    char *text = job_text(&js);
+    job_class = cls;
+    json_t *doc = json_loads(text, 0, NULL);
+    free(text);
+    ck_assert_ptr_nonnull(doc);
+    if (degrade)
+        json_object_set_new(doc, "degrade", json_true());
+    text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    feed_text(e, text, now_ms);
+    free(text);
+}
+
+/* Route chat (dep-a) degrades to chat-b (dep-b); the interactive class's overload is degrade
+ * with the given max_queue. */
+static void degrade_env(env_t *e, int64_t max_queue)
+{
+    route_extra = "'degrade_to': 'chat-b',";
+    more_routes = ", {'name': 'chat-b', 'deployments': ['dep-open']}";
+    char top[256];
+    snprintf(top, sizeof top,
+             "'classes': {'interactive': {'max_queue': %lld, 'overload': 'degrade'}},",
+             (long long)max_queue);
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, DEP_OPEN, top};
+    env_init(e, &o, T0);
+    route_extra = "";
+    more_routes = "";
+}
+
+/* classes.*.overload = degrade: a job that finds its queue full goes to the route's cheaper
+ * degrade_to route when it allows it ("degrade": true), and is refused when it does not; its
+ * result names the route it asked for (degraded_from), and it is no fallback. */
+START_TEST(a_full_queue_degrades_jobs_that_allow_it_to_the_cheaper_route)
+{
+    env_t e;
+    degrade_env(&e, 2);
+    const char *ids[4] = {"d-0", "d-1", "d-2", "d-3"};
+    for (int i = 0; i < 4; i++)
+        feed_interactive(&e, ids[i], 1, HOUR, T0);
+    feed_interactive(&e, "n-4", 0, HOUR, T0);
+    batch_t b = take(&e);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_RESULT), 1);
+    json_t *r = find(&b, SL_MSG_RESULT, "n-4");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(json_object_get(r, "error"), "reason"), "queue_full");
+    ck_assert_ptr_null(json_object_get(r, "degraded_from"));
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.degraded, 2);
+    b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 4);
+    for (int i = 0; i < 4; i++) {
+        json_t *d = find(&b, SL_MSG_DISPATCH, ids[i]);
+        ck_assert_ptr_nonnull(d);
+        ck_assert_str_eq(sget(d, "deployment"), i < 2 ? "dep-a" : "dep-open");
+    }
+    lease_t kept = lease_of(find(&b, SL_MSG_DISPATCH, "d-0"), T0);
+    lease_t moved = lease_of(find(&b, SL_MSG_DISPATCH, "d-2"), T0);
+    batch_free(&b);
+    feed_usage(&e, kept.job, kept.attempt, kept.res, kept.dep, &OK_USAGE, T0 + 50);
+    feed_usage(&e, moved.job, moved.attempt, moved.res, moved.dep, &OK_USAGE, T0 + 50);
+    b = take(&e);
+    r = find(&b, SL_MSG_RESULT, "d-2");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "succeeded");
+    ck_assert_str_eq(sget(r, "route"), "chat");
+    ck_assert_str_eq(sget(r, "degraded_from"), "chat");
+    ck_assert_str_eq(sget(r, "deployment"), "dep-open");
+    ck_assert(json_is_false(json_object_get(r, "fallback_used")));
+    r = find(&b, SL_MSG_RESULT, "d-0");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_ptr_null(json_object_get(r, "degraded_from"));
+    batch_free(&b);
+    /* the cheaper route's queue is bounded too: two more fill it, a third is refused */
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "m-%d", i);
+        feed_interactive(&e, id, 1, HOUR, T0 + 100);
+    }
+    b = take(&e);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_RESULT), 0);
+    batch_free(&b);
+    feed_interactive(&e, "m-4", 1, HOUR, T0 + 100);
+    b = take(&e);
+    r = find(&b, SL_MSG_RESULT, "m-4");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(json_object_get(r, "error"), "reason"), "queue_full");
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+/* A job that would wait for room past its deadline is degraded rather than left to expire;
+ * one that does not allow it waits on its own route. */
+START_TEST(a_job_that_would_wait_past_its_deadline_is_degraded)
+{
+    env_t e;
+    degrade_env(&e, 1000);
+    /* dep-a's TPM bucket takes two jobs of 250 at a cold start; the third would wait for about
+     * 750 ms of refill, past its 500 ms deadline, and so would the fourth */
+    const char *ids[4] = {"w-0", "w-1", "w-2", "w-3"};
+    for (int i = 0; i < 4; i++)
+        feed_interactive(&e, ids[i], 1, 500, T0);
+    feed_interactive(&e, "s-4", 0, 500, T0);
+    int on_a = 0, on_b = 0;
+    for (int64_t t = T0; t < T0 + 200; t += 50) {
+        batch_t b = step(&e, t);
+        for (int i = 0; i < b.n; i++) {
+            if (b.m[i].kind != SL_MSG_DISPATCH)
+                continue;
+            const char *dep = sget(b.doc[i], "deployment");
+            const char *job = sget(b.doc[i], "job_id");
+            ck_assert_msg(strncmp(job, "w-", 2) == 0 || strcmp(dep, "dep-a") == 0,
+                          "%s went to %s without allowing degrade", job, dep);
+            on_a += strcmp(dep, "dep-a") == 0;
+            on_b += strcmp(dep, "dep-open") == 0;
+        }
+        ck_assert_int_eq(count_kind(&b, SL_MSG_RESULT), 0);
+        batch_free(&b);
+    }
+    ck_assert_int_eq(on_a, 2);
+    ck_assert_int_eq(on_b, 2);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.degraded, 2);
+    ck_assert_int_eq(st.queued, 1); /* s-4 waits for dep-a */
+    env_done(&e);
+}
+END_TEST
+
 /* A refused job's error says whether the caller allowed a fallback route ("fallback": true in
  * the request), whether or not the route has one to offer. */
 START_TEST(refusal_says_whether_fallback_was_allowed)
@@ -2799,6 +2937,8 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, cheapest_and_latency_strategies_order_deployments);
     tcase_add_test(tc, capabilities_filter_deployments);
     tcase_add_test(tc, fallback_route_serves_when_allowed);
+    tcase_add_test(tc, a_full_queue_degrades_jobs_that_allow_it_to_the_cheaper_route);
+    tcase_add_test(tc, a_job_that_would_wait_past_its_deadline_is_degraded);
     tcase_add_test(tc, refusal_says_whether_fallback_was_allowed);
     tcase_add_test(tc, retry_budget_caps_a_storm);
     tcase_add_test(tc, overloaded_deployment_is_paused);
