@@ -2554,6 +2554,51 @@ START_TEST(a_job_that_would_wait_past_its_deadline_is_degraded)
 }
 END_TEST
 
+/* A job whose wait no rate tells (a concurrency limit: its room comes back when a call ends)
+ * is degraded by the deadline scan when it is still queued close to its deadline. */
+START_TEST(a_job_still_queued_close_to_its_deadline_is_degraded)
+{
+    static const char *const gauge =
+        "{'name': 'dep-g', 'base_url': 'http://127.0.0.1:9/g/v1', 'model': 'model-g',"
+        " 'limits': {'max_in_flight': 1}}";
+    char defs[512];
+    snprintf(defs, sizeof defs, "%s, %s", gauge, DEP_OPEN);
+    route_extra = "'degrade_to': 'chat-b',";
+    more_routes = ", {'name': 'chat-b', 'deployments': ['dep-open']}";
+    opts_t o = {"'dep-g'", 0, 0, 0, 0, defs,
+                "'classes': {'interactive': {'overload': 'degrade'}},"};
+    env_t e;
+    env_init(&e, &o, T0);
+    route_extra = "";
+    more_routes = "";
+    feed_interactive(&e, "g-0", 1, 2000, T0);
+    feed_interactive(&e, "g-1", 1, 2000, T0);
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 1);
+    ck_assert_str_eq(sget(find(&b, SL_MSG_DISPATCH, "g-0"), "deployment"), "dep-g");
+    batch_free(&b);
+    /* g-1 waits for g-0's call; 1 s before its deadline it is not yet late */
+    b = step(&e, T0 + 1000);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0);
+    batch_free(&b);
+    /* within the scan interval plus a tenth of its time of its deadline: degraded */
+    b = step(&e, T0 + 1500);
+    batch_t b2 = step(&e, T0 + 1501);
+    json_t *d = find(&b, SL_MSG_DISPATCH, "g-1");
+    if (d == NULL)
+        d = find(&b2, SL_MSG_DISPATCH, "g-1");
+    ck_assert_ptr_nonnull(d);
+    ck_assert_str_eq(sget(d, "deployment"), "dep-open");
+    batch_free(&b);
+    batch_free(&b2);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.degraded, 1);
+    ck_assert_int_eq(st.expired, 0);
+    env_done(&e);
+}
+END_TEST
+
 /* A refused job's error says whether the caller allowed a fallback route ("fallback": true in
  * the request), whether or not the route has one to offer. */
 START_TEST(refusal_says_whether_fallback_was_allowed)
@@ -2939,6 +2984,7 @@ static Suite *sched_suite(void)
     tcase_add_test(tc, fallback_route_serves_when_allowed);
     tcase_add_test(tc, a_full_queue_degrades_jobs_that_allow_it_to_the_cheaper_route);
     tcase_add_test(tc, a_job_that_would_wait_past_its_deadline_is_degraded);
+    tcase_add_test(tc, a_job_still_queued_close_to_its_deadline_is_degraded);
     tcase_add_test(tc, refusal_says_whether_fallback_was_allowed);
     tcase_add_test(tc, retry_budget_caps_a_storm);
     tcase_add_test(tc, overloaded_deployment_is_paused);
