@@ -29,6 +29,7 @@ struct sl_holders {
     unsigned next_id;
     int64_t cut;       /* the window's cut (sl_holders_on_not_sent); 0: none */
     int64_t cut_at_ms; /* when it was last cut */
+    int64_t answers;   /* answered calls since the cut last grew */
 };
 
 struct sl_holders *sl_holders_new(void)
@@ -85,13 +86,17 @@ void sl_holders_on_not_sent(sl_sched_t *s, int64_t now_ms)
     if (hs->cut == 0 || cut < hs->cut)
         hs->cut = cut;
     hs->cut_at_ms = now_ms;
+    hs->answers = 0;
     s->st.window_cuts++;
 }
 
 void sl_holders_on_answer(sl_sched_t *s)
 {
     struct sl_holders *hs = s->holders;
-    if (hs->cut > 0 && ++hs->cut >= heard_window(s))
+    if (hs->cut == 0 || ++hs->answers < hs->cut)
+        return;
+    hs->answers = 0;
+    if (++hs->cut >= heard_window(s))
         hs->cut = 0;
 }
 

@@ -62,8 +62,9 @@ int64_t sl_holders_window(const sl_sched_t *s);
  * with a per-minute limit far above what a slow provider lets the dispatcher send: 275,000
  * dispatches and no result in 200 s before the window, 6,195 re-sent of 10,000 with the window
  * alone). So the window is cut to half the leases out (at least SL_WINDOW_MIN), at most once
- * every SL_WINDOW_CUT_EVERY_MS (a burst of refusals is one event), and grows by one with every
- * answered call until it is whole again. */
+ * every SL_WINDOW_CUT_EVERY_MS (a burst of refusals is one event), and grows by one for every
+ * window's worth of answered calls (additive increase: growing by one per answer doubled it
+ * within a round trip, and the refusals came straight back) until it is whole again. */
 enum { SL_WINDOW_MIN = 8, SL_WINDOW_CUT_EVERY_MS = 250 };
 void sl_holders_on_not_sent(sl_sched_t *s, int64_t now_ms);
 void sl_holders_on_answer(sl_sched_t *s);

@@ -395,8 +395,8 @@ START_TEST(dead_dispatchers_capacity_leaves_the_window_and_replays_do_not_bring_
 }
 END_TEST
 
-/* A dispatch not sent cuts the window to half the leases out, once per cut interval; every
- * answered call gives one back until it is whole. */
+/* A dispatch not sent cuts the window to half the leases out, once per cut interval; then it
+ * grows by one for every window's worth of answered calls (additive increase), until whole. */
 START_TEST(not_sent_dispatches_cut_the_window_and_answers_restore_it)
 {
     env_t e;
@@ -419,24 +419,35 @@ START_TEST(not_sent_dispatches_cut_the_window_and_answers_restore_it)
     b = step(&e, T0 + 20);
     ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0); /* 30 out, 16 allowed */
     batch_free(&b);
-    /* 14 answers: the window grows to 30 and 16 are out, so 14 go */
+    /* 14 answers: fewer than a window's worth, so it stays at 16, and 16 are out */
     for (int i = 2; i < 16; i++)
         feed_usage(&e, l[i].job, l[i].attempt, l[i].res, l[i].dep, &OK_USAGE, T0 + 30);
-    ck_assert_int_eq(window_now(&e), 30);
+    ck_assert_int_eq(window_now(&e), 16);
     b = step(&e, T0 + 31);
-    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 14);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0);
     batch_free(&b);
-    /* two more: whole again */
+    /* two more make 16: the window grows to 17, 14 are out, so 3 go */
     for (int i = 16; i < 18; i++)
         feed_usage(&e, l[i].job, l[i].attempt, l[i].res, l[i].dep, &OK_USAGE, T0 + 40);
-    ck_assert_int_eq(window_now(&e), 32);
+    ck_assert_int_eq(window_now(&e), 17);
     b = step(&e, T0 + 41);
-    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 4);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 3);
     batch_free(&b);
-    /* a refusal after the cut interval cuts again, from the leases out then (32) */
-    feed_usage(&e, l[18].job, l[18].attempt, l[18].res, l[18].dep, &NOT_SENT,
+    /* 14 more answers (fewer than 17): still 17, 3 out, so 14 go */
+    for (int i = 18; i < 32; i++)
+        feed_usage(&e, l[i].job, l[i].attempt, l[i].res, l[i].dep, &OK_USAGE, T0 + 50);
+    ck_assert_int_eq(window_now(&e), 17);
+    b = step(&e, T0 + 51);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 14);
+    int first = 0;
+    while (b.m[first].kind != SL_MSG_DISPATCH)
+        first++;
+    lease_t late = lease_of(b.doc[first], T0 + 51);
+    batch_free(&b);
+    /* a refusal after the cut interval cuts again, from the leases out then (17) */
+    feed_usage(&e, late.job, late.attempt, late.res, late.dep, &NOT_SENT,
                T0 + 10 + SL_WINDOW_CUT_EVERY_MS);
-    ck_assert_int_eq(window_now(&e), 16);
+    ck_assert_int_eq(window_now(&e), SL_WINDOW_MIN);
     sl_sched_stats_t st;
     sl_sched_stats(e.sched, &st);
     ck_assert_int_eq(st.window_cuts, 2);
