@@ -244,7 +244,7 @@ static int exporter_init(sl_exporter_t *x, sl_metrics_t *m, const sl_config_t **
     x->window = sl_metrics_family(
         m, SL_METRIC_GAUGE, "sluice_scheduler_dispatch_window",
         "Calls the live dispatchers run at once, as their heartbeats say: batch leases stop "
-        "there, the other classes a quarter beyond it.",
+        "there, the other classes a quarter beyond it (at least 8).",
         NULL, NULL, 0);
     x->dispatchers = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_dispatchers_live",
                                        "Dispatcher incarnations heard from and not found dead.",

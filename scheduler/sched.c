@@ -595,15 +595,16 @@ static sl_err_t lease(sl_sched_t *s, int r, job_t *j, int d, const held_t *h, in
 
 /* Backpressure from the dispatchers (holders.h): the leases out stop at what the live
  * dispatchers run at once. Batch work stops at that window; the other classes may go a quarter
- * beyond it, so a job someone waits for does not queue behind a window full of backfill (its
- * dispatch then waits in the topic until a call ends). */
+ * beyond it, and at least SL_WINDOW_MIN (a window cut small still leaves them room), so a job
+ * someone waits for does not queue behind a window full of backfill (its dispatch then waits
+ * in the topic until a call ends). */
 enum { WINDOW_SLACK_DIV = 4 };
 
 static int window_full(const sl_sched_t *s, int cls)
 {
     int64_t w = s->dispatch_window;
     if (cls != SL_CLASS_BATCH)
-        w += w / WINDOW_SLACK_DIV;
+        w += w / WINDOW_SLACK_DIV > SL_WINDOW_MIN ? w / WINDOW_SLACK_DIV : SL_WINDOW_MIN;
     return s->leased.n >= w;
 }
 
