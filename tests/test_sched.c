@@ -2242,25 +2242,43 @@ END_TEST
 
 /* ---- routing (issue: real providers) ---- */
 
+/* Feeds a job of js's shape: of class cls (NULL: job_class), with members added to its request
+ * body (request_extra, JSON text, e.g. "{\"stream\": true}") and to the job message itself
+ * (top_extra, e.g. "{\"fallback\": true}"); either may be NULL. */
+static void feed_job_doc(env_t *e, const jobspec_t *js, const char *cls,
+                         const char *request_extra, const char *top_extra, int64_t now_ms)
+{
+    const char *was = job_class;
+    if (cls != NULL)
+        job_class = cls;
+    char *text = job_text(js);
+    job_class = was;
+    json_t *doc = json_loads(text, 0, NULL);
+    free(text);
+    ck_assert_ptr_nonnull(doc);
+    const char *extra_text[2] = {request_extra, top_extra};
+    json_t *into[2] = {json_object_get(doc, "request"), doc};
+    for (int i = 0; i < 2; i++) {
+        if (extra_text[i] == NULL)
+            continue;
+        json_t *extra = json_loads(extra_text[i], 0, NULL);
+        ck_assert_ptr_nonnull(extra);
+        json_object_update(into[i], extra);
+        json_decref(extra);
+    }
+    text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    feed_text(e, text, now_ms);
+    free(text);
+}
+
 /* A job of acme like feed_job, with members added to its request body (JSON text, e.g.
  * "{\"stream\": true}") and the caller's fallback permission. */
 static void feed_job_with(env_t *e, const char *id, const char *request_extra, int fallback,
                           int64_t now_ms)
 {
     jobspec_t js = {id, "acme", NULL, now_ms, now_ms + HOUR, 150, 100};
-    char *text = job_text(&js);
-    json_t *doc = json_loads(text, 0, NULL);
-    free(text);
-    json_t *extra = json_loads(request_extra, 0, NULL);
-    ck_assert_ptr_nonnull(extra);
-    json_object_update(json_object_get(doc, "request"), extra);
-    json_decref(extra);
-    if (fallback)
-        json_object_set_new(doc, "fallback", json_true());
-    text = json_dumps(doc, JSON_COMPACT);
-    json_decref(doc);
-    feed_text(e, text, now_ms);
-    free(text);
+    feed_job_doc(e, &js, NULL, request_extra, fallback ? "{\"fallback\": true}" : NULL, now_ms);
 }
 
 /* dep-a (TPM bucket 600, margin 300: two jobs of 150 at a cold start) is the primary; past
@@ -2421,23 +2439,11 @@ static void feed_interactive(env_t *e, const char *id, int degrade, int64_t dead
                              int64_t now_ms)
 {
     jobspec_t js = {id, "acme", NULL, now_ms, now_ms + deadline_ms, 150, 100};
-    const char *cls = job_class;
-    job_class = "interactive";
-    char *text = job_text(&js);
-    job_class = cls;
-    json_t *doc = json_loads(text, 0, NULL);
-    free(text);
-    ck_assert_ptr_nonnull(doc);
-    if (degrade)
-        json_object_set_new(doc, "degrade", json_true());
-    text = json_dumps(doc, JSON_COMPACT);
-    json_decref(doc);
-    feed_text(e, text, now_ms);
-    free(text);
+    feed_job_doc(e, &js, "interactive", NULL, degrade ? "{\"degrade\": true}" : NULL, now_ms);
 }
 
-/* Route chat (dep-a) degrades to chat-b (dep-b); the interactive class's overload is degrade
- * with the given max_queue. */
+/* Route chat (dep-a) degrades to chat-b (dep-open, no limits); the interactive class's
+ * overload is degrade with the given max_queue. */
 static void degrade_env(env_t *e, int64_t max_queue)
 {
     route_extra = "'degrade_to': 'chat-b',";
