@@ -13,10 +13,8 @@
 #include "hmap.h"
 #include "job.h"
 #include "ledger.h"
-#include "log.h"
 #include "outcome.h"
 #include "reservation.h"
-#include "route.h"
 #include "store.h"
 
 static int flow_of(const job_t *j)
@@ -59,8 +57,7 @@ void sl_flow_charge(sl_sched_t *s, const job_t *j, int64_t cost_delta)
         sl_drr_charge(s->routes[j->route].drr, flow_of(j), cost_delta);
 }
 
-/* Jobs of j's tenant and class queued on route r. */
-static size_t flow_len_on(const sl_sched_t *s, const job_t *j, int r)
+size_t sl_flow_len_on(const sl_sched_t *s, const job_t *j, int r)
 {
     return sl_drr_flow_len(s->routes[r].drr, flow_of(j));
 }
@@ -72,10 +69,10 @@ static int queue_full(const sl_sched_t *s, const job_t *j)
 {
     const sl_class_cfg_t *cc = &s->cfg->classes[j->cls];
     if (cc->overload == SL_OVERLOAD_DEGRADE)
-        return (int64_t)flow_len_on(s, j, j->route) >= cc->max_queue;
+        return (int64_t)sl_flow_len_on(s, j, j->route) >= cc->max_queue;
     size_t queued = 0;
     for (int r = 0; r < s->cfg->nroutes; r++)
-        queued += flow_len_on(s, j, r);
+        queued += sl_flow_len_on(s, j, r);
     return (int64_t)queued >= cc->max_queue;
 }
 
@@ -181,99 +178,14 @@ static sl_err_t refuse_new(sl_sched_t *s, job_t *j, int queue_full, int64_t now_
     return rc == SL_OK ? sl_store_job_forget(s->store, job_id) : rc;
 }
 
-int sl_flow_can_degrade(sl_sched_t *s, job_t *j)
+int sl_flow_queue_full(const sl_sched_t *s, const job_t *j)
 {
-    const sl_config_t *cfg = s->cfg;
-    int to = cfg->routes[j->route].degrade_to;
-    return cfg->classes[j->cls].overload == SL_OVERLOAD_DEGRADE && to >= 0 &&
-           j->route == j->home_route && (sl_job_flags(s, j) & JF_DEGRADE) &&
-           sl_config_tenant_allows_route(cfg, j->tenant, to) &&
-           (int64_t)flow_len_on(s, j, to) < cfg->classes[j->cls].max_queue;
+    return queue_full(s, j);
 }
 
-/* How many jobs like j route r's deployments take per ms (*rate) and how many they have room
- * for now (*room), by the rate limits of their provider side: token buckets' refill and level,
- * windows' capacity per window and what is left of it. *rate is INFINITY when a deployment that
- * can take j has no such limit, 0 when none can take it. Quotas and concurrency are left out:
- * they say how much, not how fast. */
-static void route_pace(sl_sched_t *s, job_t *j, int r, int64_t now_ms, double *rate,
-                       double *room)
+int sl_flow_scheduler_full(const sl_sched_t *s)
 {
-    const sl_route_cfg_t *rc = &s->cfg->routes[r];
-    *rate = 0;
-    *room = 0;
-    for (int i = 0; i < rc->ndeployments; i++) {
-        int d = rc->deployments[i];
-        if (!sl_route_can_take(s, j, d))
-            continue;
-        held_t h;
-        sl_reservation_build(s, j, d, &h);
-        double dep_rate = INFINITY, dep_room = INFINITY;
-        for (int k = 0; k < h.n; k++) {
-            int b = h.ch[k].bucket;
-            double amount = h.ch[k].amount;
-            if (b < 0 || !s->binfo[b].provider_side || amount <= 0)
-                continue;
-            const sl_bucket_spec_t *spec = sl_ledger_spec(s->ledger, b);
-            double per_ms = INFINITY;
-            if (spec->alg == SL_ALG_TOKEN_BUCKET)
-                per_ms = spec->rate_per_ms;
-            else if ((spec->alg == SL_ALG_SLIDING_WINDOW || spec->alg == SL_ALG_ROLLING) &&
-                     spec->window_ms > 0)
-                per_ms = spec->capacity / (double)spec->window_ms;
-            if (isinf(per_ms))
-                continue;
-            dep_rate = fmin(dep_rate, per_ms / amount);
-            dep_room = fmin(dep_room, floor(fmax(0, sl_ledger_level(s->ledger, b, now_ms)) / amount));
-        }
-        *rate += dep_rate;
-        *room += isinf(dep_room) ? 0 : dep_room;
-    }
-}
-
-int sl_flow_would_miss_deadline(sl_sched_t *s, job_t *j, int64_t now_ms)
-{
-    size_t ahead = sl_drr_group_len(s->routes[j->route].drr, j->cls);
-    if (ahead == 0)
-        return 0;
-    double rate, room;
-    route_pace(s, j, j->route, now_ms, &rate, &room);
-    if (!(rate > 0) || isinf(rate))
-        return 0;
-    /* A tenth of the job's time is kept as a margin: the pace is an average, the leases of one
-     * slice go out together, and other classes may take their share. */
-    double margin = 0.1 * (double)(j->deadline_ms - j->submitted_ms);
-    double after_room = (double)ahead + 1 - room;
-    return after_room > 0 && (double)now_ms + after_room / rate > (double)j->deadline_ms - margin;
-}
-
-sl_err_t sl_flow_degrade(sl_sched_t *s, job_t *j, const char *why, int64_t now_ms, int *moved)
-{
-    (void)now_ms;
-    *moved = 0;
-    const sl_config_t *cfg = s->cfg;
-    int to = cfg->routes[j->route].degrade_to;
-    if (!sl_flow_can_degrade(s, j))
-        return SL_OK;
-    int from = j->route;
-    j->route = to;
-    j->flags |= JF_DEGRADED;
-    sl_err_t rc = sl_flow_enqueue(s, j, 0);
-    if (rc != SL_OK) {
-        j->route = from;
-        j->flags &= ~(unsigned)JF_DEGRADED;
-        return rc;
-    }
-    *moved = 1;
-    s->st.degraded++;
-    sl_logf(SL_LOG_DEBUG, "job", j->id, "job %s degraded from route %s to %s (%s)", j->id,
-            cfg->routes[from].name, cfg->routes[to].name, why);
-    if (s->obs.fallback != NULL) {
-        char reason[64];
-        snprintf(reason, sizeof reason, "degrade_%s", why);
-        s->obs.fallback(s->obs_arg, from, to, reason);
-    }
-    return SL_OK;
+    return scheduler_full(s) != NOT_FULL;
 }
 
 sl_err_t sl_flow_admit(sl_sched_t *s, job_t *j, int64_t now_ms)
@@ -292,17 +204,6 @@ sl_err_t sl_flow_admit(sl_sched_t *s, job_t *j, int64_t now_ms)
             if (rc != SL_OK)
                 return rc;
         }
-    }
-    if (scheduler_full(s) == NOT_FULL && sl_flow_can_degrade(s, j)) {
-        /* Degrade: a cheaper route rather than a refusal, or a wait past the deadline, for
-         * jobs that allow it. */
-        const char *why = queue_full(s, j)                           ? "queue_full"
-                          : sl_flow_would_miss_deadline(s, j, now_ms) ? "deadline"
-                                                                      : NULL;
-        int moved = 0;
-        rc = why != NULL ? sl_flow_degrade(s, j, why, now_ms, &moved) : SL_OK;
-        if (rc != SL_OK || moved)
-            return rc;
     }
     if (queue_full(s, j) || scheduler_full(s) != NOT_FULL) {
         /* Backpressure: answered at once instead of letting the queue grow without bound. The

@@ -23,21 +23,13 @@ sl_err_t sl_flow_enqueue(sl_sched_t *s, job_t *j, int front);
  * tenant's queue of its class is full; a class that sheds first refuses the queued job due
  * last when that one is due later than j. */
 sl_err_t sl_flow_admit(sl_sched_t *s, job_t *j, int64_t now_ms);
-/* Whether j may be degraded (classes.*.overload = degrade): its class degrades, j allows it
- * ("degrade": true), it is still on the route it asked for, and that route has a degrade_to
- * route its tenant may use, where the tenant's queue of j's class holds fewer than max_queue
- * jobs. */
-int sl_flow_can_degrade(sl_sched_t *s, job_t *j);
-/* Whether j, queued now behind the jobs of its class on its route, would wait past its
- * deadline, less a tenth of its time as a margin, at the pace its route's provider-side rate
- * limits allow for jobs like it, after the room they have now (other classes' share of the
- * route is not counted). 0 when the pace is not known (no rate limit) or nothing is queued. */
-int sl_flow_would_miss_deadline(sl_sched_t *s, job_t *j, int64_t now_ms);
-/* Degrades j: when sl_flow_can_degrade, j is queued on the degrade_to route (at the back) and
- * *moved is set;
- * why ("queue_full", "deadline") is logged and counted. j must be out of every place.
- * Otherwise nothing changes. */
-sl_err_t sl_flow_degrade(sl_sched_t *s, job_t *j, const char *why, int64_t now_ms, int *moved);
+/* Jobs of j's tenant and class queued on route r. */
+size_t sl_flow_len_on(const sl_sched_t *s, const job_t *j, int r);
+/* Whether j's tenant has its class's max_queue of jobs queued: on every route, or, for a class
+ * whose overload is degrade, on j's route. */
+int sl_flow_queue_full(const sl_sched_t *s, const job_t *j);
+/* Whether the scheduler holds more than scheduler.max_queued jobs or max_queued_bytes. */
+int sl_flow_scheduler_full(const sl_sched_t *s);
 
 /* Charges j's flow on its route what its limits really counted beyond what the DRR charged
  * when it was served (cost_delta from sl_reservation_settle; < 0 gives back). */

@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "buckets.h"
+#include "drr.h"
 #include "flow.h"
 #include "job.h"
+#include "ledger.h"
 #include "log.h"
 #include "outcome.h"
 #include "reservation.h"
@@ -234,4 +236,101 @@ sl_err_t sl_route_expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms)
                  "the job's deadline passed while it waited for its turn");
     }
     return sl_outcome_finish(s, j, &o, now_ms);
+}
+
+/* ---- degrade (classes.*.overload = degrade) ---- */
+
+int sl_route_can_degrade(sl_sched_t *s, job_t *j)
+{
+    const sl_config_t *cfg = s->cfg;
+    int to = cfg->routes[j->route].degrade_to;
+    return cfg->classes[j->cls].overload == SL_OVERLOAD_DEGRADE && to >= 0 &&
+           j->route == j->home_route && (sl_job_flags(s, j) & JF_DEGRADE) &&
+           sl_config_tenant_allows_route(cfg, j->tenant, to) &&
+           (int64_t)sl_flow_len_on(s, j, to) < cfg->classes[j->cls].max_queue;
+}
+
+/* How many jobs like j route r's deployments take per ms (*rate) and how many they have room
+ * for now (*room), by the rate limits of their provider side: token buckets' refill and level,
+ * windows' capacity per window and what is left of it. *rate is INFINITY when a deployment that
+ * can take j has no such limit, 0 when none can take it. Quotas and concurrency are left out:
+ * they say how much, not how fast. */
+static void route_pace(sl_sched_t *s, job_t *j, int r, int64_t now_ms, double *rate,
+                       double *room)
+{
+    const sl_route_cfg_t *rc = &s->cfg->routes[r];
+    *rate = 0;
+    *room = 0;
+    for (int i = 0; i < rc->ndeployments; i++) {
+        int d = rc->deployments[i];
+        if (!sl_route_can_take(s, j, d))
+            continue;
+        held_t h;
+        sl_reservation_build(s, j, d, &h);
+        double dep_rate = INFINITY, dep_room = INFINITY;
+        for (int k = 0; k < h.n; k++) {
+            int b = h.ch[k].bucket;
+            double amount = h.ch[k].amount;
+            if (b < 0 || !s->binfo[b].provider_side || amount <= 0)
+                continue;
+            const sl_bucket_spec_t *spec = sl_ledger_spec(s->ledger, b);
+            double per_ms = INFINITY;
+            if (spec->alg == SL_ALG_TOKEN_BUCKET)
+                per_ms = spec->rate_per_ms;
+            else if ((spec->alg == SL_ALG_SLIDING_WINDOW || spec->alg == SL_ALG_ROLLING) &&
+                     spec->window_ms > 0)
+                per_ms = spec->capacity / (double)spec->window_ms;
+            if (isinf(per_ms))
+                continue;
+            dep_rate = fmin(dep_rate, per_ms / amount);
+            dep_room = fmin(dep_room, floor(fmax(0, sl_ledger_level(s->ledger, b, now_ms)) / amount));
+        }
+        *rate += dep_rate;
+        *room += isinf(dep_room) ? 0 : dep_room;
+    }
+}
+
+int sl_route_would_miss_deadline(sl_sched_t *s, job_t *j, int64_t now_ms)
+{
+    size_t ahead = sl_drr_group_len(s->routes[j->route].drr, j->cls);
+    if (ahead == 0)
+        return 0;
+    double rate, room;
+    route_pace(s, j, j->route, now_ms, &rate, &room);
+    if (!(rate > 0) || isinf(rate))
+        return 0;
+    /* A tenth of the job's time is kept as a margin: the pace is an average, the leases of one
+     * slice go out together, and other classes may take their share. */
+    double margin = 0.1 * (double)(j->deadline_ms - j->submitted_ms);
+    double after_room = (double)ahead + 1 - room;
+    return after_room > 0 && (double)now_ms + after_room / rate > (double)j->deadline_ms - margin;
+}
+
+sl_err_t sl_route_degrade(sl_sched_t *s, job_t *j, const char *why, int64_t now_ms, int *moved)
+{
+    (void)now_ms;
+    *moved = 0;
+    const sl_config_t *cfg = s->cfg;
+    int to = cfg->routes[j->route].degrade_to;
+    if (!sl_route_can_degrade(s, j))
+        return SL_OK;
+    int from = j->route;
+    j->route = to;
+    j->flags |= JF_DEGRADED;
+    sl_err_t rc = sl_flow_enqueue(s, j, 0);
+    if (rc != SL_OK) {
+        j->route = from;
+        j->flags &= ~(unsigned)JF_DEGRADED;
+        return rc;
+    }
+    *moved = 1;
+    s->st.degraded++;
+    sl_logf(SL_LOG_DEBUG, "job", j->id, "job %s degraded from route %s to %s (%s)", j->id,
+            cfg->routes[from].name, cfg->routes[to].name, why);
+    if (s->obs.fallback != NULL) {
+        char reason[64];
+        snprintf(reason, sizeof reason, "degrade_%s", why);
+        s->obs.fallback(s->obs_arg, from, to, reason);
+    }
+    return SL_OK;
 }

@@ -1,5 +1,6 @@
 /* route.h - where a job can go on its route: which deployments fit it, in what order the
- * route's strategy tries them, the fallback routes, and what a waiting job waits for.
+ * route's strategy tries them, the fallback routes, the cheaper route its class may degrade to,
+ * and what a waiting job waits for.
  *
  * Internal to the scheduler (core.h).
  */
@@ -51,5 +52,20 @@ int64_t sl_route_why_waiting(sl_sched_t *s, job_t *j, int64_t now_ms, char *limi
 
 /* Expires a job whose deadline passed while it was queued, naming what held it back. */
 sl_err_t sl_route_expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms);
+
+/* Whether j may be degraded (classes.*.overload = degrade): its class degrades, j allows it
+ * ("degrade": true), it is still on the route it asked for, and that route has a degrade_to
+ * route its tenant may use, where the tenant's queue of j's class holds fewer than max_queue
+ * jobs. */
+int sl_route_can_degrade(sl_sched_t *s, job_t *j);
+/* Whether j, queued now behind the jobs of its class on its route, would wait past its
+ * deadline, less a tenth of its time as a margin, at the pace its route's provider-side rate
+ * limits allow for jobs like it, after the room they have now (other classes' share of the
+ * route is not counted). 0 when the pace is not known (no rate limit) or nothing is queued. */
+int sl_route_would_miss_deadline(sl_sched_t *s, job_t *j, int64_t now_ms);
+/* Degrades j: when sl_route_can_degrade, j is queued on the degrade_to route (at the back) and
+ * *moved is set; why ("queue_full", "deadline") is logged and counted. j must be out of every
+ * place. Otherwise nothing changes. */
+sl_err_t sl_route_degrade(sl_sched_t *s, job_t *j, const char *why, int64_t now_ms, int *moved);
 
 #endif

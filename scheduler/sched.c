@@ -439,6 +439,17 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     }
     if (orphan)
         return sl_outcome_fail_orphan(s, j, SL_STATUS_REJECTED, now_ms);
+    if (!sl_flow_is_paused(s, j) && !sl_flow_scheduler_full(s) && sl_route_can_degrade(s, j)) {
+        /* Degrade: a cheaper route rather than a refusal, or a wait past the deadline, for
+         * jobs that allow it. */
+        const char *reason = sl_flow_queue_full(s, j)                     ? "queue_full"
+                             : sl_route_would_miss_deadline(s, j, now_ms) ? "deadline"
+                                                                          : NULL;
+        int moved = 0;
+        rc = reason != NULL ? sl_route_degrade(s, j, reason, now_ms, &moved) : SL_OK;
+        if (rc != SL_OK || moved)
+            return rc;
+    }
     return sl_flow_admit(s, j, now_ms);
 }
 
@@ -759,12 +770,12 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             continue;
         }
         if (!a.caller_blocked && min_wait != INT64_MAX && now_ms + min_wait > j->deadline_ms &&
-            sl_flow_can_degrade(s, j)) {
+            sl_route_can_degrade(s, j)) {
             /* The job would wait for room past its deadline: its class degrades, so a cheaper
              * route serves it rather than letting it expire. */
             int moved = 0;
             sl_job_unplace(s, j);
-            rc = sl_flow_degrade(s, j, "deadline", now_ms, &moved);
+            rc = sl_route_degrade(s, j, "deadline", now_ms, &moved);
             if (rc == SL_OK && !moved)
                 rc = sl_flow_enqueue(s, j, 1);
             if (rc != SL_OK)
@@ -1105,11 +1116,11 @@ static sl_err_t degrade_late(sl_sched_t *s, idvec_t *late, int64_t now_ms)
     sl_err_t rc = SL_OK;
     for (int i = 0; i < late->n && rc == SL_OK; i++) {
         job_t *j = sl_hmap_get(s->jobs, late->id[i]);
-        if (j == NULL || j->state != J_QUEUED || !sl_flow_can_degrade(s, j))
+        if (j == NULL || j->state != J_QUEUED || !sl_route_can_degrade(s, j))
             continue;
         int moved = 0;
         sl_job_unplace(s, j);
-        rc = sl_flow_degrade(s, j, "deadline", now_ms, &moved);
+        rc = sl_route_degrade(s, j, "deadline", now_ms, &moved);
         if (rc == SL_OK && !moved)
             rc = sl_flow_enqueue(s, j, 1);
     }
