@@ -92,6 +92,42 @@ def dict_tokens(item):
     return [t for t in out if all(ord(c) < 128 for c in t)]
 
 
+# fuzz_verify's input (tests/fuzz/fuzz_verify.c): a field is a length byte (255: absent) and its
+# bytes; a topic a byte indexing its topics (these, in its order), 9 for a field naming one.
+VERIFY_TOPICS = ["sluice.requests", "sluice.requests.batch", "sluice.jobs", "sluice.dispatch",
+                 "sluice.results", "sluice.usage", "sluice.stream", "sluice.results.acme",
+                 "sluice.stream.acme"]
+ROLES = ["ingest", "scheduler", "dispatcher"]
+
+
+def field(b):
+    return bytes([len(b)]) + b if b is not None else b"\xff"
+
+
+def verify_seeds(values):
+    """Messages as an outsider writes them (byte 0 even) and messages signed by the target
+    (odd), each role on each topic, with each kind of key."""
+    sig = b"A" * 86 + b"=="
+    out = []
+    for t in range(len(VERIFY_TOPICS)):
+        for r, role in enumerate(ROLES):
+            hdrs = [(b"sluice-sig", sig), (b"sluice-signer", role.encode())]
+            out.append(b"\x00" + bytes([t]) + field(b"job-%d" % t) + bytes([len(hdrs)]) +
+                       b"".join(field(n) + field(v) for n, v in hdrs) + values[t % len(values)])
+            for key in range(4):
+                out.append(b"\x01" + bytes([r, key, t % 2, t]) + b"\x01\x2a\x01" +
+                           field(b"job-%d" % t if key % 2 == 0 else None) +
+                           values[(t + r) % len(values)])
+    # A topic by name, repeated and null headers, no headers.
+    out.append(b"\x00\x09" + field(b"sluice.jobs") + field(None) + b"\x03" +
+               field(b"sluice-signer") + field(b"scheduler") + field(b"sluice-sig") + field(sig) +
+               field(b"sluice-sig") + field(None) + values[0])
+    out.append(b"\x00\x03" + field(b"") + b"\x00" + values[0])
+    out.append(b"\x01\x01\x00\x00\x09" + field(b"sluice.dispatch.x") + b"\x00\x00\x01" +
+               field(b"k") + values[0])
+    return out
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -124,15 +160,20 @@ def main():
                   [b"\x02" + p for p in pats],
         "ingest": job_lines(),
         "config": configs,
-        "dispatch": [b"\x00" + b"A" * 88 + dispatch] + [b"\x01" + r for r in requests()],
+        "dispatch": [b"\x00" + dispatch] + [b"\x01" + r for r in requests()],
+        "verify": verify_seeds([dispatch] + job_lines()[:3]),
     }
+    # verify's seeds are binary: its dictionary is from the values in them, and the names.
+    dict_sources = {"verify": [dispatch] + job_lines()}
+    extra_tokens = {"verify": ["sluice-sig", "sluice-signer"] + ROLES + VERIFY_TOPICS}
     # A dictionary per target: the JSON keys and strings of its seeds (config keys, schema
     # keywords, provider fields) and header names, so mutations reach past the first lookup.
     for target, items in seeds.items():
         tokens = set()
-        for item in items:
+        for item in dict_sources.get(target, items):
             for tok in dict_tokens(item):
                 tokens.add(tok)
+        tokens.update(extra_tokens.get(target, []))
         with open(os.path.join(out, target + ".dict"), "w") as f:
             for tok in sorted(tokens):
                 f.write('"%s"\n' % "".join(
