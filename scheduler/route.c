@@ -299,11 +299,16 @@ int sl_route_would_miss_deadline(sl_sched_t *s, job_t *j, int64_t now_ms)
     route_pace(s, j, j->route, now_ms, &rate, &room);
     if (!(rate > 0) || isinf(rate))
         return 0;
-    /* A tenth of the job's time is kept as a margin: the pace is an average, the leases of one
-     * slice go out together, and other classes may take their share. */
-    double margin = 0.1 * (double)(j->deadline_ms - j->submitted_ms);
     double after_room = (double)ahead + 1 - room;
-    return after_room > 0 && (double)now_ms + after_room / rate > (double)j->deadline_ms - margin;
+    return after_room > 0 && (double)now_ms + after_room / rate >
+                                 (double)(j->deadline_ms - sl_route_deadline_margin_ms(j));
+}
+
+int64_t sl_route_deadline_margin_ms(const job_t *j)
+{
+    /* The pace is an average, the leases of one slice go out together, and other classes may
+     * take their share. */
+    return (j->deadline_ms - j->submitted_ms) / 10;
 }
 
 sl_err_t sl_route_degrade(sl_sched_t *s, job_t *j, const char *why, int64_t now_ms, int *moved)
@@ -315,12 +320,16 @@ sl_err_t sl_route_degrade(sl_sched_t *s, job_t *j, const char *why, int64_t now_
     if (!sl_route_can_degrade(s, j))
         return SL_OK;
     int from = j->route;
+    int queued = j->node != NULL; /* in its route's line (else new, in no place yet) */
+    sl_job_unplace(s, j);
     j->route = to;
     j->flags |= JF_DEGRADED;
     sl_err_t rc = sl_flow_enqueue(s, j, 0);
     if (rc != SL_OK) {
         j->route = from;
         j->flags &= ~(unsigned)JF_DEGRADED;
+        if (queued)
+            sl_flow_enqueue(s, j, 1); /* back at the head of its own line, memory allowing */
         return rc;
     }
     *moved = 1;

@@ -59,13 +59,16 @@ sl_err_t sl_route_expire_in_queue(sl_sched_t *s, job_t *j, int64_t now_ms);
  * jobs. */
 int sl_route_can_degrade(sl_sched_t *s, job_t *j);
 /* Whether j, queued now behind the jobs of its class on its route, would wait past its
- * deadline, less a tenth of its time as a margin, at the pace its route's provider-side rate
+ * deadline, less its margin (sl_route_deadline_margin_ms), at the pace its route's provider-side rate
  * limits allow for jobs like it, after the room they have now (other classes' share of the
  * route is not counted). 0 when the pace is not known (no rate limit) or nothing is queued. */
 int sl_route_would_miss_deadline(sl_sched_t *s, job_t *j, int64_t now_ms);
-/* Degrades j: when sl_route_can_degrade, j is queued on the degrade_to route (at the back) and
- * *moved is set; why ("queue_full", "deadline") is logged and counted. j must be out of every
- * place. Otherwise nothing changes. */
+/* The part of j's time that degrading keeps in hand before its deadline: a tenth of it. */
+int64_t sl_route_deadline_margin_ms(const job_t *j);
+/* Degrades j: when sl_route_can_degrade, j is taken out of its route's line (a new job is in
+ * none yet), queued on the degrade_to route (at the back), and *moved is set; why
+ * ("queue_full", "deadline") is logged and counted. Otherwise nothing changes. j must be new or
+ * queued (J_QUEUED). */
 sl_err_t sl_route_degrade(sl_sched_t *s, job_t *j, const char *why, int64_t now_ms, int *moved);
 
 #endif

@@ -15,6 +15,7 @@
 #include "buckets.h"
 #include "calib.h"
 #include "core.h"
+#include "deadline.h"
 #include "drr.h"
 #include "flow.h"
 #include "health.h"
@@ -40,7 +41,6 @@
 enum {
     MAX_DISPATCH_PER_TICK = 2000,
     SCAN_EVERY_MS = 100,
-    DEADLINE_SCAN_EVERY_MS = 500,
     BUCKET_SAVE_EVERY_MS = 1000
 };
 
@@ -769,15 +769,11 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             }
             continue;
         }
-        if (!a.caller_blocked && min_wait != INT64_MAX && now_ms + min_wait > j->deadline_ms &&
-            sl_route_can_degrade(s, j)) {
-            /* The job would wait for room past its deadline: its class degrades, so a cheaper
-             * route serves it rather than letting it expire. */
+        if (!a.caller_blocked && min_wait != INT64_MAX && now_ms + min_wait > j->deadline_ms) {
+            /* The job would wait for room past its deadline: where its class degrades, a
+             * cheaper route serves it rather than letting it expire. */
             int moved = 0;
-            sl_job_unplace(s, j);
             rc = sl_route_degrade(s, j, "deadline", now_ms, &moved);
-            if (rc == SL_OK && !moved)
-                rc = sl_flow_enqueue(s, j, 1);
             if (rc != SL_OK)
                 return rc;
             if (moved)
@@ -1031,105 +1027,6 @@ static sl_err_t release_delayed(sl_sched_t *s, int64_t now_ms, int64_t *next_ms)
     return SL_OK;
 }
 
-typedef struct {
-    job_t **j;
-    int n, cap;
-} jobvec_t;
-
-/* Job ids, not pointers: a job named here may finish (and be freed) before they are read. */
-typedef struct {
-    char (*id)[65];
-    int n, cap;
-} idvec_t;
-
-typedef struct {
-    sl_sched_t *s;
-    int64_t now_ms;
-    jobvec_t expired; /* past their deadline */
-    idvec_t late;     /* queued, of a class that degrades, and due before the scan after next */
-} deadline_scan_t;
-
-/* Grows an array of n elements of size each to hold one more; 0 when out of memory (the
- * element is then left out: it is caught at the next scan). */
-static int vec_room(void **items, int *n, int *cap, size_t size)
-{
-    if (*n < *cap)
-        return 1;
-    int ncap = *cap ? *cap * 2 : 64;
-    void *ni = realloc(*items, (size_t)ncap * size);
-    if (ni == NULL)
-        return 0;
-    *items = ni;
-    *cap = ncap;
-    return 1;
-}
-
-static void jobvec_add(jobvec_t *v, job_t *j)
-{
-    if (vec_room((void **)&v->j, &v->n, &v->cap, sizeof *v->j))
-        v->j[v->n++] = j;
-}
-
-static void idvec_add(idvec_t *v, const char *id)
-{
-    if (vec_room((void **)&v->id, &v->n, &v->cap, sizeof *v->id))
-        memcpy(v->id[v->n++], id, sizeof *v->id);
-}
-
-static void collect_expired(const char *key, void *value, void *arg)
-{
-    (void)key;
-    deadline_scan_t *d = arg;
-    job_t *j = value;
-    if (j->state == J_LEASED)
-        return;
-    if (j->deadline_ms <= d->now_ms) {
-        jobvec_add(&d->expired, j);
-        return;
-    }
-    /* A job still queued this close to its deadline would expire before it is served, or
-     * before the next scan: where its class degrades, the cheaper route may still serve it. */
-    int64_t margin = DEADLINE_SCAN_EVERY_MS + (j->deadline_ms - j->submitted_ms) / 10;
-    if (j->state == J_QUEUED && j->deadline_ms - d->now_ms <= margin &&
-        d->s->cfg->classes[j->cls].overload == SL_OVERLOAD_DEGRADE)
-        idvec_add(&d->late, j->id);
-}
-
-/* Expires the jobs past their deadline; *late gets the ids of the queued jobs close to theirs,
- * for degrade_late (which frees it) once this tick has leased what it can. */
-static sl_err_t expire_deadlines(sl_sched_t *s, int64_t now_ms, idvec_t *late)
-{
-    deadline_scan_t d = {s, now_ms, {NULL, 0, 0}, {NULL, 0, 0}};
-    sl_hmap_each(s->jobs, collect_expired, &d);
-    sl_err_t rc = SL_OK;
-    for (int i = 0; i < d.expired.n && rc == SL_OK; i++)
-        rc = sl_route_expire_in_queue(s, d.expired.j[i], now_ms);
-    free(d.expired.j);
-    *late = d.late;
-    return rc;
-}
-
-/* The late jobs still queued after this tick's leases go to their route's cheaper route, where
- * their class degrades and they allow it; those leased or finished meanwhile are left alone. */
-static sl_err_t degrade_late(sl_sched_t *s, idvec_t *late, int64_t now_ms)
-{
-    sl_err_t rc = SL_OK;
-    for (int i = 0; i < late->n && rc == SL_OK; i++) {
-        job_t *j = sl_hmap_get(s->jobs, late->id[i]);
-        if (j == NULL || j->state != J_QUEUED || !sl_route_can_degrade(s, j))
-            continue;
-        int moved = 0;
-        sl_job_unplace(s, j);
-        rc = sl_route_degrade(s, j, "deadline", now_ms, &moved);
-        if (rc == SL_OK && !moved)
-            rc = sl_flow_enqueue(s, j, 1);
-    }
-    free(late->id);
-    late->id = NULL;
-    late->n = late->cap = 0;
-    return rc;
-}
-
 sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
 {
     int64_t next_ms = now_ms + SCAN_EVERY_MS;
@@ -1142,9 +1039,9 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
             rc = release_delayed(s, now_ms, &next_ms);
         s->last_scan_ms = now_ms;
     }
-    idvec_t late = {NULL, 0, 0};
-    if (rc == SL_OK && now_ms - s->last_deadline_scan_ms >= DEADLINE_SCAN_EVERY_MS) {
-        rc = expire_deadlines(s, now_ms, &late);
+    sl_deadline_late_t late = {NULL, 0, 0};
+    if (rc == SL_OK && now_ms - s->last_deadline_scan_ms >= SL_DEADLINE_SCAN_EVERY_MS) {
+        rc = sl_deadline_scan(s, now_ms, &late);
         s->last_deadline_scan_ms = now_ms;
     }
     int budget = MAX_DISPATCH_PER_TICK;
@@ -1168,10 +1065,11 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
     if (budget == 0)
         next_ms = now_ms + 1;
     if (late.n > 0 && rc == SL_OK) {
-        rc = degrade_late(s, &late, now_ms);
+        /* After this tick's leases: only the jobs still queued move. */
+        rc = sl_deadline_degrade_late(s, &late, now_ms);
         next_ms = now_ms + 1; /* the cheaper route's turn */
     }
-    free(late.id);
+    sl_deadline_late_free(&late);
     if (rc == SL_OK && now_ms - s->last_bucket_save_ms >= BUCKET_SAVE_EVERY_MS) {
         rc = sl_buckets_save(s, now_ms, 0);
         s->last_bucket_save_ms = now_ms;
