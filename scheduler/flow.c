@@ -274,9 +274,18 @@ void sl_flow_keep_reserve(const sl_sched_t *s, route_t *route, const job_t *j, h
         const sl_limit_cfg_t *lc = s->binfo[b].limit;
         if (lc->algorithm != SL_LIMIT_TOKEN_BUCKET || !sl_dimension_is_tokens(lc->dimension))
             continue;
-        double burst = sl_ledger_capacity(s->ledger, b); /* a token bucket holds one burst */
+        const sl_bucket_spec_t *spec = sl_ledger_spec(s->ledger, b);
+        double burst = spec->capacity; /* a token bucket holds one burst */
         double keep = 2.0 * share * burst + job;
-        h->ch[k].keep = keep < RESERVE_MAX_SHARE * burst ? keep : RESERVE_MAX_SHARE * burst;
+        if (keep > RESERVE_MAX_SHARE * burst)
+            keep = RESERVE_MAX_SHARE * burst;
+        /* The job waits for its charge, the margin and the reserve; the level it waits for
+         * stays RESERVE_TICK_SLACK_MS of refill short of the burst. */
+        double room = burst - spec->margin - h->ch[k].amount -
+                      spec->rate_per_ms * (double)RESERVE_TICK_SLACK_MS;
+        if (keep > room)
+            keep = room > 0 ? room : 0;
+        h->ch[k].keep = keep;
     }
 }
 

@@ -49,8 +49,12 @@ void sl_flow_count_admitted(const sl_sched_t *s, route_t *route, int cls, double
  * the share of the route's recent admissions that was interactive, of a burst, plus one
  * interactive job of the recent average size, at most RESERVE_MAX_SHARE of the burst; nothing
  * when no interactive work was admitted on the route in the last minutes (the counts decay
- * with a time constant of a minute). */
-enum { RESERVE_MAX_SHARE_PERCENT = 25 };
+ * with a time constant of a minute). The level such a job waits for (its charge, the bucket's
+ * margin, the reserve) stays RESERVE_TICK_SLACK_MS of refill below the burst: a job that waited
+ * for a full bucket left the refill to be lost whenever the next tick came a little late, and
+ * while the scheduler takes a flood in its ticks come 10 - 75 ms apart (with 100-ms slices
+ * 1 - 2 % of the limit was lost that way). With one-second slices the slack is 2 % of a burst. */
+enum { RESERVE_MAX_SHARE_PERCENT = 25, RESERVE_TICK_SLACK_MS = 20 };
 #define RESERVE_MAX_SHARE (RESERVE_MAX_SHARE_PERCENT / 100.0)
 void sl_flow_keep_reserve(const sl_sched_t *s, route_t *route, const job_t *j, held_t *h,
                           int64_t now_ms);
