@@ -9,7 +9,11 @@
  * jobs; the scheduler's sluice_kafka_input_lost_total must stay 0). The scheduler's RSS is read
  * from /proc at the start and once each checkpoint's jobs are all queued
  * (sluice_scheduler_queue_depth);
- * per queued job is (RSS - RSS at the start) / jobs. Then the scheduler is stopped with SIGTERM
+ * per queued job is (RSS - RSS at the start) / jobs, and it is split into the pages mapped
+ * from the store's file (RssFile: read through SQLite's memory map, the kernel's to drop),
+ * SQLite's heap (its page cache, at most 64 MiB for the writer: the scheduler's
+ * sluice_scheduler_store_memory_bytes) and the rest, the jobs' own structures in the scheduler.
+ * Then the scheduler is stopped with SIGTERM
  * and started again on the same store: the figure is the time from its start to its log's
  * "restored N unfinished jobs" line (the jobs are in memory and the loop begins), and to its
  * metrics showing them all queued. Writes bench/results/queued-<unix time>.json.
@@ -28,6 +32,12 @@
 #include "util.h"
 
 enum { WAVE = 5000, KEYS = 64, CHECKPOINTS_MAX = 8 };
+
+/* The scheduler's memory at one moment, in bytes: resident, of it mapped from files, and of
+ * the rest SQLite's heap. */
+typedef struct {
+    double rss, file, sqlite;
+} mem_t;
 
 static void usage(FILE *f)
 {
@@ -107,6 +117,41 @@ static double wait_held(double n, int timeout_ms)
 }
 
 /* Whether the queue depth reached n within timeout_ms. */
+static mem_t mem_of(pid_t pid)
+{
+    double sq = metric("sluice_scheduler_store_memory_bytes");
+    return (mem_t){.rss = h_rss_kb(pid) * 1024.0,
+                   .file = h_rss_file_kb(pid) * 1024.0,
+                   .sqlite = sq > 0 ? sq : 0};
+}
+
+/* Per queued job, from m0 to m: {resident, file-backed, SQLite's heap, the rest}. */
+static void per_job(mem_t m0, mem_t m, double jobs, double out[4])
+{
+    out[0] = (m.rss - m0.rss) / jobs;
+    out[1] = (m.file - m0.file) / jobs;
+    out[2] = (m.sqlite - m0.sqlite) / jobs;
+    out[3] = out[0] - out[1] - out[2];
+}
+
+static void print_mem(const char *what, mem_t m0, mem_t m, double jobs)
+{
+    double pj[4];
+    per_job(m0, m, jobs, pj);
+    printf("  %s: scheduler RSS %.1f MiB, %.0f B a queued job: %.0f B mapped from the store's "
+           "file, %.0f B SQLite's heap (%.1f MiB now), %.0f B the scheduler's own\n",
+           what, m.rss / 1048576.0, pj[0], pj[1], pj[2], m.sqlite / 1048576.0, pj[3]);
+}
+
+static json_t *mem_json(mem_t m0, mem_t m, double jobs)
+{
+    double pj[4];
+    per_job(m0, m, jobs, pj);
+    return json_pack("{s:f, s:f, s:f, s:f, s:f}", "rss_mib", m.rss / 1048576.0,
+                     "bytes_per_queued_job", pj[0], "file_bytes_per_queued_job", pj[1],
+                     "sqlite_bytes_per_queued_job", pj[2], "own_bytes_per_queued_job", pj[3]);
+}
+
 static int queued_metric_at_least(double n, int timeout_ms)
 {
     for (double until = sl_mono_ms() + timeout_ms; sl_mono_ms() < until; usleep(50 * 1000)) {
@@ -196,14 +241,14 @@ int main(int argc, char **argv)
         return 1;
     }
     usleep(1000 * 1000);
-    long rss0 = h_rss_kb(st.sched);
+    mem_t m0 = mem_of(st.sched);
 
     long long checkpoints[CHECKPOINTS_MAX];
     int ncp = 0;
     if (jobs > 100000)
         checkpoints[ncp++] = 100000;
     checkpoints[ncp++] = jobs;
-    long rss_at[CHECKPOINTS_MAX];
+    mem_t mem_at[CHECKPOINTS_MAX];
     double fill_s[CHECKPOINTS_MAX];
     rd_kafka_t *prod = h_producer(st.bootstrap);
     double t0 = sl_mono_ms();
@@ -225,10 +270,10 @@ int main(int argc, char **argv)
         }
         fill_s[c] = (sl_mono_ms() - t0) / 1000.0;
         usleep(1000 * 1000); /* settle */
-        rss_at[c] = h_rss_kb(st.sched);
-        printf("  %lld queued after %.1f s: scheduler RSS %.1f MiB, %.0f B a queued job\n",
-               checkpoints[c], fill_s[c], rss_at[c] / 1024.0,
-               (double)(rss_at[c] - rss0) * 1024.0 / (double)checkpoints[c]);
+        mem_at[c] = mem_of(st.sched);
+        char what[96];
+        snprintf(what, sizeof what, "%lld queued after %.1f s", checkpoints[c], fill_s[c]);
+        print_mem(what, m0, mem_at[c], (double)checkpoints[c]);
     }
     rd_kafka_destroy(prod);
     double lost = metric("sluice_kafka_input_lost_total{topic=\"sluice.jobs\"}");
@@ -256,31 +301,33 @@ int main(int argc, char **argv)
     /* The jobs queued before the stop (the one sent, if it was, is not queued again). */
     double all_held = queued_metric_at_least(queued_before, 300000) ? sl_mono_ms() : -1;
     usleep(1000 * 1000);
-    long rss_restart = h_rss_kb(st.sched);
+    mem_t m_restart = mem_of(st.sched);
     double restored_s = restored > 0 ? (restored - start) / 1000.0 : -1;
     double held_s = all_held > 0 ? (all_held - start) / 1000.0 : -1;
     printf("  stop (SIGTERM) %.1f s (status %d); restart -> jobs restored %.2f s, -> all %.0f "
-           "queued in its metrics %.2f s (metrics are refreshed once a second); RSS after the "
-           "restart %.1f MiB, %.0f B a queued job\n",
-           stop_s, stopped, restored_s, queued_before, held_s, rss_restart / 1024.0,
-           (double)(rss_restart - rss0) * 1024.0 / (double)jobs);
+           "queued in its metrics %.2f s (metrics are refreshed once a second)\n",
+           stop_s, stopped, restored_s, queued_before, held_s);
+    print_mem("after the restart", m0, m_restart, (double)jobs);
     printf("  input lost on the broker: %g; scheduler RSS at the start %.1f MiB\n",
-           lost < 0 ? 0 : lost, rss0 / 1024.0);
+           lost < 0 ? 0 : lost, m0.rss / 1048576.0);
     int unclean = h_stack_down(&st);
 
     json_t *out = json_pack(
         "{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:f}", "bench", "queued", "jobs",
-        (json_int_t)jobs, "rss_start_mib", rss0 / 1024.0, "rss_end_mib", rss_at[ncp - 1] / 1024.0,
-        "bytes_per_queued_job", (double)(rss_at[ncp - 1] - rss0) * 1024.0 / (double)jobs,
-        "restart_to_restored_s", restored_s, "restart_to_all_held_s", held_s, "stop_s", stop_s,
-        "unclean", unclean, "input_lost", lost < 0 ? 0 : lost);
+        (json_int_t)jobs, "rss_start_mib", m0.rss / 1048576.0, "rss_end_mib",
+        mem_at[ncp - 1].rss / 1048576.0, "bytes_per_queued_job",
+        (mem_at[ncp - 1].rss - m0.rss) / (double)jobs, "restart_to_restored_s", restored_s,
+        "restart_to_all_held_s", held_s, "stop_s", stop_s, "unclean", unclean, "input_lost",
+        lost < 0 ? 0 : lost);
     json_t *cps = json_array();
-    for (int c = 0; c < ncp; c++)
-        json_array_append_new(
-            cps, json_pack("{s:I, s:f, s:f, s:f}", "queued", (json_int_t)checkpoints[c], "fill_s",
-                           fill_s[c], "rss_mib", rss_at[c] / 1024.0, "bytes_per_queued_job",
-                           (double)(rss_at[c] - rss0) * 1024.0 / (double)checkpoints[c]));
+    for (int c = 0; c < ncp; c++) {
+        json_t *cp = mem_json(m0, mem_at[c], (double)checkpoints[c]);
+        json_object_set_new(cp, "queued", json_integer((json_int_t)checkpoints[c]));
+        json_object_set_new(cp, "fill_s", json_real(fill_s[c]));
+        json_array_append_new(cps, cp);
+    }
     json_object_set_new(out, "checkpoints", cps);
+    json_object_set_new(out, "after_restart", mem_json(m0, m_restart, (double)jobs));
     char path[128];
     snprintf(path, sizeof path, "bench/results/queued-%lld.json", (long long)time(NULL));
     if (json_dump_file(out, path, JSON_INDENT(2)) == 0)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "store.h"
 
 static const struct {
     const char *name, *help;
@@ -96,7 +97,7 @@ struct sl_exporter {
     const sl_config_t **cfg;
     int counter[NCOUNTERS];
     int results, queue, leased, delayed, held, level, capacity, used, window, dispatchers;
-    int unfinished, unfinished_bytes;
+    int unfinished, unfinished_bytes, store_memory;
     int admitted, admitted_tokens, refusals, provider, queue_wait, attempts, finished, fallbacks;
     sl_sched_stats_t last;
     const sl_sched_observer_t *next; /* hooks that hear the same (sl_exporter_chain), or NULL */
@@ -256,6 +257,11 @@ static int exporter_init(sl_exporter_t *x, sl_metrics_t *m, const sl_config_t **
         m, SL_METRIC_GAUGE, "sluice_scheduler_jobs_unfinished_bytes",
         "Bytes of the job messages the scheduler holds (bounded by scheduler.max_queued_bytes).",
         NULL, NULL, 0);
+    x->store_memory = sl_metrics_family(
+        m, SL_METRIC_GAUGE, "sluice_scheduler_store_memory_bytes",
+        "Heap the store's SQLite holds: its page caches (the writer's at most 64 MiB) and "
+        "statements; pages read through its memory map are file-backed and not counted.",
+        NULL, NULL, 0);
     x->level =
         sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_bucket_level",
                           "What a ledger bucket has left (negative: debt).", bucket_label, NULL, 0);
@@ -270,7 +276,7 @@ static int exporter_init(sl_exporter_t *x, sl_metrics_t *m, const sl_config_t **
     }
     return bad || x->results < 0 || x->queue < 0 || x->leased < 0 || x->delayed < 0 ||
                    x->window < 0 || x->dispatchers < 0 || x->unfinished < 0 ||
-                   x->unfinished_bytes < 0 ||
+                   x->unfinished_bytes < 0 || x->store_memory < 0 ||
                    x->level < 0 || x->capacity < 0 || x->admitted < 0 || x->admitted_tokens < 0 ||
                    x->refusals < 0 || x->provider < 0 || x->queue_wait < 0 || x->attempts < 0 ||
                    x->held < 0 || x->used < 0 || x->finished < 0 || x->fallbacks < 0
@@ -334,6 +340,7 @@ void sl_exporter_update(sl_exporter_t *x, sl_sched_t *sched, const sl_config_t *
     sl_metrics_set(x->m, x->dispatchers, NULL, (double)st.dispatchers_live);
     sl_metrics_set(x->m, x->unfinished, NULL, (double)st.unfinished);
     sl_metrics_set(x->m, x->unfinished_bytes, NULL, (double)st.unfinished_bytes);
+    sl_metrics_set(x->m, x->store_memory, NULL, (double)sl_store_memory_bytes());
     sl_metrics_set(x->m, x->held, NULL, (double)st.held);
     for (int r = 0; r < cfg->nroutes; r++) {
         for (int c = 0; c < SL_CLASS_COUNT; c++) {

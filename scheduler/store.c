@@ -288,6 +288,11 @@ int sl_store_is_new(const sl_store_t *s)
     return s->is_new;
 }
 
+int64_t sl_store_memory_bytes(void)
+{
+    return (int64_t)sqlite3_memory_used();
+}
+
 int sl_store_synchronous(sl_store_t *s)
 {
     int64_t v = -1;

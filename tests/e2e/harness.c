@@ -559,6 +559,11 @@ long h_rss_kb(pid_t pid)
     return status_kb(pid, "VmRSS");
 }
 
+long h_rss_file_kb(pid_t pid)
+{
+    return status_kb(pid, "RssFile");
+}
+
 double h_cpu_seconds(pid_t pid)
 {
     char path[64];

@@ -118,6 +118,8 @@ double h_wall_ms(void);
 long h_peak_rss_kb(pid_t pid);
 /* Resident memory now (VmRSS) of a running process in KiB; -1 when unknown. */
 long h_rss_kb(pid_t pid);
+/* Of it, the pages mapped from files (RssFile), e.g. a store read through its memory map. */
+long h_rss_file_kb(pid_t pid);
 /* CPU seconds (user + system) a running process has used so far; -1 when unknown. */
 double h_cpu_seconds(pid_t pid);
 
