@@ -15,6 +15,7 @@ struct sl_hmap {
     slot_t *slots;
     size_t cap; /* power of two */
     size_t len;
+    int borrowed; /* keys are the caller's (sl_hmap_new_borrowed), not copies */
 };
 
 /* FNV-1a, 64-bit: keys here are ids and names, short and not attacker-chosen in bulk. */
@@ -42,11 +43,19 @@ sl_hmap_t *sl_hmap_new(void)
     return m;
 }
 
+sl_hmap_t *sl_hmap_new_borrowed(void)
+{
+    sl_hmap_t *m = sl_hmap_new();
+    if (m != NULL)
+        m->borrowed = 1;
+    return m;
+}
+
 void sl_hmap_free(sl_hmap_t *m)
 {
     if (m == NULL)
         return;
-    for (size_t i = 0; i < m->cap; i++)
+    for (size_t i = 0; i < m->cap && !m->borrowed; i++)
         free(m->slots[i].key);
     free(m->slots);
     free(m);
@@ -90,9 +99,11 @@ sl_err_t sl_hmap_put(sl_hmap_t *m, const char *key, void *value)
     size_t i = find_slot(m, key, h);
     if (m->slots[i].key != NULL) {
         m->slots[i].value = value;
+        if (m->borrowed)
+            m->slots[i].key = (char *)key; /* the old key may go with the old value */
         return SL_OK;
     }
-    char *copy = strdup(key);
+    char *copy = m->borrowed ? (char *)key : strdup(key);
     if (copy == NULL)
         return SL_ENOMEM;
     m->slots[i].key = copy;
@@ -115,7 +126,8 @@ void *sl_hmap_del(sl_hmap_t *m, const char *key)
     if (m->slots[i].key == NULL)
         return NULL;
     void *value = m->slots[i].value;
-    free(m->slots[i].key);
+    if (!m->borrowed)
+        free(m->slots[i].key);
     m->slots[i].key = NULL;
     m->len--;
     /* Backward-shift the following cluster so lookups never stop at the hole. */

@@ -63,9 +63,11 @@ enum {
 };
 
 /* One unfinished job in memory (finished jobs live only in the store). */
+/* A job id's longest length (the schemas' maxLength of job_id). */
+enum { SL_JOB_ID_MAX = 64 };
+
 typedef struct job {
-    char id[65];
-    char *idem;
+    const char *idem; /* its idempotency key: in the same allocation, after id */
     char *orphan_tenant, *orphan_route; /* the job's own names when the config lacks them */
     int tenant, cls, route, key;        /* key: -1 when the config no longer knows it */
     int home_route; /* the route it was submitted to (route differs after fallback) */
@@ -85,6 +87,9 @@ typedef struct job {
     int64_t lease_expires_ms, dispatched_ms;
     held_t *held;
     unsigned holder; /* the dispatcher incarnation that took the lease (holders.c); 0: unknown */
+    /* Last: the id and then the idempotency key, each as long as it is (sl_job_new), so a
+     * queued job holds neither a fixed 65-byte id nor a second allocation for its key. */
+    char id[];
 } job_t;
 
 /* The buckets on one side of a job's path, narrowest scope first. */

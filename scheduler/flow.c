@@ -169,8 +169,8 @@ static sl_err_t refuse_paused(sl_sched_t *s, job_t *j, int64_t now_ms)
  * job may come again. */
 static sl_err_t refuse_new(sl_sched_t *s, job_t *j, int queue_full, int64_t now_ms)
 {
-    char job_id[sizeof j->id];
-    memcpy(job_id, j->id, sizeof job_id);
+    char job_id[SL_JOB_ID_MAX + 1];
+    snprintf(job_id, sizeof job_id, "%s", j->id);
     full_t global = scheduler_full(s);
     sl_job_untrack(s, j);
     sl_err_t rc = queue_full ? refuse_for_queue(s, j, SL_REASON_QUEUE_FULL, global, now_ms)

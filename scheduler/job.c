@@ -13,12 +13,17 @@
 #include "hmap.h"
 #include "store.h"
 
-job_t *sl_job_new(const char *id)
+job_t *sl_job_new(const char *id, const char *idem)
 {
-    job_t *j = calloc(1, sizeof *j);
+    size_t nid = strnlen(id, SL_JOB_ID_MAX);
+    size_t nidem = idem != NULL ? strlen(idem) : 0;
+    job_t *j = calloc(1, sizeof *j + nid + 1 + nidem + 1);
     if (j == NULL)
         return NULL;
-    snprintf(j->id, sizeof j->id, "%s", id);
+    memcpy(j->id, id, nid);
+    char *key = j->id + nid + 1;
+    memcpy(key, idem != NULL ? idem : id, idem != NULL ? nidem : nid);
+    j->idem = key;
     j->deployment = -1;
     j->list_idx = -1;
     return j;
@@ -28,7 +33,6 @@ void sl_job_free(job_t *j)
 {
     if (j == NULL)
         return;
-    free(j->idem);
     free(j->held);
     free(j->orphan_tenant);
     free(j->orphan_route);

@@ -12,9 +12,10 @@
 
 #include "core.h"
 
-/* A new job with the given id, in no place yet (node NULL, list_idx -1, no deployment); the
+/* A new job with the given id (at most SL_JOB_ID_MAX characters; longer is cut) and
+ * idempotency key (NULL: the id), in no place yet (node NULL, list_idx -1, no deployment); the
  * caller fills in the rest and frees it with sl_job_free. NULL when out of memory. */
-job_t *sl_job_new(const char *id);
+job_t *sl_job_new(const char *id, const char *idem);
 /* Frees a job and what it owns (its held charges, names); NULL is a no-op. The job must be
  * out of every place (sl_job_unplace) and out of the core's job map. */
 void sl_job_free(job_t *j);

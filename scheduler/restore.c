@@ -149,7 +149,7 @@ static void restore_job(const sl_store_row_t *row, void *arg)
     int tenant = sl_job_tenant_index(s, row->tenant);
     int route = sl_config_route(s->cfg, row->route);
     int cls = sl_class_parse(row->cls);
-    job_t *j = sl_job_new(row->job_id);
+    job_t *j = sl_job_new(row->job_id, row->idempotency_key);
     if (j == NULL) {
         r->rc = SL_ENOMEM;
         return;
@@ -166,7 +166,6 @@ static void restore_job(const sl_store_row_t *row, void *arg)
     j->est_total = row->est_total;
     j->key = sl_job_key_index(s, row->key_id, tenant);
     j->home_route = route;
-    j->idem = strdup(row->idempotency_key != NULL ? row->idempotency_key : j->id);
     int orphan = tenant < 0 || route < 0;
     if (orphan) {
         /* The config no longer knows its tenant or route: it must not run as anyone else. It is
@@ -180,7 +179,7 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         j->route = 0;
     }
     j->bytes = row->job_bytes < UINT32_MAX ? (uint32_t)row->job_bytes : UINT32_MAX;
-    sl_err_t rc = j->idem != NULL ? sl_job_track(s, j) : SL_ENOMEM;
+    sl_err_t rc = sl_job_track(s, j);
     if (rc != SL_OK) {
         sl_job_free(j);
         r->rc = rc;

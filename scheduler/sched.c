@@ -83,7 +83,7 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, int64_t now
     s->key_paths = calloc((size_t)cfg->nkeys + 1, sizeof *s->key_paths);
     s->key_index = sl_hmap_new();
     s->tenant_index = sl_hmap_new();
-    s->jobs = sl_hmap_new();
+    s->jobs = sl_hmap_new_borrowed(); /* keyed by each job's own id (sl_job_track) */
     s->trt = calloc((size_t)cfg->ntenants + 1, sizeof *s->trt);
     s->key_paused = calloc((size_t)cfg->nkeys + 1, sizeof *s->key_paused);
     rc = SL_ENOMEM;
@@ -403,12 +403,11 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
         json_decref(doc);
         return rc;
     }
-    job_t *j = sl_job_new(id);
+    job_t *j = sl_job_new(id, row.idempotency_key);
     if (j == NULL) {
         json_decref(doc);
         return SL_ENOMEM;
     }
-    j->idem = strdup(row.idempotency_key);
     j->tenant = sl_job_tenant_index(s, tenant_name);
     j->route = sl_config_route(s->cfg, route_name);
     j->cls = sl_class_parse(cls_name);
@@ -432,7 +431,7 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
         j->state = J_ORPHAN;
     }
     json_decref(doc);
-    rc = j->idem != NULL ? sl_job_track(s, j) : SL_ENOMEM;
+    rc = sl_job_track(s, j);
     if (rc != SL_OK) {
         sl_job_free(j);
         return rc;

@@ -262,6 +262,49 @@ START_TEST(each_visits_every_entry_once)
 }
 END_TEST
 
+typedef struct {
+    const char **seen;
+    const char *want;
+} key_probe_t;
+
+/* sl_hmap_each: the key pointer of the entry whose key is arg->want. */
+static void remember_key_of(const char *key, void *value, void *arg)
+{
+    (void)value;
+    key_probe_t *a = arg;
+    if (strcmp(key, a->want) == 0)
+        *a->seen = key;
+}
+
+/* A borrowing map keeps the caller's pointer: what it finds is the caller's own string, a
+ * replacing put takes the new owner's pointer (the old one may be freed with its value), and
+ * removing or freeing the map leaves the keys alone (ASan would report a double free). */
+START_TEST(a_borrowing_map_keeps_the_callers_keys)
+{
+    sl_hmap_t *m = sl_hmap_new_borrowed();
+    ck_assert_ptr_nonnull(m);
+    char *a = strdup("job-1"), *b = strdup("job-1"), *c = strdup("job-2");
+    ck_assert_int_eq(sl_hmap_put(m, a, a), SL_OK);
+    ck_assert_int_eq(sl_hmap_put(m, c, c), SL_OK);
+    ck_assert_ptr_eq(sl_hmap_get(m, "job-1"), a);
+    ck_assert_int_eq(sl_hmap_put(m, b, b), SL_OK); /* b replaces a, under b's own pointer */
+    memset(a, 'x', 5);
+    free(a);
+    ck_assert_ptr_eq(sl_hmap_get(m, "job-1"), b);
+    const char *seen = NULL;
+    key_probe_t arg = {&seen, "job-1"};
+    sl_hmap_each(m, remember_key_of, &arg);
+    ck_assert_ptr_eq(seen, b);
+    ck_assert_ptr_eq(sl_hmap_del(m, "job-2"), c);
+    ck_assert_str_eq(c, "job-2"); /* not freed by the map */
+    ck_assert_uint_eq(sl_hmap_len(m), 1);
+    sl_hmap_free(m);
+    ck_assert_str_eq(b, "job-1");
+    free(b);
+    free(c);
+}
+END_TEST
+
 START_TEST(values_are_borrowed_not_freed)
 {
     /* The map frees its key copies only; ASan would report a double free otherwise. */
@@ -290,6 +333,7 @@ static Suite *hmap_suite(void)
     tcase_add_test(tc, deleting_from_a_colliding_cluster_keeps_the_rest_findable);
     tcase_add_test(tc, each_visits_every_entry_once);
     tcase_add_test(tc, values_are_borrowed_not_freed);
+    tcase_add_test(tc, a_borrowing_map_keeps_the_callers_keys);
     suite_add_tcase(s, tc);
     return s;
 }
