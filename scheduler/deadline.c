@@ -1,6 +1,7 @@
 /* deadline.c - the deadline scan (see deadline.h). */
 #include "deadline.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +38,7 @@ static void collect(const char *key, void *value, void *arg)
         j->deadline_ms - d->now_ms <= SL_DEADLINE_SCAN_EVERY_MS + sl_route_deadline_margin_ms(j) &&
         d->s->cfg->classes[j->cls].overload == SL_OVERLOAD_DEGRADE &&
         sl_grow((void **)&late->id, sizeof *late->id, &late->cap, late->n + 1, most) == SL_OK)
-        memcpy(late->id[late->n++], j->id, sizeof *late->id);
+        snprintf(late->id[late->n++], sizeof *late->id, "%s", j->id);
 }
 
 sl_err_t sl_deadline_scan(sl_sched_t *s, int64_t now_ms, sl_deadline_late_t *late)

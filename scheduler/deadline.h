@@ -18,7 +18,7 @@ enum { SL_DEADLINE_SCAN_EVERY_MS = 500 };
 /* Job ids, not pointers: a job named here may finish (and be freed) before they are read.
  * Zero-initialised it is empty. */
 typedef struct {
-    char (*id)[65];
+    char (*id)[SL_JOB_ID_MAX + 1];
     size_t n, cap;
 } sl_deadline_late_t;
 
