@@ -62,10 +62,19 @@ enum {
     JF_DEGRADED = 64  /* not from the request: the job was moved to its route's degrade_to */
 };
 
-/* One unfinished job in memory (finished jobs live only in the store). */
 /* A job id's longest length (the schemas' maxLength of job_id). */
 enum { SL_JOB_ID_MAX = 64 };
 
+/* A job's current or last lease (lease.c): allocated at its first lease, or when a restored
+ * row names one, and kept until the job is freed, so the queued jobs of a backlog carry none.
+ * A job in J_LEASED always has one. */
+typedef struct {
+    char res_id[33]; /* the attempt's reservation; "" once it is settled for a retry */
+    unsigned holder; /* the dispatcher incarnation that took the lease (holders.c); 0: unknown */
+    int64_t lease_expires_ms, dispatched_ms;
+} job_lease_t;
+
+/* One unfinished job in memory (finished jobs live only in the store). */
 typedef struct job {
     const char *idem; /* its idempotency key: in the same allocation, after id */
     char *orphan_tenant, *orphan_route; /* the job's own names when the config lacks them */
@@ -82,11 +91,9 @@ typedef struct job {
     sl_drr_node_t *node;                      /* when queued in its route's DRR, else NULL */
     int list_idx; /* index in its joblist (delayed, leased, orphans, held), else -1 */
     /* the current lease */
-    char res_id[33];
     int deployment;
-    int64_t lease_expires_ms, dispatched_ms;
     held_t *held;
-    unsigned holder; /* the dispatcher incarnation that took the lease (holders.c); 0: unknown */
+    job_lease_t *lease; /* NULL until its first lease */
     /* Last: the id and then the idempotency key, each as long as it is (sl_job_new), so a
      * queued job holds neither a fixed 65-byte id nor a second allocation for its key. */
     char id[];

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "job.h"
 #include "retry.h"
 
 enum { PROBE_WAIT_MS = 2000, PROBE_POLL_MS = 20 };
@@ -42,14 +43,14 @@ void sl_health_answered(sl_sched_t *s, const job_t *j, sl_outcome_t outcome, dou
         s->deps[dep].fail_streak = 0;
     }
     if (s->deps[dep].probing && s->deps[dep].probe_sent_ms > 0 &&
-        j->dispatched_ms >= s->deps[dep].probe_sent_ms &&
+        sl_job_dispatched_ms(j) >= s->deps[dep].probe_sent_ms &&
         (ok || outcome == SL_OUTCOME_CLIENT_ERROR)) {
         /* The probe (or a call sent after it) was answered: open again. Answers to calls sent
          * before the pause say nothing about now. */
         s->deps[dep].probing = 0;
         s->deps[dep].probe_sent_ms = 0;
     } else if (s->deps[dep].probing && s->deps[dep].probe_sent_ms > 0 &&
-               j->dispatched_ms >= s->deps[dep].probe_sent_ms && !ok) {
+               sl_job_dispatched_ms(j) >= s->deps[dep].probe_sent_ms && !ok) {
         /* The probe failed: the next call goes as a new probe (after the pause this answer
          * may set), instead of waiting PROBE_WAIT_MS for an answer that already came.
          * A failure that does not pause (a 503 after a success reset the streak) stalled the

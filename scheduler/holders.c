@@ -137,14 +137,14 @@ static sl_err_t declare_dead(sl_sched_t *s, const holder_t *h, const char *why, 
     s->st.dispatchers_lost++;
     int held = 0;
     for (int i = 0; i < s->leased.n; i++)
-        held += s->leased.items[i]->holder == h->id;
+        held += s->leased.items[i]->lease->holder == h->id;
     sl_warn("dispatcher %s (incarnation %.8s) is dead: %s; settling the %d call(s) it held",
             h->name, h->incarnation, why, held);
     char who[160];
     snprintf(who, sizeof who, "%s (incarnation %.8s)", h->name, h->incarnation);
     for (int i = 0; i < s->leased.n;) {
         job_t *j = s->leased.items[i];
-        if (j->holder != h->id) {
+        if (j->lease->holder != h->id) {
             i++;
             continue;
         }
@@ -292,8 +292,8 @@ sl_err_t sl_holders_on_heartbeat(sl_sched_t *s, json_t *doc, int64_t now_ms)
         const char *res_id = json_string_value(json_object_get(a, "reservation_id"));
         job_t *j = sl_hmap_get(s->jobs, job_id);
         /* Only the current lease: an older attempt's holder says nothing of this one. */
-        if (j != NULL && j->state == J_LEASED && strcmp(j->res_id, res_id) == 0)
-            j->holder = h->id;
+        if (j != NULL && j->state == J_LEASED && strcmp(j->lease->res_id, res_id) == 0)
+            j->lease->holder = h->id;
     }
     return SL_OK;
 }

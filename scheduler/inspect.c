@@ -197,7 +197,7 @@ int sl_sched_job_info(sl_sched_t *s, const char *job_id, int64_t now_ms, sl_sche
         out->not_before_ms = j->not_before_ms;
     if (j->state == J_LEASED) {
         out->deployment = j->deployment;
-        out->lease_expires_ms = j->lease_expires_ms;
+        out->lease_expires_ms = j->lease->lease_expires_ms;
     }
     if (j->state == J_QUEUED)
         out->wait_ms = sl_route_why_waiting(s, j, now_ms, out->limiter, sizeof out->limiter);

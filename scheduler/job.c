@@ -34,9 +34,17 @@ void sl_job_free(job_t *j)
     if (j == NULL)
         return;
     free(j->held);
+    free(j->lease);
     free(j->orphan_tenant);
     free(j->orphan_route);
     free(j);
+}
+
+job_lease_t *sl_job_lease(job_t *j)
+{
+    if (j->lease == NULL)
+        j->lease = calloc(1, sizeof *j->lease);
+    return j->lease;
 }
 
 sl_err_t sl_job_track(sl_sched_t *s, job_t *j)

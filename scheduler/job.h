@@ -16,6 +16,19 @@
  * idempotency key (NULL: the id), in no place yet (node NULL, list_idx -1, no deployment); the
  * caller fills in the rest and frees it with sl_job_free. NULL when out of memory. */
 job_t *sl_job_new(const char *id, const char *idem);
+/* The job's lease record, made at its first lease (NULL when out of memory). */
+job_lease_t *sl_job_lease(job_t *j);
+/* Of the current or last lease: the reservation id ("" when none) and when it was
+ * dispatched (0 when never). */
+static inline const char *sl_job_res_id(const job_t *j)
+{
+    return j->lease != NULL ? j->lease->res_id : "";
+}
+static inline int64_t sl_job_dispatched_ms(const job_t *j)
+{
+    return j->lease != NULL ? j->lease->dispatched_ms : 0;
+}
+
 /* Frees a job and what it owns (its held charges, names); NULL is a no-op. The job must be
  * out of every place (sl_job_unplace) and out of the core's job map. */
 void sl_job_free(job_t *j);

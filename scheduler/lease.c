@@ -18,8 +18,8 @@ static sl_err_t build_dispatch(sl_sched_t *s, const job_t *j, int64_t issued_ms,
 {
     sl_msg_dispatch_t msg = {.job_id = j->id,
                              .attempt = j->attempts,
-                             .reservation_id = j->res_id,
-                             .lease_expires_ms = j->lease_expires_ms,
+                             .reservation_id = j->lease->res_id,
+                             .lease_expires_ms = j->lease->lease_expires_ms,
                              .issued_ms = issued_ms,
                              .send_at_ms = send_at_ms,
                              .deployment = s->cfg->deployments[j->deployment].name,
@@ -36,7 +36,7 @@ sl_err_t sl_lease_resend(sl_sched_t *s, job_t *j)
         rc = SL_EDB;
     char *value = NULL;
     if (rc == SL_OK)
-        rc = build_dispatch(s, j, j->dispatched_ms, 0, request_json, &value);
+        rc = build_dispatch(s, j, j->lease->dispatched_ms, 0, request_json, &value);
     free(request_json);
     if (rc != SL_OK)
         return rc;
@@ -47,12 +47,15 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
 {
     const sl_config_t *cfg = s->cfg;
     const sl_deployment_cfg_t *dc = &cfg->deployments[d];
-    sl_reservation_new_id(s, now_ms, j->res_id);
+    job_lease_t *l = sl_job_lease(j);
+    if (l == NULL)
+        return SL_ENOMEM;
+    sl_reservation_new_id(s, now_ms, l->res_id);
     j->attempts++;
     j->deployment = d;
-    j->lease_expires_ms = now_ms + cfg->lease_ms;
-    j->dispatched_ms = now_ms;
-    j->holder = 0; /* until a dispatcher's heartbeat names this attempt */
+    l->lease_expires_ms = now_ms + cfg->lease_ms;
+    l->dispatched_ms = now_ms;
+    l->holder = 0; /* until a dispatcher's heartbeat names this attempt */
     const held_t *h = j->held;
     const char *bucket_ids[MAX_CHARGES];
     double amounts[MAX_CHARGES];
@@ -63,7 +66,7 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
         rules[i] = sl_charge_rule_name((sl_charge_rule_t)h->rule[i]);
     }
     sl_store_res_t res = {
-        .reservation_id = j->res_id,
+        .reservation_id = l->res_id,
         .job_id = j->id,
         .tenant = cfg->tenants[j->tenant].name,
         .route = cfg->routes[j->route].name,
@@ -74,12 +77,12 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
         .est_input = h->est_input,
         .est_output = h->est_output,
         .created_ms = now_ms,
-        .expires_ms = j->lease_expires_ms,
+        .expires_ms = l->lease_expires_ms,
         .queue_deadline_ms = j->deadline_ms,
     };
     sl_err_t rc = sl_store_res_open(s->store, &res, h->n, bucket_ids, amounts, rules);
     if (rc == SL_OK)
-        rc = sl_store_job_lease(s->store, j->id, j->attempts, j->lease_expires_ms, j->res_id,
+        rc = sl_store_job_lease(s->store, j->id, j->attempts, l->lease_expires_ms, l->res_id,
                                 dc->name, now_ms);
     char *request_json = NULL;
     if (rc == SL_OK)

@@ -60,7 +60,8 @@ sl_err_t sl_outcome_finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t 
     r.usage = o->usage;
     r.metadata = meta;
     r.has_timings = 1;
-    r.queued_ms = j->dispatched_ms > 0 ? (double)(j->dispatched_ms - j->submitted_ms) : 0;
+    int64_t dispatched_ms = sl_job_dispatched_ms(j);
+    r.queued_ms = dispatched_ms > 0 ? (double)(dispatched_ms - j->submitted_ms) : 0;
     r.provider_ms = o->provider_ms;
     r.total_ms = (double)(now_ms - j->submitted_ms);
     if (o->has_error) {
@@ -142,8 +143,8 @@ sl_err_t sl_outcome_fail_quota(sl_sched_t *s, job_t *j, int b, int64_t wait_ms, 
 
 sl_err_t sl_outcome_fail_orphan(sl_sched_t *s, job_t *j, sl_status_t status, int64_t now_ms)
 {
-    if (j->res_id[0] != '\0') {
-        sl_err_t rc = sl_store_res_close(s->store, j->res_id, "expired", -1, -1, -1,
+    if (sl_job_res_id(j)[0] != '\0') {
+        sl_err_t rc = sl_store_res_close(s->store, sl_job_res_id(j), "expired", -1, -1, -1,
                                          "config_changed", now_ms, NULL, 0);
         if (rc != SL_OK)
             return rc;

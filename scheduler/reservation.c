@@ -10,6 +10,7 @@
 #include "buckets.h"
 #include "capacity.h"
 #include "calib.h"
+#include "job.h"
 #include "ledger.h"
 #include "store.h"
 #include "util.h"
@@ -282,7 +283,7 @@ sl_err_t sl_reservation_settle(sl_sched_t *s, job_t *j, end_t end, const char *s
         if (real >= 0)
             *cost_delta = (int64_t)llround(real - (double)j->drr_cost);
     }
-    sl_err_t rc = sl_store_res_close(s->store, j->res_id, state, in, out, cached, outcome, now_ms,
+    sl_err_t rc = sl_store_res_close(s->store, sl_job_res_id(j), state, in, out, cached, outcome, now_ms,
                                      n > 0 ? settled : NULL, n);
     free(j->held);
     j->held = NULL;

@@ -186,26 +186,32 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         return;
     }
     if (orphan) {
-        if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL)
-            snprintf(j->res_id, sizeof j->res_id, "%s", row->reservation_id);
+        if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL) {
+            if (sl_job_lease(j) == NULL) {
+                r->rc = SL_ENOMEM;
+                return;
+            }
+            snprintf(j->lease->res_id, sizeof j->lease->res_id, "%s", row->reservation_id);
+        }
         j->state = J_ORPHAN;
         r->rc = sl_job_list_add(&s->orphans, j);
     } else if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL) {
-        snprintf(j->res_id, sizeof j->res_id, "%s", row->reservation_id);
-        j->deployment = row->deployment ? sl_config_deployment(s->cfg, row->deployment) : -1;
-        j->lease_expires_ms = row->lease_expires_ms;
-        j->dispatched_ms = row->lease_expires_ms - s->cfg->lease_ms;
-        j->state = J_LEASED;
-        r->job = j;
-        j->held = calloc(1, sizeof *j->held);
+        job_lease_t *l = sl_job_lease(j);
+        j->held = l != NULL ? calloc(1, sizeof *j->held) : NULL;
         if (j->held == NULL) {
             r->rc = SL_ENOMEM;
             return;
         }
-        j->held->charged_ms = j->dispatched_ms;
+        snprintf(l->res_id, sizeof l->res_id, "%s", row->reservation_id);
+        j->deployment = row->deployment ? sl_config_deployment(s->cfg, row->deployment) : -1;
+        l->lease_expires_ms = row->lease_expires_ms;
+        l->dispatched_ms = row->lease_expires_ms - s->cfg->lease_ms;
+        j->state = J_LEASED;
+        r->job = j;
+        j->held->charged_ms = l->dispatched_ms;
         j->held->est_input = j->est_input;
         j->held->est_output = j->est_output;
-        sl_store_res_charges(s->store, j->res_id, restore_charge, r);
+        sl_store_res_charges(s->store, l->res_id, restore_charge, r);
         r->rc = sl_job_list_add(&s->leased, j);
     } else if (row->not_before_ms > r->now_ms) {
         j->state = J_DELAYED;

@@ -117,7 +117,8 @@ sl_err_t sl_retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, sl_reason_t
     }
     s->st.retried++;
     j->not_before_ms = now_ms + delay_ms;
-    j->res_id[0] = '\0';
+    if (j->lease != NULL)
+        j->lease->res_id[0] = '\0';
     sl_err_t rc = sl_store_job_requeue(s->store, j->id, j->attempts, j->not_before_ms, now_ms);
     if (rc != SL_OK)
         return rc;

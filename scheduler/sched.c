@@ -842,7 +842,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     }
     const char *outcome = sl_outcome_name(u.outcome);
     job_t *j = sl_hmap_get(s->jobs, u.job_id);
-    int current = j != NULL && j->state == J_LEASED && strcmp(j->res_id, u.reservation_id) == 0;
+    int current =
+        j != NULL && j->state == J_LEASED && strcmp(j->lease->res_id, u.reservation_id) == 0;
     int ok = u.outcome == SL_OUTCOME_OK;
     int64_t in = tok.input, out = tok.output, cached = tok.cached;
 
@@ -986,7 +987,7 @@ static sl_err_t expire_leases(sl_sched_t *s, int64_t now_ms)
 {
     for (int i = 0; i < s->leased.n;) {
         job_t *j = s->leased.items[i];
-        if (j->lease_expires_ms > now_ms) {
+        if (j->lease->lease_expires_ms > now_ms) {
             i++;
             continue;
         }
@@ -1079,8 +1080,8 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
         return rc;
     }
     for (int i = 0; i < s->leased.n; i++) {
-        if (s->leased.items[i]->lease_expires_ms < next_ms)
-            next_ms = s->leased.items[i]->lease_expires_ms;
+        if (s->leased.items[i]->lease->lease_expires_ms < next_ms)
+            next_ms = s->leased.items[i]->lease->lease_expires_ms;
     }
     int64_t wait = next_ms - now_ms;
     *wait_ms = wait >= 1 ? wait : 1;
@@ -1090,7 +1091,7 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
 void sl_sched_extend_leases(sl_sched_t *s, int64_t gap_ms)
 {
     for (int i = 0; i < s->leased.n; i++)
-        s->leased.items[i]->lease_expires_ms += gap_ms;
+        s->leased.items[i]->lease->lease_expires_ms += gap_ms;
     sl_holders_extend(s, gap_ms);
 }
 
