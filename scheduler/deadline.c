@@ -52,7 +52,7 @@ sl_err_t sl_deadline_scan(sl_sched_t *s, int64_t now_ms, sl_deadline_late_t *lat
     return rc;
 }
 
-sl_err_t sl_deadline_degrade_late(sl_sched_t *s, const sl_deadline_late_t *late, int64_t now_ms)
+sl_err_t sl_deadline_degrade_late(sl_sched_t *s, const sl_deadline_late_t *late)
 {
     sl_err_t rc = SL_OK;
     for (size_t i = 0; i < late->n && rc == SL_OK; i++) {
@@ -60,7 +60,7 @@ sl_err_t sl_deadline_degrade_late(sl_sched_t *s, const sl_deadline_late_t *late,
         if (j == NULL || j->state != J_QUEUED)
             continue;
         int moved = 0;
-        rc = sl_route_degrade(s, j, "deadline", now_ms, &moved);
+        rc = sl_route_degrade(s, j, "deadline", &moved);
     }
     return rc;
 }

@@ -29,7 +29,7 @@ typedef struct {
 sl_err_t sl_deadline_scan(sl_sched_t *s, int64_t now_ms, sl_deadline_late_t *late);
 
 /* Degrades the jobs of late still queued (leased, finished or moved ones are left alone). */
-sl_err_t sl_deadline_degrade_late(sl_sched_t *s, const sl_deadline_late_t *late, int64_t now_ms);
+sl_err_t sl_deadline_degrade_late(sl_sched_t *s, const sl_deadline_late_t *late);
 
 /* Frees late's memory; it is empty afterwards. */
 void sl_deadline_late_free(sl_deadline_late_t *late);

@@ -311,9 +311,8 @@ int64_t sl_route_deadline_margin_ms(const job_t *j)
     return (j->deadline_ms - j->submitted_ms) / 10;
 }
 
-sl_err_t sl_route_degrade(sl_sched_t *s, job_t *j, const char *why, int64_t now_ms, int *moved)
+sl_err_t sl_route_degrade(sl_sched_t *s, job_t *j, const char *why, int *moved)
 {
-    (void)now_ms;
     *moved = 0;
     const sl_config_t *cfg = s->cfg;
     int to = cfg->routes[j->route].degrade_to;

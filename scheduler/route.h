@@ -69,6 +69,6 @@ int64_t sl_route_deadline_margin_ms(const job_t *j);
  * none yet), queued on the degrade_to route (at the back), and *moved is set; why
  * ("queue_full", "deadline") is logged and counted. Otherwise nothing changes. j must be new or
  * queued (J_QUEUED). */
-sl_err_t sl_route_degrade(sl_sched_t *s, job_t *j, const char *why, int64_t now_ms, int *moved);
+sl_err_t sl_route_degrade(sl_sched_t *s, job_t *j, const char *why, int *moved);
 
 #endif

@@ -445,7 +445,7 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
                              : sl_route_would_miss_deadline(s, j, now_ms) ? "deadline"
                                                                           : NULL;
         int moved = 0;
-        rc = reason != NULL ? sl_route_degrade(s, j, reason, now_ms, &moved) : SL_OK;
+        rc = reason != NULL ? sl_route_degrade(s, j, reason, &moved) : SL_OK;
         if (rc != SL_OK || moved)
             return rc;
     }
@@ -772,7 +772,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
             /* The job would wait for room past its deadline: where its class degrades, a
              * cheaper route serves it rather than letting it expire. */
             int moved = 0;
-            rc = sl_route_degrade(s, j, "deadline", now_ms, &moved);
+            rc = sl_route_degrade(s, j, "deadline", &moved);
             if (rc != SL_OK)
                 return rc;
             if (moved)
@@ -1066,7 +1066,7 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
         next_ms = now_ms + 1;
     if (late.n > 0 && rc == SL_OK) {
         /* After this tick's leases: only the jobs still queued move. */
-        rc = sl_deadline_degrade_late(s, &late, now_ms);
+        rc = sl_deadline_degrade_late(s, &late);
         next_ms = now_ms + 1; /* the cheaper route's turn */
     }
     sl_deadline_late_free(&late);
