@@ -209,6 +209,26 @@ static sl_err_t hold_role_lock(const sl_config_t *cfg, const char *group, char *
     return SL_OK; /* fd stays open until the process exits */
 }
 
+int sl_kafka_partition_count(rd_kafka_t *rk, const char *topic, int wait_ms)
+{
+    int count = 0;
+    for (double until = sl_mono_ms() + wait_ms; count == 0;) {
+        rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+        const struct rd_kafka_metadata *md = NULL;
+        if (t != NULL && rd_kafka_metadata(rk, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+                count = md->topics[0].partition_cnt;
+            rd_kafka_metadata_destroy(md);
+        }
+        if (t != NULL)
+            rd_kafka_topic_destroy(t);
+        if (count > 0 || sl_mono_ms() >= until || sl_stop_requested())
+            break;
+        usleep(200 * 1000);
+    }
+    return count;
+}
+
 /* Static membership: every partition of the topics, read from the group's committed offsets
  * (librdkafka fetches them for partitions assigned without an offset), with no group to join.
  * The partition lists come from the broker's metadata, waiting up to 30 s for topics that do
@@ -220,21 +240,7 @@ static sl_err_t assign_every_partition(rd_kafka_t *rk, const char *const *topics
 {
     rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(ntopics * 16);
     for (int i = 0; i < ntopics; i++) {
-        int count = 0;
-        for (double until = sl_mono_ms() + 30000; count == 0;) {
-            rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topics[i], NULL);
-            const struct rd_kafka_metadata *md = NULL;
-            if (t != NULL && rd_kafka_metadata(rk, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-                if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR)
-                    count = md->topics[0].partition_cnt;
-                rd_kafka_metadata_destroy(md);
-            }
-            if (t != NULL)
-                rd_kafka_topic_destroy(t);
-            if (count > 0 || sl_mono_ms() >= until || sl_stop_requested())
-                break;
-            usleep(200 * 1000);
-        }
+        int count = sl_kafka_partition_count(rk, topics[i], 30000);
         if (count == 0) {
             snprintf(err, errlen, "topic %s has no partitions on the broker (does it exist?)",
                      topics[i]);
@@ -481,6 +487,13 @@ sl_auth_t sl_kafka_verify(sl_keyring_t *kr, unsigned roles, const rd_kafka_messa
 sl_err_t sl_kafka_produce(rd_kafka_t *rk, const char *topic, const char *key, const void *value,
                           size_t len, rd_kafka_headers_t *hdrs, void *opaque)
 {
+    return sl_kafka_produce_to(rk, topic, RD_KAFKA_PARTITION_UA, key, value, len, hdrs, opaque);
+}
+
+sl_err_t sl_kafka_produce_to(rd_kafka_t *rk, const char *topic, int32_t partition,
+                             const char *key, const void *value, size_t len,
+                             rd_kafka_headers_t *hdrs, void *opaque)
+{
     size_t key_len = key != NULL ? strlen(key) : 0;
     if (sign_signer != NULL) {
         if (hdrs == NULL)
@@ -489,7 +502,8 @@ sl_err_t sl_kafka_produce(rd_kafka_t *rk, const char *topic, const char *key, co
     }
     for (;;) {
         rd_kafka_resp_err_t err = rd_kafka_producev(
-            rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key_len),
+            rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+            RD_KAFKA_V_KEY(key, key_len),
             RD_KAFKA_V_VALUE((void *)value, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
             RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
         if (err == RD_KAFKA_RESP_ERR_NO_ERROR)

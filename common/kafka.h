@@ -44,6 +44,10 @@ sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const 
  * (group.instance.id = "<group>.<kafka.instance or host name>") and cooperative rebalancing. */
 int sl_kafka_static_membership(const sl_config_t *cfg);
 
+/* The number of partitions of topic in rk's metadata, waiting up to wait_ms for a topic that
+ * does not exist yet; 0 when it has none. */
+int sl_kafka_partition_count(rd_kafka_t *rk, const char *topic, int wait_ms);
+
 /* This process's stable name: kafka.instance, or the host name. */
 const char *sl_kafka_instance_name(const sl_config_t *cfg);
 
@@ -82,6 +86,11 @@ rd_kafka_queue_t *sl_kafka_partition_queue(rd_kafka_t *rk, const char *topic, in
  * they are destroyed and SL_EKAFKA is returned (logged). */
 sl_err_t sl_kafka_produce(rd_kafka_t *rk, const char *topic, const char *key, const void *value,
                           size_t len, rd_kafka_headers_t *hdrs, void *opaque);
+
+/* sl_kafka_produce to one partition (RD_KAFKA_PARTITION_UA: the partitioner's choice). */
+sl_err_t sl_kafka_produce_to(rd_kafka_t *rk, const char *topic, int32_t partition,
+                             const char *key, const void *value, size_t len,
+                             rd_kafka_headers_t *hdrs, void *opaque);
 
 /* Makes every later sl_kafka_produce of this process sign its message as role with s
  * (headers SL_SIG_HEADER and SL_SIGNER_HEADER, over role, topic, key and value: sign.h),
