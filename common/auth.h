@@ -16,7 +16,7 @@
 
 /* The mask of roles that may write topic (0 for a topic no role of sluice writes, such as
  * the requests topics, written by tenants):
- *   jobs: ingest; dispatch: scheduler; usage, stream: dispatcher; results: scheduler and
+ *   jobs: ingest; dispatch, changelog: scheduler; usage, stream: dispatcher; results: scheduler and
  *   ingest (its rejections); a tenant's own results_topic and stream_topic as the shared
  *   ones. */
 unsigned sl_auth_writers(const sl_config_t *cfg, const char *topic);

@@ -34,7 +34,7 @@ static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     static const char *const keys[] = {"bootstrap_servers", "bootstrap_file", "topics",
                                        "properties",        "membership",     "instance", NULL};
     static const char *const topic_keys[] = {"requests", "requests_batch", "jobs",   "dispatch",
-                                             "results",  "usage",          "stream", NULL};
+                                             "results",  "usage",          "stream", "changelog", NULL};
     sl_kafka_cfg_t *k = &cfg->kafka;
     json_t *kj = section(c, root, "config", "kafka", "kafka", keys);
     k->bootstrap_servers = cfg_get_str(c, kj, "kafka", "bootstrap_servers", "");
@@ -58,6 +58,7 @@ static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     k->topic_results = cfg_get_str(c, tj, "kafka.topics", "results", "sluice.results");
     k->topic_usage = cfg_get_str(c, tj, "kafka.topics", "usage", "sluice.usage");
     k->topic_stream = cfg_get_str(c, tj, "kafka.topics", "stream", "sluice.stream");
+    k->topic_changelog = cfg_get_str(c, tj, "kafka.topics", "changelog", "sluice.changelog");
     json_t *pj = cfg_get_obj(c, kj, "kafka", "properties");
     if (pj != NULL) {
         size_t n = json_object_size(pj);
@@ -84,7 +85,8 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     static const char *const ingest_keys[] = {"max_request_bytes", "metrics_listen", NULL};
     static const char *const sched_keys[] = {
         "db",           "lease_ms",     "max_attempts", "drr_quantum_tokens", "metrics_listen",
-        "admin_listen", "max_queued",   "max_queued_bytes",   "dispatcher_dead_ms", NULL};
+        "admin_listen", "max_queued",   "max_queued_bytes",   "dispatcher_dead_ms",
+        "changelog_retention_bytes", "changelog_snapshot_ms", NULL};
     static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", "heartbeat_ms",
                                             NULL};
     static const char *const sign_keys[] = {"secret_key_file",
@@ -117,6 +119,14 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     cfg->admin_listen = cfg_get_str(c, sj, "scheduler", "admin_listen", "127.0.0.1:9320");
     cfg->dispatcher_dead_ms =
         cfg_get_int(c, sj, "scheduler", "dispatcher_dead_ms", 15000, 1000, 86400000);
+    /* The dev broker keeps about 5 MB a partition (docs/dev-kafka.md); 0 = unbounded. */
+    cfg->changelog_retention_bytes = cfg_get_int(c, sj, "scheduler", "changelog_retention_bytes",
+                                                 5LL << 20, 0, 1LL << 50);
+    cfg->changelog_snapshot_ms = cfg_get_int(c, sj, "scheduler", "changelog_snapshot_ms",
+                                             3600000, 0, 30LL * 86400000);
+    if (!c->failed && cfg->changelog_retention_bytes > 0 &&
+        cfg->changelog_retention_bytes < 64 << 10)
+        cfg_fail(c, "scheduler.changelog_retention_bytes: 0 (unbounded) or at least 65536");
 
     json_t *dj = section(c, root, "config", "dispatcher", "dispatcher", disp_keys);
     cfg->max_in_flight = cfg_get_int(c, dj, "dispatcher", "max_in_flight", 256, 1, 100000);

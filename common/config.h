@@ -247,6 +247,9 @@ typedef struct {
     const char *topic_requests, *topic_jobs, *topic_dispatch, *topic_results, *topic_usage;
     const char *topic_requests_batch; /* batch requests: ingest reads them after the others */
     const char *topic_stream;         /* chunks of streamed answers, keyed by job id */
+    /* the schedulers' own record of their queued jobs, partitioned as topic_jobs
+     * (scheduler/changelog.h) */
+    const char *topic_changelog;
     /* How ingest, the scheduler and the dispatcher own their input partitions (sl_kafka.h):
      * "static" (each role one process that assigns itself every partition: a restart reads on
      * at once, no group to rejoin), "group" (a consumer group; static membership through
@@ -277,6 +280,11 @@ typedef struct sl_config {
     const char *admin_listen; /* the admin API ("HOST:PORT"; "" = not served) */
     /* a dispatcher silent this long is dead: the calls it held are settled (scheduler/holders.c) */
     int64_t dispatcher_dead_ms;
+    /* what the broker keeps of a changelog partition (retention.bytes; 0 = unbounded): the
+     * scheduler writes a fresh snapshot of its queued jobs before older records can go */
+    int64_t changelog_retention_bytes;
+    /* and writes one at least this often (0: only by size), for time-based retention */
+    int64_t changelog_snapshot_ms;
     /* dispatcher */
     int64_t max_in_flight;
     int64_t heartbeat_ms; /* how often it tells the scheduler which attempts it holds */

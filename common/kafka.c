@@ -490,6 +490,10 @@ sl_err_t sl_kafka_produce(rd_kafka_t *rk, const char *topic, const char *key, co
     return sl_kafka_produce_to(rk, topic, RD_KAFKA_PARTITION_UA, key, value, len, hdrs, opaque);
 }
 
+static sl_err_t produce_raw(rd_kafka_t *rk, const char *topic, int32_t partition,
+                            const char *key, size_t key_len, const void *value, size_t len,
+                            rd_kafka_headers_t *hdrs, void *opaque);
+
 sl_err_t sl_kafka_produce_to(rd_kafka_t *rk, const char *topic, int32_t partition,
                              const char *key, const void *value, size_t len,
                              rd_kafka_headers_t *hdrs, void *opaque)
@@ -500,6 +504,39 @@ sl_err_t sl_kafka_produce_to(rd_kafka_t *rk, const char *topic, int32_t partitio
             hdrs = rd_kafka_headers_new(2);
         sl_kafka_sign_headers(hdrs, sign_signer, sign_role, topic, key, key_len, value, len);
     }
+    return produce_raw(rk, topic, partition, key, key_len, value, len, hdrs, opaque);
+}
+
+sl_err_t sl_kafka_produce_mac(rd_kafka_t *rk, const char *topic, int32_t partition,
+                              const char *key, const void *value, size_t len,
+                              const uint8_t mac_key[SL_MAC_KEY_BYTES], void *opaque)
+{
+    size_t key_len = key != NULL ? strlen(key) : 0;
+    uint8_t mac[SL_MAC_BYTES];
+    sl_mac(mac_key, topic, key, key_len, value, len, mac);
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(1);
+    rd_kafka_header_add(hdrs, SL_MAC_HEADER, -1, mac, sizeof mac);
+    return produce_raw(rk, topic, partition, key, key_len, value, len, hdrs, opaque);
+}
+
+sl_auth_t sl_kafka_verify_mac(const uint8_t mac_key[SL_MAC_KEY_BYTES],
+                              const rd_kafka_message_t *msg)
+{
+    const char *mac = NULL;
+    size_t mac_len = 0;
+    if (sl_kafka_header(msg, SL_MAC_HEADER, &mac, &mac_len) != SL_OK || mac == NULL)
+        return SL_AUTH_UNSIGNED;
+    if (mac_len != SL_MAC_BYTES ||
+        !sl_mac_check(mac_key, rd_kafka_topic_name(msg->rkt), msg->key, msg->key_len,
+                      msg->payload, msg->len, (const uint8_t *)mac))
+        return SL_AUTH_BAD_SIGNATURE;
+    return SL_AUTH_OK;
+}
+
+static sl_err_t produce_raw(rd_kafka_t *rk, const char *topic, int32_t partition,
+                            const char *key, size_t key_len, const void *value, size_t len,
+                            rd_kafka_headers_t *hdrs, void *opaque)
+{
     for (;;) {
         rd_kafka_resp_err_t err = rd_kafka_producev(
             rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),

@@ -92,6 +92,17 @@ sl_err_t sl_kafka_produce_to(rd_kafka_t *rk, const char *topic, int32_t partitio
                              const char *key, const void *value, size_t len,
                              rd_kafka_headers_t *hdrs, void *opaque);
 
+/* Produces to topic (partition, or RD_KAFKA_PARTITION_UA) with a MAC header (sign.h: sl_mac)
+ * under mac_key instead of this process's signature, for a topic its one writer role also reads
+ * alone. As sl_kafka_produce otherwise. */
+sl_err_t sl_kafka_produce_mac(rd_kafka_t *rk, const char *topic, int32_t partition,
+                              const char *key, const void *value, size_t len,
+                              const uint8_t mac_key[SL_MAC_KEY_BYTES], void *opaque);
+/* SL_AUTH_OK when msg carries a MAC of its topic, key and value under mac_key; SL_AUTH_UNSIGNED
+ * without one, SL_AUTH_BAD_SIGNATURE for a wrong one. */
+sl_auth_t sl_kafka_verify_mac(const uint8_t mac_key[SL_MAC_KEY_BYTES],
+                              const rd_kafka_message_t *msg);
+
 /* Makes every later sl_kafka_produce of this process sign its message as role with s
  * (headers SL_SIG_HEADER and SL_SIGNER_HEADER, over role, topic, key and value: sign.h),
  * replacing such headers the caller gave. s is borrowed and must outlive the producing; NULL

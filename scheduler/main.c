@@ -15,9 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "admin.h"
 #include "api.h"
 #include "auth.h"
+#include "changelog.h"
 #include "exporter.h"
 #include "history.h"
 #include "intake.h"
@@ -68,11 +71,19 @@ static const char usage_text[] =
     "schema, full, or failing): nothing was committed past it and the log says what to do; do\n"
     "not restart it blindly; 1 any other failure.\n";
 
-/* A delivery report: results carry their outbox row as opaque (dispatches NULL). */
+/* What the producer's delivery reports reach. */
+typedef struct {
+    sl_outbox_t *ob;
+    sl_changelog_t *cl;
+    sl_store_t *store;
+} delivery_t;
+
+/* A delivery report: results carry their outbox row as opaque (dispatches NULL). A result the
+ * broker has is the end of its job in the changelog. */
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     (void)rk;
-    sl_outbox_t *ob = opaque;
+    delivery_t *d = opaque;
     if (msg->_private == NULL) {
         if (msg->err)
             sl_warn("dispatch delivery failed: %s (the lease will expire and retry)",
@@ -81,7 +92,75 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
     }
     if (msg->err)
         sl_warn("result delivery failed: %s; will produce again", rd_kafka_err2str(msg->err));
-    sl_outbox_delivered(ob, (int64_t)(intptr_t)msg->_private, msg->err == 0);
+    sl_outbox_delivered(d->ob, (int64_t)(intptr_t)msg->_private, msg->err == 0);
+    if (msg->err == 0 && d->cl != NULL && msg->key_len > 0 && msg->key_len <= SL_JOB_ID_MAX) {
+        char job_id[SL_JOB_ID_MAX + 1];
+        memcpy(job_id, msg->key, msg->key_len);
+        job_id[msg->key_len] = '\0';
+        sl_changelog_end(d->cl, d->store, job_id);
+    }
+}
+
+/* A new database is rebuilt from the changelog: every job it names as unfinished is taken in
+ * again as it first came (in transactions of RESTORE_BATCH jobs), and the buckets start as if
+ * their limits had just been used. Otherwise only the changelog's last records are read, so the
+ * writer's seq goes on above them. *replay (the caller frees it) gives the seq either way. */
+enum { RESTORE_BATCH = 1000 };
+
+typedef struct {
+    sl_sched_t *sched;
+    sl_store_t *store;
+    int64_t now_ms, fed, in_txn;
+    sl_err_t rc;
+} refeed_t;
+
+static void refeed_job(const char *job_id, const char *job, size_t len, void *arg)
+{
+    (void)job_id;
+    refeed_t *f = arg;
+    if (f->rc != SL_OK)
+        return;
+    if (f->in_txn == 0 && (f->rc = sl_store_begin(f->store)) != SL_OK)
+        return;
+    f->rc = sl_sched_on_job(f->sched, job, len, f->now_ms);
+    f->fed++;
+    if (f->rc == SL_OK && ++f->in_txn == RESTORE_BATCH) {
+        f->rc = sl_store_commit(f->store);
+        f->in_txn = 0;
+    }
+}
+
+static sl_err_t restore_from_changelog(const sl_config_t *cfg,
+                                       const uint8_t mac_key[SL_MAC_KEY_BYTES],
+                                       sl_store_t *store, sl_sched_t *sched,
+                                       sl_cl_replay_t **replay, char *err, size_t errlen)
+{
+    int fresh = sl_store_is_new(store);
+    int64_t refused = 0;
+    double t0 = sl_mono_ms();
+    sl_err_t rc = sl_changelog_read(cfg, mac_key, !fresh, replay, &refused, err, errlen);
+    if (rc != SL_OK || !fresh)
+        return rc;
+    if (sl_cl_replay_records(*replay) == 0) {
+        sl_info("new database and an empty changelog %s: a first start",
+                cfg->kafka.topic_changelog);
+        return SL_OK;
+    }
+    refeed_t f = {sched, store, sl_now_ms(), 0, 0, SL_OK};
+    sl_cl_replay_each(*replay, refeed_job, &f);
+    if (f.rc == SL_OK && f.in_txn > 0)
+        f.rc = sl_store_commit(store);
+    if (f.rc != SL_OK) {
+        sl_store_rollback(store);
+        snprintf(err, errlen, "restoring from the changelog: %s", sl_strerror(f.rc));
+        return f.rc;
+    }
+    sl_restore_assume_worst(sched, f.now_ms);
+    sl_info("new database: %lld unfinished jobs restored from the changelog %s in %.0f ms "
+            "(%lld records refused: without a valid MAC, unreadable or replayed); per-minute "
+            "buckets start empty",
+            (long long)f.fed, cfg->kafka.topic_changelog, sl_mono_ms() - t0, (long long)refused);
+    return SL_OK;
 }
 
 /* Produces one message; results carry their outbox row (seq > 0) as delivery opaque. */
@@ -223,6 +302,13 @@ static void pending_commit(pending_offsets_t *p, rd_kafka_t *cons, int64_t durab
     p->n -= k + 1;
 }
 
+/* The newest store commit whose input may have its offsets committed: on disk, and its jobs in
+ * the changelog. */
+static int64_t durable_and_logged(sl_store_t *store, const sl_changelog_t *cl)
+{
+    return sl_changelog_safe(cl, sl_store_durable_seq(store));
+}
+
 int main(int argc, char **argv)
 {
     sl_proc_opts_t opts;
@@ -277,9 +363,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-scheduler: out of memory\n");
         return 2;
     }
+    /* The changelog before anything is consumed: a new database gets its jobs back first. */
+    sl_cl_replay_t *replay = NULL;
+    sl_changelog_t *cl = NULL;
+    uint8_t cl_key[SL_MAC_KEY_BYTES];
+    sl_signer_derive(signer, SL_CHANGELOG_MAC_CONTEXT, cl_key);
+    sl_err_t cl_rc = restore_from_changelog(cfg, cl_key, store, sched, &replay, err, sizeof err);
+    if (cl_rc == SL_OK)
+        cl_rc = sl_changelog_open(cfg, cl_key, replay, &cl, err, sizeof err);
+    sodium_memzero(cl_key, sizeof cl_key);
+    sl_cl_replay_free(replay);
+    if (cl_rc != SL_OK) {
+        fprintf(stderr, "sluice-scheduler: changelog: %s\n", err);
+        return cl_rc == SL_EDB ? SL_STORE_EXIT_STATUS : 2;
+    }
+    delivery_t dctx = {ob, cl, store};
     rd_kafka_t *prod = NULL, *cons = NULL;
     const char *topics[] = {cfg->kafka.topic_jobs, cfg->kafka.topic_usage};
-    if (sl_kafka_producer_new(cfg, "sluice-scheduler", on_delivery, ob, &prod, err,
+    if (sl_kafka_producer_new(cfg, "sluice-scheduler", on_delivery, &dctx, &prod, err,
                               sizeof err) != SL_OK ||
         sl_kafka_consumer_new_rebalance(cfg, "sluice-scheduler", "sluice-scheduler", topics, 2,
                                         sl_intake_consumer_props, sl_intake_rebalance, intake,
@@ -308,7 +409,7 @@ int main(int argc, char **argv)
     int lag_family = sl_kafka_lag_family(metrics);
     int m_lost = sl_kafka_lost_family(metrics);
     int refused_family = sl_auth_refused_family(metrics, "sluice_scheduler");
-    if (lag_family < 0 || refused_family < 0) {
+    if (lag_family < 0 || refused_family < 0 || sl_changelog_metrics(cl, metrics) != 0) {
         fprintf(stderr, "sluice-scheduler: cannot set up metrics\n");
         return 1;
     }
@@ -424,17 +525,29 @@ int main(int argc, char **argv)
         sl_outbox_committed(ob);
         for (int i = 0; i < n; i++)
             rd_kafka_message_destroy(batch[i]);
-        /* Offsets go to Kafka once the commit that stored their messages is on disk. */
+        /* Offsets go to Kafka once the commit that stored their messages is on disk, and the
+         * changelog has the jobs it took in. */
+        int64_t committed = sl_store_committed_seq(store);
         if (n > 0)
-            pending_add(&pending, cons, sl_store_committed_seq(store));
-        pending_commit(&pending, cons, sl_store_durable_seq(store), 0);
+            pending_add(&pending, cons, committed);
         sl_sched_msg_t *out = NULL;
         int nout = sl_sched_take(sched, &out);
-        for (int i = 0; i < nout; i++)
-            produce(prod, out[i].topic, out[i].key, out[i].value,
-                    out[i].kind == SL_MSG_RESULT ? out[i].seq : 0, ob);
+        for (int i = 0; i < nout; i++) {
+            if (out[i].kind == SL_MSG_CHANGELOG)
+                sl_changelog_job(cl, out[i].key, out[i].value, strlen(out[i].value), committed);
+            else
+                produce(prod, out[i].topic, out[i].key, out[i].value,
+                        out[i].kind == SL_MSG_RESULT ? out[i].seq : 0, ob);
+        }
         sl_sched_msgs_free(out, nout);
         rd_kafka_poll(prod, 0);
+        sl_changelog_poll(cl);
+        if (sl_changelog_step(cl, store) != SL_OK || sl_changelog_failed(cl)) {
+            sl_error("changelog: stopping; offsets stay where its records were acknowledged");
+            exit_code = 1;
+            break;
+        }
+        pending_commit(&pending, cons, durable_and_logged(store, cl), 0);
         sl_outbox_sweep(ob, store, 0, produce_outbox_row, &sw);
         if (sl_reload_requested()) {
             /* before: the old config may be freed in the reload, and the history names it */
@@ -448,6 +561,7 @@ int main(int argc, char **argv)
                 sl_history_sample(history, sched, cfg, now);
             sl_kafka_export_lag(cons, metrics, lag_family);
             sl_kafka_export_lost(metrics, m_lost);
+            sl_changelog_export(cl);
             last_export = now;
             /* A flood that stopped still reports how many lines it held back. */
             sl_log_flush_limited();
@@ -460,19 +574,21 @@ int main(int argc, char **argv)
     sl_info("scheduler stopping");
     sl_admin_stop(admin);
     rd_kafka_flush(prod, 10000);
+    sl_changelog_flush(cl, 10000);
     /* Acknowledged results can leave the outbox now; unacknowledged ones go out next start.
      * Not into a store that cannot be trusted: they go out again instead. */
     if (exit_code != SL_STORE_EXIT_STATUS)
         sl_outbox_close(ob, store);
     /* A clean stop: everything stored is made durable, and its offsets committed. */
     if (exit_code == 0 && sl_store_sync(store) == SL_OK)
-        pending_commit(&pending, cons, sl_store_durable_seq(store), 1);
+        pending_commit(&pending, cons, durable_and_logged(store, cl), 1);
     for (int i = 0; i < pending.n; i++)
         rd_kafka_topic_partition_list_destroy(pending.v[i].pos);
     sl_intake_detach(intake);
     sl_kafka_consumer_close(cons);
     sl_intake_free(intake);
     rd_kafka_destroy(prod);
+    sl_changelog_close(cl, 0);
     free(batch);
     sl_outbox_free(ob);
     sl_exporter_free(exporter);

@@ -140,6 +140,17 @@ sl_err_t sl_restore_buckets(sl_sched_t *s, int exact, int64_t now_ms)
     return rc;
 }
 
+void sl_restore_assume_worst(sl_sched_t *s, int64_t now_ms)
+{
+    int n = sl_ledger_count(s->ledger);
+    for (int b = 0; b < n; b++) {
+        if (sl_ledger_alg(s->ledger, b) == SL_ALG_TOKEN_BUCKET)
+            sl_ledger_set_level(s->ledger, b, 0, now_ms);
+        else
+            sl_ledger_assume_worst(s->ledger, b, now_ms);
+    }
+}
+
 static void restore_job(const sl_store_row_t *row, void *arg)
 {
     restore_t *r = arg;

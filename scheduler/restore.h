@@ -22,6 +22,12 @@
  *   unused. */
 sl_err_t sl_restore_buckets(sl_sched_t *s, int exact, int64_t now_ms);
 
+/* A database rebuilt from the changelog knows nothing of what was admitted before: every
+ * per-minute bucket starts as after a restart with nothing saved (token buckets empty, windows
+ * full for one window, ramps cold). Calendar and rolling counters (daily quotas, spend) are not in
+ * the changelog and start unused. */
+void sl_restore_assume_worst(sl_sched_t *s, int64_t now_ms);
+
 /* Restores every unfinished job of the store into its place (queued, held, delayed, or leased
  * with its charges held again), then fails the jobs whose tenant or route the config no longer
  * knows. On failure err says why. */

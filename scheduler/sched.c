@@ -318,6 +318,21 @@ static sl_err_t on_cancel(sl_sched_t *s, const sl_msg_cancel_t *cancel, int64_t 
     return sl_outcome_finish(s, j, &o, now_ms);
 }
 
+/* A job the scheduler holds after taking it in (queued, delayed or degraded; not one refused at
+ * the door) goes to the changelog as the message it came in, keyed by its tenant so that it
+ * lands in the partition its job did (changelog.h). */
+static sl_err_t log_taken(sl_sched_t *s, const char *job_id, int tenant, const char *json,
+                          size_t len)
+{
+    if (sl_hmap_get(s->jobs, job_id) == NULL)
+        return SL_OK;
+    char *value = strndup(json, len);
+    if (value == NULL)
+        return SL_ENOMEM;
+    return sl_outbox_emit(s, SL_MSG_CHANGELOG, s->cfg->kafka.topic_changelog,
+                          s->cfg->tenants[tenant].name, value, 0);
+}
+
 sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t now_ms)
 {
     char why[512];
@@ -421,6 +436,10 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     j->est_output = row.est_output;
     j->est_total = row.est_total > 0 ? row.est_total : 1;
     int orphan = j->tenant < 0 || j->route < 0;
+    /* The job's message goes to the changelog once the job is taken (below). */
+    char job_id[SL_JOB_ID_MAX + 1];
+    snprintf(job_id, sizeof job_id, "%s", j->id);
+    int tenant = j->tenant;
     if (orphan) {
         /* Ingest and scheduler disagree about the config (a change in between): the job is
          * refused under its own names, never run as another tenant or route. */
@@ -447,9 +466,10 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
         int moved = 0;
         rc = reason != NULL ? sl_route_degrade(s, j, reason, &moved) : SL_OK;
         if (rc != SL_OK || moved)
-            return rc;
+            return rc == SL_OK ? log_taken(s, job_id, tenant, json, len) : rc;
     }
-    return sl_flow_admit(s, j, now_ms);
+    rc = sl_flow_admit(s, j, now_ms);
+    return rc == SL_OK ? log_taken(s, job_id, tenant, json, len) : rc;
 }
 
 /* ---- scheduling ---- */

@@ -12,7 +12,9 @@
 
 typedef struct sl_sched sl_sched_t;
 
-typedef enum { SL_MSG_DISPATCH = 0, SL_MSG_RESULT } sl_msg_kind_t;
+/* A changelog message is a job the core took in: key its tenant, value the job message as it
+ * came (the caller wraps it in a changelog record: changelog.h). */
+typedef enum { SL_MSG_DISPATCH = 0, SL_MSG_RESULT, SL_MSG_CHANGELOG } sl_msg_kind_t;
 
 typedef struct {
     sl_msg_kind_t kind;

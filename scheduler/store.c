@@ -88,6 +88,10 @@ static const char *const sql_text[Q_COUNT_] = {
     [Q_OVERRIDE_EACH] = "SELECT target, field, value FROM overrides ORDER BY target, field",
     [Q_JOB_LOOKUP] = "SELECT tenant, route, class, state, status, attempts, submitted_ms,"
                      " deadline_ms, deployment, result_json FROM jobs WHERE job_id = ?",
+    [Q_JOB_TENANT] = "SELECT tenant FROM jobs WHERE job_id = ?",
+    [Q_UNFINISHED_PAGE] = "SELECT rowid, tenant, job_json FROM jobs WHERE rowid > ? AND"
+                          " (state <> 'done' OR job_id IN (SELECT msg_key FROM outbox))"
+                          " ORDER BY rowid LIMIT ?",
 };
 
 sl_err_t store_db_err(sl_store_t *s, const char *what)
@@ -396,6 +400,39 @@ sl_err_t sl_store_job_json(sl_store_t *s, const char *job_id, char **json)
     }
     sqlite3_reset(st);
     return rc;
+}
+
+sl_err_t sl_store_job_tenant(sl_store_t *s, const char *job_id, char *tenant, size_t cap)
+{
+    tenant[0] = '\0';
+    sqlite3_stmt *st = store_bind(s, Q_JOB_TENANT, "s", job_id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        snprintf(tenant, cap, "%s", t != NULL ? t : "");
+    }
+    sqlite3_reset(st);
+    if (rc == SQLITE_ROW)
+        return SL_OK;
+    return rc == SQLITE_DONE ? SL_ENOTFOUND : store_db_err(s, "job tenant");
+}
+
+sl_err_t sl_store_unfinished_page(sl_store_t *s, int64_t after_rowid, int limit,
+                                  void (*fn)(int64_t rowid, const char *tenant,
+                                             const char *job_json, size_t len, void *arg),
+                                  void *arg, int *n)
+{
+    *n = 0;
+    sqlite3_stmt *st = store_bind(s, Q_UNFINISHED_PAGE, "Ii", after_rowid, limit);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *json = (const char *)sqlite3_column_text(st, 2);
+        fn(sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
+           json != NULL ? json : "", (size_t)sqlite3_column_bytes(st, 2), arg);
+        (*n)++;
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_OK : store_db_err(s, "unfinished jobs page");
 }
 
 sl_err_t sl_store_job_parts(sl_store_t *s, const char *job_id, char **request_json,

@@ -123,6 +123,17 @@ sl_err_t sl_store_job_insert(sl_store_t *s, const sl_store_job_t *job, int64_t n
 sl_err_t sl_store_job_result(sl_store_t *s, const char *job_id, char **result_json);
 /* The stored job message (caller frees). */
 sl_err_t sl_store_job_json(sl_store_t *s, const char *job_id, char **json);
+/* The job's tenant into tenant (cap bytes); SL_ENOTFOUND when the job is not stored. */
+sl_err_t sl_store_job_tenant(sl_store_t *s, const char *job_id, char *tenant, size_t cap);
+/* Calls fn for at most limit jobs whose rowid is above after_rowid, in rowid order, with their
+ * tenant and stored job message (valid during the call): those unfinished (queued or leased) and
+ * those finished whose result is still in the outbox (not yet acknowledged by the broker); *n
+ * gets how many. Paging by rowid lets a caller walk them a page per loop turn while jobs come and
+ * go (the changelog's snapshot, where a finished job ends only once its result is out). */
+sl_err_t sl_store_unfinished_page(sl_store_t *s, int64_t after_rowid, int limit,
+                                  void (*fn)(int64_t rowid, const char *tenant,
+                                             const char *job_json, size_t len, void *arg),
+                                  void *arg, int *n);
 /* The job's request body and metadata as stored (caller frees both; either comes back NULL
  * when absent). Pass NULL for a part that is not wanted. */
 sl_err_t sl_store_job_parts(sl_store_t *s, const char *job_id, char **request_json,

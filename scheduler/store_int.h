@@ -46,6 +46,8 @@ enum {
     Q_OVERRIDE_DEL,
     Q_OVERRIDE_EACH,
     Q_JOB_LOOKUP,
+    Q_JOB_TENANT,
+    Q_UNFINISHED_PAGE,
     Q_COUNT_
 };
 

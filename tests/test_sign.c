@@ -431,6 +431,39 @@ START_TEST(message_signature_binds_role_topic_key_and_value)
 }
 END_TEST
 
+/* The changelog's MAC: bound to topic, key and value, under a key only the secret key's holder
+ * derives (another key pair, or another context, gives another key). */
+START_TEST(a_mac_binds_topic_key_and_value_under_a_derived_key)
+{
+    make_keys();
+    sl_signer_t *s = signer();
+    uint8_t k[SL_MAC_KEY_BYTES], again[SL_MAC_KEY_BYTES], other[SL_MAC_KEY_BYTES];
+    sl_signer_derive(s, "sluice scheduler changelog v1", k);
+    sl_signer_derive(s, "sluice scheduler changelog v1", again);
+    ck_assert_mem_eq(k, again, sizeof k);
+    sl_signer_derive(s, "another use", other);
+    ck_assert(memcmp(k, other, sizeof k) != 0);
+    uint8_t mac[SL_MAC_BYTES];
+    sl_mac(k, "sluice.changelog", "acme", 4, MSG, strlen(MSG), mac);
+    ck_assert(sl_mac_check(k, "sluice.changelog", "acme", 4, MSG, strlen(MSG), mac));
+    ck_assert(!sl_mac_check(other, "sluice.changelog", "acme", 4, MSG, strlen(MSG), mac));
+    ck_assert(!sl_mac_check(k, "sluice.jobs", "acme", 4, MSG, strlen(MSG), mac));
+    ck_assert(!sl_mac_check(k, "sluice.changelog", "acmf", 4, MSG, strlen(MSG), mac));
+    ck_assert(!sl_mac_check(k, "sluice.changelog", "acme", 4, MSG, strlen(MSG) - 1, mac));
+    mac[0] ^= 1;
+    ck_assert(!sl_mac_check(k, "sluice.changelog", "acme", 4, MSG, strlen(MSG), mac));
+    sl_signer_free(s);
+    /* another scheduler key pair derives another key */
+    remove_dir();
+    make_keys();
+    s = signer();
+    sl_signer_derive(s, "sluice scheduler changelog v1", again);
+    ck_assert(memcmp(k, again, sizeof k) != 0);
+    sl_signer_free(s);
+    remove_dir();
+}
+END_TEST
+
 /* A signature header is the signer's 88 base64 characters exactly: libsodium 1.0.18 decodes
  * every byte from 0x80 up as '/', so a header with a '/' replaced by such a byte decoded to the
  * same signature and verified (found by fuzz_verify). Any other spelling is refused: padding
@@ -634,6 +667,7 @@ static Suite *sign_suite(void)
     tcase_add_test(sig, rotation_accepts_the_current_and_the_next_key);
     tcase_add_test(sig, a_public_key_written_later_is_read_when_first_needed);
     tcase_add_test(sig, job_id_key_files_round_trip_and_differ);
+    tcase_add_test(sig, a_mac_binds_topic_key_and_value_under_a_derived_key);
     suite_add_tcase(s, sig);
 
     TCase *hash = tcase_create("keyhash");

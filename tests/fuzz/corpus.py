@@ -128,6 +128,18 @@ def verify_seeds(values):
     return out
 
 
+def changelog_seed(jobs, trimmed):
+    """Records of two partitions: jobs, an end, a closed snapshot, a replayed copy."""
+    recs = [{"v": 1, "t": "job", "seq": 10 + i, "job": dict(json.loads(j), job_id="job-%d" % i)}
+            for i, j in enumerate(jobs)]
+    first = "job-0"
+    recs += [{"v": 1, "t": "begin", "seq": 20, "epoch": 20}, recs[1],
+             {"v": 1, "t": "close", "seq": 21, "epoch": 20},
+             {"v": 1, "t": "end", "seq": 22, "id": first}, recs[0]]
+    lines = [bytes([i % 2]) + json.dumps(r).encode() for i, r in enumerate(recs)]
+    return bytes([trimmed]) + b"\n".join(lines)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -162,6 +174,7 @@ def main():
         "config": configs,
         "dispatch": [b"\x00" + dispatch] + [b"\x01" + r for r in requests()],
         "verify": verify_seeds([dispatch] + job_lines()[:3]),
+        "changelog": [changelog_seed(job_lines()[:4], trimmed) for trimmed in (0, 1)],
     }
     # verify's seeds are binary: its dictionary is from the values in them, and the names.
     dict_sources = {"verify": [dispatch] + job_lines()}

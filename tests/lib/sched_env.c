@@ -286,7 +286,23 @@ void feed_usage_text(env_t *e, const char *text, int64_t now_ms)
 batch_t take(env_t *e)
 {
     batch_t b = {0};
-    b.n = sl_sched_take(e->sched, &b.m);
+    int n = sl_sched_take(e->sched, &b.m);
+    /* Changelog messages: the job as it came, keyed by a configured tenant's name. */
+    for (int i = 0; i < n; i++) {
+        if (b.m[i].kind != SL_MSG_CHANGELOG) {
+            b.m[b.n++] = b.m[i];
+            continue;
+        }
+        ck_assert_str_eq(b.m[i].topic, e->cfg->kafka.topic_changelog);
+        ck_assert_int_ge(sl_config_tenant(e->cfg, b.m[i].key), 0);
+        json_t *job = json_loads(b.m[i].value, 0, NULL);
+        ck_assert_ptr_nonnull(job);
+        ck_assert_str_eq(json_string_value(json_object_get(job, "tenant")), b.m[i].key);
+        json_decref(job);
+        free(b.m[i].key);
+        free(b.m[i].value);
+        b.nlogged++;
+    }
     b.doc = calloc((size_t)b.n + 1, sizeof *b.doc);
     for (int i = 0; i < b.n; i++) {
         json_error_t jerr;

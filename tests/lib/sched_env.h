@@ -60,9 +60,10 @@ typedef struct {
 } usagespec_t;
 
 typedef struct {
-    int n;
+    int n; /* dispatches and results */
     sl_sched_msg_t *m;
     json_t **doc;
+    int nlogged; /* jobs taken in, handed over for the changelog (checked, then dropped) */
 } batch_t;
 
 /* A copy of a dispatch's reservation id / deployment (the batch dies before use). */

@@ -1,0 +1,147 @@
+/* changelog.h - the scheduler's queued jobs kept in Kafka, so a lost database loses none.
+ *
+ * The SQLite file is the scheduler's working copy; the changelog topic (kafka.topics.changelog,
+ * as many partitions as the jobs topic, written and read by the scheduler role only) is the copy
+ * that outlives the machine. Each record carries a MAC under a key derived from the scheduler's
+ * secret signing key (sign.h: sl_signer_derive, SL_CHANGELOG_MAC_CONTEXT): the scheduler is its
+ * only writer and only reader, so no other role needs to check it, and a MAC costs about a
+ * microsecond where a signature costs tens. A record without a valid MAC is never read.
+ *
+ * Records (JSON, one per message, keyed by tenant so that partition p of the changelog holds the
+ * jobs of partition p of the jobs topic):
+ *   {"v":1,"t":"job","seq":S,"job":{...}}        a job taken in: its job message as it came
+ *   {"v":1,"t":"end","seq":S,"id":"..."}         its result was acknowledged by the broker
+ *   {"v":1,"t":"begin","seq":S,"epoch":E}        a snapshot starts in this partition
+ *   {"v":1,"t":"close","seq":S,"epoch":E}        every job unfinished at its begin was written
+ * seq grows in each partition (max(last + 1, wall-clock microseconds)), so a copy of an older
+ * record put back into the topic is refused at restore: it cannot bring a finished job back.
+ *
+ * Order of things: a job's record is produced after the store commit that took it in, and the
+ * jobs topic's offsets are committed only once the records of that commit are acknowledged
+ * (sl_changelog_safe); an end record only after the broker acknowledged the job's result. A
+ * crash in between leaves a job that runs again (its result is de-duplicated by job id), never
+ * a lost one.
+ *
+ * Retention: a snapshot (begin, every unfinished job, close) is written at every start and
+ * whenever a partition received a quarter of scheduler.changelog_retention_bytes since its last
+ * snapshot began, so the records a restore needs are always in the newest half of what the
+ * broker keeps. A restore replays each partition from the begin of its newest closed snapshot
+ * (or from its first record when nothing was ever deleted), and refuses to guess when neither is
+ * there.
+ */
+#ifndef SL_CHANGELOG_H
+#define SL_CHANGELOG_H
+
+#include <librdkafka/rdkafka.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "core.h"
+#include "err.h"
+#include "metrics.h"
+#include "sign.h"
+#include "store.h"
+
+/* The context of the changelog's MAC key. */
+#define SL_CHANGELOG_MAC_CONTEXT "sluice scheduler changelog v1"
+
+/* ---- records ---- */
+
+typedef enum { SL_CL_JOB = 1, SL_CL_END, SL_CL_BEGIN, SL_CL_CLOSE } sl_cl_kind_t;
+
+typedef struct {
+    sl_cl_kind_t kind;
+    int64_t seq, epoch;              /* epoch: begin and close */
+    char job_id[SL_JOB_ID_MAX + 1];  /* job and end */
+    char *job;                       /* job: the job message (owned; NULL otherwise) */
+    size_t job_len;
+} sl_cl_rec_t;
+
+/* The record's text (caller frees), *len its length; NULL when out of memory. job is the job
+ * message (job records), job_id the job (end records). */
+char *sl_cl_encode(sl_cl_kind_t kind, int64_t seq, int64_t epoch, const char *job_id,
+                   const char *job, size_t job_len, size_t *len);
+/* Parses a record; SL_EINVAL (rec cleared) when it is not one. Free with sl_cl_rec_clear. */
+sl_err_t sl_cl_decode(const char *buf, size_t len, sl_cl_rec_t *rec);
+void sl_cl_rec_clear(sl_cl_rec_t *rec);
+
+/* ---- replay: which jobs were unfinished, from the records of every partition ---- */
+
+typedef struct sl_cl_replay sl_cl_replay_t;
+
+sl_cl_replay_t *sl_cl_replay_new(int nparts);
+void sl_cl_replay_free(sl_cl_replay_t *r);
+/* Adds the record at offset of partition part (in offset order within a partition); takes rec's
+ * contents. Returns 1, or 0 when refused because its seq is not above the partition's last (a
+ * replayed copy): then rec is cleared. */
+int sl_cl_replay_add(sl_cl_replay_t *r, int part, int64_t offset, sl_cl_rec_t *rec);
+/* Applies partition part's records once all are added: from the begin of its newest closed
+ * snapshot, or from its first record when low (its first retained offset) is 0. SL_EDB (err
+ * says) when neither: older records were deleted and no snapshot is whole. */
+sl_err_t sl_cl_replay_apply(sl_cl_replay_t *r, int part, int64_t low, char *err, size_t errlen);
+/* Calls fn for each unfinished job after sl_cl_replay_apply of every partition. */
+void sl_cl_replay_each(const sl_cl_replay_t *r,
+                       void (*fn)(const char *job_id, const char *job, size_t len, void *arg),
+                       void *arg);
+size_t sl_cl_replay_live(const sl_cl_replay_t *r);
+/* The highest seq seen in partition part (0 when none), and how many records were refused. */
+int64_t sl_cl_replay_last_seq(const sl_cl_replay_t *r, int part);
+int64_t sl_cl_replay_refused(const sl_cl_replay_t *r);
+/* How many records were accepted (0: nothing was ever written, a first start). */
+int64_t sl_cl_replay_records(const sl_cl_replay_t *r);
+
+/* ---- reading it back from Kafka ---- */
+
+/* Reads every partition of the changelog topic from its first retained record to its end,
+ * checking each record's MAC under mac_key and dropping those
+ * that fail or do not parse (*refused counts them). *out (on success) holds the replay with
+ * sl_cl_replay_apply done for every partition. SL_EDB when a partition cannot be restored
+ * safely, SL_EKAFKA when the broker cannot be read; err says which. tail_only reads only each
+ * partition's last record, for its seq (nothing is applied). */
+sl_err_t sl_changelog_read(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
+                           int tail_only,
+                           sl_cl_replay_t **out, int64_t *refused, char *err, size_t errlen);
+
+/* ---- writing it ---- */
+
+typedef struct sl_changelog sl_changelog_t;
+
+/* A writer with a producer of its own; checks that the changelog topic has as many partitions as
+ * the jobs topic (SL_ECONFIG otherwise). last_seq (may be NULL) is what was read back
+ * (sl_changelog_read), so new records follow every seq there even if the clock stepped back. */
+sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
+                           const sl_cl_replay_t *last_seq, sl_changelog_t **out, char *err,
+                           size_t errlen);
+/* Flushes what is in flight (at most timeout_ms) and frees it; NULL is a no-op. */
+void sl_changelog_close(sl_changelog_t *cl, int timeout_ms);
+
+/* A job taken in by store commit number commit (its message as it came, keyed by tenant): the
+ * jobs topic's offsets of that commit wait for this record (sl_changelog_safe). */
+void sl_changelog_job(sl_changelog_t *cl, const char *tenant, const char *job, size_t len,
+                      int64_t commit);
+/* A job's result was acknowledged: its end record. The tenant is read from the store. */
+void sl_changelog_end(sl_changelog_t *cl, sl_store_t *store, const char *job_id);
+/* Starts a snapshot when one is due, and writes the next page of a snapshot under way. Call once
+ * a loop turn, outside a transaction. */
+sl_err_t sl_changelog_step(sl_changelog_t *cl, sl_store_t *store);
+/* Serves delivery reports. */
+void sl_changelog_poll(sl_changelog_t *cl);
+/* Waits up to timeout_ms for every record in flight to be delivered (a clean stop). */
+void sl_changelog_flush(sl_changelog_t *cl, int timeout_ms);
+/* The highest store commit number, at most committed, whose job records are all acknowledged. */
+int64_t sl_changelog_safe(const sl_changelog_t *cl, int64_t committed);
+/* Whether a record could not be delivered (the broker refused it, or it timed out): the caller
+ * stops without committing more offsets. */
+int sl_changelog_failed(const sl_changelog_t *cl);
+
+typedef struct {
+    int64_t records, bytes, snapshots, snapshot_jobs, in_flight;
+} sl_changelog_stats_t;
+sl_changelog_stats_t sl_changelog_stats(const sl_changelog_t *cl);
+/* Registers the sluice_scheduler_changelog_* families on m; -1 when it cannot. */
+int sl_changelog_metrics(sl_changelog_t *cl, sl_metrics_t *m);
+/* Brings them up to date (call about once a second). */
+void sl_changelog_export(sl_changelog_t *cl);
+
+#endif

@@ -1,0 +1,228 @@
+/* test_changelog.c - the changelog's records and their replay (scheduler/changelog.h): what a
+ * scheduler on a new database takes back as unfinished, from records read in offset order per
+ * partition. Records are built with sl_cl_encode and parsed with sl_cl_decode as they travel;
+ * no Kafka is needed (e2e_changelog runs the real topic).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../scheduler/changelog.h"
+
+/* A job message as the changelog carries it (only job_id matters to the replay). */
+static void job_text(char *buf, size_t cap, const char *id)
+{
+    snprintf(buf, cap, "{\"job_id\":\"%s\",\"tenant\":\"acme\",\"route\":\"chat\"}", id);
+}
+
+/* Encodes and decodes one record, as a writer and a restore would. */
+static sl_cl_rec_t rec(sl_cl_kind_t kind, int64_t seq, int64_t epoch, const char *id)
+{
+    char job[256];
+    job_text(job, sizeof job, id != NULL ? id : "");
+    size_t len = 0;
+    char *text = sl_cl_encode(kind, seq, epoch, id, job, strlen(job), &len);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(len, strlen(text));
+    sl_cl_rec_t r;
+    ck_assert_int_eq(sl_cl_decode(text, len, &r), SL_OK);
+    free(text);
+    return r;
+}
+
+/* Feeds records into partition 0 at offsets from first, then applies with low. */
+static sl_err_t replay(sl_cl_replay_t *r, int64_t first, int64_t low, sl_cl_rec_t *recs, int n)
+{
+    for (int i = 0; i < n; i++)
+        sl_cl_replay_add(r, 0, first + i, &recs[i]);
+    char err[256] = "";
+    return sl_cl_replay_apply(r, 0, low, err, sizeof err);
+}
+
+typedef struct {
+    char ids[16][80];
+    int n;
+} seen_t;
+
+static void collect(const char *job_id, const char *job, size_t len, void *arg)
+{
+    seen_t *s = arg;
+    ck_assert_ptr_nonnull(strstr(job, job_id));
+    ck_assert_uint_eq(len, strlen(job));
+    ck_assert_int_lt(s->n, 16);
+    snprintf(s->ids[s->n++], sizeof s->ids[0], "%s", job_id);
+}
+
+static int live_has(const sl_cl_replay_t *r, const char *id)
+{
+    seen_t s = {.n = 0};
+    sl_cl_replay_each(r, collect, &s);
+    for (int i = 0; i < s.n; i++)
+        if (strcmp(s.ids[i], id) == 0)
+            return 1;
+    return 0;
+}
+
+START_TEST(records_round_trip)
+{
+    sl_cl_rec_t j = rec(SL_CL_JOB, 7, 0, "job-1");
+    ck_assert_int_eq(j.kind, SL_CL_JOB);
+    ck_assert_int_eq(j.seq, 7);
+    ck_assert_str_eq(j.job_id, "job-1");
+    ck_assert_ptr_nonnull(strstr(j.job, "\"tenant\":\"acme\""));
+    sl_cl_rec_clear(&j);
+    sl_cl_rec_t e = rec(SL_CL_END, 8, 0, "job-1");
+    ck_assert_int_eq(e.kind, SL_CL_END);
+    ck_assert_str_eq(e.job_id, "job-1");
+    ck_assert_ptr_null(e.job);
+    sl_cl_rec_t b = rec(SL_CL_BEGIN, 9, 42, NULL), c = rec(SL_CL_CLOSE, 10, 42, NULL);
+    ck_assert_int_eq(b.kind, SL_CL_BEGIN);
+    ck_assert_int_eq(b.epoch, 42);
+    ck_assert_int_eq(c.kind, SL_CL_CLOSE);
+    ck_assert_int_eq(c.epoch, 42);
+}
+END_TEST
+
+START_TEST(malformed_records_are_refused)
+{
+    static const char *const bad[] = {
+        "",
+        "null",
+        "{\"v\":2,\"t\":\"end\",\"seq\":1,\"id\":\"a\"}",
+        "{\"v\":1,\"t\":\"gone\",\"seq\":1,\"id\":\"a\"}",
+        "{\"v\":1,\"t\":\"end\",\"id\":\"a\"}",
+        "{\"v\":1,\"t\":\"end\",\"seq\":0,\"id\":\"a\"}",
+        "{\"v\":1,\"t\":\"end\",\"seq\":\"1\",\"id\":\"a\"}",
+        "{\"v\":1,\"t\":\"end\",\"seq\":1}",
+        "{\"v\":1,\"t\":\"end\",\"seq\":1,\"id\":\"\"}",
+        "{\"v\":1,\"t\":\"job\",\"seq\":1,\"job\":{\"tenant\":\"acme\"}}",
+        "{\"v\":1,\"t\":\"job\",\"seq\":1,\"job\":\"{}\"}",
+        "{\"v\":1,\"t\":\"begin\",\"seq\":1}",
+        "{\"v\":1,\"t\":\"close\",\"seq\":1,\"epoch\":-3}",
+        "{\"v\":1,\"t\":\"end\",\"seq\":1,\"id\":\"a\",\"id\":\"b\"}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sl_cl_rec_t r;
+        ck_assert_msg(sl_cl_decode(bad[i], strlen(bad[i]), &r) == SL_EINVAL, "accepted: %s",
+                      bad[i]);
+        ck_assert_ptr_null(r.job);
+    }
+    /* an id longer than any job id */
+    char lng[200];
+    snprintf(lng, sizeof lng, "{\"v\":1,\"t\":\"end\",\"seq\":1,\"id\":\"%0*d\"}",
+             SL_JOB_ID_MAX + 1, 0);
+    sl_cl_rec_t r;
+    ck_assert_int_eq(sl_cl_decode(lng, strlen(lng), &r), SL_EINVAL);
+}
+END_TEST
+
+START_TEST(a_job_is_live_until_its_end)
+{
+    sl_cl_replay_t *r = sl_cl_replay_new(1);
+    sl_cl_rec_t recs[] = {rec(SL_CL_JOB, 1, 0, "a"), rec(SL_CL_JOB, 2, 0, "b"),
+                          rec(SL_CL_END, 3, 0, "a"), rec(SL_CL_JOB, 4, 0, "c")};
+    ck_assert_int_eq(replay(r, 0, 0, recs, 4), SL_OK);
+    ck_assert_uint_eq(sl_cl_replay_live(r), 2);
+    ck_assert(!live_has(r, "a"));
+    ck_assert(live_has(r, "b") && live_has(r, "c"));
+    ck_assert_int_eq(sl_cl_replay_last_seq(r, 0), 4);
+    ck_assert_int_eq(sl_cl_replay_records(r), 4);
+    sl_cl_replay_free(r);
+}
+END_TEST
+
+/* A signed job record copied back into the topic after its end (a replay by someone who can
+ * write to the topic) must not bring the finished job back: its seq is not above the last. */
+START_TEST(a_replayed_record_does_not_bring_a_finished_job_back)
+{
+    sl_cl_replay_t *r = sl_cl_replay_new(1);
+    sl_cl_rec_t recs[] = {rec(SL_CL_JOB, 10, 0, "a"), rec(SL_CL_END, 11, 0, "a"),
+                          rec(SL_CL_JOB, 10, 0, "a"), rec(SL_CL_JOB, 5, 0, "z")};
+    ck_assert_int_eq(replay(r, 0, 0, recs, 4), SL_OK);
+    ck_assert_uint_eq(sl_cl_replay_live(r), 0);
+    ck_assert_int_eq(sl_cl_replay_refused(r), 2);
+    sl_cl_replay_free(r);
+}
+END_TEST
+
+/* Older records were deleted (low > 0): the replay starts at the begin of the newest closed
+ * snapshot, whatever came before it. */
+START_TEST(a_trimmed_partition_replays_from_its_newest_closed_snapshot)
+{
+    sl_cl_replay_t *r = sl_cl_replay_new(1);
+    sl_cl_rec_t recs[] = {
+        rec(SL_CL_JOB, 1, 0, "old"),   /* before the snapshot: not re-written, so finished */
+        rec(SL_CL_BEGIN, 2, 100, NULL), rec(SL_CL_JOB, 3, 0, "b"), rec(SL_CL_CLOSE, 4, 100, NULL),
+        rec(SL_CL_JOB, 5, 0, "c"),      rec(SL_CL_BEGIN, 6, 200, NULL), /* never closed */
+        rec(SL_CL_END, 7, 0, "b"),      rec(SL_CL_JOB, 8, 0, "d"),
+    };
+    ck_assert_int_eq(replay(r, 5000, 5000, recs, 8), SL_OK);
+    ck_assert_uint_eq(sl_cl_replay_live(r), 2);
+    ck_assert(live_has(r, "c") && live_has(r, "d"));
+    ck_assert(!live_has(r, "old") && !live_has(r, "b"));
+    sl_cl_replay_free(r);
+}
+END_TEST
+
+START_TEST(a_trimmed_partition_without_a_whole_snapshot_is_refused)
+{
+    sl_cl_replay_t *r = sl_cl_replay_new(1);
+    sl_cl_rec_t recs[] = {rec(SL_CL_JOB, 3, 0, "b"), rec(SL_CL_BEGIN, 4, 100, NULL),
+                          rec(SL_CL_JOB, 5, 0, "b"), rec(SL_CL_CLOSE, 6, 99, NULL)};
+    ck_assert_int_eq(replay(r, 10, 10, recs, 4), SL_EDB);
+    sl_cl_replay_free(r);
+    /* the same records with nothing deleted: every record counts */
+    r = sl_cl_replay_new(1);
+    sl_cl_rec_t again[] = {rec(SL_CL_JOB, 3, 0, "b"), rec(SL_CL_BEGIN, 4, 100, NULL),
+                           rec(SL_CL_JOB, 5, 0, "b"), rec(SL_CL_CLOSE, 6, 99, NULL)};
+    ck_assert_int_eq(replay(r, 0, 0, again, 4), SL_OK);
+    ck_assert_uint_eq(sl_cl_replay_live(r), 1);
+    sl_cl_replay_free(r);
+}
+END_TEST
+
+/* Partitions replay on their own: a snapshot closed in one says nothing about another. */
+START_TEST(partitions_replay_on_their_own)
+{
+    sl_cl_replay_t *r = sl_cl_replay_new(2);
+    sl_cl_rec_t p0[] = {rec(SL_CL_BEGIN, 1, 7, NULL), rec(SL_CL_JOB, 2, 0, "a"),
+                        rec(SL_CL_CLOSE, 3, 7, NULL)};
+    sl_cl_rec_t p1[] = {rec(SL_CL_JOB, 1, 0, "x"), rec(SL_CL_BEGIN, 2, 7, NULL)};
+    for (int i = 0; i < 3; i++)
+        sl_cl_replay_add(r, 0, i, &p0[i]);
+    for (int i = 0; i < 2; i++)
+        sl_cl_replay_add(r, 1, 20 + i, &p1[i]);
+    char err[256] = "";
+    ck_assert_int_eq(sl_cl_replay_apply(r, 0, 40, err, sizeof err), SL_OK);
+    ck_assert_int_eq(sl_cl_replay_apply(r, 1, 20, err, sizeof err), SL_EDB);
+    ck_assert_ptr_nonnull(strstr(err, "partition 1"));
+    sl_cl_replay_free(r);
+}
+END_TEST
+
+static Suite *changelog_suite(void)
+{
+    Suite *s = suite_create("changelog");
+    TCase *tc = tcase_create("records");
+    tcase_add_test(tc, records_round_trip);
+    tcase_add_test(tc, malformed_records_are_refused);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("replay");
+    tcase_add_test(tc, a_job_is_live_until_its_end);
+    tcase_add_test(tc, a_replayed_record_does_not_bring_a_finished_job_back);
+    tcase_add_test(tc, a_trimmed_partition_replays_from_its_newest_closed_snapshot);
+    tcase_add_test(tc, a_trimmed_partition_without_a_whole_snapshot_is_refused);
+    tcase_add_test(tc, partitions_replay_on_their_own);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(changelog_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
