@@ -21,6 +21,7 @@ enum { SNAPSHOT_PAGE = 256 };
 /* The delivery opaque of a snapshot's job records (job records taken in carry their store
  * commit, others 0). */
 enum { SNAPSHOT_TAG = -1 };
+enum { SL_CL_FAMILIES = 6 };
 /* Reading the changelog back gives up after this long without a record. */
 enum { READ_IDLE_MS = 15000 };
 
@@ -312,7 +313,7 @@ int64_t sl_cl_replay_refused(const sl_cl_replay_t *r)
 
 int64_t sl_cl_replay_records(const sl_cl_replay_t *r)
 {
-    return r->records;
+    return r != NULL ? r->records : 0;
 }
 
 /* ---- reading it back ---- */
@@ -445,7 +446,7 @@ struct sl_changelog {
     int64_t snap_epoch, snap_after, snap_count;
     sl_changelog_stats_t st, exported;
     sl_metrics_t *metrics; /* NULL: not exported */
-    int fam[5];
+    int fam[SL_CL_FAMILIES];
 };
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
@@ -478,8 +479,8 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
 }
 
 sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
-                           const sl_cl_replay_t *last_seq, sl_changelog_t **out, char *err,
-                           size_t errlen)
+                           const sl_cl_replay_t *last_seq, int snapshot_now,
+                           sl_changelog_t **out, char *err, size_t errlen)
 {
     *out = NULL;
     sl_changelog_t *cl = calloc(1, sizeof *cl);
@@ -512,10 +513,12 @@ sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_
     for (int p = 0; p < cl->nparts; p++)
         if (sl_cl_replay_last_seq(last_seq, p) > cl->last_seq)
             cl->last_seq = sl_cl_replay_last_seq(last_seq, p);
-    /* Every start writes a whole snapshot: whatever this database holds that an earlier run
-     * could not write (a crash before its records were acknowledged) is in the changelog
-     * again. */
-    cl->snap_due = 1;
+    /* A new database (a first start, or one just restored) and a changelog without records
+     * (a database older than the changelog) start with a whole snapshot; otherwise the next is
+     * due by size or time. A job whose record a crash kept from the broker needs none: its
+     * offset was not committed, so it comes again and is written again (sched.c). */
+    cl->snap_due = snapshot_now || sl_cl_replay_records(last_seq) == 0;
+    cl->snap_began_ms = sl_now_ms();
     *out = cl;
     return SL_OK;
 }
@@ -625,26 +628,33 @@ static void snapshot_row(int64_t rowid, const char *tenant, const char *job, siz
 
 /* Whether a snapshot is due: records other than the last snapshot's own filled a quarter of
  * what the broker keeps of a partition since it began (so its begin is still in the newer half),
- * or changelog_snapshot_ms went by. A snapshot alone larger than half of it is warned about: a
- * restore could then find none whole. */
+ * or changelog_snapshot_ms went by. A partition whose snapshot alone took more than half of what
+ * the broker keeps cannot be kept whole there: it is reported (at_risk, a warning per snapshot)
+ * and does not start snapshots by size, which would only follow each other without end. */
 static int snapshot_due(sl_changelog_t *cl, int64_t now_ms)
 {
     const sl_config_t *cfg = cl->cfg;
     int64_t keep = cfg->changelog_retention_bytes;
     int due = cfg->changelog_snapshot_ms > 0 &&
               now_ms - cl->snap_began_ms >= cfg->changelog_snapshot_ms;
+    int risk = 0;
     for (int p = 0; keep > 0 && p < cl->nparts; p++) {
-        if (cl->since_begin[p] - cl->snap_bytes[p] > keep / 4)
+        if (cl->snap_bytes[p] > keep / 2) {
+            risk++;
+            if (cl->warned_epoch != cl->snap_epoch) {
+                cl->warned_epoch = cl->snap_epoch;
+                sl_warn("changelog partition %d: its unfinished jobs take %lld bytes, more than "
+                        "half of the %lld the broker keeps (scheduler.changelog_retention_bytes): "
+                        "a scheduler that loses its database could not restore them. Raise the "
+                        "topic's retention.bytes (and the setting), or spread the tenants over "
+                        "more partitions",
+                        p, (long long)cl->snap_bytes[p], (long long)keep);
+            }
+        } else if (cl->since_begin[p] - cl->snap_bytes[p] > keep / 4) {
             due = 1;
-        if (cl->snap_bytes[p] > keep / 2 && cl->warned_epoch != cl->snap_epoch) {
-            cl->warned_epoch = cl->snap_epoch;
-            sl_warn("changelog partition %d: its unfinished jobs take %lld bytes, more than half "
-                    "of the %lld the broker keeps (scheduler.changelog_retention_bytes): a "
-                    "restore could find no whole snapshot. Raise the topic's retention.bytes (and "
-                    "the setting), or give the jobs and changelog topics more partitions",
-                    p, (long long)cl->snap_bytes[p], (long long)keep);
         }
     }
+    cl->st.at_risk = risk;
     return due;
 }
 
@@ -719,7 +729,7 @@ int sl_changelog_metrics(sl_changelog_t *cl, sl_metrics_t *m)
     static const struct {
         sl_metric_kind_t kind;
         const char *name, *help;
-    } fam[] = {
+    } fam[SL_CL_FAMILIES] = {
         {SL_METRIC_COUNTER, "sluice_scheduler_changelog_records_total",
          "Records written to the changelog topic (jobs taken in, ends, snapshots)."},
         {SL_METRIC_COUNTER, "sluice_scheduler_changelog_bytes_total",
@@ -730,8 +740,12 @@ int sl_changelog_metrics(sl_changelog_t *cl, sl_metrics_t *m)
          "Unfinished jobs in the last whole snapshot."},
         {SL_METRIC_GAUGE, "sluice_scheduler_changelog_in_flight",
          "Changelog records not yet acknowledged by the broker."},
+        {SL_METRIC_GAUGE, "sluice_scheduler_changelog_partitions_at_risk",
+         "Changelog partitions whose unfinished jobs take more than half of what the broker "
+         "keeps (scheduler.changelog_retention_bytes): a lost database could not be restored "
+         "there."},
     };
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < SL_CL_FAMILIES; i++) {
         cl->fam[i] = sl_metrics_family(m, fam[i].kind, fam[i].name, fam[i].help, NULL, NULL, 0);
         if (cl->fam[i] < 0)
             return -1;
@@ -750,5 +764,6 @@ void sl_changelog_export(sl_changelog_t *cl)
     sl_metrics_add(cl->metrics, cl->fam[2], NULL, (double)(st->snapshots - cl->exported.snapshots));
     sl_metrics_set(cl->metrics, cl->fam[3], NULL, (double)st->snapshot_jobs);
     sl_metrics_set(cl->metrics, cl->fam[4], NULL, (double)st->in_flight);
+    sl_metrics_set(cl->metrics, cl->fam[5], NULL, (double)st->at_risk);
     cl->exported = *st;
 }

@@ -22,10 +22,12 @@
  * crash in between leaves a job that runs again (its result is de-duplicated by job id), never
  * a lost one.
  *
- * Retention: a snapshot (begin, every unfinished job, close) is written at every start and
- * whenever a partition received a quarter of scheduler.changelog_retention_bytes since its last
- * snapshot began, so the records a restore needs are always in the newest half of what the
- * broker keeps. A restore replays each partition from the begin of its newest closed snapshot
+ * Retention: a snapshot (begin, every unfinished job, close) is written at a start on a new
+ * database, every scheduler.changelog_snapshot_ms, and whenever a partition received a quarter
+ * of scheduler.changelog_retention_bytes since its last snapshot began, so the records a restore
+ * needs stay in the newest half of what the broker keeps. A partition whose unfinished jobs alone
+ * take more than half of that cannot be kept: it is reported (a warning, and the metric
+ * sluice_scheduler_changelog_partitions_at_risk), and a restore there refuses to guess. A restore replays each partition from the begin of its newest closed snapshot
  * (or from its first record when nothing was ever deleted), and refuses to guess when neither is
  * there.
  */
@@ -109,10 +111,12 @@ typedef struct sl_changelog sl_changelog_t;
 
 /* A writer with a producer of its own; checks that the changelog topic has as many partitions as
  * the jobs topic (SL_ECONFIG otherwise). last_seq (may be NULL) is what was read back
- * (sl_changelog_read), so new records follow every seq there even if the clock stepped back. */
+ * (sl_changelog_read), so new records follow every seq there even if the clock stepped back.
+ * snapshot_now (a new database), or a changelog with no records read back, starts with a whole
+ * snapshot. */
 sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
-                           const sl_cl_replay_t *last_seq, sl_changelog_t **out, char *err,
-                           size_t errlen);
+                           const sl_cl_replay_t *last_seq, int snapshot_now,
+                           sl_changelog_t **out, char *err, size_t errlen);
 /* Flushes what is in flight (at most timeout_ms) and frees it; NULL is a no-op. */
 void sl_changelog_close(sl_changelog_t *cl, int timeout_ms);
 
@@ -137,6 +141,7 @@ int sl_changelog_failed(const sl_changelog_t *cl);
 
 typedef struct {
     int64_t records, bytes, snapshots, snapshot_jobs, in_flight;
+    int64_t at_risk; /* partitions whose snapshot takes over half of what the broker keeps */
 } sl_changelog_stats_t;
 sl_changelog_stats_t sl_changelog_stats(const sl_changelog_t *cl);
 /* Registers the sluice_scheduler_changelog_* families on m; -1 when it cannot. */

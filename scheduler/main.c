@@ -368,9 +368,10 @@ int main(int argc, char **argv)
     sl_changelog_t *cl = NULL;
     uint8_t cl_key[SL_MAC_KEY_BYTES];
     sl_signer_derive(signer, SL_CHANGELOG_MAC_CONTEXT, cl_key);
+    int fresh = sl_store_is_new(store);
     sl_err_t cl_rc = restore_from_changelog(cfg, cl_key, store, sched, &replay, err, sizeof err);
     if (cl_rc == SL_OK)
-        cl_rc = sl_changelog_open(cfg, cl_key, replay, &cl, err, sizeof err);
+        cl_rc = sl_changelog_open(cfg, cl_key, replay, fresh, &cl, err, sizeof err);
     sodium_memzero(cl_key, sizeof cl_key);
     sl_cl_replay_free(replay);
     if (cl_rc != SL_OK) {

@@ -408,8 +408,15 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
                                 "this idempotency key was used before with another request; "
                                 "the first one stands",
                                 now_ms);
+        } else if (old_result != NULL) {
+            rc = sl_outbox_resend(s, id, old_result, now_ms);
         } else {
-            rc = old_result != NULL ? sl_outbox_resend(s, id, old_result, now_ms) : SL_OK;
+            /* Redelivered while unfinished: its offset was not committed, which may be because
+             * its changelog record never reached the broker; written again. */
+            char again[SL_JOB_ID_MAX + 1];
+            snprintf(again, sizeof again, "%s", id);
+            int t = sl_job_tenant_index(s, tenant_name);
+            rc = t >= 0 ? log_taken(s, again, t, json, len) : SL_OK;
         }
         json_decref(doc);
         return rc;
