@@ -292,6 +292,15 @@ sl_err_t sl_kafka_producer_new(const sl_config_t *cfg, const char *client_id,
                                void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                                void *opaque, rd_kafka_t **out, char *err, size_t errlen)
 {
+    return sl_kafka_producer_new_props(cfg, client_id, dr_cb, opaque, NULL, out, err, errlen);
+}
+
+sl_err_t sl_kafka_producer_new_props(const sl_config_t *cfg, const char *client_id,
+                                     void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *,
+                                                   void *),
+                                     void *opaque, const char *const *extra_props,
+                                     rd_kafka_t **out, char *err, size_t errlen)
+{
     *out = NULL;
     rd_kafka_conf_t *conf = NULL;
     sl_err_t rc = base_conf(cfg, client_id, &conf, err, errlen);
@@ -305,6 +314,8 @@ sl_err_t sl_kafka_producer_new(const sl_config_t *cfg, const char *client_id,
                                            "message.max.bytes", "16777216", NULL};
     for (int i = 0; rc == SL_OK && defaults[i] != NULL; i += 2)
         rc = set(conf, defaults[i], defaults[i + 1], err, errlen);
+    for (int i = 0; rc == SL_OK && extra_props != NULL && extra_props[i] != NULL; i += 2)
+        rc = set(conf, extra_props[i], extra_props[i + 1], err, errlen);
     if (rc == SL_OK)
         rc = apply_config_props(cfg, conf, err, errlen);
     if (rc != SL_OK) {

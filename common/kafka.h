@@ -26,6 +26,14 @@ sl_err_t sl_kafka_producer_new(const sl_config_t *cfg, const char *client_id,
                                void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                                void *opaque, rd_kafka_t **out, char *err, size_t errlen);
 
+/* The same with extra_props (name, value pairs, NULL-terminated, may be NULL) over the defaults
+ * (the config's kafka.properties still come last). */
+sl_err_t sl_kafka_producer_new_props(const sl_config_t *cfg, const char *client_id,
+                                     void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *,
+                                                   void *),
+                                     void *opaque, const char *const *extra_props,
+                                     rd_kafka_t **out, char *err, size_t errlen);
+
 /* Creates a consumer in group, subscribed to the ntopics topics (none: the caller assigns), with
  * auto-commit off and reading from the earliest offset when the group has none. Under static
  * membership (sl_kafka_static_membership) it is assigned every partition of the topics at once

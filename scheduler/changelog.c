@@ -488,8 +488,11 @@ sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_
         return SL_ENOMEM;
     cl->cfg = cfg;
     memcpy(cl->mac_key, mac_key, SL_MAC_KEY_BYTES);
-    sl_err_t rc = sl_kafka_producer_new(cfg, "sluice-scheduler-changelog", on_delivery, cl,
-                                        &cl->prod, err, errlen);
+    /* Nobody waits on a record but the offset commit, which may come a few milliseconds
+     * later: records travel in batches rather than a request each. */
+    static const char *const props[] = {"linger.ms", "10", NULL};
+    sl_err_t rc = sl_kafka_producer_new_props(cfg, "sluice-scheduler-changelog", on_delivery, cl,
+                                              props, &cl->prod, err, errlen);
     if (rc != SL_OK) {
         free(cl);
         return rc;
