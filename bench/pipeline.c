@@ -283,6 +283,14 @@ int main(int argc, char **argv)
            100 * (cpu1[0] - cpu0[0]) / wall_s, 100 * (cpu1[1] - cpu0[1]) / wall_s,
            100 * (cpu1[2] - cpu0[2]) / wall_s, 100 * (cpu1[3] - cpu0[3]) / wall_s,
            100 * (cpu1[4] - cpu0[4]) / wall_s);
+    /* CPU time per job of sluice's own daemons over the last throughput run (its jobs only:
+     * nothing else runs then). */
+    double us[5];
+    for (int i = 0; i < 5; i++)
+        us[i] = got > 0 ? 1e6 * (cpu1[i] - cpu0[i]) / got : 0;
+    printf("  CPU per job, last run (us)   scheduler %.0f ingest %.0f dispatcher %.0f;"
+           " the three %.0f\n",
+           us[2], us[3], us[4], us[2] + us[3] + us[4]);
     printf("  peak RSS (MiB)               devkafka %.0f sim %.0f scheduler %.0f ingest %.0f"
            " dispatcher %.0f\n",
            rss[0] / 1024.0, rss[1] / 1024.0, rss[2] / 1024.0, rss[3] / 1024.0, rss[4] / 1024.0);
@@ -296,10 +304,12 @@ int main(int argc, char **argv)
                 "{\"jobs\": %d, \"throughput_jobs_per_s\": %.1f, \"raw_kafka_msgs_per_s\": %.1f,"
                 " \"ratio\": %.4f, \"latency_rate_jobs_per_s\": %d, \"added_latency_ms\":"
                 " {\"p50\": %.2f, \"p99\": %.2f, \"n\": %d}, \"peak_rss_kib\": {\"devkafka\": %ld,"
-                " \"sim\": %ld, \"scheduler\": %ld, \"ingest\": %ld, \"dispatcher\": %ld}}\n",
+                " \"sim\": %ld, \"scheduler\": %ld, \"ingest\": %ld, \"dispatcher\": %ld},"
+                " \"cpu_us_per_job\": {\"scheduler\": %.1f, \"ingest\": %.1f,"
+                " \"dispatcher\": %.1f}}\n",
                 jobs, tp, raw, tp / raw, rate, b_pct(lat.added, nlat, 0.5),
                 b_pct(lat.added, nlat, 0.99), nlat,
-                rss[0], rss[1], rss[2], rss[3], rss[4]);
+                rss[0], rss[1], rss[2], rss[3], rss[4], us[2], us[3], us[4]);
         fclose(f);
         printf("  written to %s\n", path);
     }
