@@ -306,6 +306,9 @@ START_TEST(defaults_are_applied_to_a_minimal_config)
     ck_assert_str_eq(cfg->kafka.topic_dispatch, "sluice.dispatch");
     ck_assert_str_eq(cfg->kafka.topic_results, "sluice.results");
     ck_assert_str_eq(cfg->kafka.topic_usage, "sluice.usage");
+    ck_assert_str_eq(cfg->kafka.topic_changelog, "sluice.changelog");
+    ck_assert_int_eq(cfg->changelog_retention_bytes, 5 << 20);
+    ck_assert_int_eq(cfg->changelog_snapshot_ms, 3600000);
     ck_assert_int_eq(cfg->kafka.nprops, 0);
     ck_assert_int_eq(cfg->max_request_bytes, 1 << 20);
     ck_assert_str_eq(cfg->db_path, "var/sluice.db");
@@ -529,6 +532,8 @@ START_TEST(out_of_range_numbers_are_refused_and_named)
         {"scheduler", "lease_ms", 0, 0},
         {"scheduler", "max_attempts", 0, 0},
         {"scheduler", "max_attempts", 1000, 0},
+        {"scheduler", "changelog_retention_bytes", -1, 0},
+        {"scheduler", "changelog_snapshot_ms", -1, 0},
         {"dispatcher", "max_in_flight", 0, 0},
         {"deployments", "slices_per_minute", 0, 0},
         {"deployments", "headroom", 0, 1},
@@ -557,6 +562,12 @@ START_TEST(out_of_range_numbers_are_refused_and_named)
     json_object_set_new(json_object_get(at(root, "deployments", 0), "limits"), "rpm",
                         json_integer(-1));
     expect_config_error(root, "rpm", "outside");
+
+    /* a retention too small for any snapshot: 0 (unbounded) or at least 64 KiB */
+    root = example();
+    json_object_set_new(json_object_get(root, "scheduler"), "changelog_retention_bytes",
+                        json_integer(1000));
+    expect_config_error(root, "changelog_retention_bytes", "65536");
 
     root = example();
     json_object_set_new(json_object_get(json_object_get(root, "classes"), "interactive"),
