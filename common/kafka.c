@@ -149,6 +149,70 @@ static int uses_dev_broker(const sl_config_t *cfg)
     return (env == NULL || *env == '\0') && cfg->kafka.bootstrap_servers[0] == '\0';
 }
 
+int sl_kafka_dev_broker(const sl_config_t *cfg)
+{
+    return uses_dev_broker(cfg);
+}
+
+sl_err_t sl_kafka_topic_config(rd_kafka_t *rk, const char *topic, const char *const *names,
+                               int n, char (*values)[SL_KAFKA_CONFIG_VALUE_MAX], int timeout_ms,
+                               char *err, size_t errlen)
+{
+    for (int i = 0; i < n; i++)
+        values[i][0] = '\0';
+    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *opt =
+        rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+    char why[256] = "";
+    sl_err_t rc = SL_EKAFKA;
+    if (res == NULL || q == NULL || opt == NULL) {
+        snprintf(err, errlen, "out of memory");
+        rc = SL_ENOMEM;
+        goto done;
+    }
+    rd_kafka_AdminOptions_set_request_timeout(opt, timeout_ms, why, sizeof why);
+    rd_kafka_DescribeConfigs(rk, &res, 1, opt, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
+    if (ev == NULL) {
+        snprintf(err, errlen, "no answer from the broker in %d ms", timeout_ms);
+        goto done;
+    }
+    const rd_kafka_DescribeConfigs_result_t *r = rd_kafka_event_DescribeConfigs_result(ev);
+    size_t nres = 0;
+    const rd_kafka_ConfigResource_t **rs =
+        r != NULL ? rd_kafka_DescribeConfigs_result_resources(r, &nres) : NULL;
+    if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR || nres != 1 ||
+        rd_kafka_ConfigResource_error(rs[0]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        const char *e = rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR
+                            ? rd_kafka_event_error_string(ev)
+                        : nres == 1 ? rd_kafka_ConfigResource_error_string(rs[0])
+                                    : "no such topic in the answer";
+        snprintf(err, errlen, "%s", e != NULL ? e : "refused");
+        rd_kafka_event_destroy(ev);
+        goto done;
+    }
+    size_t nent = 0;
+    const rd_kafka_ConfigEntry_t **ents = rd_kafka_ConfigResource_configs(rs[0], &nent);
+    for (size_t e = 0; e < nent; e++) {
+        const char *name = rd_kafka_ConfigEntry_name(ents[e]);
+        const char *value = rd_kafka_ConfigEntry_value(ents[e]);
+        for (int i = 0; name != NULL && value != NULL && i < n; i++)
+            if (strcmp(name, names[i]) == 0)
+                snprintf(values[i], SL_KAFKA_CONFIG_VALUE_MAX, "%s", value);
+    }
+    rd_kafka_event_destroy(ev);
+    rc = SL_OK;
+done:
+    if (opt != NULL)
+        rd_kafka_AdminOptions_destroy(opt);
+    if (res != NULL)
+        rd_kafka_ConfigResource_destroy(res);
+    if (q != NULL)
+        rd_kafka_queue_destroy(q);
+    return rc;
+}
+
 int sl_kafka_static_membership(const sl_config_t *cfg)
 {
     const char *m = cfg->kafka.membership != NULL ? cfg->kafka.membership : "auto";

@@ -56,6 +56,18 @@ int sl_kafka_static_membership(const sl_config_t *cfg);
  * does not exist yet; 0 when it has none. */
 int sl_kafka_partition_count(rd_kafka_t *rk, const char *topic, int wait_ms);
 
+/* Whether the processes use the dev broker (no kafka.bootstrap_servers, no
+ * $SLUICE_KAFKA_BOOTSTRAP). */
+int sl_kafka_dev_broker(const sl_config_t *cfg);
+
+/* The broker's settings names[0..n) of topic (DescribeConfigs) into values ("" for one not in
+ * the answer). SL_EKAFKA (err says) when the broker does not answer in time or refuses (no
+ * DESCRIBE_CONFIGS right, an unknown topic, a broker without the API such as the dev broker). */
+enum { SL_KAFKA_CONFIG_VALUE_MAX = 128 };
+sl_err_t sl_kafka_topic_config(rd_kafka_t *rk, const char *topic, const char *const *names,
+                               int n, char (*values)[SL_KAFKA_CONFIG_VALUE_MAX], int timeout_ms,
+                               char *err, size_t errlen);
+
 /* This process's stable name: kafka.instance, or the host name. */
 const char *sl_kafka_instance_name(const sl_config_t *cfg);
 

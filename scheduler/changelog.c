@@ -396,7 +396,7 @@ sl_err_t sl_changelog_read(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_
                 (*refused)++;
             else if (!sl_cl_replay_add(r, p, m->offset, &rec))
                 (*refused)++;
-            if (m->offset == high[p] - 1)
+            if (m->offset >= high[p] - 1)
                 waiting--;
         }
         rd_kafka_message_destroy(m);
@@ -423,6 +423,68 @@ done:
     return SL_OK;
 }
 
+/* ---- the topic's settings ---- */
+
+/* The dev broker's fixed retention of a partition (docs/dev-kafka.md). */
+enum { DEV_BROKER_RETENTION_BYTES = 5 << 20 };
+
+sl_err_t sl_cl_check_retention(const sl_config_t *cfg, const char *cleanup_policy,
+                               int64_t retention_ms, int64_t retention_bytes, char *err,
+                               size_t errlen)
+{
+    const char *topic = cfg->kafka.topic_changelog;
+    if (cleanup_policy != NULL && strstr(cleanup_policy, "compact") != NULL) {
+        snprintf(err, errlen,
+                 "topic %s has cleanup.policy=%s: its records are keyed by tenant, so compaction "
+                 "would keep one a tenant and lose the others' jobs; set cleanup.policy=delete",
+                 topic, cleanup_policy);
+        return SL_ECONFIG;
+    }
+    int64_t planned = cfg->changelog_retention_bytes;
+    if (retention_bytes > 0 && (planned <= 0 || planned > retention_bytes)) {
+        snprintf(err, errlen,
+                 "topic %s keeps %lld bytes a partition (retention.bytes) but "
+                 "scheduler.changelog_retention_bytes is %lld: snapshots would come too late to "
+                 "keep a whole one; set it to at most %lld",
+                 topic, (long long)retention_bytes, (long long)planned,
+                 (long long)retention_bytes);
+        return SL_ECONFIG;
+    }
+    int64_t every = cfg->changelog_snapshot_ms;
+    if (retention_ms > 0 && (every <= 0 || 2 * every > retention_ms)) {
+        snprintf(err, errlen,
+                 "topic %s keeps records for %lld ms (retention.ms) but a snapshot is written "
+                 "every %lld ms (scheduler.changelog_snapshot_ms; 0: never by time): the newest "
+                 "whole snapshot could be deleted; keep at least twice the interval, plus the "
+                 "longest time a scheduler may stay down",
+                 topic, (long long)retention_ms, (long long)every);
+        return SL_ECONFIG;
+    }
+    return SL_OK;
+}
+
+/* The topic's settings as the broker has them, checked (sl_cl_check_retention). The dev broker
+ * cannot be asked: its retention is known. A broker that does not answer is warned about, not
+ * refused: the scheduler may lack the right to describe topics. */
+static sl_err_t check_topic(const sl_config_t *cfg, rd_kafka_t *rk, char *err, size_t errlen)
+{
+    if (sl_kafka_dev_broker(cfg))
+        return sl_cl_check_retention(cfg, "delete", -1, DEV_BROKER_RETENTION_BYTES, err, errlen);
+    static const char *const names[] = {"cleanup.policy", "retention.ms", "retention.bytes"};
+    char values[3][SL_KAFKA_CONFIG_VALUE_MAX];
+    char why[256] = "";
+    if (sl_kafka_topic_config(rk, cfg->kafka.topic_changelog, names, 3, values, 10000, why,
+                              sizeof why) != SL_OK) {
+        sl_warn("cannot read the settings of topic %s (%s): not checked that its retention "
+                "keeps a whole snapshot (README, \"The changelog\")",
+                cfg->kafka.topic_changelog, why);
+        return SL_OK;
+    }
+    int64_t ms = values[1][0] != '\0' ? strtoll(values[1], NULL, 10) : -1;
+    int64_t bytes = values[2][0] != '\0' ? strtoll(values[2], NULL, 10) : -1;
+    return sl_cl_check_retention(cfg, values[0], ms, bytes, err, errlen);
+}
+
 /* ---- writing it ---- */
 
 typedef struct {
@@ -430,7 +492,10 @@ typedef struct {
 } gate_t;
 
 struct sl_changelog {
-    const sl_config_t *cfg;
+    /* What it needs of the config, copied: a reload frees the config it was opened with (the
+     * changelog's settings take effect at the next start). */
+    char *topic;
+    int64_t retention_bytes, snapshot_ms;
     uint8_t mac_key[SL_MAC_KEY_BYTES];
     rd_kafka_t *prod;
     int nparts;
@@ -486,15 +551,23 @@ sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_
     sl_changelog_t *cl = calloc(1, sizeof *cl);
     if (cl == NULL)
         return SL_ENOMEM;
-    cl->cfg = cfg;
+    cl->topic = strdup(cfg->kafka.topic_changelog);
+    cl->retention_bytes = cfg->changelog_retention_bytes;
+    cl->snapshot_ms = cfg->changelog_snapshot_ms;
+    if (cl->topic == NULL) {
+        free(cl);
+        return SL_ENOMEM;
+    }
     memcpy(cl->mac_key, mac_key, SL_MAC_KEY_BYTES);
     /* Nobody waits on a record but the offset commit, which may come a few milliseconds
-     * later: records travel in batches rather than a request each. */
-    static const char *const props[] = {"linger.ms", "10", NULL};
+     * later: records travel in batches rather than a request each. What waits for the broker
+     * is bounded (64 MiB; a full queue makes the loop wait: sl_kafka_produce). */
+    static const char *const props[] = {"linger.ms", "10", "queue.buffering.max.kbytes", "65536",
+                                        NULL};
     sl_err_t rc = sl_kafka_producer_new_props(cfg, "sluice-scheduler-changelog", on_delivery, cl,
                                               props, &cl->prod, err, errlen);
     if (rc != SL_OK) {
-        free(cl);
+        sl_changelog_close(cl, 0);
         return rc;
     }
     cl->nparts = sl_kafka_partition_count(cl->prod, cfg->kafka.topic_changelog, 30000);
@@ -506,6 +579,11 @@ sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_
                  cfg->kafka.topic_changelog, cl->nparts, cfg->kafka.topic_jobs, jobs);
         sl_changelog_close(cl, 0);
         return SL_ECONFIG;
+    }
+    rc = check_topic(cfg, cl->prod, err, errlen);
+    if (rc != SL_OK) {
+        sl_changelog_close(cl, 0);
+        return rc;
     }
     cl->since_begin = calloc((size_t)cl->nparts, sizeof *cl->since_begin);
     cl->snap_bytes = calloc((size_t)cl->nparts, sizeof *cl->snap_bytes);
@@ -535,6 +613,7 @@ void sl_changelog_close(sl_changelog_t *cl, int timeout_ms)
             rd_kafka_flush(cl->prod, timeout_ms);
         rd_kafka_destroy(cl->prod);
     }
+    free(cl->topic);
     free(cl->since_begin);
     free(cl->snap_bytes);
     free(cl->gates);
@@ -561,7 +640,7 @@ static void produce(sl_changelog_t *cl, int32_t part, const char *key, char *val
         sl_error("changelog: out of memory; stopping");
         return;
     }
-    if (sl_kafka_produce_mac(cl->prod, cl->cfg->kafka.topic_changelog, part, key, value, len,
+    if (sl_kafka_produce_mac(cl->prod, cl->topic, part, key, value, len,
                              cl->mac_key, (void *)(intptr_t)commit) != SL_OK) {
         cl->failed = 1;
     } else {
@@ -636,10 +715,8 @@ static void snapshot_row(int64_t rowid, const char *tenant, const char *job, siz
  * and does not start snapshots by size, which would only follow each other without end. */
 static int snapshot_due(sl_changelog_t *cl, int64_t now_ms)
 {
-    const sl_config_t *cfg = cl->cfg;
-    int64_t keep = cfg->changelog_retention_bytes;
-    int due = cfg->changelog_snapshot_ms > 0 &&
-              now_ms - cl->snap_began_ms >= cfg->changelog_snapshot_ms;
+    int64_t keep = cl->retention_bytes;
+    int due = cl->snapshot_ms > 0 && now_ms - cl->snap_began_ms >= cl->snapshot_ms;
     int risk = 0;
     for (int p = 0; keep > 0 && p < cl->nparts; p++) {
         if (cl->snap_bytes[p] > keep / 2) {

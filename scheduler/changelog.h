@@ -105,12 +105,24 @@ sl_err_t sl_changelog_read(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_
                            int tail_only,
                            sl_cl_replay_t **out, int64_t *refused, char *err, size_t errlen);
 
+/* ---- the topic's settings ---- */
+
+/* Whether a changelog topic with these settings (retention_ms, retention_bytes: -1 or 0 for
+ * unbounded) keeps a whole snapshot under cfg's changelog_retention_bytes and
+ * changelog_snapshot_ms. SL_ECONFIG (err says what to change) for a compacted topic, a
+ * retention.bytes below the setting (or the setting unbounded), or a retention.ms below twice
+ * the snapshot interval (or none by time). sl_changelog_open checks the broker's settings with
+ * it (the dev broker's known 5 MB a partition; a broker that does not say is warned about). */
+sl_err_t sl_cl_check_retention(const sl_config_t *cfg, const char *cleanup_policy,
+                               int64_t retention_ms, int64_t retention_bytes, char *err,
+                               size_t errlen);
+
 /* ---- writing it ---- */
 
 typedef struct sl_changelog sl_changelog_t;
 
 /* A writer with a producer of its own; checks that the changelog topic has as many partitions as
- * the jobs topic (SL_ECONFIG otherwise). last_seq (may be NULL) is what was read back
+ * the jobs topic and settings that keep a whole snapshot (SL_ECONFIG otherwise, err says). last_seq (may be NULL) is what was read back
  * (sl_changelog_read), so new records follow every seq there even if the clock stepped back.
  * snapshot_now (a new database), or a changelog with no records read back, starts with a whole
  * snapshot. */

@@ -213,6 +213,7 @@ static void reload(sl_config_t **cfgp, sl_store_t *store,
         strcmp(fresh->kafka.topic_usage, old->kafka.topic_usage) != 0 ||
         strcmp(fresh->kafka.topic_dispatch, old->kafka.topic_dispatch) != 0 ||
         strcmp(fresh->kafka.topic_results, old->kafka.topic_results) != 0 ||
+        strcmp(fresh->kafka.topic_changelog, old->kafka.topic_changelog) != 0 ||
         strcmp(fresh->signing_secret_key_file, old->signing_secret_key_file) != 0 ||
         strcmp(fresh->schema_dir, old->schema_dir) != 0) {
         sl_error("reload refused: the database, topics, schema or signing key changed; those "

@@ -201,6 +201,41 @@ START_TEST(partitions_replay_on_their_own)
 }
 END_TEST
 
+/* The topic's settings must keep a whole snapshot: refused are compaction (records are keyed by
+ * tenant), a retention.bytes below what the scheduler plans with, and a retention.ms that a
+ * snapshot interval does not fit twice into. */
+START_TEST(topic_settings_that_could_lose_jobs_are_refused)
+{
+    sl_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.kafka.topic_changelog = "sluice.changelog";
+    cfg.changelog_retention_bytes = 5 << 20;
+    cfg.changelog_snapshot_ms = 3600000;
+    char err[512] = "";
+    /* the dev broker: delete, 5 MB, no time limit */
+    ck_assert_int_eq(sl_cl_check_retention(&cfg, "delete", -1, 5 << 20, err, sizeof err), SL_OK);
+    /* unbounded by size and by time */
+    ck_assert_int_eq(sl_cl_check_retention(&cfg, "delete", -1, -1, err, sizeof err), SL_OK);
+    ck_assert_int_eq(sl_cl_check_retention(&cfg, "compact,delete", -1, -1, err, sizeof err),
+                     SL_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "cleanup.policy=delete"));
+    /* a broker that keeps less than the scheduler plans with */
+    ck_assert_int_eq(sl_cl_check_retention(&cfg, "delete", -1, 1 << 20, err, sizeof err),
+                     SL_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "at most 1048576"));
+    cfg.changelog_retention_bytes = 0; /* planning for unbounded, on a bounded topic */
+    ck_assert_int_eq(sl_cl_check_retention(&cfg, "delete", -1, 5 << 20, err, sizeof err),
+                     SL_ECONFIG);
+    ck_assert_int_eq(sl_cl_check_retention(&cfg, "delete", 7200000, -1, err, sizeof err), SL_OK);
+    ck_assert_int_eq(sl_cl_check_retention(&cfg, "delete", 7199999, -1, err, sizeof err),
+                     SL_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "retention.ms"));
+    cfg.changelog_snapshot_ms = 0; /* no snapshot by time, on a topic that deletes by time */
+    ck_assert_int_eq(sl_cl_check_retention(&cfg, "delete", 604800000, -1, err, sizeof err),
+                     SL_ECONFIG);
+}
+END_TEST
+
 static Suite *changelog_suite(void)
 {
     Suite *s = suite_create("changelog");
@@ -214,6 +249,7 @@ static Suite *changelog_suite(void)
     tcase_add_test(tc, a_trimmed_partition_replays_from_its_newest_closed_snapshot);
     tcase_add_test(tc, a_trimmed_partition_without_a_whole_snapshot_is_refused);
     tcase_add_test(tc, partitions_replay_on_their_own);
+    tcase_add_test(tc, topic_settings_that_could_lose_jobs_are_refused);
     suite_add_tcase(s, tc);
     return s;
 }
