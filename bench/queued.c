@@ -185,34 +185,6 @@ static void produce_jobs(rd_kafka_t *prod, long long from, long long to)
     rd_kafka_flush(prod, 60000);
 }
 
-/* The time at which path first held needle past offset `from` (polled every 20 ms, up to
- * timeout_ms), in sl_mono_ms; -1 when it did not. */
-static double wait_log(const char *path, long from, const char *needle, int timeout_ms)
-{
-    for (double until = sl_mono_ms() + timeout_ms; sl_mono_ms() < until; usleep(20 * 1000)) {
-        char *text = NULL;
-        size_t len = 0;
-        if (sl_read_file(path, 256 << 20, &text, &len) == SL_OK) {
-            int found = (long)len > from && strstr(text + from, needle) != NULL;
-            free(text);
-            if (found)
-                return sl_mono_ms();
-        }
-    }
-    return -1;
-}
-
-static long file_size(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return 0;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fclose(f);
-    return n;
-}
-
 int main(int argc, char **argv)
 {
     long long jobs = 1000000;
@@ -294,10 +266,10 @@ int main(int argc, char **argv)
     double stop0 = sl_mono_ms();
     int stopped = h_stop(st.sched, SIGTERM, 120000);
     double stop_s = (sl_mono_ms() - stop0) / 1000.0;
-    long log_from = file_size(log);
+    long log_from = h_file_size(log);
     double start = sl_mono_ms();
     st.sched = h_spawn("sluice-scheduler", "scheduler", cfg, NULL);
-    double restored = wait_log(log, log_from, "restored ", 300000);
+    double restored = h_wait_log(log, log_from, "restored ", 300000);
     /* The jobs queued before the stop (the one sent, if it was, is not queued again). */
     double all_held = queued_metric_at_least(queued_before, 300000) ? sl_mono_ms() : -1;
     usleep(1000 * 1000);

@@ -100,38 +100,6 @@ static const char *write_config(int sim_port, int tenants, char **sim_cfg, char 
     return path;
 }
 
-/* The time (sl_mono_ms) at which the scheduler's log first held needle past offset from, polled
- * every 10 ms up to timeout_ms; -1 when it did not. */
-static double wait_log(const char *needle, long from, int timeout_ms)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/scheduler.log", h_tmpdir());
-    for (double until = sl_mono_ms() + timeout_ms; sl_mono_ms() < until; usleep(10 * 1000)) {
-        char *text = NULL;
-        size_t len = 0;
-        if (sl_read_file(path, 64 << 20, &text, &len) == SL_OK) {
-            int found = (long)len > from && strstr(text + from, needle) != NULL;
-            free(text);
-            if (found)
-                return sl_mono_ms();
-        }
-    }
-    return -1;
-}
-
-static long log_size(void)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/scheduler.log", h_tmpdir());
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return 0;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fclose(f);
-    return n;
-}
-
 int main(int argc, char **argv)
 {
     long long jobs = 20000, tenants = 16;
@@ -185,7 +153,9 @@ int main(int argc, char **argv)
             json_t *s = h_http_json(st.stats_url);
             admitted_at_kill = h_sim_total(s, "admitted");
             json_decref(s);
-            long from = log_size();
+            char log[4200];
+            snprintf(log, sizeof log, "%s/scheduler.log", h_tmpdir());
+            long from = h_file_size(log);
             kill(st.sched, SIGKILL);
             kill_mono = sl_mono_ms();
             kill_wall = sl_now_ms();
@@ -200,8 +170,8 @@ int main(int argc, char **argv)
             }
             st.sched = h_spawn("sluice-scheduler", "scheduler", cfg, NULL);
             killed = 1;
-            restored_mono = wait_log(keep_db ? "scheduler started" : "restored from the changelog",
-                                     from, 120000);
+            restored_mono = h_wait_log(
+                log, from, keep_db ? "scheduler started" : "restored from the changelog", 120000);
         }
         /* The first dispatch the new scheduler issued. */
         json_t *d = NULL;

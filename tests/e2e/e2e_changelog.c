@@ -139,22 +139,27 @@ static sl_hmap_t *ended_jobs(const char *bootstrap, int64_t before_us, int *reco
 }
 
 
-/* The number after "msg":"new database: in the scheduler's log, or -1. */
-static long restored_count(void)
+/* From the restore's line in the scheduler's log ("new database: N unfinished jobs restored
+ * from the changelog ... in T ms (R records refused ..."): N and R, each -1 when not found. */
+static void restore_figures(long *restored, long *refused)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/scheduler.log", h_tmpdir());
     FILE *f = fopen(path, "r");
-    long n = -1;
+    *restored = *refused = -1;
     char line[8192];
+    static const char head[] = "\"msg\":\"new database: ";
     while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-        const char *p = strstr(line, "\"msg\":\"new database: ");
-        if (p != NULL && strstr(p, "restored from the changelog") != NULL)
-            n = strtol(p + strlen("\"msg\":\"new database: "), NULL, 10);
+        const char *p = strstr(line, head);
+        const char *ms = p != NULL ? strstr(p, "restored from the changelog") : NULL;
+        ms = ms != NULL ? strstr(ms, " ms (") : NULL;
+        if (ms != NULL) {
+            *restored = strtol(p + strlen(head), NULL, 10);
+            *refused = strtol(ms + 5, NULL, 10);
+        }
     }
     if (f != NULL)
         fclose(f);
-    return n;
 }
 
 /* Writes into the changelog what someone with write access but no scheduler key could: a copy
@@ -196,25 +201,6 @@ static void inject(const char *bootstrap, rd_kafka_t *prod, sl_hmap_t *finished,
     rd_kafka_flush(prod, 10000);
     rd_kafka_consumer_close(cons);
     rd_kafka_destroy(cons);
-}
-
-/* The number after "(" in the restore's log line: records refused. */
-static long refused_count(void)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/scheduler.log", h_tmpdir());
-    FILE *f = fopen(path, "r");
-    long n = -1;
-    char line[8192];
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-        const char *p = strstr(line, "restored from the changelog");
-        p = p != NULL ? strstr(p, " ms (") : NULL;
-        if (p != NULL)
-            n = strtol(p + 5, NULL, 10);
-    }
-    if (f != NULL)
-        fclose(f);
-    return n;
 }
 
 static void copy_file(const char *from, const char *to)
@@ -307,7 +293,8 @@ int main(void)
         json_decref(r);
     }
     json_t *stats = h_http_json(st.stats_url);
-    long restored = restored_count();
+    long restored = -1, refused_records = -1;
+    restore_figures(&restored, &refused_records);
     h_check(killed, "the scheduler was killed and its database deleted");
     h_check(done == JOBS, "no job lost: %d/%d have a result", done, JOBS);
     h_check(ok == JOBS, "every job succeeded (%d of %d)", ok, JOBS);
@@ -321,7 +308,6 @@ int main(void)
             "%d; about %d had no result then)",
             restored, live_at_kill, JOBS - done_at_kill);
     printf("  duplicate result deliveries (at-least-once, same status): %d\n", duplicates);
-    long refused_records = refused_count();
     h_check(replayed_id[0] != '\0' && forged_id[0] != '\0' && refused_records >= 2,
             "the replayed and the forged changelog record were refused (%ld records refused)",
             refused_records);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -523,6 +524,27 @@ void h_free_string_map(sl_hmap_t *m)
         return;
     sl_hmap_each(m, free_value, NULL);
     sl_hmap_free(m);
+}
+
+long h_file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+double h_wait_log(const char *path, long from, const char *needle, int timeout_ms)
+{
+    for (double until = sl_mono_ms() + timeout_ms; sl_mono_ms() < until; usleep(10 * 1000)) {
+        char *text = NULL;
+        size_t len = 0;
+        if (sl_read_file(path, 256 << 20, &text, &len) == SL_OK) {
+            int found = (long)len > from && strstr(text + from, needle) != NULL;
+            free(text);
+            if (found)
+                return sl_mono_ms();
+        }
+    }
+    return -1;
 }
 
 double h_wall_ms(void)

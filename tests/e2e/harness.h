@@ -112,6 +112,12 @@ int h_stack_down(h_stack_t *st);
 void h_free_string_map(sl_hmap_t *m);
 
 /* Wall-clock time in milliseconds with sub-millisecond precision. */
+/* A file's size in bytes (0 when it is not there). */
+long h_file_size(const char *path);
+/* The time (sl_mono_ms) at which the file at path (a process's log) first held needle past
+ * offset from, polled every 10 ms up to timeout_ms; -1 when it did not. */
+double h_wait_log(const char *path, long from, const char *needle, int timeout_ms);
+
 double h_wall_ms(void);
 
 /* Peak resident memory (VmHWM) of a running process in KiB; -1 when unknown. */
