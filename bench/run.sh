@@ -3,7 +3,7 @@
 #   bench/run.sh                      everything (about 25 minutes)
 #   bench/run.sh storm503 backfill    one compare scenario and the backfill
 #   BENCH_QUICK=1 bench/run.sh        the small variant CI runs (about 2 minutes)
-# Names: pipeline, sign, ledger, store, seal, queued, scenarios, scenarios:<name> (equal, weights, noisy, guarantee,
+# Names: pipeline, sign, ledger, store, seal, queued, takeover, scenarios, scenarios:<name> (equal, weights, noisy, guarantee,
 # shapes, shapes_itpm, shapes_weights, shapes_weights_rev, noisy100, noisy1000), backfill,
 # compare (all its scenarios), or one compare scenario: steady, burst, noisy, storm, storm503,
 # longctx, maxout, daily, stream, bigjobs. `make bench SCENARIO="..."` passes the names here.
@@ -44,6 +44,9 @@ run_one() {
       else bin/bench/scenarios --scenario "${name#scenarios:}"; fi ;;
     queued)
       if [ "$quick" = 1 ]; then bin/bench/queued --jobs 20000; else bin/bench/queued; fi ;;
+    takeover)
+      if [ "$quick" = 1 ]; then bin/bench/takeover --quick
+      else bin/bench/takeover && bin/bench/takeover --keep-db; fi ;;
     backfill)
       if [ "$quick" = 1 ]; then bin/bench/backfill --quick; else bin/bench/backfill; fi ;;
     compare)
@@ -51,7 +54,7 @@ run_one() {
     *)
       if [[ "$compare_scenarios" != *" $name "* ]]; then
         echo "bench/run.sh: unknown benchmark \"$name\"" >&2
-        echo "known: pipeline sign ledger store seal queued scenarios scenarios:<name> backfill compare$compare_scenarios" >&2
+        echo "known: pipeline sign ledger store seal queued takeover scenarios scenarios:<name> backfill compare$compare_scenarios" >&2
         exit 2
       fi
       if [ "$quick" = 1 ]; then bin/bench/compare --quick --scenario "$name"
@@ -69,6 +72,7 @@ elif [ "$quick" = 1 ]; then
   run_one store
   run_one seal
   run_one queued
+  run_one takeover
   run_one scenarios:noisy
   # sluice vs the cookbook baseline on one scenario at two settings, and the streaming one.
   echo "== bench: compare steady (quick, cookbook at 75 and 100 %)"
@@ -82,6 +86,7 @@ else
   run_one store
   run_one seal
   run_one queued
+  run_one takeover
   run_one scenarios
   run_one compare
   run_one backfill
