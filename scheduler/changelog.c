@@ -30,16 +30,93 @@ static const char *const kind_names[] = {[SL_CL_JOB] = "job", [SL_CL_END] = "end
 
 /* ---- records ---- */
 
+/* A job record begins with this, then its seq, id, submission time and the job message. */
+#define JOB_HEAD "{\"v\":1,\"t\":\"job\",\"seq\":"
+
+/* Job ids are ingest's: 1 to SL_JOB_ID_MAX of A-Z a-z 0-9 _ - (schema/job.json). */
+static int id_ok(const char *id, size_t n)
+{
+    if (n == 0 || n > SL_JOB_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Reads a decimal of 1 to 18 digits at *p (below end), moving *p past it; -1 when none. */
+static int64_t read_digits(const char **p, const char *end)
+{
+    int64_t v = 0;
+    int n = 0;
+    while (*p < end && **p >= '0' && **p <= '9' && n < 18) {
+        v = v * 10 + (**p - '0');
+        (*p)++;
+        n++;
+    }
+    return n > 0 && (*p >= end || **p < '0' || **p > '9') ? v : -1;
+}
+
+/* Whether end - *p starts with lit, moving *p past it. */
+static int read_lit(const char **p, const char *end, const char *lit)
+{
+    size_t n = strlen(lit);
+    if ((size_t)(end - *p) < n || memcmp(*p, lit, n) != 0)
+        return 0;
+    *p += n;
+    return 1;
+}
+
+/* A job record in its one shape (sl_cl_encode); SL_EINVAL otherwise. The job message is not
+ * parsed here: the record's MAC says the scheduler wrote it, and taking it in validates it. */
+static sl_err_t decode_job(const char *buf, size_t len, sl_cl_rec_t *rec)
+{
+    const char *p = buf, *end = buf + len;
+    if (!read_lit(&p, end, JOB_HEAD))
+        return SL_EINVAL;
+    rec->seq = read_digits(&p, end);
+    if (rec->seq <= 0 || !read_lit(&p, end, ",\"id\":\""))
+        return SL_EINVAL;
+    const char *id = p;
+    while (p < end && *p != '"')
+        p++;
+    if (p >= end || !id_ok(id, (size_t)(p - id)))
+        return SL_EINVAL;
+    memcpy(rec->job_id, id, (size_t)(p - id));
+    rec->job_id[p - id] = '\0';
+    if (!read_lit(&p, end, "\",\"sub\":"))
+        return SL_EINVAL;
+    rec->submitted_ms = read_digits(&p, end);
+    if (rec->submitted_ms < 0 || !read_lit(&p, end, ",\"job\":"))
+        return SL_EINVAL;
+    /* the message: an object, then the record's closing brace */
+    if (end - p < 3 || *p != '{' || end[-1] != '}' || end[-2] != '}')
+        return SL_EINVAL;
+    rec->job_len = (size_t)(end - 1 - p);
+    rec->job = strndup(p, rec->job_len);
+    if (rec->job == NULL)
+        return SL_ENOMEM;
+    rec->kind = SL_CL_JOB;
+    return SL_OK;
+}
+
 char *sl_cl_encode(sl_cl_kind_t kind, int64_t seq, int64_t epoch, const char *job_id,
-                   const char *job, size_t job_len, size_t *len)
+                   int64_t submitted_ms, const char *job, size_t job_len, size_t *len)
 {
     char *text = NULL;
+    if ((kind == SL_CL_JOB || kind == SL_CL_END) &&
+        (job_id == NULL || !id_ok(job_id, strlen(job_id))))
+        return NULL;
     if (kind == SL_CL_JOB) {
-        /* The job message goes in as it came, not parsed and written again. */
+        /* The header first, in one fixed shape a restore reads without a JSON parser; the job
+         * message goes in as it came, not parsed and written again. */
         sl_buf_t b;
-        sl_buf_init(&b, job_len + 128);
-        if (sl_buf_addf(&b, "{\"v\":1,\"t\":\"job\",\"seq\":%" PRId64 ",\"job\":", seq) !=
-                SL_OK ||
+        sl_buf_init(&b, job_len + 160);
+        if (sl_buf_addf(&b, JOB_HEAD "%" PRId64 ",\"id\":\"%s\",\"sub\":%" PRId64 ",\"job\":",
+                        seq, job_id, submitted_ms > 0 ? submitted_ms : 0) != SL_OK ||
             sl_buf_add(&b, job, job_len) != SL_OK || sl_buf_adds(&b, "}") != SL_OK) {
             sl_buf_free(&b);
             return NULL;
@@ -66,7 +143,7 @@ void sl_cl_rec_clear(sl_cl_rec_t *rec)
 
 static int copy_id(char *dst, const char *id)
 {
-    if (id == NULL || id[0] == '\0' || strlen(id) > SL_JOB_ID_MAX)
+    if (id == NULL || !id_ok(id, strlen(id)))
         return -1;
     strcpy(dst, id);
     return 0;
@@ -75,6 +152,12 @@ static int copy_id(char *dst, const char *id)
 sl_err_t sl_cl_decode(const char *buf, size_t len, sl_cl_rec_t *rec)
 {
     memset(rec, 0, sizeof *rec);
+    if (len >= strlen(JOB_HEAD) && memcmp(buf, JOB_HEAD, strlen(JOB_HEAD)) == 0) {
+        sl_err_t jrc = decode_job(buf, len, rec);
+        if (jrc != SL_OK)
+            sl_cl_rec_clear(rec);
+        return jrc;
+    }
     json_t *doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
     json_t *t = json_object_get(doc, "t"), *seq = json_object_get(doc, "seq");
     sl_err_t rc = SL_EINVAL;
@@ -100,21 +183,7 @@ sl_err_t sl_cl_decode(const char *buf, size_t len, sl_cl_rec_t *rec)
         if (copy_id(rec->job_id, json_string_value(json_object_get(doc, "id"))) == 0)
             rc = SL_OK;
         break;
-    case SL_CL_JOB: {
-        json_t *job = json_object_get(doc, "job");
-        if (!json_is_object(job) ||
-            copy_id(rec->job_id, json_string_value(json_object_get(job, "job_id"))) != 0)
-            goto out;
-        rec->job = json_dumps(job, JSON_COMPACT);
-        if (rec->job == NULL) {
-            rc = SL_ENOMEM;
-            goto out;
-        }
-        rec->job_len = strlen(rec->job);
-        rc = SL_OK;
-        break;
-    }
-    default:
+    default: /* a job record in any other shape, or an unknown kind */
         break;
     }
 out:
@@ -140,6 +209,7 @@ typedef struct {
 typedef struct {
     char *job;
     size_t len;
+    int64_t submitted_ms, first_seq; /* the order jobs are taken in again */
 } live_t;
 
 struct sl_cl_replay {
@@ -258,6 +328,8 @@ sl_err_t sl_cl_replay_apply(sl_cl_replay_t *r, int part, int64_t low, char *err,
                     free(l);
                     return SL_ENOMEM;
                 }
+                l->submitted_ms = rec->submitted_ms;
+                l->first_seq = rec->seq;
             } else {
                 free(l->job);
             }
@@ -277,23 +349,51 @@ sl_err_t sl_cl_replay_apply(sl_cl_replay_t *r, int part, int64_t low, char *err,
 }
 
 typedef struct {
-    void (*fn)(const char *job_id, const char *job, size_t len, void *arg);
-    void *arg;
-} each_t;
+    sl_cl_live_t *v;
+    size_t n;
+} sorted_t;
 
-static void each_live(const char *key, void *value, void *arg)
+static void add_live(const char *key, void *value, void *arg)
 {
-    each_t *e = arg;
+    sorted_t *o = arg;
     live_t *l = value;
-    e->fn(key, l->job, l->len, e->arg);
+    o->v[o->n++] = (sl_cl_live_t){key, l->job, l->len, l->submitted_ms, l->first_seq};
 }
 
-void sl_cl_replay_each(const sl_cl_replay_t *r,
-                       void (*fn)(const char *job_id, const char *job, size_t len, void *arg),
-                       void *arg)
+static int by_order(const void *a, const void *b)
 {
-    each_t e = {fn, arg};
-    sl_hmap_each(r->live, each_live, &e);
+    const sl_cl_live_t *x = a, *y = b;
+    if (x->submitted_ms != y->submitted_ms)
+        return x->submitted_ms < y->submitted_ms ? -1 : 1;
+    return x->first_seq < y->first_seq ? -1 : x->first_seq > y->first_seq;
+}
+
+sl_err_t sl_cl_replay_sorted(const sl_cl_replay_t *r, sl_cl_live_t **out, size_t *n)
+{
+    size_t len = sl_hmap_len(r->live);
+    sorted_t o = {calloc(len + 1, sizeof *o.v), 0};
+    *out = NULL;
+    *n = 0;
+    if (o.v == NULL)
+        return SL_ENOMEM;
+    sl_hmap_each(r->live, add_live, &o);
+    qsort(o.v, o.n, sizeof *o.v, by_order);
+    *out = o.v;
+    *n = o.n;
+    return SL_OK;
+}
+
+sl_err_t sl_cl_replay_each(const sl_cl_replay_t *r,
+                           void (*fn)(const char *job_id, const char *job, size_t len, void *arg),
+                           void *arg)
+{
+    sl_cl_live_t *v = NULL;
+    size_t n = 0;
+    sl_err_t rc = sl_cl_replay_sorted(r, &v, &n);
+    for (size_t i = 0; i < n; i++)
+        fn(v[i].job_id, v[i].job, v[i].len, arg);
+    free(v);
+    return rc;
 }
 
 size_t sl_cl_replay_live(const sl_cl_replay_t *r)
@@ -508,6 +608,7 @@ struct sl_changelog {
     int ngates, capgates;
     int failed;
     int snap_due, snap_active;
+    int held; /* no snapshot starts (a restore is taking jobs in) */
     int64_t snap_epoch, snap_after, snap_count;
     sl_changelog_stats_t st, exported;
     sl_metrics_t *metrics; /* NULL: not exported */
@@ -653,15 +754,16 @@ static void produce(sl_changelog_t *cl, int32_t part, const char *key, char *val
 
 /* Keyed records go where the tenant's jobs go. */
 static void produce_keyed(sl_changelog_t *cl, sl_cl_kind_t kind, const char *tenant,
-                          const char *job_id, const char *job, size_t len, int64_t commit)
+                          const char *job_id, int64_t submitted_ms, const char *job, size_t len,
+                          int64_t commit)
 {
     size_t n = 0;
-    char *v = sl_cl_encode(kind, next_seq(cl), 0, job_id, job, len, &n);
+    char *v = sl_cl_encode(kind, next_seq(cl), 0, job_id, submitted_ms, job, len, &n);
     produce(cl, RD_KAFKA_PARTITION_UA, tenant, v, n, commit);
 }
 
-void sl_changelog_job(sl_changelog_t *cl, const char *tenant, const char *job, size_t len,
-                      int64_t commit)
+void sl_changelog_job(sl_changelog_t *cl, const char *tenant, const char *job_id,
+                      int64_t submitted_ms, const char *job, size_t len, int64_t commit)
 {
     if (cl->ngates == 0 || cl->gates[cl->ngates - 1].commit != commit) {
         if (cl->ngates == cl->capgates) {
@@ -677,7 +779,7 @@ void sl_changelog_job(sl_changelog_t *cl, const char *tenant, const char *job, s
         cl->gates[cl->ngates++] = (gate_t){commit, 0};
     }
     cl->gates[cl->ngates - 1].left++;
-    produce_keyed(cl, SL_CL_JOB, tenant, NULL, job, len, commit);
+    produce_keyed(cl, SL_CL_JOB, tenant, job_id, submitted_ms, job, len, commit);
 }
 
 void sl_changelog_end(sl_changelog_t *cl, sl_store_t *store, const char *job_id)
@@ -686,7 +788,7 @@ void sl_changelog_end(sl_changelog_t *cl, sl_store_t *store, const char *job_id)
     /* A job refused at the door is not stored, and was never in the changelog. */
     if (sl_store_job_tenant(store, job_id, tenant, sizeof tenant) != SL_OK)
         return;
-    produce_keyed(cl, SL_CL_END, tenant, job_id, NULL, 0, 0);
+    produce_keyed(cl, SL_CL_END, tenant, job_id, 0, NULL, 0, 0);
 }
 
 static void mark_all(sl_changelog_t *cl, sl_cl_kind_t kind, int64_t epoch)
@@ -694,18 +796,18 @@ static void mark_all(sl_changelog_t *cl, sl_cl_kind_t kind, int64_t epoch)
     int64_t seq = next_seq(cl);
     for (int p = 0; p < cl->nparts; p++) {
         size_t n = 0;
-        char *v = sl_cl_encode(kind, seq, epoch, NULL, NULL, 0, &n);
+        char *v = sl_cl_encode(kind, seq, epoch, NULL, 0, NULL, 0, &n);
         produce(cl, p, NULL, v, n, 0);
     }
 }
 
-static void snapshot_row(int64_t rowid, const char *tenant, const char *job, size_t len,
-                         void *arg)
+static void snapshot_row(const sl_store_page_row_t *row, void *arg)
 {
     sl_changelog_t *cl = arg;
-    cl->snap_after = rowid;
+    cl->snap_after = row->rowid;
     cl->snap_count++;
-    produce_keyed(cl, SL_CL_JOB, tenant, NULL, job, len, SNAPSHOT_TAG);
+    produce_keyed(cl, SL_CL_JOB, row->tenant, row->job_id, row->submitted_ms, row->job_json,
+                  row->len, SNAPSHOT_TAG);
 }
 
 /* Whether a snapshot is due: records other than the last snapshot's own filled a quarter of
@@ -741,7 +843,7 @@ static int snapshot_due(sl_changelog_t *cl, int64_t now_ms)
 sl_err_t sl_changelog_step(sl_changelog_t *cl, sl_store_t *store)
 {
     int64_t now_ms = sl_now_ms();
-    if (!cl->snap_active && (cl->snap_due || snapshot_due(cl, now_ms))) {
+    if (!cl->snap_active && !cl->held && (cl->snap_due || snapshot_due(cl, now_ms))) {
         cl->snap_due = 0;
         cl->snap_active = 1;
         cl->snap_after = 0;
@@ -778,6 +880,17 @@ void sl_changelog_poll(sl_changelog_t *cl)
         memmove(cl->gates, cl->gates + k, (size_t)(cl->ngates - k) * sizeof *cl->gates);
         cl->ngates -= k;
     }
+}
+
+void sl_changelog_hold_snapshots(sl_changelog_t *cl)
+{
+    cl->held = 1;
+}
+
+void sl_changelog_snapshot_soon(sl_changelog_t *cl)
+{
+    cl->held = 0;
+    cl->snap_due = 1;
 }
 
 void sl_changelog_flush(sl_changelog_t *cl, int timeout_ms)

@@ -9,7 +9,11 @@
  *
  * Records (JSON, one per message, keyed by tenant so that partition p of the changelog holds the
  * jobs of partition p of the jobs topic):
- *   {"v":1,"t":"job","seq":S,"job":{...}}        a job taken in: its job message as it came
+ *   {"v":1,"t":"job","seq":S,"id":"...","sub":T,"job":{...}}
+ *                                                a job taken in (id, submitted_ms), its job
+ *                                                message as it came; this exact shape, so a
+ *                                                restore reads the header without parsing the
+ *                                                message
  *   {"v":1,"t":"end","seq":S,"id":"..."}         its result was acknowledged by the broker
  *   {"v":1,"t":"begin","seq":S,"epoch":E}        a snapshot starts in this partition
  *   {"v":1,"t":"close","seq":S,"epoch":E}        every job unfinished at its begin was written
@@ -58,12 +62,14 @@ typedef struct {
     char job_id[SL_JOB_ID_MAX + 1];  /* job and end */
     char *job;                       /* job: the job message (owned; NULL otherwise) */
     size_t job_len;
+    int64_t submitted_ms;            /* job: its submitted_ms (0 when it has none) */
 } sl_cl_rec_t;
 
-/* The record's text (caller frees), *len its length; NULL when out of memory. job is the job
- * message (job records), job_id the job (end records). */
+/* The record's text (caller frees), *len its length; NULL when out of memory or, for a job or
+ * end record, when job_id is not a job id. job is the job message and submitted_ms its
+ * submission time (job records). */
 char *sl_cl_encode(sl_cl_kind_t kind, int64_t seq, int64_t epoch, const char *job_id,
-                   const char *job, size_t job_len, size_t *len);
+                   int64_t submitted_ms, const char *job, size_t job_len, size_t *len);
 /* Parses a record; SL_EINVAL (rec cleared) when it is not one. Free with sl_cl_rec_clear. */
 sl_err_t sl_cl_decode(const char *buf, size_t len, sl_cl_rec_t *rec);
 void sl_cl_rec_clear(sl_cl_rec_t *rec);
@@ -82,10 +88,20 @@ int sl_cl_replay_add(sl_cl_replay_t *r, int part, int64_t offset, sl_cl_rec_t *r
  * snapshot, or from its first record when low (its first retained offset) is 0. SL_EDB (err
  * says) when neither: older records were deleted and no snapshot is whole. */
 sl_err_t sl_cl_replay_apply(sl_cl_replay_t *r, int part, int64_t low, char *err, size_t errlen);
-/* Calls fn for each unfinished job after sl_cl_replay_apply of every partition. */
-void sl_cl_replay_each(const sl_cl_replay_t *r,
-                       void (*fn)(const char *job_id, const char *job, size_t len, void *arg),
-                       void *arg);
+/* An unfinished job found by the replay; the strings are the replay's. */
+typedef struct {
+    const char *job_id, *job;
+    size_t len;
+    int64_t submitted_ms, first_seq;
+} sl_cl_live_t;
+/* The unfinished jobs after sl_cl_replay_apply of every partition, in the order to take them in
+ * again: by submission, then by their first record (*out: caller frees the array, not the
+ * strings, and uses it while r lives). */
+sl_err_t sl_cl_replay_sorted(const sl_cl_replay_t *r, sl_cl_live_t **out, size_t *n);
+/* Calls fn for each of them in that order; SL_ENOMEM when it could not sort (none called). */
+sl_err_t sl_cl_replay_each(const sl_cl_replay_t *r,
+                           void (*fn)(const char *job_id, const char *job, size_t len, void *arg),
+                           void *arg);
 size_t sl_cl_replay_live(const sl_cl_replay_t *r);
 /* The highest seq seen in partition part (0 when none), and how many records were refused. */
 int64_t sl_cl_replay_last_seq(const sl_cl_replay_t *r, int part);
@@ -132,15 +148,22 @@ sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_
 /* Flushes what is in flight (at most timeout_ms) and frees it; NULL is a no-op. */
 void sl_changelog_close(sl_changelog_t *cl, int timeout_ms);
 
-/* A job taken in by store commit number commit (its message as it came, keyed by tenant): the
- * jobs topic's offsets of that commit wait for this record (sl_changelog_safe). */
-void sl_changelog_job(sl_changelog_t *cl, const char *tenant, const char *job, size_t len,
-                      int64_t commit);
+/* A job taken in by store commit number commit (its id, submission time and message as it came,
+ * keyed by tenant): the jobs topic's offsets of that commit wait for this record
+ * (sl_changelog_safe). */
+void sl_changelog_job(sl_changelog_t *cl, const char *tenant, const char *job_id,
+                      int64_t submitted_ms, const char *job, size_t len, int64_t commit);
 /* A job's result was acknowledged: its end record. The tenant is read from the store. */
 void sl_changelog_end(sl_changelog_t *cl, sl_store_t *store, const char *job_id);
 /* Starts a snapshot when one is due, and writes the next page of a snapshot under way. Call once
  * a loop turn, outside a transaction. */
 sl_err_t sl_changelog_step(sl_changelog_t *cl, sl_store_t *store);
+/* While a restore takes jobs in again, no snapshot may start: one closed before the last of
+ * them is stored would leave them out, and a later restore from it would not see their records
+ * (written before its begin). sl_changelog_hold_snapshots holds them; sl_changelog_snapshot_soon
+ * lets them go and makes a whole one due. */
+void sl_changelog_hold_snapshots(sl_changelog_t *cl);
+void sl_changelog_snapshot_soon(sl_changelog_t *cl);
 /* Serves delivery reports. */
 void sl_changelog_poll(sl_changelog_t *cl);
 /* Waits up to timeout_ms for every record in flight to be delivered (a clean stop). */

@@ -198,6 +198,7 @@ struct sl_sched {
     sl_hmap_t *key_index;    /* key id -> index + 1 (a job names its key by id) */
     sl_hmap_t *tenant_index; /* tenant name -> index + 1: every job is looked up by it */
     sl_hmap_t *jobs;         /* id -> job_t*, every unfinished job (sl_job_track) */
+    int unlogged;            /* jobs taken in now are not handed over for the changelog */
     int64_t jobs_bytes;      /* the sum of their bytes */
     joblist_t delayed, leased, orphans, held;
     tenant_rt_t *trt;    /* per tenant */

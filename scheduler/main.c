@@ -102,65 +102,85 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
 }
 
 /* A new database is rebuilt from the changelog: every job it names as unfinished is taken in
- * again as it first came (in transactions of RESTORE_BATCH jobs), and the buckets start as if
- * their limits had just been used. Otherwise only the changelog's last records are read, so the
- * writer's seq goes on above them. *replay (the caller frees it) gives the seq either way. */
-enum { RESTORE_BATCH = 1000 };
+ * again as it first came, oldest first, RESTORE_SLICE a loop turn inside the loop's own
+ * transactions, so scheduling (and the first dispatch) starts while a large queue is still being
+ * taken in; the buckets start as if their limits had just been used. Until the last slice is
+ * committed the store holds the note RESTORE_NOTE, so a crash in between restores again at the
+ * next start (jobs already taken in are duplicates then). Otherwise only the changelog's last
+ * records are read, so the writer's seq goes on above them. */
+enum { RESTORE_SLICE = 2000 };
+#define RESTORE_NOTE "changelog_restore"
 
 typedef struct {
-    sl_sched_t *sched;
-    sl_store_t *store;
-    int64_t now_ms, fed, in_txn;
-    sl_err_t rc;
+    sl_cl_replay_t *replay; /* owns the jobs' texts */
+    sl_cl_live_t *jobs;     /* in the order to take them in */
+    size_t n, next;
+    int64_t refused;
+    double t0, read_ms;
 } refeed_t;
-
-static void refeed_job(const char *job_id, const char *job, size_t len, void *arg)
-{
-    (void)job_id;
-    refeed_t *f = arg;
-    if (f->rc != SL_OK)
-        return;
-    if (f->in_txn == 0 && (f->rc = sl_store_begin(f->store)) != SL_OK)
-        return;
-    f->rc = sl_sched_on_job(f->sched, job, len, f->now_ms);
-    f->fed++;
-    if (f->rc == SL_OK && ++f->in_txn == RESTORE_BATCH) {
-        f->rc = sl_store_commit(f->store);
-        f->in_txn = 0;
-    }
-}
 
 static sl_err_t restore_from_changelog(const sl_config_t *cfg,
                                        const uint8_t mac_key[SL_MAC_KEY_BYTES],
-                                       sl_store_t *store, sl_sched_t *sched,
-                                       sl_cl_replay_t **replay, char *err, size_t errlen)
+                                       sl_store_t *store, sl_sched_t *sched, refeed_t *f,
+                                       char *err, size_t errlen)
 {
-    int fresh = sl_store_is_new(store);
-    int64_t refused = 0;
-    double t0 = sl_mono_ms();
-    sl_err_t rc = sl_changelog_read(cfg, mac_key, !fresh, replay, &refused, err, errlen);
+    memset(f, 0, sizeof *f);
+    f->t0 = sl_mono_ms();
+    char note[32];
+    int pending = sl_store_meta_get(store, RESTORE_NOTE, note, sizeof note) == SL_OK;
+    int fresh = sl_store_is_new(store) || pending;
+    sl_err_t rc = sl_changelog_read(cfg, mac_key, !fresh, &f->replay, &f->refused, err, errlen);
     if (rc != SL_OK || !fresh)
         return rc;
-    if (sl_cl_replay_records(*replay) == 0) {
+    if (sl_cl_replay_records(f->replay) == 0 && !pending) {
         sl_info("new database and an empty changelog %s: a first start",
                 cfg->kafka.topic_changelog);
         return SL_OK;
     }
-    refeed_t f = {sched, store, sl_now_ms(), 0, 0, SL_OK};
-    sl_cl_replay_each(*replay, refeed_job, &f);
-    if (f.rc == SL_OK && f.in_txn > 0)
-        f.rc = sl_store_commit(store);
-    if (f.rc != SL_OK) {
-        sl_store_rollback(store);
-        snprintf(err, errlen, "restoring from the changelog: %s", sl_strerror(f.rc));
-        return f.rc;
+    rc = sl_cl_replay_sorted(f->replay, &f->jobs, &f->n);
+    if (rc == SL_OK)
+        rc = sl_store_meta_put(store, RESTORE_NOTE, "taking jobs in");
+    if (rc != SL_OK) {
+        snprintf(err, errlen, "restoring from the changelog: %s", sl_strerror(rc));
+        return rc;
     }
-    sl_restore_assume_worst(sched, f.now_ms);
-    sl_info("new database: %lld unfinished jobs restored from the changelog %s in %.0f ms "
-            "(%lld records refused: without a valid MAC, unreadable or replayed); per-minute "
-            "buckets start empty",
-            (long long)f.fed, cfg->kafka.topic_changelog, sl_mono_ms() - t0, (long long)refused);
+    if (pending)
+        sl_warn("the last restore from the changelog did not finish: restoring again (jobs "
+                "already taken in count as duplicates)");
+    f->read_ms = sl_mono_ms() - f->t0;
+    sl_restore_assume_worst(sched, sl_now_ms());
+    sl_info("new database: %zu unfinished jobs found in the changelog %s in %.0f ms; taking "
+            "them in again while scheduling; per-minute buckets start empty",
+            f->n, cfg->kafka.topic_changelog, f->read_ms);
     return SL_OK;
+}
+
+/* Takes the next slice of restored jobs in, inside the caller's transaction; the last slice
+ * removes the store's note. */
+static sl_err_t refeed_some(refeed_t *f, const sl_config_t *cfg, sl_store_t *store,
+                            sl_sched_t *sched, sl_changelog_t *cl, int64_t now_ms)
+{
+    sl_err_t rc = SL_OK;
+    size_t end = f->next + RESTORE_SLICE < f->n ? f->next + RESTORE_SLICE : f->n;
+    for (; rc == SL_OK && f->next < end; f->next++)
+        rc = sl_sched_on_restored_job(sched, f->jobs[f->next].job, f->jobs[f->next].len, now_ms);
+    if (rc == SL_OK && f->next == f->n)
+        rc = sl_store_meta_put(store, RESTORE_NOTE, NULL);
+    if (rc == SL_OK && f->next == f->n) {
+        /* Their records stay where they were until a whole snapshot has them again. */
+        sl_changelog_snapshot_soon(cl);
+        sl_info("new database: %zu unfinished jobs restored from the changelog %s in %.0f ms "
+                "(%lld records refused: without a valid MAC, unreadable or replayed); read in "
+                "%.0f ms",
+                f->n, cfg->kafka.topic_changelog, sl_mono_ms() - f->t0, (long long)f->refused,
+                f->read_ms);
+        free(f->jobs);
+        sl_cl_replay_free(f->replay);
+        f->jobs = NULL;
+        f->replay = NULL;
+        f->n = f->next = 0;
+    }
+    return rc;
 }
 
 /* Produces one message; results carry their outbox row (seq > 0) as delivery opaque. */
@@ -365,16 +385,22 @@ int main(int argc, char **argv)
         return 2;
     }
     /* The changelog before anything is consumed: a new database gets its jobs back first. */
-    sl_cl_replay_t *replay = NULL;
+    refeed_t refeed;
     sl_changelog_t *cl = NULL;
     uint8_t cl_key[SL_MAC_KEY_BYTES];
     sl_signer_derive(signer, SL_CHANGELOG_MAC_CONTEXT, cl_key);
-    int fresh = sl_store_is_new(store);
-    sl_err_t cl_rc = restore_from_changelog(cfg, cl_key, store, sched, &replay, err, sizeof err);
+    sl_err_t cl_rc = restore_from_changelog(cfg, cl_key, store, sched, &refeed, err, sizeof err);
     if (cl_rc == SL_OK)
-        cl_rc = sl_changelog_open(cfg, cl_key, replay, fresh, &cl, err, sizeof err);
+        cl_rc = sl_changelog_open(cfg, cl_key, refeed.replay,
+                                  sl_store_is_new(store) && refeed.jobs == NULL, &cl, err,
+                                  sizeof err);
     sodium_memzero(cl_key, sizeof cl_key);
-    sl_cl_replay_free(replay);
+    if (cl_rc == SL_OK && refeed.jobs != NULL)
+        sl_changelog_hold_snapshots(cl);
+    if (refeed.jobs == NULL) {
+        sl_cl_replay_free(refeed.replay);
+        refeed.replay = NULL;
+    }
     if (cl_rc != SL_OK) {
         fprintf(stderr, "sluice-scheduler: changelog: %s\n", err);
         return cl_rc == SL_EDB ? SL_STORE_EXIT_STATUS : 2;
@@ -466,6 +492,8 @@ int main(int argc, char **argv)
         sl_err_t rc = sl_store_begin(store);
         if (rc == SL_OK)
             rc = sl_outbox_forget_delivered(ob, store);
+        if (rc == SL_OK && refeed.jobs != NULL)
+            rc = refeed_some(&refeed, cfg, store, sched, cl, now);
         for (int i = 0; rc == SL_OK && i < n; i++) {
             rd_kafka_message_t *m = batch[i];
             if (m->err) {
@@ -536,7 +564,8 @@ int main(int argc, char **argv)
         int nout = sl_sched_take(sched, &out);
         for (int i = 0; i < nout; i++) {
             if (out[i].kind == SL_MSG_CHANGELOG)
-                sl_changelog_job(cl, out[i].key, out[i].value, strlen(out[i].value), committed);
+                sl_changelog_job(cl, out[i].key, out[i].job_id, out[i].submitted_ms,
+                                 out[i].value, strlen(out[i].value), committed);
             else
                 produce(prod, out[i].topic, out[i].key, out[i].value,
                         out[i].kind == SL_MSG_RESULT ? out[i].seq : 0, ob);
@@ -591,6 +620,8 @@ int main(int argc, char **argv)
     sl_intake_free(intake);
     rd_kafka_destroy(prod);
     sl_changelog_close(cl, 0);
+    free(refeed.jobs); /* a stop before every restored job was taken in: the changelog has them */
+    sl_cl_replay_free(refeed.replay);
     free(batch);
     sl_outbox_free(ob);
     sl_exporter_free(exporter);

@@ -37,6 +37,25 @@ sl_err_t sl_outbox_emit(sl_sched_t *s, sl_msg_kind_t kind, const char *topic, co
     return SL_OK;
 }
 
+sl_err_t sl_outbox_emit_taken(sl_sched_t *s, const char *tenant, const char *job_id,
+                              int64_t submitted_ms, char *job_json)
+{
+    char *id = strdup(job_id);
+    if (id == NULL) {
+        free(job_json);
+        return SL_ENOMEM;
+    }
+    sl_err_t rc = sl_outbox_emit(s, SL_MSG_CHANGELOG, s->cfg->kafka.topic_changelog, tenant,
+                                 job_json, 0);
+    if (rc != SL_OK) {
+        free(id);
+        return rc;
+    }
+    s->out[s->nout - 1].job_id = id;
+    s->out[s->nout - 1].submitted_ms = submitted_ms;
+    return SL_OK;
+}
+
 /* The topic of a result: its tenant's (read from the result itself, which every writer fills),
  * else the shared one. */
 static const char *result_topic(const sl_sched_t *s, const char *result_json)
@@ -74,6 +93,7 @@ void sl_sched_msgs_free(sl_sched_msg_t *msgs, int n)
     for (int i = 0; i < n; i++) {
         free(msgs[i].key);
         free(msgs[i].value);
+        free(msgs[i].job_id);
     }
     free(msgs);
 }

@@ -32,6 +32,10 @@ void sl_sched_msgs_free(sl_sched_msg_t *msgs, int n);
  * (0 for dispatches). */
 sl_err_t sl_outbox_emit(sl_sched_t *s, sl_msg_kind_t kind, const char *topic, const char *key,
                         char *value, int64_t seq);
+/* Hands over a job the core took in, for the changelog: its tenant (the key), id, submission
+ * time and message (job_json, taken; freed on failure too). */
+sl_err_t sl_outbox_emit_taken(sl_sched_t *s, const char *tenant, const char *job_id,
+                              int64_t submitted_ms, char *job_json);
 /* Sends a finished job's stored result again (a redelivered or resubmitted job): a new outbox
  * row in the caller's transaction, and the message. result_json is taken (freed on failure). */
 sl_err_t sl_outbox_resend(sl_sched_t *s, const char *job_id, char *result_json, int64_t now_ms);

@@ -324,13 +324,13 @@ static sl_err_t on_cancel(sl_sched_t *s, const sl_msg_cancel_t *cancel, int64_t 
 static sl_err_t log_taken(sl_sched_t *s, const char *job_id, int tenant, const char *json,
                           size_t len)
 {
-    if (sl_hmap_get(s->jobs, job_id) == NULL)
+    const job_t *j = sl_hmap_get(s->jobs, job_id);
+    if (j == NULL || s->unlogged)
         return SL_OK;
     char *value = strndup(json, len);
     if (value == NULL)
         return SL_ENOMEM;
-    return sl_outbox_emit(s, SL_MSG_CHANGELOG, s->cfg->kafka.topic_changelog,
-                          s->cfg->tenants[tenant].name, value, 0);
+    return sl_outbox_emit_taken(s, s->cfg->tenants[tenant].name, job_id, j->submitted_ms, value);
 }
 
 sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t now_ms)
@@ -477,6 +477,14 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     }
     rc = sl_flow_admit(s, j, now_ms);
     return rc == SL_OK ? log_taken(s, job_id, tenant, json, len) : rc;
+}
+
+sl_err_t sl_sched_on_restored_job(sl_sched_t *s, const char *json, size_t len, int64_t now_ms)
+{
+    s->unlogged = 1;
+    sl_err_t rc = sl_sched_on_job(s, json, len, now_ms);
+    s->unlogged = 0;
+    return rc;
 }
 
 /* ---- scheduling ---- */

@@ -53,6 +53,9 @@ sl_err_t sl_sched_reload(sl_sched_t **s, const sl_config_t *cfg, int64_t now_ms,
 /* Takes one job message (JSON from sluice.jobs). Invalid jobs are logged and counted, never
  * fatal. Returns SL_EDB/SL_ENOMEM only when the transaction must be abandoned. */
 sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t now_ms);
+/* sl_sched_on_job for a job read back from the changelog: taken in the same way, but not handed
+ * over for the changelog again (it is there; the snapshot after the restore writes it anew). */
+sl_err_t sl_sched_on_restored_job(sl_sched_t *s, const char *json, size_t len, int64_t now_ms);
 
 /* Takes one usage event (JSON from sluice.usage): reconciles the reservation and decides the
  * job's fate (succeeded, retried, failed). Same error contract as sl_sched_on_job. */

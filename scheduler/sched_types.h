@@ -22,6 +22,9 @@ typedef struct {
     char *key;
     char *value;
     int64_t seq; /* results: outbox row to delete once acknowledged */
+    /* changelog: the job's id and submission time (the record's header) */
+    char *job_id;
+    int64_t submitted_ms;
 } sl_sched_msg_t;
 
 typedef struct {

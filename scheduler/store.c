@@ -89,7 +89,11 @@ static const char *const sql_text[Q_COUNT_] = {
     [Q_JOB_LOOKUP] = "SELECT tenant, route, class, state, status, attempts, submitted_ms,"
                      " deadline_ms, deployment, result_json FROM jobs WHERE job_id = ?",
     [Q_JOB_TENANT] = "SELECT tenant FROM jobs WHERE job_id = ?",
-    [Q_UNFINISHED_PAGE] = "SELECT rowid, tenant, job_json FROM jobs WHERE rowid > ? AND"
+    [Q_META_GET] = "SELECT value FROM meta WHERE key = ?",
+    [Q_META_PUT] = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+    [Q_META_DEL] = "DELETE FROM meta WHERE key = ?",
+    [Q_UNFINISHED_PAGE] = "SELECT rowid, tenant, job_json, job_id, submitted_ms FROM jobs"
+                          " WHERE rowid > ? AND"
                           " (state <> 'done' OR job_id IN (SELECT msg_key FROM outbox))"
                           " ORDER BY rowid LIMIT ?",
 };
@@ -417,9 +421,30 @@ sl_err_t sl_store_job_tenant(sl_store_t *s, const char *job_id, char *tenant, si
     return rc == SQLITE_DONE ? SL_ENOTFOUND : store_db_err(s, "job tenant");
 }
 
+sl_err_t sl_store_meta_get(sl_store_t *s, const char *key, char *value, size_t cap)
+{
+    value[0] = '\0';
+    sqlite3_stmt *st = store_bind(s, Q_META_GET, "s", key);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const char *v = (const char *)sqlite3_column_text(st, 0);
+        snprintf(value, cap, "%s", v != NULL ? v : "");
+    }
+    sqlite3_reset(st);
+    if (rc == SQLITE_ROW)
+        return SL_OK;
+    return rc == SQLITE_DONE ? SL_ENOTFOUND : store_db_err(s, "meta");
+}
+
+sl_err_t sl_store_meta_put(sl_store_t *s, const char *key, const char *value)
+{
+    if (value == NULL)
+        return store_run(s, store_bind(s, Q_META_DEL, "s", key), "meta");
+    return store_run(s, store_bind(s, Q_META_PUT, "ss", key, value), "meta");
+}
+
 sl_err_t sl_store_unfinished_page(sl_store_t *s, int64_t after_rowid, int limit,
-                                  void (*fn)(int64_t rowid, const char *tenant,
-                                             const char *job_json, size_t len, void *arg),
+                                  void (*fn)(const sl_store_page_row_t *row, void *arg),
                                   void *arg, int *n)
 {
     *n = 0;
@@ -427,8 +452,15 @@ sl_err_t sl_store_unfinished_page(sl_store_t *s, int64_t after_rowid, int limit,
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *json = (const char *)sqlite3_column_text(st, 2);
-        fn(sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
-           json != NULL ? json : "", (size_t)sqlite3_column_bytes(st, 2), arg);
+        sl_store_page_row_t row = {
+            .rowid = sqlite3_column_int64(st, 0),
+            .tenant = (const char *)sqlite3_column_text(st, 1),
+            .job_json = json != NULL ? json : "",
+            .len = (size_t)sqlite3_column_bytes(st, 2),
+            .job_id = (const char *)sqlite3_column_text(st, 3),
+            .submitted_ms = sqlite3_column_int64(st, 4),
+        };
+        fn(&row, arg);
         (*n)++;
     }
     sqlite3_reset(st);

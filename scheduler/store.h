@@ -123,16 +123,25 @@ sl_err_t sl_store_job_insert(sl_store_t *s, const sl_store_job_t *job, int64_t n
 sl_err_t sl_store_job_result(sl_store_t *s, const char *job_id, char **result_json);
 /* The stored job message (caller frees). */
 sl_err_t sl_store_job_json(sl_store_t *s, const char *job_id, char **json);
+/* A note of the store's own (the meta table): its value into value (cap bytes), SL_ENOTFOUND
+ * when there is none. sl_store_meta_put sets it, or deletes it when value is NULL; inside the
+ * caller's transaction, or in one of its own. */
+sl_err_t sl_store_meta_get(sl_store_t *s, const char *key, char *value, size_t cap);
+sl_err_t sl_store_meta_put(sl_store_t *s, const char *key, const char *value);
 /* The job's tenant into tenant (cap bytes); SL_ENOTFOUND when the job is not stored. */
 sl_err_t sl_store_job_tenant(sl_store_t *s, const char *job_id, char *tenant, size_t cap);
 /* Calls fn for at most limit jobs whose rowid is above after_rowid, in rowid order, with their
- * tenant and stored job message (valid during the call): those unfinished (queued or leased) and
+ * id, tenant, submission time and stored job message (valid during the call): those unfinished (queued or leased) and
  * those finished whose result is still in the outbox (not yet acknowledged by the broker); *n
  * gets how many. Paging by rowid lets a caller walk them a page per loop turn while jobs come and
  * go (the changelog's snapshot, where a finished job ends only once its result is out). */
+typedef struct {
+    int64_t rowid, submitted_ms;
+    const char *job_id, *tenant, *job_json;
+    size_t len; /* of job_json */
+} sl_store_page_row_t;
 sl_err_t sl_store_unfinished_page(sl_store_t *s, int64_t after_rowid, int limit,
-                                  void (*fn)(int64_t rowid, const char *tenant,
-                                             const char *job_json, size_t len, void *arg),
+                                  void (*fn)(const sl_store_page_row_t *row, void *arg),
                                   void *arg, int *n);
 /* The job's request body and metadata as stored (caller frees both; either comes back NULL
  * when absent). Pass NULL for a part that is not wanted. */

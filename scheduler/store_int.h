@@ -48,6 +48,9 @@ enum {
     Q_JOB_LOOKUP,
     Q_JOB_TENANT,
     Q_UNFINISHED_PAGE,
+    Q_META_GET,
+    Q_META_PUT,
+    Q_META_DEL,
     Q_COUNT_
 };
 

@@ -22,7 +22,7 @@ static sl_cl_rec_t rec(sl_cl_kind_t kind, int64_t seq, int64_t epoch, const char
     char job[256];
     job_text(job, sizeof job, id != NULL ? id : "");
     size_t len = 0;
-    char *text = sl_cl_encode(kind, seq, epoch, id, job, strlen(job), &len);
+    char *text = sl_cl_encode(kind, seq, epoch, id, 1000 + seq, job, strlen(job), &len);
     ck_assert_ptr_nonnull(text);
     ck_assert_uint_eq(len, strlen(text));
     sl_cl_rec_t r;
@@ -71,7 +71,17 @@ START_TEST(records_round_trip)
     ck_assert_int_eq(j.seq, 7);
     ck_assert_str_eq(j.job_id, "job-1");
     ck_assert_ptr_nonnull(strstr(j.job, "\"tenant\":\"acme\""));
+    ck_assert_int_eq(j.submitted_ms, 1007);
+    /* the message comes back byte for byte, not parsed and written again */
+    char job[256];
+    job_text(job, sizeof job, "job-1");
+    ck_assert_str_eq(j.job, job);
+    ck_assert_uint_eq(j.job_len, strlen(job));
     sl_cl_rec_clear(&j);
+    /* no record for a job without a job id's shape */
+    size_t len = 0;
+    ck_assert_ptr_null(sl_cl_encode(SL_CL_JOB, 9, 0, "a\"b", 0, job, strlen(job), &len));
+    ck_assert_ptr_null(sl_cl_encode(SL_CL_END, 9, 0, NULL, 0, NULL, 0, &len));
     sl_cl_rec_t e = rec(SL_CL_END, 8, 0, "job-1");
     ck_assert_int_eq(e.kind, SL_CL_END);
     ck_assert_str_eq(e.job_id, "job-1");
@@ -98,6 +108,14 @@ START_TEST(malformed_records_are_refused)
         "{\"v\":1,\"t\":\"end\",\"seq\":1,\"id\":\"\"}",
         "{\"v\":1,\"t\":\"job\",\"seq\":1,\"job\":{\"tenant\":\"acme\"}}",
         "{\"v\":1,\"t\":\"job\",\"seq\":1,\"job\":\"{}\"}",
+        "{\"v\":1,\"t\":\"job\",\"seq\":1,\"id\":\"a b\",\"sub\":5,\"job\":{}}",
+        "{\"v\":1,\"t\":\"job\",\"seq\":1,\"id\":\"ab\",\"job\":{}}",
+        "{\"v\":1,\"t\":\"job\",\"seq\":1,\"id\":\"ab\",\"sub\":5,\"job\":{}",
+        "{\"v\":1,\"t\":\"job\",\"seq\":1,\"id\":\"ab\",\"sub\":5,\"job\":[]}",
+        "{\"v\":1,\"t\":\"job\",\"seq\":-1,\"id\":\"ab\",\"sub\":5,\"job\":{}}",
+        "{\"v\":1,\"t\":\"job\",\"seq\":1234567890123456789,\"id\":\"ab\",\"sub\":5,"
+        "\"job\":{}}",
+        "{\"v\":1, \"t\":\"job\",\"seq\":1,\"id\":\"ab\",\"sub\":5,\"job\":{}}",
         "{\"v\":1,\"t\":\"begin\",\"seq\":1}",
         "{\"v\":1,\"t\":\"close\",\"seq\":1,\"epoch\":-3}",
         "{\"v\":1,\"t\":\"end\",\"seq\":1,\"id\":\"a\",\"id\":\"b\"}",

@@ -795,15 +795,17 @@ typedef struct {
     int n;
 } page_t;
 
-static void page_row(int64_t rowid, const char *tenant, const char *job, size_t len, void *arg)
+static void page_row(const sl_store_page_row_t *row, void *arg)
 {
     page_t *p = arg;
-    ck_assert_int_gt(rowid, p->last_rowid);
-    ck_assert_uint_eq(len, strlen(job));
+    ck_assert_int_gt(row->rowid, p->last_rowid);
+    ck_assert_uint_eq(row->len, strlen(row->job_json));
+    ck_assert_ptr_nonnull(strstr(row->job_json, row->job_id));
+    ck_assert_int_ge(row->submitted_ms, 1000);
     ck_assert_int_lt(p->n, 8);
-    p->last_rowid = rowid;
-    snprintf(p->tenants[p->n], sizeof p->tenants[0], "%s", tenant);
-    snprintf(p->ids[p->n++], sizeof p->ids[0], "%s", job);
+    p->last_rowid = row->rowid;
+    snprintf(p->tenants[p->n], sizeof p->tenants[0], "%s", row->tenant);
+    snprintf(p->ids[p->n++], sizeof p->ids[0], "%s", row->job_json);
 }
 
 /* Walks the changelog snapshot's rows a page at a time; returns how many in all. */
@@ -868,6 +870,19 @@ START_TEST(unfinished_page_walks_unfinished_jobs_and_those_with_a_result_in_the_
     ck_assert_int_eq(sl_store_job_tenant(e.store, "job-x", tenant, sizeof tenant),
                      SL_ENOTFOUND);
     ck_assert_str_eq(tenant, "");
+    /* the store's own notes (a restore from the changelog not yet finished) */
+    char note[16];
+    ck_assert_int_eq(sl_store_meta_get(e.store, "changelog_restore", note, sizeof note),
+                     SL_ENOTFOUND);
+    ck_assert_int_eq(sl_store_meta_put(e.store, "changelog_restore", "taking jobs in"), SL_OK);
+    ck_assert_int_eq(sl_store_meta_get(e.store, "changelog_restore", note, sizeof note), SL_OK);
+    ck_assert_str_eq(note, "taking jobs in");
+    char small[8];
+    ck_assert_int_eq(sl_store_meta_get(e.store, "changelog_restore", small, sizeof small), SL_OK);
+    ck_assert_str_eq(small, "taking "); /* cut to the room given */
+    ck_assert_int_eq(sl_store_meta_put(e.store, "changelog_restore", NULL), SL_OK);
+    ck_assert_int_eq(sl_store_meta_get(e.store, "changelog_restore", note, sizeof note),
+                     SL_ENOTFOUND);
     env_done(&e);
 }
 END_TEST

@@ -189,6 +189,7 @@ static void inject(const char *bootstrap, rd_kafka_t *prod, sl_hmap_t *finished,
                               rd_kafka_headers_copy(hdrs));
             snprintf(forged_id, cap, "forged%s", id + 6);
             json_object_set_new(job, "job_id", json_string(forged_id));
+            json_object_set_new(doc, "id", json_string(forged_id));
             json_object_set_new(doc, "seq", json_integer(sl_now_ms() * 1000 + 999999));
             char *text = json_dumps(doc, JSON_COMPACT);
             h_produce_headers(prod, "sluice.changelog", key, text, strlen(text),

@@ -129,14 +129,20 @@ def verify_seeds(values):
 
 
 def changelog_seed(jobs, trimmed):
-    """Records of two partitions: jobs, an end, a closed snapshot, a replayed copy."""
-    recs = [{"v": 1, "t": "job", "seq": 10 + i, "job": dict(json.loads(j), job_id="job-%d" % i)}
-            for i, j in enumerate(jobs)]
-    first = "job-0"
-    recs += [{"v": 1, "t": "begin", "seq": 20, "epoch": 20}, recs[1],
-             {"v": 1, "t": "close", "seq": 21, "epoch": 20},
-             {"v": 1, "t": "end", "seq": 22, "id": first}, recs[0]]
-    lines = [bytes([i % 2]) + json.dumps(r).encode() for i, r in enumerate(recs)]
+    """Records of two partitions, in the writer's exact shapes: jobs, an end, a closed
+    snapshot, a replayed copy."""
+    def job_rec(seq, i, j):
+        body = json.dumps(dict(json.loads(j), job_id="job-%d" % i), separators=(",", ":"))
+        return '{"v":1,"t":"job","seq":%d,"id":"job-%d","sub":%d,"job":%s}' % (
+            seq, i, 1760000000000 + i, body)
+
+    def rec(**r):
+        return json.dumps(dict(v=1, **r), separators=(",", ":"))
+
+    recs = [job_rec(10 + i, i, j) for i, j in enumerate(jobs)]
+    recs += [rec(t="begin", seq=20, epoch=20), recs[1], rec(t="close", seq=21, epoch=20),
+             rec(t="end", seq=22, id="job-0"), recs[0]]
+    lines = [bytes([i % 2]) + r.encode() for i, r in enumerate(recs)]
     return bytes([trimmed]) + b"\n".join(lines)
 
 

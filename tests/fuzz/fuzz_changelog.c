@@ -44,13 +44,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sl_cl_rec_t rec;
             if (sl_cl_decode((const char *)data + at + 1, end - at - 1, &rec) == SL_OK) {
                 size_t len = 0;
-                char *again = sl_cl_encode(rec.kind, rec.seq, rec.epoch, rec.job_id, rec.job,
-                                           rec.job_len, &len);
+                char *again = sl_cl_encode(rec.kind, rec.seq, rec.epoch, rec.job_id,
+                                           rec.submitted_ms, rec.job, rec.job_len, &len);
                 FUZZ_CHECK(again != NULL);
                 sl_cl_rec_t back;
                 FUZZ_CHECK(sl_cl_decode(again, len, &back) == SL_OK);
                 FUZZ_CHECK(back.kind == rec.kind && back.seq == rec.seq);
                 FUZZ_CHECK(back.epoch == rec.epoch && strcmp(back.job_id, rec.job_id) == 0);
+                FUZZ_CHECK(back.submitted_ms == rec.submitted_ms && back.job_len == rec.job_len);
+                FUZZ_CHECK(rec.job_len == 0 || memcmp(back.job, rec.job, rec.job_len) == 0);
                 sl_cl_rec_clear(&back);
                 free(again);
                 if (rec.kind == SL_CL_JOB)

@@ -298,9 +298,14 @@ batch_t take(env_t *e)
         json_t *job = json_loads(b.m[i].value, 0, NULL);
         ck_assert_ptr_nonnull(job);
         ck_assert_str_eq(json_string_value(json_object_get(job, "tenant")), b.m[i].key);
+        ck_assert_ptr_nonnull(b.m[i].job_id);
+        ck_assert_str_eq(json_string_value(json_object_get(job, "job_id")), b.m[i].job_id);
+        ck_assert_int_eq(json_integer_value(json_object_get(job, "submitted_ms")),
+                         b.m[i].submitted_ms);
         json_decref(job);
         free(b.m[i].key);
         free(b.m[i].value);
+        free(b.m[i].job_id);
         b.nlogged++;
     }
     b.doc = calloc((size_t)b.n + 1, sizeof *b.doc);
