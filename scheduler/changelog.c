@@ -96,6 +96,8 @@ static sl_err_t decode_job(const char *buf, size_t len, sl_cl_rec_t *rec)
     if (end - p < 3 || *p != '{' || end[-1] != '}' || end[-2] != '}')
         return SL_EINVAL;
     rec->job_len = (size_t)(end - 1 - p);
+    if (memchr(p, '\0', rec->job_len) != NULL) /* no JSON text holds one (fuzz_changelog) */
+        return SL_EINVAL;
     rec->job = strndup(p, rec->job_len);
     if (rec->job == NULL)
         return SL_ENOMEM;

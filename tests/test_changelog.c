@@ -126,6 +126,13 @@ START_TEST(malformed_records_are_refused)
                       bad[i]);
         ck_assert_ptr_null(r.job);
     }
+    /* a NUL byte inside the job message (found by fuzz_changelog: the message was cut there
+     * while its length said more) */
+    static const char nul[] = "{\"v\":1,\"t\":\"job\",\"seq\":1,\"id\":\"ab\",\"sub\":5,"
+                              "\"job\":{\"a\":\"x\0y\"}}";
+    sl_cl_rec_t r0;
+    ck_assert_int_eq(sl_cl_decode(nul, sizeof nul - 1, &r0), SL_EINVAL);
+    ck_assert_ptr_null(r0.job);
     /* an id longer than any job id */
     char lng[200];
     snprintf(lng, sizeof lng, "{\"v\":1,\"t\":\"end\",\"seq\":1,\"id\":\"%0*d\"}",
