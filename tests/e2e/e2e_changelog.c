@@ -1,4 +1,4 @@
-/* e2e_changelog - a scheduler whose database is lost loses no job. 1,200 jobs queue against a
+/* e2e_changelog - a scheduler whose database is lost loses no job. 600 jobs queue against a
  * binding token limit; a third of the way in the scheduler is killed with SIGKILL and its database
  * files are deleted (a copy is kept aside for this test's accounting only); a new scheduler starts
  * on an empty database and rebuilds the queue from the changelog topic. Asserts every job gets a
@@ -19,7 +19,7 @@
 #include "sign.h"
 #include "util.h"
 
-enum { JOBS = 1200, MINUTE_MS = 3000, TPM = 30000 };
+enum { JOBS = 600, MINUTE_MS = 3000, TPM = 30000 };
 
 static const char *write_configs(int sim_port, char **sim_cfg, char **db)
 {
