@@ -406,34 +406,32 @@ sl_err_t sl_store_job_json(sl_store_t *s, const char *job_id, char **json)
     return rc;
 }
 
-sl_err_t sl_store_job_tenant(sl_store_t *s, const char *job_id, char *tenant, size_t cap)
+/* The one text column of query q's row for key into out (cap bytes; "" when none):
+ * SL_ENOTFOUND without a row. */
+static sl_err_t select_text(sl_store_t *s, int q, const char *key, char *out, size_t cap,
+                            const char *what)
 {
-    tenant[0] = '\0';
-    sqlite3_stmt *st = store_bind(s, Q_JOB_TENANT, "s", job_id);
+    out[0] = '\0';
+    sqlite3_stmt *st = store_bind(s, q, "s", key);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        const char *t = (const char *)sqlite3_column_text(st, 0);
-        snprintf(tenant, cap, "%s", t != NULL ? t : "");
+        const char *v = (const char *)sqlite3_column_text(st, 0);
+        snprintf(out, cap, "%s", v != NULL ? v : "");
     }
     sqlite3_reset(st);
     if (rc == SQLITE_ROW)
         return SL_OK;
-    return rc == SQLITE_DONE ? SL_ENOTFOUND : store_db_err(s, "job tenant");
+    return rc == SQLITE_DONE ? SL_ENOTFOUND : store_db_err(s, what);
+}
+
+sl_err_t sl_store_job_tenant(sl_store_t *s, const char *job_id, char *tenant, size_t cap)
+{
+    return select_text(s, Q_JOB_TENANT, job_id, tenant, cap, "job tenant");
 }
 
 sl_err_t sl_store_meta_get(sl_store_t *s, const char *key, char *value, size_t cap)
 {
-    value[0] = '\0';
-    sqlite3_stmt *st = store_bind(s, Q_META_GET, "s", key);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        const char *v = (const char *)sqlite3_column_text(st, 0);
-        snprintf(value, cap, "%s", v != NULL ? v : "");
-    }
-    sqlite3_reset(st);
-    if (rc == SQLITE_ROW)
-        return SL_OK;
-    return rc == SQLITE_DONE ? SL_ENOTFOUND : store_db_err(s, "meta");
+    return select_text(s, Q_META_GET, key, value, cap, "meta");
 }
 
 sl_err_t sl_store_meta_put(sl_store_t *s, const char *key, const char *value)
