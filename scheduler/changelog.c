@@ -914,11 +914,6 @@ int sl_changelog_failed(const sl_changelog_t *cl)
     return cl->failed;
 }
 
-sl_changelog_stats_t sl_changelog_stats(const sl_changelog_t *cl)
-{
-    return cl->st;
-}
-
 int sl_changelog_metrics(sl_changelog_t *cl, sl_metrics_t *m)
 {
     static const struct {

@@ -174,11 +174,11 @@ int64_t sl_changelog_safe(const sl_changelog_t *cl, int64_t committed);
  * stops without committing more offsets. */
 int sl_changelog_failed(const sl_changelog_t *cl);
 
+/* What sl_changelog_export reports. */
 typedef struct {
     int64_t records, bytes, snapshots, snapshot_jobs, in_flight;
     int64_t at_risk; /* partitions whose snapshot takes over half of what the broker keeps */
 } sl_changelog_stats_t;
-sl_changelog_stats_t sl_changelog_stats(const sl_changelog_t *cl);
 /* Registers the sluice_scheduler_changelog_* families on m; -1 when it cannot. */
 int sl_changelog_metrics(sl_changelog_t *cl, sl_metrics_t *m);
 /* Brings them up to date (call about once a second). */
