@@ -697,9 +697,9 @@ sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_
     for (int p = 0; p < cl->nparts; p++)
         if (sl_cl_replay_last_seq(last_seq, p) > cl->last_seq)
             cl->last_seq = sl_cl_replay_last_seq(last_seq, p);
-    /* A new database (a first start, or one just restored) and a changelog without records
-     * (a database older than the changelog) start with a whole snapshot; otherwise the next is
-     * due by size or time. A job whose record a crash kept from the broker needs none: its
+    /* snapshot_now (a first start) and a changelog without records (a database older than
+     * the changelog) start with a whole snapshot; a restore asks for one once its jobs are in
+     * (sl_changelog_snapshot_soon); otherwise the next is due by size or time. A job whose record a crash kept from the broker needs none: its
      * offset was not committed, so it comes again and is written again (sched.c). */
     cl->snap_due = snapshot_now || sl_cl_replay_records(last_seq) == 0;
     cl->snap_began_ms = sl_now_ms();

@@ -140,8 +140,8 @@ typedef struct sl_changelog sl_changelog_t;
 /* A writer with a producer of its own; checks that the changelog topic has as many partitions as
  * the jobs topic and settings that keep a whole snapshot (SL_ECONFIG otherwise, err says). last_seq (may be NULL) is what was read back
  * (sl_changelog_read), so new records follow every seq there even if the clock stepped back.
- * snapshot_now (a new database), or a changelog with no records read back, starts with a whole
- * snapshot. */
+ * snapshot_now (a first start on a new database), or a changelog with no records read back,
+ * starts with a whole snapshot. */
 sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
                            const sl_cl_replay_t *last_seq, int snapshot_now,
                            sl_changelog_t **out, char *err, size_t errlen);
