@@ -204,19 +204,6 @@ static void inject(const char *bootstrap, rd_kafka_t *prod, sl_hmap_t *finished,
     rd_kafka_destroy(cons);
 }
 
-static void copy_file(const char *from, const char *to)
-{
-    FILE *in = fopen(from, "rb"), *out = in != NULL ? fopen(to, "wb") : NULL;
-    char buf[65536];
-    size_t n;
-    while (out != NULL && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        fwrite(buf, 1, n, out);
-    if (in != NULL)
-        fclose(in);
-    if (out != NULL)
-        fclose(out);
-}
-
 int main(void)
 {
     sl_crypto_init();
@@ -267,7 +254,7 @@ int main(void)
                 snprintf(from, sizeof from, "%s%s", db, suffix[i]);
                 snprintf(to, sizeof to, "%s%s", kept, suffix[i]);
                 if (i < 2)
-                    copy_file(from, to);
+                    h_copy_file(from, to); /* a -wal that is not there is not copied */
                 unlink(from);
             }
             printf("  scheduler killed at %d/%d results; its database deleted\n", done, JOBS);

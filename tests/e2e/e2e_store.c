@@ -211,17 +211,6 @@ static int exec_sql(const char *db, const char *sql)
     return rc;
 }
 
-static int copy_file(const char *from, const char *to)
-{
-    char *body = NULL;
-    size_t len = 0;
-    if (sl_read_file(from, 1 << 30, &body, &len) != SL_OK)
-        return -1;
-    sl_err_t rc = sl_write_file(to, body, len, 0600);
-    free(body);
-    return rc == SL_OK ? 0 : -1;
-}
-
 /* ---- old schema ----------------------------------------------------------------------------- */
 
 /* A version 2 database (the frozen schema) with three queued jobs of tenant solo and one that
@@ -294,7 +283,7 @@ static void write_schema_dir(const char *dir, int max_pages)
             continue;
         snprintf(from, sizeof from, "schema/%s", ent->d_name);
         snprintf(to, sizeof to, "%s/%s", dir, ent->d_name);
-        if (copy_file(from, to) != 0) {
+        if (h_copy_file(from, to) != 0) {
             fprintf(stderr, "cannot copy %s\n", from);
             exit(2);
         }
@@ -440,7 +429,7 @@ int main(void)
     /* ---- corrupted: refused at start, nothing committed ---------------------------------- */
     char backup[720];
     snprintf(backup, sizeof backup, "%s.backup", db_main);
-    copy_file(db_main, backup);
+    h_copy_file(db_main, backup);
     int64_t root = h_sql_count(db_main, "SELECT rootpage FROM sqlite_master WHERE name = 'jobs'");
     int64_t page = h_sql_count(db_main, "PRAGMA page_size");
     unsigned char junk[64];

@@ -526,6 +526,17 @@ void h_free_string_map(sl_hmap_t *m)
     sl_hmap_free(m);
 }
 
+int h_copy_file(const char *from, const char *to)
+{
+    char *body = NULL;
+    size_t len = 0;
+    if (sl_read_file(from, 1 << 30, &body, &len) != SL_OK)
+        return -1;
+    sl_err_t rc = sl_write_file(to, body, len, 0600);
+    free(body);
+    return rc == SL_OK ? 0 : -1;
+}
+
 long h_file_size(const char *path)
 {
     struct stat st;

@@ -112,6 +112,8 @@ int h_stack_down(h_stack_t *st);
 void h_free_string_map(sl_hmap_t *m);
 
 /* Wall-clock time in milliseconds with sub-millisecond precision. */
+/* Copies the file at from to to (mode 0600, up to 1 GiB); 0, or -1 when it cannot. */
+int h_copy_file(const char *from, const char *to);
 /* A file's size in bytes (0 when it is not there). */
 long h_file_size(const char *path);
 /* The time (sl_mono_ms) at which the file at path (a process's log) first held needle past
