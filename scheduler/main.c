@@ -148,7 +148,13 @@ static sl_err_t restore_from_changelog(const sl_config_t *cfg,
         sl_warn("the last restore from the changelog did not finish: restoring again (jobs "
                 "already taken in count as duplicates)");
     f->read_ms = sl_mono_ms() - f->t0;
-    sl_restore_assume_worst(sched, sl_now_ms());
+    /* A database left by an unfinished restore had its buckets restored by sl_sched_new. */
+    if (sl_store_is_new(store))
+        rc = sl_restore_assume_worst(sched, sl_now_ms());
+    if (rc != SL_OK) {
+        snprintf(err, errlen, "restoring from the changelog: %s", sl_strerror(rc));
+        return rc;
+    }
     sl_info("new database: %zu unfinished jobs found in the changelog %s in %.0f ms; taking "
             "them in again while scheduling; per-minute buckets start empty",
             f->n, cfg->kafka.topic_changelog, f->read_ms);

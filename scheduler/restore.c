@@ -65,10 +65,24 @@ static void replay_charge(const char *bucket_id, double amount, int64_t created_
         sl_ledger_guard_note(r->s->ledger, b, amount, created_ms, r->now_ms);
 }
 
+static sl_err_t restore_buckets(sl_sched_t *s, int exact, int64_t now_ms);
+
 sl_err_t sl_restore_buckets(sl_sched_t *s, int exact, int64_t now_ms)
 {
     if (!exact && sl_store_is_new(s->store))
         return SL_OK;
+    return restore_buckets(s, exact, now_ms);
+}
+
+sl_err_t sl_restore_assume_worst(sl_sched_t *s, int64_t now_ms)
+{
+    /* A restart's rules on a store that saved nothing: token buckets empty, the others as
+     * sl_ledger_assume_worst leaves them. */
+    return restore_buckets(s, 0, now_ms);
+}
+
+static sl_err_t restore_buckets(sl_sched_t *s, int exact, int64_t now_ms)
+{
     int n = sl_ledger_count(s->ledger);
     uint8_t *replay = calloc((size_t)n + 1, 1);
     int64_t *since = calloc((size_t)n + 1, sizeof *since);
@@ -138,17 +152,6 @@ sl_err_t sl_restore_buckets(sl_sched_t *s, int exact, int64_t now_ms)
     free(replay);
     free(since);
     return rc;
-}
-
-void sl_restore_assume_worst(sl_sched_t *s, int64_t now_ms)
-{
-    int n = sl_ledger_count(s->ledger);
-    for (int b = 0; b < n; b++) {
-        if (sl_ledger_alg(s->ledger, b) == SL_ALG_TOKEN_BUCKET)
-            sl_ledger_set_level(s->ledger, b, 0, now_ms);
-        else
-            sl_ledger_assume_worst(s->ledger, b, now_ms);
-    }
 }
 
 static void restore_job(const sl_store_row_t *row, void *arg)

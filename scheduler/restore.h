@@ -23,10 +23,11 @@
 sl_err_t sl_restore_buckets(sl_sched_t *s, int exact, int64_t now_ms);
 
 /* A database rebuilt from the changelog knows nothing of what was admitted before: every
- * per-minute bucket starts as after a restart with nothing saved (token buckets empty, windows
- * full for one window, ramps cold). Calendar and rolling counters (daily quotas, spend) are not in
- * the changelog and start unused. */
-void sl_restore_assume_worst(sl_sched_t *s, int64_t now_ms);
+ * per-minute bucket starts as sl_restore_buckets starts it after a restart with nothing saved
+ * (token buckets empty, windows full for one window, ramps cold). Calendar and rolling counters
+ * (daily quotas, spend) are not in the changelog and start unused. For a new store only (on
+ * another, sl_restore_buckets already ran: a second run would count its guards' windows twice). */
+sl_err_t sl_restore_assume_worst(sl_sched_t *s, int64_t now_ms);
 
 /* Restores every unfinished job of the store into its place (queued, held, delayed, or leased
  * with its charges held again), then fails the jobs whose tenant or route the config no longer
