@@ -385,19 +385,6 @@ sl_err_t sl_cl_replay_sorted(const sl_cl_replay_t *r, sl_cl_live_t **out, size_t
     return SL_OK;
 }
 
-sl_err_t sl_cl_replay_each(const sl_cl_replay_t *r,
-                           void (*fn)(const char *job_id, const char *job, size_t len, void *arg),
-                           void *arg)
-{
-    sl_cl_live_t *v = NULL;
-    size_t n = 0;
-    sl_err_t rc = sl_cl_replay_sorted(r, &v, &n);
-    for (size_t i = 0; i < n; i++)
-        fn(v[i].job_id, v[i].job, v[i].len, arg);
-    free(v);
-    return rc;
-}
-
 size_t sl_cl_replay_live(const sl_cl_replay_t *r)
 {
     return sl_hmap_len(r->live);

@@ -98,10 +98,6 @@ typedef struct {
  * again: by submission, then by their first record (*out: caller frees the array, not the
  * strings, and uses it while r lives). */
 sl_err_t sl_cl_replay_sorted(const sl_cl_replay_t *r, sl_cl_live_t **out, size_t *n);
-/* Calls fn for each of them in that order; SL_ENOMEM when it could not sort (none called). */
-sl_err_t sl_cl_replay_each(const sl_cl_replay_t *r,
-                           void (*fn)(const char *job_id, const char *job, size_t len, void *arg),
-                           void *arg);
 size_t sl_cl_replay_live(const sl_cl_replay_t *r);
 /* The highest seq seen in partition part (0 when none), and how many records were refused. */
 int64_t sl_cl_replay_last_seq(const sl_cl_replay_t *r, int part);

@@ -18,13 +18,6 @@
 
 enum { PARTS = 2 };
 
-static void check_live(const char *job_id, const char *job, size_t len, void *arg)
-{
-    sl_hmap_t *jobs = arg;
-    FUZZ_CHECK(sl_hmap_get(jobs, job_id) != NULL);
-    FUZZ_CHECK(job != NULL && strlen(job) == len);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -73,7 +66,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(rc == SL_OK || rc == SL_EDB);
         FUZZ_CHECK(sl_cl_replay_last_seq(r, p) == last[p]);
     }
-    sl_cl_replay_each(r, check_live, jobs);
+    sl_cl_live_t *v = NULL;
+    size_t n = 0;
+    FUZZ_CHECK(sl_cl_replay_sorted(r, &v, &n) == SL_OK);
+    for (size_t i = 0; i < n; i++) {
+        FUZZ_CHECK(sl_hmap_get(jobs, v[i].job_id) != NULL);
+        FUZZ_CHECK(v[i].job != NULL && strlen(v[i].job) == v[i].len);
+    }
+    free(v);
     sl_cl_replay_free(r);
     sl_hmap_free(jobs);
     return 0;
