@@ -18,11 +18,15 @@ BESIDE=" e2e_store e2e_admin e2e_security e2e_isolation e2e_log_flood e2e_cli e2
 e2e_contracts e2e_providers "
 LANES=2
 pass=0; fail=0
+failed=() # names of the drivers that failed, for the closing summary
 
 alone() {
-  local t=$1 started=$SECONDS
+  local t=$1 started=$SECONDS name rc
+  name=$(basename "$t")
   echo "== $t"
-  if timeout 600 "$t"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+  timeout 600 "$t" 2>&1 | tee "$out_dir/$name.out"
+  rc=${PIPESTATUS[0]}
+  if [ "$rc" = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); failed+=("$name:$rc"); fi
   echo "== $t: $((SECONDS - started)) s"
 }
 
@@ -31,12 +35,13 @@ in_netns() {
   unshare --net sh -c 'ip link set lo up && exec "$@"' sh "$@"
 }
 
+out_dir=$(mktemp -d /tmp/sluice-e2e-out-XXXXXX)
+trap 'rm -rf "$out_dir"' EXIT
+
 lanes=0
 if [ "${E2E_SERIAL:-0}" != 1 ] && in_netns true 2>/dev/null; then
   lanes=$LANES
 fi
-out_dir=$(mktemp -d /tmp/sluice-e2e-out-XXXXXX)
-trap 'rm -rf "$out_dir"' EXIT
 
 declare -A given=() # name -> path, of the drivers that run beside another
 for t in "$@"; do
@@ -66,7 +71,11 @@ report() {
   echo "== $t (beside another driver)"
   cat "$out_dir/$name.out"
   echo "== $t: $(cat "$out_dir/$name.s") s"
-  if [ "$(cat "$out_dir/$name.rc")" = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+  if [ "$(cat "$out_dir/$name.rc")" = 0 ]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); failed+=("$name:$(cat "$out_dir/$name.rc")")
+  fi
 }
 
 # Reports the next lane to end (bash 5.1's wait -p names it).
@@ -86,5 +95,13 @@ done
 while [ "${#running[@]}" -gt 0 ]; do
   reap
 done
-echo "e2e: $pass passed, $fail failed"
+# A log's tail is often all that is kept (CI prints its last lines): name what failed there,
+# with each failed driver's failing checks and last lines.
+for f in "${failed[@]}"; do
+  name=${f%%:*}
+  echo "== failed: $name (exit status ${f##*:}); its failed checks and last lines:"
+  grep -a '\[FAIL\]' "$out_dir/$name.out" | head -20
+  tail -n 5 "$out_dir/$name.out"
+done
+echo "e2e: $pass passed, $fail failed${failed[*]:+ (${failed[*]})}"
 [ "$fail" -eq 0 ]
