@@ -273,6 +273,14 @@ static sl_err_t hold_role_lock(const sl_config_t *cfg, const char *group, char *
     return SL_OK; /* fd stays open until the process exits */
 }
 
+int sl_kafka_key_partition(const char *key, int nparts)
+{
+    if (key == NULL || key[0] == '\0' || nparts <= 0)
+        return 0;
+    /* With a key it only hashes: the topic handle is not read. */
+    return rd_kafka_msg_partitioner_consistent_random(NULL, key, strlen(key), nparts, NULL, NULL);
+}
+
 int sl_kafka_partition_count(rd_kafka_t *rk, const char *topic, int wait_ms)
 {
     int count = 0;
@@ -580,6 +588,27 @@ sl_err_t sl_kafka_produce_to(rd_kafka_t *rk, const char *topic, int32_t partitio
         sl_kafka_sign_headers(hdrs, sign_signer, sign_role, topic, key, key_len, value, len);
     }
     return produce_raw(rk, topic, partition, key, key_len, value, len, hdrs, opaque);
+}
+
+sl_err_t sl_kafka_produce_every(rd_kafka_t *rk, const char *topic, int nparts, const char *key,
+                                const void *value, size_t len)
+{
+    if (nparts <= 0)
+        return sl_kafka_produce(rk, topic, key, value, len, NULL, NULL);
+    size_t key_len = key != NULL ? strlen(key) : 0;
+    rd_kafka_headers_t *signed_hdrs = rd_kafka_headers_new(2);
+    if (sign_signer != NULL)
+        sl_kafka_sign_headers(signed_hdrs, sign_signer, sign_role, topic, key, key_len, value,
+                              len);
+    sl_err_t rc = SL_OK;
+    for (int p = 0; p < nparts; p++) {
+        sl_err_t one = produce_raw(rk, topic, p, key, key_len, value, len,
+                                   rd_kafka_headers_copy(signed_hdrs), NULL);
+        if (one != SL_OK)
+            rc = one;
+    }
+    rd_kafka_headers_destroy(signed_hdrs);
+    return rc;
 }
 
 sl_err_t sl_kafka_produce_mac(rd_kafka_t *rk, const char *topic, int32_t partition,

@@ -56,6 +56,11 @@ int sl_kafka_static_membership(const sl_config_t *cfg);
  * does not exist yet; 0 when it has none. */
 int sl_kafka_partition_count(rd_kafka_t *rk, const char *topic, int wait_ms);
 
+/* The partition of nparts (> 0) that a message keyed by key (non-empty) goes to under
+ * librdkafka's default partitioner (consistent_random: CRC32 of the key), the one every sluice
+ * producer uses: where ingest puts a tenant's jobs, and a dispatcher its usage events. */
+int sl_kafka_key_partition(const char *key, int nparts);
+
 /* Whether the processes use the dev broker (no kafka.bootstrap_servers, no
  * $SLUICE_KAFKA_BOOTSTRAP). */
 int sl_kafka_dev_broker(const sl_config_t *cfg);
@@ -111,6 +116,13 @@ sl_err_t sl_kafka_produce(rd_kafka_t *rk, const char *topic, const char *key, co
 sl_err_t sl_kafka_produce_to(rd_kafka_t *rk, const char *topic, int32_t partition,
                              const char *key, const void *value, size_t len,
                              rd_kafka_headers_t *hdrs, void *opaque);
+
+/* sl_kafka_produce of one message to each of the topic's nparts partitions (signed once: a
+ * signature covers topic, key and value, not the partition), for what every reader of a
+ * partitioned topic must hear (a dispatcher's heartbeats reach every scheduler shard).
+ * nparts <= 0: one copy, where the partitioner puts it. */
+sl_err_t sl_kafka_produce_every(rd_kafka_t *rk, const char *topic, int nparts, const char *key,
+                                const void *value, size_t len);
 
 /* Produces to topic (partition, or RD_KAFKA_PARTITION_UA) with a MAC header (sign.h: sl_mac)
  * under mac_key instead of this process's signature, for a topic its one writer role also reads

@@ -75,6 +75,7 @@ typedef struct call {
     int attempt;
     int deployment;
     int tenant;        /* the dispatch's tenant (index into the config), or -1 */
+    char *tenant_name; /* as the dispatch named it (NULL: not named): the key of its usage */
     int64_t issued_ms; /* when the scheduler issued the dispatch */
     int64_t leave_by_ms; /* the request must leave by then (wall clock), or it is not sent */
     int late;            /* it had not left by leave_by_ms: stopped before any byte went out */
@@ -243,6 +244,7 @@ static void call_free(call_t *c)
 {
     if (c == NULL)
         return;
+    free(c->tenant_name);
     streams_unlink(c);
     if (c->easy != NULL)
         curl_easy_cleanup(c->easy);
@@ -379,6 +381,8 @@ typedef struct {
     json_t *error;            /* may be NULL; only kept when not ok */
     double ttft_ms, total_ms;
     int64_t started_ms, finished_ms;
+    const char *tenant; /* the event's key when known: it goes to its tenant's partition, as
+                         * the job did, so the scheduler shard that leased it hears it */
 } usage_event_t;
 
 /* Emits a usage event and releases the json_t members of ev. SL_ENOMEM (logged) when the event
@@ -418,7 +422,7 @@ static sl_err_t emit_usage(sl_engine_t *e, usage_event_t *ev)
     }
     if (ev->deployment >= 0)
         scrub_key(e, ev->deployment, value);
-    e->emit(ev->job_id, value, e->emit_arg);
+    e->emit(ev->tenant != NULL ? ev->tenant : ev->job_id, value, e->emit_arg);
     free(value);
     rc = SL_OK;
 out:
@@ -439,9 +443,9 @@ static json_t *plain_error(const char *type, const char *detail)
 
 /* The answer of an attempt that made no call: the scheduler releases its reservation and
  * schedules the job again. */
-static sl_err_t emit_not_sent(sl_engine_t *e, const char *job_id, int attempt,
-                              const char *res_id, const char *dep_name, const char *why,
-                              int64_t now_ms)
+static sl_err_t emit_not_sent(sl_engine_t *e, const char *tenant, const char *job_id,
+                              int attempt, const char *res_id, const char *dep_name,
+                              const char *why, int64_t now_ms)
 {
     e->st.not_sent++;
     usage_event_t ev = {
@@ -450,7 +454,7 @@ static sl_err_t emit_not_sent(sl_engine_t *e, const char *job_id, int attempt,
         0,      NULL,     -1,
         NULL,   NULL,     plain_error(sl_outcome_name(SL_OUTCOME_NOT_SENT), why),
         0,      0,        now_ms,
-        now_ms};
+        now_ms, tenant};
     return emit_usage(e, &ev);
 }
 
@@ -671,7 +675,7 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, int64_t
         /* The call must not happen after the scheduler stopped counting on it, nor so late
          * that it could join a burst the ledger did not plan. The scheduler releases the
          * reservation and schedules the job again. */
-        rc = emit_not_sent(e, job_id, attempt, res_id, dep_name, why_not, now_ms);
+        rc = emit_not_sent(e, msg.tenant, job_id, attempt, res_id, dep_name, why_not, now_ms);
         if (rc == SL_OK)
             remember_answered(e, key, issued);
         goto out;
@@ -692,6 +696,10 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, int64_t
     c->attempt = attempt;
     c->deployment = d;
     c->tenant = msg.tenant != NULL ? sl_config_tenant(e->cfg, msg.tenant) : -1;
+    if (msg.tenant != NULL && (c->tenant_name = strdup(msg.tenant)) == NULL) {
+        rc = SL_ENOMEM;
+        goto out;
+    }
     c->issued_ms = issued;
     /* The age bound holds when the request leaves, not only when it arrived (before_send). */
     c->leave_by_ms = issued + sl_engine_dispatch_max_age_ms(e->cfg, d);
@@ -726,7 +734,8 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, int64_t
                             -1,        sl_usage_json(&zero),
                             NULL,      plain_error("invalid_request", message),
                             0,         0,
-                            now_ms,    now_ms};
+                            now_ms,    now_ms,
+                            c->tenant_name};
         rc = emit_usage(e, &ev);
         if (rc == SL_OK)
             remember_answered(e, key, issued);
@@ -794,8 +803,8 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
                  "stale dispatch: it had not left the dispatcher %lld ms after its admission",
                  (long long)(c->leave_by_ms - c->issued_ms));
         sl_logf(SL_LOG_DEBUG, "job", c->job_id, "call not sent: %s", why);
-        emit_not_sent(e, c->job_id, c->attempt, c->res_id, e->cfg->deployments[c->deployment].name,
-                      why, sl_now_ms());
+        emit_not_sent(e, c->tenant_name, c->job_id, c->attempt, c->res_id,
+                      e->cfg->deployments[c->deployment].name, why, sl_now_ms());
         return;
     }
     const sl_deployment_cfg_t *dc = &e->cfg->deployments[c->deployment];
@@ -840,7 +849,8 @@ static void finish_call(sl_engine_t *e, call_t *c, CURLcode result)
                         ttft_s * 1000.0,
                         total_s * 1000.0,
                         c->started_ms,
-                        sl_now_ms()};
+                        sl_now_ms(),
+                        c->tenant_name};
     if (c->mode == BODY_EVENTS) {
         ev.outcome = sl_stream_end(c->stream, transport);
         const json_t *perr = sl_stream_error(c->stream);

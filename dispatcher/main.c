@@ -82,12 +82,15 @@ static void emit_usage(const char *key, const char *value, void *arg)
 typedef struct {
     rd_kafka_t *prod;
     const char *topic;
+    int nparts; /* heartbeats: the usage topic's partitions, each of which gets a copy */
 } chunk_ctx_t;
 
-static void emit_chunk(const char *key, const char *value, void *arg)
+/* A heartbeat goes to every partition of the usage topic: each scheduler shard reads the
+ * partitions of its tenants only, and each must hear every dispatcher. */
+static void emit_beat(const char *key, const char *value, void *arg)
 {
     chunk_ctx_t *ctx = arg;
-    sl_kafka_produce(ctx->prod, ctx->topic, key, value, strlen(value), NULL, NULL);
+    sl_kafka_produce_every(ctx->prod, ctx->topic, ctx->nparts, key, value, strlen(value));
 }
 
 /* A stream chunk goes to the topic the engine names: its tenant's stream topic, or the shared
@@ -323,7 +326,13 @@ int main(int argc, char **argv)
         return 2;
     }
     ctx.prod = prod;
-    chunk_ctx_t beats = {hb_prod, cfg->kafka.topic_usage};
+    chunk_ctx_t beats = {hb_prod, cfg->kafka.topic_usage,
+                         sl_kafka_partition_count(hb_prod, cfg->kafka.topic_usage, 30000)};
+    if (beats.nparts <= 0) {
+        fprintf(stderr, "sluice-dispatcher: kafka: cannot read the partitions of %s\n",
+                cfg->kafka.topic_usage);
+        return 2;
+    }
     sl_heartbeat_t *hb =
         sl_heartbeat_new(sl_kafka_instance_name(cfg), cfg->heartbeat_ms, cfg->max_in_flight,
                          sl_now_ms());
@@ -339,7 +348,7 @@ int main(int argc, char **argv)
         return 2;
     }
     sl_engine_on_timing(engine, on_timing, &ctx);
-    chunk_ctx_t chunks = {stream_prod, cfg->kafka.topic_stream};
+    chunk_ctx_t chunks = {stream_prod, cfg->kafka.topic_stream, 0};
     sl_engine_on_chunk(engine, emit_stream_chunk, &chunks);
     /* Learn the stream topic's partitions and leaders now, so the first chunk of the first
      * stream does not wait for a metadata round trip. Holding the handle keeps them fresh. */
@@ -421,7 +430,7 @@ int main(int argc, char **argv)
             uncommitted = 0;
             last_commit = sl_mono_ms();
         }
-        if (sl_heartbeat_run(hb, engine, sl_now_ms(), emit_chunk, &beats) != SL_OK)
+        if (sl_heartbeat_run(hb, engine, sl_now_ms(), emit_beat, &beats) != SL_OK)
             sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "heartbeat not sent: out of memory");
         /* The calls just taken leave only in sl_engine_run (libcurl sends nothing before): the
          * heartbeat naming them reaches the broker first, so that if this process dies, the
@@ -487,7 +496,7 @@ int main(int argc, char **argv)
         sl_engine_run(engine, -1, 100);
         rd_kafka_poll(stream_prod, 0);
         /* Still alive: the scheduler must not settle these calls as a dead dispatcher's. */
-        sl_heartbeat_run(hb, engine, sl_now_ms(), emit_chunk, &beats);
+        sl_heartbeat_run(hb, engine, sl_now_ms(), emit_beat, &beats);
         rd_kafka_poll(hb_prod, 0);
     }
     rd_kafka_flush(stream_prod, 10000);

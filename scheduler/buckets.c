@@ -62,6 +62,11 @@ sl_bucket_spec_t sl_buckets_spec(const sl_limit_cfg_t *lc, int provider_side)
     return spec;
 }
 
+sl_bucket_spec_t sl_buckets_spec_whole(const sl_sched_t *s, int b)
+{
+    return sl_buckets_spec(s->binfo[b].limit, s->binfo[b].provider_side);
+}
+
 /* Adds the buckets of one scope's limits and appends them to path. */
 static sl_err_t add_scope(sl_sched_t *s, const char *scope, const sl_limit_cfg_t *limits, int n,
                           int provider_side, path_t *path, int64_t now_ms, char *err, size_t errlen)
@@ -95,6 +100,11 @@ static sl_err_t add_scope(sl_sched_t *s, const char *scope, const sl_limit_cfg_t
             s->binfo[b].claim_amount = 0;
             s->binfo[b].claim_until_ms = 0;
             s->binfo[b].claim_since_ms = 0;
+            /* A tenant's own buckets move with its partition; all others are shared. */
+            s->binfo[b].shared = strncmp(scope, "tenant:", 7) != 0 &&
+                                 strncmp(scope, "key:", 4) != 0 && strncmp(scope, "app:", 4) != 0;
+            s->binfo[b].share = s->binfo[b].share_next = 1.0;
+            s->binfo[b].share_at_ms = 0;
         }
         if (path->n >= MAX_CHARGES) {
             snprintf(err, errlen, "scope %s: more than %d limits on one path", scope, MAX_CHARGES);

@@ -23,6 +23,10 @@
  * through into debt; and full_hold_ms for requests that need the whole burst. */
 sl_bucket_spec_t sl_buckets_spec(const sl_limit_cfg_t *lc, int provider_side);
 
+/* Bucket b's spec for its whole limit (the config's, or a run-time one), before a shard's share
+ * (shard.h) scales it. */
+sl_bucket_spec_t sl_buckets_spec_whole(const sl_sched_t *s, int b);
+
 /* Builds every bucket of the config and each deployment's, tenant's and key's path. */
 sl_err_t sl_buckets_build(sl_sched_t *s, int64_t now_ms, char *err, size_t errlen);
 

@@ -118,6 +118,11 @@ typedef struct {
     double claim_amount;
     int64_t claim_until_ms;
     int64_t claim_since_ms; /* since when the claimant's head job has waited */
+    /* Sharded schedulers (shard.h): whether all shards share it, the share enforced now, and
+     * a larger one due at share_at_ms (share_next == share: none pending). */
+    int shared;
+    double share, share_next;
+    int64_t share_at_ms;
 } binfo_t;
 
 /* What the admin API can change about a tenant at run time. */
@@ -211,6 +216,10 @@ struct sl_sched {
     unsigned res_counter;
     struct sl_holders *holders; /* the dispatchers heard from (holders.c) */
     int64_t dispatch_window;    /* sl_holders_window at the current tick (backpressure) */
+    /* Sharded (shard.h): the jobs topic's partitions and which this scheduler owns; nparts 0
+     * when not sharded (it owns them all). */
+    int nparts;
+    uint8_t *owned;
     sl_sched_stats_t st;
 };
 

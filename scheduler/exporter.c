@@ -67,6 +67,14 @@ static const struct {
      "Leases of dead dispatchers failed as dispatcher_lost (deployments that are not "
      "idempotent: a second call could run the request twice).",
      offsetof(sl_sched_stats_t, lost_failed)},
+    {"sluice_scheduler_jobs_handed_over_total",
+     "Unfinished jobs handed over with their partition to another scheduler shard, which takes "
+     "them from the changelog.",
+     offsetof(sl_sched_stats_t, handed_over)},
+    {"sluice_scheduler_jobs_not_owned_total",
+     "Messages of a partition this scheduler does not own, not taken (read after their "
+     "partition was revoked, or produced with another partitioner than librdkafka's default).",
+     offsetof(sl_sched_stats_t, not_owned)},
     {"sluice_scheduler_dispatch_window_cuts_total",
      "Times the dispatch window was cut because dispatches were not sent (they reached a "
      "dispatcher too late): the path to the dispatchers is slower than the leases out allowed.",

@@ -1,6 +1,7 @@
 /* holders.c - dispatcher incarnations and the leases they hold (see holders.h). */
 #include "holders.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
 #include "outcome.h"
 #include "reservation.h"
 #include "retry.h"
+#include "shard.h"
 
 typedef struct {
     char name[129];
@@ -71,6 +73,10 @@ static int64_t heard_window(const sl_sched_t *s)
 int64_t sl_holders_window(const sl_sched_t *s)
 {
     int64_t w = heard_window(s);
+    /* Several scheduler shards share the dispatchers as they share the limits (shard.h). */
+    double share = sl_shard_target(s);
+    if (share < 1.0)
+        w = share > 0 ? (int64_t)ceil((double)w * share) : 0;
     int64_t cut = s->holders != NULL ? s->holders->cut : 0;
     return cut > 0 && cut < w ? cut : w;
 }

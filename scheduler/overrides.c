@@ -14,6 +14,7 @@
 #include "job.h"
 #include "ledger.h"
 #include "log.h"
+#include "shard.h"
 #include "store.h"
 
 /* Sets bucket b's limit (per period, in the config's terms) to limit, or back to the config's
@@ -33,7 +34,8 @@ static sl_err_t set_limit(sl_sched_t *s, int b, double limit, int64_t now_ms)
         own->capacity = limit;
         lc = own;
     }
-    sl_bucket_spec_t spec = sl_buckets_spec(lc, s->binfo[b].provider_side);
+    sl_bucket_spec_t whole = sl_buckets_spec(lc, s->binfo[b].provider_side);
+    sl_bucket_spec_t spec = sl_shard_spec(s, b, &whole);
     sl_err_t rc = sl_ledger_set_spec(s->ledger, b, &spec, now_ms);
     if (rc != SL_OK) {
         free(own);

@@ -36,6 +36,7 @@
 #include "restore.h"
 #include "retry.h"
 #include "route.h"
+#include "shard.h"
 #include "util.h"
 
 enum {
@@ -172,6 +173,12 @@ sl_err_t sl_sched_reload(sl_sched_t **sp, const sl_config_t *cfg, int64_t now_ms
     fresh->obs = old->obs;
     fresh->obs_arg = old->obs_arg;
     fresh->res_counter = old->res_counter;
+    rc = sl_shard_carry(fresh, old, now_ms);
+    if (rc != SL_OK) {
+        snprintf(err, errlen, "carrying the shard's partitions over: %s", sl_strerror(rc));
+        sl_sched_free(fresh);
+        return rc;
+    }
     sl_sched_free(old);
     *sp = fresh;
     return SL_OK;
@@ -208,6 +215,7 @@ void sl_sched_free(sl_sched_t *s)
     free(s->key_paths);
     sl_hmap_free(s->key_index);
     sl_hmap_free(s->tenant_index);
+    free(s->owned);
     for (int b = 0; s->binfo != NULL && s->ledger != NULL && b < sl_ledger_count(s->ledger); b++)
         free(s->binfo[b].own);
     free(s->binfo);
@@ -1068,6 +1076,8 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
     sl_err_t rc = SL_OK;
     if (now_ms - s->last_scan_ms >= SCAN_EVERY_MS || s->delayed.n > 0) {
         rc = sl_holders_tick(s, now_ms);
+        if (rc == SL_OK)
+            rc = sl_shard_tick(s, now_ms);
         if (rc == SL_OK)
             rc = expire_leases(s, now_ms);
         if (rc == SL_OK)

@@ -73,6 +73,29 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms);
  * or every call in flight would be sent a second time. */
 void sl_sched_extend_leases(sl_sched_t *s, int64_t gap_ms);
 
+/* ---- sharded schedulers (shard.c: one scheduler among several, each owning partitions of the
+ * jobs topic and a share of the limits they all share) ---- */
+
+/* Sharded from now on, over nparts partitions, owning none yet: every shared bucket starts at
+ * the share stored with it (none on a new database; all of it on a database of a scheduler
+ * that was not sharded). */
+sl_err_t sl_sched_shard(sl_sched_t *s, int nparts, int64_t now_ms);
+
+/* Sets the partitions owned (owned[p] != 0, nparts entries): the shared buckets' shares follow
+ * (smaller at once, larger when due). */
+sl_err_t sl_sched_set_owned(sl_sched_t *s, const uint8_t *owned, int64_t now_ms);
+
+/* The partition of a tenant's jobs; 0 when not sharded. */
+int sl_sched_partition(const sl_sched_t *s, const char *tenant);
+/* Whether this scheduler owns partition p (always when not sharded). */
+int sl_sched_owns(const sl_sched_t *s, int p);
+
+/* Hands over every job of partition p: its lease, if any, ends with its charges kept (the call
+ * may still count at the provider), and the job leaves the core and the store without a
+ * result: its new owner takes it from the changelog. Inside the caller's transaction. *n (may
+ * be NULL) gets how many jobs left. */
+sl_err_t sl_sched_hand_over(sl_sched_t *s, int p, int64_t now_ms, int *n);
+
 /* Installs the metrics hooks (sl_sched_observer_t; copied, NULL removes them); they carry over a
  * reload. */
 void sl_sched_observe(sl_sched_t *s, const sl_sched_observer_t *obs, void *arg);

@@ -40,6 +40,7 @@ static const char *const sql_text[Q_COUNT_] = {
                       " lease_expires_ms = NULL, reservation_id = NULL, updated_ms = ?"
                       " WHERE job_id = ?",
     [Q_JOB_FORGET] = "DELETE FROM jobs WHERE job_id = ? AND state = 'done'",
+    [Q_JOB_HAND_OVER] = "DELETE FROM jobs WHERE job_id = ? AND state <> 'done'",
     [Q_JOB_FINISH] = "UPDATE jobs SET state = 'done', status = ?, result_json = ?,"
                      " lease_expires_ms = NULL, updated_ms = ? WHERE job_id = ?",
     [Q_UNFINISHED] = "SELECT job_id, tenant, route, class, state, reservation_id, deployment,"
@@ -505,6 +506,11 @@ sl_err_t sl_store_job_requeue(sl_store_t *s, const char *job_id, int attempts,
 sl_err_t sl_store_job_forget(sl_store_t *s, const char *job_id)
 {
     return store_run(s, store_bind(s, Q_JOB_FORGET, "s", job_id), "job forget");
+}
+
+sl_err_t sl_store_job_hand_over(sl_store_t *s, const char *job_id)
+{
+    return store_run(s, store_bind(s, Q_JOB_HAND_OVER, "s", job_id), "job hand over");
 }
 
 sl_err_t sl_store_job_finish(sl_store_t *s, const char *job_id, const char *status,

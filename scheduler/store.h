@@ -162,6 +162,8 @@ sl_err_t sl_store_job_finish(sl_store_t *s, const char *job_id, const char *stat
  * because its queue was full is not remembered: the client is told to retry). Its result stays
  * in the outbox until delivered. */
 sl_err_t sl_store_job_forget(sl_store_t *s, const char *job_id);
+/* Deletes an unfinished job's row: another scheduler took its partition over (shard.h). */
+sl_err_t sl_store_job_hand_over(sl_store_t *s, const char *job_id);
 
 typedef struct {
     const char *job_id, *tenant, *route, *cls, *state, *reservation_id, *deployment;

@@ -27,6 +27,7 @@ enum {
     Q_JOB_REQUEUE,
     Q_JOB_FINISH,
     Q_JOB_FORGET,
+    Q_JOB_HAND_OVER,
     Q_UNFINISHED,
     Q_RES_OPEN,
     Q_RES_CLOSE,

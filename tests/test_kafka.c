@@ -240,6 +240,55 @@ START_TEST(input_the_broker_deleted_unread_is_counted_and_a_first_start_is_not)
 }
 END_TEST
 
+static void note_partition(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    ck_assert_int_eq(m->err, RD_KAFKA_RESP_ERR_NO_ERROR);
+    *(int32_t *)m->_private = m->partition;
+}
+
+/* The scheduler finds a tenant's partition without a message in hand (a shard's jobs, its
+ * changelog records): the partition librdkafka's default partitioner gave a message keyed by
+ * it. */
+START_TEST(a_key_s_partition_is_where_the_default_partitioner_puts_it)
+{
+    start_mock();
+    enum { PARTS = 7, KEYS = 40 };
+    ck_assert_int_eq(rd_kafka_mock_topic_create(mock, "keyed", PARTS, 1),
+                     RD_KAFKA_RESP_ERR_NO_ERROR);
+    char err[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", bootstraps, err, sizeof err);
+    rd_kafka_conf_set_dr_msg_cb(conf, note_partition);
+    rd_kafka_t *prod = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    ck_assert_msg(prod != NULL, "%s", err);
+    int32_t got[KEYS];
+    char keys[KEYS][32];
+    for (int i = 0; i < KEYS; i++) {
+        snprintf(keys[i], sizeof keys[i], i % 2 ? "tenant-%d" : "t%d.example", i);
+        got[i] = -1;
+        ck_assert_int_eq(rd_kafka_producev(prod, RD_KAFKA_V_TOPIC("keyed"),
+                                           RD_KAFKA_V_KEY(keys[i], strlen(keys[i])),
+                                           RD_KAFKA_V_VALUE("m", 1), RD_KAFKA_V_OPAQUE(&got[i]),
+                                           RD_KAFKA_V_END),
+                         RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+    ck_assert_int_eq(rd_kafka_flush(prod, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    int seen[PARTS] = {0};
+    for (int i = 0; i < KEYS; i++) {
+        ck_assert_int_eq(sl_kafka_key_partition(keys[i], PARTS), got[i]);
+        seen[got[i]]++;
+    }
+    int used = 0;
+    for (int p = 0; p < PARTS; p++)
+        used += seen[p] > 0;
+    ck_assert_int_gt(used, 1); /* the keys spread: the comparison means something */
+    rd_kafka_destroy(prod);
+    stop_mock();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kafka");
@@ -247,6 +296,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, input_the_broker_deleted_unread_is_counted_and_a_first_start_is_not);
     tcase_add_test(tc, group_members_are_static_and_cooperative_on_a_real_cluster);
+    tcase_add_test(tc, a_key_s_partition_is_where_the_default_partitioner_puts_it);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

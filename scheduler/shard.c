@@ -1,0 +1,274 @@
+/* shard.c - the partitions a scheduler owns and its share of the shared limits (see shard.h). */
+#include "shard.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buckets.h"
+#include "job.h"
+#include "kafka.h"
+#include "ledger.h"
+#include "log.h"
+#include "reservation.h"
+#include "store.h"
+
+/* A bucket's capacity must stay above 0: a shard that owns nothing keeps this much of each
+ * shared limit (it has no job to admit anyway). */
+#define SHARE_FLOOR 1e-6
+/* The store's note of a bucket's share: "share:<bucket id>". */
+#define SHARE_NOTE "share:"
+
+double sl_shard_target(const sl_sched_t *s)
+{
+    if (s->nparts <= 0)
+        return 1.0;
+    int n = 0;
+    for (int p = 0; p < s->nparts; p++)
+        n += s->owned[p] != 0;
+    return (double)n / s->nparts;
+}
+
+int sl_sched_partition(const sl_sched_t *s, const char *tenant)
+{
+    return s->nparts > 0 ? sl_kafka_key_partition(tenant, s->nparts) : 0;
+}
+
+int sl_sched_owns(const sl_sched_t *s, int p)
+{
+    return s->nparts <= 0 || (p >= 0 && p < s->nparts && s->owned[p]);
+}
+
+sl_bucket_spec_t sl_shard_spec(const sl_sched_t *s, int b, const sl_bucket_spec_t *whole)
+{
+    sl_bucket_spec_t spec = *whole;
+    if (b < 0 || b >= s->nbinfo || !s->binfo[b].shared || s->binfo[b].share >= 1.0)
+        return spec;
+    double f = s->binfo[b].share > SHARE_FLOOR ? s->binfo[b].share : SHARE_FLOOR;
+    /* With no share, not even one request larger than the bucket may go (sl_ledger_reserve lets
+     * one through an unused bucket that is not strict). With some, the provider side's guard
+     * still caps what one shard admits in the trailing period at its share. */
+    if (s->binfo[b].share <= 0)
+        spec.strict = 1;
+    spec.capacity *= f;
+    spec.rate_per_ms *= f;
+    spec.margin *= f;
+    spec.sub_capacity *= f;
+    spec.guard_capacity *= f;
+    return spec;
+}
+
+/* Enforces bucket b's current share, and notes it in the store. */
+static sl_err_t apply(sl_sched_t *s, int b, int64_t now_ms)
+{
+    binfo_t *bi = &s->binfo[b];
+    sl_bucket_spec_t whole = sl_buckets_spec_whole(s, b);
+    sl_bucket_spec_t spec = sl_shard_spec(s, b, &whole);
+    sl_err_t rc = sl_ledger_set_spec(s->ledger, b, &spec, now_ms);
+    if (rc != SL_OK)
+        return rc;
+    char key[600], value[32];
+    snprintf(key, sizeof key, SHARE_NOTE "%s", sl_ledger_id(s->ledger, b));
+    snprintf(value, sizeof value, "%.17g", bi->share);
+    return sl_store_meta_put(s->store, key, value);
+}
+
+/* How long the old owner's use of a share may still count where bucket b counts it. */
+static int64_t raise_delay(const sl_sched_t *s, int b, int64_t now_ms)
+{
+    const sl_bucket_spec_t *sp = sl_ledger_spec(s->ledger, b);
+    int64_t d = 0;
+    switch (sp->alg) {
+    case SL_ALG_TOKEN_BUCKET:
+        /* The trailing period the provider counts (the guard's), and a whole refill. */
+        d = sp->guard_window_ms > 0 ? sp->guard_window_ms : 60000;
+        if (sp->rate_per_ms > 0 && sp->capacity / sp->rate_per_ms > (double)d)
+            d = (int64_t)(sp->capacity / sp->rate_per_ms) + 1;
+        break;
+    case SL_ALG_SLIDING_WINDOW:
+    case SL_ALG_ROLLING:
+    case SL_ALG_RAMP:
+        d = sp->window_ms;
+        break;
+    case SL_ALG_CALENDAR:
+        d = sl_ledger_reset_ms(s->ledger, b, now_ms) - now_ms;
+        break;
+    case SL_ALG_GAUGE:
+    default:
+        /* A call the old owner leased ends by its lease's end. */
+        d = s->cfg->lease_ms;
+        break;
+    }
+    return d > 0 ? d : 0;
+}
+
+sl_err_t sl_sched_shard(sl_sched_t *s, int nparts, int64_t now_ms)
+{
+    if (nparts <= 0)
+        return SL_EINVAL;
+    uint8_t *owned = calloc((size_t)nparts, 1);
+    if (owned == NULL)
+        return SL_ENOMEM;
+    free(s->owned);
+    s->owned = owned;
+    s->nparts = nparts;
+    /* A database that was never sharded counted everything: its share was the whole. */
+    int fresh = sl_store_is_new(s->store);
+    for (int b = 0; b < sl_ledger_count(s->ledger); b++) {
+        binfo_t *bi = &s->binfo[b];
+        if (!bi->shared)
+            continue;
+        char key[600], value[32];
+        snprintf(key, sizeof key, SHARE_NOTE "%s", sl_ledger_id(s->ledger, b));
+        double share = fresh ? 0.0 : 1.0;
+        if (sl_store_meta_get(s->store, key, value, sizeof value) == SL_OK)
+            share = strtod(value, NULL);
+        if (!(share >= 0.0) || share > 1.0)
+            share = 0.0;
+        bi->share = bi->share_next = share;
+        bi->share_at_ms = 0;
+        sl_err_t rc = apply(s, b, now_ms);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return SL_OK;
+}
+
+sl_err_t sl_sched_set_owned(sl_sched_t *s, const uint8_t *owned, int64_t now_ms)
+{
+    if (s->nparts <= 0)
+        return SL_OK;
+    if (owned != s->owned)
+        memcpy(s->owned, owned, (size_t)s->nparts);
+    double target = sl_shard_target(s);
+    for (int b = 0; b < sl_ledger_count(s->ledger); b++) {
+        binfo_t *bi = &s->binfo[b];
+        if (!bi->shared)
+            continue;
+        if (target <= bi->share) {
+            int changed = target < bi->share;
+            bi->share = bi->share_next = target;
+            bi->share_at_ms = 0;
+            if (changed) {
+                sl_err_t rc = apply(s, b, now_ms);
+                if (rc != SL_OK)
+                    return rc;
+            }
+        } else if (target != bi->share_next) {
+            /* A later gain waits at least as long as the one already pending. */
+            int64_t at = now_ms + raise_delay(s, b, now_ms);
+            if (bi->share_next > bi->share && bi->share_at_ms > at)
+                at = bi->share_at_ms;
+            bi->share_next = target;
+            bi->share_at_ms = at;
+        }
+    }
+    return SL_OK;
+}
+
+sl_err_t sl_shard_tick(sl_sched_t *s, int64_t now_ms)
+{
+    if (s->nparts <= 0)
+        return SL_OK;
+    for (int b = 0; b < sl_ledger_count(s->ledger); b++) {
+        binfo_t *bi = &s->binfo[b];
+        if (!bi->shared || bi->share_next <= bi->share || now_ms < bi->share_at_ms)
+            continue;
+        bi->share = bi->share_next;
+        bi->share_at_ms = 0;
+        sl_err_t rc = apply(s, b, now_ms);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return SL_OK;
+}
+
+typedef struct {
+    const sl_sched_t *s;
+    int p;
+    job_t **v;
+    int n, cap;
+    int oom;
+} pick_t;
+
+static void pick(const char *key, void *value, void *arg)
+{
+    (void)key;
+    pick_t *k = arg;
+    job_t *j = value;
+    const char *tenant = j->tenant >= 0 ? k->s->cfg->tenants[j->tenant].name : j->orphan_tenant;
+    if (k->oom || tenant == NULL || sl_sched_partition(k->s, tenant) != k->p)
+        return;
+    if (k->n == k->cap) {
+        int cap = k->cap ? k->cap * 2 : 256;
+        job_t **v = realloc(k->v, (size_t)cap * sizeof *v);
+        if (v == NULL) {
+            k->oom = 1;
+            return;
+        }
+        k->v = v;
+        k->cap = cap;
+    }
+    k->v[k->n++] = j;
+}
+
+sl_err_t sl_sched_hand_over(sl_sched_t *s, int p, int64_t now_ms, int *n)
+{
+    if (n != NULL)
+        *n = 0;
+    if (s->nparts <= 0)
+        return SL_OK;
+    pick_t k = {s, p, NULL, 0, 0, 0};
+    sl_hmap_each(s->jobs, pick, &k);
+    sl_err_t rc = k.oom ? SL_ENOMEM : SL_OK;
+    for (int i = 0; rc == SL_OK && i < k.n; i++) {
+        job_t *j = k.v[i];
+        if (j->state == J_LEASED && j->held != NULL)
+            rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "handed_over",
+                                       now_ms, NULL);
+        if (rc == SL_OK)
+            rc = sl_store_job_hand_over(s->store, j->id);
+        if (rc != SL_OK)
+            break;
+        sl_job_unplace(s, j);
+        sl_job_untrack(s, j);
+        sl_job_free(j);
+        s->st.handed_over++;
+        if (n != NULL)
+            (*n)++;
+    }
+    free(k.v);
+    return rc;
+}
+
+sl_err_t sl_shard_carry(sl_sched_t *fresh, const sl_sched_t *old, int64_t now_ms)
+{
+    if (old->nparts <= 0)
+        return SL_OK;
+    uint8_t *owned = malloc((size_t)old->nparts);
+    if (owned == NULL)
+        return SL_ENOMEM;
+    memcpy(owned, old->owned, (size_t)old->nparts);
+    free(fresh->owned);
+    fresh->owned = owned;
+    fresh->nparts = old->nparts;
+    for (int b = 0; b < sl_ledger_count(fresh->ledger); b++) {
+        binfo_t *bi = &fresh->binfo[b];
+        if (!bi->shared)
+            continue;
+        int ob = sl_ledger_find(old->ledger, sl_ledger_id(fresh->ledger, b));
+        if (ob >= 0 && old->binfo[ob].shared) {
+            bi->share = old->binfo[ob].share;
+            bi->share_next = old->binfo[ob].share_next;
+            bi->share_at_ms = old->binfo[ob].share_at_ms;
+        } else {
+            /* A limit the old config did not share: nothing was counted under it here. */
+            bi->share = bi->share_next = 0.0;
+            bi->share_at_ms = 0;
+        }
+        sl_err_t rc = apply(fresh, b, now_ms);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return sl_sched_set_owned(fresh, owned, now_ms);
+}

@@ -1,0 +1,249 @@
+/* test_shard.c - one scheduler among several (scheduler/shard.c): the share of the shared limits
+ * that the partitions owned give, applied at once when it shrinks and only when due when it
+ * grows, kept across a restart and a reload; and a partition's jobs handed over. The core runs
+ * with the real store and ledger (tests/lib/sched_env.h: dep-a's token bucket holds 600 tokens
+ * with a margin of 300, so a cold start at the whole limit takes two jobs of 150). */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../scheduler/store.h"
+#include "kafka.h"
+#include "lib/sched_env.h"
+
+static const int64_t MINUTE = 60000;
+
+static void feed_n(env_t *e, const char *tenant, int n, int64_t now_ms)
+{
+    for (int i = 0; i < n; i++) {
+        char id[64];
+        snprintf(id, sizeof id, "%s-%02d", tenant, i);
+        feed_job(e, id, tenant, now_ms);
+    }
+}
+
+static int dispatches_at(env_t *e, int64_t now_ms)
+{
+    batch_t b = step(e, now_ms);
+    int n = count_kind(&b, SL_MSG_DISPATCH);
+    batch_free(&b);
+    return n;
+}
+
+/* Steps every `every` ms from `from` to `to`; the dispatches of all those steps. */
+static int dispatches_over(env_t *e, int64_t from, int64_t to, int64_t every)
+{
+    int n = 0;
+    for (int64_t t = from; t <= to; t += every)
+        n += dispatches_at(e, t);
+    return n;
+}
+
+/* Owns the first `own` of nparts partitions. */
+static void own_first(env_t *e, int nparts, int own, int64_t now_ms)
+{
+    uint8_t owned[64] = {0};
+    for (int p = 0; p < own && p < nparts; p++)
+        owned[p] = 1;
+    ck_assert_int_eq(sl_sched_set_owned(e->sched, owned, now_ms), SL_OK);
+}
+
+/* A database that ran before, its buckets full again: a restart (which starts them empty),
+ * then ten quiet minutes. */
+static void env_with_history(env_t *e, int64_t *now_ms)
+{
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(e, &o, T0);
+    close_core(e);
+    open_core(e, T0 + MINUTE);
+    *now_ms = T0 + 11 * MINUTE;
+}
+
+/* A new database knows nothing of what the partitions' last owners admitted: a shard starts
+ * with no share, and the one its partitions give applies only once a minute (the provider's
+ * trailing window) has passed. */
+START_TEST(a_new_shard_admits_nothing_until_its_gained_share_is_due)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, T0), SL_OK);
+    own_first(&e, 4, 4, T0);
+    feed_n(&e, "acme", 10, T0);
+    /* nothing for the whole minute, then the limit's rate */
+    ck_assert_int_eq(dispatches_over(&e, T0, T0 + MINUTE - 1000, 1000), 0);
+    ck_assert_int_gt(dispatches_over(&e, T0 + MINUTE, T0 + 3 * MINUTE, 1000), 0);
+    env_done(&e);
+}
+END_TEST
+
+/* Half of the partitions, half of the limit: one job of 150 where the whole bucket takes two;
+ * the smaller share applies at once. */
+START_TEST(half_the_partitions_admit_half_at_once)
+{
+    env_t e;
+    int64_t now;
+    env_with_history(&e, &now);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
+    own_first(&e, 4, 2, now);
+    feed_n(&e, "acme", 10, now);
+    ck_assert_int_eq(dispatches_at(&e, now), 1);
+    env_done(&e);
+}
+END_TEST
+
+START_TEST(the_whole_limit_on_a_database_that_was_not_sharded)
+{
+    env_t e;
+    int64_t now;
+    env_with_history(&e, &now);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
+    own_first(&e, 4, 4, now);
+    feed_n(&e, "acme", 10, now);
+    ck_assert_int_eq(dispatches_at(&e, now), 2);
+    env_done(&e);
+}
+END_TEST
+
+/* A shard that gives partitions away and gets them back waits again: meanwhile another shard
+ * may have used their share. */
+START_TEST(a_share_given_away_and_taken_back_waits_again)
+{
+    env_t e;
+    int64_t now;
+    env_with_history(&e, &now);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
+    own_first(&e, 4, 4, now);
+    own_first(&e, 4, 2, now);
+    own_first(&e, 4, 4, now + 1000);
+    feed_n(&e, "acme", 40, now + 1000);
+    ck_assert_int_eq(dispatches_at(&e, now + 1000), 1);
+    /* for the next minute at half the rate: 0.09 tokens/ms, about 36 jobs of 150 in a minute,
+     * plus what the full half bucket held; the whole rate would take about twice that */
+    int half = dispatches_over(&e, now + 2000, now + 61000, 1000);
+    ck_assert_int_le(half, 38);
+    ck_assert_int_ge(half, 30);
+    env_done(&e);
+}
+END_TEST
+
+/* Once due, the whole limit again: a quiet bucket holds its whole burst (two jobs). */
+START_TEST(a_share_taken_back_applies_once_due)
+{
+    env_t e;
+    int64_t now;
+    env_with_history(&e, &now);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
+    own_first(&e, 4, 4, now);
+    own_first(&e, 4, 2, now);
+    own_first(&e, 4, 4, now + 1000);
+    /* applied at the first tick after it is due, then refilled */
+    ck_assert_int_eq(dispatches_at(&e, now + 5 * MINUTE), 0);
+    feed_n(&e, "acme", 10, now + 6 * MINUTE);
+    ck_assert_int_eq(dispatches_at(&e, now + 6 * MINUTE), 2);
+    env_done(&e);
+}
+END_TEST
+
+/* The share is stored with the buckets: a restart on the same database starts from it (not from
+ * the whole, which its counts were not made under), and a reload keeps it. */
+START_TEST(the_share_survives_a_restart_and_a_reload)
+{
+    env_t e;
+    int64_t now;
+    env_with_history(&e, &now);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
+    own_first(&e, 4, 2, now);
+    close_core(&e);
+    open_core(&e, now + MINUTE);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now + MINUTE), SL_OK);
+    now += 11 * MINUTE;
+    /* owning all four now: the half it had applies, the rest is not due yet */
+    own_first(&e, 4, 4, now);
+    feed_n(&e, "acme", 60, now);
+    ck_assert_int_eq(dispatches_at(&e, now), 1);
+    char err[256] = "";
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    ck_assert_int_eq(sl_sched_save(e.sched, now), SL_OK);
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    ck_assert_msg(sl_sched_reload(&e.sched, e.cfg, now, err, sizeof err) == SL_OK, "%s", err);
+    /* still half after the reload: 30 to 38 jobs in the next minute (see above) */
+    int half = dispatches_over(&e, now + 1000, now + 60000, 1000);
+    ck_assert_int_le(half, 38);
+    ck_assert_int_ge(half, 30);
+    env_done(&e);
+}
+END_TEST
+
+/* Two tenants in two partitions (of nparts): giving acme's away takes its jobs out of the core
+ * and the store, without a result, and keeps its lease's charges; globex's stay. */
+START_TEST(hand_over_takes_out_the_partition_s_jobs_only)
+{
+    int nparts = 2;
+    while (nparts < 64 && sl_kafka_key_partition("acme", nparts) ==
+                              sl_kafka_key_partition("globex", nparts))
+        nparts++;
+    ck_assert_int_lt(nparts, 64);
+    env_t e;
+    int64_t now;
+    env_with_history(&e, &now);
+    ck_assert_int_eq(sl_sched_shard(e.sched, nparts, now), SL_OK);
+    own_first(&e, nparts, nparts, now);
+    int acme_p = sl_sched_partition(e.sched, "acme");
+    ck_assert_int_eq(acme_p, sl_kafka_key_partition("acme", nparts));
+    feed_n(&e, "acme", 3, now);
+    feed_n(&e, "globex", 2, now);
+    batch_t b = step(&e, now);
+    int leased = count_kind(&b, SL_MSG_DISPATCH);
+    ck_assert_int_gt(leased, 0);
+    json_t *d = find(&b, SL_MSG_DISPATCH, "acme-00");
+    ck_assert_ptr_nonnull(d);
+    lease_t l = lease_of(d, now);
+    batch_free(&b);
+    double before = bucket_level(&e, "deployment:dep-a:tpm", now);
+    int n = -1;
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    ck_assert_int_eq(sl_sched_hand_over(e.sched, acme_p, now, &n), SL_OK);
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    ck_assert_int_eq(n, 3);
+    ck_assert_str_eq(peek_sql(&e, "SELECT count(*) FROM jobs WHERE tenant = '%s'", "acme"), "0");
+    ck_assert_str_eq(peek_sql(&e, "SELECT count(*) FROM jobs WHERE tenant = '%s'", "globex"),
+                     "2");
+    ck_assert_str_eq(
+        peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = '%s'", l.res),
+        "expired");
+    /* the call may still count at the provider: its charge stays */
+    ck_assert_double_le(bucket_level(&e, "deployment:dep-a:tpm", now), before + 1e-6);
+    /* its usage, arriving later, finds nothing: no result */
+    usagespec_t u = OK_USAGE;
+    feed_usage(&e, l.job, l.attempt, l.res, l.dep, &u, now + 10);
+    batch_t after = step(&e, now + 10);
+    ck_assert_int_eq(count_kind(&after, SL_MSG_RESULT), 0);
+    batch_free(&after);
+    env_done(&e);
+}
+END_TEST
+
+static Suite *shard_suite(void)
+{
+    Suite *s = suite_create("shard");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, a_new_shard_admits_nothing_until_its_gained_share_is_due);
+    tcase_add_test(tc, half_the_partitions_admit_half_at_once);
+    tcase_add_test(tc, the_whole_limit_on_a_database_that_was_not_sharded);
+    tcase_add_test(tc, a_share_given_away_and_taken_back_waits_again);
+    tcase_add_test(tc, a_share_taken_back_applies_once_due);
+    tcase_add_test(tc, the_share_survives_a_restart_and_a_reload);
+    tcase_add_test(tc, hand_over_takes_out_the_partition_s_jobs_only);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(shard_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
