@@ -1,8 +1,11 @@
 /* auth.c - roles, topics and the keys each daemon holds (see auth.h). */
 #include "auth.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "kafka.h"
 #include "log.h"
@@ -71,14 +74,34 @@ static int file_exists(const char *path)
     return 1;
 }
 
+int sl_auth_key_lock(const char *key_path)
+{
+    char lock[1100];
+    snprintf(lock, sizeof lock, "%s.lock", key_path);
+    int fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+void sl_auth_key_unlock(int fd)
+{
+    if (fd >= 0)
+        close(fd);
+}
+
 sl_err_t sl_auth_signer(const sl_config_t *cfg, sl_role_t role, sl_signer_t **out, char *err,
                         size_t errlen)
 {
     *out = NULL;
     char sk[1024], pk[1024];
     sl_auth_key_paths(cfg, role, sk, pk, sizeof sk);
+    int lock = sl_auth_key_lock(sk);
     if (!file_exists(sk)) {
         if (sl_sign_keygen(sk, pk) != SL_OK) {
+            sl_auth_key_unlock(lock);
             snprintf(err, errlen, "cannot create the %s signing keys %s / %s", sl_role_name(role),
                      sk, pk);
             return SL_EIO;
@@ -86,6 +109,7 @@ sl_err_t sl_auth_signer(const sl_config_t *cfg, sl_role_t role, sl_signer_t **ou
         sl_info("created the %s signing key pair: %s (secret), %s (public)", sl_role_name(role),
                 sk, pk);
     }
+    sl_auth_key_unlock(lock);
     sl_signer_t *s = NULL;
     if (sl_signer_load(sk, &s) != SL_OK) {
         snprintf(err, errlen, "cannot load the %s signing key %s", sl_role_name(role), sk);
@@ -131,13 +155,16 @@ sl_err_t sl_auth_job_id_key(const sl_config_t *cfg, int create, uint8_t key[SL_J
 {
     char path[1024];
     sl_resolve_path(cfg->signing_job_id_key_file, path, sizeof path);
+    int lock = create ? sl_auth_key_lock(path) : -1;
     if (create && !file_exists(path)) {
         if (sl_job_id_keygen(path) != SL_OK) {
+            sl_auth_key_unlock(lock);
             snprintf(err, errlen, "cannot create the job id key %s", path);
             return SL_EIO;
         }
         sl_info("created the job id key %s", path);
     }
+    sl_auth_key_unlock(lock);
     if (sl_job_id_key_load(path, key) != SL_OK) {
         snprintf(err, errlen, "cannot load the job id key %s", path);
         return SL_ECRYPTO;

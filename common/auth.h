@@ -28,6 +28,14 @@ void sl_auth_key_paths(const sl_config_t *cfg, sl_role_t role, char *secret, cha
 void sl_auth_public_keys(const sl_config_t *cfg, sl_role_t role, const char **current,
                          const char **next);
 
+/* Keys made at a first start are made under an exclusive lock on "<key_path>.lock" (it stays
+ * there), so that two processes of one role started together do not each make their own and
+ * sign with a key the other's public file does not hold. Returns the lock's descriptor, or -1
+ * when it cannot be had (creation then goes on unlocked, as before); sl_auth_key_unlock
+ * releases it. */
+int sl_auth_key_lock(const char *key_path);
+void sl_auth_key_unlock(int fd);
+
 /* Loads role's signing key, first creating its key pair when the secret key file is missing
  * (a dev stack starts with none), and makes this process sign as role (sl_kafka_sign_as).
  * *out set only on success; the caller frees it with sl_signer_free after its last produce.

@@ -86,7 +86,7 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     static const char *const sched_keys[] = {
         "db",           "lease_ms",     "max_attempts", "drr_quantum_tokens", "metrics_listen",
         "admin_listen", "max_queued",   "max_queued_bytes",   "dispatcher_dead_ms",
-        "changelog_retention_bytes", "changelog_snapshot_ms", NULL};
+        "changelog_retention_bytes", "changelog_snapshot_ms", "sharded", NULL};
     static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", "heartbeat_ms",
                                             NULL};
     static const char *const sign_keys[] = {"secret_key_file",
@@ -127,6 +127,7 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     if (!c->failed && cfg->changelog_retention_bytes > 0 &&
         cfg->changelog_retention_bytes < 64 << 10)
         cfg_fail(c, "scheduler.changelog_retention_bytes: 0 (unbounded) or at least 65536");
+    cfg->sched_sharded = cfg_get_bool(c, sj, "scheduler", "sharded", 0);
 
     json_t *dj = section(c, root, "config", "dispatcher", "dispatcher", disp_keys);
     cfg->max_in_flight = cfg_get_int(c, dj, "dispatcher", "max_in_flight", 256, 1, 100000);

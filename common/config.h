@@ -285,6 +285,9 @@ typedef struct sl_config {
     int64_t changelog_retention_bytes;
     /* and writes one at least this often (0: only by size), for time-based retention */
     int64_t changelog_snapshot_ms;
+    /* one scheduler of several (scheduler/shard.h): they share the jobs topic's partitions
+     * through a consumer group (kafka.membership must not be "static") */
+    int sched_sharded;
     /* dispatcher */
     int64_t max_in_flight;
     int64_t heartbeat_ms; /* how often it tells the scheduler which attempts it holds */

@@ -12,7 +12,7 @@ struct sl_heartbeat {
     char name[129];
     char key[160];
     char incarnation[SL_INCARNATION_HEX + 1];
-    int64_t started_ms, period_ms, last_ms;
+    int64_t started_ms, period_ms, last_ms; /* last_ms: the last periodic one */
     int64_t max_in_flight;
     int64_t accepted_seen; /* the engine's accepted count at the last heartbeat */
     int sent;              /* heartbeats sent; -1 before the first */
@@ -93,13 +93,18 @@ static void add(const char *job_id, const char *reservation_id, void *arg)
     f->n++;
 }
 
+int sl_heartbeat_periodic_due(const sl_heartbeat_t *hb, int64_t now_ms)
+{
+    return hb->sent < 0 || now_ms - hb->last_ms >= hb->period_ms;
+}
+
 sl_err_t sl_heartbeat_run(sl_heartbeat_t *hb, sl_engine_t *e, int64_t now_ms,
                           sl_engine_emit_fn emit, void *arg)
 {
     sl_engine_stats_t st;
     sl_engine_stats(e, &st);
     int took = st.accepted != hb->accepted_seen;
-    int periodic = hb->sent < 0 || now_ms - hb->last_ms >= hb->period_ms;
+    int periodic = sl_heartbeat_periodic_due(hb, now_ms);
     if (!periodic && !took)
         return SL_OK;
     fill_t f = {hb, now_ms, 0, emit, arg, NULL, 0, SL_OK};
@@ -110,7 +115,10 @@ sl_err_t sl_heartbeat_run(sl_heartbeat_t *hb, sl_engine_t *e, int64_t now_ms,
     if (f.rc != SL_OK)
         return f.rc;
     hb->accepted_seen = st.accepted;
-    hb->last_ms = now_ms;
+    /* Only a periodic heartbeat resets the period: the ones naming calls just taken reach one
+     * partition, and every scheduler shard must hear this dispatcher every period. */
+    if (periodic)
+        hb->last_ms = now_ms;
     hb->sent++;
     return SL_OK;
 }

@@ -34,6 +34,11 @@ void sl_heartbeat_free(sl_heartbeat_t *hb);
 /* The incarnation drawn at sl_heartbeat_new (hex). */
 const char *sl_heartbeat_incarnation(const sl_heartbeat_t *hb);
 
+/* Whether the next sl_heartbeat_run at now_ms sends a periodic heartbeat (every scheduler shard
+ * must hear those: the dispatcher sends them to every partition of the usage topic), rather
+ * than nothing or only the attempts just taken. */
+int sl_heartbeat_periodic_due(const sl_heartbeat_t *hb, int64_t now_ms);
+
 /* Sends what is due at now_ms through emit (key, value): nothing, the attempts the engine took
  * since the last heartbeat, or a periodic one. Returns SL_ENOMEM when a message could not be
  * built (the next call tries again). */

@@ -411,6 +411,14 @@ sl_err_t sl_changelog_read(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_
                            int tail_only,
                            sl_cl_replay_t **out, int64_t *refused, char *err, size_t errlen)
 {
+    return sl_changelog_read_some(cfg, mac_key, tail_only, NULL, 0, out, refused, err, errlen);
+}
+
+sl_err_t sl_changelog_read_some(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
+                                int tail_only, const uint8_t *only, int only_n,
+                                sl_cl_replay_t **out, int64_t *refused, char *err,
+                                size_t errlen)
+{
     *out = NULL;
     *refused = 0;
     const char *topic = cfg->kafka.topic_changelog;
@@ -433,8 +441,15 @@ sl_err_t sl_changelog_read(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_
         rc = SL_ENOMEM;
         goto done;
     }
+    if (only != NULL && only_n != nparts) {
+        snprintf(err, errlen, "topic %s has %d partitions, not %d", topic, nparts, only_n);
+        rc = SL_ECONFIG;
+        goto done;
+    }
     int waiting = 0;
     for (int p = 0; p < nparts; p++) {
+        if (only != NULL && !only[p])
+            continue;
         rd_kafka_resp_err_t kerr =
             rd_kafka_query_watermark_offsets(rk, topic, p, &low[p], &high[p], 10000);
         if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -491,6 +506,8 @@ sl_err_t sl_changelog_read(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_
         rd_kafka_message_destroy(m);
     }
     for (int p = 0; p < nparts && rc == SL_OK && !tail_only; p++) {
+        if (only != NULL && !only[p])
+            continue;
         if (high[p] == low[p] && low[p] > 0)
             sl_warn("changelog partition %d: every record was deleted (retention); nothing to "
                     "restore there",
@@ -597,6 +614,7 @@ struct sl_changelog {
     int ngates, capgates;
     int failed;
     int snap_due, snap_active;
+    uint8_t *owned; /* the partitions written to (a shard's); NULL: every one */
     int held; /* no snapshot starts (a restore is taking jobs in) */
     int64_t snap_epoch, snap_after, snap_count;
     sl_changelog_stats_t st, exported;
@@ -706,6 +724,7 @@ void sl_changelog_close(sl_changelog_t *cl, int timeout_ms)
     free(cl->topic);
     free(cl->since_begin);
     free(cl->snap_bytes);
+    free(cl->owned);
     free(cl->gates);
     sodium_memzero(cl->mac_key, sizeof cl->mac_key);
     free(cl);
@@ -741,6 +760,48 @@ static void produce(sl_changelog_t *cl, int32_t part, const char *key, char *val
     free(value);
 }
 
+static int owns(const sl_changelog_t *cl, int p)
+{
+    return cl->owned == NULL || (p >= 0 && p < cl->nparts && cl->owned[p]);
+}
+
+/* Whether records keyed by tenant go to a partition this writer owns (counted when not). */
+static int owns_tenant(sl_changelog_t *cl, const char *tenant)
+{
+    if (cl->owned == NULL || owns(cl, sl_kafka_key_partition(tenant, cl->nparts)))
+        return 1;
+    cl->st.not_owned++;
+    return 0;
+}
+
+void sl_changelog_set_owned(sl_changelog_t *cl, const uint8_t *owned)
+{
+    if (owned == NULL) {
+        free(cl->owned);
+        cl->owned = NULL;
+    } else {
+        if (cl->owned == NULL && (cl->owned = malloc((size_t)cl->nparts)) == NULL) {
+            cl->failed = 1;
+            sl_error("changelog: out of memory; stopping");
+            return;
+        }
+        memcpy(cl->owned, owned, (size_t)cl->nparts);
+    }
+    if (cl->snap_active) {
+        cl->snap_active = 0;
+        sl_info("changelog: the partitions owned changed; the snapshot under way is dropped "
+                "and a new one is due");
+    }
+    cl->snap_due = 1;
+}
+
+void sl_changelog_adopt(sl_changelog_t *cl, const sl_cl_replay_t *r)
+{
+    for (int p = 0; p < cl->nparts; p++)
+        if (sl_cl_replay_last_seq(r, p) > cl->last_seq)
+            cl->last_seq = sl_cl_replay_last_seq(r, p);
+}
+
 /* Keyed records go where the tenant's jobs go. */
 static void produce_keyed(sl_changelog_t *cl, sl_cl_kind_t kind, const char *tenant,
                           const char *job_id, int64_t submitted_ms, const char *job, size_t len,
@@ -754,6 +815,8 @@ static void produce_keyed(sl_changelog_t *cl, sl_cl_kind_t kind, const char *ten
 void sl_changelog_job(sl_changelog_t *cl, const char *tenant, const char *job_id,
                       int64_t submitted_ms, const char *job, size_t len, int64_t commit)
 {
+    if (!owns_tenant(cl, tenant))
+        return;
     if (cl->ngates == 0 || cl->gates[cl->ngates - 1].commit != commit) {
         if (cl->ngates == cl->capgates) {
             int ncap = cl->capgates ? cl->capgates * 2 : 16;
@@ -775,7 +838,8 @@ void sl_changelog_end(sl_changelog_t *cl, sl_store_t *store, const char *job_id)
 {
     char tenant[256];
     /* A job refused at the door is not stored, and was never in the changelog. */
-    if (sl_store_job_tenant(store, job_id, tenant, sizeof tenant) != SL_OK)
+    if (sl_store_job_tenant(store, job_id, tenant, sizeof tenant) != SL_OK ||
+        !owns_tenant(cl, tenant))
         return;
     produce_keyed(cl, SL_CL_END, tenant, job_id, 0, NULL, 0, 0);
 }
@@ -784,6 +848,8 @@ static void mark_all(sl_changelog_t *cl, sl_cl_kind_t kind, int64_t epoch)
 {
     int64_t seq = next_seq(cl);
     for (int p = 0; p < cl->nparts; p++) {
+        if (!owns(cl, p))
+            continue;
         size_t n = 0;
         char *v = sl_cl_encode(kind, seq, epoch, NULL, 0, NULL, 0, &n);
         produce(cl, p, NULL, v, n, 0);
@@ -794,6 +860,8 @@ static void snapshot_row(const sl_store_page_row_t *row, void *arg)
 {
     sl_changelog_t *cl = arg;
     cl->snap_after = row->rowid;
+    if (!owns_tenant(cl, row->tenant))
+        return;
     cl->snap_count++;
     produce_keyed(cl, SL_CL_JOB, row->tenant, row->job_id, row->submitted_ms, row->job_json,
                   row->len, SNAPSHOT_TAG);
@@ -832,6 +900,11 @@ static int snapshot_due(sl_changelog_t *cl, int64_t now_ms)
 sl_err_t sl_changelog_step(sl_changelog_t *cl, sl_store_t *store)
 {
     int64_t now_ms = sl_now_ms();
+    int any = cl->owned == NULL;
+    for (int p = 0; !any && p < cl->nparts; p++)
+        any = cl->owned[p] != 0;
+    if (!any)
+        return SL_OK; /* a shard between assignments: nothing of its own to snapshot */
     if (!cl->snap_active && !cl->held && (cl->snap_due || snapshot_due(cl, now_ms))) {
         cl->snap_due = 0;
         cl->snap_active = 1;

@@ -116,6 +116,12 @@ int64_t sl_cl_replay_records(const sl_cl_replay_t *r);
 sl_err_t sl_changelog_read(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
                            int tail_only,
                            sl_cl_replay_t **out, int64_t *refused, char *err, size_t errlen);
+/* sl_changelog_read of the partitions p with only[p] != 0 (only: nparts entries, NULL for
+ * all): a scheduler shard takes over some partitions while it runs. */
+sl_err_t sl_changelog_read_some(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
+                                int tail_only, const uint8_t *only, int nparts,
+                                sl_cl_replay_t **out, int64_t *refused, char *err,
+                                size_t errlen);
 
 /* ---- the topic's settings ---- */
 
@@ -141,6 +147,16 @@ typedef struct sl_changelog sl_changelog_t;
 sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
                            const sl_cl_replay_t *last_seq, int snapshot_now,
                            sl_changelog_t **out, char *err, size_t errlen);
+/* A scheduler shard (scheduler/shard.h) writes only to the partitions it owns (owned: nparts
+ * entries, copied; NULL: all, as at open). A change of ownership drops the snapshot under way
+ * (its begin stays without a close, which a restore passes over) and makes a new one due;
+ * job and end records of a partition not owned are not written (counted in not_owned: a
+ * result acknowledged after its partition moved; the new owner has the job from the
+ * changelog and finishes it again). */
+void sl_changelog_set_owned(sl_changelog_t *cl, const uint8_t *owned);
+/* Records follow every seq of r (a replay of partitions just taken over). */
+void sl_changelog_adopt(sl_changelog_t *cl, const sl_cl_replay_t *r);
+
 /* Flushes what is in flight (at most timeout_ms) and frees it; NULL is a no-op. */
 void sl_changelog_close(sl_changelog_t *cl, int timeout_ms);
 
@@ -172,7 +188,7 @@ int sl_changelog_failed(const sl_changelog_t *cl);
 
 /* What sl_changelog_export reports. */
 typedef struct {
-    int64_t records, bytes, snapshots, snapshot_jobs, in_flight;
+    int64_t records, bytes, snapshots, snapshot_jobs, in_flight, not_owned;
     int64_t at_risk; /* partitions whose snapshot takes over half of what the broker keeps */
 } sl_changelog_stats_t;
 /* Registers the sluice_scheduler_changelog_* families on m; -1 when it cannot. */

@@ -71,6 +71,10 @@ static const struct {
      "Unfinished jobs handed over with their partition to another scheduler shard, which takes "
      "them from the changelog.",
      offsetof(sl_sched_stats_t, handed_over)},
+    {"sluice_scheduler_jobs_handed_over_in_flight_total",
+     "Of the jobs handed over, those in flight then: their new owner runs them again (a call "
+     "made twice unless the deployment is idempotent).",
+     offsetof(sl_sched_stats_t, handed_over_in_flight)},
     {"sluice_scheduler_jobs_not_owned_total",
      "Messages of a partition this scheduler does not own, not taken (read after their "
      "partition was revoked, or produced with another partitioner than librdkafka's default).",
@@ -105,6 +109,7 @@ struct sl_exporter {
     const sl_config_t **cfg;
     int counter[NCOUNTERS];
     int results, queue, leased, delayed, held, level, capacity, used, window, dispatchers;
+    int parts_owned, parts; /* a shard's partitions (shard.h) */
     int unfinished, unfinished_bytes, store_memory;
     int admitted, admitted_tokens, refusals, provider, queue_wait, attempts, finished, fallbacks;
     sl_sched_stats_t last;
@@ -255,6 +260,14 @@ static int exporter_init(sl_exporter_t *x, sl_metrics_t *m, const sl_config_t **
         "Calls the live dispatchers run at once, as their heartbeats say: batch leases stop "
         "there, the other classes a quarter beyond it (at least 8).",
         NULL, NULL, 0);
+    x->parts_owned = sl_metrics_family(
+        m, SL_METRIC_GAUGE, "sluice_scheduler_partitions_owned",
+        "Partitions of the jobs topic this scheduler schedules (all of them unless sharded); its "
+        "share of the limits all shards share is these over sluice_scheduler_partitions.",
+        NULL, NULL, 0);
+    x->parts = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_partitions",
+                                 "Partitions of the jobs topic (1 when not sharded).", NULL, NULL,
+                                 0);
     x->dispatchers = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_dispatchers_live",
                                        "Dispatcher incarnations heard from and not found dead.",
                                        NULL, NULL, 0);
@@ -283,7 +296,7 @@ static int exporter_init(sl_exporter_t *x, sl_metrics_t *m, const sl_config_t **
         sl_metrics_add(m, x->results, v, 0);
     }
     return bad || x->results < 0 || x->queue < 0 || x->leased < 0 || x->delayed < 0 ||
-                   x->window < 0 || x->dispatchers < 0 || x->unfinished < 0 ||
+                   x->window < 0 || x->dispatchers < 0 || x->parts_owned < 0 || x->parts < 0 || x->unfinished < 0 ||
                    x->unfinished_bytes < 0 || x->store_memory < 0 ||
                    x->level < 0 || x->capacity < 0 || x->admitted < 0 || x->admitted_tokens < 0 ||
                    x->refusals < 0 || x->provider < 0 || x->queue_wait < 0 || x->attempts < 0 ||
@@ -345,6 +358,8 @@ void sl_exporter_update(sl_exporter_t *x, sl_sched_t *sched, const sl_config_t *
     sl_metrics_set(x->m, x->leased, NULL, (double)st.leased);
     sl_metrics_set(x->m, x->delayed, NULL, (double)st.delayed);
     sl_metrics_set(x->m, x->window, NULL, (double)st.dispatch_window);
+    sl_metrics_set(x->m, x->parts_owned, NULL, (double)st.partitions_owned);
+    sl_metrics_set(x->m, x->parts, NULL, (double)st.partitions);
     sl_metrics_set(x->m, x->dispatchers, NULL, (double)st.dispatchers_live);
     sl_metrics_set(x->m, x->unfinished, NULL, (double)st.unfinished);
     sl_metrics_set(x->m, x->unfinished_bytes, NULL, (double)st.unfinished_bytes);

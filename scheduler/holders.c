@@ -242,20 +242,20 @@ sl_err_t sl_holders_on_heartbeat(sl_sched_t *s, json_t *doc, int64_t now_ms)
         }
         take(hs, h, &m, now_ms);
     } else if (h != NULL) {
-        if (h->dead || m.sent_ms < h->sent_ms) {
-            /* Its leases were settled when it fell silent, or this heartbeat is older than
-             * one already taken (a replay): neither may make it alive again, count its
-             * capacity, or claim leases. */
+        if (h->dead) {
+            /* Its leases were settled when it fell silent: a late or replayed heartbeat may
+             * not make it alive again, count its capacity, or claim leases. */
             s->st.heartbeats_refused++;
             sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
-                         "heartbeat of dispatcher %s (incarnation %.8s) ignored: %s", h->name,
-                         h->incarnation,
-                         h->dead ? "it was found dead and its calls were settled; restart it"
-                                 : "older than one already taken (a replay)");
+                         "heartbeat of dispatcher %s (incarnation %.8s) ignored: it was found "
+                         "dead and its calls were settled; restart it",
+                         h->name, h->incarnation);
             return SL_OK;
         }
-        /* A repeat of the newest one (a replay, or two sent in one millisecond) tags its
-         * attempts but does not keep a silent dispatcher alive. */
+        /* One older than the newest taken (its copies reach a sharded scheduler through
+         * several partitions, in any order; or a replay) or a repeat of it tags its attempts
+         * (only a current lease's reservation id matches, so a replay tags nothing) but does
+         * not keep a silent dispatcher alive. */
         if (m.sent_ms > h->sent_ms) {
             h->sent_ms = m.sent_ms;
             h->heard_ms = now_ms;

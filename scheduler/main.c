@@ -128,7 +128,8 @@ static sl_err_t restore_from_changelog(const sl_config_t *cfg,
     f->t0 = sl_mono_ms();
     char note[32];
     int pending = sl_store_meta_get(store, RESTORE_NOTE, note, sizeof note) == SL_OK;
-    int fresh = sl_store_is_new(store) || pending;
+    /* A shard restores each partition when it is assigned (shard_assign), not here. */
+    int fresh = !cfg->sched_sharded && (sl_store_is_new(store) || pending);
     sl_err_t rc = sl_changelog_read(cfg, mac_key, !fresh, &f->replay, &f->refused, err, errlen);
     if (rc != SL_OK || !fresh)
         return rc;
@@ -336,6 +337,240 @@ static int64_t durable_and_logged(sl_store_t *store, const sl_changelog_t *cl)
     return sl_changelog_safe(cl, sl_store_durable_seq(store));
 }
 
+/* ---- one shard of several (scheduler.sharded; scheduler/shard.h) ----
+ *
+ * The shards share the jobs topic's partitions through the consumer group "sluice-scheduler"
+ * with the range strategy, which gives each member the same partition numbers of the jobs and
+ * usage topics (they have as many partitions, and both are keyed by tenant): a shard hears the
+ * usage of its own leases. The group's rebalances are eager: every member gives up all its
+ * partitions, then gets its new ones. At the revocation a shard makes what it stored safe for
+ * the next owner (results and changelog records on the broker, offsets committed) and stops
+ * reading; at the assignment it hands over the jobs of the partitions it lost (charges kept, no
+ * result: the new owner has them from the changelog) and restores those it gained from the
+ * changelog, while it schedules the ones it kept. A shard starts owning nothing: the jobs its
+ * database held are dropped, and the partitions it is assigned are restored from the changelog,
+ * which has them whoever owned them while it was down. */
+typedef struct {
+    int on;
+    int nparts;
+    uint8_t *owned; /* the partitions the core and the changelog writer have */
+    int revoked;    /* revoked and not yet assigned again: nothing is read or scheduled */
+    int failed;     /* a restore or a store write failed in the callback: stop */
+    uint8_t mac_key[SL_MAC_KEY_BYTES];
+    sl_intake_t *intake;
+    rd_kafka_t *prod;
+    sl_changelog_t *cl;
+    sl_store_t *store;
+    sl_sched_t **sched;
+    sl_config_t **cfg;
+    pending_offsets_t *pending;
+    refeed_t *refeed;
+} shards_t;
+
+/* The revocation: before the partitions go, everything stored of them is made safe for the
+ * next owner. */
+static void shard_revoke(shards_t *sh, rd_kafka_t *cons)
+{
+    if (sh->revoked)
+        return;
+    double t0 = sl_mono_ms();
+    /* Results acknowledged now still write their jobs' end records; then every record is on
+     * the broker, and the offsets of what was stored are committed. */
+    rd_kafka_flush(sh->prod, 5000);
+    sl_changelog_flush(sh->cl, 5000);
+    if (sl_store_sync(sh->store) == SL_OK)
+        pending_commit(sh->pending, cons, durable_and_logged(sh->store, sh->cl), 1);
+    uint8_t *none = calloc((size_t)sh->nparts, 1);
+    if (none == NULL) {
+        sh->failed = 1;
+        return;
+    }
+    sl_changelog_set_owned(sh->cl, none);
+    free(none);
+    sh->revoked = 1;
+    sl_info("shard: partitions revoked; stored work made safe for their next owner in %.0f ms",
+            sl_mono_ms() - t0);
+}
+
+/* Takes the rest of a restore in at once (a new one is about to start). */
+static sl_err_t refeed_all(shards_t *sh, int64_t now_ms)
+{
+    sl_err_t rc = SL_OK;
+    while (rc == SL_OK && sh->refeed->jobs != NULL) {
+        rc = sl_store_begin(sh->store);
+        if (rc == SL_OK)
+            rc = refeed_some(sh->refeed, *sh->cfg, sh->store, *sh->sched, sh->cl, now_ms);
+        if (rc == SL_OK)
+            rc = sl_store_commit(sh->store);
+        else
+            sl_store_rollback(sh->store);
+    }
+    return rc;
+}
+
+/* The assignment: jobs of the partitions lost are handed over, those gained restored. */
+static void shard_assign(shards_t *sh, const uint8_t *now_owned)
+{
+    int64_t now = sl_now_ms();
+    double t0 = sl_mono_ms();
+    int lost = 0, gained = 0, kept = 0, handed = 0;
+    uint8_t *gain = calloc((size_t)sh->nparts, 1);
+    sl_err_t rc = gain != NULL ? SL_OK : SL_ENOMEM;
+    for (int p = 0; p < sh->nparts && gain != NULL; p++) {
+        gain[p] = now_owned[p] && !sh->owned[p];
+        gained += gain[p];
+        lost += sh->owned[p] && !now_owned[p];
+        kept += sh->owned[p] && now_owned[p];
+    }
+    if (rc == SL_OK)
+        rc = refeed_all(sh, now);
+    sl_sched_stats_t st0, st1;
+    sl_sched_stats(*sh->sched, &st0);
+    if (rc == SL_OK)
+        rc = sl_store_begin(sh->store);
+    for (int p = 0; rc == SL_OK && p < sh->nparts; p++) {
+        int n = 0;
+        if (sh->owned[p] && !now_owned[p])
+            rc = sl_sched_hand_over(*sh->sched, p, now, &n);
+        handed += n;
+    }
+    if (rc == SL_OK)
+        rc = sl_sched_set_owned(*sh->sched, now_owned, now);
+    if (rc == SL_OK)
+        rc = sl_store_commit(sh->store);
+    else
+        sl_store_rollback(sh->store);
+    if (rc == SL_OK) {
+        memcpy(sh->owned, now_owned, (size_t)sh->nparts);
+        sl_changelog_set_owned(sh->cl, sh->owned);
+    }
+    if (rc == SL_OK && gained > 0) {
+        char err[512] = "";
+        refeed_t *f = sh->refeed;
+        memset(f, 0, sizeof *f);
+        f->t0 = sl_mono_ms();
+        rc = sl_changelog_read_some(*sh->cfg, sh->mac_key, 0, gain, sh->nparts, &f->replay,
+                                    &f->refused, err, sizeof err);
+        if (rc == SL_OK)
+            rc = sl_cl_replay_sorted(f->replay, &f->jobs, &f->n);
+        if (rc == SL_OK) {
+            f->read_ms = sl_mono_ms() - f->t0;
+            sl_changelog_adopt(sh->cl, f->replay);
+            sl_changelog_hold_snapshots(sh->cl);
+            if (f->n == 0) {
+                sl_cl_replay_free(f->replay);
+                free(f->jobs);
+                memset(f, 0, sizeof *f);
+                sl_changelog_snapshot_soon(sh->cl);
+            }
+        } else {
+            sl_error("shard: restoring %d partitions from the changelog: %s", gained,
+                     err[0] != '\0' ? err : sl_strerror(rc));
+        }
+    }
+    free(gain);
+    if (rc != SL_OK) {
+        /* Scheduling them half-known could run jobs twice or lose some: stop, and let the
+         * group give them to another shard. */
+        sl_error("shard: the assignment cannot be taken (%s); stopping", sl_strerror(rc));
+        sh->failed = 1;
+        return;
+    }
+    sh->revoked = 0;
+    sl_sched_stats(*sh->sched, &st1);
+    sl_info("shard: %d partitions kept, %d gained (%zu unfinished jobs to take in from the "
+            "changelog), %d lost (%d jobs handed over, %lld of them in flight); share of the "
+            "shared limits %.3f; %.0f ms",
+            kept, gained, sh->refeed->n, lost, handed,
+            (long long)(st1.handed_over_in_flight - st0.handed_over_in_flight),
+            (double)(kept + gained) / sh->nparts, sl_mono_ms() - t0);
+}
+
+static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    shards_t *sh = opaque;
+    if (!sh->on || sh->failed) {
+        sl_intake_rebalance(rk, err, parts, sh->intake);
+        return;
+    }
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        uint8_t *now_owned = calloc((size_t)sh->nparts, 1);
+        if (now_owned == NULL) {
+            sh->failed = 1;
+        } else {
+            const char *jobs = (*sh->cfg)->kafka.topic_jobs;
+            for (int i = 0; i < parts->cnt; i++) {
+                int p = parts->elems[i].partition;
+                if (strcmp(parts->elems[i].topic, jobs) == 0 && p >= 0 && p < sh->nparts)
+                    now_owned[p] = 1;
+            }
+            shard_assign(sh, now_owned);
+            free(now_owned);
+        }
+    } else {
+        shard_revoke(sh, rk);
+    }
+    sl_intake_rebalance(rk, err, parts, sh->intake);
+}
+
+/* Sharded start: the jobs topic's partitions counted (the usage topic must have as many), the
+ * core's share taken from the store, and the database's unfinished jobs dropped (whichever
+ * partitions are assigned come back from the changelog). SL_ECONFIG (err says) for topics or
+ * settings that cannot be sharded. */
+static sl_err_t shard_start(shards_t *sh, rd_kafka_t *prod, char *err, size_t errlen)
+{
+    const sl_config_t *cfg = *sh->cfg;
+    if (sl_kafka_static_membership(cfg)) {
+        snprintf(err, errlen,
+                 "scheduler.sharded needs a consumer group: set kafka.membership to \"group\" "
+                 "(static membership reads every partition in each scheduler)");
+        return SL_ECONFIG;
+    }
+    int jobs = sl_kafka_partition_count(prod, cfg->kafka.topic_jobs, 30000);
+    int usage = sl_kafka_partition_count(prod, cfg->kafka.topic_usage, 30000);
+    if (jobs <= 0 || jobs != usage) {
+        snprintf(err, errlen,
+                 "scheduler.sharded needs topics %s and %s with as many partitions (they have "
+                 "%d and %d): a shard reads the usage of its tenants from the same partition "
+                 "numbers",
+                 cfg->kafka.topic_jobs, cfg->kafka.topic_usage, jobs, usage);
+        return SL_ECONFIG;
+    }
+    sh->nparts = jobs;
+    sh->owned = calloc((size_t)jobs, 1);
+    if (sh->owned == NULL)
+        return SL_ENOMEM;
+    int64_t now = sl_now_ms();
+    sl_err_t rc = sl_sched_shard(*sh->sched, jobs, now);
+    int dropped = 0;
+    if (rc == SL_OK)
+        rc = sl_store_begin(sh->store);
+    for (int p = 0; rc == SL_OK && p < jobs; p++) {
+        int n = 0;
+        rc = sl_sched_hand_over(*sh->sched, p, now, &n);
+        dropped += n;
+    }
+    if (rc == SL_OK)
+        rc = sl_store_commit(sh->store);
+    else
+        sl_store_rollback(sh->store);
+    if (rc != SL_OK) {
+        snprintf(err, errlen, "starting as a shard: %s", sl_strerror(rc));
+        return rc;
+    }
+    /* What the core made at its start for the jobs just dropped (dispatches of restored
+     * leases) must not go out. Their results, if any, are in the outbox. */
+    sl_sched_msg_t *out = NULL;
+    int nout = sl_sched_take(*sh->sched, &out);
+    sl_sched_msgs_free(out, nout);
+    sl_changelog_set_owned(sh->cl, sh->owned);
+    sl_info("shard of %d partitions: %d unfinished jobs of the database dropped; each partition "
+            "assigned is restored from the changelog %s",
+            jobs, dropped, cfg->kafka.topic_changelog);
+    return SL_OK;
+}
+
 int main(int argc, char **argv)
 {
     sl_proc_opts_t opts;
@@ -398,8 +633,11 @@ int main(int argc, char **argv)
     sl_err_t cl_rc = restore_from_changelog(cfg, cl_key, store, sched, &refeed, err, sizeof err);
     if (cl_rc == SL_OK)
         cl_rc = sl_changelog_open(cfg, cl_key, refeed.replay,
-                                  sl_store_is_new(store) && refeed.jobs == NULL, &cl, err,
-                                  sizeof err);
+                                  sl_store_is_new(store) && refeed.jobs == NULL &&
+                                      !cfg->sched_sharded,
+                                  &cl, err, sizeof err);
+    shards_t sh = {.on = cfg->sched_sharded};
+    memcpy(sh.mac_key, cl_key, sizeof cl_key);
     sodium_memzero(cl_key, sizeof cl_key);
     if (cl_rc == SL_OK && refeed.jobs != NULL)
         sl_changelog_hold_snapshots(cl);
@@ -414,11 +652,47 @@ int main(int argc, char **argv)
     delivery_t dctx = {ob, cl, store};
     rd_kafka_t *prod = NULL, *cons = NULL;
     const char *topics[] = {cfg->kafka.topic_jobs, cfg->kafka.topic_usage};
+    pending_offsets_t pending = {.n = 0};
+    /* Shards: the range strategy gives a member the same partitions of both topics. */
+    const char *cons_props[20];
+    int np = 0;
+    for (; sl_intake_consumer_props[np] != NULL && np < 12; np++)
+        cons_props[np] = sl_intake_consumer_props[np];
+    if (cfg->sched_sharded) {
+        cons_props[np++] = "partition.assignment.strategy";
+        cons_props[np++] = "range";
+        /* A shard that dies is noticed in 3 s, not 6: its partitions wait for that long.
+         * librdkafka heartbeats from a thread of its own, so a slow loop turn (a restore, a
+         * checkpoint) does not end the membership; kafka.properties may set other values. */
+        cons_props[np++] = "session.timeout.ms";
+        cons_props[np++] = "3000";
+        cons_props[np++] = "heartbeat.interval.ms";
+        cons_props[np++] = "300";
+    }
+    cons_props[np] = NULL;
     if (sl_kafka_producer_new(cfg, "sluice-scheduler", on_delivery, &dctx, &prod, err,
-                              sizeof err) != SL_OK ||
-        sl_kafka_consumer_new_rebalance(cfg, "sluice-scheduler", "sluice-scheduler", topics, 2,
-                                        sl_intake_consumer_props, sl_intake_rebalance, intake,
-                                        &cons, err, sizeof err) != SL_OK) {
+                              sizeof err) != SL_OK) {
+        fprintf(stderr, "sluice-scheduler: kafka: %s\n", err);
+        return 2;
+    }
+    sh.intake = intake;
+    sh.prod = prod;
+    sh.cl = cl;
+    sh.store = store;
+    sh.sched = &sched;
+    sh.cfg = &cfg;
+    sh.pending = &pending;
+    sh.refeed = &refeed;
+    if (sh.on) {
+        sl_err_t src = shard_start(&sh, prod, err, sizeof err);
+        if (src != SL_OK) {
+            fprintf(stderr, "sluice-scheduler: %s\n", err);
+            return src == SL_EDB ? SL_STORE_EXIT_STATUS : 2;
+        }
+    }
+    if (sl_kafka_consumer_new_rebalance(cfg, "sluice-scheduler", "sluice-scheduler", topics, 2,
+                                        cons_props, on_rebalance, &sh, &cons, err,
+                                        sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-scheduler: kafka: %s\n", err);
         return 2;
     }
@@ -474,7 +748,6 @@ int main(int argc, char **argv)
     int64_t last_stats = sl_now_ms();
     int64_t last_store_check = 0;
     sl_restore_pruner_t pruner = {0};
-    pending_offsets_t pending = {.n = 0};
     int exit_code = 0;
     rd_kafka_message_t **batch = calloc(BATCH_MAX, sizeof *batch);
     void *taken[INTAKE_CAP];
@@ -494,6 +767,12 @@ int main(int argc, char **argv)
         int nt = sl_intake_take(intake, taken, INTAKE_CAP);
         for (int i = 0; i < nt; i++)
             batch[n++] = taken[i];
+        if (sh.failed) {
+            for (int i = 0; i < n; i++)
+                rd_kafka_message_destroy(batch[i]);
+            exit_code = 1;
+            break;
+        }
         int64_t now = sl_now_ms();
         sl_err_t rc = sl_store_begin(store);
         if (rc == SL_OK)
@@ -512,6 +791,8 @@ int main(int argc, char **argv)
                 sl_auth_refuse(metrics, refused_family, topic, auth);
                 continue;
             }
+            if (strcmp(topic, cfg->kafka.topic_jobs) == 0 && sh.on && sh.revoked)
+                continue; /* read before its partition was revoked: it comes again */
             if (strcmp(topic, cfg->kafka.topic_jobs) == 0)
                 rc = sl_sched_on_job(sched, m->payload, m->len, now);
             else
@@ -635,6 +916,8 @@ int main(int argc, char **argv)
     sl_metrics_free(metrics);
     sl_sched_free(sched);
     sl_store_close(store);
+    free(sh.owned);
+    sodium_memzero(sh.mac_key, sizeof sh.mac_key);
     sl_kafka_sign_as(NULL, SL_ROLE_SCHEDULER);
     sl_signer_free(signer);
     sl_keyring_free(keyring);

@@ -367,6 +367,16 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
         json_decref(doc);
         return SL_OK;
     }
+    if (!sl_sched_owns(s, sl_sched_partition(s, msg.tenant))) {
+        /* Another shard's tenant (a producer with another partitioner): that shard has it. */
+        s->st.not_owned++;
+        sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
+                     "job of tenant %s ignored: its partition is another scheduler shard's (do "
+                     "all producers of the jobs topic use librdkafka's default partitioner?)",
+                     msg.tenant);
+        json_decref(doc);
+        return SL_OK;
+    }
     s->st.jobs_received++;
     const char *id = msg.job_id;
     const char *tenant_name = msg.tenant;

@@ -52,10 +52,12 @@ typedef struct {
     /* Every attempt's charges on provider-side token buckets, and what they settled at
      * (refusals given back, real use, or kept whole when the call may have counted). */
     int64_t provider_tokens_charged, provider_tokens_kept;
-    /* Sharded (shard.h): jobs handed over with their partition to another scheduler, and jobs
+    /* Sharded (shard.h): jobs handed over with their partition to another scheduler (of them,
+     * those in flight then: their new owner runs them again), and jobs
      * of a partition this one does not own that reached it (a producer with another
      * partitioner, or a message read after its partition was revoked): not taken. */
-    int64_t handed_over, not_owned;
+    int64_t handed_over, handed_over_in_flight, not_owned;
+    int64_t partitions, partitions_owned; /* 1 and 1 when not sharded */
 } sl_sched_stats_t;
 
 /* Hooks for metrics, called from inside the core (the same thread). Any may be NULL. */

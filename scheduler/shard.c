@@ -223,6 +223,8 @@ sl_err_t sl_sched_hand_over(sl_sched_t *s, int p, int64_t now_ms, int *n)
     sl_err_t rc = k.oom ? SL_ENOMEM : SL_OK;
     for (int i = 0; rc == SL_OK && i < k.n; i++) {
         job_t *j = k.v[i];
+        if (j->state == J_LEASED)
+            s->st.handed_over_in_flight++;
         if (j->state == J_LEASED && j->held != NULL)
             rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "handed_over",
                                        now_ms, NULL);

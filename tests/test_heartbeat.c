@@ -163,6 +163,33 @@ START_TEST(first_heartbeat_is_full_then_new_attempts_then_periodic)
 }
 END_TEST
 
+/* Regression: a dispatcher taking calls every turn sent only the heartbeats naming them (to one
+ * partition), which postponed the periodic one (to every partition) without end, so a scheduler
+ * shard reading other partitions found it silent and declared it dead (seen in e2e_shards). */
+START_TEST(calls_taken_all_the_time_do_not_postpone_the_periodic_heartbeat)
+{
+    start();
+    int64_t t = sl_now_ms();
+    sl_heartbeat_t *hb = sl_heartbeat_new("disp-1", 1000, 96, t);
+    ck_assert_ptr_nonnull(hb);
+    ck_assert(sl_heartbeat_periodic_due(hb, t));
+    ck_assert_int_eq(sl_heartbeat_run(hb, env.engine, t, on_beat, NULL), SL_OK);
+    int periodic = 0;
+    for (int k = 1; k <= 25; k++) {
+        int64_t at = t + 100 * k;
+        char id[16];
+        snprintf(id, sizeof id, "job-%d", k);
+        take_held(id, at);
+        periodic += sl_heartbeat_periodic_due(hb, at);
+        ck_assert_int_eq(sl_heartbeat_run(hb, env.engine, at, on_beat, NULL), SL_OK);
+    }
+    /* 2.5 s of calls taken every 100 ms: two periodic ones among them, at 1 s and 2 s */
+    ck_assert_int_eq(periodic, 2);
+    sl_heartbeat_free(hb);
+    stop();
+}
+END_TEST
+
 START_TEST(each_incarnation_is_new)
 {
     sl_heartbeat_t *a = sl_heartbeat_new("d", 1000, 8, 1), *b = sl_heartbeat_new("d", 1000, 8, 1);
@@ -179,6 +206,7 @@ int main(void)
     Suite *s = suite_create("heartbeat");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, first_heartbeat_is_full_then_new_attempts_then_periodic);
+    tcase_add_test(tc, calls_taken_all_the_time_do_not_postpone_the_periodic_heartbeat);
     tcase_add_test(tc, each_incarnation_is_new);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -374,14 +374,15 @@ START_TEST(dead_dispatchers_capacity_leaves_the_window_and_replays_do_not_bring_
     feed_beat(&e, "disp-1", INC_A, T0 - 1000, T0, 10, NULL, 0, T0 + dead_ms + 200);
     ck_assert_int_eq(sl_holders_count(e.sched), 1);
     ck_assert_int_eq(window_now(&e), 10);
-    /* an older heartbeat of disp-2 than one taken: refused */
+    /* an older heartbeat of disp-2 than one taken (a copy read late from another partition,
+     * or a replay): its attempts may be tagged, but it does not count as hearing disp-2 */
     feed_beat(&e, "disp-2", INC_B, T0 - 1000, T0, 10, NULL, 0, T0 + dead_ms + 210);
     /* a dispatcher never heard from, in a heartbeat older than dispatcher_dead_ms: refused */
     feed_beat(&e, "disp-3", INC_C, T0 - 1000, T0 + 150, 10, NULL, 0, T0 + dead_ms + 220);
     ck_assert_int_eq(sl_holders_count(e.sched), 1);
     ck_assert_int_eq(window_now(&e), 10);
     sl_sched_stats(e.sched, &st);
-    ck_assert_int_eq(st.heartbeats_refused, refused + 3);
+    ck_assert_int_eq(st.heartbeats_refused, refused + 2);
     /* disp-1 restarted: a new incarnation counts again */
     feed_beat(&e, "disp-1", INC_C, T0 + dead_ms + 250, T0 + dead_ms + 260, 7, NULL, 0,
               T0 + dead_ms + 260);

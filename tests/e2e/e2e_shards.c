@@ -1,0 +1,346 @@
+/* e2e_shards - several schedulers share the jobs topic and the provider's limits.
+ *
+ * Three schedulers (scheduler.sharded, one consumer group), two dispatchers and two ingests run
+ * 1,600 jobs of four tenants against one simulated deployment whose token limit binds. A third
+ * of the way in, one scheduler is killed with SIGKILL and its database deleted: the group gives
+ * its partitions to the others, which restore them from the changelog. Two thirds in, a fourth
+ * scheduler joins, and once it has scheduled it leaves (SIGTERM): partitions move twice more.
+ *
+ * Asserts: every job gets exactly one terminal result after de-duplication by job id, all
+ * succeeded, none conflicting; the simulator refused at most 0.1 % of requests (each shard
+ * admits within its share of the limit, a gained share only once the old owner's use of it has
+ * left the window); the killed scheduler's partitions were taken over and the joiner scheduled
+ * and left cleanly; and provider calls made twice are at most the jobs in flight at the kill
+ * plus those handed over in flight at the rebalances (both counted). Prints the utilisation of
+ * the binding limit over the run, which static shares (partitions owned over all, whatever the
+ * tenants in them want) keep below what one scheduler reaches: demand-following grants are a
+ * later step. */
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "hmap.h"
+#include "util.h"
+
+enum { JOBS = 600, TENANTS = 4, MINUTE_MS = 6000, TPM = 30000, PARTITIONS = 8 };
+enum { SCHEDULERS = 4 /* three, then a fourth joins */, DISPATCHERS = 2, INGESTS = 2 };
+
+static char key_hex[TENANTS][65];
+static int sim_port;
+
+/* One process's config: everything shared, but its own database, ports and instance name. */
+static char *write_config(const char *name, int sched_index)
+{
+    const char *dir = h_tmpdir();
+    char cfg[8192], file[64];
+    snprintf(cfg, sizeof cfg,
+             "{\"minute_ms\": %d,"
+             " \"kafka\": {\"bootstrap_file\": \"%s/bootstrap\", \"membership\": \"group\","
+             "            \"instance\": \"%s\"},"
+             " \"scheduler\": {\"db\": \"%s/sched-%d.db\", \"lease_ms\": 3000,"
+             "   \"max_attempts\": 10, \"sharded\": true, \"metrics_listen\": \"127.0.0.1:%d\","
+             "   \"admin_listen\": \"\"},"
+             " \"ingest\": {\"metrics_listen\": \"127.0.0.1:%d\"},"
+             " \"dispatcher\": {\"metrics_listen\": \"127.0.0.1:%d\"},"
+             " \"signing\": {\"secret_key_file\": \"%s/dispatch.key\","
+             "               \"public_key_file\": \"%s/dispatch.pub\"},"
+             " \"deployments\": [{\"name\": \"sim-a\","
+             "   \"base_url\": \"http://127.0.0.1:%d/sim-a/v1\", \"model\": \"m\","
+             "   \"api_key_file\": \"%s/provider.key\", \"limits\": {\"rpm\": 100000, \"tpm\": %d},"
+             "   \"slices_per_minute\": 10, \"timeout_ms\": 2000, \"idempotent\": true}],"
+             " \"routes\": [{\"name\": \"chat\", \"deployments\": [\"sim-a\"]}],"
+             " \"tenants\": [{\"name\": \"alpha\"}, {\"name\": \"beta\"}, {\"name\": \"gamma\"},"
+             "               {\"name\": \"delta\"}],"
+             " \"keys\": [{\"id\": \"k0\", \"tenant\": \"alpha\", \"hash\": \"%s\"},"
+             "          {\"id\": \"k1\", \"tenant\": \"beta\", \"hash\": \"%s\"},"
+             "          {\"id\": \"k2\", \"tenant\": \"gamma\", \"hash\": \"%s\"},"
+             "          {\"id\": \"k3\", \"tenant\": \"delta\", \"hash\": \"%s\"}]}",
+             MINUTE_MS, dir, name, dir, sched_index, h_free_port(), h_free_port(), h_free_port(),
+             dir, dir, sim_port, dir, TPM, key_hex[0], key_hex[1], key_hex[2], key_hex[3]);
+    snprintf(file, sizeof file, "%s.json", name);
+    return strdup(h_write(file, cfg));
+}
+
+/* The sum of the numbers found right after `needle` in a log, from byte `from` on. */
+static long sum_after(const char *logname, long from, const char *needle)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.log", h_tmpdir(), logname);
+    char *text = NULL;
+    size_t len = 0;
+    long sum = 0;
+    if (sl_read_file(path, 256 << 20, &text, &len) != SL_OK)
+        return 0;
+    if ((long)len <= from) {
+        free(text);
+        return 0;
+    }
+    for (const char *p = strstr(text + from, needle); p != NULL; p = strstr(p + 1, needle))
+        sum += strtol(p + strlen(needle), NULL, 10);
+    free(text);
+    return sum;
+}
+
+static long log_size(const char *logname)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.log", h_tmpdir(), logname);
+    return h_file_size(path);
+}
+
+static double wait_log(const char *logname, long from, const char *needle, int timeout_ms)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.log", h_tmpdir(), logname);
+    return h_wait_log(path, from, needle, timeout_ms);
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("e2e shards: %d jobs of %d tenants; 3 schedulers, 2 dispatchers, 2 ingests; kill one "
+           "(database deleted), then a fourth joins and leaves\n",
+           JOBS, TENANTS);
+    for (int t = 0; t < TENANTS; t++) {
+        char key[64];
+        snprintf(key, sizeof key, "sk-e2e-shards-key-%d", t);
+        h_key_hash_hex(key, key_hex[t]);
+    }
+    sim_port = h_free_port();
+    const char *dir = h_tmpdir();
+    char sim[1024];
+    snprintf(sim, sizeof sim,
+             "{\"minute_ms\": %d, \"deployments\": [{\"name\": \"sim-a\", \"rpm\": 100000,"
+             " \"tpm\": %d, \"slices_per_minute\": 10, \"ttft_ms\": 150, \"ms_per_token\": 1,"
+             " \"output_min\": 20, \"output_max\": 80}]}",
+             MINUTE_MS, TPM);
+    char *sim_cfg = strdup(h_write("sim.json", sim));
+    h_write("provider.key", "any-bearer-token\n");
+    char *sched_cfg[SCHEDULERS], *disp_cfg[DISPATCHERS], *ingest_cfg[INGESTS];
+    char name[32];
+    for (int i = 0; i < SCHEDULERS; i++) {
+        snprintf(name, sizeof name, "sched-%d", i);
+        sched_cfg[i] = write_config(name, i);
+    }
+    for (int i = 0; i < DISPATCHERS; i++) {
+        snprintf(name, sizeof name, "disp-%d", i);
+        disp_cfg[i] = write_config(name, 0);
+    }
+    for (int i = 0; i < INGESTS; i++) {
+        snprintf(name, sizeof name, "ingest-%d", i);
+        ingest_cfg[i] = write_config(name, 0);
+    }
+
+    char bootstrap_file[4096], bootstrap[256] = "", parts[16];
+    snprintf(bootstrap_file, sizeof bootstrap_file, "%s/bootstrap", dir);
+    snprintf(parts, sizeof parts, "%d", PARTITIONS);
+    const char *kafka_args[] = {"--partitions", parts, NULL};
+    pid_t kafka = h_spawn("sluice-devkafka", "devkafka", sched_cfg[0], kafka_args);
+    FILE *bf = h_wait_file(bootstrap_file, 20000) ? fopen(bootstrap_file, "r") : NULL;
+    if (bf == NULL || fgets(bootstrap, sizeof bootstrap, bf) == NULL) {
+        fprintf(stderr, "devkafka did not start\n");
+        return 2;
+    }
+    fclose(bf);
+    bootstrap[strcspn(bootstrap, "\r\n")] = '\0';
+    char port[16], stats_url[64];
+    snprintf(port, sizeof port, "%d", sim_port);
+    const char *sim_args[] = {"--config", sim_cfg, "--port", port, NULL};
+    pid_t simp = h_spawn("sluice-sim", "sim", NULL, sim_args);
+    snprintf(stats_url, sizeof stats_url, "http://127.0.0.1:%d/stats", sim_port);
+    json_t *probe = NULL;
+    for (int i = 0; i < 200 && probe == NULL; i++) {
+        usleep(50 * 1000);
+        probe = h_http_json(stats_url);
+    }
+    json_decref(probe);
+
+    pid_t sched[SCHEDULERS] = {0}, disp[DISPATCHERS], ingest[INGESTS];
+    /* E2E_DEBUG=1: the schedulers log at debug level (each job's way through). */
+    const char *debug_args[] = {"--log-level", "debug", NULL};
+    const char *const *sched_args = getenv("E2E_DEBUG") != NULL ? debug_args : NULL;
+    /* The first one makes the signing keys; the others start once they exist. */
+    sched[0] = h_spawn("sluice-scheduler", "sched-0", sched_cfg[0], sched_args);
+    char pub[4200];
+    snprintf(pub, sizeof pub, "%s/dispatch.pub", dir);
+    h_wait_file(pub, 20000);
+    for (int i = 1; i < 3; i++) {
+        snprintf(name, sizeof name, "sched-%d", i);
+        sched[i] = h_spawn("sluice-scheduler", name, sched_cfg[i], sched_args);
+    }
+    for (int i = 0; i < DISPATCHERS; i++) {
+        snprintf(name, sizeof name, "disp-%d", i);
+        disp[i] = h_spawn("sluice-dispatcher", name, disp_cfg[i], NULL);
+    }
+    for (int i = 0; i < INGESTS; i++) {
+        snprintf(name, sizeof name, "ingest-%d", i);
+        ingest[i] = h_spawn("sluice-ingest", name, ingest_cfg[i], NULL);
+    }
+    /* Each scheduler has its partitions before the jobs come. */
+    int settled = 1;
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "sched-%d", i);
+        settled &= wait_log(name, 0, "shard: ", 30000) >= 0;
+    }
+    h_check(settled, "the three schedulers joined the group and were given partitions");
+
+    rd_kafka_t *prod = h_producer(bootstrap);
+    rd_kafka_t *cons = h_consumer_from_start(bootstrap, "sluice.results");
+    double t_start = sl_mono_ms();
+    for (int i = 0; i < JOBS; i++) {
+        char req[512], idem[32];
+        snprintf(idem, sizeof idem, "shards-%05d", i);
+        int n = snprintf(req, sizeof req,
+                         "{\"idempotency_key\": \"%s\", \"api_key\": \"sk-e2e-shards-key-%d\","
+                         " \"route\": \"chat\", \"request\": {\"messages\": [{\"role\": \"user\","
+                         " \"content\": \"Tell me fact number %d.\"}], \"max_tokens\": 100}}",
+                         idem, i % TENANTS, i);
+        h_produce(prod, "sluice.requests", idem, req, (size_t)n);
+    }
+    rd_kafka_flush(prod, 30000);
+
+    sl_hmap_t *seen = sl_hmap_new();
+    int done = 0, ok = 0, duplicates = 0, conflicting = 0;
+    int killed = 0, joined = 0, left = 0, joiner_status = -1;
+    long in_flight_at_kill = 0, log_at_kill[3] = {0};
+    double deadline = sl_mono_ms() + 300000, t_joined = 0, t_kill = 0, t_taken = 0;
+    char killed_db[4200];
+    snprintf(killed_db, sizeof killed_db, "%s/sched-0.db", dir);
+    while (done < JOBS && sl_mono_ms() < deadline) {
+        if (!killed && done >= JOBS / 3) {
+            for (int i = 1; i < 3; i++) {
+                snprintf(name, sizeof name, "sched-%d", i);
+                log_at_kill[i] = log_size(name);
+            }
+            h_stop(sched[0], SIGKILL, 5000);
+            /* What it had in flight (leased, or ended with its result not yet acknowledged):
+             * the most its successors can run again. */
+            in_flight_at_kill =
+                (long)h_sql_count(killed_db, "SELECT COUNT(*) FROM jobs WHERE state = 'leased'") +
+                (long)h_sql_count(killed_db, "SELECT COUNT(*) FROM outbox");
+            const char *suffix[] = {"", "-wal", "-shm", ".lock"};
+            for (int i = 0; i < 4; i++) {
+                char path[4300];
+                snprintf(path, sizeof path, "%s%s", killed_db, suffix[i]);
+                unlink(path);
+            }
+            t_kill = sl_mono_ms();
+            printf("  scheduler 0 killed at %d/%d results (%ld in flight); its database "
+                   "deleted\n",
+                   done, JOBS, in_flight_at_kill);
+            killed = 1;
+        }
+        for (int i = 1; killed && t_taken == 0 && i < 3; i++) {
+            snprintf(name, sizeof name, "sched-%d", i);
+            if (wait_log(name, log_at_kill[i], "partitions kept", 1) >= 0) {
+                t_taken = sl_mono_ms();
+                printf("  the survivors were given its partitions %.1f s after the kill\n",
+                       (t_taken - t_kill) / 1000.0);
+            }
+        }
+        if (killed && !joined && done >= JOBS / 2) {
+            sched[3] = h_spawn("sluice-scheduler", "sched-3", sched_cfg[3], sched_args);
+            joined = 1;
+            printf("  scheduler 3 joins at %d/%d results\n", done, JOBS);
+        }
+        if (joined && t_joined == 0 && wait_log("sched-3", 0, "partitions kept", 1) >= 0) {
+            t_joined = sl_mono_ms();
+            printf("  scheduler 3 was given partitions at %d/%d results\n", done, JOBS);
+        }
+        /* It schedules for two seconds, or until the end is near, then leaves. */
+        if (t_joined > 0 && !left && (sl_mono_ms() - t_joined > 2000 || done >= JOBS * 7 / 8)) {
+            joiner_status = h_stop(sched[3], SIGTERM, 20000);
+            left = 1;
+            printf("  scheduler 3 left at %d/%d results (exit status %d)\n", done, JOBS,
+                   joiner_status);
+        }
+        json_t *r = NULL;
+        if (!h_poll_json(cons, 200, &r))
+            continue;
+        const char *id = json_string_value(json_object_get(r, "job_id"));
+        const char *status = json_string_value(json_object_get(r, "status"));
+        if (id != NULL && status != NULL) {
+            char *prev = sl_hmap_get(seen, id);
+            if (prev != NULL) {
+                duplicates++;
+                conflicting += strcmp(prev, status) != 0;
+            } else {
+                sl_hmap_put(seen, id, strdup(status));
+                done++;
+                ok += strcmp(status, "succeeded") == 0;
+            }
+        }
+        json_decref(r);
+    }
+    double elapsed_s = (sl_mono_ms() - t_start) / 1000.0;
+    json_t *stats = h_http_json(stats_url);
+    h_check(killed, "a scheduler was killed and its database deleted");
+    h_check(done == JOBS, "no job lost: %d/%d have a result", done, JOBS);
+    h_check(ok == JOBS, "every job succeeded (%d of %d)", ok, JOBS);
+    h_check(conflicting == 0, "no job has conflicting results (%d; %d delivered twice)",
+            conflicting, duplicates);
+    int taken = 0;
+    for (int i = 1; i < 3; i++) {
+        snprintf(name, sizeof name, "sched-%d", i);
+        taken |= sum_after(name, log_at_kill[i], "partitions kept, ") > 0;
+    }
+    h_check(killed && taken, "the killed scheduler's partitions were taken over by the others");
+    h_check(joined && t_joined > 0 && left && joiner_status == 0,
+            "the fourth scheduler joined, was given partitions and left cleanly (status %d)",
+            joiner_status);
+    int64_t refused = h_sim_total(stats, "refused");
+    int64_t requests = h_sim_total(stats, "admitted") + refused;
+    h_check(stats != NULL && refused * 1000 <= requests,
+            "the simulator refused at most 0.1 %% of requests (%lld of %lld)",
+            (long long)refused, (long long)requests);
+    long handed_in_flight = 0;
+    for (int i = 0; i < SCHEDULERS; i++) {
+        snprintf(name, sizeof name, "sched-%d", i);
+        handed_in_flight += sum_after(name, 0, " jobs handed over, ");
+    }
+    int64_t twice = h_sim_total(stats, "replayed") + h_sim_total(stats, "admitted") - JOBS;
+    h_check(stats != NULL && twice <= in_flight_at_kill + handed_in_flight,
+            "calls made twice (%lld) are at most those in flight at the kill (%ld) and at the "
+            "hand-overs (%ld)",
+            (long long)twice, in_flight_at_kill, handed_in_flight);
+    int64_t tokens = h_sim_total(stats, "tokens_charged");
+    printf("  %.1f s for %d jobs; %lld tokens admitted: %.0f %% of the limit over the run "
+           "(static shares: a shard's share follows its partitions, not its tenants' demand)\n",
+           elapsed_s, JOBS, (long long)tokens,
+           100.0 * (double)tokens / (elapsed_s * 1000.0 / MINUTE_MS * TPM));
+    json_decref(stats);
+    rd_kafka_destroy(prod);
+    rd_kafka_consumer_close(cons);
+    rd_kafka_destroy(cons);
+
+    int unclean = 0;
+    for (int i = 0; i < INGESTS; i++)
+        unclean += h_stop(ingest[i], SIGTERM, 20000) != 0;
+    for (int i = 0; i < DISPATCHERS; i++)
+        unclean += h_stop(disp[i], SIGTERM, 20000) != 0;
+    for (int i = 1; i < 3; i++)
+        unclean += h_stop(sched[i], SIGTERM, 20000) != 0;
+    if (!killed)
+        h_stop(sched[0], SIGKILL, 5000);
+    if (joined && !left)
+        h_stop(sched[3], SIGKILL, 5000);
+    h_stop(simp, SIGTERM, 5000);
+    h_stop(kafka, SIGTERM, 5000);
+    h_check(unclean == 0, "every remaining process stopped cleanly on SIGTERM (%d did not)",
+            unclean);
+    h_free_string_map(seen);
+    for (int i = 0; i < SCHEDULERS; i++)
+        free(sched_cfg[i]);
+    for (int i = 0; i < DISPATCHERS; i++)
+        free(disp_cfg[i]);
+    for (int i = 0; i < INGESTS; i++)
+        free(ingest_cfg[i]);
+    free(sim_cfg);
+    int rc = h_summary("shards");
+    h_cleanup(rc != 0 || getenv("E2E_KEEP") != NULL);
+    return rc;
+}
