@@ -3,7 +3,7 @@
 #   bench/run.sh                      everything (about 25 minutes)
 #   bench/run.sh storm503 backfill    one compare scenario and the backfill
 #   BENCH_QUICK=1 bench/run.sh        the small variant CI runs (about 2 minutes)
-# Names: pipeline, sign, ledger, store, seal, queued, takeover, scenarios, scenarios:<name> (equal, weights, noisy, guarantee,
+# Names: pipeline, sign, ledger, store, seal, queued, takeover, shards, scenarios, scenarios:<name> (equal, weights, noisy, guarantee,
 # shapes, shapes_itpm, shapes_weights, shapes_weights_rev, noisy100, noisy1000), backfill,
 # compare (all its scenarios), or one compare scenario: steady, burst, noisy, storm, storm503,
 # longctx, maxout, daily, stream, bigjobs. `make bench SCENARIO="..."` passes the names here.
@@ -47,6 +47,9 @@ run_one() {
     takeover)
       if [ "$quick" = 1 ]; then bin/bench/takeover --quick
       else bin/bench/takeover && bin/bench/takeover --keep-db; fi ;;
+    shards)
+      if [ "$quick" = 1 ]; then bin/bench/shards --quick --schedulers 1,2
+      else bin/bench/shards; fi ;;
     backfill)
       if [ "$quick" = 1 ]; then bin/bench/backfill --quick; else bin/bench/backfill; fi ;;
     compare)
@@ -54,7 +57,7 @@ run_one() {
     *)
       if [[ "$compare_scenarios" != *" $name "* ]]; then
         echo "bench/run.sh: unknown benchmark \"$name\"" >&2
-        echo "known: pipeline sign ledger store seal queued takeover scenarios scenarios:<name> backfill compare$compare_scenarios" >&2
+        echo "known: pipeline sign ledger store seal queued takeover shards scenarios scenarios:<name> backfill compare$compare_scenarios" >&2
         exit 2
       fi
       if [ "$quick" = 1 ]; then bin/bench/compare --quick --scenario "$name"
@@ -73,6 +76,7 @@ elif [ "$quick" = 1 ]; then
   run_one seal
   run_one queued
   run_one takeover
+  run_one shards
   run_one scenarios:noisy
   # sluice vs the cookbook baseline on one scenario at two settings, and the streaming one.
   echo "== bench: compare steady (quick, cookbook at 75 and 100 %)"
@@ -87,6 +91,7 @@ else
   run_one seal
   run_one queued
   run_one takeover
+  run_one shards
   run_one scenarios
   run_one compare
   run_one backfill

@@ -39,12 +39,21 @@ static int dispatches_over(env_t *e, int64_t from, int64_t to, int64_t every)
     return n;
 }
 
-/* Owns the first `own` of nparts partitions. */
+/* Owns `own` of nparts partitions, acme's first (its jobs are another shard's otherwise). */
 static void own_first(env_t *e, int nparts, int own, int64_t now_ms)
 {
     uint8_t owned[64] = {0};
-    for (int p = 0; p < own && p < nparts; p++)
-        owned[p] = 1;
+    int acme = sl_kafka_key_partition("acme", nparts), n = 0;
+    if (own > 0) {
+        owned[acme] = 1;
+        n = 1;
+    }
+    for (int p = 0; n < own && p < nparts; p++) {
+        if (!owned[p]) {
+            owned[p] = 1;
+            n++;
+        }
+    }
     ck_assert_int_eq(sl_sched_set_owned(e->sched, owned, now_ms), SL_OK);
 }
 
@@ -224,6 +233,29 @@ START_TEST(hand_over_takes_out_the_partition_s_jobs_only)
 }
 END_TEST
 
+/* A job whose tenant hashes to a partition another shard owns (a producer with another
+ * partitioner, or one read after its partition was revoked) is counted and left alone. */
+START_TEST(a_job_of_another_shard_s_partition_is_not_taken)
+{
+    env_t e;
+    int64_t now;
+    env_with_history(&e, &now);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
+    uint8_t owned[4] = {1, 1, 1, 1};
+    owned[sl_kafka_key_partition("acme", 4)] = 0;
+    ck_assert_int_eq(sl_sched_set_owned(e.sched, owned, now), SL_OK);
+    feed_n(&e, "acme", 3, now);
+    ck_assert_int_eq(dispatches_at(&e, now), 0);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.not_owned, 3);
+    ck_assert_int_eq(st.jobs_received, 0);
+    ck_assert_int_eq(st.partitions_owned, 3);
+    ck_assert_str_eq(peek_sql(&e, "SELECT count(*) FROM jobs WHERE tenant = '%s'", "acme"), "0");
+    env_done(&e);
+}
+END_TEST
+
 static Suite *shard_suite(void)
 {
     Suite *s = suite_create("shard");
@@ -235,6 +267,7 @@ static Suite *shard_suite(void)
     tcase_add_test(tc, a_share_taken_back_applies_once_due);
     tcase_add_test(tc, the_share_survives_a_restart_and_a_reload);
     tcase_add_test(tc, hand_over_takes_out_the_partition_s_jobs_only);
+    tcase_add_test(tc, a_job_of_another_shard_s_partition_is_not_taken);
     suite_add_tcase(s, tc);
     return s;
 }

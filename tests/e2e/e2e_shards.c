@@ -32,20 +32,14 @@ enum { SCHEDULERS = 4 /* three, then a fourth joins */, DISPATCHERS = 2, INGESTS
 static char key_hex[TENANTS][65];
 static int sim_port;
 
-/* One process's config: everything shared, but its own database, ports and instance name. */
-static char *write_config(const char *name, int sched_index)
+/* One process's config (h_member_config): everything shared, but its own database, ports and
+ * instance name. */
+static char *write_config(const char *name)
 {
     const char *dir = h_tmpdir();
-    char cfg[8192], file[64];
-    snprintf(cfg, sizeof cfg,
-             "{\"minute_ms\": %d,"
-             " \"kafka\": {\"bootstrap_file\": \"%s/bootstrap\", \"membership\": \"group\","
-             "            \"instance\": \"%s\"},"
-             " \"scheduler\": {\"db\": \"%s/sched-%d.db\", \"lease_ms\": 3000,"
-             "   \"max_attempts\": 10, \"sharded\": true, \"metrics_listen\": \"127.0.0.1:%d\","
-             "   \"admin_listen\": \"\"},"
-             " \"ingest\": {\"metrics_listen\": \"127.0.0.1:%d\"},"
-             " \"dispatcher\": {\"metrics_listen\": \"127.0.0.1:%d\"},"
+    char body[4096];
+    snprintf(body, sizeof body,
+             "\"minute_ms\": %d,"
              " \"signing\": {\"secret_key_file\": \"%s/dispatch.key\","
              "               \"public_key_file\": \"%s/dispatch.pub\"},"
              " \"deployments\": [{\"name\": \"sim-a\","
@@ -58,11 +52,10 @@ static char *write_config(const char *name, int sched_index)
              " \"keys\": [{\"id\": \"k0\", \"tenant\": \"alpha\", \"hash\": \"%s\"},"
              "          {\"id\": \"k1\", \"tenant\": \"beta\", \"hash\": \"%s\"},"
              "          {\"id\": \"k2\", \"tenant\": \"gamma\", \"hash\": \"%s\"},"
-             "          {\"id\": \"k3\", \"tenant\": \"delta\", \"hash\": \"%s\"}]}",
-             MINUTE_MS, dir, name, dir, sched_index, h_free_port(), h_free_port(), h_free_port(),
-             dir, dir, sim_port, dir, TPM, key_hex[0], key_hex[1], key_hex[2], key_hex[3]);
-    snprintf(file, sizeof file, "%s.json", name);
-    return strdup(h_write(file, cfg));
+             "          {\"id\": \"k3\", \"tenant\": \"delta\", \"hash\": \"%s\"}]",
+             MINUTE_MS, dir, dir, sim_port, dir, TPM, key_hex[0], key_hex[1], key_hex[2],
+             key_hex[3]);
+    return h_member_config(name, body, "\"lease_ms\": 3000, \"max_attempts\": 10,");
 }
 
 /* The sum of the numbers found right after `needle` in a log, from byte `from` on. */
@@ -124,29 +117,19 @@ int main(void)
     char name[32];
     for (int i = 0; i < SCHEDULERS; i++) {
         snprintf(name, sizeof name, "sched-%d", i);
-        sched_cfg[i] = write_config(name, i);
+        sched_cfg[i] = write_config(name);
     }
     for (int i = 0; i < DISPATCHERS; i++) {
         snprintf(name, sizeof name, "disp-%d", i);
-        disp_cfg[i] = write_config(name, 0);
+        disp_cfg[i] = write_config(name);
     }
     for (int i = 0; i < INGESTS; i++) {
         snprintf(name, sizeof name, "ingest-%d", i);
-        ingest_cfg[i] = write_config(name, 0);
+        ingest_cfg[i] = write_config(name);
     }
 
-    char bootstrap_file[4096], bootstrap[256] = "", parts[16];
-    snprintf(bootstrap_file, sizeof bootstrap_file, "%s/bootstrap", dir);
-    snprintf(parts, sizeof parts, "%d", PARTITIONS);
-    const char *kafka_args[] = {"--partitions", parts, NULL};
-    pid_t kafka = h_spawn("sluice-devkafka", "devkafka", sched_cfg[0], kafka_args);
-    FILE *bf = h_wait_file(bootstrap_file, 20000) ? fopen(bootstrap_file, "r") : NULL;
-    if (bf == NULL || fgets(bootstrap, sizeof bootstrap, bf) == NULL) {
-        fprintf(stderr, "devkafka did not start\n");
-        return 2;
-    }
-    fclose(bf);
-    bootstrap[strcspn(bootstrap, "\r\n")] = '\0';
+    char bootstrap[256] = "";
+    pid_t kafka = h_devkafka(sched_cfg[0], PARTITIONS, bootstrap, sizeof bootstrap);
     char port[16], stats_url[64];
     snprintf(port, sizeof port, "%d", sim_port);
     const char *sim_args[] = {"--config", sim_cfg, "--port", port, NULL};

@@ -454,6 +454,47 @@ int64_t h_sql_count(const char *db, const char *sql)
     return n;
 }
 
+char *h_member_config(const char *name, const char *body, const char *sched_extra)
+{
+    const char *dir = h_tmpdir();
+    size_t cap = strlen(body) + strlen(sched_extra) + 4096;
+    char *cfg = malloc(cap), file[300];
+    if (cfg == NULL) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    snprintf(cfg, cap,
+             "{\"kafka\": {\"bootstrap_file\": \"%s/bootstrap\", \"membership\": \"group\","
+             "            \"instance\": \"%s\"},"
+             " \"scheduler\": {%s \"db\": \"%s/%s.db\", \"sharded\": true,"
+             "   \"metrics_listen\": \"127.0.0.1:%d\", \"admin_listen\": \"\"},"
+             " \"ingest\": {\"metrics_listen\": \"127.0.0.1:%d\"},"
+             " \"dispatcher\": {\"metrics_listen\": \"127.0.0.1:%d\"}, %s}",
+             dir, name, sched_extra, dir, name, h_free_port(), h_free_port(), h_free_port(),
+             body);
+    snprintf(file, sizeof file, "%s.json", name);
+    char *path = strdup(h_write(file, cfg));
+    free(cfg);
+    return path;
+}
+
+pid_t h_devkafka(const char *config, int partitions, char *bootstrap, size_t cap)
+{
+    char file[4096], parts[16];
+    snprintf(file, sizeof file, "%s/bootstrap", h_tmpdir());
+    snprintf(parts, sizeof parts, "%d", partitions);
+    const char *args[] = {"--partitions", parts, NULL};
+    pid_t pid = h_spawn("sluice-devkafka", "devkafka", config, args);
+    FILE *f = h_wait_file(file, 20000) ? fopen(file, "r") : NULL;
+    if (f == NULL || fgets(bootstrap, (int)cap, f) == NULL) {
+        fprintf(stderr, "devkafka did not start\n");
+        exit(2);
+    }
+    fclose(f);
+    bootstrap[strcspn(bootstrap, "\r\n")] = '\0';
+    return pid;
+}
+
 void h_stack_up(h_stack_t *st, const char *config, const char *sim_config, int sim_port)
 {
     memset(st, 0, sizeof *st);
