@@ -38,7 +38,9 @@
 
 static const char KEY_A[] = "sk-e2e-security-alpha";
 static const char KEY_B[] = "sk-e2e-security-beta";
-enum { SLOW_TTFT_MS = 4000, MAX_MSGS = 64 };
+/* A topic's log keeps its first MAX_MSGS messages: the usage topic holds a copy of each
+ * dispatcher's periodic heartbeat in every partition (16 here), a few hundred in a run. */
+enum { SLOW_TTFT_MS = 4000, MAX_MSGS = 1024 };
 
 static const char *write_configs(int sim_port, int ports[3], char **sim_cfg)
 {
