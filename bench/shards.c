@@ -7,7 +7,13 @@
  * scheduling decision carried out), and the CPU each scheduler used over the run
  * (/proc/<pid>/stat), per job summed over the schedulers. On a 2-core machine every process
  * shares the same two cores, so more schedulers cannot add CPU: what it shows is what sharding
- * costs per job and whether throughput holds. Writes bench/results/shards-<unix time>.json. */
+ * costs per job and whether throughput holds.
+ *
+ * With --tpm the provider has that token limit a (6-s) minute instead, binding: then it reports
+ * the utilisation of the limit from the first result to the last (the simulator's tokens over
+ * what the limit allowed in that time) and the simulator's 429s, which is what the static split
+ * of the limit between shards costs. "0" in the list is one scheduler that is not sharded (the
+ * default setup), to compare with. Writes bench/results/shards-<unix time>.json. */
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,13 +28,13 @@
 #include "opts.h"
 #include "util.h"
 
-enum { PARTITIONS = 16, MAX_SCHEDULERS = 8, TENANTS_MAX = 64 };
+enum { PARTITIONS = 16, MAX_SCHEDULERS = 8, TENANTS_MAX = 64, LIMITED_MINUTE_MS = 6000 };
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bench/shards [--jobs N] [--tenants T] [--schedulers LIST] [--quick] [--keep]\n"
-            "                    [--help]\n"
+            "usage: bench/shards [--jobs N] [--tenants T] [--schedulers LIST] [--tpm T] [--quick]\n"
+            "                    [--keep] [--help]\n"
             "\n"
             "For each count of sharded schedulers in LIST (default \"1,2,4\"), starts a fresh\n"
             "stack (16 partitions, an unlimited simulated provider, one ingest, one dispatcher),\n"
@@ -38,7 +44,10 @@ static void usage(FILE *f)
             "\n"
             "  --jobs N           jobs, 1000 - 200000 (default 20000)\n"
             "  --tenants T        tenants, 1 - %d (default 16)\n"
-            "  --schedulers LIST  counts of schedulers, each 1 - %d (default 1,2,4)\n"
+            "  --schedulers LIST  counts of schedulers, each 1 - %d (default 1,2,4); 0 is one\n"
+            "                     scheduler that is not sharded\n"
+            "  --tpm T            a binding token limit a 6-s minute (default 0: none); reports\n"
+            "                     the utilisation of it and the 429s\n"
             "  --quick            4,000 jobs (over --jobs)\n"
             "  --keep             keep each run's directory (logs, stores)\n"
             "  -h, --help         this text\n",
@@ -48,19 +57,32 @@ static void usage(FILE *f)
 typedef struct {
     int schedulers, results, twice;
     double seconds, per_s, cpu_us_per_job, assign_s;
+    double utilisation; /* with a limit: its share used from the first result to the last */
+    long long refused;  /* the simulator's 429s */
 } run_t;
 
 /* One run in this process (its own temporary directory); the figures into *out. */
-static int run_once(int nsched, long jobs, int tenants, int keep, run_t *out)
+static int run_once(int nsched, long jobs, int tenants, long long tpm, int keep, run_t *out)
 {
     memset(out, 0, sizeof *out);
     out->schedulers = nsched;
+    int sharded = nsched > 0;
+    if (nsched == 0)
+        nsched = 1;
     const char *dir = h_tmpdir();
     int sim_port = h_free_port();
-    char sim[512];
+    char sim[512], minute[64] = "", limits[128] = "";
+    if (tpm > 0) {
+        snprintf(minute, sizeof minute, "\"minute_ms\": %d,", LIMITED_MINUTE_MS);
+        snprintf(limits, sizeof limits,
+                 " \"limits\": {\"rpm\": 100000000, \"tpm\": %lld}, \"slices_per_minute\": 10,",
+                 tpm);
+    }
     snprintf(sim, sizeof sim,
-             "{\"deployments\": [{\"name\": \"sim-a\", \"rpm\": 100000000, \"tpm\": 1000000000,"
-             " \"ttft_ms\": 1, \"ms_per_token\": 0, \"output_min\": 5, \"output_max\": 20}]}");
+             "{%s \"deployments\": [{\"name\": \"sim-a\", \"rpm\": 100000000, \"tpm\": %lld,"
+             " \"slices_per_minute\": 10, \"ttft_ms\": 1, \"ms_per_token\": 0,"
+             " \"output_min\": 5, \"output_max\": 20}]}",
+             minute, tpm > 0 ? tpm : 1000000000LL);
     char *sim_cfg = strdup(h_write("sim.json", sim));
     h_write("provider.key", "any-bearer-token\n");
     size_t cap = 4096 + (size_t)tenants * 256;
@@ -78,21 +100,21 @@ static int run_once(int nsched, long jobs, int tenants, int keep, run_t *out)
                                t ? "," : "", t, t, hex);
     }
     snprintf(body, cap,
-             "\"signing\": {\"secret_key_file\": \"%s/dispatch.key\","
+             "%s \"signing\": {\"secret_key_file\": \"%s/dispatch.key\","
              "              \"public_key_file\": \"%s/dispatch.pub\"},"
              " \"deployments\": [{\"name\": \"sim-a\","
-             "   \"base_url\": \"http://127.0.0.1:%d/sim-a/v1\", \"model\": \"m\","
+             "   \"base_url\": \"http://127.0.0.1:%d/sim-a/v1\", \"model\": \"m\",%s"
              "   \"api_key_file\": \"%s/provider.key\", \"timeout_ms\": 10000}],"
              " \"routes\": [{\"name\": \"chat\", \"deployments\": [\"sim-a\"]}],"
              " \"tenants\": [%s], \"keys\": [%s]",
-             dir, dir, sim_port, dir, tj, kj);
+             minute, dir, dir, sim_port, limits, dir, tj, kj);
     char *sched_cfg[MAX_SCHEDULERS], name[32];
     for (int i = 0; i < nsched; i++) {
         snprintf(name, sizeof name, "sched-%d", i);
-        sched_cfg[i] = h_member_config(name, body, "");
+        sched_cfg[i] = h_member_config(name, body, "", sharded);
     }
-    char *disp_cfg = h_member_config("disp", body, "");
-    char *ingest_cfg = h_member_config("ingest", body, "");
+    char *disp_cfg = h_member_config("disp", body, "", sharded);
+    char *ingest_cfg = h_member_config("ingest", body, "", sharded);
     free(body);
     free(tj);
     free(kj);
@@ -121,12 +143,15 @@ static int run_once(int nsched, long jobs, int tenants, int keep, run_t *out)
         for (int i = 0; i < nsched; i++) {
             char log[4300];
             snprintf(log, sizeof log, "%s/sched-%d.log", dir, i);
-            settled += h_wait_log(log, 0, "partitions kept", 1) >= 0;
+            settled += h_wait_log(log, 0, sharded ? "partitions kept" : "partitions assigned",
+                                  1) >= 0;
         }
         usleep(100 * 1000);
     }
     sleep(2); /* a member that joined last makes the others rebalance once more */
     out->assign_s = (sl_mono_ms() - t0) / 1000.0;
+    char stats_url[64];
+    snprintf(stats_url, sizeof stats_url, "http://127.0.0.1:%d/stats", sim_port);
     double cpu0[MAX_SCHEDULERS];
     for (int i = 0; i < nsched; i++)
         cpu0[i] = h_cpu_seconds(sched[i]);
@@ -144,7 +169,8 @@ static int run_once(int nsched, long jobs, int tenants, int keep, run_t *out)
     }
     rd_kafka_flush(prod, 60000);
     sl_hmap_t *seen = sl_hmap_new();
-    double first = 0, last = 0, deadline = sl_mono_ms() + 600000;
+    double first = 0, last = 0, deadline = sl_mono_ms() + 900000;
+    int64_t tokens_first = 0;
     while (out->results < jobs && sl_mono_ms() < deadline) {
         json_t *r = NULL;
         if (!h_poll_json(cons, 200, &r))
@@ -154,13 +180,23 @@ static int run_once(int nsched, long jobs, int tenants, int keep, run_t *out)
             sl_hmap_put(seen, id, (void *)1);
             out->results++;
             last = sl_mono_ms();
-            if (first == 0)
+            if (first == 0) {
                 first = last;
+                json_t *st = tpm > 0 ? h_http_json(stats_url) : NULL;
+                tokens_first = h_sim_total(st, "tokens_charged");
+                json_decref(st);
+            }
         } else if (id != NULL) {
             out->twice++;
         }
         json_decref(r);
     }
+    json_t *st = h_http_json(stats_url);
+    out->refused = (long long)h_sim_total(st, "refused");
+    if (tpm > 0 && last > first)
+        out->utilisation = (double)(h_sim_total(st, "tokens_charged") - tokens_first) /
+                           ((last - first) / LIMITED_MINUTE_MS * (double)tpm);
+    json_decref(st);
     double cpu = 0;
     for (int i = 0; i < nsched; i++)
         cpu += h_cpu_seconds(sched[i]) - cpu0[i];
@@ -191,9 +227,11 @@ int main(int argc, char **argv)
     long long jobs = 20000;
     int tenants = 16, quick = 0, keep = 0;
     const char *list = "1,2,4";
+    long long tpm = 0;
     const b_opt_t opts[] = {{"jobs", B_OPT_LONG, &jobs, 1000, 200000},
                             {"tenants", B_OPT_INT, &tenants, 1, TENANTS_MAX},
                             {"schedulers", B_OPT_TEXT, &list, 0, 0},
+                            {"tpm", B_OPT_LONG, &tpm, 0, 1e9},
                             {"quick", B_OPT_FLAG, &quick, 0, 0},
                             {"keep", B_OPT_FLAG, &keep, 0, 0},
                             {NULL, 0, NULL, 0, 0}};
@@ -206,14 +244,20 @@ int main(int argc, char **argv)
     for (const char *p = list; *p != '\0' && ncounts < MAX_SCHEDULERS;) {
         char *end = NULL;
         long n = strtol(p, &end, 10);
-        if (end == p || n < 1 || n > MAX_SCHEDULERS || (*end != ',' && *end != '\0'))
+        if (end == p || n < 0 || n > MAX_SCHEDULERS || (*end != ',' && *end != '\0'))
             return b_opt_refuse("shards", "--schedulers", list,
-                                "counts of schedulers 1 - 8, separated by commas");
+                                "counts of schedulers 0 - 8 (0: one, not sharded), separated "
+                                "by commas");
         counts[ncounts++] = (int)n;
         p = *end == ',' ? end + 1 : end;
     }
-    printf("bench/shards: %lld jobs of %d tenants, %d partitions, an unlimited provider\n", jobs,
-           tenants, PARTITIONS);
+    if (tpm > 0)
+        printf("bench/shards: %lld jobs of %d tenants, %d partitions, a limit of %lld tokens a "
+               "%d-ms minute\n",
+               jobs, tenants, PARTITIONS, tpm, LIMITED_MINUTE_MS);
+    else
+        printf("bench/shards: %lld jobs of %d tenants, %d partitions, an unlimited provider\n",
+               jobs, tenants, PARTITIONS);
     json_t *runs = json_array();
     int failed = 0;
     for (int k = 0; k < ncounts; k++) {
@@ -226,7 +270,7 @@ int main(int argc, char **argv)
         if (child == 0) {
             close(fds[0]);
             run_t r;
-            int rc = run_once(counts[k], (long)jobs, tenants, keep, &r);
+            int rc = run_once(counts[k], (long)jobs, tenants, tpm, keep, &r);
             if (write(fds[1], &r, sizeof r) != (ssize_t)sizeof r)
                 rc = 2;
             _exit(rc);
@@ -244,17 +288,25 @@ int main(int argc, char **argv)
             if (!got)
                 continue;
         }
-        printf("  %d scheduler(s): %d results in %.2f s: %.0f a second; schedulers' CPU %.0f "
-               "us a job (summed); %d delivered twice; group settled in %.1f s\n",
-               r.schedulers, r.results, r.seconds, r.per_s, r.cpu_us_per_job, r.twice,
-               r.assign_s);
+        char what[32];
+        snprintf(what, sizeof what, r.schedulers > 0 ? "%d sharded" : "1 not sharded",
+                 r.schedulers);
+        printf("  %s: %d results in %.2f s: %.0f a second; schedulers' CPU %.0f us a job "
+               "(summed); %d delivered twice; group settled in %.1f s",
+               what, r.results, r.seconds, r.per_s, r.cpu_us_per_job, r.twice, r.assign_s);
+        if (tpm > 0)
+            printf("; %.1f %% of the limit used, %lld x 429", 100.0 * r.utilisation, r.refused);
+        printf("\n");
         json_array_append_new(
-            runs, json_pack("{s:i, s:i, s:f, s:f, s:f, s:i}", "schedulers", r.schedulers,
+            runs, json_pack("{s:i, s:b, s:i, s:f, s:f, s:f, s:i, s:f, s:I}", "schedulers",
+                            r.schedulers > 0 ? r.schedulers : 1, "sharded", r.schedulers > 0,
                             "results", r.results, "seconds", r.seconds, "per_second", r.per_s,
-                            "scheduler_cpu_us_per_job", r.cpu_us_per_job, "twice", r.twice));
+                            "scheduler_cpu_us_per_job", r.cpu_us_per_job, "twice", r.twice,
+                            "utilisation", r.utilisation, "refused", (json_int_t)r.refused));
     }
-    json_t *out = json_pack("{s:I, s:i, s:i, s:o}", "jobs", (json_int_t)jobs, "tenants", tenants,
-                            "partitions", PARTITIONS, "runs", runs);
+    json_t *out = json_pack("{s:I, s:i, s:i, s:I, s:o}", "jobs", (json_int_t)jobs, "tenants",
+                            tenants, "partitions", PARTITIONS, "tpm", (json_int_t)tpm, "runs",
+                            runs);
     char path[128];
     snprintf(path, sizeof path, "bench/results/shards-%lld.json", (long long)time(NULL));
     if (json_dump_file(out, path, JSON_INDENT(2)) == 0)

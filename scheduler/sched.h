@@ -82,7 +82,8 @@ void sl_sched_extend_leases(sl_sched_t *s, int64_t gap_ms);
 sl_err_t sl_sched_shard(sl_sched_t *s, int nparts, int64_t now_ms);
 
 /* Sets the partitions owned (owned[p] != 0, nparts entries): the shared buckets' shares follow
- * (smaller at once, larger when due). */
+ * (smaller at once, larger when due), and the own per-minute buckets of the tenants of a
+ * partition just gained start as if just used (their previous owner's use is not known). */
 sl_err_t sl_sched_set_owned(sl_sched_t *s, const uint8_t *owned, int64_t now_ms);
 
 /* The partition of a tenant's jobs; 0 when not sharded. */

@@ -134,10 +134,40 @@ sl_err_t sl_sched_shard(sl_sched_t *s, int nparts, int64_t now_ms)
     return SL_OK;
 }
 
+/* A tenant's own buckets on path (its limits, its keys', its app/env's), after its partition
+ * came from another shard: what that shard admitted under them is not known here, so the
+ * per-minute ones start as if just used (sl_ledger_assume_worst; quotas are left as they are). */
+static void assume_worst_own(sl_sched_t *s, const path_t *path, int64_t now_ms)
+{
+    for (int i = 0; i < path->n; i++)
+        if (!s->binfo[path->b[i]].shared)
+            sl_ledger_assume_worst(s->ledger, path->b[i], now_ms);
+}
+
+static void taken_over(sl_sched_t *s, const uint8_t *gained, int64_t now_ms)
+{
+    const sl_config_t *cfg = s->cfg;
+    for (int t = 0; t < cfg->ntenants; t++)
+        if (gained[sl_sched_partition(s, cfg->tenants[t].name)])
+            assume_worst_own(s, &s->tenant_paths[t], now_ms);
+    for (int k = 0; k < cfg->nkeys; k++)
+        if (gained[sl_sched_partition(s, cfg->tenants[cfg->keys[k].tenant].name)])
+            assume_worst_own(s, &s->key_paths[k], now_ms);
+}
+
 sl_err_t sl_sched_set_owned(sl_sched_t *s, const uint8_t *owned, int64_t now_ms)
 {
     if (s->nparts <= 0)
         return SL_OK;
+    uint8_t *gained = calloc((size_t)s->nparts, 1);
+    if (gained == NULL)
+        return SL_ENOMEM;
+    int any = 0;
+    for (int p = 0; p < s->nparts; p++)
+        any |= gained[p] = owned[p] && !s->owned[p];
+    if (any)
+        taken_over(s, gained, now_ms);
+    free(gained);
     if (owned != s->owned)
         memcpy(s->owned, owned, (size_t)s->nparts);
     double target = sl_shard_target(s);

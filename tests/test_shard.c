@@ -256,6 +256,34 @@ START_TEST(a_job_of_another_shard_s_partition_is_not_taken)
 }
 END_TEST
 
+/* A tenant whose partition comes from another shard: what that shard admitted under the
+ * tenant's own per-minute limit is not known here, so the limit starts as if just used. */
+START_TEST(a_tenant_taken_over_starts_its_own_limits_used)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 6000, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    close_core(&e);
+    open_core(&e, T0 + MINUTE);
+    int64_t now = T0 + 11 * MINUTE;
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
+    int globex = sl_kafka_key_partition("globex", 4);
+    uint8_t owned[4] = {1, 1, 1, 1};
+    owned[globex] = 0;
+    ck_assert_int_eq(sl_sched_set_owned(e.sched, owned, now), SL_OK);
+    double before = bucket_level(&e, "tenant:globex:tokens", now);
+    ck_assert_double_gt(before, 150);
+    owned[globex] = 1;
+    ck_assert_int_eq(sl_sched_set_owned(e.sched, owned, now + 10), SL_OK);
+    ck_assert_double_le(bucket_level(&e, "tenant:globex:tokens", now + 10), 0);
+    feed_n(&e, "globex", 5, now + 10);
+    ck_assert_int_eq(dispatches_at(&e, now + 10), 0);
+    /* it refills at the limit's rate: jobs go within the minute */
+    ck_assert_int_gt(dispatches_over(&e, now + 1000, now + MINUTE, 1000), 0);
+    env_done(&e);
+}
+END_TEST
+
 static Suite *shard_suite(void)
 {
     Suite *s = suite_create("shard");
@@ -268,6 +296,7 @@ static Suite *shard_suite(void)
     tcase_add_test(tc, the_share_survives_a_restart_and_a_reload);
     tcase_add_test(tc, hand_over_takes_out_the_partition_s_jobs_only);
     tcase_add_test(tc, a_job_of_another_shard_s_partition_is_not_taken);
+    tcase_add_test(tc, a_tenant_taken_over_starts_its_own_limits_used);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,5 +1,5 @@
 /* e2e_flood - a flood of every kind of bad message, over the real stack, with good jobs in the
- * same streams: PER_KIND (120,000) messages of each of eleven kinds, produced straight to the
+ * same streams: PER_KIND (60,000) messages of each of eleven kinds, produced straight to the
  * topics, and 200 good requests spread over them (plus 4 before the flood, to warm up).
  *
  *   sluice.requests  malformed JSON, schema-invalid requests, unknown API keys, oversized
@@ -49,7 +49,7 @@
 #include "util.h"
 
 enum {
-    PER_KIND = 120000,
+    PER_KIND = 60000,
     PER_WAVE_MAX = 7500, /* of each kind (the sizes above) */
     WAVES_MIN = 8,
     GOOD = 200,

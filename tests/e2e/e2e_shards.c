@@ -55,7 +55,7 @@ static char *write_config(const char *name)
              "          {\"id\": \"k3\", \"tenant\": \"delta\", \"hash\": \"%s\"}]",
              MINUTE_MS, dir, dir, sim_port, dir, TPM, key_hex[0], key_hex[1], key_hex[2],
              key_hex[3]);
-    return h_member_config(name, body, "\"lease_ms\": 3000, \"max_attempts\": 10,");
+    return h_member_config(name, body, "\"lease_ms\": 3000, \"max_attempts\": 10,", 1);
 }
 
 /* The sum of the numbers found right after `needle` in a log, from byte `from` on. */

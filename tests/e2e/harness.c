@@ -454,7 +454,7 @@ int64_t h_sql_count(const char *db, const char *sql)
     return n;
 }
 
-char *h_member_config(const char *name, const char *body, const char *sched_extra)
+char *h_member_config(const char *name, const char *body, const char *sched_extra, int sharded)
 {
     const char *dir = h_tmpdir();
     size_t cap = strlen(body) + strlen(sched_extra) + 4096;
@@ -466,12 +466,12 @@ char *h_member_config(const char *name, const char *body, const char *sched_extr
     snprintf(cfg, cap,
              "{\"kafka\": {\"bootstrap_file\": \"%s/bootstrap\", \"membership\": \"group\","
              "            \"instance\": \"%s\"},"
-             " \"scheduler\": {%s \"db\": \"%s/%s.db\", \"sharded\": true,"
+             " \"scheduler\": {%s \"db\": \"%s/%s.db\", \"sharded\": %s,"
              "   \"metrics_listen\": \"127.0.0.1:%d\", \"admin_listen\": \"\"},"
              " \"ingest\": {\"metrics_listen\": \"127.0.0.1:%d\"},"
              " \"dispatcher\": {\"metrics_listen\": \"127.0.0.1:%d\"}, %s}",
-             dir, name, sched_extra, dir, name, h_free_port(), h_free_port(), h_free_port(),
-             body);
+             dir, name, sched_extra, dir, name, sharded ? "true" : "false", h_free_port(),
+             h_free_port(), h_free_port(), body);
     snprintf(file, sizeof file, "%s.json", name);
     char *path = strdup(h_write(file, cfg));
     free(cfg);

@@ -112,10 +112,10 @@ int h_stack_down(h_stack_t *st);
  * written to <tmpdir>/NAME.json and returned (caller frees): `body` (the JSON members every
  * process shares: minute_ms, signing, deployments, routes, tenants, keys; no trailing comma)
  * plus its own kafka section (the dev broker's bootstrap file, group membership, instance
- * NAME), scheduler (its own database <tmpdir>/NAME.db, sharded, its own metrics port, no admin
- * API; `sched_extra` more members, e.g. "\"lease_ms\": 3000," or ""), and its own ingest and
- * dispatcher metrics ports. */
-char *h_member_config(const char *name, const char *body, const char *sched_extra);
+ * NAME), scheduler (its own database <tmpdir>/NAME.db, `sharded` or not, its own metrics port,
+ * no admin API; `sched_extra` more members, e.g. "\"lease_ms\": 3000," or ""), and its own
+ * ingest and dispatcher metrics ports. */
+char *h_member_config(const char *name, const char *body, const char *sched_extra, int sharded);
 /* Starts sluice-devkafka with `partitions` per topic (its config: any member's) and returns
  * its pid; the bootstrap address into bootstrap (cap bytes). Exits the test on failure. */
 pid_t h_devkafka(const char *config, int partitions, char *bootstrap, size_t cap);
