@@ -229,8 +229,9 @@ int main(void)
     }
     rd_kafka_flush(prod, 30000);
 
-    sl_hmap_t *seen = sl_hmap_new();
-    int done = 0, ok = 0, duplicates = 0, conflicting = 0, killed = 0, done_at_kill = 0;
+    h_results_t res;
+    h_results_init(&res);
+    int done = 0, killed = 0, done_at_kill = 0;
     int injected = 0;
     int64_t kill_us = 0;
     char replayed_id[128] = "", forged_id[128] = "";
@@ -240,7 +241,7 @@ int main(void)
     double deadline = sl_mono_ms() + 240000;
     while (done < JOBS && sl_mono_ms() < deadline) {
         if (!injected && done >= JOBS / 4) {
-            inject(st.bootstrap, prod, seen, replayed_id, forged_id, sizeof replayed_id);
+            inject(st.bootstrap, prod, res.seen, replayed_id, forged_id, sizeof replayed_id);
             injected = 1;
         }
         if (!killed && done >= JOBS / 3) {
@@ -265,19 +266,9 @@ int main(void)
         if (!h_poll_json(cons, 200, &r))
             continue;
         const char *id = json_string_value(json_object_get(r, "job_id"));
-        const char *status = json_string_value(json_object_get(r, "status"));
-        if (id != NULL && status != NULL) {
-            char *prev = sl_hmap_get(seen, id);
-            if (prev != NULL) {
-                duplicates++;
-                sl_hmap_put(twice, id, (void *)1);
-                conflicting += strcmp(prev, status) != 0;
-            } else {
-                sl_hmap_put(seen, id, strdup(status));
-                done++;
-                ok += strcmp(status, "succeeded") == 0;
-            }
-        }
+        if (!h_results_take(&res, r) && id != NULL)
+            sl_hmap_put(twice, id, (void *)1);
+        done = res.done;
         json_decref(r);
     }
     json_t *stats = h_http_json(st.stats_url);
@@ -285,8 +276,8 @@ int main(void)
     restore_figures(&restored, &refused_records);
     h_check(killed, "the scheduler was killed and its database deleted");
     h_check(done == JOBS, "no job lost: %d/%d have a result", done, JOBS);
-    h_check(ok == JOBS, "every job succeeded (%d of %d)", ok, JOBS);
-    h_check(conflicting == 0, "no job has conflicting results (%d)", conflicting);
+    h_check(res.ok == JOBS, "every job succeeded (%d of %d)", res.ok, JOBS);
+    h_check(res.conflicting == 0, "no job has conflicting results (%d)", res.conflicting);
     int records = 0, live_at_kill = 0;
     sl_hmap_t *ended = ended_jobs(st.bootstrap, kill_us, &records, &live_at_kill);
     /* Every job had been taken in long before the kill, so each one without a result was in the
@@ -295,11 +286,11 @@ int main(void)
             "the new scheduler restored the jobs the changelog had unfinished at the kill (%ld of "
             "%d; about %d had no result then)",
             restored, live_at_kill, JOBS - done_at_kill);
-    printf("  duplicate result deliveries (at-least-once, same status): %d\n", duplicates);
+    printf("  duplicate result deliveries (at-least-once, same status): %d\n", res.duplicates);
     h_check(replayed_id[0] != '\0' && forged_id[0] != '\0' && refused_records >= 2,
             "the replayed and the forged changelog record were refused (%ld records refused)",
             refused_records);
-    h_check(sl_hmap_get(seen, forged_id) == NULL, "the forged job %s never ran", forged_id);
+    h_check(sl_hmap_get(res.seen, forged_id) == NULL, "the forged job %s never ran", forged_id);
     h_check(sl_hmap_get(twice, replayed_id) == NULL,
             "the finished job whose record was replayed (%s) did not run again", replayed_id);
     int64_t refused = h_sim_total(stats, "refused");
@@ -331,7 +322,7 @@ int main(void)
     int64_t open_jobs = h_sql_count(db, "SELECT COUNT(*) FROM jobs WHERE state <> 'done'");
     h_check(open_jobs == 0, "no job left unfinished in the new store (%lld)",
             (long long)open_jobs);
-    h_free_string_map(seen);
+    h_results_free(&res);
     sl_hmap_free(twice);
     free(sim_cfg);
     free((char *)cfg);

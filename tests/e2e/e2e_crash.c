@@ -79,8 +79,9 @@ int main(void)
     }
     rd_kafka_flush(prod, 30000);
 
-    sl_hmap_t *seen = sl_hmap_new();
-    int done = 0, ok = 0, lost = 0, duplicates = 0, conflicting = 0;
+    h_results_t res;
+    h_results_init(&res);
+    int done = 0, lost = 0;
     int killed_disp = 0, killed_sched = 0, inflight_at_kill = -1;
     double deadline = sl_mono_ms() + 240000;
     while (done < JOBS && sl_mono_ms() < deadline) {
@@ -106,22 +107,12 @@ int main(void)
         json_t *r = NULL;
         if (!h_poll_json(cons, 200, &r))
             continue;
-        const char *id = json_string_value(json_object_get(r, "job_id"));
-        const char *status = json_string_value(json_object_get(r, "status"));
-        if (id != NULL && status != NULL) {
-            char *prev = sl_hmap_get(seen, id);
-            if (prev != NULL) {
-                duplicates++;
-                conflicting += strcmp(prev, status) != 0;
-            } else {
-                sl_hmap_put(seen, id, strdup(status));
-                done++;
-                ok += strcmp(status, "succeeded") == 0;
-                const char *reason =
-                    json_string_value(json_object_get(json_object_get(r, "error"), "reason"));
-                lost += reason != NULL && strcmp(reason, "dispatcher_lost") == 0;
-            }
+        if (h_results_take(&res, r)) {
+            const char *reason =
+                json_string_value(json_object_get(json_object_get(r, "error"), "reason"));
+            lost += reason != NULL && strcmp(reason, "dispatcher_lost") == 0;
         }
+        done = res.done;
         json_decref(r);
     }
     json_t *stats = h_http_json(st.stats_url);
@@ -129,11 +120,12 @@ int main(void)
             "the dispatcher was killed with calls in flight (%d)", inflight_at_kill);
     h_check(killed_sched, "the scheduler was killed and restarted");
     h_check(done == JOBS, "no job lost: %d/%d have a result", done, JOBS);
-    h_check(ok + lost == JOBS, "every job succeeded (%d) or failed as dispatcher_lost (%d) of %d",
-            ok, lost, JOBS);
+    h_check(res.ok + lost == JOBS,
+            "every job succeeded (%d) or failed as dispatcher_lost (%d) of %d", res.ok, lost,
+            JOBS);
     h_check(lost > 0, "the calls the killed dispatcher held failed as dispatcher_lost (%d)", lost);
-    h_check(conflicting == 0, "no job has conflicting results (%d)", conflicting);
-    printf("  duplicate result deliveries (at-least-once, same status): %d\n", duplicates);
+    h_check(res.conflicting == 0, "no job has conflicting results (%d)", res.conflicting);
+    printf("  duplicate result deliveries (at-least-once, same status): %d\n", res.duplicates);
     int64_t refused = h_sim_total(stats, "refused");
     h_check(stats != NULL && refused == 0, "the simulator refused zero requests (%lld)",
             (long long)refused);
@@ -151,7 +143,7 @@ int main(void)
     int64_t open_jobs = h_sql_count(db, "SELECT COUNT(*) FROM jobs WHERE state <> 'done'");
     h_check(open_res == 0, "no reservation left open (%lld)", (long long)open_res);
     h_check(open_jobs == 0, "no job left unfinished in the store (%lld)", (long long)open_jobs);
-    h_free_string_map(seen);
+    h_results_free(&res);
     free(sim_cfg);
     free((char *)cfg);
     int rc = h_summary("crash");

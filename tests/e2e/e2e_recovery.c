@@ -138,8 +138,9 @@ int main(void)
 
     /* Warm up: the first job's result means every daemon is up and in its groups. */
     static calls_t calls;
-    sl_hmap_t *seen = sl_hmap_new();
-    int sent = 0, done = 0, ok = 0, duplicates = 0, conflicting = 0, kills = 0;
+    h_results_t res;
+    h_results_init(&res);
+    int sent = 0, done = 0, kills = 0;
     double kill_at[KILLS];
     const char *kill_name[KILLS];
     double start = -1, deadline = sl_mono_ms() + 240000;
@@ -175,21 +176,11 @@ int main(void)
         if (!h_poll_json(cons, 5, &r))
             continue;
         do {
-            const char *id = json_string_value(json_object_get(r, "job_id"));
-            const char *status = json_string_value(json_object_get(r, "status"));
-            if (id != NULL && status != NULL) {
-                char *prev = sl_hmap_get(seen, id);
-                if (prev != NULL) {
-                    duplicates++;
-                    conflicting += strcmp(prev, status) != 0;
-                } else {
-                    sl_hmap_put(seen, id, strdup(status));
-                    done++;
-                    ok += strcmp(status, "succeeded") == 0;
-                    if (strcmp(status, "succeeded") != 0 && done - ok <= 5)
-                        printf("  job %s: %s\n", id, status);
-                }
-            }
+            if (h_results_take(&res, r) && res.done - res.ok <= 5 &&
+                strcmp(json_string_value(json_object_get(r, "status")), "succeeded") != 0)
+                printf("  job %s: %s\n", json_string_value(json_object_get(r, "job_id")),
+                       json_string_value(json_object_get(r, "status")));
+            done = res.done;
             json_decref(r);
             r = NULL;
             if (start < 0) {
@@ -213,9 +204,9 @@ int main(void)
                 kill_name[k], (kill_at[k] - start) / 1000, gap, MAX_GAP_MS);
     }
     h_check(done == JOBS, "no job lost: %d/%d have a result", done, JOBS);
-    h_check(ok == JOBS, "every job succeeded (%d/%d)", ok, JOBS);
-    h_check(conflicting == 0, "no job has conflicting results (%d)", conflicting);
-    printf("  duplicate result deliveries (at-least-once, same status): %d\n", duplicates);
+    h_check(res.ok == JOBS, "every job succeeded (%d/%d)", res.ok, JOBS);
+    h_check(res.conflicting == 0, "no job has conflicting results (%d)", res.conflicting);
+    printf("  duplicate result deliveries (at-least-once, same status): %d\n", res.duplicates);
     int64_t refused = h_sim_total(stats, "refused");
     /* A restarted scheduler starts its token buckets empty, less what it admitted after their
      * last save (those calls may reach the provider in its current slice): before that, 3 - 5
@@ -238,7 +229,7 @@ int main(void)
     rd_kafka_destroy(cons);
     int unclean = h_stack_down(&st);
     h_check(unclean == 0, "every process stopped cleanly on SIGTERM (%d did not)", unclean);
-    h_free_string_map(seen);
+    h_results_free(&res);
     free(sim_cfg);
     free((char *)cfg);
     int rc = h_summary("recovery");

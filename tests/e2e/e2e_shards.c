@@ -186,11 +186,12 @@ int main(void)
     }
     rd_kafka_flush(prod, 30000);
 
-    sl_hmap_t *seen = sl_hmap_new();
-    int done = 0, ok = 0, duplicates = 0, conflicting = 0;
+    h_results_t res;
+    h_results_init(&res);
     int killed = 0, joined = 0, left = 0, joiner_status = -1;
     long in_flight_at_kill = 0, log_at_kill[3] = {0};
     double deadline = sl_mono_ms() + 300000, t_joined = 0, t_kill = 0, t_taken = 0;
+    int done = 0;
     char killed_db[4200];
     snprintf(killed_db, sizeof killed_db, "%s/sched-0.db", dir);
     while (done < JOBS && sl_mono_ms() < deadline) {
@@ -244,28 +245,17 @@ int main(void)
         json_t *r = NULL;
         if (!h_poll_json(cons, 200, &r))
             continue;
-        const char *id = json_string_value(json_object_get(r, "job_id"));
-        const char *status = json_string_value(json_object_get(r, "status"));
-        if (id != NULL && status != NULL) {
-            char *prev = sl_hmap_get(seen, id);
-            if (prev != NULL) {
-                duplicates++;
-                conflicting += strcmp(prev, status) != 0;
-            } else {
-                sl_hmap_put(seen, id, strdup(status));
-                done++;
-                ok += strcmp(status, "succeeded") == 0;
-            }
-        }
+        h_results_take(&res, r);
+        done = res.done;
         json_decref(r);
     }
     double elapsed_s = (sl_mono_ms() - t_start) / 1000.0;
     json_t *stats = h_http_json(stats_url);
     h_check(killed, "a scheduler was killed and its database deleted");
-    h_check(done == JOBS, "no job lost: %d/%d have a result", done, JOBS);
-    h_check(ok == JOBS, "every job succeeded (%d of %d)", ok, JOBS);
-    h_check(conflicting == 0, "no job has conflicting results (%d; %d delivered twice)",
-            conflicting, duplicates);
+    h_check(res.done == JOBS, "no job lost: %d/%d have a result", res.done, JOBS);
+    h_check(res.ok == JOBS, "every job succeeded (%d of %d)", res.ok, JOBS);
+    h_check(res.conflicting == 0, "no job has conflicting results (%d; %d delivered twice)",
+            res.conflicting, res.duplicates);
     int taken = 0;
     for (int i = 1; i < 3; i++) {
         snprintf(name, sizeof name, "sched-%d", i);
@@ -315,7 +305,7 @@ int main(void)
     h_stop(kafka, SIGTERM, 5000);
     h_check(unclean == 0, "every remaining process stopped cleanly on SIGTERM (%d did not)",
             unclean);
-    h_free_string_map(seen);
+    h_results_free(&res);
     for (int i = 0; i < SCHEDULERS; i++)
         free(sched_cfg[i]);
     for (int i = 0; i < DISPATCHERS; i++)

@@ -454,6 +454,40 @@ int64_t h_sql_count(const char *db, const char *sql)
     return n;
 }
 
+void h_results_init(h_results_t *r)
+{
+    memset(r, 0, sizeof *r);
+    r->seen = sl_hmap_new();
+    if (r->seen == NULL) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+}
+
+int h_results_take(h_results_t *r, json_t *result)
+{
+    const char *id = json_string_value(json_object_get(result, "job_id"));
+    const char *status = json_string_value(json_object_get(result, "status"));
+    if (id == NULL || status == NULL)
+        return 0;
+    const char *prev = sl_hmap_get(r->seen, id);
+    if (prev != NULL) {
+        r->duplicates++;
+        r->conflicting += strcmp(prev, status) != 0;
+        return 0;
+    }
+    sl_hmap_put(r->seen, id, strdup(status));
+    r->done++;
+    r->ok += strcmp(status, "succeeded") == 0;
+    return 1;
+}
+
+void h_results_free(h_results_t *r)
+{
+    h_free_string_map(r->seen);
+    r->seen = NULL;
+}
+
 char *h_member_config(const char *name, const char *body, const char *sched_extra, int sharded)
 {
     const char *dir = h_tmpdir();

@@ -120,6 +120,20 @@ char *h_member_config(const char *name, const char *body, const char *sched_extr
  * its pid; the bootstrap address into bootstrap (cap bytes). Exits the test on failure. */
 pid_t h_devkafka(const char *config, int partitions, char *bootstrap, size_t cap);
 
+/* Terminal results as a client de-duplicating by job id sees them. */
+typedef struct {
+    sl_hmap_t *seen; /* job id -> its first status (malloc'd) */
+    int done;        /* jobs with a result */
+    int ok;          /* of them, succeeded */
+    int duplicates;  /* results of a job already seen (at-least-once delivery) */
+    int conflicting; /* of them, with another status than the first */
+} h_results_t;
+void h_results_init(h_results_t *r);
+/* Takes one result message: 1 when it is a job's first result, 0 for a repeat or a message
+ * without a job id and status. */
+int h_results_take(h_results_t *r, json_t *result);
+void h_results_free(h_results_t *r);
+
 /* Frees a map whose values are malloc'd strings, and the map. */
 void h_free_string_map(sl_hmap_t *m);
 
