@@ -289,6 +289,19 @@ static void get_status(ctx_t *c)
                                  "deployments", deps));
         }
         json_object_set_new(doc, "pools", pools);
+        /* One scheduler of several (scheduler.sharded): the partitions it schedules. */
+        sl_sched_stats_t st;
+        sl_sched_stats(c->s, &st);
+        if (c->cfg->sched_sharded) {
+            json_t *owned = json_array();
+            for (int p = 0; p < st.partitions; p++)
+                if (sl_sched_owns(c->s, p))
+                    json_array_append_new(owned, json_integer(p));
+            json_object_set_new(doc, "shard",
+                                json_pack("{s:I, s:o, s:f}", "partitions",
+                                          (json_int_t)st.partitions, "owned", owned, "share",
+                                          (double)st.partitions_owned / (double)st.partitions));
+        }
     }
     sort_base = ti;
     qsort(order, (size_t)n, sizeof *order, by_backlog);

@@ -606,12 +606,47 @@ START_TEST(http_server_hands_requests_to_the_loop)
 }
 END_TEST
 
+/* One scheduler of several: an admin's status names the partitions it schedules and its share
+ * of the shared limits; a partner's does not (the fleet is the operator's business), and a
+ * scheduler that is not sharded says nothing of it. */
+START_TEST(status_names_a_shard_s_partitions_to_admins)
+{
+    env_t e;
+    env_init(&e);
+    int status;
+    json_t *doc = call(&e, "GET", "/v1/status", OPS, NULL, &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert_ptr_null(json_object_get(doc, "shard"));
+    json_decref(doc);
+    e.cfg->sched_sharded = 1;
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, T0), SL_OK);
+    uint8_t owned[4] = {1, 0, 1, 0};
+    ck_assert_int_eq(sl_sched_set_owned(e.sched, owned, T0), SL_OK);
+    doc = call(&e, "GET", "/v1/status", OPS, NULL, &status);
+    ck_assert_int_eq(status, 200);
+    json_t *shard = json_object_get(doc, "shard");
+    ck_assert_int_eq(json_integer_value(json_object_get(shard, "partitions")), 4);
+    json_t *list = json_object_get(shard, "owned");
+    ck_assert_int_eq(json_array_size(list), 2);
+    ck_assert_int_eq(json_integer_value(json_array_get(list, 0)), 0);
+    ck_assert_int_eq(json_integer_value(json_array_get(list, 1)), 2);
+    ck_assert_double_eq_tol(json_real_value(json_object_get(shard, "share")), 0.5, 1e-9);
+    json_decref(doc);
+    doc = call(&e, "GET", "/v1/status", BIG, NULL, &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert_ptr_null(json_object_get(doc, "shard"));
+    json_decref(doc);
+    env_done(&e);
+}
+END_TEST
+
 static Suite *api_suite(void)
 {
     Suite *s = suite_create("api");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, keys_are_checked_before_anything);
+    tcase_add_test(tc, status_names_a_shard_s_partitions_to_admins);
     tcase_add_test(tc, partner_sees_only_its_tenants);
     tcase_add_test(tc, changes_are_validated_and_applied);
     tcase_add_test(tc, jobs_are_found_and_scoped);

@@ -251,6 +251,25 @@ START_TEST(status_shows_header_pools_and_deployments)
 }
 END_TEST
 
+/* A shard's status says which partitions it schedules and its share. */
+START_TEST(status_of_a_shard_names_its_partitions)
+{
+    json_t *status = load(status_admin_json);
+    json_object_set_new(status, "shard",
+                        json_pack("{s:i, s:[i,i,i], s:f}", "partitions", 8, "owned", 0, 3, 5,
+                                  "share", 0.375));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    ck_assert_int_eq(sl_cli_render_status(status, mem, NOW_MS), 0);
+    fclose(mem);
+    ck_assert_ptr_nonnull(
+        strstr(text, "\nshard: 3 of 8 partitions (0, 3, 5), share of the shared limits 0.375\n"));
+    free(text);
+    json_decref(status);
+}
+END_TEST
+
 START_TEST(partner_status_has_no_pools)
 {
     char *text = render_status(status_partner_json);
@@ -1012,6 +1031,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, status_shows_bars_levels_limits_and_reset_times);
     tcase_add_test(tc, status_shows_header_pools_and_deployments);
     tcase_add_test(tc, partner_status_has_no_pools);
+    tcase_add_test(tc, status_of_a_shard_names_its_partitions);
     tcase_add_test(tc, tenant_table_shows_the_20_busiest_and_counts_the_rest);
     tcase_add_test(tc, tenant_table_ranks_held_and_delayed_jobs_as_backlog);
     tcase_add_test(tc, long_names_are_clipped_to_keep_lines_within_100_columns);

@@ -218,6 +218,25 @@ int sl_cli_render_status(const json_t *status, FILE *out, int64_t now_ms)
             (long long)sl_cli_get_i64(totals, "held", 0),
             (long long)sl_cli_get_i64(totals, "delayed", 0),
             (long long)sl_cli_get_i64(totals, "in_flight", 0));
+    /* One scheduler of several: which partitions this one schedules. */
+    const json_t *shard = json_object_get(status, "shard");
+    if (json_is_object(shard)) {
+        fprintf(out, "shard: %zu of %lld partitions (",
+                json_array_size(json_object_get(shard, "owned")),
+                (long long)sl_cli_get_i64(shard, "partitions", 0));
+        size_t k;
+        json_t *p;
+        json_array_foreach(json_object_get(shard, "owned"), k, p)
+        {
+            if (k >= 16) {
+                fputs(", ...", out);
+                break;
+            }
+            fprintf(out, "%s%lld", k ? ", " : "", (long long)json_integer_value(p));
+        }
+        fprintf(out, "), share of the shared limits %.3f\n",
+                json_real_value(json_object_get(shard, "share")));
+    }
     /* Partner keys get no pools: the deployments are the operator's business. */
     size_t i;
     json_t *pool;
