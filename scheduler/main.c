@@ -902,6 +902,7 @@ int main(int argc, char **argv)
         pending_commit(&pending, cons, durable_and_logged(store, cl), 1);
     for (int i = 0; i < pending.n; i++)
         rd_kafka_topic_partition_list_destroy(pending.v[i].pos);
+    pending.n = 0; /* a shard's revocation, as the consumer closes, commits what is left */
     sl_intake_detach(intake);
     sl_kafka_consumer_close(cons);
     sl_intake_free(intake);

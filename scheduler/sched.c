@@ -352,6 +352,8 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
             sl_msg_cancel_read(doc, &cancel) != SL_OK) {
             s->st.jobs_invalid++;
             sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "invalid cancel message ignored: %s", why);
+        } else if (!sl_sched_owns(s, sl_sched_partition(s, cancel.tenant))) {
+            s->st.not_owned++; /* another shard's tenant: that shard answers it */
         } else {
             rc = on_cancel(s, &cancel, now_ms);
         }
