@@ -86,12 +86,12 @@ typedef struct {
 
 /* Heartbeats. The one naming calls just taken is acknowledged before they leave (the loop
  * flushes its producer), so it is one message, to the partition its key gives, through a
- * producer of its own. A periodic one goes to every partition of the usage topic: each scheduler
- * shard reads the partitions of its own tenants only, and each must hear every dispatcher (its
- * liveness, its window, the calls it holds). Those copies go through the usage events' producer,
- * which nothing waits on: on the dev broker a message to each of 16 partitions took about 45 ms
- * to be acknowledged, which the calls waiting on the flush would have missed their age bound
- * by. */
+ * producer of its own. With sharded schedulers (scheduler.sharded) a periodic one goes to every
+ * partition of the usage topic: each shard reads the partitions of its own tenants only, and
+ * each must hear every dispatcher (its liveness, its window, the calls it holds). Those copies
+ * go through the usage events' producer, which nothing waits on: on the dev broker a message to
+ * each of 16 partitions took about 45 ms to be acknowledged, which the calls waiting on the
+ * flush would have missed their age bound by. Without shards (nparts 0) it is one message. */
 typedef struct {
     rd_kafka_t *flushed, *bulk;
     const char *topic;
@@ -348,9 +348,14 @@ int main(int argc, char **argv)
         return 2;
     }
     ctx.prod = prod;
+    /* Only sharded schedulers need a copy in every partition (the config is the fleet's); one
+     * scheduler reads them all, and copies would only fill the topic. */
     beat_ctx_t beats = {hb_prod, prod, cfg->kafka.topic_usage,
-                        sl_kafka_partition_count(hb_prod, cfg->kafka.topic_usage, 30000), 0};
-    if (beats.nparts <= 0) {
+                        cfg->sched_sharded
+                            ? sl_kafka_partition_count(hb_prod, cfg->kafka.topic_usage, 30000)
+                            : 0,
+                        0};
+    if (cfg->sched_sharded && beats.nparts <= 0) {
         fprintf(stderr, "sluice-dispatcher: kafka: cannot read the partitions of %s\n",
                 cfg->kafka.topic_usage);
         return 2;
