@@ -158,14 +158,10 @@ static int run_once(int nsched, long jobs, int tenants, long long tpm, int keep,
     rd_kafka_t *prod = h_producer(bootstrap);
     rd_kafka_t *cons = h_consumer_from_start(bootstrap, "sluice.results");
     for (long i = 0; i < jobs; i++) {
-        char req[512], idem[32];
+        char idem[32], key[64];
         snprintf(idem, sizeof idem, "shards-%06ld", i);
-        int n = snprintf(req, sizeof req,
-                         "{\"idempotency_key\": \"%s\", \"api_key\": \"sk-bench-shards-%ld\","
-                         " \"route\": \"chat\", \"request\": {\"messages\": [{\"role\": \"user\","
-                         " \"content\": \"Tell me fact number %ld.\"}], \"max_tokens\": 20}}",
-                         idem, i % tenants, i);
-        h_produce(prod, "sluice.requests", idem, req, (size_t)n);
+        snprintf(key, sizeof key, "sk-bench-shards-%ld", i % tenants);
+        h_request_fact(prod, idem, key, i, 20);
     }
     rd_kafka_flush(prod, 60000);
     sl_hmap_t *seen = sl_hmap_new();

@@ -130,15 +130,10 @@ int main(int argc, char **argv)
     rd_kafka_t *results = h_consumer_from_start(st.bootstrap, "sluice.results");
     rd_kafka_t *dispatches = h_consumer_from_start(st.bootstrap, "sluice.dispatch");
     for (long long i = 0; i < jobs; i++) {
-        char req[512], idem[32];
+        char idem[32], key[64];
         snprintf(idem, sizeof idem, "takeover-%06lld", i);
-        int n = snprintf(req, sizeof req,
-                         "{\"idempotency_key\": \"%s\", \"api_key\": \"sk-bench-takeover-%02lld\","
-                         " \"route\": \"chat\", \"request\": {\"messages\":"
-                         " [{\"role\": \"user\", \"content\": \"Tell me fact number %lld.\"}],"
-                         " \"max_tokens\": 64}}",
-                         idem, i % tenants, i);
-        h_produce(prod, "sluice.requests", idem, req, (size_t)n);
+        snprintf(key, sizeof key, "sk-bench-takeover-%02lld", i % tenants);
+        h_request_fact(prod, idem, key, i, 64);
     }
     rd_kafka_flush(prod, 60000);
 

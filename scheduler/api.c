@@ -290,9 +290,9 @@ static void get_status(ctx_t *c)
         }
         json_object_set_new(doc, "pools", pools);
         /* One scheduler of several (scheduler.sharded): the partitions it schedules. */
-        sl_sched_stats_t st;
-        sl_sched_stats(c->s, &st);
         if (c->cfg->sched_sharded) {
+            sl_sched_stats_t st;
+            sl_sched_stats(c->s, &st);
             json_t *owned = json_array();
             for (int p = 0; p < st.partitions; p++)
                 if (sl_sched_owns(c->s, p))

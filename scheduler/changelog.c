@@ -407,17 +407,10 @@ int64_t sl_cl_replay_records(const sl_cl_replay_t *r)
 
 /* ---- reading it back ---- */
 
-sl_err_t sl_changelog_read(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
-                           int tail_only,
-                           sl_cl_replay_t **out, int64_t *refused, char *err, size_t errlen)
-{
-    return sl_changelog_read_some(cfg, mac_key, tail_only, NULL, 0, out, refused, err, errlen);
-}
-
-sl_err_t sl_changelog_read_some(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
-                                int tail_only, const uint8_t *only, int only_n,
-                                sl_cl_replay_t **out, int64_t *refused, char *err,
-                                size_t errlen)
+/* sl_changelog_read of the partitions p with only[p] != 0 (only_n entries; NULL: all). */
+static sl_err_t read_some(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
+                          int tail_only, const uint8_t *only, int only_n, sl_cl_replay_t **out,
+                          int64_t *refused, char *err, size_t errlen)
 {
     *out = NULL;
     *refused = 0;
@@ -527,6 +520,13 @@ done:
     }
     *out = r;
     return SL_OK;
+}
+
+sl_err_t sl_changelog_read(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
+                           int tail_only,
+                           sl_cl_replay_t **out, int64_t *refused, char *err, size_t errlen)
+{
+    return read_some(cfg, mac_key, tail_only, NULL, 0, out, refused, err, errlen);
 }
 
 /* ---- the topic's settings ---- */
@@ -699,13 +699,12 @@ sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_
         sl_changelog_close(cl, 0);
         return SL_ENOMEM;
     }
-    for (int p = 0; p < cl->nparts; p++)
-        if (sl_cl_replay_last_seq(last_seq, p) > cl->last_seq)
-            cl->last_seq = sl_cl_replay_last_seq(last_seq, p);
+    sl_changelog_adopt(cl, last_seq);
     /* snapshot_now (a first start) and a changelog without records (a database older than
      * the changelog) start with a whole snapshot; a restore asks for one once its jobs are in
-     * (sl_changelog_snapshot_soon); otherwise the next is due by size or time. A job whose record a crash kept from the broker needs none: its
-     * offset was not committed, so it comes again and is written again (sched.c). */
+     * (sl_changelog_snapshot_soon); otherwise the next is due by size or time. A job whose
+     * record a crash kept from the broker needs none: its offset was not committed, so it comes
+     * again and is written again (sched.c). */
     cl->snap_due = snapshot_now || sl_cl_replay_records(last_seq) == 0;
     cl->snap_began_ms = sl_now_ms();
     *out = cl;
@@ -800,6 +799,13 @@ void sl_changelog_adopt(sl_changelog_t *cl, const sl_cl_replay_t *r)
     for (int p = 0; p < cl->nparts; p++)
         if (sl_cl_replay_last_seq(r, p) > cl->last_seq)
             cl->last_seq = sl_cl_replay_last_seq(r, p);
+}
+
+sl_err_t sl_changelog_read_partitions(const sl_changelog_t *cl, const sl_config_t *cfg,
+                                      const uint8_t *only, sl_cl_replay_t **out,
+                                      int64_t *refused, char *err, size_t errlen)
+{
+    return read_some(cfg, cl->mac_key, 0, only, cl->nparts, out, refused, err, errlen);
 }
 
 /* Keyed records go where the tenant's jobs go. */

@@ -31,9 +31,9 @@
  * of scheduler.changelog_retention_bytes since its last snapshot began, so the records a restore
  * needs stay in the newest half of what the broker keeps. A partition whose unfinished jobs alone
  * take more than half of that cannot be kept: it is reported (a warning, and the metric
- * sluice_scheduler_changelog_partitions_at_risk), and a restore there refuses to guess. A restore replays each partition from the begin of its newest closed snapshot
- * (or from its first record when nothing was ever deleted), and refuses to guess when neither is
- * there.
+ * sluice_scheduler_changelog_partitions_at_risk), and a restore there refuses to guess. A
+ * restore replays each partition from the begin of its newest closed snapshot (or from its first
+ * record when nothing was ever deleted), and refuses to guess when neither is there.
  */
 #ifndef SL_CHANGELOG_H
 #define SL_CHANGELOG_H
@@ -116,12 +116,6 @@ int64_t sl_cl_replay_records(const sl_cl_replay_t *r);
 sl_err_t sl_changelog_read(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
                            int tail_only,
                            sl_cl_replay_t **out, int64_t *refused, char *err, size_t errlen);
-/* sl_changelog_read of the partitions p with only[p] != 0 (only: nparts entries, NULL for
- * all): a scheduler shard takes over some partitions while it runs. */
-sl_err_t sl_changelog_read_some(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
-                                int tail_only, const uint8_t *only, int nparts,
-                                sl_cl_replay_t **out, int64_t *refused, char *err,
-                                size_t errlen);
 
 /* ---- the topic's settings ---- */
 
@@ -140,8 +134,9 @@ sl_err_t sl_cl_check_retention(const sl_config_t *cfg, const char *cleanup_polic
 typedef struct sl_changelog sl_changelog_t;
 
 /* A writer with a producer of its own; checks that the changelog topic has as many partitions as
- * the jobs topic and settings that keep a whole snapshot (SL_ECONFIG otherwise, err says). last_seq (may be NULL) is what was read back
- * (sl_changelog_read), so new records follow every seq there even if the clock stepped back.
+ * the jobs topic and settings that keep a whole snapshot (SL_ECONFIG otherwise, err says).
+ * last_seq (may be NULL) is what was read back (sl_changelog_read), so new records follow every
+ * seq there even if the clock stepped back.
  * snapshot_now (a first start on a new database), or a changelog with no records read back,
  * starts with a whole snapshot. */
 sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
@@ -156,6 +151,12 @@ sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_
 void sl_changelog_set_owned(sl_changelog_t *cl, const uint8_t *owned);
 /* Records follow every seq of r (a replay of partitions just taken over). */
 void sl_changelog_adopt(sl_changelog_t *cl, const sl_cl_replay_t *r);
+/* sl_changelog_read of the partitions p with only[p] != 0 (the writer's partition count of
+ * entries), under the writer's own MAC key: a scheduler shard takes partitions over while it
+ * runs. */
+sl_err_t sl_changelog_read_partitions(const sl_changelog_t *cl, const sl_config_t *cfg,
+                                      const uint8_t *only, sl_cl_replay_t **out,
+                                      int64_t *refused, char *err, size_t errlen);
 
 /* Flushes what is in flight (at most timeout_ms) and frees it; NULL is a no-op. */
 void sl_changelog_close(sl_changelog_t *cl, int timeout_ms);

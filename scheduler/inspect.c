@@ -13,6 +13,7 @@
 #include "job.h"
 #include "ledger.h"
 #include "route.h"
+#include "shard.h"
 
 void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out)
 {
@@ -25,9 +26,7 @@ void sl_sched_stats(const sl_sched_t *s, sl_sched_stats_t *out)
     out->dispatchers_live = sl_holders_count(s);
     out->dispatch_window = sl_holders_window(s);
     out->partitions = s->nparts > 0 ? s->nparts : 1;
-    out->partitions_owned = s->nparts > 0 ? 0 : 1;
-    for (int p = 0; p < s->nparts; p++)
-        out->partitions_owned += s->owned[p] != 0;
+    out->partitions_owned = sl_shard_owned_count(s);
     size_t queued = 0;
     for (int r = 0; r < s->cfg->nroutes; r++)
         queued += sl_drr_len(s->routes[r].drr);

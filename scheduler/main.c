@@ -356,7 +356,6 @@ typedef struct {
     uint8_t *owned; /* the partitions the core and the changelog writer have */
     int revoked;    /* revoked and not yet assigned again: nothing is read or scheduled */
     int failed;     /* a restore or a store write failed in the callback: stop */
-    uint8_t mac_key[SL_MAC_KEY_BYTES];
     sl_intake_t *intake;
     rd_kafka_t *prod;
     sl_changelog_t *cl;
@@ -449,20 +448,16 @@ static void shard_assign(shards_t *sh, const uint8_t *now_owned)
         refeed_t *f = sh->refeed;
         memset(f, 0, sizeof *f);
         f->t0 = sl_mono_ms();
-        rc = sl_changelog_read_some(*sh->cfg, sh->mac_key, 0, gain, sh->nparts, &f->replay,
-                                    &f->refused, err, sizeof err);
+        rc = sl_changelog_read_partitions(sh->cl, *sh->cfg, gain, &f->replay, &f->refused, err,
+                                          sizeof err);
         if (rc == SL_OK)
             rc = sl_cl_replay_sorted(f->replay, &f->jobs, &f->n);
         if (rc == SL_OK) {
             f->read_ms = sl_mono_ms() - f->t0;
             sl_changelog_adopt(sh->cl, f->replay);
+            /* refeed_some takes them in from the next loop turn; its last slice (the first
+             * when there are none) lets snapshots go again. */
             sl_changelog_hold_snapshots(sh->cl);
-            if (f->n == 0) {
-                sl_cl_replay_free(f->replay);
-                free(f->jobs);
-                memset(f, 0, sizeof *f);
-                sl_changelog_snapshot_soon(sh->cl);
-            }
         } else {
             sl_error("shard: restoring %d partitions from the changelog: %s", gained,
                      err[0] != '\0' ? err : sl_strerror(rc));
@@ -637,7 +632,6 @@ int main(int argc, char **argv)
                                       !cfg->sched_sharded,
                                   &cl, err, sizeof err);
     shards_t sh = {.on = cfg->sched_sharded};
-    memcpy(sh.mac_key, cl_key, sizeof cl_key);
     sodium_memzero(cl_key, sizeof cl_key);
     if (cl_rc == SL_OK && refeed.jobs != NULL)
         sl_changelog_hold_snapshots(cl);
@@ -918,7 +912,6 @@ int main(int argc, char **argv)
     sl_sched_free(sched);
     sl_store_close(store);
     free(sh.owned);
-    sodium_memzero(sh.mac_key, sizeof sh.mac_key);
     sl_kafka_sign_as(NULL, SL_ROLE_SCHEDULER);
     sl_signer_free(signer);
     sl_keyring_free(keyring);

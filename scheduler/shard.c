@@ -19,14 +19,19 @@
 /* The store's note of a bucket's share: "share:<bucket id>". */
 #define SHARE_NOTE "share:"
 
-double sl_shard_target(const sl_sched_t *s)
+int sl_shard_owned_count(const sl_sched_t *s)
 {
     if (s->nparts <= 0)
-        return 1.0;
+        return 1;
     int n = 0;
     for (int p = 0; p < s->nparts; p++)
         n += s->owned[p] != 0;
-    return (double)n / s->nparts;
+    return n;
+}
+
+double sl_shard_target(const sl_sched_t *s)
+{
+    return s->nparts > 0 ? (double)sl_shard_owned_count(s) / s->nparts : 1.0;
 }
 
 int sl_sched_partition(const sl_sched_t *s, const char *tenant)

@@ -37,6 +37,9 @@ sl_bucket_spec_t sl_shard_spec(const sl_sched_t *s, int b, const sl_bucket_spec_
 /* What was carried from old into fresh at a reload (ownership and shares, by bucket id). */
 sl_err_t sl_shard_carry(sl_sched_t *fresh, const sl_sched_t *old, int64_t now_ms);
 
+/* The partitions owned (1 when not sharded: the one "partition" of everything). */
+int sl_shard_owned_count(const sl_sched_t *s);
+
 /* The share of the shared buckets that the partitions owned give (owned / all; 1 when not
  * sharded), whether or not it applies yet. */
 double sl_shard_target(const sl_sched_t *s);

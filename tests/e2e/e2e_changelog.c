@@ -218,14 +218,10 @@ int main(void)
     rd_kafka_t *prod = h_producer(st.bootstrap);
     rd_kafka_t *cons = h_consumer_from_start(st.bootstrap, "sluice.results");
     for (int i = 0; i < JOBS; i++) {
-        char req[512], idem[32];
+        char idem[32], key[64];
         snprintf(idem, sizeof idem, "changelog-%05d", i);
-        int n = snprintf(req, sizeof req,
-                         "{\"idempotency_key\": \"%s\", \"api_key\": \"sk-e2e-changelog-key-%d\","
-                         " \"route\": \"chat\", \"request\": {\"messages\": [{\"role\": \"user\","
-                         " \"content\": \"Tell me fact number %d.\"}], \"max_tokens\": 100}}",
-                         idem, i % 3, i);
-        h_produce(prod, "sluice.requests", idem, req, (size_t)n);
+        snprintf(key, sizeof key, "sk-e2e-changelog-key-%d", i % 3);
+        h_request_fact(prod, idem, key, i, 100);
     }
     rd_kafka_flush(prod, 30000);
 

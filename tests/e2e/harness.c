@@ -454,6 +454,18 @@ int64_t h_sql_count(const char *db, const char *sql)
     return n;
 }
 
+void h_request_fact(rd_kafka_t *prod, const char *idem, const char *api_key, long long n,
+                    int max_tokens)
+{
+    char req[1024];
+    int len = snprintf(req, sizeof req,
+                       "{\"idempotency_key\": \"%s\", \"api_key\": \"%s\","
+                       " \"route\": \"chat\", \"request\": {\"messages\": [{\"role\": \"user\","
+                       " \"content\": \"Tell me fact number %lld.\"}], \"max_tokens\": %d}}",
+                       idem, api_key, n, max_tokens);
+    h_produce(prod, "sluice.requests", idem, req, (size_t)len);
+}
+
 void h_results_init(h_results_t *r)
 {
     memset(r, 0, sizeof *r);

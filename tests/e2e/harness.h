@@ -120,6 +120,11 @@ char *h_member_config(const char *name, const char *body, const char *sched_extr
  * its pid; the bootstrap address into bootstrap (cap bytes). Exits the test on failure. */
 pid_t h_devkafka(const char *config, int partitions, char *bootstrap, size_t cap);
 
+/* Produces to sluice.requests, keyed by idem, a request on route "chat" under idempotency key
+ * idem and api_key: one user message "Tell me fact number N." with max_tokens. */
+void h_request_fact(rd_kafka_t *prod, const char *idem, const char *api_key, long long n,
+                    int max_tokens);
+
 /* Terminal results as a client de-duplicating by job id sees them. */
 typedef struct {
     sl_hmap_t *seen; /* job id -> its first status (malloc'd) */
