@@ -220,6 +220,7 @@ struct sl_sched {
      * when not sharded (it owns them all). */
     int nparts;
     uint8_t *owned;
+    int lease_shares; /* shares come from the coordinator's grants (grants.h), not from partitions */
     sl_sched_stats_t st;
 };
 

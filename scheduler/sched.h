@@ -24,6 +24,7 @@
 
 #include "config.h"
 #include "err.h"
+#include "grants.h"    /* capacity leases: sl_want_t */
 #include "inspect.h"   /* read-only views: sl_sched_stats, sl_sched_bucket_info, ... */
 #include "outbox.h"    /* the messages out: sl_sched_take */
 #include "overrides.h" /* run-time changes: sl_sched_set_limit, _share, _paused */
@@ -85,6 +86,26 @@ sl_err_t sl_sched_shard(sl_sched_t *s, int nparts, int64_t now_ms);
  * (smaller at once, larger when due), and the own per-minute buckets of the tenants of a
  * partition just gained start as if just used (their previous owner's use is not known). */
 sl_err_t sl_sched_set_owned(sl_sched_t *s, const uint8_t *owned, int64_t now_ms);
+
+/* Capacity leases (scheduler.capacity_leases; grants.h): call before sl_sched_shard. The shares
+ * of the shared buckets then come from the coordinator's grants alone (sl_sched_grant_share), and
+ * start at none whatever the store says (a lease does not outlive its process). */
+void sl_sched_lease_shares(sl_sched_t *s);
+
+/* The shared buckets (at most max): ids[i] and how long each counts an admission after it was
+ * made (release_ms[i]). Returns how many there are (may be more than max). */
+int sl_sched_shared_buckets(sl_sched_t *s, int64_t now_ms, const char **ids, int64_t *release_ms,
+                            int max);
+
+/* What this shard would report of the n shared buckets named in ids: the weights of its
+ * backlogged flows that use each, the share it could use, the share it enforces, and what
+ * each still counts of its admissions, as a share of the whole limit. SL_ENOMEM. */
+sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, int n,
+                         sl_want_t *out);
+
+/* Enforces share (0..1) of the shared bucket named id from now on; SL_ENOTFOUND when there is
+ * no such shared bucket. Inside the caller's transaction (the share is noted in the store). */
+sl_err_t sl_sched_grant_share(sl_sched_t *s, const char *id, double share, int64_t now_ms);
 
 /* The partition of a tenant's jobs; 0 when not sharded. */
 int sl_sched_partition(const sl_sched_t *s, const char *tenant);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "buckets.h"
+#include "grants.h"
 #include "job.h"
 #include "kafka.h"
 #include "ledger.h"
@@ -31,7 +32,18 @@ int sl_shard_owned_count(const sl_sched_t *s)
 
 double sl_shard_target(const sl_sched_t *s)
 {
-    return s->nparts > 0 ? (double)sl_shard_owned_count(s) / s->nparts : 1.0;
+    if (s->nparts <= 0)
+        return 1.0;
+    if (s->lease_shares) {
+        /* The largest share granted: the traffic this shard may send at most. */
+        double most = -1;
+        for (int b = 0; b < s->nbinfo; b++)
+            if (s->binfo[b].shared && s->binfo[b].share > most)
+                most = s->binfo[b].share;
+        if (most >= 0)
+            return most;
+    }
+    return (double)sl_shard_owned_count(s) / s->nparts;
 }
 
 int sl_sched_partition(const sl_sched_t *s, const char *tenant)
@@ -126,7 +138,9 @@ sl_err_t sl_sched_shard(sl_sched_t *s, int nparts, int64_t now_ms)
         char key[600], value[32];
         snprintf(key, sizeof key, SHARE_NOTE "%s", sl_ledger_id(s->ledger, b));
         double share = fresh ? 0.0 : 1.0;
-        if (sl_store_meta_get(s->store, key, value, sizeof value) == SL_OK)
+        if (s->lease_shares)
+            share = 0.0; /* a lease does not outlive the process it was granted to */
+        else if (sl_store_meta_get(s->store, key, value, sizeof value) == SL_OK)
             share = strtod(value, NULL);
         if (!(share >= 0.0) || share > 1.0)
             share = 0.0;
@@ -175,6 +189,8 @@ sl_err_t sl_sched_set_owned(sl_sched_t *s, const uint8_t *owned, int64_t now_ms)
     free(gained);
     if (owned != s->owned)
         memcpy(s->owned, owned, (size_t)s->nparts);
+    if (s->lease_shares)
+        return SL_OK; /* the coordinator's grants set the shares */
     double target = sl_shard_target(s);
     for (int b = 0; b < sl_ledger_count(s->ledger); b++) {
         binfo_t *bi = &s->binfo[b];
@@ -199,6 +215,118 @@ sl_err_t sl_sched_set_owned(sl_sched_t *s, const uint8_t *owned, int64_t now_ms)
         }
     }
     return SL_OK;
+}
+
+/* ---- capacity leases (grants.h) ---- */
+
+/* The share a shard with no backlog on a bucket asks for: a first job there gets some room at
+ * once, without the others giving theirs back first. What it admitted before still counts as
+ * its own until it leaves the window (the coordinator holds it for it), and a shard whose jobs
+ * wait asks for everything and gets its flows' part. */
+#define IDLE_WANT 0.02
+
+void sl_sched_lease_shares(sl_sched_t *s)
+{
+    s->lease_shares = 1;
+}
+
+int sl_sched_shared_buckets(sl_sched_t *s, int64_t now_ms, const char **ids, int64_t *release_ms,
+                            int max)
+{
+    int n = 0;
+    for (int b = 0; b < sl_ledger_count(s->ledger); b++) {
+        if (!s->binfo[b].shared)
+            continue;
+        if (n < max) {
+            ids[n] = sl_ledger_id(s->ledger, b);
+            release_ms[n] = raise_delay(s, b, now_ms);
+        }
+        n++;
+    }
+    return n;
+}
+
+/* What bucket b still counts of this shard's admissions, as a share of the whole limit. A
+ * token bucket that mirrors a provider's per-minute limit has a guard over the trailing window
+ * the provider counts, which says exactly that (its level does not: a bucket raised from a
+ * smaller share starts at the level it had). Any other bucket: what is missing from it. */
+static double counted_share(sl_sched_t *s, int b, int64_t now_ms)
+{
+    sl_bucket_spec_t whole = sl_buckets_spec_whole(s, b);
+    const sl_bucket_spec_t *cur = sl_ledger_spec(s->ledger, b);
+    double used = 0;
+    if (whole.alg == SL_ALG_TOKEN_BUCKET && whole.guard_window_ms > 0 && whole.guard_capacity > 0)
+        used = sl_ledger_guard_used(s->ledger, b, now_ms) / whole.guard_capacity;
+    else if (whole.capacity > 0)
+        used = (cur->capacity - sl_ledger_level(s->ledger, b, now_ms)) / whole.capacity;
+    return used > 0 ? used : 0;
+}
+
+sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, int n,
+                         sl_want_t *out)
+{
+    const sl_config_t *cfg = s->cfg;
+    int nb = sl_ledger_count(s->ledger);
+    double *w = calloc((size_t)(nb > 0 ? nb : 1), sizeof *w);
+    int *seen = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *seen);
+    if (w == NULL || seen == NULL) {
+        free(w);
+        free(seen);
+        return SL_ENOMEM;
+    }
+    for (int b = 0; b < nb; b++)
+        seen[b] = -1;
+    /* A route's backlogged flows weigh on every shared bucket its deployments cross. */
+    for (int r = 0; r < cfg->nroutes; r++) {
+        const sl_drr_t *drr = s->routes[r].drr;
+        if (sl_drr_len(drr) == 0)
+            continue;
+        double rw = 0;
+        for (int t = 0; t < cfg->ntenants; t++)
+            for (int c = 0; c < SL_CLASS_COUNT; c++)
+                if (sl_drr_flow_len(drr, t * SL_CLASS_COUNT + c) > 0)
+                    rw += (double)s->trt[t].weight;
+        for (int k = 0; rw > 0 && k < cfg->routes[r].ndeployments; k++) {
+            const path_t *p = &s->deps[cfg->routes[r].deployments[k]].path;
+            for (int i = 0; i < p->n; i++) {
+                int b = p->b[i];
+                if (!s->binfo[b].shared || seen[b] == r)
+                    continue;
+                seen[b] = r;
+                w[b] += rw;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        int b = sl_ledger_find(s->ledger, ids[i]);
+        memset(&out[i], 0, sizeof out[i]);
+        if (b < 0 || !s->binfo[b].shared)
+            continue;
+        out[i].weight = w[b];
+        out[i].held = s->binfo[b].share;
+        out[i].used = counted_share(s, b, now_ms);
+        out[i].want = w[b] > 0 ? 1.0 : IDLE_WANT;
+    }
+    free(w);
+    free(seen);
+    return SL_OK;
+}
+
+sl_err_t sl_sched_grant_share(sl_sched_t *s, const char *id, double share, int64_t now_ms)
+{
+    int b = sl_ledger_find(s->ledger, id);
+    if (b < 0 || !s->binfo[b].shared)
+        return SL_ENOTFOUND;
+    if (!(share >= 0))
+        share = 0;
+    if (share > 1)
+        share = 1;
+    binfo_t *bi = &s->binfo[b];
+    if (bi->share == share && bi->share_next == share)
+        return SL_OK;
+    bi->share = bi->share_next = share;
+    bi->share_at_ms = 0;
+    return apply(s, b, now_ms);
 }
 
 sl_err_t sl_shard_tick(sl_sched_t *s, int64_t now_ms)
@@ -282,6 +410,7 @@ sl_err_t sl_shard_carry(sl_sched_t *fresh, const sl_sched_t *old, int64_t now_ms
 {
     if (old->nparts <= 0)
         return SL_OK;
+    fresh->lease_shares = old->lease_shares;
     uint8_t *owned = malloc((size_t)old->nparts);
     if (owned == NULL)
         return SL_ENOMEM;

@@ -284,6 +284,86 @@ START_TEST(a_tenant_taken_over_starts_its_own_limits_used)
 }
 END_TEST
 
+/* Every shared bucket granted share. */
+static void grant_all(env_t *e, double share, int64_t now_ms)
+{
+    const char *ids[32];
+    int64_t release[32];
+    int n = sl_sched_shared_buckets(e->sched, now_ms, ids, release, 32);
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_le(n, 32);
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_ge(release[i], 0);
+        ck_assert_int_eq(sl_sched_grant_share(e->sched, ids[i], share, now_ms), SL_OK);
+    }
+}
+
+/* dep-a's per-minute token bucket, as a demand report says it. */
+static sl_want_t demand_tpm(env_t *e, int64_t now_ms)
+{
+    const char *id = "deployment:dep-a:tpm";
+    sl_want_t d;
+    ck_assert_int_eq(sl_sched_demand(e->sched, now_ms, &id, 1, &d), SL_OK);
+    return d;
+}
+
+/* With capacity leases the coordinator's grants set the shares: none at the start whatever the
+ * store says, the partitions owned change nothing, and a grant applies at once. A report says
+ * the weight of the backlog, the share enforced and how much of the limit is still counted. */
+START_TEST(leased_shares_come_from_grants_alone)
+{
+    env_t e;
+    int64_t now;
+    env_with_history(&e, &now);
+    sl_sched_lease_shares(e.sched);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
+    own_first(&e, 4, 4, now);
+    feed_n(&e, "acme", 60, now);
+    ck_assert_int_eq(dispatches_over(&e, now, now + 5000, 1000), 0);
+    sl_want_t d = demand_tpm(&e, now + 5000);
+    ck_assert_double_gt(d.weight, 0);
+    ck_assert_double_eq(d.want, 1);
+    ck_assert_double_eq(d.held, 0);
+    ck_assert_double_eq(d.used, 0);
+    ck_assert_int_eq(sl_sched_grant_share(e.sched, "tenant:acme:nothing", 0.5, now),
+                     SL_ENOTFOUND);
+    grant_all(&e, 0.5, now + 5000);
+    /* Half the rate from an empty bucket (0.09 tokens/ms: at most about 36 jobs of 150 a
+     * minute; the whole rate would take twice that). */
+    int half = dispatches_over(&e, now + 6000, now + 65000, 1000);
+    ck_assert_int_le(half, 38);
+    ck_assert_int_ge(half, 25);
+    d = demand_tpm(&e, now + 65000);
+    ck_assert_double_eq(d.held, 0.5);
+    ck_assert_double_gt(d.used, 0.3);
+    ck_assert_double_le(d.used, 0.5 + 1e-9);
+    /* Losing partitions changes no leased share. */
+    own_first(&e, 4, 1, now + 65000);
+    ck_assert_double_eq(demand_tpm(&e, now + 65000).held, 0.5);
+    /* A lease run out: nothing more goes. */
+    grant_all(&e, 0, now + 66000);
+    ck_assert_int_eq(dispatches_over(&e, now + 66000, now + 90000, 1000), 0);
+    env_done(&e);
+}
+END_TEST
+
+/* A shard whose queue is empty asks only for a little: the rest is the others'. */
+START_TEST(an_idle_shard_wants_little)
+{
+    env_t e;
+    int64_t now;
+    env_with_history(&e, &now);
+    sl_sched_lease_shares(e.sched);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
+    own_first(&e, 4, 4, now);
+    sl_want_t d = demand_tpm(&e, now);
+    ck_assert_double_eq(d.weight, 0);
+    ck_assert_double_lt(d.want, 0.1);
+    ck_assert_double_gt(d.want, 0);
+    env_done(&e);
+}
+END_TEST
+
 static Suite *shard_suite(void)
 {
     Suite *s = suite_create("shard");
@@ -297,6 +377,8 @@ static Suite *shard_suite(void)
     tcase_add_test(tc, hand_over_takes_out_the_partition_s_jobs_only);
     tcase_add_test(tc, a_job_of_another_shard_s_partition_is_not_taken);
     tcase_add_test(tc, a_tenant_taken_over_starts_its_own_limits_used);
+    tcase_add_test(tc, leased_shares_come_from_grants_alone);
+    tcase_add_test(tc, an_idle_shard_wants_little);
     suite_add_tcase(s, tc);
     return s;
 }
