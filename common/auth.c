@@ -16,7 +16,8 @@ unsigned sl_auth_writers(const sl_config_t *cfg, const char *topic)
     if (strcmp(topic, cfg->kafka.topic_jobs) == 0)
         return SL_ROLE_BIT(SL_ROLE_INGEST);
     if (strcmp(topic, cfg->kafka.topic_dispatch) == 0 ||
-        strcmp(topic, cfg->kafka.topic_changelog) == 0)
+        strcmp(topic, cfg->kafka.topic_changelog) == 0 ||
+        strcmp(topic, cfg->kafka.topic_capacity) == 0)
         return SL_ROLE_BIT(SL_ROLE_SCHEDULER);
     if (strcmp(topic, cfg->kafka.topic_usage) == 0 || strcmp(topic, cfg->kafka.topic_stream) == 0)
         return SL_ROLE_BIT(SL_ROLE_DISPATCHER);

@@ -34,7 +34,8 @@ static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     static const char *const keys[] = {"bootstrap_servers", "bootstrap_file", "topics",
                                        "properties",        "membership",     "instance", NULL};
     static const char *const topic_keys[] = {"requests", "requests_batch", "jobs",   "dispatch",
-                                             "results",  "usage",          "stream", "changelog", NULL};
+                                             "results",  "usage",          "stream", "changelog",
+                                             "capacity", NULL};
     sl_kafka_cfg_t *k = &cfg->kafka;
     json_t *kj = section(c, root, "config", "kafka", "kafka", keys);
     k->bootstrap_servers = cfg_get_str(c, kj, "kafka", "bootstrap_servers", "");
@@ -59,6 +60,7 @@ static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     k->topic_usage = cfg_get_str(c, tj, "kafka.topics", "usage", "sluice.usage");
     k->topic_stream = cfg_get_str(c, tj, "kafka.topics", "stream", "sluice.stream");
     k->topic_changelog = cfg_get_str(c, tj, "kafka.topics", "changelog", "sluice.changelog");
+    k->topic_capacity = cfg_get_str(c, tj, "kafka.topics", "capacity", "sluice.capacity");
     json_t *pj = cfg_get_obj(c, kj, "kafka", "properties");
     if (pj != NULL) {
         size_t n = json_object_size(pj);
@@ -86,7 +88,8 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     static const char *const sched_keys[] = {
         "db",           "lease_ms",     "max_attempts", "drr_quantum_tokens", "metrics_listen",
         "admin_listen", "max_queued",   "max_queued_bytes",   "dispatcher_dead_ms",
-        "changelog_retention_bytes", "changelog_snapshot_ms", "sharded", NULL};
+        "changelog_retention_bytes", "changelog_snapshot_ms", "sharded", "capacity_leases",
+        "capacity_lease_ms", NULL};
     static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", "heartbeat_ms",
                                             NULL};
     static const char *const sign_keys[] = {"secret_key_file",
@@ -128,6 +131,13 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
         cfg->changelog_retention_bytes < 64 << 10)
         cfg_fail(c, "scheduler.changelog_retention_bytes: 0 (unbounded) or at least 65536");
     cfg->sched_sharded = cfg_get_bool(c, sj, "scheduler", "sharded", 0);
+    cfg->sched_capacity_leases =
+        cfg_get_bool(c, sj, "scheduler", "capacity_leases", cfg->sched_sharded);
+    cfg->sched_capacity_lease_ms =
+        cfg_get_int(c, sj, "scheduler", "capacity_lease_ms", 10000, 2000, 600000);
+    if (!c->failed && cfg->sched_capacity_leases && !cfg->sched_sharded)
+        cfg_fail(c, "scheduler.capacity_leases needs scheduler.sharded: one scheduler holds "
+                    "every limit whole");
 
     json_t *dj = section(c, root, "config", "dispatcher", "dispatcher", disp_keys);
     cfg->max_in_flight = cfg_get_int(c, dj, "dispatcher", "max_in_flight", 256, 1, 100000);

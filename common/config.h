@@ -250,6 +250,9 @@ typedef struct {
     /* the schedulers' own record of their queued jobs, partitioned as topic_jobs
      * (scheduler/changelog.h) */
     const char *topic_changelog;
+    /* the sharded schedulers' capacity leases: demand reports and grant tables, all on
+     * partition 0 (scheduler/coord.h) */
+    const char *topic_capacity;
     /* How ingest, the scheduler and the dispatcher own their input partitions (sl_kafka.h):
      * "static" (each role one process that assigns itself every partition: a restart reads on
      * at once, no group to rejoin), "group" (a consumer group; static membership through
@@ -288,6 +291,11 @@ typedef struct sl_config {
     /* one scheduler of several (scheduler/shard.h): they share the jobs topic's partitions
      * through a consumer group (kafka.membership must not be "static") */
     int sched_sharded;
+    /* shards admit within leased grants of the shared limits (scheduler/coord.h; default on
+     * when sharded) rather than fixed shares by partitions owned; a lease lasts this long
+     * unrenewed */
+    int sched_capacity_leases;
+    int64_t sched_capacity_lease_ms;
     /* dispatcher */
     int64_t max_in_flight;
     int64_t heartbeat_ms; /* how often it tells the scheduler which attempts it holds */

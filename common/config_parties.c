@@ -31,6 +31,7 @@ static const char *own_topic(cfg_ctx_t *c, const sl_config_t *cfg, json_t *tj, c
     const sl_kafka_cfg_t *k = &cfg->kafka;
     const char *const internal[] = {k->topic_requests, k->topic_requests_batch, k->topic_jobs,
                                     k->topic_dispatch, k->topic_usage, k->topic_changelog,
+                                    k->topic_capacity,
                                     strcmp(key, "results_topic") == 0 ? k->topic_stream
                                                                       : k->topic_results};
     if (!topic_name_ok(topic)) {

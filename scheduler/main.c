@@ -21,6 +21,7 @@
 #include "api.h"
 #include "auth.h"
 #include "changelog.h"
+#include "coord.h"
 #include "exporter.h"
 #include "history.h"
 #include "intake.h"
@@ -473,12 +474,17 @@ static void shard_assign(shards_t *sh, const uint8_t *now_owned)
     }
     sh->revoked = 0;
     sl_sched_stats(*sh->sched, &st1);
+    char share[64];
+    if ((*sh->cfg)->sched_capacity_leases)
+        snprintf(share, sizeof share, "shares of the shared limits leased");
+    else
+        snprintf(share, sizeof share, "share of the shared limits %.3f",
+                 (double)(kept + gained) / sh->nparts);
     sl_info("shard: %d partitions kept, %d gained (%zu unfinished jobs to take in from the "
-            "changelog), %d lost (%d jobs handed over, %lld of them in flight); share of the "
-            "shared limits %.3f; %.0f ms",
+            "changelog), %d lost (%d jobs handed over, %lld of them in flight); %s; %.0f ms",
             kept, gained, sh->refeed->n, lost, handed,
-            (long long)(st1.handed_over_in_flight - st0.handed_over_in_flight),
-            (double)(kept + gained) / sh->nparts, sl_mono_ms() - t0);
+            (long long)(st1.handed_over_in_flight - st0.handed_over_in_flight), share,
+            sl_mono_ms() - t0);
 }
 
 static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -537,6 +543,8 @@ static sl_err_t shard_start(shards_t *sh, rd_kafka_t *prod, char *err, size_t er
     if (sh->owned == NULL)
         return SL_ENOMEM;
     int64_t now = sl_now_ms();
+    if (cfg->sched_capacity_leases)
+        sl_sched_lease_shares(*sh->sched);
     sl_err_t rc = sl_sched_shard(*sh->sched, jobs, now);
     int dropped = 0;
     if (rc == SL_OK)
@@ -576,9 +584,11 @@ int main(int argc, char **argv)
      * checked with ingest's public keys, usage events with the dispatcher's. */
     sl_signer_t *signer = NULL;
     sl_keyring_t *keyring = NULL;
+    /* With capacity leases, the other schedulers' reports and grants too. */
+    unsigned readers = SL_ROLE_BIT(SL_ROLE_INGEST) | SL_ROLE_BIT(SL_ROLE_DISPATCHER) |
+                       (cfg->sched_capacity_leases ? SL_ROLE_BIT(SL_ROLE_SCHEDULER) : 0);
     if (sl_auth_signer(cfg, SL_ROLE_SCHEDULER, &signer, err, sizeof err) != SL_OK ||
-        sl_auth_keyring(cfg, SL_ROLE_BIT(SL_ROLE_INGEST) | SL_ROLE_BIT(SL_ROLE_DISPATCHER),
-                        &keyring, err, sizeof err) != SL_OK) {
+        sl_auth_keyring(cfg, readers, &keyring, err, sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-scheduler: %s\n", err);
         return 2;
     }
@@ -677,8 +687,11 @@ int main(int argc, char **argv)
     sh.cfg = &cfg;
     sh.pending = &pending;
     sh.refeed = &refeed;
+    sl_coord_t *coord = NULL;
     if (sh.on) {
         sl_err_t src = shard_start(&sh, prod, err, sizeof err);
+        if (src == SL_OK && cfg->sched_capacity_leases)
+            src = sl_coord_new(cfg, sched, keyring, &coord, err, sizeof err);
         if (src != SL_OK) {
             fprintf(stderr, "sluice-scheduler: %s\n", err);
             return src == SL_EDB ? SL_STORE_EXIT_STATUS : 2;
@@ -711,7 +724,8 @@ int main(int argc, char **argv)
     int lag_family = sl_kafka_lag_family(metrics);
     int m_lost = sl_kafka_lost_family(metrics);
     int refused_family = sl_auth_refused_family(metrics, "sluice_scheduler");
-    if (lag_family < 0 || refused_family < 0 || sl_changelog_metrics(cl, metrics) != 0) {
+    if (lag_family < 0 || refused_family < 0 || sl_changelog_metrics(cl, metrics) != 0 ||
+        (coord != NULL && sl_coord_metrics(coord, metrics) != 0)) {
         fprintf(stderr, "sluice-scheduler: cannot set up metrics\n");
         return 1;
     }
@@ -792,6 +806,10 @@ int main(int argc, char **argv)
             else
                 rc = sl_sched_on_usage(sched, m->payload, m->len, now);
         }
+        /* Capacity leases: grants applied, lost leases dropped, demand reported; and the
+         * coordinator's round when this shard owns partition 0 of the jobs topic. */
+        if (rc == SL_OK && coord != NULL)
+            rc = sl_coord_step(coord, sched, sh.owned[0] && !sh.revoked, now);
         /* Without partitions the scheduler hears no usage events: it then neither leases nor
          * lets leases expire, and the silent time is added to the leases afterwards. */
         int assigned = has_assignment(cons);
@@ -865,6 +883,12 @@ int main(int argc, char **argv)
             /* before: the old config may be freed in the reload, and the history names it */
             sl_history_reset(history);
             reload(&cfg, store, &sched);
+            if (coord != NULL && sl_store_begin(store) == SL_OK) {
+                if (sl_coord_reapply(coord, sched, sl_now_ms()) == SL_OK)
+                    sl_store_commit(store);
+                else
+                    sl_store_rollback(store);
+            }
         }
         sl_admin_poll(admin, sl_api_handle, &api);
         if (now - last_export >= 1000) {
@@ -874,6 +898,7 @@ int main(int argc, char **argv)
             sl_kafka_export_lag(cons, metrics, lag_family);
             sl_kafka_export_lost(metrics, m_lost);
             sl_changelog_export(cl);
+            sl_coord_export(coord, now);
             last_export = now;
             /* A flood that stopped still reports how many lines it held back. */
             sl_log_flush_limited();
@@ -897,6 +922,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < pending.n; i++)
         rd_kafka_topic_partition_list_destroy(pending.v[i].pos);
     pending.n = 0; /* a shard's revocation, as the consumer closes, commits what is left */
+    sl_coord_free(coord);
     sl_intake_detach(intake);
     sl_kafka_consumer_close(cons);
     sl_intake_free(intake);

@@ -307,6 +307,10 @@ START_TEST(defaults_are_applied_to_a_minimal_config)
     ck_assert_str_eq(cfg->kafka.topic_results, "sluice.results");
     ck_assert_str_eq(cfg->kafka.topic_usage, "sluice.usage");
     ck_assert_str_eq(cfg->kafka.topic_changelog, "sluice.changelog");
+    ck_assert_str_eq(cfg->kafka.topic_capacity, "sluice.capacity");
+    ck_assert_int_eq(cfg->sched_sharded, 0);
+    ck_assert_int_eq(cfg->sched_capacity_leases, 0);
+    ck_assert_int_eq(cfg->sched_capacity_lease_ms, 10000);
     ck_assert_int_eq(cfg->changelog_retention_bytes, 5 << 20);
     ck_assert_int_eq(cfg->changelog_snapshot_ms, 3600000);
     ck_assert_int_eq(cfg->kafka.nprops, 0);
@@ -534,6 +538,7 @@ START_TEST(out_of_range_numbers_are_refused_and_named)
         {"scheduler", "max_attempts", 1000, 0},
         {"scheduler", "changelog_retention_bytes", -1, 0},
         {"scheduler", "changelog_snapshot_ms", -1, 0},
+        {"scheduler", "capacity_lease_ms", 1000, 0},
         {"dispatcher", "max_in_flight", 0, 0},
         {"deployments", "slices_per_minute", 0, 0},
         {"deployments", "headroom", 0, 1},
@@ -568,6 +573,18 @@ START_TEST(out_of_range_numbers_are_refused_and_named)
     json_object_set_new(json_object_get(root, "scheduler"), "changelog_retention_bytes",
                         json_integer(1000));
     expect_config_error(root, "changelog_retention_bytes", "65536");
+
+    /* Capacity leases are the sharded schedulers' (and their default). */
+    root = example();
+    json_object_set_new(json_object_get(root, "scheduler"), "capacity_leases", json_true());
+    expect_config_error(root, "capacity_leases", "scheduler.sharded");
+    root = example();
+    json_object_set_new(json_object_get(root, "scheduler"), "sharded", json_true());
+    char lerr[512];
+    sl_config_t *sharded = NULL;
+    ck_assert_int_eq(load_doc(root, &sharded, lerr, sizeof lerr), SL_OK);
+    ck_assert_int_eq(sharded->sched_capacity_leases, 1);
+    sl_config_free(sharded);
 
     root = example();
     json_object_set_new(json_object_get(json_object_get(root, "classes"), "interactive"),

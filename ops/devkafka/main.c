@@ -95,6 +95,9 @@ int main(int argc, char **argv)
                 rc_topics = create_topic(mc, mine[i], partitions, brokers);
         }
     }
+    /* The capacity leases' topic: one partition, read whole by every scheduler. */
+    if (rc_topics == 0)
+        rc_topics = create_topic(mc, cfg->kafka.topic_capacity, 1, brokers);
     if (rc_topics != 0)
         return 1;
     const char *bootstraps = rd_kafka_mock_cluster_bootstraps(mc);
