@@ -15,6 +15,7 @@
  * of the limit between shards costs. "0" in the list is one scheduler that is not sharded (the
  * default setup), to compare with. Writes bench/results/shards-<unix time>.json. */
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "harness.h"
 #include "hmap.h"
 #include "opts.h"
+#include "stats.h"
 #include "util.h"
 
 enum { PARTITIONS = 16, MAX_SCHEDULERS = 8, TENANTS_MAX = 64, LIMITED_MINUTE_MS = 6000 };
@@ -58,6 +60,8 @@ typedef struct {
     int schedulers, results, twice;
     double seconds, per_s, cpu_us_per_job, assign_s;
     double utilisation; /* with a limit: its share used from the first result to the last */
+    double steady;      /* and from the 25th to the 75th percent of the results */
+    double jain;        /* Jain's index over the tenants' results in that middle half */
     long long refused;  /* the simulator's 429s */
 } run_t;
 
@@ -167,6 +171,11 @@ static int run_once(int nsched, long jobs, int tenants, long long tpm, int keep,
     sl_hmap_t *seen = sl_hmap_new();
     double first = 0, last = 0, deadline = sl_mono_ms() + 900000;
     int64_t tokens_first = 0;
+    /* The middle half of the results: the steady state, without the start and the end. */
+    long mid_from = jobs / 4, mid_to = jobs * 3 / 4;
+    double t_mid_from = 0, t_mid_to = 0;
+    int64_t tokens_mid_from = 0, tokens_mid_to = 0;
+    double per_tenant[TENANTS_MAX] = {0};
     while (out->results < jobs && sl_mono_ms() < deadline) {
         json_t *r = NULL;
         if (!h_poll_json(cons, 200, &r))
@@ -182,6 +191,20 @@ static int run_once(int nsched, long jobs, int tenants, long long tpm, int keep,
                 tokens_first = h_sim_total(st, "tokens_charged");
                 json_decref(st);
             }
+            if (out->results == mid_from || out->results == mid_to) {
+                json_t *st = tpm > 0 ? h_http_json(stats_url) : NULL;
+                *(out->results == mid_from ? &tokens_mid_from : &tokens_mid_to) =
+                    h_sim_total(st, "tokens_charged");
+                *(out->results == mid_from ? &t_mid_from : &t_mid_to) = last;
+                json_decref(st);
+            }
+            const char *tn = json_string_value(json_object_get(r, "tenant"));
+            if (out->results > mid_from && out->results <= mid_to && tn != NULL &&
+                strncmp(tn, "t", 1) == 0) {
+                long t = strtol(tn + 1, NULL, 10);
+                if (t >= 0 && t < TENANTS_MAX)
+                    per_tenant[t] += 1;
+            }
         } else if (id != NULL) {
             out->twice++;
         }
@@ -192,6 +215,10 @@ static int run_once(int nsched, long jobs, int tenants, long long tpm, int keep,
     if (tpm > 0 && last > first)
         out->utilisation = (double)(h_sim_total(st, "tokens_charged") - tokens_first) /
                            ((last - first) / LIMITED_MINUTE_MS * (double)tpm);
+    if (tpm > 0 && t_mid_to > t_mid_from)
+        out->steady = (double)(tokens_mid_to - tokens_mid_from) /
+                      ((t_mid_to - t_mid_from) / LIMITED_MINUTE_MS * (double)tpm);
+    out->jain = b_jain(per_tenant, tenants);
     json_decref(st);
     double cpu = 0;
     for (int i = 0; i < nsched; i++)
@@ -291,14 +318,19 @@ int main(int argc, char **argv)
                "(summed); %d delivered twice; group settled in %.1f s",
                what, r.results, r.seconds, r.per_s, r.cpu_us_per_job, r.twice, r.assign_s);
         if (tpm > 0)
-            printf("; %.1f %% of the limit used, %lld x 429", 100.0 * r.utilisation, r.refused);
+            printf("; %.1f %% of the limit used (%.1f %% in the middle half of the results, "
+                   "Jain %.4f over the tenants there), %lld x 429",
+                   100.0 * r.utilisation, 100.0 * r.steady, r.jain, r.refused);
         printf("\n");
         json_array_append_new(
-            runs, json_pack("{s:i, s:b, s:i, s:f, s:f, s:f, s:i, s:f, s:I}", "schedulers",
+            runs, json_pack("{s:i, s:b, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:I}",
+                            "schedulers",
                             r.schedulers > 0 ? r.schedulers : 1, "sharded", r.schedulers > 0,
                             "results", r.results, "seconds", r.seconds, "per_second", r.per_s,
                             "scheduler_cpu_us_per_job", r.cpu_us_per_job, "twice", r.twice,
-                            "utilisation", r.utilisation, "refused", (json_int_t)r.refused));
+                            "utilisation", r.utilisation, "steady_utilisation", r.steady,
+                            "jain_middle", isnan(r.jain) ? 0.0 : r.jain, "refused",
+                            (json_int_t)r.refused));
     }
     json_t *out = json_pack("{s:I, s:i, s:i, s:I, s:o}", "jobs", (json_int_t)jobs, "tenants",
                             tenants, "partitions", PARTITIONS, "tpm", (json_int_t)tpm, "runs",

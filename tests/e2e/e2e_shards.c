@@ -1,20 +1,22 @@
 /* e2e_shards - several schedulers share the jobs topic and the provider's limits.
  *
  * Three schedulers (scheduler.sharded, one consumer group), two dispatchers and two ingests run
- * 1,600 jobs of four tenants against one simulated deployment whose token limit binds. A third
- * of the way in, one scheduler is killed with SIGKILL and its database deleted: the group gives
- * its partitions to the others, which restore them from the changelog. Two thirds in, a fourth
- * scheduler joins, and once it has scheduled it leaves (SIGTERM): partitions move twice more.
+ * 1,200 jobs of four tenants against one simulated deployment whose token limit binds; the shards
+ * admit within capacity leases granted by a coordinator (scheduler/coord.h). A third of the way
+ * in, the coordinator's scheduler is killed with SIGKILL and its database deleted: the group
+ * gives its partitions (and the coordinator's role, with partition 0) to the others, which
+ * restore them from the changelog. Half way, a fourth scheduler joins, and once it has
+ * scheduled it leaves (SIGTERM): partitions move twice more.
  *
  * Asserts: every job gets exactly one terminal result after de-duplication by job id, all
  * succeeded, none conflicting; the simulator refused at most 0.1 % of requests (each shard
- * admits within its share of the limit, a gained share only once the old owner's use of it has
- * left the window); the killed scheduler's partitions were taken over and the joiner scheduled
- * and left cleanly; and provider calls made twice are at most the jobs in flight at the kill
- * plus those handed over in flight at the rebalances (both counted). Prints the utilisation of
- * the binding limit over the run, which static shares (partitions owned over all, whatever the
- * tenants in them want) keep below what one scheduler reaches: demand-following grants are a
- * later step. */
+ * admits within its grant, and the coordinator grants only what no shard holds); the killed
+ * scheduler's partitions were taken over, a survivor became coordinator with a newer epoch
+ * before any shard's lease ran out, and the joiner scheduled and left cleanly; the four tenants
+ * were served alike before the kill (Jain's index of their results); and provider calls made
+ * twice are at most the jobs in flight at the kill plus those handed over in flight at the
+ * rebalances (both counted). Prints the utilisation of the binding limit over the run (kill,
+ * rebalances and the start included; bench/shards measures the steady state). */
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,7 +28,7 @@
 #include "hmap.h"
 #include "util.h"
 
-enum { JOBS = 600, TENANTS = 4, MINUTE_MS = 6000, TPM = 30000, PARTITIONS = 8 };
+enum { JOBS = 1200, TENANTS = 4, MINUTE_MS = 6000, TPM = 30000, PARTITIONS = 8 };
 enum { SCHEDULERS = 4 /* three, then a fourth joins */, DISPATCHERS = 2, INGESTS = 2 };
 
 static char key_hex[TENANTS][65];
@@ -188,15 +190,30 @@ int main(void)
     long in_flight_at_kill = 0, log_at_kill[3] = {0};
     double deadline = sl_mono_ms() + 300000, t_joined = 0, t_kill = 0, t_taken = 0;
     int done = 0;
-    char killed_db[4200];
-    snprintf(killed_db, sizeof killed_db, "%s/sched-0.db", dir);
+    /* The one killed is the capacity coordinator (the owner of partition 0). */
+    int victim = -1;
+    char killed_db[4200] = "";
+    /* Results per tenant in the steady state before the kill (from an eighth of the results on:
+     * every tenant has jobs waiting, the first grants are made), and the tokens admitted. */
+    double before_kill[TENANTS] = {0};
+    double t_steady = 0, t_steady_end = 0;
+    int64_t tokens_steady = 0, tokens_steady_end = 0;
     while (done < JOBS && sl_mono_ms() < deadline) {
-        if (!killed && done >= JOBS / 3) {
-            for (int i = 1; i < 3; i++) {
+        if (!killed && done >= JOBS / 2) {
+            for (int i = 0; i < 3 && victim < 0; i++) {
+                snprintf(name, sizeof name, "sched-%d", i);
+                if (wait_log(name, 0, "capacity: coordinating", 1) >= 0)
+                    victim = i;
+            }
+            h_check(victim >= 0, "one of the schedulers is the capacity coordinator");
+            if (victim < 0)
+                victim = 0;
+            snprintf(killed_db, sizeof killed_db, "%s/sched-%d.db", dir, victim);
+            for (int i = 0; i < 3; i++) {
                 snprintf(name, sizeof name, "sched-%d", i);
                 log_at_kill[i] = log_size(name);
             }
-            h_stop(sched[0], SIGKILL, 5000);
+            h_stop(sched[victim], SIGKILL, 5000);
             /* What it had in flight (leased, or ended with its result not yet acknowledged):
              * the most its successors can run again. */
             in_flight_at_kill =
@@ -209,12 +226,14 @@ int main(void)
                 unlink(path);
             }
             t_kill = sl_mono_ms();
-            printf("  scheduler 0 killed at %d/%d results (%ld in flight); its database "
-                   "deleted\n",
-                   done, JOBS, in_flight_at_kill);
+            printf("  scheduler %d (the coordinator) killed at %d/%d results (%ld in flight); "
+                   "its database deleted\n",
+                   victim, done, JOBS, in_flight_at_kill);
             killed = 1;
         }
-        for (int i = 1; killed && t_taken == 0 && i < 3; i++) {
+        for (int i = 0; killed && t_taken == 0 && i < 3; i++) {
+            if (i == victim)
+                continue;
             snprintf(name, sizeof name, "sched-%d", i);
             if (wait_log(name, log_at_kill[i], "partitions kept", 1) >= 0) {
                 t_taken = sl_mono_ms();
@@ -222,7 +241,7 @@ int main(void)
                        (t_taken - t_kill) / 1000.0);
             }
         }
-        if (killed && !joined && done >= JOBS / 2) {
+        if (killed && !joined && done >= JOBS * 2 / 3) {
             sched[3] = h_spawn("sluice-scheduler", "sched-3", sched_cfg[3], sched_args);
             joined = 1;
             printf("  scheduler 3 joins at %d/%d results\n", done, JOBS);
@@ -241,7 +260,25 @@ int main(void)
         json_t *r = NULL;
         if (!h_poll_json(cons, 200, &r))
             continue;
-        h_results_take(&res, r);
+        int first = h_results_take(&res, r);
+        if (first && res.done == JOBS / 8) {
+            json_t *st = h_http_json(stats_url);
+            tokens_steady = h_sim_total(st, "tokens_charged");
+            t_steady = sl_mono_ms();
+            json_decref(st);
+        }
+        if (first && res.done == JOBS / 2 && !killed) {
+            json_t *st = h_http_json(stats_url);
+            tokens_steady_end = h_sim_total(st, "tokens_charged");
+            t_steady_end = sl_mono_ms();
+            json_decref(st);
+        }
+        if (first && !killed && res.done > JOBS / 8) {
+            const char *tn = json_string_value(json_object_get(r, "tenant"));
+            static const char *const names[TENANTS] = {"alpha", "beta", "gamma", "delta"};
+            for (int t = 0; tn != NULL && t < TENANTS; t++)
+                before_kill[t] += strcmp(tn, names[t]) == 0;
+        }
         done = res.done;
         json_decref(r);
     }
@@ -252,12 +289,39 @@ int main(void)
     h_check(res.ok == JOBS, "every job succeeded (%d of %d)", res.ok, JOBS);
     h_check(res.conflicting == 0, "no job has conflicting results (%d; %d delivered twice)",
             res.conflicting, res.duplicates);
-    int taken = 0;
-    for (int i = 1; i < 3; i++) {
+    int taken = 0, recoordinated = 0, lapsed = 0;
+    for (int i = 0; i < 3; i++) {
+        if (i == victim)
+            continue;
         snprintf(name, sizeof name, "sched-%d", i);
         taken |= sum_after(name, log_at_kill[i], "partitions kept, ") > 0;
+        /* A survivor took the coordinator's role with a newer epoch... */
+        recoordinated |= sum_after(name, log_at_kill[i], "capacity: coordinating, epoch ") >= 2;
+        /* ...soon enough that no shard's lease ran out unrenewed. */
+        lapsed += wait_log(name, 0, "lease ran out", 1) >= 0;
     }
     h_check(killed && taken, "the killed scheduler's partitions were taken over by the others");
+    h_check(recoordinated, "a survivor became the capacity coordinator with a newer epoch");
+    h_check(lapsed == 0, "no surviving shard's capacity lease ran out (%d did)", lapsed);
+    /* Demand-following grants: each shard's share follows its tenants, so every tenant was
+     * served alike while all had jobs waiting (static shares by partitions gave 0.6 - 0.9 here). */
+    double sum = 0, sq = 0;
+    for (int t = 0; t < TENANTS; t++) {
+        sum += before_kill[t];
+        sq += before_kill[t] * before_kill[t];
+    }
+    double jain = sq > 0 ? sum * sum / (TENANTS * sq) : 0;
+    double steady = t_steady_end > t_steady
+                        ? (double)(tokens_steady_end - tokens_steady) /
+                              ((t_steady_end - t_steady) / MINUTE_MS * TPM)
+                        : 0;
+    printf("  steady state before the kill (results %d to %d): %.1f %% of the limit used, "
+           "Jain %.4f over the tenants (%.0f %.0f %.0f %.0f results)\n",
+           JOBS / 8, JOBS / 2, 100.0 * steady, jain, before_kill[0], before_kill[1],
+           before_kill[2], before_kill[3]);
+    h_check(jain >= 0.98, "the tenants were served alike in the steady state: Jain %.4f", jain);
+    h_check(steady >= 0.85, "the steady state used %.1f %% of the binding limit (at least 85 %%)",
+            100.0 * steady);
     h_check(joined && t_joined > 0 && left && joiner_status == 0,
             "the fourth scheduler joined, was given partitions and left cleanly (status %d)",
             joiner_status);
@@ -278,7 +342,7 @@ int main(void)
             (long long)twice, in_flight_at_kill, handed_in_flight);
     int64_t tokens = h_sim_total(stats, "tokens_charged");
     printf("  %.1f s for %d jobs; %lld tokens admitted: %.0f %% of the limit over the run "
-           "(static shares: a shard's share follows its partitions, not its tenants' demand)\n",
+           "(the start, the kill and the rebalances included)\n",
            elapsed_s, JOBS, (long long)tokens,
            100.0 * (double)tokens / (elapsed_s * 1000.0 / MINUTE_MS * TPM));
     json_decref(stats);
@@ -291,10 +355,12 @@ int main(void)
         unclean += h_stop(ingest[i], SIGTERM, 20000) != 0;
     for (int i = 0; i < DISPATCHERS; i++)
         unclean += h_stop(disp[i], SIGTERM, 20000) != 0;
-    for (int i = 1; i < 3; i++)
-        unclean += h_stop(sched[i], SIGTERM, 20000) != 0;
-    if (!killed)
-        h_stop(sched[0], SIGKILL, 5000);
+    for (int i = 0; i < 3; i++) {
+        if (!killed)
+            h_stop(sched[i], SIGKILL, 5000);
+        else if (i != victim)
+            unclean += h_stop(sched[i], SIGTERM, 20000) != 0;
+    }
     if (joined && !left)
         h_stop(sched[3], SIGKILL, 5000);
     h_stop(simp, SIGTERM, 5000);
