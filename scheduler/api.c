@@ -30,6 +30,29 @@ typedef struct {
 
 /* ---- answers ---- */
 
+/* Capacity leases (scheduler/coord.h): the coordinator, this shard's lease, and the share of
+ * each shared limit it enforces now. */
+static json_t *leases_json(ctx_t *c)
+{
+    sl_coord_info_t in;
+    sl_coord_info(c->api->coord, c->now, &in);
+    enum { MAX_SHOWN = 64 };
+    const char *ids[MAX_SHOWN];
+    int64_t release[MAX_SHOWN];
+    int n = sl_sched_shared_buckets(c->s, c->now, ids, release, MAX_SHOWN);
+    if (n > MAX_SHOWN)
+        n = MAX_SHOWN;
+    sl_want_t d[MAX_SHOWN];
+    json_t *granted = json_object();
+    if (sl_sched_demand(c->s, c->now, ids, n, d) == SL_OK)
+        for (int i = 0; i < n; i++)
+            json_object_set_new(granted, ids[i], json_real(d[i].held));
+    return json_pack("{s:b, s:I, s:i, s:I, s:I, s:o}", "coordinator", in.coordinator, "epoch",
+                     (json_int_t)in.epoch, "shards_live", in.live, "lease_left_ms",
+                     (json_int_t)in.lease_left_ms, "expiries", (json_int_t)in.expiries,
+                     "granted", granted);
+}
+
 /* Answers with doc (taken). */
 static void answer(ctx_t *c, int status, json_t *doc)
 {
@@ -297,10 +320,15 @@ static void get_status(ctx_t *c)
             for (int p = 0; p < st.partitions; p++)
                 if (sl_sched_owns(c->s, p))
                     json_array_append_new(owned, json_integer(p));
-            json_object_set_new(doc, "shard",
-                                json_pack("{s:I, s:o, s:f}", "partitions",
-                                          (json_int_t)st.partitions, "owned", owned, "share",
-                                          (double)st.partitions_owned / (double)st.partitions));
+            json_t *shard = json_pack("{s:I, s:o}", "partitions", (json_int_t)st.partitions,
+                                      "owned", owned);
+            if (c->api->coord == NULL)
+                json_object_set_new(shard, "share",
+                                    json_real((double)st.partitions_owned /
+                                              (double)st.partitions));
+            else
+                json_object_set_new(shard, "leases", leases_json(c));
+            json_object_set_new(doc, "shard", shard);
         }
     }
     sort_base = ti;

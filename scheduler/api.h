@@ -12,6 +12,7 @@
 
 #include "admin.h"
 #include "config.h"
+#include "coord.h"
 #include "history.h"
 #include "sched.h"
 #include "store.h"
@@ -22,6 +23,7 @@ typedef struct {
     sl_store_t *store;
     int64_t (*now_ms)(void);   /* the clock (tests set their own) */
     sl_history_t *history;     /* what /v1/history and /v1/queues show; NULL: not kept */
+    const sl_coord_t *coord;   /* capacity leases (sharded schedulers); NULL: none */
 } sl_api_t;
 
 /* An sl_admin_fn: arg is an sl_api_t. */

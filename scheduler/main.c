@@ -734,7 +734,7 @@ int main(int argc, char **argv)
     sl_history_t *history = sl_history_new();
     if (history != NULL)
         sl_exporter_chain(exporter, sl_history_observer(), history);
-    sl_api_t api = {&sched, (const sl_config_t **)&cfg, store, sl_now_ms, history};
+    sl_api_t api = {&sched, (const sl_config_t **)&cfg, store, sl_now_ms, history, coord};
     if (cfg->admin_listen[0] != '\0') {
         int port = 0;
         if (sl_admin_start(cfg->admin_listen, &admin, &port, err, sizeof err) != SL_OK) {

@@ -89,7 +89,8 @@ static void env_init(env_t *e)
     ck_assert_int_eq(sl_store_open(e->cfg->db_path, e->sql, &e->store, err, sizeof err), SL_OK);
     ck_assert_int_eq(sl_sched_new(e->cfg, e->store, T0, &e->sched, err, sizeof err),
                      SL_OK);
-    e->api = (sl_api_t){&e->sched, (const sl_config_t **)&e->cfg, e->store, fixed_now, NULL};
+    e->api =
+        (sl_api_t){&e->sched, (const sl_config_t **)&e->cfg, e->store, fixed_now, NULL, NULL};
 }
 
 static void env_done(env_t *e)

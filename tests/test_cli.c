@@ -270,6 +270,29 @@ START_TEST(status_of_a_shard_names_its_partitions)
 }
 END_TEST
 
+/* With capacity leases: the coordinator, the lease left and what is granted. */
+START_TEST(status_of_a_leased_shard_names_its_grants)
+{
+    json_t *status = load(status_admin_json);
+    json_object_set_new(
+        status, "shard",
+        json_pack("{s:i, s:[i], s:{s:b, s:i, s:i, s:i, s:i, s:{s:f}}}", "partitions", 8, "owned",
+                  0, "leases", "coordinator", 1, "epoch", 3, "shards_live", 3, "lease_left_ms",
+                  9500, "expiries", 1, "granted", "deployment:sim-a:tpm", 0.245));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    ck_assert_int_eq(sl_cli_render_status(status, mem, NOW_MS), 0);
+    fclose(mem);
+    ck_assert_msg(strstr(text, "\nshard: 1 of 8 partitions (0); capacity leases: coordinator of "
+                               "epoch 3, 3 shards live, lease 9.5 s left (ran out 1 times)\n"
+                               "  granted 0.245 of deployment:sim-a:tpm\n") != NULL,
+                  "%s", text);
+    free(text);
+    json_decref(status);
+}
+END_TEST
+
 START_TEST(partner_status_has_no_pools)
 {
     char *text = render_status(status_partner_json);
@@ -1032,6 +1055,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, status_shows_header_pools_and_deployments);
     tcase_add_test(tc, partner_status_has_no_pools);
     tcase_add_test(tc, status_of_a_shard_names_its_partitions);
+    tcase_add_test(tc, status_of_a_leased_shard_names_its_grants);
     tcase_add_test(tc, tenant_table_shows_the_20_busiest_and_counts_the_rest);
     tcase_add_test(tc, tenant_table_ranks_held_and_delayed_jobs_as_backlog);
     tcase_add_test(tc, long_names_are_clipped_to_keep_lines_within_100_columns);

@@ -234,8 +234,33 @@ int sl_cli_render_status(const json_t *status, FILE *out, int64_t now_ms)
             }
             fprintf(out, "%s%lld", k ? ", " : "", (long long)json_integer_value(p));
         }
-        fprintf(out, "), share of the shared limits %.3f\n",
-                json_real_value(json_object_get(shard, "share")));
+        const json_t *leases = json_object_get(shard, "leases");
+        if (!json_is_object(leases)) {
+            fprintf(out, "), share of the shared limits %.3f\n",
+                    json_real_value(json_object_get(shard, "share")));
+        } else {
+            fprintf(out, "); capacity leases: %s epoch %lld, %lld shards live, lease %.1f s left",
+                    json_is_true(json_object_get(leases, "coordinator")) ? "coordinator of"
+                                                                         : "coordinated in",
+                    (long long)sl_cli_get_i64(leases, "epoch", 0),
+                    (long long)sl_cli_get_i64(leases, "shards_live", 0),
+                    (double)sl_cli_get_i64(leases, "lease_left_ms", 0) / 1000.0);
+            long long expiries = (long long)sl_cli_get_i64(leases, "expiries", 0);
+            if (expiries > 0)
+                fprintf(out, " (ran out %lld times)", expiries);
+            fputc('\n', out);
+            const char *id;
+            json_t *v;
+            int k2 = 0;
+            json_object_foreach((json_t *)json_object_get(leases, "granted"), id, v)
+            {
+                if (k2++ >= 8) {
+                    fputs("  ...\n", out);
+                    break;
+                }
+                fprintf(out, "  granted %.3f of %s\n", json_number_value(v), id);
+            }
+        }
     }
     /* Partner keys get no pools: the deployments are the operator's business. */
     size_t i;

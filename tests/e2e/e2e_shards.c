@@ -346,6 +346,27 @@ int main(void)
            elapsed_s, JOBS, (long long)tokens,
            100.0 * (double)tokens / (elapsed_s * 1000.0 / MINUTE_MS * TPM));
     json_decref(stats);
+    /* What operators see: exactly one coordinator among the survivors, in a newer epoch. */
+    int coordinators = 0, newer = 0, metrics_ok = 1;
+    for (int i = 0; i < 3; i++) {
+        if (i == victim)
+            continue;
+        json_t *c = json_load_file(sched_cfg[i], 0, NULL);
+        const char *listen =
+            json_string_value(json_object_get(json_object_get(c, "scheduler"), "metrics_listen"));
+        char url[128];
+        snprintf(url, sizeof url, "http://%s/metrics", listen != NULL ? listen : "");
+        char *text = h_http_text(url);
+        coordinators += h_metrics_sample(text, "sluice_scheduler_capacity_coordinator") == 1;
+        newer += h_metrics_sample(text, "sluice_scheduler_capacity_epoch") >= 2;
+        metrics_ok &= text != NULL && h_promtool_check(text) == 0;
+        free(text);
+        json_decref(c);
+    }
+    h_check(coordinators == 1 && newer == 2,
+            "/metrics: one coordinator among the survivors (%d), both in a newer epoch (%d)",
+            coordinators, newer);
+    h_check(metrics_ok, "the survivors' /metrics pass promtool");
     rd_kafka_destroy(prod);
     rd_kafka_consumer_close(cons);
     rd_kafka_destroy(cons);

@@ -146,6 +146,22 @@ def changelog_seed(jobs, trimmed):
     return bytes([trimmed]) + b"\n".join(lines)
 
 
+def grants_seed():
+    # Reports of two shards, then a coordinator's table (times near fuzz_grants' clock).
+    t0 = 1700000000000
+    def report(shard, seq, at, w):
+        return json.dumps({"v": 1, "type": "report", "shard": shard, "seq": seq, "at": at,
+                           "ack": -1, "b": {"deployment:a:tpm": [w, 1, 0, 0],
+                                            "org:o:tpm": [w, 0.02, 0, 0.01]}}).encode()
+    table = json.dumps({"v": 1, "type": "grants", "coordinator": "c", "epoch": 1, "seq": 1,
+                        "at": t0 + 200, "lease_ms": 10000,
+                        "shards": {"self": {"echo": 1, "b": {"deployment:a:tpm": 0.5,
+                                                            "org:o:tpm": 0.25}},
+                                   "other": {"echo": 1, "b": {"deployment:a:tpm": 0.5}}}})
+    return b"\n".join([report("self", 1, t0, 2), report("other", 1, t0 + 100, 1),
+                       table.encode()])
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -181,6 +197,7 @@ def main():
         "dispatch": [b"\x00" + dispatch] + [b"\x01" + r for r in requests()],
         "verify": verify_seeds([dispatch] + job_lines()[:3]),
         "changelog": [changelog_seed(job_lines()[:4], trimmed) for trimmed in (0, 1)],
+        "grants": [grants_seed()],
     }
     # verify's seeds are binary: its dictionary is from the values in them, and the names.
     dict_sources = {"verify": [dispatch] + job_lines()}
