@@ -28,6 +28,10 @@ typedef struct {
     double weight, want, held, used; /* its newest report */
     double granted;                  /* the newest grant */
     unacked_t un;
+    /* Learned from a table's "departed" part (a shard silent before this view heard it): it
+     * holds `left` until until_ms. */
+    double left;
+    int64_t until_ms;
 } slot_t;
 
 typedef struct {
@@ -166,6 +170,8 @@ static double hold_of(const slot_t *sl)
         h = sl->used;
     if (sl->un.n > 0 && sl->un.x[0] > h)
         h = sl->un.x[0];
+    if (sl->left > h)
+        h = sl->left;
     return h;
 }
 
@@ -176,9 +182,15 @@ static int live(const sl_grants_t *g, const shard_t *s, int64_t now_ms)
 
 /* Whether a shard no longer live still holds bucket b: for its lease, then as long as the
  * bucket counts what it admitted. */
+static int64_t counts_until(const sl_grants_t *g, const shard_t *s, int b)
+{
+    int64_t until = s->heard_ms + g->lease_ms + g->release_ms[b];
+    return s->slot[b].until_ms > until ? s->slot[b].until_ms : until;
+}
+
 static int counts(const sl_grants_t *g, const shard_t *s, int b, int64_t now_ms)
 {
-    return now_ms < s->heard_ms + g->lease_ms + g->release_ms[b];
+    return now_ms < counts_until(g, s, b);
 }
 
 int sl_grants_live(const sl_grants_t *g, int64_t now_ms)
@@ -204,7 +216,10 @@ static void forget_gone(sl_grants_t *g, int64_t now_ms)
     int k = 0;
     for (int i = 0; i < g->n; i++) {
         shard_t *s = g->shards[i];
-        if (now_ms >= s->heard_ms + g->lease_ms + g->max_release_ms)
+        int gone = now_ms >= s->heard_ms + g->lease_ms + g->max_release_ms;
+        for (int b = 0; gone && b < g->nb; b++)
+            gone = now_ms >= s->slot[b].until_ms;
+        if (gone)
             shard_free(s);
         else
             g->shards[k++] = s;
@@ -360,6 +375,26 @@ char *sl_grants_round(sl_grants_t *g, const char *self, int64_t epoch, int64_t n
     }
     for (int i = 0; i < n; i++)
         json_decref(per[i]);
+    /* What silent shards still hold, and until when: a scheduler that reads only the newest
+     * tables (a new coordinator started long after a shard died) still counts it. */
+    json_t *departed = json_object();
+    oom |= departed == NULL;
+    for (int i = 0; !oom && i < g->n; i++) {
+        shard_t *s = g->shards[i];
+        if (live(g, s, now_ms))
+            continue;
+        json_t *b = json_object();
+        oom |= b == NULL;
+        for (int k = 0; !oom && k < g->nb; k++)
+            if (counts(g, s, k, now_ms))
+                oom |= json_object_set_new(b, g->ids[k],
+                                           json_pack("[f,I]", hold_of(&s->slot[k]),
+                                                     (json_int_t)counts_until(g, s, k))) != 0;
+        if (!oom && json_object_size(b) > 0)
+            oom |= json_object_set_new(departed, s->id, json_pack("{s:o}", "b", b)) != 0;
+        else
+            json_decref(b);
+    }
     char *text = NULL;
     if (!oom) {
         oom |= json_object_set_new(root, "v", json_integer(1)) != 0;
@@ -370,9 +405,11 @@ char *sl_grants_round(sl_grants_t *g, const char *self, int64_t epoch, int64_t n
         oom |= json_object_set_new(root, "at", json_integer(now_ms)) != 0;
         oom |= json_object_set_new(root, "lease_ms", json_integer(g->lease_ms)) != 0;
         oom |= json_object_set(root, "shards", shards) != 0;
+        oom |= json_object_set(root, "departed", departed) != 0;
         if (!oom)
             text = json_dumps(root, JSON_COMPACT);
     }
+    json_decref(departed);
     json_decref(shards);
     json_decref(root);
     return text;
@@ -502,6 +539,25 @@ static int fold_table(sl_grants_t *g, json_t *root, int64_t now_ms, const char *
         double x;
         json_object_foreach(b, key, v) if (number(v, 0, 1, &x) != 0) return 0;
     }
+    json_t *departed = json_object_get(root, "departed");
+    if (departed != NULL && !json_is_object(departed))
+        return 0;
+    json_object_foreach(departed, id, e)
+    {
+        json_t *b = json_object_get(e, "b");
+        if (!json_is_object(b))
+            return 0;
+        const char *key;
+        json_t *v;
+        double x;
+        json_object_foreach(b, key, v)
+        {
+            if (!json_is_array(v) || json_array_size(v) != 2 ||
+                number(json_array_get(v, 0), 0, 1e3, &x) != 0 ||
+                !json_is_integer(json_array_get(v, 1)))
+                return 0;
+        }
+    }
     g->epoch = epoch;
     g->seq = seq;
     int64_t tkey = table_key(epoch, seq);
@@ -527,7 +583,7 @@ static int fold_table(sl_grants_t *g, json_t *root, int64_t now_ms, const char *
             s->slot[i].granted = x;
             unacked_add(&s->slot[i].un, tkey, x);
         }
-        if (self != NULL && strcmp(id, self) == 0 && mine != NULL) {
+        if (self != NULL && strcmp(id, self) == 0 && mine != NULL && is_mine != NULL) {
             int64_t echo = -1;
             integer(e, "echo", -1, &echo);
             mine->epoch = epoch;
@@ -540,8 +596,31 @@ static int fold_table(sl_grants_t *g, json_t *root, int64_t now_ms, const char *
                     number(v2, 0, 1, &mine->share[i]);
             }
             g->self_ack = tkey;
-            if (is_mine != NULL)
-                *is_mine = 1;
+            *is_mine = 1;
+        }
+    }
+    json_object_foreach(departed, id, e)
+    {
+        /* Not one this view hears from itself: what the table says it holds, until when. */
+        shard_t *s = shard_find(g, id, 1);
+        if (s == NULL || live(g, s, now_ms))
+            continue;
+        const char *key;
+        json_t *v;
+        json_object_foreach(json_object_get(e, "b"), key, v)
+        {
+            int i = sl_grants_find(g, key);
+            if (i < 0)
+                continue;
+            double left = json_number_value(json_array_get(v, 0));
+            int64_t until = json_integer_value(json_array_get(v, 1));
+            /* At most as far ahead as the longest window: a table cannot pin capacity longer. */
+            if (until > now_ms + g->lease_ms + g->release_ms[i])
+                until = now_ms + g->lease_ms + g->release_ms[i];
+            if (left > s->slot[i].left)
+                s->slot[i].left = left;
+            if (until > s->slot[i].until_ms)
+                s->slot[i].until_ms = until;
         }
     }
     return 2;

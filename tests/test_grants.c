@@ -243,6 +243,44 @@ START_TEST(a_dead_shards_part_is_granted_again_only_after_lease_and_window)
 }
 END_TEST
 
+/* A coordinator that read only the newest table (started long after a shard died) still counts
+ * what the dead shard holds, until when the old view said. */
+START_TEST(a_table_carries_what_silent_shards_still_hold)
+{
+    sl_grants_t *old = view(), *a = view(), *b = view();
+    report(old, a, "a", 1, T0, 1, 1, 0, 0);
+    report(old, b, "b", 1, T0, 1, 1, 0, 0);
+    char *t = sl_grants_round(old, "c", 1, T0, NULL, NULL);
+    receive(a, t, "a", T0);
+    receive(b, t, "b", T0);
+    free(t);
+    report(old, a, "a", 2, T0 + 100, 1, 1, 0.5, 0.5);
+    int64_t now = T0 + LEASE + 500; /* a is silent past its lease */
+    report(old, b, "b", 2, now, 1, 1, 0.5, 0.5);
+    t = sl_grants_round(old, "c", 1, now, NULL, NULL);
+    ck_assert_ptr_nonnull(strstr(t, "\"departed\":{\"a\""));
+    /* The new coordinator's view: that table and b's next report, nothing older. */
+    sl_grants_t *fresh = view();
+    ck_assert_int_eq(sl_grants_fold(fresh, t, strlen(t), now, NULL, NULL, NULL), 2);
+    free(t);
+    report(fresh, b, "b", 3, now + 100, 1, 1, 0.5, 0.5);
+    char *t2 = sl_grants_round(fresh, "c2", 2, now + 200, NULL, NULL);
+    ck_assert_double_le(receive(b, t2, "b", now + 200), 0.5 + EPS);
+    free(t2);
+    ck_assert_double_ge(sl_grants_held(fresh, 0, now + 200), 1 - EPS);
+    /* Once a's window is over, b may have it all. */
+    int64_t later = T0 + 100 + LEASE + RELEASE + 10;
+    report(fresh, b, "b", 4, later, 1, 1, 0.5, 0.5);
+    char *t3 = sl_grants_round(fresh, "c2", 2, later, NULL, NULL);
+    ck_assert_double_eq_tol(receive(b, t3, "b", later), 1, EPS);
+    free(t3);
+    sl_grants_free(fresh);
+    sl_grants_free(old);
+    sl_grants_free(a);
+    sl_grants_free(b);
+}
+END_TEST
+
 START_TEST(older_epochs_replays_and_malformed_messages_change_nothing)
 {
     sl_grants_t *coord = view(), *a = view();
@@ -275,6 +313,8 @@ START_TEST(older_epochs_replays_and_malformed_messages_change_nothing)
         "{\"v\":1,\"type\":\"grants\",\"epoch\":9,\"seq\":1,\"at\":1,\"lease_ms\":5,"
         "\"shards\":{\"a\":{\"b\":{}}}}",
         "{\"v\":1,\"type\":\"report\",\"shard\":\"a\",\"shard\":\"b\"}",
+        "{\"v\":1,\"type\":\"grants\",\"epoch\":9,\"seq\":1,\"at\":1,\"lease_ms\":5,"
+        "\"shards\":{},\"departed\":{\"x\":{\"b\":{\"deployment:d:tpm\":[0.5]}}}}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         ck_assert_msg(sl_grants_fold(coord, bad[i], strlen(bad[i]), T0 + 50, "a", NULL, NULL) ==
@@ -294,7 +334,7 @@ enum { SHARDS = 4, STEPS = 3000, STEP_MS = 50, WINDOW_STEPS = RELEASE / STEP_MS 
 
 typedef struct {
     sl_grants_t *v;
-    char id[8];
+    char id[16];
     int64_t seq;
     int64_t sent_at[STEPS + 1]; /* per report: when it was sent (a lease counts from it) */
     double enforce;
@@ -397,6 +437,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_smaller_grant_counts_until_acknowledged_and_used_up);
     tcase_add_test(tc, a_grant_not_yet_acknowledged_counts_at_its_largest);
     tcase_add_test(tc, a_dead_shards_part_is_granted_again_only_after_lease_and_window);
+    tcase_add_test(tc, a_table_carries_what_silent_shards_still_hold);
     tcase_add_test(tc, older_epochs_replays_and_malformed_messages_change_nothing);
     tcase_add_test(tc, shares_enforced_never_pass_the_limit_with_lost_messages);
     suite_add_tcase(s, tc);
