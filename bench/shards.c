@@ -62,6 +62,7 @@ typedef struct {
     double utilisation; /* with a limit: its share used from the first result to the last */
     double steady;      /* and from the 25th to the 75th percent of the results */
     double jain;        /* Jain's index over the tenants' results in that middle half */
+    double capacity_per_s; /* capacity-topic messages a second over the run (leases) */
     long long refused;  /* the simulator's 429s */
 } run_t;
 
@@ -161,6 +162,10 @@ static int run_once(int nsched, long jobs, int tenants, long long tpm, int keep,
         cpu0[i] = h_cpu_seconds(sched[i]);
     rd_kafka_t *prod = h_producer(bootstrap);
     rd_kafka_t *cons = h_consumer_from_start(bootstrap, "sluice.results");
+    int64_t cap_lo = 0, cap0 = 0, cap1 = 0;
+    double cap_t0 = sl_mono_ms();
+    if (sharded)
+        rd_kafka_query_watermark_offsets(prod, "sluice.capacity", 0, &cap_lo, &cap0, 5000);
     for (long i = 0; i < jobs; i++) {
         char idem[32], key[64];
         snprintf(idem, sizeof idem, "shards-%06ld", i);
@@ -210,6 +215,11 @@ static int run_once(int nsched, long jobs, int tenants, long long tpm, int keep,
         }
         json_decref(r);
     }
+    if (sharded &&
+        rd_kafka_query_watermark_offsets(prod, "sluice.capacity", 0, &cap_lo, &cap1, 5000) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR &&
+        sl_mono_ms() > cap_t0)
+        out->capacity_per_s = (double)(cap1 - cap0) / ((sl_mono_ms() - cap_t0) / 1000.0);
     json_t *st = h_http_json(stats_url);
     out->refused = (long long)h_sim_total(st, "refused");
     if (tpm > 0 && last > first)
@@ -317,19 +327,22 @@ int main(int argc, char **argv)
         printf("  %s: %d results in %.2f s: %.0f a second; schedulers' CPU %.0f us a job "
                "(summed); %d delivered twice; group settled in %.1f s",
                what, r.results, r.seconds, r.per_s, r.cpu_us_per_job, r.twice, r.assign_s);
+        if (r.schedulers > 0)
+            printf("; %.1f capacity messages a second", r.capacity_per_s);
         if (tpm > 0)
             printf("; %.1f %% of the limit used (%.1f %% in the middle half of the results, "
                    "Jain %.4f over the tenants there), %lld x 429",
                    100.0 * r.utilisation, 100.0 * r.steady, r.jain, r.refused);
         printf("\n");
         json_array_append_new(
-            runs, json_pack("{s:i, s:b, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:I}",
+            runs, json_pack("{s:i, s:b, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:I}",
                             "schedulers",
                             r.schedulers > 0 ? r.schedulers : 1, "sharded", r.schedulers > 0,
                             "results", r.results, "seconds", r.seconds, "per_second", r.per_s,
                             "scheduler_cpu_us_per_job", r.cpu_us_per_job, "twice", r.twice,
                             "utilisation", r.utilisation, "steady_utilisation", r.steady,
-                            "jain_middle", isnan(r.jain) ? 0.0 : r.jain, "refused",
+                            "jain_middle", isnan(r.jain) ? 0.0 : r.jain,
+                            "capacity_messages_per_second", r.capacity_per_s, "refused",
                             (json_int_t)r.refused));
     }
     json_t *out = json_pack("{s:I, s:i, s:i, s:I, s:o}", "jobs", (json_int_t)jobs, "tenants",

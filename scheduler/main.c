@@ -480,11 +480,20 @@ static void shard_assign(shards_t *sh, const uint8_t *now_owned)
     else
         snprintf(share, sizeof share, "share of the shared limits %.3f",
                  (double)(kept + gained) / sh->nparts);
+    /* Which ones, for an operator reading the log (the first 64). */
+    char owns[256] = "";
+    size_t k = 0;
+    for (int p = 0, n = 0; p < sh->nparts && n < 64 && k + 8 < sizeof owns; p++)
+        if (sh->owned[p]) {
+            k += (size_t)snprintf(owns + k, sizeof owns - k, "%s%d", n ? "," : "", p);
+            n++;
+        }
     sl_info("shard: %d partitions kept, %d gained (%zu unfinished jobs to take in from the "
-            "changelog), %d lost (%d jobs handed over, %lld of them in flight); %s; %.0f ms",
+            "changelog), %d lost (%d jobs handed over, %lld of them in flight); %s; %.0f ms; "
+            "owns %s",
             kept, gained, sh->refeed->n, lost, handed,
             (long long)(st1.handed_over_in_flight - st0.handed_over_in_flight), share,
-            sl_mono_ms() - t0);
+            sl_mono_ms() - t0, owns[0] != '\0' ? owns : "none");
 }
 
 static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,

@@ -26,6 +26,7 @@
 
 #include "harness.h"
 #include "hmap.h"
+#include "kafka.h"
 #include "util.h"
 
 enum { JOBS = 1200, TENANTS = 4, MINUTE_MS = 6000, TPM = 30000, PARTITIONS = 8 };
@@ -58,6 +59,29 @@ static char *write_config(const char *name)
              MINUTE_MS, dir, dir, sim_port, dir, TPM, key_hex[0], key_hex[1], key_hex[2],
              key_hex[3]);
     return h_member_config(name, body, "\"lease_ms\": 3000, \"max_attempts\": 10,", 1);
+}
+
+/* The partitions a scheduler's log last said it owns ("owns 0,3,5"), into owned[]. */
+static void last_owned(const char *logname, uint8_t *owned, int nparts)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.log", h_tmpdir(), logname);
+    char *text = NULL;
+    size_t len = 0;
+    memset(owned, 0, (size_t)nparts);
+    if (sl_read_file(path, 256 << 20, &text, &len) != SL_OK)
+        return;
+    const char *last = NULL;
+    for (const char *p = strstr(text, "; owns "); p != NULL; p = strstr(p + 1, "; owns "))
+        last = p;
+    for (const char *p = last != NULL ? last + 7 : NULL; p != NULL && *p >= '0' && *p <= '9';) {
+        char *end = NULL;
+        long v = strtol(p, &end, 10);
+        if (v >= 0 && v < nparts)
+            owned[v] = 1;
+        p = *end == ',' ? end + 1 : NULL;
+    }
+    free(text);
 }
 
 /* The sum of the numbers found right after `needle` in a log, from byte `from` on. */
@@ -193,6 +217,11 @@ int main(void)
     /* The one killed is the capacity coordinator (the owner of partition 0). */
     int victim = -1;
     char killed_db[4200] = "";
+    /* The killed scheduler's tenants: kill -> their first result is the takeover time (a call
+     * after the first dispatch of a taken-over job). */
+    static const char *const names[TENANTS] = {"alpha", "beta", "gamma", "delta"};
+    int victim_tenant[TENANTS] = {0};
+    double t_first_taken = 0;
     /* Results per tenant in the steady state before the kill (from an eighth of the results on:
      * every tenant has jobs waiting, the first grants are made), and the tokens admitted. */
     double before_kill[TENANTS] = {0};
@@ -214,6 +243,11 @@ int main(void)
                 log_at_kill[i] = log_size(name);
             }
             h_stop(sched[victim], SIGKILL, 5000);
+            uint8_t owned[PARTITIONS];
+            snprintf(name, sizeof name, "sched-%d", victim);
+            last_owned(name, owned, PARTITIONS);
+            for (int t = 0; t < TENANTS; t++)
+                victim_tenant[t] = owned[sl_kafka_key_partition(names[t], PARTITIONS)];
             /* What it had in flight (leased, or ended with its result not yet acknowledged):
              * the most its successors can run again. */
             in_flight_at_kill =
@@ -273,12 +307,20 @@ int main(void)
             t_steady_end = sl_mono_ms();
             json_decref(st);
         }
+        const char *tn = json_string_value(json_object_get(r, "tenant"));
         if (first && !killed && res.done > JOBS / 8) {
-            const char *tn = json_string_value(json_object_get(r, "tenant"));
-            static const char *const names[TENANTS] = {"alpha", "beta", "gamma", "delta"};
             for (int t = 0; tn != NULL && t < TENANTS; t++)
                 before_kill[t] += strcmp(tn, names[t]) == 0;
         }
+        /* (Results read before the survivors were given the partitions were the dead
+         * scheduler's own, still on their way.) */
+        for (int t = 0; first && t_taken > 0 && t_first_taken == 0 && tn != NULL && t < TENANTS;
+             t++)
+            if (victim_tenant[t] && strcmp(tn, names[t]) == 0) {
+                t_first_taken = sl_mono_ms();
+                printf("  the first result of a taken-over tenant came %.1f s after the kill\n",
+                       (t_first_taken - t_kill) / 1000.0);
+            }
         done = res.done;
         json_decref(r);
     }
