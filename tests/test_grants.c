@@ -64,6 +64,18 @@ static double receive(sl_grants_t *v, const char *table, const char *id, int64_t
     return receive_echo(v, table, id, now, NULL);
 }
 
+/* a and b, of equal weight, both report at T0 and read the coordinator's first table: a half
+ * each. */
+static void two_halves(sl_grants_t *coord, sl_grants_t *a, sl_grants_t *b)
+{
+    report(coord, a, "a", 1, T0, 1, 1, 0, 0);
+    report(coord, b, "b", 1, T0, 1, 1, 0, 0);
+    char *t = sl_grants_round(coord, "c", 1, T0, NULL, NULL);
+    ck_assert_double_eq_tol(receive(a, t, "a", T0), 0.5, EPS);
+    ck_assert_double_eq_tol(receive(b, t, "b", T0), 0.5, EPS);
+    free(t);
+}
+
 START_TEST(division_is_weighted_max_min)
 {
     double w[] = {2, 1, 1}, want[] = {1, 1, 1}, hold[] = {0, 0, 0}, out[3];
@@ -173,11 +185,7 @@ END_TEST
 START_TEST(a_grant_not_yet_acknowledged_counts_at_its_largest)
 {
     sl_grants_t *coord = view(), *a = view(), *b = view();
-    report(coord, a, "a", 1, T0, 1, 1, 0, 0);
-    report(coord, b, "b", 1, T0, 1, 1, 0, 0);
-    char *t1 = sl_grants_round(coord, "c", 1, T0, NULL, NULL);
-    ck_assert_double_eq_tol(receive(a, t1, "a", T0), 0.5, EPS);
-    ck_assert_double_eq_tol(receive(b, t1, "b", T0), 0.5, EPS);
+    two_halves(coord, a, b);
     report(coord, a, "a", 2, T0 + 100, 1, 1, 0.5, 0);
     report(coord, b, "b", 2, T0 + 100, 0, 0.02, 0.5, 0); /* b goes idle */
     char *t2 = sl_grants_round(coord, "c", 1, T0 + 200, NULL, NULL);
@@ -198,7 +206,6 @@ START_TEST(a_grant_not_yet_acknowledged_counts_at_its_largest)
     report(coord, a, "a", 3, T0 + 800, 1, 1, 0.5, 0);
     char *t6 = sl_grants_round(coord, "c", 1, T0 + 900, NULL, NULL);
     ck_assert_double_eq_tol(receive(b, t6, "b", T0 + 900), 0.5, EPS);
-    free(t1);
     free(t2);
     free(t3);
     free(t4);
@@ -215,13 +222,9 @@ END_TEST
 START_TEST(a_dead_shards_part_is_granted_again_only_after_lease_and_window)
 {
     sl_grants_t *coord = view(), *a = view(), *b = view();
-    report(coord, a, "a", 1, T0, 1, 1, 0, 0);
-    report(coord, b, "b", 1, T0, 1, 1, 0, 0);
-    char *t = sl_grants_round(coord, "c", 1, T0, NULL, NULL);
-    receive(a, t, "a", T0);
-    receive(b, t, "b", T0);
-    free(t);
+    two_halves(coord, a, b);
     report(coord, a, "a", 2, T0 + 50, 1, 1, 0.5, 0.5);
+    char *t = NULL;
     /* a dies; b goes on reporting. */
     int64_t now = T0 + 100;
     double last = 0;
@@ -248,16 +251,11 @@ END_TEST
 START_TEST(a_table_carries_what_silent_shards_still_hold)
 {
     sl_grants_t *old = view(), *a = view(), *b = view();
-    report(old, a, "a", 1, T0, 1, 1, 0, 0);
-    report(old, b, "b", 1, T0, 1, 1, 0, 0);
-    char *t = sl_grants_round(old, "c", 1, T0, NULL, NULL);
-    receive(a, t, "a", T0);
-    receive(b, t, "b", T0);
-    free(t);
+    two_halves(old, a, b);
     report(old, a, "a", 2, T0 + 100, 1, 1, 0.5, 0.5);
     int64_t now = T0 + LEASE + 500; /* a is silent past its lease */
     report(old, b, "b", 2, now, 1, 1, 0.5, 0.5);
-    t = sl_grants_round(old, "c", 1, now, NULL, NULL);
+    char *t = sl_grants_round(old, "c", 1, now, NULL, NULL);
     ck_assert_ptr_nonnull(strstr(t, "\"departed\":{\"a\""));
     /* The new coordinator's view: that table and b's next report, nothing older. */
     sl_grants_t *fresh = view();

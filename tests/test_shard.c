@@ -307,6 +307,15 @@ static sl_want_t demand_tpm(env_t *e, int64_t now_ms)
     return d;
 }
 
+/* A shard with capacity leases over 4 partitions, owning them all, on a database that ran. */
+static void leased_shard(env_t *e, int64_t *now)
+{
+    env_with_history(e, now);
+    sl_sched_lease_shares(e->sched);
+    ck_assert_int_eq(sl_sched_shard(e->sched, 4, *now), SL_OK);
+    own_first(e, 4, 4, *now);
+}
+
 /* With capacity leases the coordinator's grants set the shares: none at the start whatever the
  * store says, the partitions owned change nothing, and a grant applies at once. A report says
  * the weight of the backlog, the share enforced and how much of the limit is still counted. */
@@ -314,10 +323,7 @@ START_TEST(leased_shares_come_from_grants_alone)
 {
     env_t e;
     int64_t now;
-    env_with_history(&e, &now);
-    sl_sched_lease_shares(e.sched);
-    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
-    own_first(&e, 4, 4, now);
+    leased_shard(&e, &now);
     feed_n(&e, "acme", 60, now);
     ck_assert_int_eq(dispatches_over(&e, now, now + 5000, 1000), 0);
     sl_want_t d = demand_tpm(&e, now + 5000);
@@ -352,10 +358,7 @@ START_TEST(an_idle_shard_wants_little)
 {
     env_t e;
     int64_t now;
-    env_with_history(&e, &now);
-    sl_sched_lease_shares(e.sched);
-    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
-    own_first(&e, 4, 4, now);
+    leased_shard(&e, &now);
     sl_want_t d = demand_tpm(&e, now);
     ck_assert_double_eq(d.weight, 0);
     ck_assert_double_lt(d.want, 0.1);
