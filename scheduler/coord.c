@@ -32,7 +32,7 @@ struct sl_coord {
     char *topic;
     char self[SL_GRANTS_ID_MAX];
     sl_grants_t *view;
-    double *share;    /* the last grant's shares, per bucket of the view; -1: not named */
+    double *share; /* the last grant's shares, per bucket of the view; -1: not named */
     int have_grant;
     int64_t caught_up_at; /* the offset to have read before coordinating; -1: read */
     /* the shard's side */
@@ -51,10 +51,10 @@ struct sl_coord {
     sl_metrics_t *metrics;
     int f_coord, f_epoch, f_live, f_msgs, f_expiries, f_lease;
     int64_t exported[4]; /* reports, tables, received, expiries: what the counters have */
+    int f_refused;       /* sluice_scheduler_messages_refused_total (sl_auth_refuse) */
 };
 
-static sl_err_t view_new(sl_coord_t *c, const sl_config_t *cfg, sl_sched_t *sched,
-                         int64_t now_ms)
+static sl_err_t view_new(sl_coord_t *c, const sl_config_t *cfg, sl_sched_t *sched, int64_t now_ms)
 {
     int n = sl_sched_shared_buckets(sched, now_ms, NULL, NULL, 0);
     const char **ids = calloc((size_t)(n > 0 ? n : 1), sizeof *ids);
@@ -151,10 +151,9 @@ static void send_text(sl_coord_t *c, char *text)
 {
     if (text == NULL)
         return;
-    if (sl_kafka_produce_to(c->prod, c->topic, 0, c->self, text, strlen(text), NULL, NULL) !=
-        SL_OK)
-        sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "capacity: cannot produce to %s (the lease is renewed by the next)",
-                        c->topic);
+    if (sl_kafka_produce_to(c->prod, c->topic, 0, c->self, text, strlen(text), NULL, NULL) != SL_OK)
+        sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
+                     "capacity: cannot produce to %s (the lease is renewed by the next)", c->topic);
     free(text);
 }
 
@@ -197,7 +196,7 @@ static sl_err_t take_grant(sl_coord_t *c, sl_sched_t *sched, const sl_grant_t *g
     return apply_grant(c, sched, now_ms);
 }
 
-static sl_err_t report(sl_coord_t *c, sl_sched_t *sched, int64_t now_ms)
+static sl_err_t report(sl_coord_t *c, sl_sched_t *sched, int64_t now_ms, int left)
 {
     int nb = sl_grants_count(c->view);
     sl_want_t *d = calloc((size_t)(nb > 0 ? nb : 1), sizeof *d);
@@ -212,7 +211,7 @@ static sl_err_t report(sl_coord_t *c, sl_sched_t *sched, int64_t now_ms)
         int slot = (int)(c->seq % SENT_RING);
         c->sent_seq[slot] = c->seq;
         c->sent_mono[slot] = sl_mono_ms();
-        char *text = sl_grants_report(c->view, c->self, c->seq, now_ms, d);
+        char *text = sl_grants_report(c->view, c->self, c->seq, now_ms, d, left);
         rc = text != NULL ? SL_OK : SL_ENOMEM;
         send_text(c, text);
         c->reports++;
@@ -227,8 +226,8 @@ sl_err_t sl_coord_step(sl_coord_t *c, sl_sched_t *sched, int coordinate, int64_t
     sl_grant_t mine = {.share = c->share};
     sl_err_t rc = SL_OK;
     rd_kafka_message_t *m;
-    for (int i = 0; rc == SL_OK && i < FOLD_PER_STEP &&
-                    (m = rd_kafka_consumer_poll(c->cons, 0)) != NULL;
+    for (int i = 0;
+         rc == SL_OK && i < FOLD_PER_STEP && (m = rd_kafka_consumer_poll(c->cons, 0)) != NULL;
          i++) {
         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
             rd_kafka_message_destroy(m);
@@ -249,8 +248,7 @@ sl_err_t sl_coord_step(sl_coord_t *c, sl_sched_t *sched, int coordinate, int64_t
             sl_grants_fold(c->view, m->payload, m->len, now_ms, c->self, &mine, &is_mine) > 0)
             c->received++;
         else if (auth != SL_AUTH_OK)
-            sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN, "capacity: a message of %s refused (%s)", c->topic,
-                            sl_auth_name(auth));
+            sl_auth_refuse(c->metrics, c->f_refused, c->topic, auth);
         rd_kafka_message_destroy(m);
         if (is_mine)
             rc = take_grant(c, sched, &mine, now_ms);
@@ -269,7 +267,7 @@ sl_err_t sl_coord_step(sl_coord_t *c, sl_sched_t *sched, int coordinate, int64_t
     }
     if (rc == SL_OK && mono >= c->next_report) {
         c->next_report = mono + c->every;
-        rc = report(c, sched, now_ms);
+        rc = report(c, sched, now_ms, 0);
     }
     /* The coordinator: elected by owning partition 0 of the jobs topic, and only once it knows
      * every grant the topic holds. */
@@ -300,6 +298,24 @@ sl_err_t sl_coord_step(sl_coord_t *c, sl_sched_t *sched, int coordinate, int64_t
     return rc;
 }
 
+sl_err_t sl_coord_leave(sl_coord_t *c, sl_sched_t *sched, int64_t now_ms)
+{
+    /* Nothing more is admitted here; the report saying so (and acknowledging the newest table)
+     * lets the coordinator grant this part away as its use leaves the window, rather than
+     * after the lease. */
+    c->have_grant = 0;
+    c->lease_until = 0;
+    sl_err_t rc = apply_grant(c, sched, now_ms);
+    if (rc == SL_OK)
+        rc = report(c, sched, now_ms, 1);
+    if (rc == SL_OK && rd_kafka_flush(c->prod, 2000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        rc = SL_EKAFKA;
+    if (rc == SL_OK)
+        sl_info("capacity: left; the coordinator grants this shard's part away as its use "
+                "leaves the window");
+    return rc;
+}
+
 sl_err_t sl_coord_reapply(sl_coord_t *c, sl_sched_t *sched, int64_t now_ms)
 {
     return apply_grant(c, sched, now_ms);
@@ -321,29 +337,29 @@ void sl_coord_info(const sl_coord_t *c, int64_t now_ms, sl_coord_info_t *out)
     out->expiries = c->expiries;
 }
 
-int sl_coord_metrics(sl_coord_t *c, sl_metrics_t *m)
+int sl_coord_metrics(sl_coord_t *c, sl_metrics_t *m, int refused_family)
 {
     c->metrics = m;
-    c->f_coord = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_capacity_coordinator",
-                                   "1 while this scheduler is the capacity coordinator", NULL,
-                                   NULL, 0);
+    c->f_refused = refused_family;
+    c->f_coord =
+        sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_capacity_coordinator",
+                          "1 while this scheduler is the capacity coordinator", NULL, NULL, 0);
     c->f_epoch = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_capacity_epoch",
                                    "The newest coordinator epoch seen", NULL, NULL, 0);
     c->f_live = sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_capacity_shards_live",
                                   "Shards heard from within a lease", NULL, NULL, 0);
-    c->f_lease = sl_metrics_family(m, SL_METRIC_GAUGE,
-                                   "sluice_scheduler_capacity_lease_left_seconds",
-                                   "What is left of this shard's capacity lease (0: none)", NULL,
-                                   NULL, 0);
+    c->f_lease =
+        sl_metrics_family(m, SL_METRIC_GAUGE, "sluice_scheduler_capacity_lease_left_seconds",
+                          "What is left of this shard's capacity lease (0: none)", NULL, NULL, 0);
     static const char *const dir[] = {"kind", NULL};
-    c->f_msgs = sl_metrics_family(m, SL_METRIC_COUNTER, "sluice_scheduler_capacity_messages_total",
-                                  "Capacity messages: reports and tables sent, all received",
-                                  dir, NULL, 0);
-    c->f_expiries = sl_metrics_family(m, SL_METRIC_COUNTER,
-                                      "sluice_scheduler_capacity_lease_expiries_total",
-                                      "Leases of this shard that ran out unrenewed", NULL, NULL, 0);
-    return c->f_coord < 0 || c->f_epoch < 0 || c->f_live < 0 || c->f_lease < 0 ||
-                   c->f_msgs < 0 || c->f_expiries < 0
+    c->f_msgs =
+        sl_metrics_family(m, SL_METRIC_COUNTER, "sluice_scheduler_capacity_messages_total",
+                          "Capacity messages: reports and tables sent, all received", dir, NULL, 0);
+    c->f_expiries =
+        sl_metrics_family(m, SL_METRIC_COUNTER, "sluice_scheduler_capacity_lease_expiries_total",
+                          "Leases of this shard that ran out unrenewed", NULL, NULL, 0);
+    return c->f_coord < 0 || c->f_epoch < 0 || c->f_live < 0 || c->f_lease < 0 || c->f_msgs < 0 ||
+                   c->f_expiries < 0
                ? -1
                : 0;
 }

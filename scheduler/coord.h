@@ -31,13 +31,13 @@ typedef struct sl_coord sl_coord_t;
 
 /* What operators see (metrics, admin API, sluice status). */
 typedef struct {
-    int coordinator;          /* this scheduler coordinates now */
-    int64_t epoch;            /* the newest epoch seen */
-    int live;                 /* shards heard from within a lease */
-    int64_t lease_left_ms;    /* of this shard's lease; 0: none */
-    int64_t reports, tables;  /* sent by this scheduler */
-    int64_t received;         /* capacity messages folded */
-    int64_t expiries;         /* leases of this shard that ran out */
+    int coordinator;         /* this scheduler coordinates now */
+    int64_t epoch;           /* the newest epoch seen */
+    int live;                /* shards heard from within a lease */
+    int64_t lease_left_ms;   /* of this shard's lease; 0: none */
+    int64_t reports, tables; /* sent by this scheduler */
+    int64_t received;        /* capacity messages folded */
+    int64_t expiries;        /* leases of this shard that ran out */
 } sl_coord_info_t;
 
 /* Reads the capacity topic (cfg->kafka.topic_capacity) from what the live grants may still
@@ -52,13 +52,17 @@ void sl_coord_free(sl_coord_t *c);
  * is not between a revocation and an assignment). */
 sl_err_t sl_coord_step(sl_coord_t *c, sl_sched_t *sched, int coordinate, int64_t now_ms);
 
+/* A clean stop: this shard's shares dropped to none, and a last report saying so sent. */
+sl_err_t sl_coord_leave(sl_coord_t *c, sl_sched_t *sched, int64_t now_ms);
+
 /* The core was rebuilt (a reload): the shares it enforces are re-applied from the last grant. */
 sl_err_t sl_coord_reapply(sl_coord_t *c, sl_sched_t *sched, int64_t now_ms);
 
 void sl_coord_info(const sl_coord_t *c, int64_t now_ms, sl_coord_info_t *out);
 
-/* Metrics families, exported from sl_coord_export. */
-int sl_coord_metrics(sl_coord_t *c, sl_metrics_t *m);
+/* Metrics families, exported from sl_coord_export; refused messages of the capacity topic are
+ * counted in refused_family (sl_auth_refused_family). */
+int sl_coord_metrics(sl_coord_t *c, sl_metrics_t *m, int refused_family);
 void sl_coord_export(sl_coord_t *c, int64_t now_ms);
 
 #endif

@@ -39,6 +39,7 @@ typedef struct {
     int64_t seq;      /* its newest report's */
     int64_t heard_ms; /* when it was sent (at most now) */
     int64_t ack;      /* the newest table it applied (table key) */
+    int left;         /* it said it stopped: it enforces nothing from its last report on */
     slot_t *slot;     /* nb */
 } shard_t;
 
@@ -177,14 +178,15 @@ static double hold_of(const slot_t *sl)
 
 static int live(const sl_grants_t *g, const shard_t *s, int64_t now_ms)
 {
-    return s->heard_ms >= now_ms - g->lease_ms;
+    return !s->left && s->heard_ms >= now_ms - g->lease_ms;
 }
 
 /* Whether a shard no longer live still holds bucket b: for its lease, then as long as the
  * bucket counts what it admitted. */
 static int64_t counts_until(const sl_grants_t *g, const shard_t *s, int b)
 {
-    int64_t until = s->heard_ms + g->lease_ms + g->release_ms[b];
+    /* One that left enforced nothing from its last report: only its use still counts. */
+    int64_t until = s->heard_ms + (s->left ? 0 : g->lease_ms) + g->release_ms[b];
     return s->slot[b].until_ms > until ? s->slot[b].until_ms : until;
 }
 
@@ -251,8 +253,8 @@ static shard_t *shard_find(sl_grants_t *g, const char *id, int create)
 
 /* ---- the division ---- */
 
-void sl_grants_divide(int n, const double *w, const double *want, const double *hold,
-                      double others, double *out)
+void sl_grants_divide(int n, const double *w, const double *want, const double *hold, double others,
+                      double *out)
 {
     /* Weighted max-min: every shard not yet at its want gets its weight's part of what is
      * left; those a part would take past their want get their want, and the rest is divided
@@ -416,21 +418,24 @@ char *sl_grants_round(sl_grants_t *g, const char *self, int64_t epoch, int64_t n
 }
 
 char *sl_grants_report(const sl_grants_t *g, const char *self, int64_t seq, int64_t now_ms,
-                       const sl_want_t *d)
+                       const sl_want_t *d, int left)
 {
     json_t *b = json_object();
     int oom = b == NULL;
     for (int i = 0; !oom && i < g->nb; i++)
-        oom |= json_object_set_new(b, g->ids[i],
-                                   json_pack("[f,f,f,f]", d[i].weight, d[i].want, d[i].held,
-                                             d[i].used)) != 0;
+        oom |= json_object_set_new(
+                   b, g->ids[i],
+                   json_pack("[f,f,f,f]", d[i].weight, d[i].want, d[i].held, d[i].used)) != 0;
     json_t *root = oom ? NULL
-                       : json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:o}", "v", 1, "type",
-                                   "report", "shard", self, "seq", (json_int_t)seq, "at",
-                                   (json_int_t)now_ms, "ack", (json_int_t)g->self_ack,
-                                   "b", b);
+                       : json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:o}", "v", 1, "type", "report",
+                                   "shard", self, "seq", (json_int_t)seq, "at", (json_int_t)now_ms,
+                                   "ack", (json_int_t)g->self_ack, "b", b);
     if (root == NULL) {
         json_decref(b);
+        return NULL;
+    }
+    if (left && json_object_set_new(root, "left", json_true()) != 0) {
+        json_decref(root);
         return NULL;
     }
     char *text = json_dumps(root, JSON_COMPACT);
@@ -473,8 +478,11 @@ static int fold_report(sl_grants_t *g, json_t *root, int64_t now_ms)
         at = now_ms;
     if (at < now_ms - g->lease_ms - g->max_release_ms)
         return 0; /* what it held counts nowhere any more */
+    json_t *left = json_object_get(root, "left");
+    if (left != NULL && !json_is_boolean(left))
+        return 0;
     shard_t *s = shard_find(g, id, 1);
-    if (s == NULL || seq <= s->seq)
+    if (s == NULL || seq <= s->seq || s->left)
         return 0;
     /* Checked whole before any of it is taken. */
     const char *key;
@@ -491,6 +499,7 @@ static int fold_report(sl_grants_t *g, json_t *root, int64_t now_ms)
     }
     s->seq = seq;
     s->heard_ms = at;
+    s->left = json_is_true(left);
     if (ack > s->ack)
         s->ack = ack;
     for (int i = 0; i < g->nb; i++) {
@@ -498,6 +507,11 @@ static int fold_report(sl_grants_t *g, json_t *root, int64_t now_ms)
         slot_t *sl = &s->slot[i];
         sl->weight = sl->want = sl->held = sl->used = 0;
         unacked_ack(&sl->un, s->ack);
+        if (s->left) {
+            /* It applies no table from now on, whatever it was sent. */
+            sl->un.n = 0;
+            sl->granted = 0;
+        }
     }
     json_object_foreach(b, key, v)
     {
@@ -509,6 +523,8 @@ static int fold_report(sl_grants_t *g, json_t *root, int64_t now_ms)
         number(json_array_get(v, 1), 0, 1, &sl->want);
         number(json_array_get(v, 2), 0, 1, &sl->held);
         number(json_array_get(v, 3), 0, 1e3, &sl->used);
+        if (s->left)
+            sl->weight = sl->want = sl->held = 0;
     }
     return 1;
 }

@@ -68,9 +68,11 @@ int sl_grants_find(const sl_grants_t *g, const char *id);
 int sl_grants_fold(sl_grants_t *g, const char *json, size_t len, int64_t now_ms, const char *self,
                    sl_grant_t *mine, int *is_mine);
 
-/* A shard's report (d: nb entries), as the message to send; caller frees. NULL: no memory. */
+/* A shard's report (d: nb entries), as the message to send; caller frees. NULL: no memory.
+ * left: the shard's last, sent once it enforces nothing (a clean stop): what it was granted
+ * returns to the others as soon as what it admitted leaves the window, without its lease. */
 char *sl_grants_report(const sl_grants_t *g, const char *self, int64_t seq, int64_t now_ms,
-                       const sl_want_t *d);
+                       const sl_want_t *d, int left);
 
 /* The coordinator's round: divides every bucket between the live shards, notes the grants in
  * the view, and returns the grant table to send (caller frees); NULL when no shard is live (or
@@ -88,7 +90,7 @@ double sl_grants_held(const sl_grants_t *g, int b, int64_t now_ms);
  * get target shares summing to at most 1. Then each gets its target where that is within its
  * hold, and above its hold only what is free (1 - their holds - others, what departed shards
  * still hold), split in proportion to what they lack. out[i]: the grant. */
-void sl_grants_divide(int n, const double *w, const double *want, const double *hold,
-                      double others, double *out);
+void sl_grants_divide(int n, const double *w, const double *want, const double *hold, double others,
+                      double *out);
 
 #endif

@@ -734,7 +734,7 @@ int main(int argc, char **argv)
     int m_lost = sl_kafka_lost_family(metrics);
     int refused_family = sl_auth_refused_family(metrics, "sluice_scheduler");
     if (lag_family < 0 || refused_family < 0 || sl_changelog_metrics(cl, metrics) != 0 ||
-        (coord != NULL && sl_coord_metrics(coord, metrics) != 0)) {
+        (coord != NULL && sl_coord_metrics(coord, metrics, refused_family) != 0)) {
         fprintf(stderr, "sluice-scheduler: cannot set up metrics\n");
         return 1;
     }
@@ -919,6 +919,9 @@ int main(int argc, char **argv)
     }
     sl_info("scheduler stopping");
     sl_admin_stop(admin);
+    if (coord != NULL && exit_code == 0 && sl_coord_leave(coord, sched, sl_now_ms()) != SL_OK)
+        sl_warn("capacity: the last report did not go; this shard's part returns after its "
+                "lease");
     rd_kafka_flush(prod, 10000);
     sl_changelog_flush(cl, 10000);
     /* Acknowledged results can leave the outbox now; unacknowledged ones go out next start.

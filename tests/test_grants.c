@@ -25,12 +25,11 @@ static sl_grants_t *view(void)
 
 /* A report sent at `at` as shard id would send it from its own view v (its acknowledgement
  * included), read by into at now. */
-static int report_read(sl_grants_t *into, sl_grants_t *v, const char *id, int64_t seq,
-                       int64_t at, int64_t now, double weight, double want, double held,
-                       double used)
+static int report_read(sl_grants_t *into, sl_grants_t *v, const char *id, int64_t seq, int64_t at,
+                       int64_t now, double weight, double want, double held, double used)
 {
     sl_want_t d = {weight, want, held, used};
-    char *text = sl_grants_report(v, id, seq, at, &d);
+    char *text = sl_grants_report(v, id, seq, at, &d, 0);
     ck_assert_ptr_nonnull(text);
     int kind = sl_grants_fold(into, text, strlen(text), now, NULL, NULL, NULL);
     free(text);
@@ -234,12 +233,42 @@ START_TEST(a_dead_shards_part_is_granted_again_only_after_lease_and_window)
         double got = receive(b, t, "b", now);
         free(t);
         if (now < T0 + 50 + LEASE + RELEASE)
-            ck_assert_msg(got <= 0.5 + EPS, "b got %.3f at +%lld ms", got,
-                          (long long)(now - T0));
+            ck_assert_msg(got <= 0.5 + EPS, "b got %.3f at +%lld ms", got, (long long)(now - T0));
         last = got;
     }
     ck_assert_double_eq_tol(last, 1, EPS);
     ck_assert_int_eq(sl_grants_live(coord, now), 1);
+    sl_grants_free(coord);
+    sl_grants_free(a);
+    sl_grants_free(b);
+}
+END_TEST
+
+/* A shard that stops cleanly says so: its part returns as its use leaves the window, without
+ * waiting for its lease, and whatever was sent to it after does not count. */
+START_TEST(a_shard_that_left_holds_only_what_it_used)
+{
+    sl_grants_t *coord = view(), *a = view(), *b = view();
+    two_halves(coord, a, b);
+    /* a table a never applies, then a's last report (it enforces nothing; 0.3 still counted) */
+    char *t = sl_grants_round(coord, "c", 1, T0 + 50, NULL, NULL);
+    free(t);
+    sl_want_t d = {2, 1, 0, 0.3};
+    char *text = sl_grants_report(a, "a", 2, T0 + 100, &d, 1);
+    ck_assert_int_eq(sl_grants_fold(coord, text, strlen(text), T0 + 100, NULL, NULL, NULL), 1);
+    /* the same report again, or any later one of a, changes nothing */
+    ck_assert_int_eq(sl_grants_fold(coord, text, strlen(text), T0 + 110, NULL, NULL, NULL), 0);
+    free(text);
+    ck_assert_int_eq(sl_grants_live(coord, T0 + 150), 1);
+    report(coord, b, "b", 2, T0 + 150, 1, 1, 0.5, 0.5);
+    t = sl_grants_round(coord, "c", 1, T0 + 200, NULL, NULL);
+    ck_assert_double_eq_tol(receive(b, t, "b", T0 + 200), 0.7, EPS);
+    free(t);
+    /* after its use's window (no lease), all of it */
+    report(coord, b, "b", 3, T0 + 100 + RELEASE, 1, 1, 0.7, 0.6);
+    t = sl_grants_round(coord, "c", 1, T0 + 100 + RELEASE, NULL, NULL);
+    ck_assert_double_eq_tol(receive(b, t, "b", T0 + 100 + RELEASE), 1, EPS);
+    free(t);
     sl_grants_free(coord);
     sl_grants_free(a);
     sl_grants_free(b);
@@ -311,12 +340,13 @@ START_TEST(older_epochs_replays_and_malformed_messages_change_nothing)
         "{\"v\":1,\"type\":\"grants\",\"epoch\":9,\"seq\":1,\"at\":1,\"lease_ms\":5,"
         "\"shards\":{\"a\":{\"b\":{}}}}",
         "{\"v\":1,\"type\":\"report\",\"shard\":\"a\",\"shard\":\"b\"}",
+        "{\"v\":1,\"type\":\"report\",\"shard\":\"q\",\"seq\":1,\"at\":1700000000000,\"ack\":-1,"
+        "\"left\":\"yes\",\"b\":{}}",
         "{\"v\":1,\"type\":\"grants\",\"epoch\":9,\"seq\":1,\"at\":1,\"lease_ms\":5,"
         "\"shards\":{},\"departed\":{\"x\":{\"b\":{\"deployment:d:tpm\":[0.5]}}}}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        ck_assert_msg(sl_grants_fold(coord, bad[i], strlen(bad[i]), T0 + 50, "a", NULL, NULL) ==
-                          0,
+        ck_assert_msg(sl_grants_fold(coord, bad[i], strlen(bad[i]), T0 + 50, "a", NULL, NULL) == 0,
                       "message %zu was taken", i);
     ck_assert_int_eq(sl_grants_epoch(coord), 2);
     sl_grants_free(coord);
@@ -382,7 +412,7 @@ START_TEST(shares_enforced_never_pass_the_limit_with_lost_messages)
             double want = rand() % 5 == 0 ? 0.02 : 1;
             sl_want_t d = {weight, want, s->enforce, window_max(s)};
             s->sent_at[++s->seq] = now;
-            char *text = sl_grants_report(s->v, s->id, s->seq, now, &d);
+            char *text = sl_grants_report(s->v, s->id, s->seq, now, &d, 0);
             sl_grants_fold(coord, text, strlen(text), now, NULL, NULL, NULL);
             free(text);
         }
@@ -394,8 +424,7 @@ START_TEST(shares_enforced_never_pass_the_limit_with_lost_messages)
                     continue;
                 int64_t echo = -1;
                 double got = receive_echo(s->v, t, s->id, now, &echo);
-                if (got >= 0 && echo >= 1 && echo <= s->seq &&
-                    s->sent_at[echo] + LEASE > now) {
+                if (got >= 0 && echo >= 1 && echo <= s->seq && s->sent_at[echo] + LEASE > now) {
                     s->enforce = got;
                     s->lease_until = s->sent_at[echo] + LEASE;
                 }
@@ -435,6 +464,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_smaller_grant_counts_until_acknowledged_and_used_up);
     tcase_add_test(tc, a_grant_not_yet_acknowledged_counts_at_its_largest);
     tcase_add_test(tc, a_dead_shards_part_is_granted_again_only_after_lease_and_window);
+    tcase_add_test(tc, a_shard_that_left_holds_only_what_it_used);
     tcase_add_test(tc, a_table_carries_what_silent_shards_still_hold);
     tcase_add_test(tc, older_epochs_replays_and_malformed_messages_change_nothing);
     tcase_add_test(tc, shares_enforced_never_pass_the_limit_with_lost_messages);

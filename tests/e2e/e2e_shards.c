@@ -364,6 +364,9 @@ int main(void)
     h_check(jain >= 0.98, "the tenants were served alike in the steady state: Jain %.4f", jain);
     h_check(steady >= 0.85, "the steady state used %.1f %% of the binding limit (at least 85 %%)",
             100.0 * steady);
+    /* Leaving cleanly, it said so, so its part went back without waiting for its lease. */
+    h_check(left && wait_log("sched-3", 0, "capacity: left", 1) >= 0,
+            "the fourth scheduler's last capacity report said it left");
     h_check(joined && t_joined > 0 && left && joiner_status == 0,
             "the fourth scheduler joined, was given partitions and left cleanly (status %d)",
             joiner_status);
