@@ -32,7 +32,8 @@ struct sl_coord {
     char *topic;
     char self[SL_GRANTS_ID_MAX];
     sl_grants_t *view;
-    double *share; /* the last grant's shares, per bucket of the view; -1: not named */
+    double *share;    /* the last grant taken: shares per bucket of the view; -1: not named */
+    double *incoming; /* a grant as read, before it is taken */
     int have_grant;
     int64_t caught_up_at; /* the offset to have read before coordinating; -1: read */
     /* the shard's side */
@@ -64,7 +65,8 @@ static sl_err_t view_new(sl_coord_t *c, const sl_config_t *cfg, sl_sched_t *sche
         sl_sched_shared_buckets(sched, now_ms, ids, release, n);
         c->view = sl_grants_new(ids, release, n, cfg->sched_capacity_lease_ms);
         c->share = calloc((size_t)(n > 0 ? n : 1), sizeof *c->share);
-        if (c->view != NULL && c->share != NULL)
+        c->incoming = calloc((size_t)(n > 0 ? n : 1), sizeof *c->incoming);
+        if (c->view != NULL && c->share != NULL && c->incoming != NULL)
             rc = SL_OK;
     }
     free(ids);
@@ -143,6 +145,7 @@ void sl_coord_free(sl_coord_t *c)
         sl_kafka_consumer_close(c->cons);
     sl_grants_free(c->view);
     free(c->share);
+    free(c->incoming);
     free(c->topic);
     free(c);
 }
@@ -184,6 +187,7 @@ static sl_err_t take_grant(sl_coord_t *c, sl_sched_t *sched, const sl_grant_t *g
         return SL_OK;
     if (until > c->lease_until)
         c->lease_until = until;
+    memcpy(c->share, g->share, (size_t)sl_grants_count(c->view) * sizeof *c->share);
     c->have_grant = 1;
     char line[512];
     size_t k = 0;
@@ -223,7 +227,7 @@ static sl_err_t report(sl_coord_t *c, sl_sched_t *sched, int64_t now_ms, int lef
 
 sl_err_t sl_coord_step(sl_coord_t *c, sl_sched_t *sched, int coordinate, int64_t now_ms)
 {
-    sl_grant_t mine = {.share = c->share};
+    sl_grant_t mine = {.share = c->incoming};
     sl_err_t rc = SL_OK;
     rd_kafka_message_t *m;
     for (int i = 0;

@@ -481,10 +481,7 @@ static int fold_report(sl_grants_t *g, json_t *root, int64_t now_ms)
     json_t *left = json_object_get(root, "left");
     if (left != NULL && !json_is_boolean(left))
         return 0;
-    shard_t *s = shard_find(g, id, 1);
-    if (s == NULL || seq <= s->seq || s->left)
-        return 0;
-    /* Checked whole before any of it is taken. */
+    /* Checked whole before any of it is taken (or a place made for its shard). */
     const char *key;
     json_t *v;
     json_object_foreach(b, key, v)
@@ -497,6 +494,9 @@ static int fold_report(sl_grants_t *g, json_t *root, int64_t now_ms)
             if (number(json_array_get(v, i), 0, hi[i], &x) != 0)
                 return 0;
     }
+    shard_t *s = shard_find(g, id, 1);
+    if (s == NULL || seq <= s->seq || s->left)
+        return 0;
     s->seq = seq;
     s->heard_ms = at;
     s->left = json_is_true(left);
