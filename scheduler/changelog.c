@@ -25,8 +25,11 @@ enum { SL_CL_FAMILIES = 6 };
 /* Reading the changelog back gives up after this long without a record. */
 enum { READ_IDLE_MS = 15000 };
 
-static const char *const kind_names[] = {[SL_CL_JOB] = "job", [SL_CL_END] = "end",
-                                         [SL_CL_BEGIN] = "begin", [SL_CL_CLOSE] = "close"};
+static const char *const kind_names[] = {[SL_CL_JOB] = "job",
+                                         [SL_CL_END] = "end",
+                                         [SL_CL_BEGIN] = "begin",
+                                         [SL_CL_CLOSE] = "close",
+                                         [SL_CL_LEASE] = "lease"};
 
 /* ---- records ---- */
 
@@ -109,6 +112,8 @@ char *sl_cl_encode(sl_cl_kind_t kind, int64_t seq, int64_t epoch, const char *jo
                    int64_t submitted_ms, const char *job, size_t job_len, size_t *len)
 {
     char *text = NULL;
+    if (kind == SL_CL_LEASE) /* sl_cl_encode_lease */
+        return NULL;
     if ((kind == SL_CL_JOB || kind == SL_CL_END) &&
         (job_id == NULL || !id_ok(job_id, strlen(job_id))))
         return NULL;
@@ -117,8 +122,8 @@ char *sl_cl_encode(sl_cl_kind_t kind, int64_t seq, int64_t epoch, const char *jo
          * message goes in as it came, not parsed and written again. */
         sl_buf_t b;
         sl_buf_init(&b, job_len + 160);
-        if (sl_buf_addf(&b, JOB_HEAD "%" PRId64 ",\"id\":\"%s\",\"sub\":%" PRId64 ",\"job\":",
-                        seq, job_id, submitted_ms > 0 ? submitted_ms : 0) != SL_OK ||
+        if (sl_buf_addf(&b, JOB_HEAD "%" PRId64 ",\"id\":\"%s\",\"sub\":%" PRId64 ",\"job\":", seq,
+                        job_id, submitted_ms > 0 ? submitted_ms : 0) != SL_OK ||
             sl_buf_add(&b, job, job_len) != SL_OK || sl_buf_adds(&b, "}") != SL_OK) {
             sl_buf_free(&b);
             return NULL;
@@ -131,6 +136,36 @@ char *sl_cl_encode(sl_cl_kind_t kind, int64_t seq, int64_t epoch, const char *jo
                       : json_pack("{s:i, s:s, s:I, s:I}", "v", 1, "t", kind_names[kind], "seq",
                                   (json_int_t)seq, "epoch", (json_int_t)epoch);
     text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (text != NULL)
+        *len = strlen(text);
+    return text;
+}
+
+/* A reservation id or deployment name a lease record may carry: 1 to max - 1 bytes of
+ * printable ASCII without quotes or backslashes. */
+static int text_ok(const char *t, size_t max)
+{
+    size_t n = t != NULL ? strlen(t) : 0;
+    if (n == 0 || n >= max)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (t[i] < 0x21 || t[i] > 0x7e || t[i] == '"' || t[i] == '\\')
+            return 0;
+    return 1;
+}
+
+char *sl_cl_encode_lease(int64_t seq, const char *job_id, const sl_cl_lease_t *lease, size_t *len)
+{
+    if (job_id == NULL || !id_ok(job_id, strlen(job_id)) || lease->attempt <= 0 ||
+        !text_ok(lease->res_id, sizeof lease->res_id) ||
+        !text_ok(lease->deployment, sizeof lease->deployment) || lease->expires_ms <= 0)
+        return NULL;
+    json_t *doc =
+        json_pack("{s:i, s:s, s:I, s:s, s:i, s:s, s:s, s:I}", "v", 1, "t", "lease", "seq",
+                  (json_int_t)seq, "id", job_id, "att", lease->attempt, "res", lease->res_id, "dep",
+                  lease->deployment, "exp", (json_int_t)lease->expires_ms);
+    char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (text != NULL)
         *len = strlen(text);
@@ -168,7 +203,7 @@ sl_err_t sl_cl_decode(const char *buf, size_t len, sl_cl_rec_t *rec)
         goto out;
     rec->seq = json_integer_value(seq);
     const char *name = json_string_value(t);
-    for (int k = SL_CL_JOB; k <= SL_CL_CLOSE; k++)
+    for (int k = SL_CL_JOB; k <= SL_CL_LEASE; k++)
         if (strcmp(name, kind_names[k]) == 0)
             rec->kind = (sl_cl_kind_t)k;
     switch (rec->kind) {
@@ -185,6 +220,23 @@ sl_err_t sl_cl_decode(const char *buf, size_t len, sl_cl_rec_t *rec)
         if (copy_id(rec->job_id, json_string_value(json_object_get(doc, "id"))) == 0)
             rc = SL_OK;
         break;
+    case SL_CL_LEASE: {
+        json_t *att = json_object_get(doc, "att"), *exp = json_object_get(doc, "exp");
+        const char *res = json_string_value(json_object_get(doc, "res"));
+        const char *dep = json_string_value(json_object_get(doc, "dep"));
+        if (copy_id(rec->job_id, json_string_value(json_object_get(doc, "id"))) != 0 ||
+            !json_is_integer(att) || json_integer_value(att) <= 0 ||
+            json_integer_value(att) > 1000000 || !json_is_integer(exp) ||
+            json_integer_value(exp) <= 0 || !text_ok(res, sizeof rec->lease.res_id) ||
+            !text_ok(dep, sizeof rec->lease.deployment))
+            break;
+        rec->lease.attempt = (int)json_integer_value(att);
+        rec->lease.expires_ms = json_integer_value(exp);
+        strcpy(rec->lease.res_id, res);
+        strcpy(rec->lease.deployment, dep);
+        rc = SL_OK;
+        break;
+    }
     default: /* a job record in any other shape, or an unknown kind */
         break;
     }
@@ -212,6 +264,8 @@ typedef struct {
     char *job;
     size_t len;
     int64_t submitted_ms, first_seq; /* the order jobs are taken in again */
+    int leased;                      /* a lease record came after its job record */
+    sl_cl_lease_t lease;
 } live_t;
 
 struct sl_cl_replay {
@@ -338,6 +392,14 @@ sl_err_t sl_cl_replay_apply(sl_cl_replay_t *r, int part, int64_t low, char *err,
             l->job = rec->job;
             l->len = rec->job_len;
             rec->job = NULL;
+            /* A job record (a snapshot's) after a lease record: the lease may be over. */
+            l->leased = 0;
+        } else if (rec->kind == SL_CL_LEASE) {
+            live_t *l = sl_hmap_get(r->live, rec->job_id);
+            if (l != NULL) {
+                l->leased = 1;
+                l->lease = rec->lease;
+            }
         } else if (rec->kind == SL_CL_END) {
             live_t *l = sl_hmap_del(r->live, rec->job_id);
             if (l != NULL)
@@ -359,12 +421,17 @@ static void add_live(const char *key, void *value, void *arg)
 {
     sorted_t *o = arg;
     live_t *l = value;
-    o->v[o->n++] = (sl_cl_live_t){key, l->job, l->len, l->submitted_ms, l->first_seq};
+    o->v[o->n++] = (sl_cl_live_t){
+        key, l->job, l->len, l->submitted_ms, l->first_seq, l->leased ? &l->lease : NULL};
 }
 
 static int by_order(const void *a, const void *b)
 {
     const sl_cl_live_t *x = a, *y = b;
+    /* Calls in flight first: taken over in the first slice, before their usage events (read
+     * from the same turn on) find no job. */
+    if ((x->lease != NULL) != (y->lease != NULL))
+        return x->lease != NULL ? -1 : 1;
     if (x->submitted_ms != y->submitted_ms)
         return x->submitted_ms < y->submitted_ms ? -1 : 1;
     return x->first_seq < y->first_seq ? -1 : x->first_seq > y->first_seq;
@@ -416,8 +483,8 @@ static sl_err_t read_some(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_K
     *refused = 0;
     const char *topic = cfg->kafka.topic_changelog;
     rd_kafka_t *rk = NULL;
-    sl_err_t rc = sl_kafka_consumer_new(cfg, "sluice-scheduler-restore", "sluice-scheduler",
-                                        NULL, 0, NULL, &rk, err, errlen);
+    sl_err_t rc = sl_kafka_consumer_new(cfg, "sluice-scheduler-restore", "sluice-scheduler", NULL,
+                                        0, NULL, &rk, err, errlen);
     if (rc != SL_OK)
         return rc;
     int nparts = sl_kafka_partition_count(rk, topic, 30000);
@@ -523,8 +590,8 @@ done:
 }
 
 sl_err_t sl_changelog_read(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
-                           int tail_only,
-                           sl_cl_replay_t **out, int64_t *refused, char *err, size_t errlen)
+                           int tail_only, sl_cl_replay_t **out, int64_t *refused, char *err,
+                           size_t errlen)
 {
     return read_some(cfg, mac_key, tail_only, NULL, 0, out, refused, err, errlen);
 }
@@ -552,8 +619,7 @@ sl_err_t sl_cl_check_retention(const sl_config_t *cfg, const char *cleanup_polic
                  "topic %s keeps %lld bytes a partition (retention.bytes) but "
                  "scheduler.changelog_retention_bytes is %lld: snapshots would come too late to "
                  "keep a whole one; set it to at most %lld",
-                 topic, (long long)retention_bytes, (long long)planned,
-                 (long long)retention_bytes);
+                 topic, (long long)retention_bytes, (long long)planned, (long long)retention_bytes);
         return SL_ECONFIG;
     }
     int64_t every = cfg->changelog_snapshot_ms;
@@ -615,7 +681,7 @@ struct sl_changelog {
     int failed;
     int snap_due, snap_active;
     uint8_t *owned; /* the partitions written to (a shard's); NULL: every one */
-    int held; /* no snapshot starts (a restore is taking jobs in) */
+    int held;       /* no snapshot starts (a restore is taking jobs in) */
     int64_t snap_epoch, snap_after, snap_count;
     sl_changelog_stats_t st, exported;
     sl_metrics_t *metrics; /* NULL: not exported */
@@ -652,8 +718,8 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
 }
 
 sl_err_t sl_changelog_open(const sl_config_t *cfg, const uint8_t mac_key[SL_MAC_KEY_BYTES],
-                           const sl_cl_replay_t *last_seq, int snapshot_now,
-                           sl_changelog_t **out, char *err, size_t errlen)
+                           const sl_cl_replay_t *last_seq, int snapshot_now, sl_changelog_t **out,
+                           char *err, size_t errlen)
 {
     *out = NULL;
     sl_changelog_t *cl = calloc(1, sizeof *cl);
@@ -748,8 +814,8 @@ static void produce(sl_changelog_t *cl, int32_t part, const char *key, char *val
         sl_error("changelog: out of memory; stopping");
         return;
     }
-    if (sl_kafka_produce_mac(cl->prod, cl->topic, part, key, value, len,
-                             cl->mac_key, (void *)(intptr_t)commit) != SL_OK) {
+    if (sl_kafka_produce_mac(cl->prod, cl->topic, part, key, value, len, cl->mac_key,
+                             (void *)(intptr_t)commit) != SL_OK) {
         cl->failed = 1;
     } else {
         cl->st.records++;
@@ -802,8 +868,8 @@ void sl_changelog_adopt(sl_changelog_t *cl, const sl_cl_replay_t *r)
 }
 
 sl_err_t sl_changelog_read_partitions(const sl_changelog_t *cl, const sl_config_t *cfg,
-                                      const uint8_t *only, sl_cl_replay_t **out,
-                                      int64_t *refused, char *err, size_t errlen)
+                                      const uint8_t *only, sl_cl_replay_t **out, int64_t *refused,
+                                      char *err, size_t errlen)
 {
     return read_some(cfg, cl->mac_key, 0, only, cl->nparts, out, refused, err, errlen);
 }
@@ -848,6 +914,22 @@ void sl_changelog_end(sl_changelog_t *cl, sl_store_t *store, const char *job_id)
         !owns_tenant(cl, tenant))
         return;
     produce_keyed(cl, SL_CL_END, tenant, job_id, 0, NULL, 0, 0);
+}
+
+void sl_changelog_lease(sl_changelog_t *cl, const char *tenant, const char *job_id,
+                        const sl_cl_lease_t *lease)
+{
+    if (!owns_tenant(cl, tenant))
+        return;
+    size_t n = 0;
+    char *v = sl_cl_encode_lease(next_seq(cl), job_id, lease, &n);
+    if (v == NULL) {
+        sl_warn("changelog: the lease of job %s cannot be written (reservation \"%.40s\", "
+                "deployment \"%.60s\"); its next owner calls again",
+                job_id, lease->res_id, lease->deployment);
+        return;
+    }
+    produce(cl, RD_KAFKA_PARTITION_UA, tenant, v, n, 0);
 }
 
 static void mark_all(sl_changelog_t *cl, sl_cl_kind_t kind, int64_t epoch)
@@ -925,8 +1007,8 @@ sl_err_t sl_changelog_step(sl_changelog_t *cl, sl_store_t *store)
     if (!cl->snap_active)
         return SL_OK;
     int n = 0;
-    sl_err_t rc = sl_store_unfinished_page(store, cl->snap_after, SNAPSHOT_PAGE, snapshot_row, cl,
-                                           &n);
+    sl_err_t rc =
+        sl_store_unfinished_page(store, cl->snap_after, SNAPSHOT_PAGE, snapshot_row, cl, &n);
     if (rc != SL_OK || n == SNAPSHOT_PAGE)
         return rc;
     mark_all(cl, SL_CL_CLOSE, cl->snap_epoch);

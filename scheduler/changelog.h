@@ -17,6 +17,10 @@
  *   {"v":1,"t":"end","seq":S,"id":"..."}         its result was acknowledged by the broker
  *   {"v":1,"t":"begin","seq":S,"epoch":E}        a snapshot starts in this partition
  *   {"v":1,"t":"close","seq":S,"epoch":E}        every job unfinished at its begin was written
+ *   {"v":1,"t":"lease","seq":S,"id":"...","att":N,"res":"...","dep":"...","exp":T}
+ *                                                its call in flight as a sharded scheduler gave
+ *                                                its partitions up: the next owner takes the
+ *                                                lease over instead of calling again
  * seq grows in each partition (max(last + 1, wall-clock microseconds)), so a copy of an older
  * record put back into the topic is refused at restore: it cannot bring a finished job back.
  *
@@ -54,7 +58,15 @@
 
 /* ---- records ---- */
 
-typedef enum { SL_CL_JOB = 1, SL_CL_END, SL_CL_BEGIN, SL_CL_CLOSE } sl_cl_kind_t;
+typedef enum { SL_CL_JOB = 1, SL_CL_END, SL_CL_BEGIN, SL_CL_CLOSE, SL_CL_LEASE } sl_cl_kind_t;
+
+/* A lease (an attempt in flight) as a lease record carries it. */
+typedef struct {
+    int attempt;
+    char res_id[33];
+    char deployment[128];
+    int64_t expires_ms;
+} sl_cl_lease_t;
 
 typedef struct {
     sl_cl_kind_t kind;
@@ -63,6 +75,7 @@ typedef struct {
     char *job;                       /* job: the job message (owned; NULL otherwise) */
     size_t job_len;
     int64_t submitted_ms;            /* job: its submitted_ms (0 when it has none) */
+    sl_cl_lease_t lease;             /* lease */
 } sl_cl_rec_t;
 
 /* The record's text (caller frees), *len its length; NULL when out of memory or, for a job or
@@ -73,6 +86,9 @@ char *sl_cl_encode(sl_cl_kind_t kind, int64_t seq, int64_t epoch, const char *jo
 /* Parses a record; SL_EINVAL (rec cleared) when it is not one. Free with sl_cl_rec_clear. */
 sl_err_t sl_cl_decode(const char *buf, size_t len, sl_cl_rec_t *rec);
 void sl_cl_rec_clear(sl_cl_rec_t *rec);
+/* A lease record's text (caller frees); NULL when a field is not what a record may carry. */
+char *sl_cl_encode_lease(int64_t seq, const char *job_id, const sl_cl_lease_t *lease,
+                         size_t *len);
 
 /* ---- replay: which jobs were unfinished, from the records of every partition ---- */
 
@@ -93,10 +109,12 @@ typedef struct {
     const char *job_id, *job;
     size_t len;
     int64_t submitted_ms, first_seq;
+    const sl_cl_lease_t *lease; /* its call in flight, from a lease record after its job record;
+                                 * NULL: none */
 } sl_cl_live_t;
 /* The unfinished jobs after sl_cl_replay_apply of every partition, in the order to take them in
- * again: by submission, then by their first record (*out: caller frees the array, not the
- * strings, and uses it while r lives). */
+ * again: those with a lease to take over first, then by submission, then by their first record
+ * (*out: caller frees the array, not the strings, and uses it while r lives). */
 sl_err_t sl_cl_replay_sorted(const sl_cl_replay_t *r, sl_cl_live_t **out, size_t *n);
 size_t sl_cl_replay_live(const sl_cl_replay_t *r);
 /* The highest seq seen in partition part (0 when none), and how many records were refused. */
@@ -168,6 +186,11 @@ void sl_changelog_job(sl_changelog_t *cl, const char *tenant, const char *job_id
                       int64_t submitted_ms, const char *job, size_t len, int64_t commit);
 /* A job's result was acknowledged: its end record. The tenant is read from the store. */
 void sl_changelog_end(sl_changelog_t *cl, sl_store_t *store, const char *job_id);
+/* A job's call in flight, as its partition is given up (a sharded scheduler's revocation): the
+ * next owner takes the lease over (sl_sched_adopt_lease) instead of calling again. Nothing for
+ * a tenant whose partition is not owned, or a lease a record cannot carry. */
+void sl_changelog_lease(sl_changelog_t *cl, const char *tenant, const char *job_id,
+                        const sl_cl_lease_t *lease);
 /* Starts a snapshot when one is due, and writes the next page of a snapshot under way. Call once
  * a loop turn, outside a transaction. */
 sl_err_t sl_changelog_step(sl_changelog_t *cl, sl_store_t *store);

@@ -72,9 +72,13 @@ static const struct {
      "them from the changelog.",
      offsetof(sl_sched_stats_t, handed_over)},
     {"sluice_scheduler_jobs_handed_over_in_flight_total",
-     "Of the jobs handed over, those in flight then: their new owner runs them again (a call "
-     "made twice unless the deployment is idempotent).",
+     "Of the jobs handed over, those in flight then. At a revocation their leases go to the "
+     "changelog and the new owner takes them over; after a crash it runs them again.",
      offsetof(sl_sched_stats_t, handed_over_in_flight)},
+    {"sluice_scheduler_leases_adopted_total",
+     "Calls in flight of a partition gained that this scheduler took over from the changelog's "
+     "lease records: settled by their usage event here, not made again.",
+     offsetof(sl_sched_stats_t, leases_adopted)},
     {"sluice_scheduler_jobs_not_owned_total",
      "Messages of a partition this scheduler does not own, not taken (read after their "
      "partition was revoked, or produced with another partitioner than librdkafka's default).",

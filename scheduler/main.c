@@ -118,12 +118,12 @@ typedef struct {
     size_t n, next;
     int64_t refused;
     double t0, read_ms;
+    int64_t adopted; /* leases taken over (lease records of a partition gained) */
 } refeed_t;
 
 static sl_err_t restore_from_changelog(const sl_config_t *cfg,
-                                       const uint8_t mac_key[SL_MAC_KEY_BYTES],
-                                       sl_store_t *store, sl_sched_t *sched, refeed_t *f,
-                                       char *err, size_t errlen)
+                                       const uint8_t mac_key[SL_MAC_KEY_BYTES], sl_store_t *store,
+                                       sl_sched_t *sched, refeed_t *f, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
     f->t0 = sl_mono_ms();
@@ -170,8 +170,18 @@ static sl_err_t refeed_some(refeed_t *f, const sl_config_t *cfg, sl_store_t *sto
 {
     sl_err_t rc = SL_OK;
     size_t end = f->next + RESTORE_SLICE < f->n ? f->next + RESTORE_SLICE : f->n;
-    for (; rc == SL_OK && f->next < end; f->next++)
-        rc = sl_sched_on_restored_job(sched, f->jobs[f->next].job, f->jobs[f->next].len, now_ms);
+    for (; rc == SL_OK && f->next < end; f->next++) {
+        const sl_cl_live_t *lj = &f->jobs[f->next];
+        rc = sl_sched_on_restored_job(sched, lj->job, lj->len, now_ms);
+        /* Its call in flight when its previous owner gave the partition up: taken over, so
+         * its usage event settles it here and no second call is made. */
+        int adopted = 0;
+        if (rc == SL_OK && lj->lease != NULL)
+            rc = sl_sched_adopt_lease(sched, lj->job_id, lj->lease->attempt, lj->lease->res_id,
+                                      lj->lease->deployment, lj->lease->expires_ms, now_ms,
+                                      &adopted);
+        f->adopted += adopted;
+    }
     if (rc == SL_OK && f->next == f->n)
         rc = sl_store_meta_put(store, RESTORE_NOTE, NULL);
     if (rc == SL_OK && f->next == f->n) {
@@ -179,9 +189,9 @@ static sl_err_t refeed_some(refeed_t *f, const sl_config_t *cfg, sl_store_t *sto
         sl_changelog_snapshot_soon(cl);
         sl_info("new database: %zu unfinished jobs restored from the changelog %s in %.0f ms "
                 "(%lld records refused: without a valid MAC, unreadable or replayed); read in "
-                "%.0f ms",
+                "%.0f ms; calls in flight taken over: %lld",
                 f->n, cfg->kafka.topic_changelog, sl_mono_ms() - f->t0, (long long)f->refused,
-                f->read_ms);
+                f->read_ms, (long long)f->adopted);
         free(f->jobs);
         sl_cl_replay_free(f->replay);
         f->jobs = NULL;
@@ -227,8 +237,7 @@ static int has_assignment(rd_kafka_t *cons)
 /* SIGHUP: applies the config file again without losing queued work (quotas, weights, limits,
  * tenants, keys). Kafka, database and signing settings need a restart: a change there is refused
  * and the running config stays. */
-static void reload(sl_config_t **cfgp, sl_store_t *store,
-                   sl_sched_t **sched)
+static void reload(sl_config_t **cfgp, sl_store_t *store, sl_sched_t **sched)
 {
     sl_config_t *old = *cfgp, *fresh = NULL;
     char err[512] = "";
@@ -311,8 +320,8 @@ static void pending_commit(pending_offsets_t *p, rd_kafka_t *cons, int64_t durab
         k++;
     if (k < 0)
         return;
-    rd_kafka_topic_partition_list_t *pos = p->v[k].pos, *c = rd_kafka_topic_partition_list_new(
-                                                             pos->cnt);
+    rd_kafka_topic_partition_list_t *pos = p->v[k].pos,
+                                    *c = rd_kafka_topic_partition_list_new(pos->cnt);
     for (int i = 0; c != NULL && i < pos->cnt; i++) {
         if (pos->elems[i].offset >= 0)
             rd_kafka_topic_partition_list_add(c, pos->elems[i].topic, pos->elems[i].partition)
@@ -354,9 +363,10 @@ static int64_t durable_and_logged(sl_store_t *store, const sl_changelog_t *cl)
 typedef struct {
     int on;
     int nparts;
-    uint8_t *owned; /* the partitions the core and the changelog writer have */
-    int revoked;    /* revoked and not yet assigned again: nothing is read or scheduled */
-    int failed;     /* a restore or a store write failed in the callback: stop */
+    uint8_t *owned;         /* the partitions the core and the changelog writer have */
+    int revoked;            /* revoked and not yet assigned again: nothing is read or scheduled */
+    int failed;             /* a restore or a store write failed in the callback: stop */
+    int64_t leases_written; /* lease records at the last revocation */
     sl_intake_t *intake;
     rd_kafka_t *prod;
     sl_changelog_t *cl;
@@ -367,13 +377,27 @@ typedef struct {
     refeed_t *refeed;
 } shards_t;
 
+/* A lease record for one call in flight (sl_sched_each_lease). */
+static void lease_record(const char *tenant, const char *job_id, int attempt, const char *res_id,
+                         const char *deployment, int64_t expires_ms, void *arg)
+{
+    shards_t *sh = arg;
+    sl_cl_lease_t l = {.attempt = attempt, .expires_ms = expires_ms};
+    snprintf(l.res_id, sizeof l.res_id, "%s", res_id);
+    snprintf(l.deployment, sizeof l.deployment, "%s", deployment);
+    sl_changelog_lease(sh->cl, tenant, job_id, &l);
+    sh->leases_written++;
+}
+
 /* The revocation: before the partitions go, everything stored of them is made safe for the
- * next owner. */
+ * next owner, and the calls in flight are written down for it to take over. */
 static void shard_revoke(shards_t *sh, rd_kafka_t *cons)
 {
     if (sh->revoked)
         return;
     double t0 = sl_mono_ms();
+    sh->leases_written = 0;
+    sl_sched_each_lease(*sh->sched, lease_record, sh);
     /* Results acknowledged now still write their jobs' end records; then every record is on
      * the broker, and the offsets of what was stored are committed. */
     rd_kafka_flush(sh->prod, 5000);
@@ -388,8 +412,9 @@ static void shard_revoke(shards_t *sh, rd_kafka_t *cons)
     sl_changelog_set_owned(sh->cl, none);
     free(none);
     sh->revoked = 1;
-    sl_info("shard: partitions revoked; stored work made safe for their next owner in %.0f ms",
-            sl_mono_ms() - t0);
+    sl_info("shard: partitions revoked; stored work made safe for their next owner in %.0f ms "
+            "(%lld calls in flight written down for it)",
+            sl_mono_ms() - t0, (long long)sh->leases_written);
 }
 
 /* Takes the rest of a restore in at once (a new one is about to start). */
@@ -611,8 +636,7 @@ int main(int argc, char **argv)
     if (open_rc != SL_OK) {
         fprintf(stderr, "sluice-scheduler: %s\n", err);
         start_status = open_rc == SL_EDB ? SL_STORE_EXIT_STATUS : 2;
-    } else if (sl_sched_new(cfg, store, sl_now_ms(), &sched, err,
-                            sizeof err) != SL_OK) {
+    } else if (sl_sched_new(cfg, store, sl_now_ms(), &sched, err, sizeof err) != SL_OK) {
         const char *fault = NULL;
         int store_fault = sl_store_fault(store, &fault) != SL_STORE_FAULT_NONE;
         fprintf(stderr, "sluice-scheduler: %s%s%s\n", err, store_fault ? ": " : "",
@@ -646,10 +670,10 @@ int main(int argc, char **argv)
     sl_signer_derive(signer, SL_CHANGELOG_MAC_CONTEXT, cl_key);
     sl_err_t cl_rc = restore_from_changelog(cfg, cl_key, store, sched, &refeed, err, sizeof err);
     if (cl_rc == SL_OK)
-        cl_rc = sl_changelog_open(cfg, cl_key, refeed.replay,
-                                  sl_store_is_new(store) && refeed.jobs == NULL &&
-                                      !cfg->sched_sharded,
-                                  &cl, err, sizeof err);
+        cl_rc =
+            sl_changelog_open(cfg, cl_key, refeed.replay,
+                              sl_store_is_new(store) && refeed.jobs == NULL && !cfg->sched_sharded,
+                              &cl, err, sizeof err);
     shards_t sh = {.on = cfg->sched_sharded};
     sodium_memzero(cl_key, sizeof cl_key);
     if (cl_rc == SL_OK && refeed.jobs != NULL)
@@ -872,8 +896,8 @@ int main(int argc, char **argv)
         int nout = sl_sched_take(sched, &out);
         for (int i = 0; i < nout; i++) {
             if (out[i].kind == SL_MSG_CHANGELOG)
-                sl_changelog_job(cl, out[i].key, out[i].job_id, out[i].submitted_ms,
-                                 out[i].value, strlen(out[i].value), committed);
+                sl_changelog_job(cl, out[i].key, out[i].job_id, out[i].submitted_ms, out[i].value,
+                                 strlen(out[i].value), committed);
             else
                 produce(prod, out[i].topic, out[i].key, out[i].value,
                         out[i].kind == SL_MSG_RESULT ? out[i].seq : 0, ob);

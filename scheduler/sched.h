@@ -118,6 +118,21 @@ int sl_sched_owns(const sl_sched_t *s, int p);
  * be NULL) gets how many jobs left. */
 sl_err_t sl_sched_hand_over(sl_sched_t *s, int p, int64_t now_ms, int *n);
 
+/* Calls fn for each lease in flight (a call a dispatcher may be making): its tenant, job,
+ * attempt, reservation id, deployment and expiry. For the changelog's lease records at a
+ * revocation (sl_sched_lease_fn: sched_types.h). */
+void sl_sched_each_lease(const sl_sched_t *s, sl_sched_lease_fn fn, void *arg);
+
+/* Takes over the lease of a job just restored from a partition gained: the job, queued, becomes
+ * leased under the given attempt, reservation id and expiry on deployment, so the call its
+ * previous owner made is settled by its usage event here instead of being made again. Nothing
+ * is charged (the previous owner kept its charge). *adopted is 0 when the job is not a queued
+ * one of a known deployment, or the lease is over: then it runs again as before. Inside the
+ * caller's transaction. */
+sl_err_t sl_sched_adopt_lease(sl_sched_t *s, const char *job_id, int attempt, const char *res_id,
+                              const char *deployment, int64_t expires_ms, int64_t now_ms,
+                              int *adopted);
+
 /* Installs the metrics hooks (sl_sched_observer_t; copied, NULL removes them); they carry over a
  * reload. */
 void sl_sched_observe(sl_sched_t *s, const sl_sched_observer_t *obs, void *arg);

@@ -57,8 +57,14 @@ typedef struct {
      * of a partition this one does not own that reached it (a producer with another
      * partitioner, or a message read after its partition was revoked): not taken. */
     int64_t handed_over, handed_over_in_flight, not_owned;
+    int64_t leases_adopted; /* calls in flight of a partition gained, settled here */
     int64_t partitions, partitions_owned; /* 1 and 1 when not sharded */
 } sl_sched_stats_t;
+
+/* One lease in flight (sl_sched_each_lease). */
+typedef void (*sl_sched_lease_fn)(const char *tenant, const char *job_id, int attempt,
+                                  const char *res_id, const char *deployment, int64_t expires_ms,
+                                  void *arg);
 
 /* Hooks for metrics, called from inside the core (the same thread). Any may be NULL. */
 typedef struct {

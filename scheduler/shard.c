@@ -7,6 +7,7 @@
 
 #include "buckets.h"
 #include "grants.h"
+#include "hmap.h"
 #include "job.h"
 #include "kafka.h"
 #include "ledger.h"
@@ -403,6 +404,102 @@ sl_err_t sl_sched_hand_over(sl_sched_t *s, int p, int64_t now_ms, int *n)
             (*n)++;
     }
     free(k.v);
+    return rc;
+}
+
+/* ---- calls in flight when partitions move ---- */
+
+void sl_sched_each_lease(const sl_sched_t *s, sl_sched_lease_fn fn, void *arg)
+{
+    const sl_config_t *cfg = s->cfg;
+    for (int i = 0; i < s->leased.n; i++) {
+        const job_t *j = s->leased.items[i];
+        if (j->state != J_LEASED || j->lease == NULL || j->lease->res_id[0] == '\0' ||
+            j->orphan_tenant != NULL || j->deployment < 0 || j->deployment >= cfg->ndeployments)
+            continue;
+        fn(cfg->tenants[j->tenant].name, j->id, j->attempts, j->lease->res_id,
+           cfg->deployments[j->deployment].name, j->lease->lease_expires_ms, arg);
+    }
+}
+
+/* The creation time a reservation id begins with (sl_reservation_new_id); -1 when it does not. */
+static int64_t res_created_ms(const char *res_id)
+{
+    int64_t v = 0;
+    for (int i = 0; i < 12; i++) {
+        char c = res_id[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+sl_err_t sl_sched_adopt_lease(sl_sched_t *s, const char *job_id, int attempt, const char *res_id,
+                              const char *deployment, int64_t expires_ms, int64_t now_ms,
+                              int *adopted)
+{
+    *adopted = 0;
+    const sl_config_t *cfg = s->cfg;
+    job_t *j = sl_hmap_get(s->jobs, job_id);
+    int d = sl_config_deployment(cfg, deployment);
+    int64_t created = res_created_ms(res_id);
+    /* Only a queued job of a known deployment, whose lease is not over: anything else is run
+     * again as before (at least once). */
+    if (j == NULL || j->state != J_QUEUED || j->orphan_tenant != NULL || d < 0 ||
+        expires_ms <= now_ms || created <= 0 || created > now_ms || attempt <= 0 ||
+        strlen(res_id) != 32)
+        return SL_OK;
+    job_lease_t *l = sl_job_lease(j);
+    held_t *h = calloc(1, sizeof *h);
+    if (l == NULL || h == NULL) {
+        free(h);
+        return SL_ENOMEM;
+    }
+    /* No charge here: the shard that leased it keeps what it charged (its use counts in the
+     * limits' windows and in its capacity reports), so the usage event settles nothing in this
+     * ledger. */
+    h->charged_ms = created;
+    h->est_input = j->est_input;
+    h->est_output = j->est_output;
+    sl_store_res_t res = {
+        .reservation_id = res_id,
+        .job_id = j->id,
+        .tenant = cfg->tenants[j->tenant].name,
+        .route = cfg->routes[j->route].name,
+        .cls = sl_class_name((sl_class_t)j->cls),
+        .deployment = deployment,
+        .idempotency_key = j->idem,
+        .attempt = attempt,
+        .est_input = j->est_input,
+        .est_output = j->est_output,
+        .created_ms = created,
+        .expires_ms = expires_ms,
+        .queue_deadline_ms = j->deadline_ms,
+    };
+    sl_err_t rc = sl_store_res_open(s->store, &res, 0, NULL, NULL, NULL);
+    if (rc == SL_OK)
+        rc = sl_store_job_lease(s->store, j->id, attempt, expires_ms, res_id, deployment, now_ms);
+    if (rc != SL_OK) {
+        free(h);
+        return rc;
+    }
+    sl_job_unplace(s, j);
+    free(j->held);
+    j->held = h;
+    snprintf(l->res_id, sizeof l->res_id, "%s", res_id);
+    l->lease_expires_ms = expires_ms;
+    l->dispatched_ms = created;
+    l->holder = 0; /* until a dispatcher's heartbeat names it */
+    j->attempts = attempt;
+    j->deployment = d;
+    j->state = J_LEASED;
+    rc = sl_job_list_add(&s->leased, j);
+    if (rc == SL_OK) {
+        s->st.leases_adopted++;
+        *adopted = 1;
+    }
     return rc;
 }
 

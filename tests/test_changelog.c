@@ -169,9 +169,10 @@ START_TEST(a_trimmed_partition_replays_from_its_newest_closed_snapshot)
 {
     sl_cl_replay_t *r = sl_cl_replay_new(1);
     sl_cl_rec_t recs[] = {
-        rec(SL_CL_JOB, 1, 0, "old"),   /* before the snapshot: not re-written, so finished */
-        rec(SL_CL_BEGIN, 2, 100, NULL), rec(SL_CL_JOB, 3, 0, "b"), rec(SL_CL_CLOSE, 4, 100, NULL),
-        rec(SL_CL_JOB, 5, 0, "c"),      rec(SL_CL_BEGIN, 6, 200, NULL), /* never closed */
+        rec(SL_CL_JOB, 1, 0, "old"), /* before the snapshot: not re-written, so finished */
+        rec(SL_CL_BEGIN, 2, 100, NULL), rec(SL_CL_JOB, 3, 0, "b"),
+        rec(SL_CL_CLOSE, 4, 100, NULL), rec(SL_CL_JOB, 5, 0, "c"),
+        rec(SL_CL_BEGIN, 6, 200, NULL), /* never closed */
         rec(SL_CL_END, 7, 0, "b"),      rec(SL_CL_JOB, 8, 0, "d"),
     };
     ck_assert_int_eq(replay(r, 5000, 5000, recs, 8), SL_OK);
@@ -221,6 +222,109 @@ END_TEST
 /* The topic's settings must keep a whole snapshot: refused are compaction (records are keyed by
  * tenant), a retention.bytes below what the scheduler plans with, and a retention.ms that a
  * snapshot interval does not fit twice into. */
+/* A lease record, as a revoking shard writes it and a restore reads it. */
+static sl_cl_rec_t lease_rec(int64_t seq, const char *id, const char *res, int64_t exp)
+{
+    sl_cl_lease_t l = {.attempt = 2, .expires_ms = exp};
+    snprintf(l.res_id, sizeof l.res_id, "%s", res);
+    snprintf(l.deployment, sizeof l.deployment, "dep-a");
+    size_t len = 0;
+    char *text = sl_cl_encode_lease(seq, id, &l, &len);
+    ck_assert_ptr_nonnull(text);
+    sl_cl_rec_t r;
+    ck_assert_int_eq(sl_cl_decode(text, len, &r), SL_OK);
+    free(text);
+    ck_assert_int_eq(r.kind, SL_CL_LEASE);
+    ck_assert_int_eq(r.lease.attempt, 2);
+    ck_assert_int_eq(r.lease.expires_ms, exp);
+    ck_assert_str_eq(r.lease.res_id, res);
+    ck_assert_str_eq(r.lease.deployment, "dep-a");
+    return r;
+}
+
+/* The lease the replay hands over with job id (NULL: none), checked against the live list. */
+static const char *live_lease(const sl_cl_replay_t *r, const char *id, char *res, size_t cap)
+{
+    sl_cl_live_t *v = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(sl_cl_replay_sorted(r, &v, &n), SL_OK);
+    const char *found = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i].job_id, id) == 0 && v[i].lease != NULL) {
+            snprintf(res, cap, "%s", v[i].lease->res_id);
+            found = res;
+        }
+    free(v);
+    return found;
+}
+
+/* A call in flight when its partition was given up is handed to the next owner with its job;
+ * a later snapshot record of the job, or its end, means the lease is not one to take over. */
+START_TEST(a_lease_record_goes_with_its_live_job)
+{
+    const char *res1 = "00019000000aaaa0123456789abcdef0",
+               *res2 = "00019000000bbbb0123456789abcdef0";
+    char got[40];
+    sl_cl_replay_t *r = sl_cl_replay_new(1);
+    sl_cl_rec_t recs[] = {rec(SL_CL_JOB, 1, 0, "job-a"),     rec(SL_CL_JOB, 2, 0, "job-b"),
+                          lease_rec(3, "job-a", res1, 5000), lease_rec(4, "job-x", res2, 5000),
+                          lease_rec(5, "job-b", res2, 6000), rec(SL_CL_END, 6, 0, "job-b")};
+    ck_assert_int_eq(replay(r, 0, 0, recs, 6), SL_OK);
+    ck_assert_ptr_nonnull(live_lease(r, "job-a", got, sizeof got));
+    ck_assert_str_eq(got, res1);
+    ck_assert(!live_has(r, "job-b")); /* ended: no lease to take over */
+    ck_assert(!live_has(r, "job-x")); /* a lease alone brings no job */
+
+    sl_cl_replay_free(r);
+
+    r = sl_cl_replay_new(1);
+    sl_cl_rec_t again[] = {rec(SL_CL_JOB, 1, 0, "job-a"), lease_rec(2, "job-a", res1, 5000),
+                           rec(SL_CL_JOB, 3, 0, "job-a")};
+    ck_assert_int_eq(replay(r, 0, 0, again, 3), SL_OK);
+    ck_assert(live_has(r, "job-a"));
+    ck_assert_ptr_null(live_lease(r, "job-a", got, sizeof got));
+    sl_cl_replay_free(r);
+
+    /* A job with a lease to take over comes first, whenever it was submitted. */
+    r = sl_cl_replay_new(1);
+    sl_cl_rec_t order_recs[] = {rec(SL_CL_JOB, 1, 0, "job-old"), rec(SL_CL_JOB, 2, 0, "job-new"),
+                                lease_rec(3, "job-new", res1, 5000)};
+    ck_assert_int_eq(replay(r, 0, 0, order_recs, 3), SL_OK);
+    sl_cl_live_t *order = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(sl_cl_replay_sorted(r, &order, &n), SL_OK);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(order[0].job_id, "job-new");
+    ck_assert_ptr_nonnull(order[0].lease);
+    ck_assert_str_eq(order[1].job_id, "job-old");
+    ck_assert_ptr_null(order[1].lease);
+    free(order);
+    sl_cl_replay_free(r);
+
+    /* What a lease record may not carry is neither written nor read. */
+    sl_cl_lease_t bad = {.attempt = 1, .expires_ms = 5000};
+    snprintf(bad.res_id, sizeof bad.res_id, "has\"quote");
+    snprintf(bad.deployment, sizeof bad.deployment, "dep-a");
+    size_t len = 0;
+    ck_assert_ptr_null(sl_cl_encode_lease(1, "job-a", &bad, &len));
+    ck_assert_ptr_null(sl_cl_encode(SL_CL_LEASE, 1, 0, "job-a", 0, NULL, 0, &len));
+    const char *refused[] = {
+        "{\"v\":1,\"t\":\"lease\",\"seq\":1,\"id\":\"job-a\",\"att\":0,\"res\":\"r\","
+        "\"dep\":\"d\",\"exp\":5}",
+        "{\"v\":1,\"t\":\"lease\",\"seq\":1,\"id\":\"job-a\",\"att\":1,\"res\":\"\","
+        "\"dep\":\"d\",\"exp\":5}",
+        "{\"v\":1,\"t\":\"lease\",\"seq\":1,\"id\":\"job-a\",\"att\":1,\"res\":\"r\","
+        "\"dep\":\"d\"}",
+        "{\"v\":1,\"t\":\"lease\",\"seq\":1,\"id\":\"job a\",\"att\":1,\"res\":\"r\","
+        "\"dep\":\"d\",\"exp\":5}",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        sl_cl_rec_t x;
+        ck_assert_msg(sl_cl_decode(refused[i], strlen(refused[i]), &x) != SL_OK, "%zu taken", i);
+    }
+}
+END_TEST
+
 START_TEST(topic_settings_that_could_lose_jobs_are_refused)
 {
     sl_config_t cfg;
@@ -267,6 +371,7 @@ static Suite *changelog_suite(void)
     tcase_add_test(tc, a_trimmed_partition_without_a_whole_snapshot_is_refused);
     tcase_add_test(tc, partitions_replay_on_their_own);
     tcase_add_test(tc, topic_settings_that_could_lose_jobs_are_refused);
+    tcase_add_test(tc, a_lease_record_goes_with_its_live_job);
     suite_add_tcase(s, tc);
     return s;
 }

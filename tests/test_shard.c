@@ -189,8 +189,8 @@ END_TEST
 START_TEST(hand_over_takes_out_the_partition_s_jobs_only)
 {
     int nparts = 2;
-    while (nparts < 64 && sl_kafka_key_partition("acme", nparts) ==
-                              sl_kafka_key_partition("globex", nparts))
+    while (nparts < 64 &&
+           sl_kafka_key_partition("acme", nparts) == sl_kafka_key_partition("globex", nparts))
         nparts++;
     ck_assert_int_lt(nparts, 64);
     env_t e;
@@ -216,8 +216,7 @@ START_TEST(hand_over_takes_out_the_partition_s_jobs_only)
     ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
     ck_assert_int_eq(n, 3);
     ck_assert_str_eq(peek_sql(&e, "SELECT count(*) FROM jobs WHERE tenant = '%s'", "acme"), "0");
-    ck_assert_str_eq(peek_sql(&e, "SELECT count(*) FROM jobs WHERE tenant = '%s'", "globex"),
-                     "2");
+    ck_assert_str_eq(peek_sql(&e, "SELECT count(*) FROM jobs WHERE tenant = '%s'", "globex"), "2");
     ck_assert_str_eq(
         peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = '%s'", l.res),
         "expired");
@@ -331,8 +330,7 @@ START_TEST(leased_shares_come_from_grants_alone)
     ck_assert_double_eq(d.want, 1);
     ck_assert_double_eq(d.held, 0);
     ck_assert_double_eq(d.used, 0);
-    ck_assert_int_eq(sl_sched_grant_share(e.sched, "tenant:acme:nothing", 0.5, now),
-                     SL_ENOTFOUND);
+    ck_assert_int_eq(sl_sched_grant_share(e.sched, "tenant:acme:nothing", 0.5, now), SL_ENOTFOUND);
     grant_all(&e, 0.5, now + 5000);
     /* Half the rate from an empty bucket (0.09 tokens/ms: at most about 36 jobs of 150 a
      * minute; the whole rate would take twice that). */
@@ -367,6 +365,78 @@ START_TEST(an_idle_shard_wants_little)
 }
 END_TEST
 
+typedef struct {
+    int n;
+    char res[4][40];
+} leases_seen_t;
+
+static void see_lease(const char *tenant, const char *job_id, int attempt, const char *res_id,
+                      const char *deployment, int64_t expires_ms, void *arg)
+{
+    (void)tenant;
+    (void)job_id;
+    (void)attempt;
+    (void)deployment;
+    (void)expires_ms;
+    leases_seen_t *l = arg;
+    if (l->n < 4)
+        snprintf(l->res[l->n], sizeof l->res[0], "%s", res_id);
+    l->n++;
+}
+
+/* A call in flight of a partition gained is taken over: the queued job becomes leased under
+ * the previous owner's attempt and reservation, nothing is dispatched again, and its usage event
+ * finishes it here. Leases that are over, of an unknown deployment, or of a job that is not
+ * queued are not taken (the job runs again, as before). */
+START_TEST(a_lease_of_a_partition_gained_is_taken_over)
+{
+    env_t e;
+    int64_t now;
+    env_with_history(&e, &now);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
+    own_first(&e, 4, 4, now);
+    feed_job(&e, "acme-in-flight", "acme", now);
+    feed_job(&e, "acme-other", "acme", now);
+    char res[40];
+    snprintf(res, sizeof res, "%012llx%04x%016x", (unsigned long long)(now - 500), 7, 0xabcdef);
+    int adopted = -1;
+    ck_assert_int_eq(
+        sl_sched_adopt_lease(e.sched, "acme-in-flight", 2, res, "dep-a", now - 1, now, &adopted),
+        SL_OK);
+    ck_assert_int_eq(adopted, 0); /* over */
+    ck_assert_int_eq(sl_sched_adopt_lease(e.sched, "acme-in-flight", 2, res, "dep-zz", now + 60000,
+                                          now, &adopted),
+                     SL_OK);
+    ck_assert_int_eq(adopted, 0); /* unknown deployment */
+    ck_assert_int_eq(sl_sched_adopt_lease(e.sched, "acme-in-flight", 2, res, "dep-a", now + 60000,
+                                          now, &adopted),
+                     SL_OK);
+    ck_assert_int_eq(adopted, 1);
+    ck_assert_int_eq(sl_sched_adopt_lease(e.sched, "acme-in-flight", 3, res, "dep-a", now + 60000,
+                                          now, &adopted),
+                     SL_OK);
+    ck_assert_int_eq(adopted, 0); /* not queued any more */
+    leases_seen_t seen = {0};
+    sl_sched_each_lease(e.sched, see_lease, &seen);
+    ck_assert_int_eq(seen.n, 1);
+    ck_assert_str_eq(seen.res[0], res);
+    batch_t b = step(&e, now + 10);
+    ck_assert_ptr_null(find(&b, SL_MSG_DISPATCH, "acme-in-flight"));
+    batch_free(&b);
+    feed_usage(&e, "acme-in-flight", 2, res, "dep-a", &OK_USAGE, now + 100);
+    b = step(&e, now + 110);
+    json_t *r = find(&b, SL_MSG_RESULT, "acme-in-flight");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "succeeded");
+    ck_assert_int_eq(iget(r, "attempts"), 2);
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.leases_adopted, 1);
+    env_done(&e);
+}
+END_TEST
+
 static Suite *shard_suite(void)
 {
     Suite *s = suite_create("shard");
@@ -382,6 +452,7 @@ static Suite *shard_suite(void)
     tcase_add_test(tc, a_tenant_taken_over_starts_its_own_limits_used);
     tcase_add_test(tc, leased_shares_come_from_grants_alone);
     tcase_add_test(tc, an_idle_shard_wants_little);
+    tcase_add_test(tc, a_lease_of_a_partition_gained_is_taken_over);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -380,11 +380,21 @@ int main(void)
         snprintf(name, sizeof name, "sched-%d", i);
         handed_in_flight += sum_after(name, 0, " jobs handed over, ");
     }
+    /* Calls in flight at a clean hand-over were written down and taken over by the next owner;
+     * only those of a hand-over it could not take (its lease over, the job not queued yet) and
+     * those in flight at the kill run again. */
+    long adopted = 0;
+    for (int i = 0; i < SCHEDULERS; i++) {
+        snprintf(name, sizeof name, "sched-%d", i);
+        adopted += sum_after(name, 0, "calls in flight taken over: ");
+    }
     int64_t twice = h_sim_total(stats, "replayed") + h_sim_total(stats, "admitted") - JOBS;
-    h_check(stats != NULL && twice <= in_flight_at_kill + handed_in_flight,
-            "calls made twice (%lld) are at most those in flight at the kill (%ld) and at the "
-            "hand-overs (%ld)",
-            (long long)twice, in_flight_at_kill, handed_in_flight);
+    printf("  calls in flight at the hand-overs: %ld, taken over by their next owner: %ld\n",
+           handed_in_flight, adopted);
+    h_check(stats != NULL && twice <= in_flight_at_kill + (handed_in_flight - adopted),
+            "calls made twice (%lld) are at most those in flight at the kill (%ld) and those of "
+            "the hand-overs not taken over (%ld)",
+            (long long)twice, in_flight_at_kill, handed_in_flight - adopted);
     int64_t tokens = h_sim_total(stats, "tokens_charged");
     printf("  %.1f s for %d jobs; %lld tokens admitted: %.0f %% of the limit over the run "
            "(the start, the kill and the rebalances included)\n",

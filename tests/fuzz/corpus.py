@@ -130,7 +130,7 @@ def verify_seeds(values):
 
 def changelog_seed(jobs, trimmed):
     """Records of two partitions, in the writer's exact shapes: jobs, an end, a closed
-    snapshot, a replayed copy."""
+    snapshot, a lease, a replayed copy."""
     def job_rec(seq, i, j):
         body = json.dumps(dict(json.loads(j), job_id="job-%d" % i), separators=(",", ":"))
         return '{"v":1,"t":"job","seq":%d,"id":"job-%d","sub":%d,"job":%s}' % (
@@ -141,7 +141,9 @@ def changelog_seed(jobs, trimmed):
 
     recs = [job_rec(10 + i, i, j) for i, j in enumerate(jobs)]
     recs += [rec(t="begin", seq=20, epoch=20), recs[1], rec(t="close", seq=21, epoch=20),
-             rec(t="end", seq=22, id="job-0"), recs[0]]
+             rec(t="end", seq=22, id="job-0"),
+             rec(t="lease", seq=23, id="job-1", att=2, res="00019000000a0001" + "0" * 16,
+                 dep="sim-a", exp=1760000060000), recs[0]]
     lines = [bytes([i % 2]) + r.encode() for i, r in enumerate(recs)]
     return bytes([trimmed]) + b"\n".join(lines)
 

@@ -37,8 +37,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sl_cl_rec_t rec;
             if (sl_cl_decode((const char *)data + at + 1, end - at - 1, &rec) == SL_OK) {
                 size_t len = 0;
-                char *again = sl_cl_encode(rec.kind, rec.seq, rec.epoch, rec.job_id,
-                                           rec.submitted_ms, rec.job, rec.job_len, &len);
+                char *again =
+                    rec.kind == SL_CL_LEASE
+                        ? sl_cl_encode_lease(rec.seq, rec.job_id, &rec.lease, &len)
+                        : sl_cl_encode(rec.kind, rec.seq, rec.epoch, rec.job_id,
+                                       rec.submitted_ms, rec.job, rec.job_len, &len);
                 FUZZ_CHECK(again != NULL);
                 sl_cl_rec_t back;
                 FUZZ_CHECK(sl_cl_decode(again, len, &back) == SL_OK);
@@ -46,6 +49,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FUZZ_CHECK(back.epoch == rec.epoch && strcmp(back.job_id, rec.job_id) == 0);
                 FUZZ_CHECK(back.submitted_ms == rec.submitted_ms && back.job_len == rec.job_len);
                 FUZZ_CHECK(rec.job_len == 0 || memcmp(back.job, rec.job, rec.job_len) == 0);
+                FUZZ_CHECK(memcmp(&back.lease, &rec.lease, sizeof rec.lease) == 0 ||
+                           (back.lease.attempt == rec.lease.attempt &&
+                            back.lease.expires_ms == rec.lease.expires_ms &&
+                            strcmp(back.lease.res_id, rec.lease.res_id) == 0 &&
+                            strcmp(back.lease.deployment, rec.lease.deployment) == 0));
                 sl_cl_rec_clear(&back);
                 free(again);
                 if (rec.kind == SL_CL_JOB)
