@@ -451,6 +451,12 @@ sl_err_t sl_sched_adopt_lease(sl_sched_t *s, const char *job_id, int attempt, co
         expires_ms <= now_ms || created <= 0 || created > now_ms || attempt <= 0 ||
         strlen(res_id) != 32)
         return SL_OK;
+    /* The partition came back to a shard that had this attempt before (its reservation is
+     * here, closed when the partition went): the job runs again rather than take it twice. */
+    int exists = 0;
+    sl_err_t rc = sl_store_res_exists(s->store, res_id, &exists);
+    if (rc != SL_OK || exists)
+        return rc;
     job_lease_t *l = sl_job_lease(j);
     held_t *h = calloc(1, sizeof *h);
     if (l == NULL || h == NULL) {
@@ -478,7 +484,7 @@ sl_err_t sl_sched_adopt_lease(sl_sched_t *s, const char *job_id, int attempt, co
         .expires_ms = expires_ms,
         .queue_deadline_ms = j->deadline_ms,
     };
-    sl_err_t rc = sl_store_res_open(s->store, &res, 0, NULL, NULL, NULL);
+    rc = sl_store_res_open(s->store, &res, 0, NULL, NULL, NULL);
     if (rc == SL_OK)
         rc = sl_store_job_lease(s->store, j->id, attempt, expires_ms, res_id, deployment, now_ms);
     if (rc != SL_OK) {

@@ -730,6 +730,17 @@ sl_err_t sl_store_res_close(sl_store_t *s, const char *reservation_id, const cha
     return change_reservation(s, st, delta, "reservation close");
 }
 
+sl_err_t sl_store_res_exists(sl_store_t *s, const char *reservation_id, int *exists)
+{
+    sqlite3_stmt *st = store_bind(s, Q_RES_CHARGES, "s", reservation_id);
+    int step = sqlite3_step(st);
+    *exists = step == SQLITE_ROW;
+    sl_err_t rc = step == SQLITE_ROW || step == SQLITE_DONE ? SL_OK
+                                                            : store_db_err(s, "reservation lookup");
+    sqlite3_reset(st);
+    return rc;
+}
+
 sl_err_t sl_store_res_charges(sl_store_t *s, const char *reservation_id,
                               void (*fn)(const char *bucket_id, double amount, const char *rule,
                                          void *arg),

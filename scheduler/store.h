@@ -202,6 +202,8 @@ sl_err_t sl_store_res_open(sl_store_t *s, const sl_store_res_t *res, int ncharge
 sl_err_t sl_store_res_close(sl_store_t *s, const char *reservation_id, const char *state,
                             int64_t input, int64_t output, int64_t cached, const char *outcome,
                             int64_t now_ms, const double *settled, int nsettled);
+/* Whether a reservation of this id is stored (open or closed). */
+sl_err_t sl_store_res_exists(sl_store_t *s, const char *reservation_id, int *exists);
 /* Calls fn for each charge of a reservation, in the order they were opened. */
 sl_err_t sl_store_res_charges(sl_store_t *s, const char *reservation_id,
                               void (*fn)(const char *bucket_id, double amount, const char *rule,

@@ -416,6 +416,12 @@ START_TEST(a_lease_of_a_partition_gained_is_taken_over)
                                           now, &adopted),
                      SL_OK);
     ck_assert_int_eq(adopted, 0); /* not queued any more */
+    /* A reservation this database has already (the partition came back to a shard that had the
+     * attempt): not taken twice. */
+    ck_assert_int_eq(sl_sched_adopt_lease(e.sched, "acme-other", 2, res, "dep-a", now + 60000,
+                                          now, &adopted),
+                     SL_OK);
+    ck_assert_int_eq(adopted, 0);
     leases_seen_t seen = {0};
     sl_sched_each_lease(e.sched, see_lease, &seen);
     ck_assert_int_eq(seen.n, 1);
