@@ -176,12 +176,10 @@ static sl_err_t apply_grant(sl_coord_t *c, sl_sched_t *sched, int64_t now_ms)
 /* A grant for this shard: its lease counts from the report it answers. */
 static sl_err_t take_grant(sl_coord_t *c, sl_sched_t *sched, const sl_grant_t *g, int64_t now_ms)
 {
-    double sent = -1;
-    for (int i = 0; i < SENT_RING; i++)
-        if (c->sent_seq[i] == g->echo && c->sent_mono[i] > 0)
-            sent = c->sent_mono[i];
-    if (sent < 0)
+    int slot = (int)(g->echo % SENT_RING);
+    if (g->echo <= 0 || c->sent_seq[slot] != g->echo)
         return SL_OK; /* it answers no report this process remembers sending */
+    double sent = c->sent_mono[slot];
     double until = sent + (double)g->lease_ms;
     if (until <= sl_mono_ms())
         return SL_OK;
@@ -204,12 +202,9 @@ static sl_err_t report(sl_coord_t *c, sl_sched_t *sched, int64_t now_ms, int lef
 {
     int nb = sl_grants_count(c->view);
     sl_want_t *d = calloc((size_t)(nb > 0 ? nb : 1), sizeof *d);
-    const char **ids = calloc((size_t)(nb > 0 ? nb : 1), sizeof *ids);
-    sl_err_t rc = d != NULL && ids != NULL ? SL_OK : SL_ENOMEM;
-    for (int b = 0; rc == SL_OK && b < nb; b++)
-        ids[b] = sl_grants_id(c->view, b);
+    sl_err_t rc = d != NULL ? SL_OK : SL_ENOMEM;
     if (rc == SL_OK)
-        rc = sl_sched_demand(sched, now_ms, ids, nb, d);
+        rc = sl_sched_demand(sched, now_ms, sl_grants_ids(c->view), nb, d);
     if (rc == SL_OK) {
         c->seq++;
         int slot = (int)(c->seq % SENT_RING);
@@ -221,7 +216,6 @@ static sl_err_t report(sl_coord_t *c, sl_sched_t *sched, int64_t now_ms, int lef
         c->reports++;
     }
     free(d);
-    free(ids);
     return rc;
 }
 

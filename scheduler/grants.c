@@ -123,6 +123,11 @@ const char *sl_grants_id(const sl_grants_t *g, int b)
     return g->ids[b];
 }
 
+const char *const *sl_grants_ids(const sl_grants_t *g)
+{
+    return (const char *const *)g->ids;
+}
+
 int sl_grants_find(const sl_grants_t *g, const char *id)
 {
     intptr_t v = (intptr_t)sl_hmap_get(g->index, id);

@@ -60,6 +60,8 @@ sl_grants_t *sl_grants_new(const char *const *ids, const int64_t *release_ms, in
 void sl_grants_free(sl_grants_t *g);
 int sl_grants_count(const sl_grants_t *g);
 const char *sl_grants_id(const sl_grants_t *g, int b);
+/* All nb ids, in bucket order (the view's own). */
+const char *const *sl_grants_ids(const sl_grants_t *g);
 int sl_grants_find(const sl_grants_t *g, const char *id);
 
 /* One message of the capacity topic, folded into the view. 0: ignored (malformed, stale, a

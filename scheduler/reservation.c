@@ -184,6 +184,19 @@ void sl_reservation_new_id(sl_sched_t *s, int64_t now_ms, char out[33])
              (unsigned)(s->res_counter++ & 0xffff), rnd);
 }
 
+int64_t sl_reservation_id_ms(const char *id)
+{
+    int64_t v = 0;
+    for (int i = 0; i < 12; i++) {
+        char c = id[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
 /* What charge i of h settles at (see sl_charge_rule_t): the real use where known; a provider-side charge
  * stays whole when the provider may have counted it; the callers' budgets get back what no
  * provider processed; gauges always come back. */

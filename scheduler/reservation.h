@@ -68,6 +68,9 @@ void sl_reservation_build(sl_sched_t *s, const job_t *j, int d, held_t *h);
  * counter, 16 random. New rows then land at the end of the reservations table's B-tree
  * instead of at random places in it, which keeps the one write per admission cheap. */
 void sl_reservation_new_id(sl_sched_t *s, int64_t now_ms, char out[33]);
+/* The creation time (epoch ms) a reservation id begins with; -1 when it does not begin with 12
+ * lower-case hex digits. */
+int64_t sl_reservation_id_ms(const char *id);
 
 /* Settles every charge j holds and closes its reservation as `state` ("reconciled" or
  * "expired") in one write; counts what over-reservation held back (tokens reserved above real

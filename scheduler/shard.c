@@ -422,20 +422,6 @@ void sl_sched_each_lease(const sl_sched_t *s, sl_sched_lease_fn fn, void *arg)
     }
 }
 
-/* The creation time a reservation id begins with (sl_reservation_new_id); -1 when it does not. */
-static int64_t res_created_ms(const char *res_id)
-{
-    int64_t v = 0;
-    for (int i = 0; i < 12; i++) {
-        char c = res_id[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0)
-            return -1;
-        v = v * 16 + d;
-    }
-    return v;
-}
-
 sl_err_t sl_sched_adopt_lease(sl_sched_t *s, const char *job_id, int attempt, const char *res_id,
                               const char *deployment, int64_t expires_ms, int64_t now_ms,
                               int *adopted)
@@ -444,7 +430,7 @@ sl_err_t sl_sched_adopt_lease(sl_sched_t *s, const char *job_id, int attempt, co
     const sl_config_t *cfg = s->cfg;
     job_t *j = sl_hmap_get(s->jobs, job_id);
     int d = sl_config_deployment(cfg, deployment);
-    int64_t created = res_created_ms(res_id);
+    int64_t created = sl_reservation_id_ms(res_id);
     /* Only a queued job of a known deployment, whose lease is not over: anything else is run
      * again as before (at least once). */
     if (j == NULL || j->state != J_QUEUED || j->orphan_tenant != NULL || d < 0 ||
