@@ -58,7 +58,14 @@ static char *write_config(const char *name)
              "          {\"id\": \"k3\", \"tenant\": \"delta\", \"hash\": \"%s\"}]",
              MINUTE_MS, dir, dir, sim_port, dir, TPM, key_hex[0], key_hex[1], key_hex[2],
              key_hex[3]);
-    return h_member_config(name, body, "\"lease_ms\": 3000, \"max_attempts\": 10,", 1);
+    /* A DRR turn of 400 tokens is four of these 100-token jobs. With the default 4096 a turn is
+     * 41 jobs, over a second of the busiest shard's part, and the 9-s window the fairness is
+     * measured over would count whole turns more for one tenant than another (Jain 0.987 -
+     * 0.991 here with the default; one scheduler alone shows the same in bench/shards). */
+    return h_member_config(name, body,
+                           "\"lease_ms\": 3000, \"max_attempts\": 10,"
+                           " \"drr_quantum_tokens\": 400,",
+                           1);
 }
 
 /* The partitions a scheduler's log last said it owns ("owns 0,3,5"), into owned[]. */
@@ -353,16 +360,15 @@ int main(void)
         sq += before_kill[t] * before_kill[t];
     }
     double jain = sq > 0 ? sum * sum / (TENANTS * sq) : 0;
-    double steady = t_steady_end > t_steady
-                        ? (double)(tokens_steady_end - tokens_steady) /
-                              ((t_steady_end - t_steady) / MINUTE_MS * TPM)
-                        : 0;
+    double steady = t_steady_end > t_steady ? (double)(tokens_steady_end - tokens_steady) /
+                                                  ((t_steady_end - t_steady) / MINUTE_MS * TPM)
+                                            : 0;
     printf("  steady state before the kill (results %d to %d): %.1f %% of the limit used, "
            "Jain %.4f over the tenants (%.0f %.0f %.0f %.0f results)\n",
-           JOBS / 8, JOBS / 2, 100.0 * steady, jain, before_kill[0], before_kill[1],
-           before_kill[2], before_kill[3]);
-    h_check(jain >= 0.98, "the tenants were served alike in the steady state: Jain %.4f", jain);
-    h_check(steady >= 0.85, "the steady state used %.1f %% of the binding limit (at least 85 %%)",
+           JOBS / 8, JOBS / 2, 100.0 * steady, jain, before_kill[0], before_kill[1], before_kill[2],
+           before_kill[3]);
+    h_check(jain >= 0.99, "the tenants were served alike in the steady state: Jain %.4f", jain);
+    h_check(steady >= 0.90, "the steady state used %.1f %% of the binding limit (at least 90 %%)",
             100.0 * steady);
     /* Leaving cleanly, it said so, so its part went back without waiting for its lease. */
     h_check(left && wait_log("sched-3", 0, "capacity: left", 1) >= 0,
@@ -373,8 +379,8 @@ int main(void)
     int64_t refused = h_sim_total(stats, "refused");
     int64_t requests = h_sim_total(stats, "admitted") + refused;
     h_check(stats != NULL && refused * 1000 <= requests,
-            "the simulator refused at most 0.1 %% of requests (%lld of %lld)",
-            (long long)refused, (long long)requests);
+            "the simulator refused at most 0.1 %% of requests (%lld of %lld)", (long long)refused,
+            (long long)requests);
     long handed_in_flight = 0;
     for (int i = 0; i < SCHEDULERS; i++) {
         snprintf(name, sizeof name, "sched-%d", i);

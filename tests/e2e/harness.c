@@ -61,7 +61,8 @@ const char *h_tmpdir(void)
 
 void h_cleanup(int keep)
 {
-    if (keep || tmpdir[0] == '\0') {
+    /* E2E_KEEP=1 keeps the logs of a passing run too. */
+    if (keep || getenv("E2E_KEEP") != NULL || tmpdir[0] == '\0') {
         if (tmpdir[0] != '\0')
             printf("  (logs and files kept in %s)\n", tmpdir);
         return;
@@ -698,8 +699,8 @@ double h_cpu_seconds(pid_t pid)
     /* Fields after the ")" that closes the command name: state is field 3; utime 14, stime 15. */
     char *p = strrchr(buf, ')');
     unsigned long ut = 0, st = 0;
-    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
-                            &st) != 2)
+    if (p == NULL ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
         return -1;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
