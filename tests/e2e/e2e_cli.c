@@ -164,6 +164,6 @@ int main(void)
     free(sim_cfg);
     free((char *)cfg);
     int rc = h_summary("cli");
-    h_cleanup(rc != 0 || getenv("E2E_KEEP") != NULL);
+    h_cleanup(rc != 0);
     return rc;
 }

@@ -142,6 +142,6 @@ int main(void)
     free(sim_cfg);
     free((char *)cfg);
     int rc = h_summary("crash");
-    h_cleanup(rc != 0 || getenv("E2E_KEEP") != NULL);
+    h_cleanup(rc != 0);
     return rc;
 }

@@ -841,6 +841,6 @@ int main(void)
     sl_signer_free(as_ingest);
     sl_signer_free(as_dispatcher);
     int rc = h_summary("flood");
-    h_cleanup(rc != 0 || getenv("E2E_KEEP") != NULL);
+    h_cleanup(rc != 0);
     return rc;
 }

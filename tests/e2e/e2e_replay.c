@@ -298,6 +298,6 @@ done:
     free(sim_cfg);
     free((char *)cfg);
     int rc = h_summary("replay");
-    h_cleanup(rc != 0 || getenv("E2E_KEEP") != NULL);
+    h_cleanup(rc != 0);
     return rc;
 }

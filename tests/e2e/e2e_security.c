@@ -505,6 +505,6 @@ out:
     free(sim_cfg);
     free((char *)cfg_path);
     int status = h_summary("security");
-    h_cleanup(status != 0 || getenv("E2E_KEEP") != NULL);
+    h_cleanup(status != 0);
     return status;
 }

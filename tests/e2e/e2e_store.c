@@ -541,6 +541,6 @@ int main(void)
     free(cfg_main);
     free(cfg_full);
     int rc = h_summary("store");
-    h_cleanup(rc != 0 || getenv("E2E_KEEP") != NULL);
+    h_cleanup(rc != 0);
     return rc;
 }
