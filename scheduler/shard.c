@@ -433,16 +433,24 @@ sl_err_t sl_sched_adopt_lease(sl_sched_t *s, const char *job_id, int attempt, co
     int64_t created = sl_reservation_id_ms(res_id);
     /* Only a queued job of a known deployment, whose lease is not over: anything else is run
      * again as before (at least once). */
-    if (j == NULL || j->state != J_QUEUED || j->orphan_tenant != NULL || d < 0 ||
-        expires_ms <= now_ms || created <= 0 || created > now_ms || attempt <= 0 ||
-        strlen(res_id) != 32)
-        return SL_OK;
+    const char *why = j == NULL                                          ? "not restored"
+                      : j->state != J_QUEUED || j->orphan_tenant != NULL ? "not queued"
+                      : expires_ms <= now_ms                             ? "its lease is over"
+                      : d < 0                                            ? "unknown deployment"
+                      : created <= 0 || created > now_ms || attempt <= 0 || strlen(res_id) != 32
+                          ? "malformed"
+                          : NULL;
     /* The partition came back to a shard that had this attempt before (its reservation is
      * here, closed when the partition went): the job runs again rather than take it twice. */
     int exists = 0;
-    sl_err_t rc = sl_store_res_exists(s->store, res_id, &exists);
-    if (rc != SL_OK || exists)
+    sl_err_t rc = why == NULL ? sl_store_res_exists(s->store, res_id, &exists) : SL_OK;
+    if (rc == SL_OK && exists)
+        why = "this database had the attempt";
+    if (rc != SL_OK || why != NULL) {
+        sl_debug("lease of job %.64s attempt %d not taken over (%s)", job_id, attempt,
+                 why != NULL ? why : sl_strerror(rc));
         return rc;
+    }
     job_lease_t *l = sl_job_lease(j);
     held_t *h = calloc(1, sizeof *h);
     if (l == NULL || h == NULL) {
