@@ -2,22 +2,25 @@
  *
  * Three schedulers (scheduler.sharded, one consumer group), two dispatchers and two ingests run
  * 1,200 jobs of four tenants against one simulated deployment whose token limit binds; the shards
- * admit within capacity leases granted by a coordinator (scheduler/coord.h). A third of the way
- * in, the coordinator's scheduler is killed with SIGKILL and its database deleted: the group
- * gives its partitions (and the coordinator's role, with partition 0) to the others, which
- * restore them from the changelog. Half way, a fourth scheduler joins, and once it has
- * scheduled it leaves (SIGTERM): partitions move twice more.
+ * admit within capacity leases granted by a coordinator (scheduler/coord.h). At 5/12 of the
+ * results a shard that is not the coordinator is killed with SIGKILL and its database deleted;
+ * once the group gave its partitions to the others (which restore them from the changelog),
+ * at 7/12 the coordinator's scheduler is killed the same way, and its role goes with partition
+ * 0 to the last one. At 3/4 a fourth scheduler joins, and once it has scheduled it leaves
+ * (SIGTERM): partitions move twice more.
  *
  * Asserts: every job gets exactly one terminal result after de-duplication by job id, all
- * succeeded, none conflicting; the simulator refused at most 0.1 % of requests (each shard
- * admits within its grant, and the coordinator grants only what no shard holds); the killed
- * scheduler's partitions were taken over, a survivor became coordinator with a newer epoch
- * before any shard's lease ran out, and the joiner scheduled and left cleanly; the four tenants
- * were served alike before the kill (Jain's index of their results); and provider calls made
- * twice are at most the jobs in flight at the kill plus those handed over in flight at the
- * rebalances (both counted). Prints the utilisation of the binding limit over the run (kill,
- * rebalances and the start included; bench/shards measures the steady state). */
+ * succeeded, none conflicting; the simulator's own per-slice counts refused at most 0.1 % of
+ * requests throughout (each shard admits within its grant, and the coordinator grants only what
+ * no shard holds); each killed scheduler's partitions were taken over, a survivor became
+ * coordinator with a newer epoch, and no shard's lease ran out; the joiner scheduled and left
+ * cleanly; in the steady state before the kills the four tenants were served alike (Jain's
+ * index of their results >= 0.99) and the binding limit was >= 90 % used; and provider calls
+ * made twice are at most the jobs in flight at the kills plus those handed over in flight at
+ * the rebalances and not taken over (all counted). Prints the takeover times and the
+ * utilisation over the whole run (bench/shards measures the steady state). */
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +33,7 @@
 #include "util.h"
 
 enum { JOBS = 1200, TENANTS = 4, MINUTE_MS = 6000, TPM = 30000, PARTITIONS = 8 };
-enum { SCHEDULERS = 4 /* three, then a fourth joins */, DISPATCHERS = 2, INGESTS = 2 };
+enum { SCHEDULERS = 4 /* three, then a fourth joins */, DISPATCHERS = 2, INGESTS = 2, KILLS = 2 };
 
 static char key_hex[TENANTS][65];
 static int sim_port;
@@ -125,11 +128,123 @@ static double wait_log(const char *logname, long from, const char *needle, int t
     return h_wait_log(path, from, needle, timeout_ms);
 }
 
+/* A metric of a scheduler, from its /metrics (NAN if it cannot be read). */
+static double sched_metric(const char *cfg_path, const char *series)
+{
+    json_t *c = json_load_file(cfg_path, 0, NULL);
+    const char *listen =
+        json_string_value(json_object_get(json_object_get(c, "scheduler"), "metrics_listen"));
+    char url[128];
+    snprintf(url, sizeof url, "http://%s/metrics", listen != NULL ? listen : "");
+    json_decref(c);
+    char *text = h_http_text(url);
+    double v = text != NULL ? h_metrics_sample(text, series) : NAN;
+    free(text);
+    return v;
+}
+
+static const char *const tenant_names[TENANTS] = {"alpha", "beta", "gamma", "delta"};
+
+/* One SIGKILL of a scheduler, its database deleted. */
+typedef struct {
+    int at;          /* results in when it comes */
+    int victim;      /* the scheduler killed */
+    int coordinator; /* it was the capacity coordinator */
+    long log_at[3];  /* each scheduler's log size at the kill */
+    long in_flight;  /* its calls in flight (leased, or ended but not acknowledged) */
+    int tenant[TENANTS];
+    double t_kill, t_taken, t_first;
+} kill_t;
+
+/* Kills the coordinator (coordinator != 0) or a shard that is not, preferring one that
+ * schedules a tenant, so that its takeover shows in the results. */
+static void kill_one(kill_t *k, int coordinator, pid_t *sched, char **cfgs, int *alive)
+{
+    int pick = -1;
+    for (int i = 0; i < 3 && pick < 0; i++)
+        if (alive[i] && coordinator &&
+            sched_metric(cfgs[i], "sluice_scheduler_capacity_coordinator") == 1)
+            pick = i;
+    for (int pass = 0; pass < 2 && !coordinator && pick < 0; pass++)
+        for (int i = 0; i < 3 && pick < 0; i++) {
+            if (!alive[i] || sched_metric(cfgs[i], "sluice_scheduler_capacity_coordinator") != 0)
+                continue;
+            char name[32];
+            uint8_t owned[PARTITIONS];
+            snprintf(name, sizeof name, "sched-%d", i);
+            last_owned(name, owned, PARTITIONS);
+            int tenants = 0;
+            for (int t = 0; t < TENANTS; t++)
+                tenants += owned[sl_kafka_key_partition(tenant_names[t], PARTITIONS)];
+            if (tenants > 0 || pass == 1)
+                pick = i;
+        }
+    h_check(pick >= 0, "found a live scheduler that %s the capacity coordinator to kill",
+            coordinator ? "is" : "is not");
+    for (int i = 0; i < 3 && pick < 0; i++)
+        if (alive[i])
+            pick = i;
+    k->victim = pick;
+    k->coordinator = coordinator;
+    char name[32], db[4200];
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "sched-%d", i);
+        k->log_at[i] = log_size(name);
+    }
+    h_stop(sched[pick], SIGKILL, 5000);
+    alive[pick] = 0;
+    uint8_t owned[PARTITIONS];
+    snprintf(name, sizeof name, "sched-%d", pick);
+    last_owned(name, owned, PARTITIONS);
+    for (int t = 0; t < TENANTS; t++)
+        k->tenant[t] = owned[sl_kafka_key_partition(tenant_names[t], PARTITIONS)];
+    /* What it had in flight: the most its successors can run again. */
+    snprintf(db, sizeof db, "%s/sched-%d.db", h_tmpdir(), pick);
+    k->in_flight = (long)h_sql_count(db, "SELECT COUNT(*) FROM jobs WHERE state = 'leased'") +
+                   (long)h_sql_count(db, "SELECT COUNT(*) FROM outbox");
+    const char *suffix[] = {"", "-wal", "-shm", ".lock"};
+    for (int i = 0; i < 4; i++) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s%s", db, suffix[i]);
+        unlink(path);
+    }
+    k->t_kill = sl_mono_ms();
+    printf("  scheduler %d (%s) killed at %d results (%ld in flight); its database deleted\n", pick,
+           coordinator ? "the coordinator" : "a shard", k->at, k->in_flight);
+}
+
+/* The survivors' next assignment after a kill is its takeover. */
+static void watch_takeover(kill_t *k, const int *alive)
+{
+    for (int i = 0; k->t_taken == 0 && i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "sched-%d", i);
+        if (alive[i] && wait_log(name, k->log_at[i], "partitions kept", 1) >= 0) {
+            k->t_taken = sl_mono_ms();
+            printf("  the survivors were given scheduler %d's partitions %.1f s after the kill\n",
+                   k->victim, (k->t_taken - k->t_kill) / 1000.0);
+        }
+    }
+}
+
+/* Kill -> the first result of one of its tenants once the survivors have its partitions
+ * (results read before were the dead scheduler's own, still on their way): at most a call
+ * more than kill -> first dispatch of a taken-over job. */
+static void watch_first_result(kill_t *k, const char *tenant)
+{
+    for (int t = 0; k->t_taken > 0 && k->t_first == 0 && tenant != NULL && t < TENANTS; t++)
+        if (k->tenant[t] && strcmp(tenant, tenant_names[t]) == 0) {
+            k->t_first = sl_mono_ms();
+            printf("  the first result of a tenant of scheduler %d came %.1f s after its kill\n",
+                   k->victim, (k->t_first - k->t_kill) / 1000.0);
+        }
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    printf("e2e shards: %d jobs of %d tenants; 3 schedulers, 2 dispatchers, 2 ingests; kill one "
-           "(database deleted), then a fourth joins and leaves\n",
+    printf("e2e shards: %d jobs of %d tenants; 3 schedulers, 2 dispatchers, 2 ingests; kill a "
+           "shard, then the coordinator (databases deleted); a fourth joins and leaves\n",
            JOBS, TENANTS);
     for (int t = 0; t < TENANTS; t++) {
         char key[64];
@@ -217,72 +332,31 @@ int main(void)
 
     h_results_t res;
     h_results_init(&res);
-    int killed = 0, joined = 0, left = 0, joiner_status = -1;
-    long in_flight_at_kill = 0, log_at_kill[3] = {0};
-    double deadline = sl_mono_ms() + 300000, t_joined = 0, t_kill = 0, t_taken = 0;
+    const char *const *names = tenant_names;
+    /* Two kills, each SIGKILL and the database deleted: first a shard that is not the capacity
+     * coordinator, then, once its partitions were taken over, the coordinator's. */
+    kill_t kills[KILLS] = {{.at = JOBS * 5 / 12, .victim = -1},
+                           {.at = JOBS * 7 / 12, .victim = -1}};
+    int nkilled = 0, alive[3] = {1, 1, 1};
+    int joined = 0, left = 0, joiner_status = -1;
+    double deadline = sl_mono_ms() + 300000, t_joined = 0;
     int done = 0;
-    /* The one killed is the capacity coordinator (the owner of partition 0). */
-    int victim = -1;
-    char killed_db[4200] = "";
-    /* The killed scheduler's tenants: kill -> their first result is the takeover time (a call
-     * after the first dispatch of a taken-over job). */
-    static const char *const names[TENANTS] = {"alpha", "beta", "gamma", "delta"};
-    int victim_tenant[TENANTS] = {0};
-    double t_first_taken = 0;
-    /* Results per tenant in the steady state before the kill (from an eighth of the results on:
-     * every tenant has jobs waiting, the first grants are made), and the tokens admitted. */
+    /* Results per tenant in the steady state before the first kill (from an eighth of the
+     * results on: every tenant has jobs waiting, the first grants are made), and the tokens
+     * admitted. */
     double before_kill[TENANTS] = {0};
     double t_steady = 0, t_steady_end = 0;
     int64_t tokens_steady = 0, tokens_steady_end = 0;
     while (done < JOBS && sl_mono_ms() < deadline) {
-        if (!killed && done >= JOBS / 2) {
-            for (int i = 0; i < 3 && victim < 0; i++) {
-                snprintf(name, sizeof name, "sched-%d", i);
-                if (wait_log(name, 0, "capacity: coordinating", 1) >= 0)
-                    victim = i;
-            }
-            h_check(victim >= 0, "one of the schedulers is the capacity coordinator");
-            if (victim < 0)
-                victim = 0;
-            snprintf(killed_db, sizeof killed_db, "%s/sched-%d.db", dir, victim);
-            for (int i = 0; i < 3; i++) {
-                snprintf(name, sizeof name, "sched-%d", i);
-                log_at_kill[i] = log_size(name);
-            }
-            h_stop(sched[victim], SIGKILL, 5000);
-            uint8_t owned[PARTITIONS];
-            snprintf(name, sizeof name, "sched-%d", victim);
-            last_owned(name, owned, PARTITIONS);
-            for (int t = 0; t < TENANTS; t++)
-                victim_tenant[t] = owned[sl_kafka_key_partition(names[t], PARTITIONS)];
-            /* What it had in flight (leased, or ended with its result not yet acknowledged):
-             * the most its successors can run again. */
-            in_flight_at_kill =
-                (long)h_sql_count(killed_db, "SELECT COUNT(*) FROM jobs WHERE state = 'leased'") +
-                (long)h_sql_count(killed_db, "SELECT COUNT(*) FROM outbox");
-            const char *suffix[] = {"", "-wal", "-shm", ".lock"};
-            for (int i = 0; i < 4; i++) {
-                char path[4300];
-                snprintf(path, sizeof path, "%s%s", killed_db, suffix[i]);
-                unlink(path);
-            }
-            t_kill = sl_mono_ms();
-            printf("  scheduler %d (the coordinator) killed at %d/%d results (%ld in flight); "
-                   "its database deleted\n",
-                   victim, done, JOBS, in_flight_at_kill);
-            killed = 1;
+        kill_t *k = nkilled < KILLS ? &kills[nkilled] : NULL;
+        /* The next kill comes once the last one's partitions were taken over. */
+        if (k != NULL && done >= k->at && (nkilled == 0 || kills[nkilled - 1].t_taken > 0)) {
+            kill_one(k, nkilled == KILLS - 1, sched, sched_cfg, alive);
+            nkilled++;
         }
-        for (int i = 0; killed && t_taken == 0 && i < 3; i++) {
-            if (i == victim)
-                continue;
-            snprintf(name, sizeof name, "sched-%d", i);
-            if (wait_log(name, log_at_kill[i], "partitions kept", 1) >= 0) {
-                t_taken = sl_mono_ms();
-                printf("  the survivors were given its partitions %.1f s after the kill\n",
-                       (t_taken - t_kill) / 1000.0);
-            }
-        }
-        if (killed && !joined && done >= JOBS * 2 / 3) {
+        for (int n = 0; n < nkilled; n++)
+            watch_takeover(&kills[n], alive);
+        if (nkilled == KILLS && kills[KILLS - 1].t_taken > 0 && !joined && done >= JOBS * 3 / 4) {
             sched[3] = h_spawn("sluice-scheduler", "sched-3", sched_cfg[3], sched_args);
             joined = 1;
             printf("  scheduler 3 joins at %d/%d results\n", done, JOBS);
@@ -308,50 +382,60 @@ int main(void)
             t_steady = sl_mono_ms();
             json_decref(st);
         }
-        if (first && res.done == JOBS / 2 && !killed) {
+        if (first && res.done == kills[0].at && nkilled == 0) {
             json_t *st = h_http_json(stats_url);
             tokens_steady_end = h_sim_total(st, "tokens_charged");
             t_steady_end = sl_mono_ms();
             json_decref(st);
         }
         const char *tn = json_string_value(json_object_get(r, "tenant"));
-        if (first && !killed && res.done > JOBS / 8) {
+        if (first && nkilled == 0 && res.done > JOBS / 8) {
             for (int t = 0; tn != NULL && t < TENANTS; t++)
                 before_kill[t] += strcmp(tn, names[t]) == 0;
         }
-        /* (Results read before the survivors were given the partitions were the dead
-         * scheduler's own, still on their way.) */
-        for (int t = 0; first && t_taken > 0 && t_first_taken == 0 && tn != NULL && t < TENANTS;
-             t++)
-            if (victim_tenant[t] && strcmp(tn, names[t]) == 0) {
-                t_first_taken = sl_mono_ms();
-                printf("  the first result of a taken-over tenant came %.1f s after the kill\n",
-                       (t_first_taken - t_kill) / 1000.0);
-            }
+        for (int n = 0; first && n < nkilled; n++)
+            watch_first_result(&kills[n], tn);
         done = res.done;
         json_decref(r);
     }
     double elapsed_s = (sl_mono_ms() - t_start) / 1000.0;
     json_t *stats = h_http_json(stats_url);
-    h_check(killed, "a scheduler was killed and its database deleted");
+    h_check(nkilled == KILLS,
+            "a shard and then the coordinator were killed, their databases deleted (%d kills)",
+            nkilled);
     h_check(res.done == JOBS, "no job lost: %d/%d have a result", res.done, JOBS);
     h_check(res.ok == JOBS, "every job succeeded (%d of %d)", res.ok, JOBS);
     h_check(res.conflicting == 0, "no job has conflicting results (%d; %d delivered twice)",
             res.conflicting, res.duplicates);
-    int taken = 0, recoordinated = 0, lapsed = 0;
+    long in_flight_at_kills = 0;
+    for (int n = 0; n < nkilled; n++) {
+        kill_t *k = &kills[n];
+        in_flight_at_kills += k->in_flight;
+        int taken = 0, recoordinated = 0;
+        for (int i = 0; i < 3; i++) {
+            if (i == k->victim || (n > 0 && i == kills[0].victim))
+                continue;
+            snprintf(name, sizeof name, "sched-%d", i);
+            taken |= sum_after(name, k->log_at[i], "partitions kept, ") > 0;
+            /* After the coordinator's death a survivor took its role with a newer epoch. */
+            recoordinated |= sum_after(name, k->log_at[i], "capacity: coordinating, epoch ") >= 2;
+        }
+        h_check(taken, "kill %d: the killed scheduler's partitions were taken over by the others",
+                n + 1);
+        if (k->coordinator)
+            h_check(recoordinated,
+                    "kill %d: a survivor became the capacity coordinator with a "
+                    "newer epoch",
+                    n + 1);
+    }
+    /* No shard's lease ran out unrenewed, the killed ones' included (before their kill): the
+     * coordinator's role moved soon enough. */
+    int lapsed = 0;
     for (int i = 0; i < 3; i++) {
-        if (i == victim)
-            continue;
         snprintf(name, sizeof name, "sched-%d", i);
-        taken |= sum_after(name, log_at_kill[i], "partitions kept, ") > 0;
-        /* A survivor took the coordinator's role with a newer epoch... */
-        recoordinated |= sum_after(name, log_at_kill[i], "capacity: coordinating, epoch ") >= 2;
-        /* ...soon enough that no shard's lease ran out unrenewed. */
         lapsed += wait_log(name, 0, "lease ran out", 1) >= 0;
     }
-    h_check(killed && taken, "the killed scheduler's partitions were taken over by the others");
-    h_check(recoordinated, "a survivor became the capacity coordinator with a newer epoch");
-    h_check(lapsed == 0, "no surviving shard's capacity lease ran out (%d did)", lapsed);
+    h_check(lapsed == 0, "no shard's capacity lease ran out (%d did)", lapsed);
     /* Demand-following grants: each shard's share follows its tenants, so every tenant was
      * served alike while all had jobs waiting (static shares by partitions gave 0.6 - 0.9 here). */
     double sum = 0, sq = 0;
@@ -363,10 +447,10 @@ int main(void)
     double steady = t_steady_end > t_steady ? (double)(tokens_steady_end - tokens_steady) /
                                                   ((t_steady_end - t_steady) / MINUTE_MS * TPM)
                                             : 0;
-    printf("  steady state before the kill (results %d to %d): %.1f %% of the limit used, "
+    printf("  steady state before the kills (results %d to %d): %.1f %% of the limit used, "
            "Jain %.4f over the tenants (%.0f %.0f %.0f %.0f results)\n",
-           JOBS / 8, JOBS / 2, 100.0 * steady, jain, before_kill[0], before_kill[1], before_kill[2],
-           before_kill[3]);
+           JOBS / 8, kills[0].at, 100.0 * steady, jain, before_kill[0], before_kill[1],
+           before_kill[2], before_kill[3]);
     h_check(jain >= 0.99, "the tenants were served alike in the steady state: Jain %.4f", jain);
     h_check(steady >= 0.90, "the steady state used %.1f %% of the binding limit (at least 90 %%)",
             100.0 * steady);
@@ -378,9 +462,12 @@ int main(void)
             joiner_status);
     int64_t refused = h_sim_total(stats, "refused");
     int64_t requests = h_sim_total(stats, "admitted") + refused;
+    /* The simulator refuses what its own count of a slice (a tenth of its minute) has no room
+     * for: admissions stayed within the limit throughout, both kills and the hand-overs
+     * included. */
     h_check(stats != NULL && refused * 1000 <= requests,
-            "the simulator refused at most 0.1 %% of requests (%lld of %lld)", (long long)refused,
-            (long long)requests);
+            "the simulator's per-slice counts refused at most 0.1 %% of requests (%lld of %lld)",
+            (long long)refused, (long long)requests);
     long handed_in_flight = 0;
     for (int i = 0; i < SCHEDULERS; i++) {
         snprintf(name, sizeof name, "sched-%d", i);
@@ -397,21 +484,22 @@ int main(void)
     int64_t twice = h_sim_total(stats, "replayed") + h_sim_total(stats, "admitted") - JOBS;
     printf("  calls in flight at the hand-overs: %ld, taken over by their next owner: %ld\n",
            handed_in_flight, adopted);
-    h_check(stats != NULL && twice <= in_flight_at_kill + (handed_in_flight - adopted),
-            "calls made twice (%lld) are at most those in flight at the kill (%ld) and those of "
+    h_check(stats != NULL && twice <= in_flight_at_kills + (handed_in_flight - adopted),
+            "calls made twice (%lld) are at most those in flight at the kills (%ld) and those of "
             "the hand-overs not taken over (%ld)",
-            (long long)twice, in_flight_at_kill, handed_in_flight - adopted);
+            (long long)twice, in_flight_at_kills, handed_in_flight - adopted);
     int64_t tokens = h_sim_total(stats, "tokens_charged");
     printf("  %.1f s for %d jobs; %lld tokens admitted: %.0f %% of the limit over the run "
-           "(the start, the kill and the rebalances included)\n",
+           "(the start, the kills and the rebalances included)\n",
            elapsed_s, JOBS, (long long)tokens,
            100.0 * (double)tokens / (elapsed_s * 1000.0 / MINUTE_MS * TPM));
     json_decref(stats);
     /* What operators see: exactly one coordinator among the survivors, in a newer epoch. */
-    int coordinators = 0, newer = 0, metrics_ok = 1;
+    int coordinators = 0, newer = 0, survivors = 0, metrics_ok = 1;
     for (int i = 0; i < 3; i++) {
-        if (i == victim)
+        if (!alive[i])
             continue;
+        survivors++;
         json_t *c = json_load_file(sched_cfg[i], 0, NULL);
         const char *listen =
             json_string_value(json_object_get(json_object_get(c, "scheduler"), "metrics_listen"));
@@ -424,9 +512,9 @@ int main(void)
         free(text);
         json_decref(c);
     }
-    h_check(coordinators == 1 && newer == 2,
-            "/metrics: one coordinator among the survivors (%d), both in a newer epoch (%d)",
-            coordinators, newer);
+    h_check(coordinators == 1 && newer == survivors,
+            "/metrics: one coordinator among the %d survivors (%d), each in a newer epoch (%d)",
+            survivors, coordinators, newer);
     h_check(metrics_ok, "the survivors' /metrics pass promtool");
     rd_kafka_destroy(prod);
     rd_kafka_consumer_close(cons);
@@ -438,9 +526,9 @@ int main(void)
     for (int i = 0; i < DISPATCHERS; i++)
         unclean += h_stop(disp[i], SIGTERM, 20000) != 0;
     for (int i = 0; i < 3; i++) {
-        if (!killed)
-            h_stop(sched[i], SIGKILL, 5000);
-        else if (i != victim)
+        if (alive[i] && nkilled < KILLS)
+            h_stop(sched[i], SIGKILL, 5000); /* it failed on the way: no time to lose */
+        else if (alive[i])
             unclean += h_stop(sched[i], SIGTERM, 20000) != 0;
     }
     if (joined && !left)
@@ -458,6 +546,6 @@ int main(void)
         free(ingest_cfg[i]);
     free(sim_cfg);
     int rc = h_summary("shards");
-    h_cleanup(rc != 0 || getenv("E2E_KEEP") != NULL);
+    h_cleanup(rc != 0);
     return rc;
 }
