@@ -31,14 +31,14 @@ sl_err_t sl_kafka_producer_new(const sl_config_t *cfg, const char *client_id,
 sl_err_t sl_kafka_producer_new_props(const sl_config_t *cfg, const char *client_id,
                                      void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *,
                                                    void *),
-                                     void *opaque, const char *const *extra_props,
-                                     rd_kafka_t **out, char *err, size_t errlen);
+                                     void *opaque, const char *const *extra_props, rd_kafka_t **out,
+                                     char *err, size_t errlen);
 
 /* Creates a consumer in group, subscribed to the ntopics topics (none: the caller assigns), with
  * auto-commit off and reading from the earliest offset when the group has none. Under static
  * membership (sl_kafka_static_membership) it is assigned every partition of the topics at once
- * instead, and a second process of the same group on this host is refused (SL_ECONFIG). extra_props (name, value pairs,
- * NULL-terminated, may be NULL) override defaults. */
+ * instead, and a second process of the same group on this host is refused (SL_ECONFIG). extra_props
+ * (name, value pairs, NULL-terminated, may be NULL) override defaults. */
 sl_err_t sl_kafka_consumer_new(const sl_config_t *cfg, const char *group, const char *client_id,
                                const char *const *topics, int ntopics,
                                const char *const *extra_props, rd_kafka_t **out, char *err,
@@ -65,13 +65,20 @@ int sl_kafka_key_partition(const char *key, int nparts);
  * $SLUICE_KAFKA_BOOTSTRAP). */
 int sl_kafka_dev_broker(const sl_config_t *cfg);
 
+/* Whether a consumer's error message is one no retry cures, so the daemon should stop (exit
+ * status 2) rather than wait for partitions it will never get: the group coordinator refused
+ * the member's session timeout (outside the broker's group.min/max.session.timeout.ms), or
+ * librdkafka raised a fatal error (another live member holds this group.instance.id). Logs it
+ * at error level with what to change. */
+int sl_kafka_consume_fatal(const rd_kafka_message_t *m);
+
 /* The broker's settings names[0..n) of topic (DescribeConfigs) into values ("" for one not in
  * the answer). SL_EKAFKA (err says) when the broker does not answer in time or refuses (no
  * DESCRIBE_CONFIGS right, an unknown topic, a broker without the API such as the dev broker). */
 enum { SL_KAFKA_CONFIG_VALUE_MAX = 128 };
-sl_err_t sl_kafka_topic_config(rd_kafka_t *rk, const char *topic, const char *const *names,
-                               int n, char (*values)[SL_KAFKA_CONFIG_VALUE_MAX], int timeout_ms,
-                               char *err, size_t errlen);
+sl_err_t sl_kafka_topic_config(rd_kafka_t *rk, const char *topic, const char *const *names, int n,
+                               char (*values)[SL_KAFKA_CONFIG_VALUE_MAX], int timeout_ms, char *err,
+                               size_t errlen);
 
 /* This process's stable name: kafka.instance, or the host name. */
 const char *sl_kafka_instance_name(const sl_config_t *cfg);
@@ -113,9 +120,8 @@ sl_err_t sl_kafka_produce(rd_kafka_t *rk, const char *topic, const char *key, co
                           size_t len, rd_kafka_headers_t *hdrs, void *opaque);
 
 /* sl_kafka_produce to one partition (RD_KAFKA_PARTITION_UA: the partitioner's choice). */
-sl_err_t sl_kafka_produce_to(rd_kafka_t *rk, const char *topic, int32_t partition,
-                             const char *key, const void *value, size_t len,
-                             rd_kafka_headers_t *hdrs, void *opaque);
+sl_err_t sl_kafka_produce_to(rd_kafka_t *rk, const char *topic, int32_t partition, const char *key,
+                             const void *value, size_t len, rd_kafka_headers_t *hdrs, void *opaque);
 
 /* sl_kafka_produce of one message to each of the topic's nparts partitions (signed once: a
  * signature covers topic, key and value, not the partition), for what every reader of a
@@ -127,8 +133,8 @@ sl_err_t sl_kafka_produce_every(rd_kafka_t *rk, const char *topic, int nparts, c
 /* Produces to topic (partition, or RD_KAFKA_PARTITION_UA) with a MAC header (sign.h: sl_mac)
  * under mac_key instead of this process's signature, for a topic its one writer role also reads
  * alone. As sl_kafka_produce otherwise. */
-sl_err_t sl_kafka_produce_mac(rd_kafka_t *rk, const char *topic, int32_t partition,
-                              const char *key, const void *value, size_t len,
+sl_err_t sl_kafka_produce_mac(rd_kafka_t *rk, const char *topic, int32_t partition, const char *key,
+                              const void *value, size_t len,
                               const uint8_t mac_key[SL_MAC_KEY_BYTES], void *opaque);
 /* SL_AUTH_OK when msg carries a MAC of its topic, key and value under mac_key; SL_AUTH_UNSIGNED
  * without one, SL_AUTH_BAD_SIGNATURE for a wrong one. */

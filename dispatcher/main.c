@@ -339,8 +339,8 @@ int main(int argc, char **argv)
      * for the usage events queued before it. */
     if (sl_kafka_producer_new(cfg, "sluice-dispatcher", on_delivery, NULL, &prod, err,
                               sizeof err) != SL_OK ||
-        sl_kafka_producer_new(cfg, "sluice-dispatcher-heartbeat", on_delivery, NULL, &hb_prod,
-                              err, sizeof err) != SL_OK ||
+        sl_kafka_producer_new(cfg, "sluice-dispatcher-heartbeat", on_delivery, NULL, &hb_prod, err,
+                              sizeof err) != SL_OK ||
         stream_producer_new(cfg, &stream_prod, err, sizeof err) != SL_OK ||
         sl_kafka_consumer_new(cfg, "sluice-dispatcher", "sluice-dispatcher", topics, 1, cons_props,
                               &cons, err, sizeof err) != SL_OK) {
@@ -350,19 +350,17 @@ int main(int argc, char **argv)
     ctx.prod = prod;
     /* Only sharded schedulers need a copy in every partition (the config is the fleet's); one
      * scheduler reads them all, and copies would only fill the topic. */
-    beat_ctx_t beats = {hb_prod, prod, cfg->kafka.topic_usage,
-                        cfg->sched_sharded
-                            ? sl_kafka_partition_count(hb_prod, cfg->kafka.topic_usage, 30000)
-                            : 0,
-                        0};
+    beat_ctx_t beats = {
+        hb_prod, prod, cfg->kafka.topic_usage,
+        cfg->sched_sharded ? sl_kafka_partition_count(hb_prod, cfg->kafka.topic_usage, 30000) : 0,
+        0};
     if (cfg->sched_sharded && beats.nparts <= 0) {
         fprintf(stderr, "sluice-dispatcher: kafka: cannot read the partitions of %s\n",
                 cfg->kafka.topic_usage);
         return 2;
     }
-    sl_heartbeat_t *hb =
-        sl_heartbeat_new(sl_kafka_instance_name(cfg), cfg->heartbeat_ms, cfg->max_in_flight,
-                         sl_now_ms());
+    sl_heartbeat_t *hb = sl_heartbeat_new(sl_kafka_instance_name(cfg), cfg->heartbeat_ms,
+                                          cfg->max_in_flight, sl_now_ms());
     if (hb == NULL) {
         fprintf(stderr, "sluice-dispatcher: out of memory\n");
         return 2;
@@ -404,8 +402,8 @@ int main(int argc, char **argv)
     int64_t last_stats = sl_now_ms();
     int64_t last_lag = 0;
     double last_commit = sl_mono_ms();
-    int uncommitted = 0;
-    while (!sl_stop_requested()) {
+    int uncommitted = 0, group_refused = 0;
+    while (!sl_stop_requested() && !group_refused) {
         /* Take a batch, commit it, then start its calls (see the top of this file). */
         rd_kafka_message_t *taken[TAKE_MAX];
         int ntaken = 0;
@@ -415,7 +413,10 @@ int main(int argc, char **argv)
             if (msg == NULL)
                 break;
             if (msg->err) {
-                sl_warn("consume: %s", rd_kafka_message_errstr(msg));
+                if (sl_kafka_consume_fatal(msg))
+                    group_refused = 1;
+                else
+                    sl_warn("consume: %s", rd_kafka_message_errstr(msg));
                 rd_kafka_message_destroy(msg);
                 continue;
             }
@@ -549,5 +550,5 @@ int main(int argc, char **argv)
     curl_global_cleanup();
     sl_config_free(cfg);
     free(opts.rest);
-    return 0;
+    return group_refused ? 2 : 0; /* 2: a setting to change, retrying would wait forever */
 }

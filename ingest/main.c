@@ -120,8 +120,8 @@ static void reload(sl_config_t **cfgp, sl_ingest_t **ingp, sl_inflight_t *flight
     sl_config_free(old);
     *ingp = ing;
     *cfgp = fresh;
-    sl_info("config reloaded from %s: %d tenants, %d keys, %d routes", fresh->path,
-            fresh->ntenants, fresh->nkeys, fresh->nroutes);
+    sl_info("config reloaded from %s: %d tenants, %d keys, %d routes", fresh->path, fresh->ntenants,
+            fresh->nkeys, fresh->nroutes);
 }
 
 int main(int argc, char **argv)
@@ -170,11 +170,10 @@ int main(int argc, char **argv)
 
     static const char *const reason_label[] = {"reason", NULL};
     sl_metrics_t *metrics = sl_proc_metrics(&opts, cfg->ingest_metrics_listen);
-    int m_jobs = sl_metrics_family(metrics, SL_METRIC_COUNTER, "sluice_ingest_jobs_total",
-                                   "Requests turned into jobs (or cancel messages).", NULL,
-                                   NULL, 0);
-    int m_rejected = sl_metrics_family(metrics, SL_METRIC_COUNTER,
-                                       "sluice_ingest_rejected_total",
+    int m_jobs =
+        sl_metrics_family(metrics, SL_METRIC_COUNTER, "sluice_ingest_jobs_total",
+                          "Requests turned into jobs (or cancel messages).", NULL, NULL, 0);
+    int m_rejected = sl_metrics_family(metrics, SL_METRIC_COUNTER, "sluice_ingest_rejected_total",
                                        "Requests rejected, by reason.", reason_label, NULL, 0);
     int m_lag = sl_kafka_lag_family(metrics);
     int m_lost = sl_kafka_lost_family(metrics);
@@ -194,8 +193,8 @@ int main(int argc, char **argv)
     long long n_jobs = 0, n_rejected = 0;
     int64_t last_stats = sl_now_ms(), last_lag = 0, last_commit = 0;
     double later_at = 0; /* batch requests are not taken before this (sl_mono_ms) */
-    int exit_code = 0;
-    while (!sl_stop_requested()) {
+    int exit_code = 0, group_refused = 0;
+    while (!sl_stop_requested() && !group_refused) {
         int64_t now = sl_now_ms();
         if (now - last_lag >= 1000) {
             sl_kafka_export_lag(cons, metrics, m_lag);
@@ -243,7 +242,10 @@ int main(int argc, char **argv)
         for (int k = 0; k < nin; k++) {
             rd_kafka_message_t *msg = in[k];
             if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-                sl_kafka_io_consume_error(msg);
+                if (sl_kafka_consume_fatal(msg))
+                    group_refused = 1;
+                else
+                    sl_kafka_io_consume_error(msg);
                 rd_kafka_message_destroy(msg);
                 continue;
             }
@@ -293,6 +295,8 @@ int main(int argc, char **argv)
      * commit, synchronous. */
     drain(flight, prod, 10000);
     sl_kafka_io_commit(io, 0 /*sync*/);
+    if (group_refused)
+        exit_code = 2; /* a setting to change: retrying would wait forever */
 stop:
     sl_info("ingest stopping: %lld jobs, %lld rejected", n_jobs, n_rejected);
     rd_kafka_flush(prod, 10000);

@@ -698,11 +698,15 @@ int main(int argc, char **argv)
     if (cfg->sched_sharded) {
         cons_props[np++] = "partition.assignment.strategy";
         cons_props[np++] = "range";
-        /* A shard that dies is noticed in 3 s, not 6: its partitions wait for that long.
-         * librdkafka heartbeats from a thread of its own, so a slow loop turn (a restore, a
-         * checkpoint) does not end the membership; kafka.properties may set other values. */
-        cons_props[np++] = "session.timeout.ms";
-        cons_props[np++] = "3000";
+        /* On the dev broker a shard that dies is noticed in 3 s, not 6: its partitions wait
+         * for that long. librdkafka heartbeats from a thread of its own, so a slow loop turn (a
+         * restore, a checkpoint) does not end the membership. A real broker refuses a session
+         * timeout below its group.min.session.timeout.ms (6000 by default), so there the 6 s
+         * stay unless kafka.properties sets less (and the brokers allow it). */
+        if (sl_kafka_dev_broker(cfg)) {
+            cons_props[np++] = "session.timeout.ms";
+            cons_props[np++] = "3000";
+        }
         cons_props[np++] = "heartbeat.interval.ms";
         cons_props[np++] = "300";
     }
@@ -789,7 +793,7 @@ int main(int argc, char **argv)
     int64_t last_stats = sl_now_ms();
     int64_t last_store_check = 0;
     sl_restore_pruner_t pruner = {0};
-    int exit_code = 0;
+    int exit_code = 0, group_refused = 0;
     rd_kafka_message_t **batch = calloc(BATCH_MAX, sizeof *batch);
     void *taken[INTAKE_CAP];
     if (batch == NULL) {
@@ -823,7 +827,10 @@ int main(int argc, char **argv)
         for (int i = 0; rc == SL_OK && i < n; i++) {
             rd_kafka_message_t *m = batch[i];
             if (m->err) {
-                sl_warn("consume: %s", rd_kafka_message_errstr(m));
+                if (sl_kafka_consume_fatal(m))
+                    group_refused = 1;
+                else
+                    sl_warn("consume: %s", rd_kafka_message_errstr(m));
                 continue;
             }
             const char *topic = rd_kafka_topic_name(m->rkt);
@@ -912,6 +919,10 @@ int main(int argc, char **argv)
         }
         pending_commit(&pending, cons, durable_and_logged(store, cl), 0);
         sl_outbox_sweep(ob, store, 0, produce_outbox_row, &sw);
+        if (group_refused) {
+            exit_code = 2; /* a setting to change: retrying would wait forever */
+            break;
+        }
         if (sl_reload_requested()) {
             /* before: the old config may be freed in the reload, and the history names it */
             sl_history_reset(history);

@@ -15,7 +15,8 @@
 
 static const char usage_text[] =
     "usage: sluice-devkafka [--config FILE] [--partitions N] [--brokers N]\n"
-    "                       [--bootstrap-file PATH] [--log-level L] [--help]\n"
+    "                       [--bootstrap-file PATH] [--refuse-joins CODE] [--log-level L]\n"
+    "                       [--help]\n"
     "\n"
     "Runs librdkafka's mock Kafka cluster on loopback for development and tests, creates the\n"
     "topics named in the config (default sluice.requests, .requests.batch, .jobs, .dispatch, "
@@ -24,7 +25,11 @@ static const char usage_text[] =
     "with N partitions each (default 32), writes the bootstrap address to PATH (default the\n"
     "config's kafka.bootstrap_file, var/devkafka.bootstrap) and runs until SIGTERM/SIGINT.\n"
     "All data is in memory and lost when it exits; the mock keeps about 5 MB or 100,000\n"
-    "message sets per partition and silently drops older data (see docs/dev-kafka.md).\n";
+    "message sets per partition and silently drops older data (see docs/dev-kafka.md).\n"
+    "\n"
+    "  --refuse-joins CODE  for tests: answer every consumer group's JoinGroup with Kafka\n"
+    "                       error CODE (e.g. 26, INVALID_SESSION_TIMEOUT, what a real broker\n"
+    "                       answers a session timeout outside its allowed range)\n";
 
 /* Creates one topic on the mock cluster; 0 on success, else says why and returns 1. */
 static int create_topic(rd_kafka_mock_cluster_t *mc, const char *topic, long long partitions,
@@ -41,9 +46,11 @@ int main(int argc, char **argv)
 {
     sl_proc_opts_t opts;
     const char *partitions_arg = NULL, *brokers_arg = NULL, *bootstrap_file = NULL;
+    const char *refuse_arg = NULL;
     const sl_proc_opt_t own[] = {{"partitions", &partitions_arg, NULL},
                                  {"brokers", &brokers_arg, NULL},
                                  {"bootstrap-file", &bootstrap_file, NULL},
+                                 {"refuse-joins", &refuse_arg, NULL},
                                  {NULL, NULL, NULL}};
     const sl_proc_cmdline_t cl = {"sluice-devkafka", usage_text, own, SL_PROC_NO_ARGS};
     sl_proc_init(&opts);
@@ -52,8 +59,11 @@ int main(int argc, char **argv)
         return rc;
     long long partitions = partitions_arg != NULL ? sl_parse_count(partitions_arg) : 32;
     long long brokers = brokers_arg != NULL ? sl_parse_count(brokers_arg) : 1;
-    if (partitions < 1 || partitions > 1000 || brokers < 1 || brokers > 9) {
-        fprintf(stderr, "sluice-devkafka: --partitions must be 1..1000 and --brokers 1..9\n");
+    long long refuse = refuse_arg != NULL ? sl_parse_count(refuse_arg) : 0;
+    if (partitions < 1 || partitions > 1000 || brokers < 1 || brokers > 9 || refuse < 0 ||
+        refuse > 32767 || (refuse_arg != NULL && refuse == 0)) {
+        fprintf(stderr, "sluice-devkafka: --partitions must be 1..1000, --brokers 1..9 and "
+                        "--refuse-joins a Kafka error code 1..32767\n");
         return 2;
     }
     sl_config_t *cfg = sl_proc_start("devkafka", &opts);
@@ -100,6 +110,20 @@ int main(int argc, char **argv)
         rc_topics = create_topic(mc, cfg->kafka.topic_capacity, 1, brokers);
     if (rc_topics != 0)
         return 1;
+    if (refuse > 0) {
+        /* The mock keeps a stack of errors per request type; a consumer retries a refused
+         * join about once a second, so this lasts for as long as any test runs. */
+        enum { JOIN_GROUP_API_KEY = 11, REFUSALS = 100000 };
+        rd_kafka_resp_err_t *errs = malloc(REFUSALS * sizeof *errs);
+        if (errs == NULL)
+            return 1;
+        for (int i = 0; i < REFUSALS; i++)
+            errs[i] = (rd_kafka_resp_err_t)refuse;
+        rd_kafka_mock_push_request_errors_array(mc, JOIN_GROUP_API_KEY, REFUSALS, errs);
+        free(errs);
+        sl_warn("dev kafka refuses every JoinGroup with %s",
+                rd_kafka_err2name((rd_kafka_resp_err_t)refuse));
+    }
     const char *bootstraps = rd_kafka_mock_cluster_bootstraps(mc);
     char line[1024];
     snprintf(line, sizeof line, "%s\n", bootstraps);

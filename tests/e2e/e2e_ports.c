@@ -1,11 +1,16 @@
 /* e2e_ports - a daemon whose metrics or admin address is taken refuses to start, so a second
- * stack on one machine cannot silently serve (or read) the first one's endpoints.
+ * stack on one machine cannot silently serve (or read) the first one's endpoints; and one whose
+ * consumer group the broker refuses for good stops rather than wait for partitions forever.
  *
  * Asserts, with a port held by another listener:
  *   - the scheduler, ingest and dispatcher given it as metrics address exit with status 2 and
  *     log why ("Address already in use", "not starting");
  *   - the scheduler given it as admin address exits with status 2 and logs why;
- *   - with free addresses the same scheduler starts, serves, and stops cleanly (status 0).
+ *   - with free addresses the same scheduler starts, serves, and stops cleanly (status 0);
+ *   - against a broker that answers every JoinGroup with INVALID_SESSION_TIMEOUT (what a real
+ *     broker answers a session timeout outside its group.min/max.session.timeout.ms), the
+ *     scheduler, ingest and dispatcher in consumer groups exit with status 2 and say which
+ *     setting to change.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -20,7 +25,8 @@
 #include "sign.h"
 #include "util.h"
 
-static const char *write_config(const char *name, int metrics_port, int admin_port)
+static const char *write_config_as(const char *name, int metrics_port, int admin_port,
+                                   const char *membership)
 {
     const char *dir = h_tmpdir();
     char hk[65], ha[65];
@@ -29,7 +35,7 @@ static const char *write_config(const char *name, int metrics_port, int admin_po
     char *keyfile = strdup(h_write("provider.key", "e2e-provider-key\n"));
     char cfg[4096];
     snprintf(cfg, sizeof cfg,
-             "{\"kafka\": {\"bootstrap_file\": \"%s/bootstrap\"},"
+             "{\"kafka\": {\"bootstrap_file\": \"%s/bootstrap\", \"membership\": \"%s\"},"
              " \"scheduler\": {\"db\": \"%s/sluice.db\", \"metrics_listen\": \"127.0.0.1:%d\","
              "                 \"admin_listen\": \"127.0.0.1:%d\"},"
              " \"ingest\": {\"metrics_listen\": \"127.0.0.1:0\"},"
@@ -42,9 +48,14 @@ static const char *write_config(const char *name, int metrics_port, int admin_po
              " \"tenants\": [{\"name\": \"t1\", \"tokens_per_min\": 1000000}],"
              " \"keys\": [{\"id\": \"k1\", \"tenant\": \"t1\", \"hash\": \"%s\"}],"
              " \"admin_keys\": [{\"id\": \"ops\", \"hash\": \"%s\", \"role\": \"admin\"}]}",
-             dir, dir, metrics_port, admin_port, dir, dir, keyfile, hk, ha);
+             dir, membership, dir, metrics_port, admin_port, dir, dir, keyfile, hk, ha);
     free(keyfile);
     return strdup(h_write(name, cfg));
+}
+
+static const char *write_config(const char *name, int metrics_port, int admin_port)
+{
+    return write_config_as(name, metrics_port, admin_port, "auto");
 }
 
 /* Listens on 127.0.0.1:port as "another process" would; returns the socket or exits. */
@@ -132,6 +143,33 @@ int main(void)
 
     close(held);
     h_stop(kafka, SIGTERM, 10000);
+
+    /* A broker that refuses the consumer group's session timeout: waiting cannot help. */
+    const char *grouped = write_config_as("group.json", 0, 0, "group");
+    const char *refuse[] = {"--refuse-joins", "26", NULL};
+    unlink(bootstrap);
+    kafka = h_spawn("sluice-devkafka", "devkafka-refusing", grouped, refuse);
+    if (!h_wait_file(bootstrap, 20000)) {
+        fprintf(stderr, "devkafka did not start\n");
+        return 2;
+    }
+    const char *daemons[][2] = {{"sluice-scheduler", "sched-refused"},
+                                {"sluice-ingest", "ingest-refused"},
+                                {"sluice-dispatcher", "disp-refused"}};
+    for (int i = 0; i < 3; i++) {
+        double t0 = sl_mono_ms();
+        int st = h_run(daemons[i][0], daemons[i][1], grouped, NULL, 30000);
+        int why = log_has(daemons[i][1], "refuses this consumer group's session timeout") &&
+                  log_has(daemons[i][1], "session.timeout.ms");
+        printf("  %s refused its group: exit status %d after %.1f s%s\n", daemons[i][0], st,
+               (sl_mono_ms() - t0) / 1000.0, why ? ", says which setting" : "");
+        h_check(st == 2 && why,
+                "%s stops with status 2 when the broker refuses its session timeout, naming "
+                "the setting (status %d)",
+                daemons[i][0], st);
+    }
+    h_stop(kafka, SIGTERM, 10000);
+    free((char *)grouped);
     free((char *)metrics_taken);
     free((char *)admin_taken);
     free((char *)all_free);
