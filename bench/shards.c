@@ -35,8 +35,8 @@ enum { PARTITIONS = 16, MAX_SCHEDULERS = 8, TENANTS_MAX = 64, LIMITED_MINUTE_MS 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bench/shards [--jobs N] [--tenants T] [--schedulers LIST] [--tpm T] [--quick]\n"
-            "                    [--keep] [--help]\n"
+            "usage: bench/shards [--jobs N] [--tenants T] [--schedulers LIST] [--tpm T]\n"
+            "                    [--capped-tpm C] [--quick] [--keep] [--help]\n"
             "\n"
             "For each count of sharded schedulers in LIST (default \"1,2,4\"), starts a fresh\n"
             "stack (16 partitions, an unlimited simulated provider, one ingest, one dispatcher),\n"
@@ -50,6 +50,8 @@ static void usage(FILE *f)
             "                     scheduler that is not sharded\n"
             "  --tpm T            a binding token limit a 6-s minute (default 0: none); reports\n"
             "                     the utilisation of it and the 429s\n"
+            "  --capped-tpm C     the first tenant's own limit, C tokens a minute (default 0:\n"
+            "                     none): a shard held back by its tenants' limits\n"
             "  --quick            4,000 jobs (over --jobs)\n"
             "  --keep             keep each run's directory (logs, stores)\n"
             "  -h, --help         this text\n",
@@ -59,14 +61,17 @@ static void usage(FILE *f)
 typedef struct {
     int schedulers, results, twice;
     double seconds, per_s, cpu_us_per_job, assign_s;
-    double utilisation; /* with a limit: its share used from the first result to the last */
-    double steady;      /* and from the 25th to the 75th percent of the results */
-    double jain;        /* Jain's index over the tenants' results in that middle half */
+    double utilisation;    /* with a limit: its share used from the first result to the last */
+    double steady;         /* and from the 25th to the 75th percent of the results */
+    double jain;           /* Jain's index over the tenants' results in that middle half */
     double capacity_per_s; /* capacity-topic messages a second over the run (leases) */
-    long long refused;  /* the simulator's 429s */
+    long long refused;     /* the simulator's 429s */
 } run_t;
 
 /* One run in this process (its own temporary directory); the figures into *out. */
+/* --capped-tpm: the first tenant's own token limit a minute (0: none). */
+static long long capped_tpm;
+
 static int run_once(int nsched, long jobs, int tenants, long long tpm, int keep, run_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -99,7 +104,11 @@ static int run_once(int nsched, long jobs, int tenants, long long tpm, int keep,
         char key[64], hex[65];
         snprintf(key, sizeof key, "sk-bench-shards-%d", t);
         h_key_hash_hex(key, hex);
-        tl += (size_t)snprintf(tj + tl, cap - tl, "%s{\"name\": \"t%02d\"}", t ? "," : "", t);
+        char own[64] = "";
+        if (t == 0 && capped_tpm > 0)
+            snprintf(own, sizeof own, ", \"tokens_per_min\": %lld", capped_tpm);
+        tl +=
+            (size_t)snprintf(tj + tl, cap - tl, "%s{\"name\": \"t%02d\"%s}", t ? "," : "", t, own);
         kl += (size_t)snprintf(kj + kl, cap - kl,
                                "%s{\"id\": \"k%02d\", \"tenant\": \"t%02d\", \"hash\": \"%s\"}",
                                t ? "," : "", t, t, hex);
@@ -148,8 +157,8 @@ static int run_once(int nsched, long jobs, int tenants, long long tpm, int keep,
         for (int i = 0; i < nsched; i++) {
             char log[4300];
             snprintf(log, sizeof log, "%s/sched-%d.log", dir, i);
-            settled += h_wait_log(log, 0, sharded ? "partitions kept" : "partitions assigned",
-                                  1) >= 0;
+            settled +=
+                h_wait_log(log, 0, sharded ? "partitions kept" : "partitions assigned", 1) >= 0;
         }
         usleep(100 * 1000);
     }
@@ -265,6 +274,7 @@ int main(int argc, char **argv)
                             {"tenants", B_OPT_INT, &tenants, 1, TENANTS_MAX},
                             {"schedulers", B_OPT_TEXT, &list, 0, 0},
                             {"tpm", B_OPT_LONG, &tpm, 0, 1e9},
+                            {"capped-tpm", B_OPT_LONG, &capped_tpm, 0, 1e9},
                             {"quick", B_OPT_FLAG, &quick, 0, 0},
                             {"keep", B_OPT_FLAG, &keep, 0, 0},
                             {NULL, 0, NULL, 0, 0}};
@@ -335,19 +345,18 @@ int main(int argc, char **argv)
                    100.0 * r.utilisation, 100.0 * r.steady, r.jain, r.refused);
         printf("\n");
         json_array_append_new(
-            runs, json_pack("{s:i, s:b, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:I}",
-                            "schedulers",
-                            r.schedulers > 0 ? r.schedulers : 1, "sharded", r.schedulers > 0,
-                            "results", r.results, "seconds", r.seconds, "per_second", r.per_s,
-                            "scheduler_cpu_us_per_job", r.cpu_us_per_job, "twice", r.twice,
-                            "utilisation", r.utilisation, "steady_utilisation", r.steady,
-                            "jain_middle", isnan(r.jain) ? 0.0 : r.jain,
-                            "capacity_messages_per_second", r.capacity_per_s, "refused",
-                            (json_int_t)r.refused));
+            runs,
+            json_pack("{s:i, s:b, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:I}", "schedulers",
+                      r.schedulers > 0 ? r.schedulers : 1, "sharded", r.schedulers > 0, "results",
+                      r.results, "seconds", r.seconds, "per_second", r.per_s,
+                      "scheduler_cpu_us_per_job", r.cpu_us_per_job, "twice", r.twice, "utilisation",
+                      r.utilisation, "steady_utilisation", r.steady, "jain_middle",
+                      isnan(r.jain) ? 0.0 : r.jain, "capacity_messages_per_second",
+                      r.capacity_per_s, "refused", (json_int_t)r.refused));
     }
-    json_t *out = json_pack("{s:I, s:i, s:i, s:I, s:o}", "jobs", (json_int_t)jobs, "tenants",
-                            tenants, "partitions", PARTITIONS, "tpm", (json_int_t)tpm, "runs",
-                            runs);
+    json_t *out = json_pack("{s:I, s:i, s:i, s:I, s:I, s:o}", "jobs", (json_int_t)jobs, "tenants",
+                            tenants, "partitions", PARTITIONS, "tpm", (json_int_t)tpm, "capped_tpm",
+                            (json_int_t)capped_tpm, "runs", runs);
     char path[128];
     snprintf(path, sizeof path, "bench/results/shards-%lld.json", (long long)time(NULL));
     if (json_dump_file(out, path, JSON_INDENT(2)) == 0)

@@ -263,20 +263,91 @@ static double counted_share(sl_sched_t *s, int b, int64_t now_ms)
     return used > 0 ? used : 0;
 }
 
+/* The rate a bucket lets through on average, per ms; < 0 for one that is not a rate (a gauge,
+ * a calendar budget, a ramp). */
+static double average_rate(const sl_bucket_spec_t *sp)
+{
+    switch (sp->alg) {
+    case SL_ALG_TOKEN_BUCKET:
+        return sp->rate_per_ms;
+    case SL_ALG_SLIDING_WINDOW:
+    case SL_ALG_ROLLING:
+        return sp->window_ms > 0 ? sp->capacity / (double)sp->window_ms : -1;
+    default:
+        return -1;
+    }
+}
+
+/* As a share of shared bucket b, the most tenant t can be served through it: the slowest of
+ * the tenant's own rate limits (its shard's alone) of b's dimension, or < 0 when none holds it
+ * below b's. A tenant held back by its own limits cannot use more of b, so its shard does not
+ * ask the coordinator for what the other shards could use. */
+static double tenant_cap(sl_sched_t *s, int t, int b)
+{
+    sl_bucket_spec_t bs = sl_buckets_spec_whole(s, b);
+    double whole = average_rate(&bs);
+    if (!(whole > 0))
+        return -1;
+    sl_dimension_t dim = s->binfo[b].limit->dimension;
+    double cap = -1;
+    const path_t *tp = &s->tenant_paths[t];
+    for (int i = 0; i < tp->n; i++) {
+        int ob = tp->b[i];
+        if (s->binfo[ob].shared || s->binfo[ob].limit->dimension != dim)
+            continue;
+        double r = average_rate(sl_ledger_spec(s->ledger, ob));
+        if (r >= 0 && (cap < 0 || r / whole < cap))
+            cap = r / whole;
+    }
+    return cap >= 1 ? -1 : cap;
+}
+
+/* The margin over what a shard's tenants' own limits let through that it still asks for: its
+ * estimates and its tenants' buckets differ a little from moment to moment. */
+#define CAPPED_WANT_MARGIN 1.1
+
 sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, int n,
                          sl_want_t *out)
 {
     const sl_config_t *cfg = s->cfg;
     int nb = sl_ledger_count(s->ledger);
-    double *w = calloc((size_t)(nb > 0 ? nb : 1), sizeof *w);
-    int *seen = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *seen);
-    if (w == NULL || seen == NULL) {
+    size_t nz = (size_t)(nb > 0 ? nb : 1);
+    double *w = calloc(nz, sizeof *w), *cap = calloc(nz, sizeof *cap);
+    int *seen = malloc(nz * sizeof *seen), *tseen = malloc(nz * sizeof *tseen);
+    uint8_t *open = calloc(nz, 1);
+    if (w == NULL || cap == NULL || seen == NULL || tseen == NULL || open == NULL) {
         free(w);
+        free(cap);
         free(seen);
+        free(tseen);
+        free(open);
         return SL_ENOMEM;
     }
     for (int b = 0; b < nb; b++)
-        seen[b] = -1;
+        seen[b] = tseen[b] = -1;
+    /* What each backlogged tenant can take of every shared bucket its routes cross, once per
+     * tenant and bucket. */
+    for (int t = 0; t < cfg->ntenants; t++)
+        for (int r = 0; r < cfg->nroutes; r++) {
+            const sl_drr_t *drr = s->routes[r].drr;
+            int waiting = 0;
+            for (int c = 0; c < SL_CLASS_COUNT && !waiting && sl_drr_len(drr) > 0; c++)
+                waiting = sl_drr_flow_len(drr, t * SL_CLASS_COUNT + c) > 0;
+            for (int k = 0; waiting && k < cfg->routes[r].ndeployments; k++) {
+                const path_t *p = &s->deps[cfg->routes[r].deployments[k]].path;
+                for (int i = 0; i < p->n; i++) {
+                    int b = p->b[i];
+                    if (!s->binfo[b].shared || tseen[b] == t)
+                        continue;
+                    tseen[b] = t;
+                    double c = tenant_cap(s, t, b);
+                    if (c < 0)
+                        open[b] = 1;
+                    else
+                        cap[b] += c;
+                }
+            }
+        }
     /* A route's backlogged flows weigh on every shared bucket its deployments cross. */
     for (int r = 0; r < cfg->nroutes; r++) {
         const sl_drr_t *drr = s->routes[r].drr;
@@ -306,10 +377,14 @@ sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, 
         out[i].weight = w[b];
         out[i].held = s->binfo[b].share;
         out[i].used = counted_share(s, b, now_ms);
-        out[i].want = w[b] > 0 ? 1.0 : IDLE_WANT;
+        double want = open[b] ? 1.0 : CAPPED_WANT_MARGIN * cap[b];
+        out[i].want = w[b] > 0 ? (want > 1 ? 1 : want < IDLE_WANT ? IDLE_WANT : want) : IDLE_WANT;
     }
     free(w);
+    free(cap);
     free(seen);
+    free(tseen);
+    free(open);
     return SL_OK;
 }
 

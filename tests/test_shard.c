@@ -365,6 +365,31 @@ START_TEST(an_idle_shard_wants_little)
 }
 END_TEST
 
+/* A shard whose waiting tenants are held back by their own limits asks only for what those let
+ * through (and a margin), so the other shards can have the rest; one waiting tenant without
+ * such a limit makes it ask for everything. */
+START_TEST(a_shard_held_back_by_its_tenants_limits_asks_for_no_more)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 1200, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    close_core(&e);
+    open_core(&e, T0 + MINUTE);
+    int64_t now = T0 + 11 * MINUTE;
+    sl_sched_lease_shares(e.sched);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
+    own_first(&e, 4, 4, now);
+    feed_n(&e, "globex", 20, now);
+    sl_want_t d = demand_tpm(&e, now);
+    ck_assert_double_gt(d.weight, 0);
+    /* globex's 1,200 tokens a minute of dep-a's 12,000 at 0.9 headroom, and a tenth more */
+    ck_assert_double_eq_tol(d.want, 1.1 * 1200.0 / (12000 * 0.9), 0.005);
+    feed_n(&e, "acme", 5, now);
+    ck_assert_double_eq(demand_tpm(&e, now).want, 1);
+    env_done(&e);
+}
+END_TEST
+
 typedef struct {
     int n;
     char res[4][40];
@@ -458,6 +483,7 @@ static Suite *shard_suite(void)
     tcase_add_test(tc, a_tenant_taken_over_starts_its_own_limits_used);
     tcase_add_test(tc, leased_shares_come_from_grants_alone);
     tcase_add_test(tc, an_idle_shard_wants_little);
+    tcase_add_test(tc, a_shard_held_back_by_its_tenants_limits_asks_for_no_more);
     tcase_add_test(tc, a_lease_of_a_partition_gained_is_taken_over);
     suite_add_tcase(s, tc);
     return s;
