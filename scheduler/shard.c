@@ -516,11 +516,14 @@ sl_err_t sl_sched_adopt_lease(sl_sched_t *s, const char *job_id, int attempt, co
                           ? "malformed"
                           : NULL;
     /* The partition came back to a shard that had this attempt before (its reservation is
-     * here, closed when the partition went): the job runs again rather than take it twice. */
-    int exists = 0;
+     * here, closed when the partition went): the reservation is opened again. One still open
+     * here is not taken twice. */
+    int exists = 0, reopened = 0;
     sl_err_t rc = why == NULL ? sl_store_res_exists(s->store, res_id, &exists) : SL_OK;
     if (rc == SL_OK && exists)
-        why = "this database had the attempt";
+        rc = sl_store_res_reopen(s->store, res_id, expires_ms, &reopened);
+    if (rc == SL_OK && exists && !reopened)
+        why = "its reservation is open here";
     if (rc != SL_OK || why != NULL) {
         sl_debug("lease of job %.64s attempt %d not taken over (%s)", job_id, attempt,
                  why != NULL ? why : sl_strerror(rc));
@@ -553,7 +556,7 @@ sl_err_t sl_sched_adopt_lease(sl_sched_t *s, const char *job_id, int attempt, co
         .expires_ms = expires_ms,
         .queue_deadline_ms = j->deadline_ms,
     };
-    rc = sl_store_res_open(s->store, &res, 0, NULL, NULL, NULL);
+    rc = reopened ? SL_OK : sl_store_res_open(s->store, &res, 0, NULL, NULL, NULL);
     if (rc == SL_OK)
         rc = sl_store_job_lease(s->store, j->id, attempt, expires_ms, res_id, deployment, now_ms);
     if (rc != SL_OK) {

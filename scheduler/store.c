@@ -55,6 +55,10 @@ static const char *const sql_text[Q_COUNT_] = {
                     " actual_cached = ?, outcome = ?, closed_ms = ?, settled = ?"
                     " WHERE reservation_id = ? AND state = 'open'",
     [Q_RES_CHARGES] = "SELECT charges FROM reservations WHERE reservation_id = ?",
+    [Q_RES_REOPEN] = "UPDATE reservations SET state = 'open', expires_ms = ?, actual_input = NULL,"
+                     " actual_output = NULL, actual_cached = NULL, outcome = NULL,"
+                     " closed_ms = NULL, settled = NULL"
+                     " WHERE reservation_id = ? AND state <> 'open'",
     /* A range of the primary key: ids begin with their created_ms in hex (see res_open). */
     [Q_RES_SINCE] = "SELECT charges, settled, created_ms FROM reservations"
                     " WHERE reservation_id >= ? AND created_ms >= ? ORDER BY reservation_id",
@@ -362,10 +366,10 @@ sl_err_t sl_store_job_insert(sl_store_t *s, const sl_store_job_t *j, int64_t now
                              char **result_json)
 {
     *result_json = NULL;
-    sqlite3_stmt *st = store_bind(s, Q_JOB_INSERT, "ssssssssIIIIIsssI", j->job_id,
-                            j->idempotency_key, j->tenant, j->app, j->env, j->key_id, j->route,
-                            j->cls, j->submitted_ms, j->deadline_ms, j->est_input, j->est_output,
-                            j->est_total, j->job_json, j->request_json, j->metadata_json, now_ms);
+    sqlite3_stmt *st = store_bind(
+        s, Q_JOB_INSERT, "ssssssssIIIIIsssI", j->job_id, j->idempotency_key, j->tenant, j->app,
+        j->env, j->key_id, j->route, j->cls, j->submitted_ms, j->deadline_ms, j->est_input,
+        j->est_output, j->est_total, j->job_json, j->request_json, j->metadata_json, now_ms);
     sl_err_t rc = store_run(s, st, "job insert");
     if (rc != SL_OK)
         return rc;
@@ -443,8 +447,8 @@ sl_err_t sl_store_meta_put(sl_store_t *s, const char *key, const char *value)
 }
 
 sl_err_t sl_store_unfinished_page(sl_store_t *s, int64_t after_rowid, int limit,
-                                  void (*fn)(const sl_store_page_row_t *row, void *arg),
-                                  void *arg, int *n)
+                                  void (*fn)(const sl_store_page_row_t *row, void *arg), void *arg,
+                                  int *n)
 {
     *n = 0;
     sqlite3_stmt *st = store_bind(s, Q_UNFINISHED_PAGE, "Ii", after_rowid, limit);
@@ -491,16 +495,17 @@ sl_err_t sl_store_job_lease(sl_store_t *s, const char *job_id, int attempts,
                             const char *deployment, int64_t now_ms)
 {
     return store_run(s,
-               store_bind(s, Q_JOB_LEASE, "iIssIIs", attempts, lease_expires_ms, reservation_id,
-                    deployment, now_ms, now_ms, job_id),
-               "job lease");
+                     store_bind(s, Q_JOB_LEASE, "iIssIIs", attempts, lease_expires_ms,
+                                reservation_id, deployment, now_ms, now_ms, job_id),
+                     "job lease");
 }
 
 sl_err_t sl_store_job_requeue(sl_store_t *s, const char *job_id, int attempts,
                               int64_t not_before_ms, int64_t now_ms)
 {
-    return store_run(s, store_bind(s, Q_JOB_REQUEUE, "iIIs", attempts, not_before_ms, now_ms, job_id),
-               "job requeue");
+    return store_run(s,
+                     store_bind(s, Q_JOB_REQUEUE, "iIIs", attempts, not_before_ms, now_ms, job_id),
+                     "job requeue");
 }
 
 sl_err_t sl_store_job_forget(sl_store_t *s, const char *job_id)
@@ -517,15 +522,15 @@ sl_err_t sl_store_job_finish(sl_store_t *s, const char *job_id, const char *stat
                              const char *result_json, const char *topic, int64_t now_ms,
                              int64_t *seq)
 {
-    sl_err_t rc = store_run(s, store_bind(s, Q_JOB_FINISH, "ssIs", status, result_json, now_ms, job_id),
-                      "job finish");
+    sl_err_t rc = store_run(
+        s, store_bind(s, Q_JOB_FINISH, "ssIs", status, result_json, now_ms, job_id), "job finish");
     if (rc != SL_OK)
         return rc;
     return sl_store_outbox_add(s, topic, job_id, result_json, now_ms, seq);
 }
 
-sl_err_t sl_store_each_unfinished(sl_store_t *s,
-                                  void (*fn)(const sl_store_row_t *row, void *arg), void *arg)
+sl_err_t sl_store_each_unfinished(sl_store_t *s, void (*fn)(const sl_store_row_t *row, void *arg),
+                                  void *arg)
 {
     sqlite3_stmt *st = store_bind(s, Q_UNFINISHED, "");
     int rc;
@@ -689,8 +694,8 @@ sl_err_t sl_store_res_open(sl_store_t *s, const sl_store_res_t *r, int ncharges,
     text[len++] = ']';
     text[len] = '\0';
     sqlite3_stmt *st =
-        store_bind(s, Q_RES_OPEN, "ssisIIIIs", r->reservation_id, r->job_id, r->attempt, r->deployment,
-             r->est_input, r->est_output, r->created_ms, r->expires_ms, text);
+        store_bind(s, Q_RES_OPEN, "ssisIIIIs", r->reservation_id, r->job_id, r->attempt,
+                   r->deployment, r->est_input, r->est_output, r->created_ms, r->expires_ms, text);
     return change_reservation(s, st, +1, "reservation open");
 }
 
@@ -718,7 +723,7 @@ sl_err_t sl_store_res_close(sl_store_t *s, const char *reservation_id, const cha
         settled_text = text;
     }
     sqlite3_stmt *st = store_bind(s, Q_RES_CLOSE, "sIIIsIss", state, input, output, cached, outcome,
-                            now_ms, settled_text, reservation_id);
+                                  now_ms, settled_text, reservation_id);
     if (input < 0)
         sqlite3_bind_null(st, 2);
     if (output < 0)
@@ -735,9 +740,20 @@ sl_err_t sl_store_res_exists(sl_store_t *s, const char *reservation_id, int *exi
     sqlite3_stmt *st = store_bind(s, Q_RES_CHARGES, "s", reservation_id);
     int step = sqlite3_step(st);
     *exists = step == SQLITE_ROW;
-    sl_err_t rc = step == SQLITE_ROW || step == SQLITE_DONE ? SL_OK
-                                                            : store_db_err(s, "reservation lookup");
+    sl_err_t rc =
+        step == SQLITE_ROW || step == SQLITE_DONE ? SL_OK : store_db_err(s, "reservation lookup");
     sqlite3_reset(st);
+    return rc;
+}
+
+sl_err_t sl_store_res_reopen(sl_store_t *s, const char *reservation_id, int64_t expires_ms,
+                             int *reopened)
+{
+    sl_err_t rc = store_run(s, store_bind(s, Q_RES_REOPEN, "Is", expires_ms, reservation_id),
+                            "reservation reopen");
+    *reopened = rc == SL_OK && sqlite3_changes(s->db) == 1;
+    if (*reopened)
+        s->open_delta++; /* counted at the caller's commit */
     return rc;
 }
 
@@ -829,7 +845,7 @@ sl_err_t sl_store_res_prune(sl_store_t *s, int64_t before_ms, int max_rows, int 
     int64_t ms = before_ms > (int64_t)0xffffffffffffLL ? (int64_t)0xffffffffffffLL : before_ms;
     snprintf(upper, sizeof upper, "%012llx", (unsigned long long)ms);
     sl_err_t rc = store_run(s, store_bind(s, Q_RES_PRUNE, "sIi", upper, before_ms, max_rows),
-                      "reservations prune");
+                            "reservations prune");
     if (rc == SL_OK && deleted != NULL)
         *deleted = sqlite3_changes(s->db);
     return rc;
@@ -841,10 +857,10 @@ sl_err_t sl_store_bucket_put(sl_store_t *s, const sl_store_bucket_t *b)
         b->unit == NULL || b->source == NULL)
         return SL_EINVAL;
     return store_run(s,
-               store_bind(s, Q_BUCKET_PUT, "ssssssdddIs", b->bucket_id, b->scope, b->dimension,
-                    b->algorithm, b->unit, b->source, b->capacity, b->rate_per_min, b->level,
-                    b->updated_ms, b->state),
-               "bucket put");
+                     store_bind(s, Q_BUCKET_PUT, "ssssssdddIs", b->bucket_id, b->scope,
+                                b->dimension, b->algorithm, b->unit, b->source, b->capacity,
+                                b->rate_per_min, b->level, b->updated_ms, b->state),
+                     "bucket put");
 }
 
 sl_err_t sl_store_bucket_get(sl_store_t *s, const char *bucket_id, double *level,
@@ -876,10 +892,11 @@ sl_err_t sl_store_bucket_get(sl_store_t *s, const char *bucket_id, double *level
     return rc;
 }
 
-sl_err_t sl_store_outbox_add(sl_store_t *s, const char *topic, const char *key,
-                             const char *value, int64_t now_ms, int64_t *seq)
+sl_err_t sl_store_outbox_add(sl_store_t *s, const char *topic, const char *key, const char *value,
+                             int64_t now_ms, int64_t *seq)
 {
-    sl_err_t rc = store_run(s, store_bind(s, Q_OUTBOX_ADD, "sssI", topic, key, value, now_ms), "outbox add");
+    sl_err_t rc =
+        store_run(s, store_bind(s, Q_OUTBOX_ADD, "sssI", topic, key, value, now_ms), "outbox add");
     if (rc == SL_OK && seq != NULL)
         *seq = sqlite3_last_insert_rowid(s->db);
     return rc;
@@ -899,8 +916,7 @@ sl_err_t sl_store_outbox_each(sl_store_t *s,
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         fn(sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
-           (const char *)sqlite3_column_text(st, 2), (const char *)sqlite3_column_text(st, 3),
-           arg);
+           (const char *)sqlite3_column_text(st, 2), (const char *)sqlite3_column_text(st, 3), arg);
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? SL_OK : store_db_err(s, "outbox scan");
 }
@@ -910,9 +926,9 @@ sl_err_t sl_store_estimate_record(sl_store_t *s, const char *route, const char *
                                   int64_t est_output, int64_t real_output)
 {
     return store_run(s,
-               store_bind(s, Q_ESTIMATE, "sssIIII", route, cls, deployment, est_input, real_input,
-                    est_output, real_output),
-               "estimate record");
+                     store_bind(s, Q_ESTIMATE, "sssIIII", route, cls, deployment, est_input,
+                                real_input, est_output, real_output),
+                     "estimate record");
 }
 
 static int64_t count(sqlite3_stmt *st)
@@ -937,10 +953,11 @@ int64_t sl_store_count_open_reservations(sl_store_t *s)
     return n;
 }
 
-sl_err_t sl_store_override_put(sl_store_t *s, const char *target, const char *field,
-                               double value, int64_t now_ms)
+sl_err_t sl_store_override_put(sl_store_t *s, const char *target, const char *field, double value,
+                               int64_t now_ms)
 {
-    return store_run(s, store_bind(s, Q_OVERRIDE_PUT, "ssdI", target, field, value, now_ms), "override put");
+    return store_run(s, store_bind(s, Q_OVERRIDE_PUT, "ssdI", target, field, value, now_ms),
+                     "override put");
 }
 
 sl_err_t sl_store_override_del(sl_store_t *s, const char *target, const char *field)
@@ -992,8 +1009,7 @@ sl_err_t sl_store_job_lookup(sl_store_t *s, const char *job_id, sl_store_job_inf
         info->deadline_ms = sqlite3_column_int64(st, 7);
         info->deployment = sqlite3_column_type(st, 8) != SQLITE_NULL ? column_dup(st, 8) : NULL;
         info->result_json = sqlite3_column_type(st, 9) != SQLITE_NULL ? column_dup(st, 9) : NULL;
-        rc = info->tenant != NULL && info->route != NULL && info->cls != NULL &&
-                     info->state != NULL
+        rc = info->tenant != NULL && info->route != NULL && info->cls != NULL && info->state != NULL
                  ? SL_OK
                  : SL_ENOMEM;
         if (rc != SL_OK)
@@ -1004,4 +1020,3 @@ sl_err_t sl_store_job_lookup(sl_store_t *s, const char *job_id, sl_store_job_inf
     sqlite3_reset(st);
     return rc;
 }
-

@@ -131,18 +131,19 @@ sl_err_t sl_store_meta_put(sl_store_t *s, const char *key, const char *value);
 /* The job's tenant into tenant (cap bytes); SL_ENOTFOUND when the job is not stored. */
 sl_err_t sl_store_job_tenant(sl_store_t *s, const char *job_id, char *tenant, size_t cap);
 /* Calls fn for at most limit jobs whose rowid is above after_rowid, in rowid order, with their
- * id, tenant, submission time and stored job message (valid during the call): those unfinished (queued or leased) and
- * those finished whose result is still in the outbox (not yet acknowledged by the broker); *n
- * gets how many. Paging by rowid lets a caller walk them a page per loop turn while jobs come and
- * go (the changelog's snapshot, where a finished job ends only once its result is out). */
+ * id, tenant, submission time and stored job message (valid during the call): those unfinished
+ * (queued or leased) and those finished whose result is still in the outbox (not yet acknowledged
+ * by the broker); *n gets how many. Paging by rowid lets a caller walk them a page per loop turn
+ * while jobs come and go (the changelog's snapshot, where a finished job ends only once its result
+ * is out). */
 typedef struct {
     int64_t rowid, submitted_ms;
     const char *job_id, *tenant, *job_json;
     size_t len; /* of job_json */
 } sl_store_page_row_t;
 sl_err_t sl_store_unfinished_page(sl_store_t *s, int64_t after_rowid, int limit,
-                                  void (*fn)(const sl_store_page_row_t *row, void *arg),
-                                  void *arg, int *n);
+                                  void (*fn)(const sl_store_page_row_t *row, void *arg), void *arg,
+                                  int *n);
 /* The job's request body and metadata as stored (caller frees both; either comes back NULL
  * when absent). Pass NULL for a part that is not wanted. */
 sl_err_t sl_store_job_parts(sl_store_t *s, const char *job_id, char **request_json,
@@ -175,8 +176,8 @@ typedef struct {
 } sl_store_row_t;
 
 /* Calls fn for each job not yet done (queued or leased), oldest first. */
-sl_err_t sl_store_each_unfinished(sl_store_t *s,
-                                  void (*fn)(const sl_store_row_t *row, void *arg), void *arg);
+sl_err_t sl_store_each_unfinished(sl_store_t *s, void (*fn)(const sl_store_row_t *row, void *arg),
+                                  void *arg);
 
 /* One attempt of one job. reservation_id begins with created_ms as 12 lowercase hex digits
  * ("%012llx" of created_ms & 0xffffffffffff; the scheduler adds a counter and random digits),
@@ -204,6 +205,11 @@ sl_err_t sl_store_res_close(sl_store_t *s, const char *reservation_id, const cha
                             int64_t now_ms, const double *settled, int nsettled);
 /* Whether a reservation of this id is stored (open or closed). */
 sl_err_t sl_store_res_exists(sl_store_t *s, const char *reservation_id, int *exists);
+/* Opens again a closed reservation, with a new expiry (a call in flight this shard had leased,
+ * handed over with its partition, comes back with it): *reopened is 0 when there is no such
+ * closed row. Its charges stay as they were recorded. Inside the caller's transaction. */
+sl_err_t sl_store_res_reopen(sl_store_t *s, const char *reservation_id, int64_t expires_ms,
+                             int *reopened);
 /* Calls fn for each charge of a reservation, in the order they were opened. */
 sl_err_t sl_store_res_charges(sl_store_t *s, const char *reservation_id,
                               void (*fn)(const char *bucket_id, double amount, const char *rule,
@@ -251,8 +257,8 @@ sl_err_t sl_store_bucket_get(sl_store_t *s, const char *bucket_id, double *level
 /* The results outbox's rows: add (*seq gets the row, may be NULL), delete (no error when
  * absent), each (oldest first; strings live until fn returns). outbox.c owns the outbox and is
  * their one user in the scheduler (outbox.h). */
-sl_err_t sl_store_outbox_add(sl_store_t *s, const char *topic, const char *key,
-                             const char *value, int64_t now_ms, int64_t *seq);
+sl_err_t sl_store_outbox_add(sl_store_t *s, const char *topic, const char *key, const char *value,
+                             int64_t now_ms, int64_t *seq);
 sl_err_t sl_store_outbox_delete(sl_store_t *s, int64_t seq);
 sl_err_t sl_store_outbox_each(sl_store_t *s,
                               void (*fn)(int64_t seq, const char *topic, const char *key,
@@ -271,8 +277,8 @@ int64_t sl_store_count_open_reservations(sl_store_t *s);
 /* Run-time changes from the admin API (schema/ledger.sql, table overrides): put replaces,
  * del removes (no error when absent), each calls fn for every row (strings live until fn
  * returns). */
-sl_err_t sl_store_override_put(sl_store_t *s, const char *target, const char *field,
-                               double value, int64_t now_ms);
+sl_err_t sl_store_override_put(sl_store_t *s, const char *target, const char *field, double value,
+                               int64_t now_ms);
 sl_err_t sl_store_override_del(sl_store_t *s, const char *target, const char *field);
 sl_err_t sl_store_override_each(sl_store_t *s,
                                 void (*fn)(const char *target, const char *field, double value,

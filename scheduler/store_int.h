@@ -32,6 +32,7 @@ enum {
     Q_RES_OPEN,
     Q_RES_CLOSE,
     Q_RES_CHARGES,
+    Q_RES_REOPEN,
     Q_RES_SINCE,
     Q_RES_PRUNE,
     Q_BUCKET_PUT,

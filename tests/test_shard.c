@@ -441,11 +441,10 @@ START_TEST(a_lease_of_a_partition_gained_is_taken_over)
                                           now, &adopted),
                      SL_OK);
     ck_assert_int_eq(adopted, 0); /* not queued any more */
-    /* A reservation this database has already (the partition came back to a shard that had the
-     * attempt): not taken twice. */
-    ck_assert_int_eq(sl_sched_adopt_lease(e.sched, "acme-other", 2, res, "dep-a", now + 60000,
-                                          now, &adopted),
-                     SL_OK);
+    /* A reservation open here already: not taken twice. */
+    ck_assert_int_eq(
+        sl_sched_adopt_lease(e.sched, "acme-other", 2, res, "dep-a", now + 60000, now, &adopted),
+        SL_OK);
     ck_assert_int_eq(adopted, 0);
     leases_seen_t seen = {0};
     sl_sched_each_lease(e.sched, see_lease, &seen);
@@ -468,6 +467,57 @@ START_TEST(a_lease_of_a_partition_gained_is_taken_over)
 }
 END_TEST
 
+/* A call in flight handed over with its partition and handed back before it ended (a scheduler
+ * joined and left again): the reservation this shard closed at the hand-over is opened again,
+ * so the call is taken over, not made twice, and its usage event finishes the job here. (It ran
+ * again before: the reservation was found and the lease refused.) */
+START_TEST(a_call_handed_over_and_back_is_taken_over_again)
+{
+    env_t e;
+    int64_t now;
+    env_with_history(&e, &now);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
+    own_first(&e, 4, 4, now);
+    int acme_p = sl_sched_partition(e.sched, "acme");
+    feed_job(&e, "acme-00", "acme", now);
+    batch_t b = step(&e, now);
+    json_t *d = find(&b, SL_MSG_DISPATCH, "acme-00");
+    ck_assert_ptr_nonnull(d);
+    lease_t l = lease_of(d, now);
+    batch_free(&b);
+    int n = -1;
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    ck_assert_int_eq(sl_sched_hand_over(e.sched, acme_p, now + 100, &n), SL_OK);
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    ck_assert_int_eq(n, 1);
+    /* It comes back from the changelog with the lease record its other owner wrote. */
+    jobspec_t j = {"acme-00", "acme", NULL, now, now + HOUR, 150, 100};
+    char *text = job_text(&j);
+    int adopted = -1;
+    ck_assert_int_eq(sl_store_begin(e.store), SL_OK);
+    ck_assert_int_eq(sl_sched_on_restored_job(e.sched, text, strlen(text), now + 2000), SL_OK);
+    ck_assert_int_eq(sl_sched_adopt_lease(e.sched, "acme-00", l.attempt, l.res, l.dep, now + 60000,
+                                          now + 2000, &adopted),
+                     SL_OK);
+    ck_assert_int_eq(sl_store_commit(e.store), SL_OK);
+    free(text);
+    ck_assert_int_eq(adopted, 1);
+    ck_assert_str_eq(
+        peek_sql(&e, "SELECT state FROM reservations WHERE reservation_id = '%s'", l.res), "open");
+    b = step(&e, now + 2010);
+    ck_assert_ptr_null(find(&b, SL_MSG_DISPATCH, "acme-00"));
+    batch_free(&b);
+    usagespec_t u = OK_USAGE;
+    feed_usage(&e, l.job, l.attempt, l.res, l.dep, &u, now + 2100);
+    b = step(&e, now + 2110);
+    json_t *r = find(&b, SL_MSG_RESULT, "acme-00");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(sget(r, "status"), "succeeded");
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
 static Suite *shard_suite(void)
 {
     Suite *s = suite_create("shard");
@@ -479,6 +529,7 @@ static Suite *shard_suite(void)
     tcase_add_test(tc, a_share_taken_back_applies_once_due);
     tcase_add_test(tc, the_share_survives_a_restart_and_a_reload);
     tcase_add_test(tc, hand_over_takes_out_the_partition_s_jobs_only);
+    tcase_add_test(tc, a_call_handed_over_and_back_is_taken_over_again);
     tcase_add_test(tc, a_job_of_another_shard_s_partition_is_not_taken);
     tcase_add_test(tc, a_tenant_taken_over_starts_its_own_limits_used);
     tcase_add_test(tc, leased_shares_come_from_grants_alone);
