@@ -52,6 +52,60 @@ SH
   if echo "$out" | grep -q "startup line 6$"; then echo "$out"; return 1; fi
 }
 check "ops/stack shows the log of a process that did not come up" stack_shows_the_log
+# SLUICE_SCHEDULERS=3 ops/stack up, in a scratch copy with stand-in binaries: three schedulers
+# start, each on a config of its own (sharded, in a group, its own database, ports and instance
+# name), ingest and the dispatcher on the fleet's (sharded too); a plain `down` stops them all.
+stack_runs_shards() {
+  local dir rc=0 out
+  dir=$(mktemp -d)
+  mkdir -p "$dir/ops" "$dir/bin" "$dir/examples" "$dir/var"
+  cp ops/stack "$dir/ops/stack"
+  cp examples/sluice.json "$dir/examples/sluice.json"
+  for b in sluice-sim sluice-scheduler sluice-ingest sluice-dispatcher sluice; do
+    cat >"$dir/bin/$b" <<'SH'
+#!/bin/sh
+echo "$0 $*" >>var/started
+touch var/dispatch.pub; echo key >var/dispatch.pub
+exec sleep 30
+SH
+  done
+  cat >"$dir/bin/sluice-devkafka" <<'SH'
+#!/bin/sh
+echo 127.0.0.1:1 >var/devkafka.bootstrap
+exec sleep 30
+SH
+  printf '#!/bin/sh\nexit 0\n' >"$dir/bin/curl"
+  chmod +x "$dir"/bin/*
+  out=$(cd "$dir" && PATH="$dir/bin:$PATH" SLUICE_SCHEDULERS=3 timeout 30 ops/stack up 2>&1) || rc=$?
+  local started configs down_out
+  started=$(cat "$dir/var/started" 2>/dev/null)
+  configs=$(cd "$dir" && python3 - <<'PY'
+import json
+seen = set()
+for i in range(3):
+    c = json.load(open(f"var/shards/scheduler-{i}.json"))
+    s, k = c["scheduler"], c["kafka"]
+    assert s["sharded"] is True and k["membership"] == "group", (s, k)
+    seen.add((s["db"], s["metrics_listen"], s["admin_listen"], k["instance"]))
+assert len(seen) == 3, seen
+assert len({x for t in seen for x in t}) == 12, seen
+assert json.load(open("var/shards/fleet.json"))["scheduler"]["sharded"] is True
+print("ok")
+PY
+  ) || configs="bad configs"
+  down_out=$(cd "$dir" && timeout 60 ops/stack down 2>&1 && ops/stack status 2>&1)
+  rm -rf "$dir"
+  [ "$rc" -eq 0 ] || { echo "up failed ($rc): $out"; return 1; }
+  for i in 0 1 2; do
+    echo "$started" | grep -q "sluice-scheduler --config var/shards/scheduler-$i.json" ||
+      { echo "scheduler-$i not started: $started"; return 1; }
+  done
+  echo "$started" | grep -q "sluice-ingest --config var/shards/fleet.json" || { echo "$started"; return 1; }
+  echo "$started" | grep -q "sluice-dispatcher --config var/shards/fleet.json" || { echo "$started"; return 1; }
+  [ "$configs" = ok ] || { echo "$configs"; return 1; }
+  if echo "$down_out" | grep -q running; then echo "$down_out"; return 1; fi
+}
+check "ops/stack runs several sharded schedulers (SLUICE_SCHEDULERS)" stack_runs_shards
 echo "ops checks failed: ${failed[*]:-none}"
 echo "ops: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
