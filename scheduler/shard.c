@@ -325,19 +325,28 @@ sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, 
     }
     for (int b = 0; b < nb; b++)
         seen[b] = tseen[b] = -1;
-    /* What each backlogged tenant can take of every shared bucket its routes cross, once per
-     * tenant and bucket. */
+    /* Each route a tenant has jobs waiting on weighs, by the tenant's weight for each of its
+     * waiting flows (classes), on every shared bucket the route's deployments cross; and the
+     * tenant can take of each such bucket what its own limits let through (once a bucket). */
+    int stamp = 0;
     for (int t = 0; t < cfg->ntenants; t++)
         for (int r = 0; r < cfg->nroutes; r++) {
             const sl_drr_t *drr = s->routes[r].drr;
-            int waiting = 0;
-            for (int c = 0; c < SL_CLASS_COUNT && !waiting && sl_drr_len(drr) > 0; c++)
-                waiting = sl_drr_flow_len(drr, t * SL_CLASS_COUNT + c) > 0;
-            for (int k = 0; waiting && k < cfg->routes[r].ndeployments; k++) {
+            int flows = 0;
+            for (int c = 0; c < SL_CLASS_COUNT && sl_drr_len(drr) > 0; c++)
+                flows += sl_drr_flow_len(drr, t * SL_CLASS_COUNT + c) > 0;
+            if (flows == 0)
+                continue;
+            stamp++;
+            for (int k = 0; k < cfg->routes[r].ndeployments; k++) {
                 const path_t *p = &s->deps[cfg->routes[r].deployments[k]].path;
                 for (int i = 0; i < p->n; i++) {
                     int b = p->b[i];
-                    if (!s->binfo[b].shared || tseen[b] == t)
+                    if (!s->binfo[b].shared || seen[b] == stamp)
+                        continue;
+                    seen[b] = stamp;
+                    w[b] += flows * (double)s->trt[t].weight;
+                    if (tseen[b] == t)
                         continue;
                     tseen[b] = t;
                     double c = tenant_cap(s, t, b);
@@ -348,27 +357,6 @@ sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, 
                 }
             }
         }
-    /* A route's backlogged flows weigh on every shared bucket its deployments cross. */
-    for (int r = 0; r < cfg->nroutes; r++) {
-        const sl_drr_t *drr = s->routes[r].drr;
-        if (sl_drr_len(drr) == 0)
-            continue;
-        double rw = 0;
-        for (int t = 0; t < cfg->ntenants; t++)
-            for (int c = 0; c < SL_CLASS_COUNT; c++)
-                if (sl_drr_flow_len(drr, t * SL_CLASS_COUNT + c) > 0)
-                    rw += (double)s->trt[t].weight;
-        for (int k = 0; rw > 0 && k < cfg->routes[r].ndeployments; k++) {
-            const path_t *p = &s->deps[cfg->routes[r].deployments[k]].path;
-            for (int i = 0; i < p->n; i++) {
-                int b = p->b[i];
-                if (!s->binfo[b].shared || seen[b] == r)
-                    continue;
-                seen[b] = r;
-                w[b] += rw;
-            }
-        }
-    }
     for (int i = 0; i < n; i++) {
         int b = sl_ledger_find(s->ledger, ids[i]);
         memset(&out[i], 0, sizeof out[i]);

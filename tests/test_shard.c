@@ -59,13 +59,18 @@ static void own_first(env_t *e, int nparts, int own, int64_t now_ms)
 
 /* A database that ran before, its buckets full again: a restart (which starts them empty),
  * then ten quiet minutes. */
-static void env_with_history(env_t *e, int64_t *now_ms)
+static void env_with_history_globex(env_t *e, int64_t globex_tokens_per_min, int64_t *now_ms)
 {
-    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    opts_t o = {"'dep-a'", globex_tokens_per_min, 0, 0, 0, NULL, NULL};
     env_init(e, &o, T0);
     close_core(e);
     open_core(e, T0 + MINUTE);
     *now_ms = T0 + 11 * MINUTE;
+}
+
+static void env_with_history(env_t *e, int64_t *now_ms)
+{
+    env_with_history_globex(e, 0, now_ms);
 }
 
 /* A new database knows nothing of what the partitions' last owners admitted: a shard starts
@@ -260,11 +265,8 @@ END_TEST
 START_TEST(a_tenant_taken_over_starts_its_own_limits_used)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 6000, 0, 0, 0, NULL, NULL};
-    env_init(&e, &o, T0);
-    close_core(&e);
-    open_core(&e, T0 + MINUTE);
-    int64_t now = T0 + 11 * MINUTE;
+    int64_t now;
+    env_with_history_globex(&e, 6000, &now);
     ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
     int globex = sl_kafka_key_partition("globex", 4);
     uint8_t owned[4] = {1, 1, 1, 1};
@@ -371,11 +373,8 @@ END_TEST
 START_TEST(a_shard_held_back_by_its_tenants_limits_asks_for_no_more)
 {
     env_t e;
-    opts_t o = {"'dep-a'", 1200, 0, 0, 0, NULL, NULL};
-    env_init(&e, &o, T0);
-    close_core(&e);
-    open_core(&e, T0 + MINUTE);
-    int64_t now = T0 + 11 * MINUTE;
+    int64_t now;
+    env_with_history_globex(&e, 1200, &now);
     sl_sched_lease_shares(e.sched);
     ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
     own_first(&e, 4, 4, now);
