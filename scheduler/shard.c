@@ -314,13 +314,13 @@ sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, 
     size_t nz = (size_t)(nb > 0 ? nb : 1);
     double *w = calloc(nz, sizeof *w), *cap = calloc(nz, sizeof *cap);
     int *seen = malloc(nz * sizeof *seen), *tseen = malloc(nz * sizeof *tseen);
-    uint8_t *open = calloc(nz, 1);
-    if (w == NULL || cap == NULL || seen == NULL || tseen == NULL || open == NULL) {
+    uint8_t *uncapped = calloc(nz, 1); /* a waiting tenant no own limit holds back */
+    if (w == NULL || cap == NULL || seen == NULL || tseen == NULL || uncapped == NULL) {
         free(w);
         free(cap);
         free(seen);
         free(tseen);
-        free(open);
+        free(uncapped);
         return SL_ENOMEM;
     }
     for (int b = 0; b < nb; b++)
@@ -351,7 +351,7 @@ sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, 
                     tseen[b] = t;
                     double c = tenant_cap(s, t, b);
                     if (c < 0)
-                        open[b] = 1;
+                        uncapped[b] = 1;
                     else
                         cap[b] += c;
                 }
@@ -365,14 +365,14 @@ sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, 
         out[i].weight = w[b];
         out[i].held = s->binfo[b].share;
         out[i].used = counted_share(s, b, now_ms);
-        double want = open[b] ? 1.0 : CAPPED_WANT_MARGIN * cap[b];
+        double want = uncapped[b] ? 1.0 : CAPPED_WANT_MARGIN * cap[b];
         out[i].want = w[b] > 0 ? (want > 1 ? 1 : want < IDLE_WANT ? IDLE_WANT : want) : IDLE_WANT;
     }
     free(w);
     free(cap);
     free(seen);
     free(tseen);
-    free(open);
+    free(uncapped);
     return SL_OK;
 }
 
