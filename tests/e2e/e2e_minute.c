@@ -24,7 +24,8 @@
  *     and the one left is not explained yet. So this test keeps the simulator's slices
  *     coarser and holds the ledger to the exact minute.
  *
- * 2,000 jobs, bound by the pool's rate (about 90 s); 1,000 under the sanitizers.
+ * 1,000 jobs, bound by the pool's rate (about 45 s; 2,000 gave the same figures in twice the
+ * time), with or without the sanitizers.
  *
  * Asserts: every job succeeds; the simulator refuses nothing (no 429, none by its rolling
  * minute); the pool's TPM is used >= 94 % (the target is 95 %, see the check) between 20 % and
@@ -40,7 +41,7 @@
 
 enum {
     MINUTE_MS = 6000,
-    JOBS = 2000,
+    JOBS = 1000,
     SLICES = 60,     /* the ledger's slices of a minute */
     SIM_SLICES = 10, /* the simulator's (see the header) */
     TPM_SMALL = 40000,
@@ -149,7 +150,8 @@ static double used(json_t *s1, json_t *s2, const char *dep, double limit)
                          json_integer_value(json_object_get(s1, "now_ms")));
     double tokens;
     if (dep != NULL)
-        tokens = (double)(dep_stat(s2, dep, "tokens_charged") - dep_stat(s1, dep, "tokens_charged"));
+        tokens =
+            (double)(dep_stat(s2, dep, "tokens_charged") - dep_stat(s1, dep, "tokens_charged"));
     else
         tokens = (double)(h_sim_total(s2, "tokens_charged") - h_sim_total(s1, "tokens_charged"));
     return dt > 0 ? tokens / (limit * dt / MINUTE_MS) : 0;
@@ -158,12 +160,10 @@ static double used(json_t *s1, json_t *s2, const char *dep, double limit)
 int main(void)
 {
     sl_crypto_init();
-    /* Bound by the pool's rate (about 90 s for 2,000 jobs); half of it under the sanitizers. */
-    const int jobs = h_sanitizers() ? JOBS / 2 : JOBS;
+    const int jobs = JOBS; /* bound by the pool's rate: about 45 s */
     printf("e2e minute: %d jobs of 1x - 4x a slice on three deployments (TPM %d, %d and %d, "
-           "%d slices) whose simulator enforces the rolling minute%s\n",
-           jobs, TPM_SMALL, TPM_MID, TPM_BIG, SLICES,
-           jobs < JOBS ? " (half the jobs under the sanitizers)" : "");
+           "%d slices) whose simulator enforces the rolling minute\n",
+           jobs, TPM_SMALL, TPM_MID, TPM_BIG, SLICES);
     int sim_port = h_free_port();
     char *sim_cfg = NULL, *db = NULL;
     const char *cfg = write_configs(sim_port, &sim_cfg, &db);
@@ -221,8 +221,7 @@ int main(void)
     }
     json_t *s3 = h_http_json(st.stats_url);
 
-    h_check(done == jobs && ok == jobs, "every job succeeded (%d/%d, %d results)", ok, jobs,
-            done);
+    h_check(done == jobs && ok == jobs, "every job succeeded (%d/%d, %d results)", ok, jobs, done);
     int64_t refused = h_sim_total(s3, "refused");
     h_check(s3 != NULL && refused == 0,
             "the simulator answered no 429 (refused %lld: %lld by the rolling minute, %lld on "
