@@ -278,25 +278,28 @@ static double average_rate(const sl_bucket_spec_t *sp)
     }
 }
 
-/* As a share of shared bucket b, the most tenant t can be served through it: the slowest of
- * the tenant's own rate limits (its shard's alone) of b's dimension, or < 0 when none holds it
- * below b's. A tenant held back by its own limits cannot use more of b, so its shard does not
- * ask the coordinator for what the other shards could use. */
-static double tenant_cap(sl_sched_t *s, int t, int b)
+/* As a share of shared bucket b, the most tenant t can be served through it now: nothing when
+ * one of its own quotas (a daily quota, a budget over a calendar or rolling period) is spent;
+ * else the slowest of its own rate limits of b's dimension; < 0 when none holds it below b's.
+ * Its own limits are its shard's alone. A tenant held back by them cannot use more of b, so
+ * its shard does not ask the coordinator for what the other shards could use. */
+static double tenant_cap(sl_sched_t *s, int t, int b, int64_t now_ms)
 {
     sl_bucket_spec_t bs = sl_buckets_spec_whole(s, b);
     double whole = average_rate(&bs);
-    if (!(whole > 0))
-        return -1;
     sl_dimension_t dim = s->binfo[b].limit->dimension;
     double cap = -1;
     const path_t *tp = &s->tenant_paths[t];
     for (int i = 0; i < tp->n; i++) {
         int ob = tp->b[i];
-        if (s->binfo[ob].shared || s->binfo[ob].limit->dimension != dim)
+        if (s->binfo[ob].shared)
             continue;
-        double r = average_rate(sl_ledger_spec(s->ledger, ob));
-        if (r >= 0 && (cap < 0 || r / whole < cap))
+        const sl_bucket_spec_t *os = sl_ledger_spec(s->ledger, ob);
+        if ((os->alg == SL_ALG_CALENDAR || os->alg == SL_ALG_ROLLING) &&
+            sl_ledger_level(s->ledger, ob, now_ms) <= 0)
+            return 0;
+        double r = s->binfo[ob].limit->dimension == dim ? average_rate(os) : -1;
+        if (whole > 0 && r >= 0 && (cap < 0 || r / whole < cap))
             cap = r / whole;
     }
     return cap >= 1 ? -1 : cap;
@@ -349,7 +352,7 @@ sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, 
                     if (tseen[b] == t)
                         continue;
                     tseen[b] = t;
-                    double c = tenant_cap(s, t, b);
+                    double c = tenant_cap(s, t, b, now_ms);
                     if (c < 0)
                         uncapped[b] = 1;
                     else

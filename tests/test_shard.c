@@ -389,6 +389,35 @@ START_TEST(a_shard_held_back_by_its_tenants_limits_asks_for_no_more)
 }
 END_TEST
 
+/* A shard whose waiting tenant has spent its own daily quota asks for next to nothing: its jobs
+ * (deadlines past the reset) wait for the reset, not for the shared limit. (It asked for
+ * everything before.) */
+START_TEST(a_shard_whose_tenants_quota_is_spent_asks_for_little)
+{
+    acme_extra = ", 'buckets': [{'name': 'rpd', 'dimension': 'requests_per_day', 'capacity': 2}]";
+    env_t e;
+    int64_t now;
+    env_with_history(&e, &now);
+    acme_extra = "";
+    sl_sched_lease_shares(e.sched);
+    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
+    own_first(&e, 4, 4, now);
+    grant_all(&e, 1.0, now);
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "acme-%02d", i);
+        jobspec_t j = {id, "acme", NULL, now, now + 48 * HOUR, 150, 100};
+        feed_spec(&e, &j, now);
+    }
+    ck_assert_double_eq(demand_tpm(&e, now).want, 1);
+    ck_assert_int_eq(dispatches_over(&e, now, now + 20000, 1000), 2);
+    sl_want_t d = demand_tpm(&e, now + 20000);
+    ck_assert_double_gt(d.weight, 0); /* three jobs still wait */
+    ck_assert_double_lt(d.want, 0.05);
+    env_done(&e);
+}
+END_TEST
+
 typedef struct {
     int n;
     char res[4][40];
@@ -534,6 +563,7 @@ static Suite *shard_suite(void)
     tcase_add_test(tc, leased_shares_come_from_grants_alone);
     tcase_add_test(tc, an_idle_shard_wants_little);
     tcase_add_test(tc, a_shard_held_back_by_its_tenants_limits_asks_for_no_more);
+    tcase_add_test(tc, a_shard_whose_tenants_quota_is_spent_asks_for_little);
     tcase_add_test(tc, a_lease_of_a_partition_gained_is_taken_over);
     suite_add_tcase(s, tc);
     return s;
