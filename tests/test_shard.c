@@ -404,7 +404,7 @@ START_TEST(a_shard_whose_tenants_quota_is_spent_asks_for_little)
     own_first(&e, 4, 4, now);
     grant_all(&e, 1.0, now);
     for (int i = 0; i < 5; i++) {
-        char id[16];
+        char id[32];
         snprintf(id, sizeof id, "acme-%02d", i);
         jobspec_t j = {id, "acme", NULL, now, now + 48 * HOUR, 150, 100};
         feed_spec(&e, &j, now);

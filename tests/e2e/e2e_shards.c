@@ -94,8 +94,9 @@ static void last_owned(const char *logname, uint8_t *owned, int nparts)
     free(text);
 }
 
-/* The sum of the numbers found right after `needle` in a log, from byte `from` on. */
-static long sum_after(const char *logname, long from, const char *needle)
+/* The sum of the numbers found right after `needle` in a log, from byte `from` on; or, with
+ * before, right before it ("3 calls ..."). */
+static long sum_near(const char *logname, long from, const char *needle, int before)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.log", h_tmpdir(), logname);
@@ -104,34 +105,20 @@ static long sum_after(const char *logname, long from, const char *needle)
     long sum = 0;
     if (sl_read_file(path, 256 << 20, &text, &len) != SL_OK)
         return 0;
-    if ((long)len <= from) {
-        free(text);
-        return 0;
+    for (const char *p = (long)len > from ? strstr(text + from, needle) : NULL; p != NULL;
+         p = strstr(p + 1, needle)) {
+        const char *d = p;
+        while (before && d > text && d[-1] >= '0' && d[-1] <= '9')
+            d--;
+        sum += !before ? strtol(p + strlen(needle), NULL, 10) : d < p ? strtol(d, NULL, 10) : 0;
     }
-    for (const char *p = strstr(text + from, needle); p != NULL; p = strstr(p + 1, needle))
-        sum += strtol(p + strlen(needle), NULL, 10);
     free(text);
     return sum;
 }
 
-/* The sum of the numbers found right before `needle` ("3 calls ...") in a log. */
-static long sum_before(const char *logname, const char *needle)
+static long sum_after(const char *logname, long from, const char *needle)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.log", h_tmpdir(), logname);
-    char *text = NULL;
-    size_t len = 0;
-    long sum = 0;
-    if (sl_read_file(path, 256 << 20, &text, &len) != SL_OK)
-        return 0;
-    for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle)) {
-        const char *d = p;
-        while (d > text && d[-1] >= '0' && d[-1] <= '9')
-            d--;
-        sum += d < p ? strtol(d, NULL, 10) : 0;
-    }
-    free(text);
-    return sum;
+    return sum_near(logname, from, needle, 0);
 }
 
 static long log_size(const char *logname)
@@ -493,7 +480,7 @@ int main(void)
             (long long)refused, (long long)requests);
     /* Handed over in flight: of the partitions a shard lost at an assignment, and everything
      * the fourth scheduler had when it left (it has no assignment after). */
-    long handed_in_flight = sum_before("sched-3", " calls in flight written down for it");
+    long handed_in_flight = sum_near("sched-3", 0, " calls in flight written down for it", 1);
     for (int i = 0; i < SCHEDULERS; i++) {
         snprintf(name, sizeof name, "sched-%d", i);
         handed_in_flight += sum_after(name, 0, " jobs handed over, ");
