@@ -73,6 +73,17 @@ static void env_with_history(env_t *e, int64_t *now_ms)
     env_with_history_globex(e, 0, now_ms);
 }
 
+/* A shard of 4 partitions owning them all, on a database that ran (globex's own tokens a
+ * minute: globex_tokens_per_min), with capacity leases when leased. */
+static void shard_owning_all(env_t *e, int64_t globex_tokens_per_min, int leased, int64_t *now_ms)
+{
+    env_with_history_globex(e, globex_tokens_per_min, now_ms);
+    if (leased)
+        sl_sched_lease_shares(e->sched);
+    ck_assert_int_eq(sl_sched_shard(e->sched, 4, *now_ms), SL_OK);
+    own_first(e, 4, 4, *now_ms);
+}
+
 /* A new database knows nothing of what the partitions' last owners admitted: a shard starts
  * with no share, and the one its partitions give applies only once a minute (the provider's
  * trailing window) has passed. */
@@ -110,9 +121,7 @@ START_TEST(the_whole_limit_on_a_database_that_was_not_sharded)
 {
     env_t e;
     int64_t now;
-    env_with_history(&e, &now);
-    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
-    own_first(&e, 4, 4, now);
+    shard_owning_all(&e, 0, 0, &now);
     feed_n(&e, "acme", 10, now);
     ck_assert_int_eq(dispatches_at(&e, now), 2);
     env_done(&e);
@@ -125,9 +134,7 @@ START_TEST(a_share_given_away_and_taken_back_waits_again)
 {
     env_t e;
     int64_t now;
-    env_with_history(&e, &now);
-    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
-    own_first(&e, 4, 4, now);
+    shard_owning_all(&e, 0, 0, &now);
     own_first(&e, 4, 2, now);
     own_first(&e, 4, 4, now + 1000);
     feed_n(&e, "acme", 40, now + 1000);
@@ -146,9 +153,7 @@ START_TEST(a_share_taken_back_applies_once_due)
 {
     env_t e;
     int64_t now;
-    env_with_history(&e, &now);
-    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
-    own_first(&e, 4, 4, now);
+    shard_owning_all(&e, 0, 0, &now);
     own_first(&e, 4, 2, now);
     own_first(&e, 4, 4, now + 1000);
     /* applied at the first tick after it is due, then refilled */
@@ -311,10 +316,7 @@ static sl_want_t demand_tpm(env_t *e, int64_t now_ms)
 /* A shard with capacity leases over 4 partitions, owning them all, on a database that ran. */
 static void leased_shard(env_t *e, int64_t *now)
 {
-    env_with_history(e, now);
-    sl_sched_lease_shares(e->sched);
-    ck_assert_int_eq(sl_sched_shard(e->sched, 4, *now), SL_OK);
-    own_first(e, 4, 4, *now);
+    shard_owning_all(e, 0, 1, now);
 }
 
 /* With capacity leases the coordinator's grants set the shares: none at the start whatever the
@@ -374,10 +376,7 @@ START_TEST(a_shard_held_back_by_its_tenants_limits_asks_for_no_more)
 {
     env_t e;
     int64_t now;
-    env_with_history_globex(&e, 1200, &now);
-    sl_sched_lease_shares(e.sched);
-    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
-    own_first(&e, 4, 4, now);
+    shard_owning_all(&e, 1200, 1, &now);
     feed_n(&e, "globex", 20, now);
     sl_want_t d = demand_tpm(&e, now);
     ck_assert_double_gt(d.weight, 0);
@@ -397,11 +396,8 @@ START_TEST(a_shard_whose_tenants_quota_is_spent_asks_for_little)
     acme_extra = ", 'buckets': [{'name': 'rpd', 'dimension': 'requests_per_day', 'capacity': 2}]";
     env_t e;
     int64_t now;
-    env_with_history(&e, &now);
+    leased_shard(&e, &now);
     acme_extra = "";
-    sl_sched_lease_shares(e.sched);
-    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
-    own_first(&e, 4, 4, now);
     grant_all(&e, 1.0, now);
     for (int i = 0; i < 5; i++) {
         char id[32];
@@ -445,9 +441,7 @@ START_TEST(a_lease_of_a_partition_gained_is_taken_over)
 {
     env_t e;
     int64_t now;
-    env_with_history(&e, &now);
-    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
-    own_first(&e, 4, 4, now);
+    shard_owning_all(&e, 0, 0, &now);
     feed_job(&e, "acme-in-flight", "acme", now);
     feed_job(&e, "acme-other", "acme", now);
     char res[40];
@@ -503,9 +497,7 @@ START_TEST(a_call_handed_over_and_back_is_taken_over_again)
 {
     env_t e;
     int64_t now;
-    env_with_history(&e, &now);
-    ck_assert_int_eq(sl_sched_shard(e.sched, 4, now), SL_OK);
-    own_first(&e, 4, 4, now);
+    shard_owning_all(&e, 0, 0, &now);
     int acme_p = sl_sched_partition(e.sched, "acme");
     feed_job(&e, "acme-00", "acme", now);
     batch_t b = step(&e, now);
