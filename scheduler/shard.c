@@ -278,29 +278,40 @@ static double average_rate(const sl_bucket_spec_t *sp)
     }
 }
 
-/* As a share of shared bucket b, the most tenant t can be served through it now: nothing when
- * one of its own quotas (a daily quota, a budget over a calendar or rolling period) is spent;
- * else the slowest of its own rate limits of b's dimension; < 0 when none holds it below b's.
- * Its own limits are its shard's alone. A tenant held back by them cannot use more of b, so
- * its shard does not ask the coordinator for what the other shards could use. */
-static double tenant_cap(sl_sched_t *s, int t, int b, int64_t now_ms)
+/* Whether one of tenant t's own quotas (a daily quota, a budget over a calendar or rolling
+ * period) is spent: until it resets the tenant can be served nothing. */
+static int tenant_spent(sl_sched_t *s, int t, int64_t now_ms)
 {
-    sl_bucket_spec_t bs = sl_buckets_spec_whole(s, b);
-    double whole = average_rate(&bs);
+    const path_t *tp = &s->tenant_paths[t];
+    for (int i = 0; i < tp->n; i++) {
+        int ob = tp->b[i];
+        const sl_bucket_spec_t *os = sl_ledger_spec(s->ledger, ob);
+        if (!s->binfo[ob].shared && (os->alg == SL_ALG_CALENDAR || os->alg == SL_ALG_ROLLING) &&
+            sl_ledger_level(s->ledger, ob, now_ms) <= 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* As a share of shared bucket b (whose whole limit lets whole_rate through a ms), the most
+ * tenant t can be served through it: the slowest of its own rate limits of b's dimension, or
+ * < 0 when none holds it below b's. Its own limits are its shard's alone. A tenant held back by
+ * them cannot use more of b, so its shard does not ask the coordinator for what the other
+ * shards could use. */
+static double tenant_cap(sl_sched_t *s, int t, int b, double whole_rate)
+{
+    if (!(whole_rate > 0))
+        return -1;
     sl_dimension_t dim = s->binfo[b].limit->dimension;
     double cap = -1;
     const path_t *tp = &s->tenant_paths[t];
     for (int i = 0; i < tp->n; i++) {
         int ob = tp->b[i];
-        if (s->binfo[ob].shared)
+        if (s->binfo[ob].shared || s->binfo[ob].limit->dimension != dim)
             continue;
-        const sl_bucket_spec_t *os = sl_ledger_spec(s->ledger, ob);
-        if ((os->alg == SL_ALG_CALENDAR || os->alg == SL_ALG_ROLLING) &&
-            sl_ledger_level(s->ledger, ob, now_ms) <= 0)
-            return 0;
-        double r = s->binfo[ob].limit->dimension == dim ? average_rate(os) : -1;
-        if (whole > 0 && r >= 0 && (cap < 0 || r / whole < cap))
-            cap = r / whole;
+        double r = average_rate(sl_ledger_spec(s->ledger, ob));
+        if (r >= 0 && (cap < 0 || r / whole_rate < cap))
+            cap = r / whole_rate;
     }
     return cap >= 1 ? -1 : cap;
 }
@@ -316,23 +327,31 @@ sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, 
     int nb = sl_ledger_count(s->ledger);
     size_t nz = (size_t)(nb > 0 ? nb : 1);
     double *w = calloc(nz, sizeof *w), *cap = calloc(nz, sizeof *cap);
+    double *whole = malloc(nz * sizeof *whole); /* a shared bucket's whole rate a ms */
     int *seen = malloc(nz * sizeof *seen), *tseen = malloc(nz * sizeof *tseen);
     uint8_t *uncapped = calloc(nz, 1); /* a waiting tenant no own limit holds back */
-    if (w == NULL || cap == NULL || seen == NULL || tseen == NULL || uncapped == NULL) {
+    if (w == NULL || cap == NULL || whole == NULL || seen == NULL || tseen == NULL ||
+        uncapped == NULL) {
         free(w);
         free(cap);
+        free(whole);
         free(seen);
         free(tseen);
         free(uncapped);
         return SL_ENOMEM;
     }
-    for (int b = 0; b < nb; b++)
+    for (int b = 0; b < nb; b++) {
         seen[b] = tseen[b] = -1;
+        sl_bucket_spec_t bs = s->binfo[b].shared ? sl_buckets_spec_whole(s, b)
+                                                 : (sl_bucket_spec_t){.alg = SL_ALG_GAUGE};
+        whole[b] = average_rate(&bs);
+    }
     /* Each route a tenant has jobs waiting on weighs, by the tenant's weight for each of its
      * waiting flows (classes), on every shared bucket the route's deployments cross; and the
      * tenant can take of each such bucket what its own limits let through (once a bucket). */
     int stamp = 0;
-    for (int t = 0; t < cfg->ntenants; t++)
+    for (int t = 0; t < cfg->ntenants; t++) {
+        int spent = -1; /* tenant_spent, once it has jobs waiting */
         for (int r = 0; r < cfg->nroutes; r++) {
             const sl_drr_t *drr = s->routes[r].drr;
             int flows = 0;
@@ -340,6 +359,8 @@ sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, 
                 flows += sl_drr_flow_len(drr, t * SL_CLASS_COUNT + c) > 0;
             if (flows == 0)
                 continue;
+            if (spent < 0)
+                spent = tenant_spent(s, t, now_ms);
             stamp++;
             for (int k = 0; k < cfg->routes[r].ndeployments; k++) {
                 const path_t *p = &s->deps[cfg->routes[r].deployments[k]].path;
@@ -352,7 +373,7 @@ sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, 
                     if (tseen[b] == t)
                         continue;
                     tseen[b] = t;
-                    double c = tenant_cap(s, t, b, now_ms);
+                    double c = spent ? 0 : tenant_cap(s, t, b, whole[b]);
                     if (c < 0)
                         uncapped[b] = 1;
                     else
@@ -360,6 +381,7 @@ sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, 
                 }
             }
         }
+    }
     for (int i = 0; i < n; i++) {
         int b = sl_ledger_find(s->ledger, ids[i]);
         memset(&out[i], 0, sizeof out[i]);
@@ -373,6 +395,7 @@ sl_err_t sl_sched_demand(sl_sched_t *s, int64_t now_ms, const char *const *ids, 
     }
     free(w);
     free(cap);
+    free(whole);
     free(seen);
     free(tseen);
     free(uncapped);
