@@ -571,6 +571,39 @@ void sl_kafka_sign_as(const sl_signer_t *s, sl_role_t role)
     sign_role = role;
 }
 
+/* The one topic this process writes with a pair MAC, and the keys of the role that reads it. */
+static char mac_topic[256];
+static sl_keyring_t *mac_readers;
+static sl_role_t mac_reader;
+
+void sl_kafka_mac_topic(const char *topic, sl_keyring_t *readers, sl_role_t reader)
+{
+    snprintf(mac_topic, sizeof mac_topic, "%s", topic != NULL ? topic : "");
+    mac_readers = topic != NULL ? readers : NULL;
+    mac_reader = reader;
+}
+
+/* Replaces the authentication headers of hdrs by this process's for (topic, key, value): a
+ * pair MAC on the MAC topic while its reader's key is there, a signature otherwise. */
+static void auth_headers(rd_kafka_headers_t *hdrs, const char *topic, const void *key,
+                         size_t key_len, const void *value, size_t len)
+{
+    uint8_t pair[SL_MAC_KEY_BYTES];
+    if (mac_readers != NULL && strcmp(topic, mac_topic) == 0 &&
+        sl_keyring_writer_key(mac_readers, sign_signer, mac_reader, pair) == SL_OK) {
+        uint8_t mac[SL_MAC_BYTES];
+        sl_mac(pair, topic, key, key_len, value, len, mac);
+        rd_kafka_header_remove(hdrs, SL_SIG_HEADER);
+        rd_kafka_header_remove(hdrs, SL_MAC_HEADER);
+        rd_kafka_header_remove(hdrs, SL_SIGNER_HEADER);
+        rd_kafka_header_add(hdrs, SL_MAC_HEADER, -1, mac, sizeof mac);
+        rd_kafka_header_add(hdrs, SL_SIGNER_HEADER, -1, sl_role_name(sign_role), -1);
+        return;
+    }
+    rd_kafka_header_remove(hdrs, SL_MAC_HEADER);
+    sl_kafka_sign_headers(hdrs, sign_signer, sign_role, topic, key, key_len, value, len);
+}
+
 void sl_kafka_sign_headers(rd_kafka_headers_t *hdrs, const sl_signer_t *s, sl_role_t role,
                            const char *topic, const void *key, size_t key_len, const void *value,
                            size_t len)
@@ -585,10 +618,14 @@ void sl_kafka_sign_headers(rd_kafka_headers_t *hdrs, const sl_signer_t *s, sl_ro
 
 sl_auth_t sl_kafka_verify(sl_keyring_t *kr, unsigned roles, const rd_kafka_message_t *msg)
 {
-    const char *sig = NULL, *signer = NULL;
-    size_t sig_len = 0, signer_len = 0;
+    const char *sig = NULL, *signer = NULL, *mac = NULL;
+    size_t sig_len = 0, signer_len = 0, mac_len = 0;
     sl_kafka_header(msg, SL_SIG_HEADER, &sig, &sig_len);
     sl_kafka_header(msg, SL_SIGNER_HEADER, &signer, &signer_len);
+    if (sig == NULL && sl_kafka_header(msg, SL_MAC_HEADER, &mac, &mac_len) == SL_OK)
+        return sl_keyring_check_mac(kr, roles, rd_kafka_topic_name(msg->rkt), msg->key,
+                                    msg->key_len, msg->payload, msg->len, signer, signer_len, mac,
+                                    mac_len);
     return sl_keyring_check(kr, roles, rd_kafka_topic_name(msg->rkt), msg->key, msg->key_len,
                             msg->payload, msg->len, signer, signer_len, sig, sig_len);
 }
@@ -610,7 +647,7 @@ sl_err_t sl_kafka_produce_to(rd_kafka_t *rk, const char *topic, int32_t partitio
     if (sign_signer != NULL) {
         if (hdrs == NULL)
             hdrs = rd_kafka_headers_new(2);
-        sl_kafka_sign_headers(hdrs, sign_signer, sign_role, topic, key, key_len, value, len);
+        auth_headers(hdrs, topic, key, key_len, value, len);
     }
     return produce_raw(rk, topic, partition, key, key_len, value, len, hdrs, opaque);
 }
@@ -623,7 +660,7 @@ sl_err_t sl_kafka_produce_every(rd_kafka_t *rk, const char *topic, int nparts, c
     size_t key_len = key != NULL ? strlen(key) : 0;
     rd_kafka_headers_t *signed_hdrs = rd_kafka_headers_new(2);
     if (sign_signer != NULL)
-        sl_kafka_sign_headers(signed_hdrs, sign_signer, sign_role, topic, key, key_len, value, len);
+        auth_headers(signed_hdrs, topic, key, key_len, value, len);
     sl_err_t rc = SL_OK;
     for (int p = 0; p < nparts; p++) {
         sl_err_t one = produce_raw(rk, topic, p, key, key_len, value, len,

@@ -147,8 +147,16 @@ sl_auth_t sl_kafka_verify_mac(const uint8_t mac_key[SL_MAC_KEY_BYTES],
  * stops signing. One role per process: call it once at start, before producing. */
 void sl_kafka_sign_as(const sl_signer_t *s, sl_role_t role);
 
+/* Makes every later sl_kafka_produce of this process to topic carry a pair MAC (sign.h:
+ * sl_pair_key) instead of a signature: for a topic that reader's role alone reads, whose public
+ * keys readers (borrowed) holds. While sl_keyring_writer_key has no key (the reader's key file
+ * not there yet, or its rotation under way) the message is signed as before. Call once at
+ * start, after sl_kafka_sign_as; one topic per process; topic NULL: none. */
+void sl_kafka_mac_topic(const char *topic, sl_keyring_t *readers, sl_role_t reader);
+
 /* Checks msg's signature headers against kr: roles is the mask of the roles that may write its
- * topic (sign.h). SL_AUTH_OK when it may be acted on. */
+ * topic (sign.h). A message with a MAC header and no signature is checked as a pair MAC
+ * (sl_keyring_check_mac). SL_AUTH_OK when it may be acted on. */
 sl_auth_t sl_kafka_verify(sl_keyring_t *kr, unsigned roles, const rd_kafka_message_t *msg);
 
 /* Adds the signature headers of (topic, key, value) signed by s as role to hdrs. */

@@ -35,7 +35,7 @@ static sl_err_t write_hex_file(const char *path, const uint8_t *bytes, size_t n,
 }
 
 sl_err_t sl_key_files_write(const char *secret_path, uint8_t *sk, size_t sk_len,
-                           const char *public_path, const uint8_t *pk, size_t pk_len)
+                            const char *public_path, const uint8_t *pk, size_t pk_len)
 {
     sl_err_t rc = pk_len > 128 ? SL_EINVAL : write_hex_file(secret_path, sk, sk_len, 0600);
     sodium_memzero(sk, sk_len);
@@ -89,8 +89,7 @@ void sl_signer_sign(const sl_signer_t *s, const void *msg, size_t len, char *sig
 {
     unsigned char sig[crypto_sign_BYTES];
     crypto_sign_detached(sig, NULL, msg, len, s->sk);
-    sodium_bin2base64(sig_b64, SL_SIG_B64_LEN, sig, sizeof sig,
-                      sodium_base64_VARIANT_ORIGINAL);
+    sodium_bin2base64(sig_b64, SL_SIG_B64_LEN, sig, sizeof sig, sodium_base64_VARIANT_ORIGINAL);
 }
 
 void sl_signer_free(sl_signer_t *s)
@@ -135,8 +134,8 @@ static int sig_decode(const char *b64, size_t len, unsigned char sig[crypto_sign
     return memcmp(again, b64, len) == 0 ? 0 : -1;
 }
 
-sl_err_t sl_verifier_check(const sl_verifier_t *v, const void *msg, size_t len,
-                           const char *sig_b64, size_t sig_len)
+sl_err_t sl_verifier_check(const sl_verifier_t *v, const void *msg, size_t len, const char *sig_b64,
+                           size_t sig_len)
 {
     unsigned char sig[crypto_sign_BYTES];
     if (sig_decode(sig_b64, sig_len, sig) != 0)
@@ -192,8 +191,8 @@ static void put_len(crypto_generichash_state *st, uint64_t n, int bytes)
  * message's size: BLAKE2b reads the message once, where Ed25519 over the message itself reads
  * it with SHA-512 twice to sign and once to verify (bench/sign_bench.c has the figures). */
 /* Where a message goes and what it says, length-prefixed: topic, key, value. */
-static void frame(crypto_generichash_state *st, const char *topic, const void *key,
-                  size_t key_len, const void *value, size_t value_len)
+static void frame(crypto_generichash_state *st, const char *topic, const void *key, size_t key_len,
+                  const void *value, size_t value_len)
 {
     size_t tl = strlen(topic);
     put_len(st, tl, 4);
@@ -248,6 +247,33 @@ int sl_mac_check(const uint8_t mac_key[SL_MAC_KEY_BYTES], const char *topic, con
     return sodium_memcmp(want, mac, SL_MAC_BYTES) == 0;
 }
 
+sl_err_t sl_pair_key(const sl_signer_t *self, const uint8_t peer_pk[32], int self_writes,
+                     uint8_t key[SL_MAC_KEY_BYTES])
+{
+    static const char domain[] = "sluice pair mac v1";
+    unsigned char own_pk[crypto_sign_PUBLICKEYBYTES], x_peer[crypto_scalarmult_BYTES];
+    unsigned char x_own[crypto_scalarmult_SCALARBYTES], shared[crypto_scalarmult_BYTES];
+    crypto_sign_ed25519_sk_to_pk(own_pk, self->sk);
+    if (crypto_sign_ed25519_pk_to_curve25519(x_peer, peer_pk) != 0 ||
+        crypto_sign_ed25519_sk_to_curve25519(x_own, self->sk) != 0)
+        return SL_ECRYPTO;
+    int rc = crypto_scalarmult(shared, x_own, x_peer); /* -1 for a low-order peer key */
+    sodium_memzero(x_own, sizeof x_own);
+    if (rc != 0) {
+        sodium_memzero(shared, sizeof shared);
+        return SL_ECRYPTO;
+    }
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, shared, sizeof shared, SL_MAC_KEY_BYTES);
+    crypto_generichash_update(&st, (const unsigned char *)domain, sizeof domain);
+    crypto_generichash_update(&st, self_writes ? own_pk : peer_pk, crypto_sign_PUBLICKEYBYTES);
+    crypto_generichash_update(&st, self_writes ? peer_pk : own_pk, crypto_sign_PUBLICKEYBYTES);
+    crypto_generichash_final(&st, key, SL_MAC_KEY_BYTES);
+    sodium_memzero(shared, sizeof shared);
+    sodium_memzero(&st, sizeof st);
+    return SL_OK;
+}
+
 void sl_msg_sign(const sl_signer_t *s, sl_role_t role, const char *topic, const void *key,
                  size_t key_len, const void *value, size_t value_len, char *sig_b64)
 {
@@ -258,14 +284,21 @@ void sl_msg_sign(const sl_signer_t *s, sl_role_t role, const char *topic, const 
 
 enum { KEYS_PER_ROLE = 2 };
 
+/* How a slot's pair key was made: none yet, with this process writing, or reading. */
+enum { PAIR_NONE, PAIR_AS_WRITER, PAIR_AS_READER };
+
 typedef struct {
-    char *path;   /* NULL: slot unused */
-    int loaded;   /* pk holds the key */
+    char *path; /* NULL: slot unused */
+    int loaded; /* pk holds the key */
     unsigned char pk[crypto_sign_PUBLICKEYBYTES];
+    int paired; /* PAIR_*: pair holds the key pk shares with the keyring's process */
+    uint8_t pair[SL_MAC_KEY_BYTES];
 } key_slot_t;
 
 struct sl_keyring {
     key_slot_t slot[SL_ROLE_COUNT][KEYS_PER_ROLE];
+    const sl_signer_t *self; /* set by sl_keyring_take_macs */
+    unsigned mac_writers;
 };
 
 sl_keyring_t *sl_keyring_new(void)
@@ -281,6 +314,7 @@ void sl_keyring_free(sl_keyring_t *kr)
         for (int k = 0; k < KEYS_PER_ROLE; k++)
             free(kr->slot[r][k].path);
     }
+    sodium_memzero(kr, sizeof *kr); /* the pair keys */
     free(kr);
 }
 
@@ -356,6 +390,74 @@ sl_auth_t sl_keyring_check(sl_keyring_t *kr, unsigned roles, const char *topic, 
     return SL_AUTH_BAD_SIGNATURE;
 }
 
+/* Whether slot's key is loaded and its pair key with self, made as this process's side, is in
+ * ks->pair. */
+static int slot_pair(key_slot_t *ks, const sl_signer_t *self, int side)
+{
+    if (!slot_ready(ks))
+        return 0;
+    if (ks->paired != side) {
+        ks->paired = PAIR_NONE;
+        if (sl_pair_key(self, ks->pk, side == PAIR_AS_WRITER, ks->pair) != SL_OK)
+            return 0;
+        ks->paired = side;
+    }
+    return 1;
+}
+
+void sl_keyring_take_macs(sl_keyring_t *kr, const sl_signer_t *self, unsigned writers)
+{
+    kr->self = self;
+    kr->mac_writers = self != NULL ? writers : 0;
+}
+
+sl_auth_t sl_keyring_check_mac(sl_keyring_t *kr, unsigned roles, const char *topic, const void *key,
+                               size_t key_len, const void *value, size_t value_len,
+                               const char *signer, size_t signer_len, const void *mac,
+                               size_t mac_len)
+{
+    if (mac == NULL)
+        return SL_AUTH_UNSIGNED;
+    int role = signer != NULL ? sl_role_parse(signer, signer_len) : -1;
+    if (role < 0)
+        return SL_AUTH_UNKNOWN_SIGNER;
+    if ((roles & SL_ROLE_BIT(role)) == 0)
+        return SL_AUTH_WRONG_ROLE;
+    if ((kr->mac_writers & SL_ROLE_BIT(role)) == 0)
+        return SL_AUTH_UNSIGNED; /* a MAC is no signature for a reader that takes none */
+    if (!sl_keyring_has(kr, (sl_role_t)role))
+        return SL_AUTH_UNKNOWN_SIGNER;
+    if (mac_len != SL_MAC_BYTES)
+        return SL_AUTH_BAD_SIGNATURE;
+    for (int k = 0; k < KEYS_PER_ROLE; k++) {
+        key_slot_t *ks = &kr->slot[role][k];
+        if (slot_pair(ks, kr->self, PAIR_AS_READER) &&
+            sl_mac_check(ks->pair, topic, key, key_len, value, value_len, mac))
+            return SL_AUTH_OK;
+    }
+    return SL_AUTH_BAD_SIGNATURE;
+}
+
+sl_err_t sl_keyring_writer_key(sl_keyring_t *kr, const sl_signer_t *self, sl_role_t reader,
+                               uint8_t key[SL_MAC_KEY_BYTES])
+{
+    if ((unsigned)reader >= SL_ROLE_COUNT || self == NULL)
+        return SL_ENOTFOUND;
+    key_slot_t *only = NULL;
+    for (int k = 0; k < KEYS_PER_ROLE; k++) {
+        key_slot_t *ks = &kr->slot[reader][k];
+        if (ks->path == NULL)
+            continue;
+        if (only != NULL)
+            return SL_ENOTFOUND; /* current and next: a rotation */
+        only = ks;
+    }
+    if (only == NULL || !slot_pair(only, self, PAIR_AS_WRITER))
+        return SL_ENOTFOUND;
+    memcpy(key, only->pair, SL_MAC_KEY_BYTES);
+    return SL_OK;
+}
+
 /* ---- Keyed job ids --------------------------------------------------------------------- */
 
 sl_err_t sl_job_id_keygen(const char *path)
@@ -379,8 +481,7 @@ void sl_job_id(const uint8_t key[SL_JOB_ID_KEY_BYTES], const char *tenant,
     crypto_generichash_state st;
     crypto_generichash_init(&st, key, SL_JOB_ID_KEY_BYTES, sizeof digest);
     crypto_generichash_update(&st, (const unsigned char *)tenant, strlen(tenant) + 1);
-    crypto_generichash_update(&st, (const unsigned char *)idempotency_key,
-                              strlen(idempotency_key));
+    crypto_generichash_update(&st, (const unsigned char *)idempotency_key, strlen(idempotency_key));
     crypto_generichash_final(&st, digest, sizeof digest);
     sl_hex_encode(digest, sizeof digest, out);
 }

@@ -4,11 +4,13 @@
  * "password hash": fast enough for every request, and the config never holds a key in clear.
  *
  * Every message a daemon writes to an internal topic is signed with Ed25519 by its role
- * (ingest: jobs and cancels and its rejections; scheduler: dispatches and results; dispatcher:
- * usage and stream chunks). A consumer holds only the writer role's public keys, so it can check
- * but never forge. The signature covers the role, the topic, the key and the value (sl_msg_sign),
- * so a message cannot be moved to another topic or key, nor claimed by another role. Job ids are
- * a keyed BLAKE2b of tenant and idempotency key (sl_job_id), so outsiders cannot predict them.
+ * (ingest: its rejections; scheduler: dispatches and results; dispatcher: stream chunks). A
+ * consumer holds only the writer role's public keys, so it can check but never forge. The
+ * signature covers the role, the topic, the key and the value (sl_msg_sign), so a message cannot
+ * be moved to another topic or key, nor claimed by another role. Where the scheduler is the only
+ * reader (jobs and cancels from ingest, usage from the dispatchers) a pair MAC stands in for the
+ * signature (sl_pair_key): a key only that writer and the scheduler can derive. Job ids are a
+ * keyed BLAKE2b of tenant and idempotency key (sl_job_id), so outsiders cannot predict them.
  * docs/security.md has the threat model.
  */
 #ifndef SL_SIGN_H
@@ -30,7 +32,7 @@ void sl_keyhash(const char *api_key, size_t len, uint8_t out[32]);
 /* Writes a key pair as two hex files (the secret 0600, the public 0644) and wipes sk; keys of at
  * most 128 bytes. */
 sl_err_t sl_key_files_write(const char *secret_path, uint8_t *sk, size_t sk_len,
-                           const char *public_path, const uint8_t *pk, size_t pk_len);
+                            const char *public_path, const uint8_t *pk, size_t pk_len);
 /* Reads a hex key file of exactly n bytes into out: SL_ECRYPTO when it holds no such key, the
  * read's error when it cannot be read. */
 sl_err_t sl_key_file_read(const char *path, uint8_t *out, size_t n);
@@ -80,12 +82,22 @@ int sl_mac_check(const uint8_t mac_key[SL_MAC_KEY_BYTES], const char *topic, con
                  size_t key_len, const void *value, size_t value_len,
                  const uint8_t mac[SL_MAC_BYTES]);
 
+/* Pair MACs, for a topic that one role writes and one other role alone reads (jobs: ingest to
+ * the scheduler; usage: dispatchers to the scheduler). The writer and the reader each derive the
+ * same key from their own Ed25519 secret key and the other's public key (X25519 on the keys
+ * libsodium converts, then BLAKE2b over both public keys in writer-then-reader order), so no
+ * key file is added and only those two roles can make or check such a MAC; a third role holds
+ * nothing that makes one. The MAC is sl_mac's, in SL_MAC_HEADER, with SL_SIGNER_HEADER naming
+ * the writer role. SL_ECRYPTO when a key cannot be converted (not a valid point). */
+sl_err_t sl_pair_key(const sl_signer_t *self, const uint8_t peer_pk[32], int self_writes,
+                     uint8_t key[SL_MAC_KEY_BYTES]);
+
 /* Why a message was refused; SL_AUTH_OK when it was not. The names are the metric labels. */
 #define SL_AUTH_MAP(X)                                                                             \
     X(OK, "ok")                                                                                    \
-    X(UNSIGNED, "unsigned")             /* no signature header */                                 \
-    X(UNKNOWN_SIGNER, "unknown_signer") /* no or no known role header, or no key of that role */ \
-    X(WRONG_ROLE, "wrong_role")         /* a role that does not write this topic */               \
+    X(UNSIGNED, "unsigned")             /* no signature header */                                  \
+    X(UNKNOWN_SIGNER, "unknown_signer") /* no or no known role header, or no key of that role */   \
+    X(WRONG_ROLE, "wrong_role")         /* a role that does not write this topic */                \
     X(BAD_SIGNATURE, "bad_signature")   /* forged, tampered, or moved to another topic or key */
 
 typedef enum {
@@ -116,6 +128,23 @@ sl_auth_t sl_keyring_check(sl_keyring_t *kr, unsigned roles, const char *topic, 
                            size_t key_len, const void *value, size_t value_len, const char *signer,
                            size_t signer_len, const char *sig, size_t sig_len);
 
+/* Makes kr take pair MACs (sl_pair_key) from the roles in writers, checked with the key each of
+ * their public keys in kr shares with self, this process's own secret key (borrowed: it must
+ * outlive kr's use). Without this call kr takes no MAC. Only for a reader that is the one role
+ * reading what those roles write with a MAC. */
+void sl_keyring_take_macs(sl_keyring_t *kr, const sl_signer_t *self, unsigned writers);
+/* As sl_keyring_check, for a message that carries a MAC (mac, mac_len: the header's value)
+ * instead of a signature: SL_AUTH_UNSIGNED when kr takes no MAC from the role it names. */
+sl_auth_t sl_keyring_check_mac(sl_keyring_t *kr, unsigned roles, const char *topic, const void *key,
+                               size_t key_len, const void *value, size_t value_len,
+                               const char *signer, size_t signer_len, const void *mac,
+                               size_t mac_len);
+/* The key self, as writer, shares with reader's public key in kr, for sl_mac. SL_ENOTFOUND
+ * while that key file cannot be read yet, and while reader has a next key configured (its
+ * rotation is under way: messages then go signed, which both its keys can check). */
+sl_err_t sl_keyring_writer_key(sl_keyring_t *kr, const sl_signer_t *self, sl_role_t reader,
+                               uint8_t key[SL_MAC_KEY_BYTES]);
+
 /* ---- Keyed job ids --------------------------------------------------------------------- */
 
 #define SL_JOB_ID_KEY_BYTES 32
@@ -133,8 +162,8 @@ typedef struct sl_verifier sl_verifier_t;
 sl_err_t sl_verifier_load(const char *public_path, sl_verifier_t **out);
 /* Returns SL_OK when sig_b64 (sig_len bytes, need not be NUL-terminated) is a valid signature
  * of msg, else SL_ECRYPTO. */
-sl_err_t sl_verifier_check(const sl_verifier_t *v, const void *msg, size_t len,
-                           const char *sig_b64, size_t sig_len);
+sl_err_t sl_verifier_check(const sl_verifier_t *v, const void *msg, size_t len, const char *sig_b64,
+                           size_t sig_len);
 void sl_verifier_free(sl_verifier_t *v);
 
 #endif

@@ -130,15 +130,21 @@ int main(int argc, char **argv)
     sl_proc_parse_daemon(argc, argv, "sluice-ingest", usage_text, &opts);
     sl_config_t *cfg = sl_proc_start("ingest", &opts);
     char err[512] = "";
-    /* Jobs, cancels and rejections are signed as ingest; job ids are keyed with a secret. */
+    /* Rejections are signed as ingest; jobs and cancels, which the scheduler alone reads, carry
+     * the MAC of the key ingest shares with the scheduler (signed until the scheduler's public
+     * key is there). Job ids are keyed with a secret. */
     sl_signer_t *signer = NULL;
+    sl_keyring_t *sched_keys = NULL;
     uint8_t job_id_key[SL_JOB_ID_KEY_BYTES];
     if (sl_auth_signer(cfg, SL_ROLE_INGEST, &signer, err, sizeof err) != SL_OK ||
+        sl_auth_keyring(cfg, SL_ROLE_BIT(SL_ROLE_SCHEDULER), &sched_keys, err, sizeof err) !=
+            SL_OK ||
         sl_auth_job_id_key(cfg, 1 /*create*/, job_id_key, err, sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-ingest: %s\n", err);
         return 2;
     }
     sodium_memzero(job_id_key, sizeof job_id_key); /* loaded again by sl_ingest_new */
+    sl_kafka_mac_topic(cfg->kafka.topic_jobs, sched_keys, SL_ROLE_SCHEDULER);
     sl_ingest_t *ing = NULL;
     if (sl_ingest_new(cfg, &ing, err, sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-ingest: cannot load request schema: %s\n", err);
@@ -311,7 +317,9 @@ stop:
     sl_metrics_free(metrics);
     sl_ingest_free(ing);
     sl_kafka_sign_as(NULL, SL_ROLE_INGEST);
+    sl_kafka_mac_topic(NULL, NULL, SL_ROLE_SCHEDULER);
     sl_signer_free(signer);
+    sl_keyring_free(sched_keys);
     sl_config_free(cfg);
     return exit_code;
 }

@@ -615,7 +615,8 @@ int main(int argc, char **argv)
     sl_config_t *cfg = sl_proc_start("scheduler", &opts);
     char err[512] = "";
     /* Everything it produces (dispatches, results) is signed as the scheduler; jobs are
-     * checked with ingest's public keys, usage events with the dispatcher's. */
+     * checked with ingest's public keys, usage events with the dispatcher's (their MACs with the
+     * keys it shares with those). */
     sl_signer_t *signer = NULL;
     sl_keyring_t *keyring = NULL;
     /* With capacity leases, the other schedulers' reports and grants too. */
@@ -626,6 +627,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-scheduler: %s\n", err);
         return 2;
     }
+    /* Jobs and usage events, which it alone reads, come with the MAC of the key it shares with
+     * their writer (or signed, from a writer that has no scheduler key yet). */
+    sl_keyring_take_macs(keyring, signer,
+                         SL_ROLE_BIT(SL_ROLE_INGEST) | SL_ROLE_BIT(SL_ROLE_DISPATCHER));
     char sql_rel[1024], sql_path[1024];
     snprintf(sql_rel, sizeof sql_rel, "%s/ledger.sql", cfg->schema_dir);
     sl_resolve_path(sql_rel, sql_path, sizeof sql_path);

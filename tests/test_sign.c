@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../common/sign.h"
+#include "../common/util.h"
 
 /* ---- Helpers ---------------------------------------------------------------------------- */
 
@@ -378,7 +379,6 @@ START_TEST(keyhash_of_many_keys_has_no_collisions)
 }
 END_TEST
 
-
 /* ---- Message signatures by role (sl_msg_sign, keyrings) ------------------------------------ */
 
 /* A second pair in dir, for another role. */
@@ -529,8 +529,7 @@ START_TEST(unsigned_unknown_and_wrong_role_messages_are_refused)
     char sig[SL_SIG_B64_LEN];
     sl_msg_sign(s, SL_ROLE_SCHEDULER, "sluice.jobs", "acme", 4, MSG, strlen(MSG), sig);
     const unsigned jobs = SL_ROLE_BIT(SL_ROLE_INGEST);
-    ck_assert_int_eq(check_msg(kr, jobs, "sluice.jobs", "acme", MSG, NULL, NULL),
-                     SL_AUTH_UNSIGNED);
+    ck_assert_int_eq(check_msg(kr, jobs, "sluice.jobs", "acme", MSG, NULL, NULL), SL_AUTH_UNSIGNED);
     ck_assert_int_eq(check_msg(kr, jobs, "sluice.jobs", "acme", MSG, NULL, sig),
                      SL_AUTH_UNKNOWN_SIGNER);
     ck_assert_int_eq(check_msg(kr, jobs, "sluice.jobs", "acme", MSG, "root", sig),
@@ -562,9 +561,9 @@ START_TEST(a_signature_by_another_key_of_the_role_is_refused)
     ck_assert_int_eq(sl_keyring_add(kr, SL_ROLE_INGEST, pk_path), SL_OK);
     char sig[SL_SIG_B64_LEN];
     sl_msg_sign(forger, SL_ROLE_INGEST, "sluice.jobs", "acme", 4, MSG, strlen(MSG), sig);
-    ck_assert_int_eq(check_msg(kr, SL_ROLE_BIT(SL_ROLE_INGEST), "sluice.jobs", "acme", MSG,
-                               "ingest", sig),
-                     SL_AUTH_BAD_SIGNATURE);
+    ck_assert_int_eq(
+        check_msg(kr, SL_ROLE_BIT(SL_ROLE_INGEST), "sluice.jobs", "acme", MSG, "ingest", sig),
+        SL_AUTH_BAD_SIGNATURE);
     sl_keyring_free(kr);
     sl_signer_free(forger);
     remove_dir();
@@ -642,6 +641,187 @@ START_TEST(job_id_key_files_round_trip_and_differ)
 }
 END_TEST
 
+/* ---- Pair MACs (sl_pair_key, sl_keyring_take_macs, sl_keyring_writer_key) ---------------- */
+
+/* The scheduler (dir's pair), ingest and a dispatcher, each with its own pair. */
+typedef struct {
+    char ing_sk[128], ing_pk[128], disp_sk[128], disp_pk[128];
+    sl_signer_t *sched, *ing, *disp;
+} trio_t;
+
+static void trio_make(trio_t *t)
+{
+    make_keys();
+    other_pair("ingest", t->ing_sk, t->ing_pk, sizeof t->ing_sk);
+    other_pair("dispatcher", t->disp_sk, t->disp_pk, sizeof t->disp_sk);
+    t->sched = signer();
+    ck_assert_int_eq(sl_signer_load(t->ing_sk, &t->ing), SL_OK);
+    ck_assert_int_eq(sl_signer_load(t->disp_sk, &t->disp), SL_OK);
+}
+
+static void trio_free(trio_t *t)
+{
+    sl_signer_free(t->sched);
+    sl_signer_free(t->ing);
+    sl_signer_free(t->disp);
+    remove_dir();
+}
+
+static void read_pk(const char *path, uint8_t pk[32])
+{
+    ck_assert_int_eq(sl_key_file_read(path, pk, 32), SL_OK);
+}
+
+static sl_auth_t check_mac(sl_keyring_t *kr, unsigned roles, const char *topic, const char *key,
+                           const char *value, const char *signer, const uint8_t *mac,
+                           size_t mac_len)
+{
+    return sl_keyring_check_mac(kr, roles, topic, key, key != NULL ? strlen(key) : 0, value,
+                                strlen(value), signer, signer != NULL ? strlen(signer) : 0, mac,
+                                mac_len);
+}
+
+START_TEST(a_pair_key_is_the_same_at_both_ends_and_no_one_elses)
+{
+    trio_t t;
+    trio_make(&t);
+    uint8_t sched_pk[32], ing_pk[32], disp_pk[32];
+    read_pk(pk_path, sched_pk);
+    read_pk(t.ing_pk, ing_pk);
+    read_pk(t.disp_pk, disp_pk);
+    uint8_t w[SL_MAC_KEY_BYTES], r[SL_MAC_KEY_BYTES], other[SL_MAC_KEY_BYTES];
+    ck_assert_int_eq(sl_pair_key(t.ing, sched_pk, 1, w), SL_OK);
+    ck_assert_int_eq(sl_pair_key(t.sched, ing_pk, 0, r), SL_OK);
+    ck_assert_mem_eq(w, r, sizeof w);
+    /* The dispatchers' key with the scheduler is another. */
+    ck_assert_int_eq(sl_pair_key(t.disp, sched_pk, 1, other), SL_OK);
+    ck_assert_mem_ne(w, other, sizeof w);
+    /* So is the same pair with the directions swapped (the scheduler writing to ingest). */
+    ck_assert_int_eq(sl_pair_key(t.ing, sched_pk, 0, other), SL_OK);
+    ck_assert_mem_ne(w, other, sizeof w);
+    /* A public key that is no curve point, or of low order, makes no key. */
+    uint8_t zero[32] = {0};
+    ck_assert_int_eq(sl_pair_key(t.ing, zero, 1, other), SL_ECRYPTO);
+    trio_free(&t);
+}
+END_TEST
+
+START_TEST(the_scheduler_takes_a_pair_mac_from_its_writer_only)
+{
+    trio_t t;
+    trio_make(&t);
+    /* Writers: ingest and the dispatcher, each with the scheduler's public key. */
+    sl_keyring_t *ing_kr = sl_keyring_new(), *disp_kr = sl_keyring_new();
+    ck_assert_int_eq(sl_keyring_add(ing_kr, SL_ROLE_SCHEDULER, pk_path), SL_OK);
+    ck_assert_int_eq(sl_keyring_add(disp_kr, SL_ROLE_SCHEDULER, pk_path), SL_OK);
+    uint8_t ing_key[SL_MAC_KEY_BYTES], disp_key[SL_MAC_KEY_BYTES];
+    ck_assert_int_eq(sl_keyring_writer_key(ing_kr, t.ing, SL_ROLE_SCHEDULER, ing_key), SL_OK);
+    ck_assert_int_eq(sl_keyring_writer_key(disp_kr, t.disp, SL_ROLE_SCHEDULER, disp_key), SL_OK);
+    /* The reader: the scheduler, with their public keys. */
+    sl_keyring_t *kr = sl_keyring_new();
+    ck_assert_int_eq(sl_keyring_add(kr, SL_ROLE_INGEST, t.ing_pk), SL_OK);
+    ck_assert_int_eq(sl_keyring_add(kr, SL_ROLE_DISPATCHER, t.disp_pk), SL_OK);
+    const unsigned jobs = SL_ROLE_BIT(SL_ROLE_INGEST), usage = SL_ROLE_BIT(SL_ROLE_DISPATCHER);
+    uint8_t mac[SL_MAC_BYTES], disp_mac[SL_MAC_BYTES];
+    sl_mac(ing_key, "sluice.jobs", "acme", 4, MSG, strlen(MSG), mac);
+    sl_mac(disp_key, "sluice.jobs", "acme", 4, MSG, strlen(MSG), disp_mac);
+    /* Before it takes MACs, a MAC is no signature. */
+    ck_assert_int_eq(check_mac(kr, jobs, "sluice.jobs", "acme", MSG, "ingest", mac, sizeof mac),
+                     SL_AUTH_UNSIGNED);
+    sl_keyring_take_macs(kr, t.sched, jobs | usage);
+    ck_assert_int_eq(check_mac(kr, jobs, "sluice.jobs", "acme", MSG, "ingest", mac, sizeof mac),
+                     SL_AUTH_OK);
+    /* Moved to another topic or key, a byte changed, cut short, or no MAC: refused. */
+    ck_assert_int_eq(check_mac(kr, jobs, "sluice.jobz", "acme", MSG, "ingest", mac, sizeof mac),
+                     SL_AUTH_BAD_SIGNATURE);
+    ck_assert_int_eq(check_mac(kr, jobs, "sluice.jobs", "acmf", MSG, "ingest", mac, sizeof mac),
+                     SL_AUTH_BAD_SIGNATURE);
+    char tampered[sizeof MSG];
+    memcpy(tampered, MSG, sizeof MSG);
+    tampered[3] ^= 4;
+    ck_assert_int_eq(
+        check_mac(kr, jobs, "sluice.jobs", "acme", tampered, "ingest", mac, sizeof mac),
+        SL_AUTH_BAD_SIGNATURE);
+    ck_assert_int_eq(check_mac(kr, jobs, "sluice.jobs", "acme", MSG, "ingest", mac, 31),
+                     SL_AUTH_BAD_SIGNATURE);
+    ck_assert_int_eq(check_mac(kr, jobs, "sluice.jobs", "acme", MSG, "ingest", NULL, 0),
+                     SL_AUTH_UNSIGNED);
+    /* The dispatchers' key makes no job: claimed as ingest it is a bad MAC, as itself the
+     * wrong role for the topic. */
+    ck_assert_int_eq(
+        check_mac(kr, jobs, "sluice.jobs", "acme", MSG, "ingest", disp_mac, sizeof disp_mac),
+        SL_AUTH_BAD_SIGNATURE);
+    ck_assert_int_eq(
+        check_mac(kr, jobs, "sluice.jobs", "acme", MSG, "dispatcher", disp_mac, sizeof disp_mac),
+        SL_AUTH_WRONG_ROLE);
+    ck_assert_int_eq(check_mac(kr, jobs, "sluice.jobs", "acme", MSG, "nobody", mac, sizeof mac),
+                     SL_AUTH_UNKNOWN_SIGNER);
+    /* A role the keyring takes no MAC from (the scheduler's own, on the capacity topic). */
+    const unsigned cap = SL_ROLE_BIT(SL_ROLE_SCHEDULER);
+    ck_assert_int_eq(
+        check_mac(kr, cap, "sluice.capacity", "acme", MSG, "scheduler", mac, sizeof mac),
+        SL_AUTH_UNSIGNED);
+    sl_keyring_free(kr);
+    sl_keyring_free(ing_kr);
+    sl_keyring_free(disp_kr);
+    trio_free(&t);
+}
+END_TEST
+
+START_TEST(pair_macs_follow_key_rotations_and_late_key_files)
+{
+    trio_t t;
+    trio_make(&t);
+    char nsk[128], npk[128];
+    other_pair("ingest-next", nsk, npk, sizeof nsk);
+    sl_signer_t *ing_next = NULL;
+    ck_assert_int_eq(sl_signer_load(nsk, &ing_next), SL_OK);
+    /* A writer whose reader's key file is not there yet has no key, then has it. */
+    char late[160];
+    snprintf(late, sizeof late, "%s/late.pub", dir);
+    sl_keyring_t *w = sl_keyring_new();
+    ck_assert_int_eq(sl_keyring_add(w, SL_ROLE_SCHEDULER, late), SL_OK);
+    uint8_t key[SL_MAC_KEY_BYTES], key2[SL_MAC_KEY_BYTES];
+    ck_assert_int_eq(sl_keyring_writer_key(w, t.ing, SL_ROLE_SCHEDULER, key), SL_ENOTFOUND);
+    char *text = NULL;
+    ck_assert_int_eq(sl_read_file(pk_path, 4096, &text, NULL), SL_OK);
+    write_text(late, text);
+    free(text);
+    ck_assert_int_eq(sl_keyring_writer_key(w, t.ing, SL_ROLE_SCHEDULER, key), SL_OK);
+    /* While the reader's key rotates (a next key configured), the writer signs instead. */
+    char rsk[128], rpk[128];
+    other_pair("sched-next", rsk, rpk, sizeof rsk);
+    ck_assert_int_eq(sl_keyring_add(w, SL_ROLE_SCHEDULER, rpk), SL_OK);
+    ck_assert_int_eq(sl_keyring_writer_key(w, t.ing, SL_ROLE_SCHEDULER, key2), SL_ENOTFOUND);
+    /* While the writer's key rotates, the reader takes MACs of its current and next key. */
+    sl_keyring_t *nw = sl_keyring_new();
+    ck_assert_int_eq(sl_keyring_add(nw, SL_ROLE_SCHEDULER, pk_path), SL_OK);
+    ck_assert_int_eq(sl_keyring_writer_key(nw, ing_next, SL_ROLE_SCHEDULER, key2), SL_OK);
+    sl_keyring_t *r = sl_keyring_new();
+    ck_assert_int_eq(sl_keyring_add(r, SL_ROLE_INGEST, t.ing_pk), SL_OK);
+    ck_assert_int_eq(sl_keyring_add(r, SL_ROLE_INGEST, npk), SL_OK);
+    sl_keyring_take_macs(r, t.sched, SL_ROLE_BIT(SL_ROLE_INGEST));
+    const unsigned jobs = SL_ROLE_BIT(SL_ROLE_INGEST);
+    uint8_t a[SL_MAC_BYTES], b[SL_MAC_BYTES];
+    sl_mac(key, "sluice.jobs", "k", 1, MSG, strlen(MSG), a);
+    sl_mac(key2, "sluice.jobs", "k", 1, MSG, strlen(MSG), b);
+    ck_assert_int_eq(check_mac(r, jobs, "sluice.jobs", "k", MSG, "ingest", a, sizeof a),
+                     SL_AUTH_OK);
+    ck_assert_int_eq(check_mac(r, jobs, "sluice.jobs", "k", MSG, "ingest", b, sizeof b),
+                     SL_AUTH_OK);
+    /* A keyring that was a writer's first checks as a reader with the reader's side. */
+    sl_keyring_take_macs(w, t.ing, SL_ROLE_BIT(SL_ROLE_SCHEDULER));
+    ck_assert_int_eq(check_mac(w, SL_ROLE_BIT(SL_ROLE_SCHEDULER), "sluice.jobs", "k", MSG,
+                               "scheduler", a, sizeof a),
+                     SL_AUTH_BAD_SIGNATURE);
+    sl_keyring_free(w);
+    sl_keyring_free(nw);
+    sl_keyring_free(r);
+    sl_signer_free(ing_next);
+    trio_free(&t);
+}
+END_TEST
+
 static Suite *sign_suite(void)
 {
     Suite *s = suite_create("sign");
@@ -668,6 +848,9 @@ static Suite *sign_suite(void)
     tcase_add_test(sig, a_public_key_written_later_is_read_when_first_needed);
     tcase_add_test(sig, job_id_key_files_round_trip_and_differ);
     tcase_add_test(sig, a_mac_binds_topic_key_and_value_under_a_derived_key);
+    tcase_add_test(sig, a_pair_key_is_the_same_at_both_ends_and_no_one_elses);
+    tcase_add_test(sig, the_scheduler_takes_a_pair_mac_from_its_writer_only);
+    tcase_add_test(sig, pair_macs_follow_key_rotations_and_late_key_files);
     suite_add_tcase(s, sig);
 
     TCase *hash = tcase_create("keyhash");

@@ -6,9 +6,10 @@
  * three jobs on a slow one (4 s to first token; one streamed), so their attempts are leased
  * while the attacks go in:
  *   jobs:     a copy of a genuine job under a new id and key, unsigned; the same with a made-up
- *             signature; a genuine job with a byte changed under its own headers; a genuine
- *             dispatch (the scheduler's signature) moved to the jobs topic; an unsigned cancel of
- *             another tenant's running job;
+ *             signature; a genuine job with a byte changed under its own headers (its pair MAC);
+ *             a genuine dispatch (the scheduler's signature) moved to the jobs topic; a genuine
+ *             usage event (the dispatchers' pair MAC) moved there, as the dispatcher and as
+ *             ingest; an unsigned cancel of another tenant's running job;
  *   usage:    an unsigned "succeeded" event for a leased attempt with the attacker's content
  *             and 1 + 1 tokens; the warm-up's genuine event re-aimed at that attempt under its
  *             own headers;
@@ -23,7 +24,11 @@
  * jobs only; each refusal is counted in sluice_{scheduler,dispatcher}_messages_refused_total
  * by topic and reason, exactly; replays change no job, no result and no call; `sluice results`
  * refuses the forged result and says so; every message the daemons wrote (jobs, dispatches,
- * usage, stream chunks, results) verifies with the writer role's public key.
+ * usage, stream chunks, results) verifies as its reader checks it: jobs and usage events carry
+ * the pair MAC of their writer and the scheduler (which public keys alone cannot check; the test
+ * checks them with the scheduler's secret key), the rest are signed and verify with the writer
+ * role's public key. Messages with a MAC (32 raw bytes) are written again with librdkafka, as
+ * kcat cannot write such a header.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,13 +54,14 @@ static const char *write_configs(int sim_port, int ports[3], char **sim_cfg)
     h_key_hash_hex(KEY_A, ha);
     h_key_hash_hex(KEY_B, hb);
     char sim[1024];
-    snprintf(sim, sizeof sim,
-             "{\"deployments\": ["
-             "{\"name\": \"fast\", \"model\": \"gpt-4o-mini\", \"ttft_ms\": 10, \"ms_per_token\": 0,"
-             " \"output_min\": 5, \"output_max\": 5},"
-             "{\"name\": \"slow\", \"model\": \"gpt-4o-mini\", \"ttft_ms\": %d, \"ms_per_token\": 0,"
-             " \"output_min\": 7, \"output_max\": 7}]}",
-             SLOW_TTFT_MS);
+    snprintf(
+        sim, sizeof sim,
+        "{\"deployments\": ["
+        "{\"name\": \"fast\", \"model\": \"gpt-4o-mini\", \"ttft_ms\": 10, \"ms_per_token\": 0,"
+        " \"output_min\": 5, \"output_max\": 5},"
+        "{\"name\": \"slow\", \"model\": \"gpt-4o-mini\", \"ttft_ms\": %d, \"ms_per_token\": 0,"
+        " \"output_min\": 7, \"output_max\": 7}]}",
+        SLOW_TTFT_MS);
     *sim_cfg = strdup(h_write("sim.json", sim));
     char *keyfile = strdup(h_write("provider.key", "any-bearer-token\n"));
     char cfg[4096];
@@ -77,8 +83,8 @@ static const char *write_configs(int sim_port, int ports[3], char **sim_cfg)
              " \"tenants\": [{\"name\": \"alpha\"}, {\"name\": \"beta\"}],"
              " \"keys\": [{\"id\": \"ka\", \"tenant\": \"alpha\", \"hash\": \"%s\"},"
              "          {\"id\": \"kb\", \"tenant\": \"beta\", \"hash\": \"%s\"}]}",
-             dir, dir, ports[1], ports[0], ports[2], dir, dir, sim_port, keyfile, sim_port,
-             keyfile, ha, hb);
+             dir, dir, ports[1], ports[0], ports[2], dir, dir, sim_port, keyfile, sim_port, keyfile,
+             ha, hb);
     free(keyfile);
     return strdup(h_write("sluice.json", cfg));
 }
@@ -87,9 +93,11 @@ static const char *write_configs(int sim_port, int ports[3], char **sim_cfg)
 typedef struct {
     char *key, *value;
     char sig[128], signer[32];
-    int has_sig;
+    int has_sig, has_mac;
+    rd_kafka_headers_t *hdrs; /* a copy of all its headers */
     int32_t partition;
-    sl_auth_t auth; /* its signature checked against the writer roles' public keys */
+    sl_auth_t auth;     /* checked as its reader checks it (MACs as the scheduler) */
+    sl_auth_t pub_auth; /* checked with the writer roles' public keys alone */
 } msg_t;
 
 typedef struct {
@@ -110,7 +118,9 @@ static char *dup_n(const void *p, size_t n)
     return c;
 }
 
-static sl_keyring_t *keyring;
+/* keyring checks as the readers do: signatures with public keys, and the pair MACs of jobs and
+ * usage as the scheduler, with its secret key; pub_keyring holds public keys alone. */
+static sl_keyring_t *keyring, *pub_keyring;
 static const sl_config_t *cfg_loaded;
 
 /* Reads what arrived on t (up to wait_ms for the first message). */
@@ -132,10 +142,14 @@ static void drain(topic_log_t *t, int wait_ms)
                 memcpy(m->sig, v, len);
                 m->has_sig = 1;
             }
-            if (sl_kafka_header(msg, SL_SIGNER_HEADER, &v, &len) == SL_OK &&
-                len < sizeof m->signer)
+            if (sl_kafka_header(msg, SL_SIGNER_HEADER, &v, &len) == SL_OK && len < sizeof m->signer)
                 memcpy(m->signer, v, len);
+            m->has_mac = sl_kafka_header(msg, SL_MAC_HEADER, &v, &len) == SL_OK;
+            rd_kafka_headers_t *hdrs = NULL;
+            if (rd_kafka_message_headers(msg, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR)
+                m->hdrs = rd_kafka_headers_copy(hdrs);
             m->auth = sl_kafka_verify(keyring, sl_auth_writers(cfg_loaded, t->topic), msg);
+            m->pub_auth = sl_kafka_verify(pub_keyring, sl_auth_writers(cfg_loaded, t->topic), msg);
         }
         rd_kafka_message_destroy(msg);
     }
@@ -194,6 +208,21 @@ static int kcat_produce(const char *bootstrap, const char *topic, const char *ke
     int rc = system(cmd);
     free(path);
     return rc;
+}
+
+/* The attacker again, for headers kcat cannot write (a MAC is 32 raw bytes): value to topic
+ * under key with a copy of as's headers, the signer header replaced by signer when not NULL. */
+static void resend(rd_kafka_t *prod, const char *topic, const char *key, const char *value,
+                   const msg_t *as, const char *signer)
+{
+    rd_kafka_headers_t *hdrs =
+        as->hdrs != NULL ? rd_kafka_headers_copy(as->hdrs) : rd_kafka_headers_new(2);
+    if (signer != NULL) {
+        rd_kafka_header_remove(hdrs, SL_SIGNER_HEADER);
+        rd_kafka_header_add(hdrs, SL_SIGNER_HEADER, -1, signer, -1);
+    }
+    h_produce_headers(prod, topic, key, value, strlen(value), hdrs);
+    rd_kafka_flush(prod, 10000);
 }
 
 /* Replaces the first from in s by to (malloc'd copy; s is not freed). */
@@ -276,21 +305,29 @@ int main(void)
     char ingest_pub[512];
     snprintf(ingest_pub, sizeof ingest_pub, "%s/ingest.pub", h_tmpdir());
     h_wait_file(ingest_pub, 20000);
-    if (sl_auth_keyring(cfg, SL_ROLE_BIT(SL_ROLE_INGEST) | SL_ROLE_BIT(SL_ROLE_SCHEDULER) |
-                                 SL_ROLE_BIT(SL_ROLE_DISPATCHER),
-                        &keyring, err, sizeof err) != SL_OK) {
+    unsigned roles = SL_ROLE_BIT(SL_ROLE_INGEST) | SL_ROLE_BIT(SL_ROLE_SCHEDULER) |
+                     SL_ROLE_BIT(SL_ROLE_DISPATCHER);
+    char sched_key[512];
+    snprintf(sched_key, sizeof sched_key, "%s/dispatch.key", h_tmpdir());
+    sl_signer_t *sched_signer = NULL;
+    if (sl_auth_keyring(cfg, roles, &keyring, err, sizeof err) != SL_OK ||
+        sl_auth_keyring(cfg, roles, &pub_keyring, err, sizeof err) != SL_OK ||
+        sl_signer_load(sched_key, &sched_signer) != SL_OK) {
         fprintf(stderr, "keyring: %s\n", err);
         return 2;
     }
-    topic_log_t jobs = {"sluice.jobs", h_consumer_from_start(st.bootstrap, "sluice.jobs"), {{0}}, 0};
-    topic_log_t disp = {"sluice.dispatch", h_consumer_from_start(st.bootstrap, "sluice.dispatch"),
-                        {{0}}, 0};
-    topic_log_t usage = {"sluice.usage", h_consumer_from_start(st.bootstrap, "sluice.usage"),
-                         {{0}}, 0};
-    topic_log_t stream = {"sluice.stream", h_consumer_from_start(st.bootstrap, "sluice.stream"),
-                          {{0}}, 0};
-    topic_log_t results = {"sluice.results",
-                           h_consumer_from_start(st.bootstrap, "sluice.results"), {{0}}, 0};
+    sl_keyring_take_macs(keyring, sched_signer,
+                         SL_ROLE_BIT(SL_ROLE_INGEST) | SL_ROLE_BIT(SL_ROLE_DISPATCHER));
+    topic_log_t jobs = {
+        "sluice.jobs", h_consumer_from_start(st.bootstrap, "sluice.jobs"), {{0}}, 0};
+    topic_log_t disp = {
+        "sluice.dispatch", h_consumer_from_start(st.bootstrap, "sluice.dispatch"), {{0}}, 0};
+    topic_log_t usage = {
+        "sluice.usage", h_consumer_from_start(st.bootstrap, "sluice.usage"), {{0}}, 0};
+    topic_log_t stream = {
+        "sluice.stream", h_consumer_from_start(st.bootstrap, "sluice.stream"), {{0}}, 0};
+    topic_log_t results = {
+        "sluice.results", h_consumer_from_start(st.bootstrap, "sluice.results"), {{0}}, 0};
     rd_kafka_t *prod = h_producer(st.bootstrap);
 
     /* The warm-up: a genuine usage event to tamper with later. */
@@ -323,12 +360,17 @@ int main(void)
     char *fake_job = replace(j1->value, j1_id, "forgedjob0000000000000000000000001");
     char *fake_job2 = replace(fake_job, "\"sec-1\"", "\"sec-forged\"");
     kcat_produce(st.bootstrap, "sluice.jobs", "alpha", fake_job2, NULL, NULL);
-    kcat_produce(st.bootstrap, "sluice.jobs", "alpha", fake_job2,
-                 "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==",
-                 "ingest");
+    kcat_produce(
+        st.bootstrap, "sluice.jobs", "alpha", fake_job2,
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==",
+        "ingest");
     char *tampered_job = replace(fake_job2, "forgedjob", "forgedjoc");
-    kcat_produce(st.bootstrap, "sluice.jobs", "alpha", tampered_job, j1->sig, j1->signer);
+    resend(prod, "sluice.jobs", "alpha", tampered_job, j1, NULL);
     kcat_produce(st.bootstrap, "sluice.jobs", "alpha", d1->value, d1->sig, d1->signer);
+    /* The dispatchers' MAC (the key they share with the scheduler) makes no job: a usage event
+     * moved to the jobs topic, as the dispatcher and as ingest. */
+    resend(prod, "sluice.jobs", "alpha", warm_usage->value, warm_usage, NULL);
+    resend(prod, "sluice.jobs", "alpha", warm_usage->value, warm_usage, "ingest");
     char cancel[512];
     snprintf(cancel, sizeof cancel,
              "{\"v\":1,\"type\":\"cancel\",\"job_id\":\"%s\",\"idempotency_key\":\"sec-2\","
@@ -344,7 +386,7 @@ int main(void)
     char *u2 = replace(u, member(warm_usage->value, "reservation_id"), res1);
     char *forged_usage = replace(u2, "Simulated reply", "ATTACKER CONTENT");
     kcat_produce(st.bootstrap, "sluice.usage", j1_id, forged_usage, NULL, NULL);
-    kcat_produce(st.bootstrap, "sluice.usage", j1_id, u2, warm_usage->sig, warm_usage->signer);
+    resend(prod, "sluice.usage", j1_id, u2, warm_usage, NULL);
     free(u);
     free(u2);
     free(forged_usage);
@@ -352,8 +394,7 @@ int main(void)
     /* ---- sluice.dispatch ---- */
     kcat_produce(st.bootstrap, "sluice.dispatch", d1->key, d1->value, NULL, NULL);
     kcat_produce(st.bootstrap, "sluice.dispatch", "another-key", d1->value, d1->sig, d1->signer);
-    kcat_produce(st.bootstrap, "sluice.dispatch", warm_usage->key, warm_usage->value,
-                 warm_usage->sig, warm_usage->signer);
+    resend(prod, "sluice.dispatch", warm_usage->key, warm_usage->value, warm_usage, NULL);
 
     /* ---- sluice.results ---- */
     char *fr = replace(warm_result->value, member(warm_result->value, "job_id"), j1_id);
@@ -395,8 +436,8 @@ int main(void)
         long want;
     } refusals[] = {
         {sched_url, "sluice_scheduler", "sluice.jobs", "unsigned", 2},
-        {sched_url, "sluice_scheduler", "sluice.jobs", "bad_signature", 2},
-        {sched_url, "sluice_scheduler", "sluice.jobs", "wrong_role", 1},
+        {sched_url, "sluice_scheduler", "sluice.jobs", "bad_signature", 3},
+        {sched_url, "sluice_scheduler", "sluice.jobs", "wrong_role", 2},
         {sched_url, "sluice_scheduler", "sluice.usage", "unsigned", 1},
         {sched_url, "sluice_scheduler", "sluice.usage", "bad_signature", 1},
         {disp_url, "sluice_dispatcher", "sluice.dispatch", "unsigned", 1},
@@ -413,21 +454,19 @@ int main(void)
 
     /* ---- replays of genuine messages, headers and all ---- */
     int results_before = results.n;
-    kcat_produce(st.bootstrap, "sluice.jobs", j1->key, j1->value, j1->sig, j1->signer);
-    kcat_produce(st.bootstrap, "sluice.usage", warm_usage->key, warm_usage->value,
-                 warm_usage->sig, warm_usage->signer);
+    resend(prod, "sluice.jobs", j1->key, j1->value, j1, NULL);
+    resend(prod, "sluice.usage", warm_usage->key, warm_usage->value, warm_usage, NULL);
     char cancel_req[256];
-    int cn = snprintf(cancel_req, sizeof cancel_req,
-                      "{\"cancel\": \"sec-2\", \"api_key\": \"%s\"}",
+    int cn = snprintf(cancel_req, sizeof cancel_req, "{\"cancel\": \"sec-2\", \"api_key\": \"%s\"}",
                       KEY_B);
     h_produce(prod, "sluice.requests", "sec-2", cancel_req, (size_t)cn);
     rd_kafka_flush(prod, 10000);
     msg_t *genuine_cancel = wait_for(&jobs, "\"type\":\"cancel\"", "sec-2", 10000);
     if (genuine_cancel != NULL)
-        kcat_produce(st.bootstrap, "sluice.jobs", genuine_cancel->key, genuine_cancel->value,
-                     genuine_cancel->sig, genuine_cancel->signer);
+        resend(prod, "sluice.jobs", genuine_cancel->key, genuine_cancel->value, genuine_cancel,
+               NULL);
     h_check(genuine_cancel != NULL && genuine_cancel->auth == SL_AUTH_OK,
-            "ingest wrote a signed cancel for the request");
+            "ingest wrote an authenticated cancel for the request");
     double until = sl_mono_ms() + 6000;
     while (sl_mono_ms() < until)
         drain(&results, 200);
@@ -462,12 +501,31 @@ int main(void)
             total++;
             ok += all[t]->m[i].auth == SL_AUTH_OK;
         }
-        /* What the attacker wrote that is not marked: on jobs the moved dispatch and the
-         * unsigned cancel, on dispatch its three, on usage the re-aimed event. */
-        static const int attacks[] = {2, 3, 1, 0, 0};
+        /* What the attacker wrote that is not marked: on jobs the moved dispatch, the
+         * unsigned cancel and the usage event moved twice, on dispatch its three, on usage the
+         * re-aimed event. */
+        static const int attacks[] = {4, 3, 1, 0, 0};
         h_check(total > 0 && ok == total - attacks[t],
-                "%s: %d of %d messages verify with the writer's public key (%d attacks)",
+                "%s: %d of %d messages verify as their reader checks them (%d attacks)",
                 all[t]->topic, ok, total, attacks[t]);
+    }
+    /* Jobs and usage carry the pair MAC, no signature: only the scheduler (and their writer)
+     * can check one; the rest verify with the writer's public key alone. */
+    for (size_t t = 0; t < sizeof all / sizeof all[0]; t++) {
+        int mac_topic = all[t] == &jobs || all[t] == &usage;
+        int genuine = 0, as_planned = 0;
+        for (int i = 0; i < all[t]->n; i++) {
+            const msg_t *m = &all[t]->m[i];
+            if (m->auth != SL_AUTH_OK)
+                continue;
+            genuine++;
+            as_planned += mac_topic ? m->has_mac && !m->has_sig && m->pub_auth == SL_AUTH_UNSIGNED
+                                    : m->has_sig && !m->has_mac && m->pub_auth == SL_AUTH_OK;
+        }
+        h_check(genuine > 0 && as_planned == genuine, "%s: %d of %d genuine messages %s",
+                all[t]->topic, as_planned, genuine,
+                mac_topic ? "carry a pair MAC that public keys alone cannot check"
+                          : "are signed and verify with the writer's public key");
     }
 
     /* ---- the CLI refuses the forged result ---- */
@@ -496,11 +554,15 @@ out:
         for (int i = 0; i < tl[t]->n; i++) {
             free(tl[t]->m[i].key);
             free(tl[t]->m[i].value);
+            if (tl[t]->m[i].hdrs != NULL)
+                rd_kafka_headers_destroy(tl[t]->m[i].hdrs);
         }
     }
     int bad = h_stack_down(&st);
     h_check(bad == 0, "every process exited cleanly (%d did not)", bad);
     sl_keyring_free(keyring);
+    sl_keyring_free(pub_keyring);
+    sl_signer_free(sched_signer);
     sl_config_free(cfg);
     free(sim_cfg);
     free((char *)cfg_path);

@@ -10,15 +10,26 @@
  * signers those of sl_auth_signer, and signing goes through sl_kafka_sign_headers as
  * sl_kafka_produce does. acme has its own results and stream topics.
  *
+ * The keyring also takes pair MACs as the scheduler does (sl_keyring_take_macs with the
+ * scheduler's current key, from ingest and the dispatcher).
+ *
  * The first byte of the input picks what the rest is:
  *   even: a message as an outsider writes it: topic, key, headers (any names, repeated, null
  *         values) and value all from the input. It never verifies: no outsider holds a key.
- *   odd:  a message signed here as a role, with the role's current or next key, another role's
- *         key or an outsider's, over a topic, key and value from the input. It verifies exactly
- *         when the key is the role's and the role writes the topic (a role that does not is
- *         refused as wrong_role, an outsider's or another role's key as bad_signature). Sent
+ *   1 (mod 4): a message signed here as a role, with the role's current or next key, another
+ *         role's key or an outsider's, over a topic, key and value from the input. It verifies
+ *         exactly when the key is the role's and the role writes the topic (a role that does not
+ *         is refused as wrong_role, an outsider's or another role's key as bad_signature). Sent
  *         again with one byte flipped in the value, the key, the topic or the signature, or
  *         with the signer header naming another role, it never verifies.
+ *   3 (mod 4): the same with a pair MAC instead of a signature, made with the key the chosen
+ *         secret key shares with the scheduler's public key, as sl_kafka_produce makes it on
+ *         the jobs and usage topics. It verifies exactly when the key is the role's, the role
+ *         writes the topic and the scheduler takes its MACs (ingest, dispatcher); the
+ *         scheduler's own MAC is refused as unsigned. The same mutations (the MAC header for
+ *         the signature) never verify, but one: a MAC made with another role's key, with the
+ *         signer header changed to name that role, is that role's genuine MAC and verifies
+ *         where that role writes (a signature names its role inside, a MAC by its key).
  * Layout (tests/fuzz/corpus.py writes seeds of it); a field is a length byte (255: absent) and
  * that many bytes, a topic a byte picking one of topics[] or, past them, a field naming it:
  *   even: topic, key field, header count (% 9), per header a name and a value field, value;
@@ -42,6 +53,7 @@
 static sl_config_t *cfg;
 static sl_keyring_t *keyring;
 static sl_signer_t *current[SL_ROLE_COUNT], *next[SL_ROLE_COUNT], *outsider;
+static uint8_t sched_pk[32]; /* the scheduler's current public key, for pair MACs */
 
 /* The topics a consumer meets: sluice's own and acme's. */
 enum {
@@ -229,7 +241,26 @@ enum { M_NONE, M_VALUE, M_KEY, M_TOPIC, M_SIG, M_SIGNER, NMUTATIONS };
 static const char *const changed[NMUTATIONS] = {"nothing",          "value",        "key", "topic",
                                                 "signature header", "signer header"};
 
-static void fuzz_signed(input_t *in)
+/* The headers s writes as role for (topic, key, value): its signature, or with mac its pair MAC
+ * with the scheduler. */
+static rd_kafka_headers_t *auth_headers(const sl_signer_t *s, sl_role_t role, int mac,
+                                        const char *topic, const char *key, size_t key_len,
+                                        const char *value, size_t len)
+{
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(2);
+    if (!mac) {
+        sl_kafka_sign_headers(hdrs, s, role, topic, key, key_len, value, len);
+        return hdrs;
+    }
+    uint8_t pair[SL_MAC_KEY_BYTES], tag[SL_MAC_BYTES];
+    FUZZ_CHECK(sl_pair_key(s, sched_pk, 1, pair) == SL_OK);
+    sl_mac(pair, topic, key, key_len, value, len, tag);
+    rd_kafka_header_add(hdrs, SL_MAC_HEADER, -1, tag, sizeof tag);
+    rd_kafka_header_add(hdrs, SL_SIGNER_HEADER, -1, sl_role_name(role), -1);
+    return hdrs;
+}
+
+static void fuzz_signed(input_t *in, int mac)
 {
     sl_role_t role = (sl_role_t)(take_byte(in) % SL_ROLE_COUNT);
     unsigned which_key = take_byte(in) % 4;
@@ -253,8 +284,7 @@ static void fuzz_signed(input_t *in)
 
     /* Signed as sl_kafka_produce signs, then sent as signed and once per mutation: a copy with
      * one byte flipped in one part, or the signer header naming another role. */
-    rd_kafka_headers_t *signed_hdrs = rd_kafka_headers_new(2);
-    sl_kafka_sign_headers(signed_hdrs, s, role, topic, key, key_len, value, len);
+    rd_kafka_headers_t *signed_hdrs = auth_headers(s, role, mac, topic, key, key_len, value, len);
     outcome_t o[NMUTATIONS];
     int n = 0;
     for (int m = M_NONE; m < NMUTATIONS; m++) {
@@ -274,15 +304,16 @@ static void fuzz_signed(input_t *in)
         if (m == M_TOPIC)
             t[at % strlen(t)] ^= mask; /* a NUL makes it a shorter topic, maybe another of ours */
         if (m == M_SIG) {
+            const char *name = mac ? SL_MAC_HEADER : SL_SIG_HEADER;
             const void *sig = NULL;
             size_t sig_len = 0;
-            FUZZ_CHECK(rd_kafka_header_get_last(hdrs, SL_SIG_HEADER, &sig, &sig_len) ==
+            FUZZ_CHECK(rd_kafka_header_get_last(hdrs, name, &sig, &sig_len) ==
                        RD_KAFKA_RESP_ERR_NO_ERROR);
-            FUZZ_CHECK(sig_len == SL_SIG_B64_LEN - 1);
+            FUZZ_CHECK(sig_len == (mac ? SL_MAC_BYTES : SL_SIG_B64_LEN - 1));
             char flipped[SL_SIG_B64_LEN];
             memcpy(flipped, sig, sig_len);
             flipped[at % sig_len] ^= mask;
-            header_set(hdrs, SL_SIG_HEADER, flipped, sig_len);
+            header_set(hdrs, name, flipped, sig_len);
         }
         if (m == M_SIGNER)
             header_set(hdrs, SL_SIGNER_HEADER, sl_role_name(other), strlen(sl_role_name(other)));
@@ -297,12 +328,22 @@ static void fuzz_signed(input_t *in)
     if (o[0].produced) {
         if ((writers_of(topic) & SL_ROLE_BIT(role)) == 0)
             FUZZ_CHECK(o[0].auth == SL_AUTH_WRONG_ROLE);
+        else if (mac && role == SL_ROLE_SCHEDULER)
+            FUZZ_CHECK(o[0].auth == SL_AUTH_UNSIGNED);
         else if (own_key)
             FUZZ_CHECK(o[0].auth == SL_AUTH_OK);
         else
             FUZZ_CHECK(o[0].auth == SL_AUTH_BAD_SIGNATURE);
     }
+    /* A MAC does not name its role (its key does): made with another role's key and the signer
+     * header changed to that role, it is that role's genuine MAC. */
+    int genuine_as_other = mac && which_key == 2 && other != SL_ROLE_SCHEDULER &&
+                           (writers_of(topic) & SL_ROLE_BIT(other)) != 0;
     for (int i = 1; i < n; i++) {
+        if (o[i].mutation == M_SIGNER && genuine_as_other) {
+            FUZZ_CHECK(!o[i].produced || o[i].auth == SL_AUTH_OK);
+            continue;
+        }
         if (o[i].produced && o[i].auth == SL_AUTH_OK)
             fprintf(stderr, "fuzz_verify: verifies with its %s changed\n", changed[o[i].mutation]);
         FUZZ_CHECK(!o[i].produced || o[i].auth != SL_AUTH_OK);
@@ -385,6 +426,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     FUZZ_CHECK(sl_signer_load(sk, &outsider) == SL_OK);
     for (int r = 0; r < SL_ROLE_COUNT; r++)
         FUZZ_CHECK(sl_keyring_has(keyring, (sl_role_t)r));
+    /* The scheduler's reading of pair MACs, and its public key for the writers' side. */
+    sl_keyring_take_macs(keyring, current[SL_ROLE_SCHEDULER],
+                         SL_ROLE_BIT(SL_ROLE_INGEST) | SL_ROLE_BIT(SL_ROLE_DISPATCHER));
+    sl_auth_key_paths(cfg, SL_ROLE_SCHEDULER, sk, pk, sizeof sk);
+    FUZZ_CHECK(sl_key_file_read(pk, sched_pk, sizeof sched_pk) == SL_OK);
     /* Everything is loaded: the files go. */
     DIR *d = opendir(dir);
     FUZZ_CHECK(d != NULL);
@@ -421,9 +467,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         producer_new();
     }
     input_t in = {data, size};
-    if (take_byte(&in) % 2 == 0)
+    unsigned kind = take_byte(&in) % 4;
+    if (kind % 2 == 0)
         fuzz_outsider(&in);
     else
-        fuzz_signed(&in);
+        fuzz_signed(&in, kind == 3);
     return 0;
 }
