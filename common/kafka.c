@@ -626,6 +626,12 @@ sl_auth_t sl_kafka_verify(sl_keyring_t *kr, unsigned roles, const rd_kafka_messa
         return sl_keyring_check_mac(kr, roles, rd_kafka_topic_name(msg->rkt), msg->key,
                                     msg->key_len, msg->payload, msg->len, signer, signer_len, mac,
                                     mac_len);
+    const char *proof = NULL;
+    size_t proof_len = 0;
+    if (sig != NULL && sl_kafka_header(msg, SL_BATCH_HEADER, &proof, &proof_len) == SL_OK)
+        return sl_keyring_check_batch(kr, roles, rd_kafka_topic_name(msg->rkt), msg->key,
+                                      msg->key_len, msg->payload, msg->len, signer, signer_len, sig,
+                                      sig_len, proof, proof_len);
     return sl_keyring_check(kr, roles, rd_kafka_topic_name(msg->rkt), msg->key, msg->key_len,
                             msg->payload, msg->len, signer, signer_len, sig, sig_len);
 }
@@ -670,6 +676,46 @@ sl_err_t sl_kafka_produce_every(rd_kafka_t *rk, const char *topic, int nparts, c
     }
     rd_kafka_headers_destroy(signed_hdrs);
     return rc;
+}
+
+int sl_kafka_produce_batch(rd_kafka_t *rk, const char *topic, int n, const char *const *keys,
+                           const char *const *values, const size_t *lens)
+{
+    int refused = 0, done = 0;
+    /* A MAC is cheaper than a share of a signature; without a signer there is nothing to share. */
+    int batch = sign_signer != NULL && !(mac_readers != NULL && strcmp(topic, mac_topic) == 0);
+    while (done < n) {
+        int m = n - done < SL_BATCH_MAX ? n - done : SL_BATCH_MAX;
+        sl_batch_t *b = batch && m >= 2 ? sl_batch_new(m) : NULL;
+        if (b == NULL) {
+            for (int i = done; i < n; i++)
+                refused +=
+                    sl_kafka_produce(rk, topic, keys[i], values[i], lens[i], NULL, NULL) != SL_OK;
+            return refused;
+        }
+        for (int i = 0; i < m; i++) {
+            const char *key = keys[done + i];
+            sl_batch_add(b, sign_role, topic, key, key != NULL ? strlen(key) : 0, values[done + i],
+                         lens[done + i]);
+        }
+        char sig[SL_SIG_B64_LEN];
+        sl_batch_sign(b, sign_signer, sign_role, sig);
+        for (int i = 0; i < m; i++) {
+            uint8_t proof[SL_BATCH_PROOF_MAX];
+            size_t proof_len = sl_batch_proof(b, i, proof);
+            rd_kafka_headers_t *hdrs = rd_kafka_headers_new(3);
+            rd_kafka_header_add(hdrs, SL_SIG_HEADER, -1, sig, (ssize_t)strlen(sig));
+            rd_kafka_header_add(hdrs, SL_SIGNER_HEADER, -1, sl_role_name(sign_role), -1);
+            rd_kafka_header_add(hdrs, SL_BATCH_HEADER, -1, proof, (ssize_t)proof_len);
+            const char *key = keys[done + i];
+            refused +=
+                produce_raw(rk, topic, RD_KAFKA_PARTITION_UA, key, key != NULL ? strlen(key) : 0,
+                            values[done + i], lens[done + i], hdrs, NULL) != SL_OK;
+        }
+        sl_batch_free(b);
+        done += m;
+    }
+    return refused;
 }
 
 sl_err_t sl_kafka_produce_mac(rd_kafka_t *rk, const char *topic, int32_t partition, const char *key,

@@ -208,8 +208,8 @@ static void frame(crypto_generichash_state *st, const char *topic, const void *k
         crypto_generichash_update(st, value, value_len);
 }
 
-static void msg_digest(sl_role_t role, const char *topic, const void *key, size_t key_len,
-                       const void *value, size_t value_len, unsigned char out[64])
+void sl_msg_digest(sl_role_t role, const char *topic, const void *key, size_t key_len,
+                   const void *value, size_t value_len, uint8_t out[64])
 {
     static const char domain[] = "sluice message signature v1";
     crypto_generichash_state st;
@@ -278,7 +278,7 @@ void sl_msg_sign(const sl_signer_t *s, sl_role_t role, const char *topic, const 
                  size_t key_len, const void *value, size_t value_len, char *sig_b64)
 {
     unsigned char digest[64];
-    msg_digest(role, topic, key, key_len, value, value_len, digest);
+    sl_msg_digest(role, topic, key, key_len, value, value_len, digest);
     sl_signer_sign(s, digest, sizeof digest, sig_b64);
 }
 
@@ -295,10 +295,20 @@ typedef struct {
     uint8_t pair[SL_MAC_KEY_BYTES];
 } key_slot_t;
 
+/* A batch whose signature was found valid: what the signature covers, and the signature. */
+typedef struct {
+    int used, count;
+    sl_role_t role;
+    uint8_t root[32];
+    unsigned char sig[crypto_sign_BYTES];
+} batch_seen_t;
+
 struct sl_keyring {
     key_slot_t slot[SL_ROLE_COUNT][KEYS_PER_ROLE];
     const sl_signer_t *self; /* set by sl_keyring_take_macs */
     unsigned mac_writers;
+    batch_seen_t seen[SL_KEYRING_BATCHES];
+    int next_seen;
 };
 
 sl_keyring_t *sl_keyring_new(void)
@@ -364,30 +374,85 @@ int sl_keyring_has(sl_keyring_t *kr, sl_role_t role)
     return n > 0;
 }
 
+/* What a signed message's headers say before any key is tried: its role (as *role) and its
+ * signature decoded, or why it is refused. */
+static sl_auth_t signed_by(sl_keyring_t *kr, unsigned roles, const char *signer, size_t signer_len,
+                           const char *sig, size_t sig_len, int *role,
+                           unsigned char bin[crypto_sign_BYTES])
+{
+    if (sig == NULL)
+        return SL_AUTH_UNSIGNED;
+    *role = signer != NULL ? sl_role_parse(signer, signer_len) : -1;
+    if (*role < 0)
+        return SL_AUTH_UNKNOWN_SIGNER;
+    if ((roles & SL_ROLE_BIT(*role)) == 0)
+        return SL_AUTH_WRONG_ROLE;
+    if (!sl_keyring_has(kr, (sl_role_t)*role))
+        return SL_AUTH_UNKNOWN_SIGNER;
+    if (sig_decode(sig, sig_len, bin) != 0)
+        return SL_AUTH_BAD_SIGNATURE;
+    return SL_AUTH_OK;
+}
+
+/* Whether one of role's keys in kr made sig over digest. */
+static int verified_by_role(sl_keyring_t *kr, int role, const unsigned char sig[crypto_sign_BYTES],
+                            const uint8_t digest[64])
+{
+    for (int k = 0; k < KEYS_PER_ROLE; k++) {
+        key_slot_t *ks = &kr->slot[role][k];
+        if (ks->loaded && crypto_sign_verify_detached(sig, digest, 64, ks->pk) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 sl_auth_t sl_keyring_check(sl_keyring_t *kr, unsigned roles, const char *topic, const void *key,
                            size_t key_len, const void *value, size_t value_len, const char *signer,
                            size_t signer_len, const char *sig, size_t sig_len)
 {
-    if (sig == NULL)
-        return SL_AUTH_UNSIGNED;
-    int role = signer != NULL ? sl_role_parse(signer, signer_len) : -1;
-    if (role < 0)
-        return SL_AUTH_UNKNOWN_SIGNER;
-    if ((roles & SL_ROLE_BIT(role)) == 0)
-        return SL_AUTH_WRONG_ROLE;
-    if (!sl_keyring_has(kr, (sl_role_t)role))
-        return SL_AUTH_UNKNOWN_SIGNER;
+    int role = -1;
     unsigned char bin[crypto_sign_BYTES];
-    if (sig_decode(sig, sig_len, bin) != 0)
+    sl_auth_t why = signed_by(kr, roles, signer, signer_len, sig, sig_len, &role, bin);
+    if (why != SL_AUTH_OK)
+        return why;
+    uint8_t digest[64];
+    sl_msg_digest((sl_role_t)role, topic, key, key_len, value, value_len, digest);
+    return verified_by_role(kr, role, bin, digest) ? SL_AUTH_OK : SL_AUTH_BAD_SIGNATURE;
+}
+
+sl_auth_t sl_keyring_check_batch(sl_keyring_t *kr, unsigned roles, const char *topic,
+                                 const void *key, size_t key_len, const void *value,
+                                 size_t value_len, const char *signer, size_t signer_len,
+                                 const char *sig, size_t sig_len, const void *proof,
+                                 size_t proof_len)
+{
+    int role = -1;
+    unsigned char bin[crypto_sign_BYTES];
+    sl_auth_t why = signed_by(kr, roles, signer, signer_len, sig, sig_len, &role, bin);
+    if (why != SL_AUTH_OK)
+        return why;
+    uint8_t digest[64], root[32];
+    int count = 0;
+    sl_msg_digest((sl_role_t)role, topic, key, key_len, value, value_len, digest);
+    if (sl_batch_root(digest, proof, proof_len, root, &count) != 0)
         return SL_AUTH_BAD_SIGNATURE;
-    unsigned char digest[64];
-    msg_digest((sl_role_t)role, topic, key, key_len, value, value_len, digest);
-    for (int k = 0; k < KEYS_PER_ROLE; k++) {
-        key_slot_t *ks = &kr->slot[role][k];
-        if (ks->loaded && crypto_sign_verify_detached(bin, digest, sizeof digest, ks->pk) == 0)
+    for (int i = 0; i < SL_KEYRING_BATCHES; i++) {
+        const batch_seen_t *b = &kr->seen[i];
+        if (b->used && b->role == (sl_role_t)role && b->count == count &&
+            memcmp(b->root, root, sizeof root) == 0 && memcmp(b->sig, bin, sizeof bin) == 0)
             return SL_AUTH_OK;
     }
-    return SL_AUTH_BAD_SIGNATURE;
+    sl_batch_signed_digest((sl_role_t)role, count, root, digest);
+    if (!verified_by_role(kr, role, bin, digest))
+        return SL_AUTH_BAD_SIGNATURE;
+    batch_seen_t *b = &kr->seen[kr->next_seen];
+    kr->next_seen = (kr->next_seen + 1) % SL_KEYRING_BATCHES;
+    b->used = 1;
+    b->count = count;
+    b->role = (sl_role_t)role;
+    memcpy(b->root, root, sizeof root);
+    memcpy(b->sig, bin, sizeof bin);
+    return SL_AUTH_OK;
 }
 
 /* Whether slot's key is loaded and its pair key with self, made as this process's side, is in

@@ -62,6 +62,11 @@ int sl_role_parse(const char *name, size_t len);
 #define SL_SIG_HEADER "sluice-sig"
 #define SL_SIGNER_HEADER "sluice-signer"
 
+/* The 64-byte digest a signature covers: a domain tag, role, topic, key (NULL or empty: none)
+ * and value, each length-framed (BLAKE2b-512). */
+void sl_msg_digest(sl_role_t role, const char *topic, const void *key, size_t key_len,
+                   const void *value, size_t value_len, uint8_t out[64]);
+
 /* Signs what a message says and where it goes: role, topic, key (NULL or empty: none) and
  * value. Writes base64 into sig_b64 (SL_SIG_B64_LEN bytes). */
 void sl_msg_sign(const sl_signer_t *s, sl_role_t role, const char *topic, const void *key,
@@ -91,6 +96,37 @@ int sl_mac_check(const uint8_t mac_key[SL_MAC_KEY_BYTES], const char *topic, con
  * the writer role. SL_ECRYPTO when a key cannot be converted (not a valid point). */
 sl_err_t sl_pair_key(const sl_signer_t *self, const uint8_t peer_pk[32], int self_writes,
                      uint8_t key[SL_MAC_KEY_BYTES]);
+
+/* Batch signatures: one Ed25519 signature for the n messages a writer sends at once (the
+ * scheduler's dispatches of one loop turn), each message carrying the way from its own digest
+ * to the signed root. The leaves are the messages' sl_msg_digest; a node is BLAKE2b-256 of its
+ * two children (a level's last node without a partner goes up unchanged); leaves, nodes and the
+ * signed root each have their own domain tag, and the signature covers the role, n and the
+ * root. Header SL_BATCH_HEADER: index (2 bytes, big-endian), n (2 bytes), then the sibling of
+ * each level the message's node has one on (32 bytes each, from the leaves up); SL_SIG_HEADER
+ * holds the batch's signature, the same in every message of the batch. A reader checks the
+ * signature once per batch (sl_keyring_check_batch keeps the last ones it checked) and hashes
+ * log2(n) nodes per message. */
+#define SL_BATCH_HEADER "sluice-batch"
+enum { SL_BATCH_MAX = 1024, SL_BATCH_PROOF_MAX = 4 + 10 * 32 };
+typedef struct sl_batch sl_batch_t;
+/* A batch of n messages, 2 <= n <= SL_BATCH_MAX; NULL otherwise or out of memory. */
+sl_batch_t *sl_batch_new(int n);
+void sl_batch_free(sl_batch_t *b);
+/* Adds the next message; returns its index, or -1 when the batch has its n already. */
+int sl_batch_add(sl_batch_t *b, sl_role_t role, const char *topic, const void *key, size_t key_len,
+                 const void *value, size_t len);
+/* Once all n are added: signs the root as role (base64 into sig_b64, SL_SIG_B64_LEN bytes). */
+void sl_batch_sign(sl_batch_t *b, const sl_signer_t *s, sl_role_t role, char *sig_b64);
+/* The header value of message i (after sl_batch_sign); returns its length. */
+size_t sl_batch_proof(const sl_batch_t *b, int i, uint8_t out[SL_BATCH_PROOF_MAX]);
+/* The root a message's digest and header value lead to, and the batch's n: 0, or -1 for a
+ * header that is not one (index past n, n out of range, a length not the one n and index
+ * give). */
+int sl_batch_root(const uint8_t digest[64], const uint8_t *proof, size_t len, uint8_t root[32],
+                  int *count);
+/* What a batch's signature covers. */
+void sl_batch_signed_digest(sl_role_t role, int count, const uint8_t root[32], uint8_t out[64]);
 
 /* Why a message was refused; SL_AUTH_OK when it was not. The names are the metric labels. */
 #define SL_AUTH_MAP(X)                                                                             \
@@ -127,6 +163,17 @@ int sl_keyring_has(sl_keyring_t *kr, sl_role_t role);
 sl_auth_t sl_keyring_check(sl_keyring_t *kr, unsigned roles, const char *topic, const void *key,
                            size_t key_len, const void *value, size_t value_len, const char *signer,
                            size_t signer_len, const char *sig, size_t sig_len);
+
+/* As sl_keyring_check, for a message of a batch: proof is its SL_BATCH_HEADER value. The
+ * signature is checked over the batch's root, once: kr remembers the last SL_KEYRING_BATCHES
+ * roots and signatures it found valid, and a message whose root and signature are one of them
+ * needs no Ed25519 check. A header that is no proof is bad_signature. */
+enum { SL_KEYRING_BATCHES = 16 };
+sl_auth_t sl_keyring_check_batch(sl_keyring_t *kr, unsigned roles, const char *topic,
+                                 const void *key, size_t key_len, const void *value,
+                                 size_t value_len, const char *signer, size_t signer_len,
+                                 const char *sig, size_t sig_len, const void *proof,
+                                 size_t proof_len);
 
 /* Makes kr take pair MACs (sl_pair_key) from the roles in writers, checked with the key each of
  * their public keys in kr shares with self, this process's own secret key (borrowed: it must

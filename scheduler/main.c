@@ -217,6 +217,44 @@ typedef struct {
     sl_outbox_t *ob;
 } sweep_t;
 
+/* One loop turn's dispatches, borrowed from the messages taken, produced together. */
+typedef struct {
+    const char **keys, **values;
+    size_t *lens;
+    int n, cap;
+} disp_batch_t;
+
+/* Adds m to b; 0 when there is no room and it could not grow (m then goes alone). */
+static int disp_batch_add(disp_batch_t *b, const sl_sched_msg_t *m)
+{
+    if (b->n == b->cap) {
+        int cap = b->cap > 0 ? 2 * b->cap : 256;
+        const char **k = realloc(b->keys, (size_t)cap * sizeof *k);
+        if (k != NULL)
+            b->keys = k;
+        const char **v = k != NULL ? realloc(b->values, (size_t)cap * sizeof *v) : NULL;
+        if (v != NULL)
+            b->values = v;
+        size_t *l = v != NULL ? realloc(b->lens, (size_t)cap * sizeof *l) : NULL;
+        if (l == NULL)
+            return 0;
+        b->lens = l;
+        b->cap = cap;
+    }
+    b->keys[b->n] = m->key;
+    b->values[b->n] = m->value;
+    b->lens[b->n] = strlen(m->value);
+    b->n++;
+    return 1;
+}
+
+static void disp_batch_free(disp_batch_t *b)
+{
+    free(b->keys);
+    free(b->values);
+    free(b->lens);
+}
+
 static void produce_outbox_row(int64_t seq, const char *topic, const char *key, const char *value,
                                void *arg)
 {
@@ -751,6 +789,7 @@ int main(int argc, char **argv)
     }
     /* Results left in the outbox by a previous run go out first. */
     sweep_t sw = {prod, ob};
+    disp_batch_t disp = {0};
     sl_outbox_sweep(ob, store, 1 /*all*/, produce_outbox_row, &sw);
     sl_info("scheduler started: db %s, %d deployments, %d routes, %d tenants", cfg->db_path,
             cfg->ndeployments, cfg->nroutes, cfg->ntenants);
@@ -906,14 +945,22 @@ int main(int argc, char **argv)
             pending_add(&pending, cons, committed);
         sl_sched_msg_t *out = NULL;
         int nout = sl_sched_take(sched, &out);
+        int ndisp = 0;
         for (int i = 0; i < nout; i++) {
             if (out[i].kind == SL_MSG_CHANGELOG)
                 sl_changelog_job(cl, out[i].key, out[i].job_id, out[i].submitted_ms, out[i].value,
                                  strlen(out[i].value), committed);
+            else if (out[i].kind == SL_MSG_DISPATCH && disp_batch_add(&disp, &out[i]))
+                ndisp++;
             else
                 produce(prod, out[i].topic, out[i].key, out[i].value,
                         out[i].kind == SL_MSG_RESULT ? out[i].seq : 0, ob);
         }
+        /* The turn's dispatches under one signature: a dispatcher checks one per batch. */
+        if (ndisp > 0)
+            sl_kafka_produce_batch(prod, cfg->kafka.topic_dispatch, ndisp, disp.keys, disp.values,
+                                   disp.lens);
+        disp.n = 0;
         sl_sched_msgs_free(out, nout);
         rd_kafka_poll(prod, 0);
         sl_changelog_poll(cl);
@@ -984,6 +1031,7 @@ int main(int argc, char **argv)
     sl_cl_replay_free(refeed.replay);
     free(batch);
     sl_outbox_free(ob);
+    disp_batch_free(&disp);
     sl_exporter_free(exporter);
     sl_history_free(history);
     sl_metrics_free(metrics);

@@ -105,8 +105,9 @@ def field(b):
 
 
 def verify_seeds(values):
-    """Messages as an outsider writes them (byte 0 even), and messages signed (1) or with a
-    pair MAC (3) by the target, each role on each topic, with each kind of key."""
+    """Messages as an outsider writes them (byte 0 even), and messages signed (1), with a
+    pair MAC (3) or signed in a batch (5) by the target, each role on each topic, with each kind
+    of key."""
     sig = b"A" * 86 + b"=="
     out = []
     for t in range(len(VERIFY_TOPICS)):
@@ -115,7 +116,7 @@ def verify_seeds(values):
             out.append(b"\x00" + bytes([t]) + field(b"job-%d" % t) + bytes([len(hdrs)]) +
                        b"".join(field(n) + field(v) for n, v in hdrs) + values[t % len(values)])
             for key in range(4):
-                for kind in (b"\x01", b"\x03"):
+                for kind in (b"\x01", b"\x03", b"\x05"):
                     out.append(kind + bytes([r, key, t % 2, t]) + b"\x01\x2a\x01" +
                                field(b"job-%d" % t if key % 2 == 0 else None) +
                                values[(t + r) % len(values)])
@@ -204,7 +205,7 @@ def main():
     }
     # verify's seeds are binary: its dictionary is from the values in them, and the names.
     dict_sources = {"verify": [dispatch] + job_lines()}
-    extra_tokens = {"verify": ["sluice-sig", "sluice-mac", "sluice-signer"] + ROLES + VERIFY_TOPICS}
+    extra_tokens = {"verify": ["sluice-sig", "sluice-mac", "sluice-batch", "sluice-signer"] + ROLES + VERIFY_TOPICS}
     # A dictionary per target: the JSON keys and strings of its seeds (config keys, schema
     # keywords, provider fields) and header names, so mutations reach past the first lookup.
     for target, items in seeds.items():

@@ -16,12 +16,16 @@
  * The first byte of the input picks what the rest is:
  *   even: a message as an outsider writes it: topic, key, headers (any names, repeated, null
  *         values) and value all from the input. It never verifies: no outsider holds a key.
- *   1 (mod 4): a message signed here as a role, with the role's current or next key, another
+ *   1 (mod 8): a message signed here as a role, with the role's current or next key, another
  *         role's key or an outsider's, over a topic, key and value from the input. It verifies
  *         exactly when the key is the role's and the role writes the topic (a role that does not
  *         is refused as wrong_role, an outsider's or another role's key as bad_signature). Sent
  *         again with one byte flipped in the value, the key, the topic or the signature, or
  *         with the signer header naming another role, it never verifies.
+ *   5 (mod 8): the same signed in a batch (sl_batch_*): the message is one of 2 - 10 (its
+ *         place and their number from the flip position), the others fillers without a key.
+ *         The same mutations, and one flipped byte of the batch header, never verify (unless
+ *         the message is one of the fillers: then it is genuinely at their places too).
  *   3 (mod 4): the same with a pair MAC instead of a signature, made with the key the chosen
  *         secret key shares with the scheduler's public key, as sl_kafka_produce makes it on
  *         the jobs and usage topics. It verifies exactly when the key is the role's, the role
@@ -237,19 +241,51 @@ static void header_set(rd_kafka_headers_t *hdrs, const char *name, const char *v
     rd_kafka_header_add(hdrs, name, -1, val, (ssize_t)len);
 }
 
-enum { M_NONE, M_VALUE, M_KEY, M_TOPIC, M_SIG, M_SIGNER, NMUTATIONS };
-static const char *const changed[NMUTATIONS] = {"nothing",          "value",        "key", "topic",
-                                                "signature header", "signer header"};
+enum { M_NONE, M_VALUE, M_KEY, M_TOPIC, M_SIG, M_SIGNER, M_PROOF, NMUTATIONS };
+static const char *const changed[NMUTATIONS] = {
+    "nothing", "value", "key", "topic", "signature header", "signer header", "batch header"};
 
-/* The headers s writes as role for (topic, key, value): its signature, or with mac its pair MAC
- * with the scheduler. */
-static rd_kafka_headers_t *auth_headers(const sl_signer_t *s, sl_role_t role, int mac,
-                                        const char *topic, const char *key, size_t key_len,
-                                        const char *value, size_t len)
+/* How a message is authenticated: signed alone, a pair MAC, or signed in a batch. */
+typedef enum { AUTH_SIG, AUTH_MAC, AUTH_BATCH } auth_kind_t;
+
+/* The other messages of a batch, i of them: no key, and this text with i's digit. */
+static size_t filler(int i, char out[32])
 {
-    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(2);
-    if (!mac) {
+    return (size_t)snprintf(out, 32, "sluice fuzz filler %d", i);
+}
+
+/* The headers s writes as role for (topic, key, value): its signature, its pair MAC with the
+ * scheduler, or a batch of count messages signed together in which it is message index (the
+ * others fillers with no key). */
+static rd_kafka_headers_t *auth_headers(const sl_signer_t *s, sl_role_t role, auth_kind_t kind,
+                                        int count, int index, const char *topic, const char *key,
+                                        size_t key_len, const char *value, size_t len)
+{
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(3);
+    if (kind == AUTH_SIG) {
         sl_kafka_sign_headers(hdrs, s, role, topic, key, key_len, value, len);
+        return hdrs;
+    }
+    if (kind == AUTH_BATCH) {
+        sl_batch_t *b = sl_batch_new(count);
+        FUZZ_CHECK(b != NULL);
+        for (int i = 0; i < count; i++) {
+            if (i == index)
+                sl_batch_add(b, role, topic, key, key_len, value, len);
+            else {
+                char f[32];
+                size_t flen = filler(i, f);
+                sl_batch_add(b, role, topic, NULL, 0, f, flen);
+            }
+        }
+        char sig[SL_SIG_B64_LEN];
+        uint8_t proof[SL_BATCH_PROOF_MAX];
+        sl_batch_sign(b, s, role, sig);
+        size_t plen = sl_batch_proof(b, index, proof);
+        sl_batch_free(b);
+        rd_kafka_header_add(hdrs, SL_SIG_HEADER, -1, sig, (ssize_t)strlen(sig));
+        rd_kafka_header_add(hdrs, SL_SIGNER_HEADER, -1, sl_role_name(role), -1);
+        rd_kafka_header_add(hdrs, SL_BATCH_HEADER, -1, proof, (ssize_t)plen);
         return hdrs;
     }
     uint8_t pair[SL_MAC_KEY_BYTES], tag[SL_MAC_BYTES];
@@ -260,8 +296,9 @@ static rd_kafka_headers_t *auth_headers(const sl_signer_t *s, sl_role_t role, in
     return hdrs;
 }
 
-static void fuzz_signed(input_t *in, int mac)
+static void fuzz_signed(input_t *in, auth_kind_t kind)
 {
+    int mac = kind == AUTH_MAC;
     sl_role_t role = (sl_role_t)(take_byte(in) % SL_ROLE_COUNT);
     unsigned which_key = take_byte(in) % 4;
     sl_role_t other = (sl_role_t)((role + 1 + take_byte(in) % 2) % SL_ROLE_COUNT);
@@ -282,15 +319,19 @@ static void fuzz_signed(input_t *in, int mac)
     const char *value = (const char *)in->p;
     size_t len = in->left;
 
+    /* A batch's size and the message's place in it, from the flip position. */
+    int count = 2 + (int)(at % 9), index = (int)(at / 9) % count;
+
     /* Signed as sl_kafka_produce signs, then sent as signed and once per mutation: a copy with
      * one byte flipped in one part, or the signer header naming another role. */
-    rd_kafka_headers_t *signed_hdrs = auth_headers(s, role, mac, topic, key, key_len, value, len);
+    rd_kafka_headers_t *signed_hdrs =
+        auth_headers(s, role, kind, count, index, topic, key, key_len, value, len);
     outcome_t o[NMUTATIONS];
     int n = 0;
     for (int m = M_NONE; m < NMUTATIONS; m++) {
         char k[256], t[256], v[4096];
         if ((m == M_KEY && key_len == 0) || (m == M_VALUE && (len == 0 || len > sizeof v)) ||
-            (m == M_TOPIC && topic[0] == '\0'))
+            (m == M_TOPIC && topic[0] == '\0') || (m == M_PROOF && kind != AUTH_BATCH))
             continue;
         memcpy(k, key != NULL ? key : "", key_len);
         memcpy(t, topic, strlen(topic) + 1);
@@ -317,6 +358,17 @@ static void fuzz_signed(input_t *in, int mac)
         }
         if (m == M_SIGNER)
             header_set(hdrs, SL_SIGNER_HEADER, sl_role_name(other), strlen(sl_role_name(other)));
+        if (m == M_PROOF) {
+            const void *proof = NULL;
+            size_t proof_len = 0;
+            FUZZ_CHECK(rd_kafka_header_get_last(hdrs, SL_BATCH_HEADER, &proof, &proof_len) ==
+                       RD_KAFKA_RESP_ERR_NO_ERROR);
+            char flipped[SL_BATCH_PROOF_MAX];
+            FUZZ_CHECK(proof_len >= 4 && proof_len <= sizeof flipped);
+            memcpy(flipped, proof, proof_len);
+            flipped[(at >> 4) % proof_len] ^= mask;
+            header_set(hdrs, SL_BATCH_HEADER, flipped, proof_len);
+        }
         if (!produce(t, key != NULL ? k : NULL, key_len, m == M_VALUE ? v : value, len, hdrs,
                      &o[n]))
             FUZZ_CHECK(topic_index(t) < 0); /* only a made-up topic may be refused */
@@ -339,11 +391,21 @@ static void fuzz_signed(input_t *in, int mac)
      * header changed to that role, it is that role's genuine MAC. */
     int genuine_as_other = mac && which_key == 2 && other != SL_ROLE_SCHEDULER &&
                            (writers_of(topic) & SL_ROLE_BIT(other)) != 0;
+    /* A message that is also one of the fillers is genuinely at their places too: its batch
+     * header changed may name one of those. */
+    int is_filler = 0;
+    for (int i = 0; kind == AUTH_BATCH && key_len == 0 && i < count; i++) {
+        char f[32];
+        size_t flen = filler(i, f);
+        is_filler |= i != index && len == flen && memcmp(value, f, flen) == 0;
+    }
     for (int i = 1; i < n; i++) {
         if (o[i].mutation == M_SIGNER && genuine_as_other) {
             FUZZ_CHECK(!o[i].produced || o[i].auth == SL_AUTH_OK);
             continue;
         }
+        if (o[i].mutation == M_PROOF && is_filler)
+            continue;
         if (o[i].produced && o[i].auth == SL_AUTH_OK)
             fprintf(stderr, "fuzz_verify: verifies with its %s changed\n", changed[o[i].mutation]);
         FUZZ_CHECK(!o[i].produced || o[i].auth != SL_AUTH_OK);
@@ -467,10 +529,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         producer_new();
     }
     input_t in = {data, size};
-    unsigned kind = take_byte(&in) % 4;
+    unsigned kind = take_byte(&in) % 8;
     if (kind % 2 == 0)
         fuzz_outsider(&in);
     else
-        fuzz_signed(&in, kind == 3);
+        fuzz_signed(&in, kind == 1 ? AUTH_SIG : kind == 5 ? AUTH_BATCH : AUTH_MAC);
     return 0;
 }
