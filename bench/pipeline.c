@@ -25,10 +25,10 @@ static const char *write_configs(int sim_port, char **sim_cfg)
     const char *dir = h_tmpdir();
     char hex[65];
     h_key_hash_hex("sk-bench-key-0001", hex);
-    *sim_cfg = strdup(h_write("sim.json",
-                              "{\"minute_ms\": 60000, \"deployments\": [{\"name\": \"open\","
-                              " \"ttft_ms\": 5, \"ms_per_token\": 0, \"output_min\": 10,"
-                              " \"output_max\": 10}]}"));
+    *sim_cfg =
+        strdup(h_write("sim.json", "{\"minute_ms\": 60000, \"deployments\": [{\"name\": \"open\","
+                                   " \"ttft_ms\": 5, \"ms_per_token\": 0, \"output_min\": 10,"
+                                   " \"output_max\": 10}]}"));
     char *keyfile = strdup(h_write("provider.key", "bench\n"));
     char cfg[4096];
     snprintf(cfg, sizeof cfg,
@@ -224,6 +224,13 @@ int main(int argc, char **argv)
     }
     qsort(tps, (size_t)trials, sizeof *tps, b_cmp_double);
     double tp = tps[trials / 2];
+    /* How many dispatches shared a signature (the scheduler signs a loop turn's together). */
+    char *sched_metrics = h_http_text("http://127.0.0.1:9311/metrics");
+    double dispatched = h_metrics_sample(sched_metrics, "sluice_scheduler_dispatched_total");
+    double signatures =
+        h_metrics_sample(sched_metrics, "sluice_scheduler_dispatch_signatures_total");
+    free(sched_metrics);
+    double per_sig = signatures > 0 ? dispatched / signatures : 0;
 
     /* 3. Added latency at a fixed rate. */
     int n_lat_jobs = rate * seconds;
@@ -278,11 +285,12 @@ int main(int argc, char **argv)
            " ingest->dispatch %.1f ms, dispatch->usage back minus provider %.1f ms\n",
            b_pct(lat.edge, nlat, 0.5), b_pct(lat.to_dispatch, nlat, 0.5),
            b_pct(lat.round_trip, nlat, 0.5));
-    printf("  CPU share during the last run devkafka %.0f%% sim %.0f%% scheduler %.0f%% ingest %.0f%%"
-           " dispatcher %.0f%% (of one core)\n",
-           100 * (cpu1[0] - cpu0[0]) / wall_s, 100 * (cpu1[1] - cpu0[1]) / wall_s,
-           100 * (cpu1[2] - cpu0[2]) / wall_s, 100 * (cpu1[3] - cpu0[3]) / wall_s,
-           100 * (cpu1[4] - cpu0[4]) / wall_s);
+    printf(
+        "  CPU share during the last run devkafka %.0f%% sim %.0f%% scheduler %.0f%% ingest %.0f%%"
+        " dispatcher %.0f%% (of one core)\n",
+        100 * (cpu1[0] - cpu0[0]) / wall_s, 100 * (cpu1[1] - cpu0[1]) / wall_s,
+        100 * (cpu1[2] - cpu0[2]) / wall_s, 100 * (cpu1[3] - cpu0[3]) / wall_s,
+        100 * (cpu1[4] - cpu0[4]) / wall_s);
     /* CPU time per job of sluice's own daemons over the last throughput run (its jobs only:
      * nothing else runs then). */
     double us[5];
@@ -291,6 +299,7 @@ int main(int argc, char **argv)
     printf("  CPU per job, last run (us)   scheduler %.0f ingest %.0f dispatcher %.0f;"
            " the three %.0f\n",
            us[2], us[3], us[4], us[2] + us[3] + us[4]);
+    printf("  dispatches per signature     %.1f (throughput runs and warm-up)\n", per_sig);
     printf("  peak RSS (MiB)               devkafka %.0f sim %.0f scheduler %.0f ingest %.0f"
            " dispatcher %.0f\n",
            rss[0] / 1024.0, rss[1] / 1024.0, rss[2] / 1024.0, rss[3] / 1024.0, rss[4] / 1024.0);
@@ -306,10 +315,10 @@ int main(int argc, char **argv)
                 " {\"p50\": %.2f, \"p99\": %.2f, \"n\": %d}, \"peak_rss_kib\": {\"devkafka\": %ld,"
                 " \"sim\": %ld, \"scheduler\": %ld, \"ingest\": %ld, \"dispatcher\": %ld},"
                 " \"cpu_us_per_job\": {\"scheduler\": %.1f, \"ingest\": %.1f,"
-                " \"dispatcher\": %.1f}}\n",
+                " \"dispatcher\": %.1f}, \"dispatches_per_signature\": %.2f}\n",
                 jobs, tp, raw, tp / raw, rate, b_pct(lat.added, nlat, 0.5),
-                b_pct(lat.added, nlat, 0.99), nlat,
-                rss[0], rss[1], rss[2], rss[3], rss[4], us[2], us[3], us[4]);
+                b_pct(lat.added, nlat, 0.99), nlat, rss[0], rss[1], rss[2], rss[3], rss[4], us[2],
+                us[3], us[4], per_sig);
         fclose(f);
         printf("  written to %s\n", path);
     }

@@ -805,7 +805,13 @@ int main(int argc, char **argv)
     int lag_family = sl_kafka_lag_family(metrics);
     int m_lost = sl_kafka_lost_family(metrics);
     int refused_family = sl_auth_refused_family(metrics, "sluice_scheduler");
-    if (lag_family < 0 || refused_family < 0 || sl_changelog_metrics(cl, metrics) != 0 ||
+    int sigs_family =
+        sl_metrics_family(metrics, SL_METRIC_COUNTER, "sluice_scheduler_dispatch_signatures_total",
+                          "Signatures made for dispatches: one per loop turn's batch of them "
+                          "(sluice_scheduler_dispatched_total over this is the mean batch).",
+                          NULL, NULL, 0);
+    if (lag_family < 0 || refused_family < 0 || sigs_family < 0 ||
+        sl_changelog_metrics(cl, metrics) != 0 ||
         (coord != NULL && sl_coord_metrics(coord, metrics, refused_family) != 0)) {
         fprintf(stderr, "sluice-scheduler: cannot set up metrics\n");
         return 1;
@@ -957,9 +963,12 @@ int main(int argc, char **argv)
                         out[i].kind == SL_MSG_RESULT ? out[i].seq : 0, ob);
         }
         /* The turn's dispatches under one signature: a dispatcher checks one per batch. */
-        if (ndisp > 0)
+        if (ndisp > 0) {
             sl_kafka_produce_batch(prod, cfg->kafka.topic_dispatch, ndisp, disp.keys, disp.values,
                                    disp.lens);
+            sl_metrics_add(metrics, sigs_family, NULL,
+                           ndisp == 1 ? 1 : (ndisp + SL_BATCH_MAX - 1) / SL_BATCH_MAX);
+        }
         disp.n = 0;
         sl_sched_msgs_free(out, nout);
         rd_kafka_poll(prod, 0);
