@@ -81,8 +81,8 @@ static const char *write_configs(int sim_port, char **sim_cfg, char **db)
              " \"keys\": [{\"id\": \"k1\", \"tenant\": \"t1\", \"hash\": \"%s\"},"
              "          {\"id\": \"k2\", \"tenant\": \"t2\", \"hash\": \"%s\"},"
              "          {\"id\": \"k3\", \"tenant\": \"t3\", \"hash\": \"%s\"}]}",
-             MINUTE_MS, dir, pi, pd, dbpath, ps, dir, dir, sim_port, keyfile, TPM_A, sim_port, keyfile, TPM_B,
-             h1, h2, h3);
+             MINUTE_MS, dir, pi, pd, dbpath, ps, dir, dir, sim_port, keyfile, TPM_A, sim_port,
+             keyfile, TPM_B, h1, h2, h3);
     free(keyfile);
     return strdup(h_write("sluice.json", cfg));
 }
@@ -191,8 +191,7 @@ static int make_bad_inputs(bad_t *bad)
 int main(void)
 {
     sl_crypto_init();
-    printf("e2e pipeline: %d jobs from 3 tenants + bad inputs, token limits binding\n",
-           GOOD_JOBS);
+    printf("e2e pipeline: %d jobs from 3 tenants + bad inputs, token limits binding\n", GOOD_JOBS);
     int sim_port = h_free_port();
     char *sim_cfg = NULL, *db = NULL;
     const char *cfg = write_configs(sim_port, &sim_cfg, &db);
@@ -282,9 +281,9 @@ int main(void)
                 s2 = h_http_json(st.stats_url);
         } else {
             for (int i = 0; i < nbad; i++) {
-                int match = bad[i].idem != NULL ? (idem != NULL && strcmp(idem, bad[i].idem) == 0)
-                                                : (reason != NULL &&
-                                                   strcmp(reason, bad[i].reason) == 0);
+                int match = bad[i].idem != NULL
+                                ? (idem != NULL && strcmp(idem, bad[i].idem) == 0)
+                                : (reason != NULL && strcmp(reason, bad[i].reason) == 0);
                 if (match && !bad_ok[i]) {
                     bad_ok[i] = strcmp(status, "rejected") == 0 && reason != NULL &&
                                         strcmp(reason, bad[i].reason) == 0
@@ -402,7 +401,8 @@ int main(void)
         answered_ok += n > 0 ? n : 0;
     }
     const char *p = sched_text;
-    while (p != NULL && (p = strstr(p, "\nsluice_scheduler_reservations_admitted_total{")) != NULL) {
+    while (p != NULL &&
+           (p = strstr(p, "\nsluice_scheduler_reservations_admitted_total{")) != NULL) {
         p++;
         const char *sp = strchr(p, ' ');
         admissions += sp != NULL ? strtod(sp + 1, NULL) : 0;
@@ -410,6 +410,19 @@ int main(void)
     h_check(answered_ok >= GOOD_JOBS && admissions >= answered_ok,
             "scheduler counts ok answers by deployment (%g) and admissions by tenant (%g)",
             answered_ok, admissions);
+    /* Dispatches went out in batches under one signature each, and every one of them (and
+     * every job and usage event with its pair MAC) passed its reader's check. */
+    double dispatched = h_metrics_sample(sched_text, "sluice_scheduler_dispatched_total");
+    double signatures = h_metrics_sample(sched_text, "sluice_scheduler_dispatch_signatures_total");
+    h_check(dispatched >= GOOD_JOBS && signatures > 0 && signatures < dispatched,
+            "dispatches shared signatures: %g dispatches under %g signatures", dispatched,
+            signatures);
+    const char *refusal_families[] = {"\nsluice_scheduler_messages_refused_total{",
+                                      "\nsluice_dispatcher_messages_refused_total{"};
+    int refusals = 0;
+    for (int i = 0; i < 2; i++)
+        refusals += texts[i + 1] == NULL || strstr(texts[i + 1], refusal_families[i]) != NULL;
+    h_check(refusals == 0, "no message of the daemons refused by another (%d kinds)", refusals);
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
         free(texts[i]);
 
@@ -423,16 +436,18 @@ int main(void)
         h_check(bad_ok[i] == 1, "bad input rejected with reason %s", bad[i].reason);
     int64_t refused = h_sim_total(s3, "refused");
     int64_t admitted = h_sim_total(s3, "admitted");
-    h_check(s3 != NULL && refused == 0, "the simulator refused zero requests (admitted %lld, "
-            "refused %lld)", (long long)admitted, (long long)refused);
+    h_check(s3 != NULL && refused == 0,
+            "the simulator refused zero requests (admitted %lld, "
+            "refused %lld)",
+            (long long)admitted, (long long)refused);
     h_check(admitted == GOOD_JOBS, "the simulator admitted each good job once (%lld)",
             (long long)admitted);
     double util = 0;
     if (s1 != NULL && s2 != NULL) {
         double dt = (double)(json_integer_value(json_object_get(s2, "now_ms")) -
                              json_integer_value(json_object_get(s1, "now_ms")));
-        double tokens = (double)(h_sim_total(s2, "tokens_charged") -
-                                 h_sim_total(s1, "tokens_charged"));
+        double tokens =
+            (double)(h_sim_total(s2, "tokens_charged") - h_sim_total(s1, "tokens_charged"));
         util = tokens / ((double)(TPM_A + TPM_B) * dt / MINUTE_MS);
         printf("  steady state: %.0f tokens in %.0f ms of simulator time\n", tokens, dt);
     }
