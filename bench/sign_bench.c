@@ -225,7 +225,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sign_bench: cannot make the pair keys in %s\n", dir);
         return 1;
     }
-    sl_keyring_take_macs(c.mac_kr, c.reader, SL_ROLE_BIT(SL_ROLE_DISPATCHER));
+    sl_keyring_take_macs(c.mac_kr, c.reader, NULL, SL_ROLE_BIT(SL_ROLE_DISPATCHER));
     sl_keyring_free(writer_kr);
     remove(sk_path);
     remove(pk_path);

@@ -31,11 +31,12 @@ static json_t *section(cfg_ctx_t *c, json_t *parent, const char *parent_where, c
 
 static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
 {
-    static const char *const keys[] = {"bootstrap_servers", "bootstrap_file", "topics",
-                                       "properties",        "membership",     "instance", NULL};
-    static const char *const topic_keys[] = {"requests", "requests_batch", "jobs",   "dispatch",
-                                             "results",  "usage",          "stream", "changelog",
-                                             "capacity", NULL};
+    static const char *const keys[] = {
+        "bootstrap_servers", "bootstrap_file", "topics", "properties",
+        "membership",        "instance",       NULL};
+    static const char *const topic_keys[] = {
+        "requests", "requests_batch", "jobs",      "dispatch", "results",
+        "usage",    "stream",         "changelog", "capacity", NULL};
     sl_kafka_cfg_t *k = &cfg->kafka;
     json_t *kj = section(c, root, "config", "kafka", "kafka", keys);
     k->bootstrap_servers = cfg_get_str(c, kj, "kafka", "bootstrap_servers", "");
@@ -85,16 +86,27 @@ static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
 static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
 {
     static const char *const ingest_keys[] = {"max_request_bytes", "metrics_listen", NULL};
-    static const char *const sched_keys[] = {
-        "db",           "lease_ms",     "max_attempts", "drr_quantum_tokens", "metrics_listen",
-        "admin_listen", "max_queued",   "max_queued_bytes",   "dispatcher_dead_ms",
-        "changelog_retention_bytes", "changelog_snapshot_ms", "sharded", "capacity_leases",
-        "capacity_lease_ms", NULL};
+    static const char *const sched_keys[] = {"db",
+                                             "lease_ms",
+                                             "max_attempts",
+                                             "drr_quantum_tokens",
+                                             "metrics_listen",
+                                             "admin_listen",
+                                             "max_queued",
+                                             "max_queued_bytes",
+                                             "dispatcher_dead_ms",
+                                             "changelog_retention_bytes",
+                                             "changelog_snapshot_ms",
+                                             "sharded",
+                                             "capacity_leases",
+                                             "capacity_lease_ms",
+                                             NULL};
     static const char *const disp_keys[] = {"max_in_flight", "metrics_listen", "heartbeat_ms",
                                             NULL};
     static const char *const sign_keys[] = {"secret_key_file",
                                             "public_key_file",
                                             "next_public_key_file",
+                                            "previous_secret_key_file",
                                             "ingest_secret_key_file",
                                             "ingest_public_key_file",
                                             "ingest_next_public_key_file",
@@ -114,8 +126,8 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     cfg->lease_ms = cfg_get_int(c, sj, "scheduler", "lease_ms", 180000, 100, 86400000);
     cfg->max_attempts = cfg_get_int(c, sj, "scheduler", "max_attempts", 5, 1, 100);
     cfg->max_queued = cfg_get_int(c, sj, "scheduler", "max_queued", 1000000, 1, 100000000);
-    cfg->max_queued_bytes = cfg_get_int(c, sj, "scheduler", "max_queued_bytes", 8LL << 30, 1024,
-                                        1LL << 50);
+    cfg->max_queued_bytes =
+        cfg_get_int(c, sj, "scheduler", "max_queued_bytes", 8LL << 30, 1024, 1LL << 50);
     cfg->drr_quantum_tokens =
         cfg_get_int(c, sj, "scheduler", "drr_quantum_tokens", 4096, 1, 100000000);
     cfg->sched_metrics_listen = cfg_get_str(c, sj, "scheduler", "metrics_listen", "127.0.0.1:9311");
@@ -123,10 +135,10 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     cfg->dispatcher_dead_ms =
         cfg_get_int(c, sj, "scheduler", "dispatcher_dead_ms", 15000, 1000, 86400000);
     /* The dev broker keeps about 5 MB a partition (docs/dev-kafka.md); 0 = unbounded. */
-    cfg->changelog_retention_bytes = cfg_get_int(c, sj, "scheduler", "changelog_retention_bytes",
-                                                 5LL << 20, 0, 1LL << 50);
-    cfg->changelog_snapshot_ms = cfg_get_int(c, sj, "scheduler", "changelog_snapshot_ms",
-                                             3600000, 0, 30LL * 86400000);
+    cfg->changelog_retention_bytes =
+        cfg_get_int(c, sj, "scheduler", "changelog_retention_bytes", 5LL << 20, 0, 1LL << 50);
+    cfg->changelog_snapshot_ms =
+        cfg_get_int(c, sj, "scheduler", "changelog_snapshot_ms", 3600000, 0, 30LL * 86400000);
     if (!c->failed && cfg->changelog_retention_bytes > 0 &&
         cfg->changelog_retention_bytes < 64 << 10)
         cfg_fail(c, "scheduler.changelog_retention_bytes: 0 (unbounded) or at least 65536");
@@ -144,9 +156,10 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     cfg->disp_metrics_listen = cfg_get_str(c, dj, "dispatcher", "metrics_listen", "127.0.0.1:9312");
     cfg->heartbeat_ms = cfg_get_int(c, dj, "dispatcher", "heartbeat_ms", 1000, 50, 60000);
     if (!c->failed && cfg->dispatcher_dead_ms < 3 * cfg->heartbeat_ms)
-        cfg_fail(c, "scheduler.dispatcher_dead_ms (%lld) must be at least three "
-                    "dispatcher.heartbeat_ms (%lld): a late heartbeat would declare a live "
-                    "dispatcher dead",
+        cfg_fail(c,
+                 "scheduler.dispatcher_dead_ms (%lld) must be at least three "
+                 "dispatcher.heartbeat_ms (%lld): a late heartbeat would declare a live "
+                 "dispatcher dead",
                  (long long)cfg->dispatcher_dead_ms, (long long)cfg->heartbeat_ms);
 
     json_t *gj = section(c, root, "config", "signing", "signing", sign_keys);
@@ -154,13 +167,14 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
         cfg_get_str(c, gj, "signing", "secret_key_file", "var/dispatch.key");
     cfg->signing_public_key_file =
         cfg_get_str(c, gj, "signing", "public_key_file", "var/dispatch.pub");
-    cfg->signing_next_public_key_file =
-        cfg_get_str(c, gj, "signing", "next_public_key_file", "");
+    cfg->signing_next_public_key_file = cfg_get_str(c, gj, "signing", "next_public_key_file", "");
+    cfg->signing_previous_secret_key_file =
+        cfg_get_str(c, gj, "signing", "previous_secret_key_file", "");
     /* The other roles' files default to the scheduler's secret key's folder, so a config that
      * names only the scheduler's pair (every older one) gets a full set of keys there. */
-    static const char *const derived_keys[5] = {
-        "ingest_secret_key_file", "ingest_public_key_file", "dispatcher_secret_key_file",
-        "dispatcher_public_key_file", "job_id_key_file"};
+    static const char *const derived_keys[5] = {"ingest_secret_key_file", "ingest_public_key_file",
+                                                "dispatcher_secret_key_file",
+                                                "dispatcher_public_key_file", "job_id_key_file"};
     static const char *const derived_names[5] = {"ingest.key", "ingest.pub", "dispatcher.key",
                                                  "dispatcher.pub", "job-id.key"};
     const char *sk = cfg->signing_secret_key_file != NULL ? cfg->signing_secret_key_file : "";

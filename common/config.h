@@ -64,7 +64,7 @@ typedef enum {
 
 /* One limit of one scope; the scheduler makes a ledger bucket "<scope>:<name>" of it. */
 typedef struct {
-    const char *name;         /* unique in its scope; default: the dimension's name */
+    const char *name; /* unique in its scope; default: the dimension's name */
     sl_dimension_t dimension;
     sl_limit_alg_t algorithm;
     double capacity;          /* per period; in flight (concurrency); ramp: starting allowance */
@@ -85,8 +85,8 @@ typedef struct {
  * project or organisation above deployments, a partner above tenants, or an app/env under a
  * tenant ("app:<tenant>/<app>/<env>"). */
 typedef struct {
-    const char *name; /* "<kind>:<name>", e.g. "project:openai-main" */
-    int parent;       /* index into scopes, or -1 */
+    const char *name;  /* "<kind>:<name>", e.g. "project:openai-main" */
+    int parent;        /* index into scopes, or -1 */
     int provider_side; /* 1: above deployments; 0: on the callers' side */
     int nlimits;
     sl_limit_cfg_t *limits;
@@ -115,12 +115,12 @@ typedef struct {
      * Anthropic: "https://api.anthropic.com/v1" (+ /messages); Gemini:
      * "https://generativelanguage.googleapis.com/v1beta" (+ /models/MODEL:generateContent) */
     const char *base_url;
-    const char *api_version; /* Azure's api-version; Anthropic's anthropic-version */
-    const char *model;    /* the provider's model name sent in the request */
-    const char *api_key_env;  /* credential by reference: environment variable ... */
-    const char *api_key_file; /* ... or a file; never the secret itself */
-    int64_t rpm;              /* requests per minute; 0 = not limited */
-    int64_t tpm;              /* tokens per minute; 0 = not limited */
+    const char *api_version;   /* Azure's api-version; Anthropic's anthropic-version */
+    const char *model;         /* the provider's model name sent in the request */
+    const char *api_key_env;   /* credential by reference: environment variable ... */
+    const char *api_key_file;  /* ... or a file; never the secret itself */
+    int64_t rpm;               /* requests per minute; 0 = not limited */
+    int64_t tpm;               /* tokens per minute; 0 = not limited */
     int64_t slices_per_minute; /* the provider enforces limit/slices per slice (burst) */
     double headroom;           /* fraction of the limit sluice plans to use, (0, 1] */
     double burst_fraction;     /* fraction of the provider's burst sluice may use at once */
@@ -129,19 +129,19 @@ typedef struct {
     sl_input_counting_t input_counting;
     sl_output_counting_t output_counting;
     sl_price_cfg_t price;
-    int64_t max_output_tokens; /* largest max_tokens the deployment accepts */
-    int64_t context_window;    /* input + output tokens it can take; 0 = not checked */
+    int64_t max_output_tokens;         /* largest max_tokens the deployment accepts */
+    int64_t context_window;            /* input + output tokens it can take; 0 = not checked */
     int supports_tools, supports_json; /* tool use; structured output (response_format) */
-    const char *region;        /* where it runs, for residency rules; "" = not stated */
-    int64_t timeout_ms;        /* provider call timeout */
+    const char *region;                /* where it runs, for residency rules; "" = not stated */
+    int64_t timeout_ms;                /* provider call timeout */
     /* A streamed call whose provider sends no byte for this long, once its response began, is
      * cut as timed out; 0 = never (only timeout_ms ends it). */
     int64_t stream_idle_timeout_ms;
     /* The provider runs a repeated Idempotency-Key once: a call a dead dispatcher may have made
      * can be sent again. Otherwise such a job fails as dispatcher_lost. */
     int idempotent;
-    int parent;                /* its workspace/project/org scope (index into scopes), or -1 */
-    int nlimits;               /* every limit of the deployment, shorthands included */
+    int parent;  /* its workspace/project/org scope (index into scopes), or -1 */
+    int nlimits; /* every limit of the deployment, shorthands included */
     sl_limit_cfg_t *limits;
 } sl_deployment_cfg_t;
 
@@ -166,12 +166,12 @@ typedef enum {
 typedef struct {
     const char *name;
     int ndeployments;
-    int *deployments; /* indexes into sl_config_t.deployments */
+    int *deployments;           /* indexes into sl_config_t.deployments */
     int64_t default_max_tokens; /* set on requests that carry no max_tokens */
     sl_strategy_t strategy;
-    double overflow_at;  /* waterfall: share of a deployment's capacity used before overflow */
-    int nfallbacks;      /* routes to try, in order, when none of this one's deployments can
-                          * take a job in time and the job allows fallback */
+    double overflow_at; /* waterfall: share of a deployment's capacity used before overflow */
+    int nfallbacks;     /* routes to try, in order, when none of this one's deployments can
+                         * take a job in time and the job allows fallback */
     int *fallbacks;
     /* the cheaper route a class with overload "degrade" sends its overflow to, for jobs that
      * allow it; -1 = none */
@@ -187,9 +187,9 @@ typedef struct {
 typedef enum { SL_OVERLOAD_REJECT = 0, SL_OVERLOAD_SHED, SL_OVERLOAD_DEGRADE } sl_overload_t;
 
 typedef struct {
-    int64_t deadline_ms;  /* default relative deadline */
-    int64_t max_queue;    /* queued jobs of this class per tenant before new ones are refused */
-    int64_t weight;       /* DRR weight */
+    int64_t deadline_ms; /* default relative deadline */
+    int64_t max_queue;   /* queued jobs of this class per tenant before new ones are refused */
+    int64_t weight;      /* DRR weight */
     sl_overload_t overload;
     /* Leftover capacity only: while the other classes have queued work and took at least this
      * share of the route's recent admissions, this class waits. 0 = never (default for all
@@ -204,10 +204,10 @@ typedef struct {
     double guarantee;       /* share of every pool it uses while it has work queued; 0 = none */
     int nroutes;            /* 0 = every route allowed */
     int *routes;
-    int parent;             /* its partner scope (index into scopes), or -1 */
-    int nregions;           /* data residency: only deployments in these regions; 0 = any */
+    int parent;   /* its partner scope (index into scopes), or -1 */
+    int nregions; /* data residency: only deployments in these regions; 0 = any */
     const char **regions;
-    int nlimits;            /* every limit of the tenant, tokens_per_min included */
+    int nlimits; /* every limit of the tenant, tokens_per_min included */
     sl_limit_cfg_t *limits;
     /* Where its results (ingest's rejections of its requests included) and its stream chunks
      * go, so Kafka ACLs can keep them to it (docs/topic-acls.md); NULL = the shared topics. */
@@ -276,7 +276,7 @@ typedef struct sl_config {
     /* scheduler */
     const char *db_path;
     int64_t lease_ms;
-    int64_t max_queued; /* unfinished jobs the scheduler holds, every tenant and class */
+    int64_t max_queued;       /* unfinished jobs the scheduler holds, every tenant and class */
     int64_t max_queued_bytes; /* and the bytes of their job messages (what its store keeps) */
     int64_t max_attempts;
     int64_t drr_quantum_tokens;
@@ -305,6 +305,9 @@ typedef struct sl_config {
     const char *signing_secret_key_file; /* scheduler */
     const char *signing_public_key_file;
     const char *signing_next_public_key_file;
+    /* The scheduler's secret key before its rotation ("" = none): it still checks the pair
+     * MACs ingest and the dispatchers made with its old public key (docs/security.md). */
+    const char *signing_previous_secret_key_file;
     const char *signing_ingest_secret_key_file;
     const char *signing_ingest_public_key_file;
     const char *signing_ingest_next_public_key_file;
@@ -356,7 +359,6 @@ int sl_config_tenant_allows_route(const sl_config_t *cfg, int tenant, int route)
 
 /* What a request costs in each limit, and whether a deployment could ever take it, is one rule
  * for ingest and the scheduler: common/capacity.h. */
-
 
 int sl_config_scope(const sl_config_t *cfg, const char *name);
 

@@ -291,8 +291,10 @@ typedef struct {
     char *path; /* NULL: slot unused */
     int loaded; /* pk holds the key */
     unsigned char pk[crypto_sign_PUBLICKEYBYTES];
-    int paired; /* PAIR_*: pair holds the key pk shares with the keyring's process */
-    uint8_t pair[SL_MAC_KEY_BYTES];
+    /* PAIR_*: pair[i] holds the key pk shares with the keyring's process, with its own key
+     * (0) or, reading, its key before a rotation (1) */
+    int paired[2];
+    uint8_t pair[2][SL_MAC_KEY_BYTES];
 } key_slot_t;
 
 /* A batch whose signature was found valid: what the signature covers, and the signature. */
@@ -305,7 +307,7 @@ typedef struct {
 
 struct sl_keyring {
     key_slot_t slot[SL_ROLE_COUNT][KEYS_PER_ROLE];
-    const sl_signer_t *self; /* set by sl_keyring_take_macs */
+    const sl_signer_t *self[2]; /* set by sl_keyring_take_macs: own key, previous key */
     unsigned mac_writers;
     batch_seen_t seen[SL_KEYRING_BATCHES];
     int next_seen;
@@ -455,25 +457,31 @@ sl_auth_t sl_keyring_check_batch(sl_keyring_t *kr, unsigned roles, const char *t
     return SL_AUTH_OK;
 }
 
-/* Whether slot's key is loaded and its pair key with self, made as this process's side, is in
- * ks->pair. */
-static int slot_pair(key_slot_t *ks, const sl_signer_t *self, int side)
+/* Whether slot's key is loaded and its pair key with self (which: 0 own key, 1 previous), made
+ * as this process's side, is in ks->pair[which]. */
+static int slot_pair(key_slot_t *ks, const sl_signer_t *self, int which, int side)
 {
-    if (!slot_ready(ks))
+    if (self == NULL || !slot_ready(ks))
         return 0;
-    if (ks->paired != side) {
-        ks->paired = PAIR_NONE;
-        if (sl_pair_key(self, ks->pk, side == PAIR_AS_WRITER, ks->pair) != SL_OK)
+    if (ks->paired[which] != side) {
+        ks->paired[which] = PAIR_NONE;
+        if (sl_pair_key(self, ks->pk, side == PAIR_AS_WRITER, ks->pair[which]) != SL_OK)
             return 0;
-        ks->paired = side;
+        ks->paired[which] = side;
     }
     return 1;
 }
 
-void sl_keyring_take_macs(sl_keyring_t *kr, const sl_signer_t *self, unsigned writers)
+void sl_keyring_take_macs(sl_keyring_t *kr, const sl_signer_t *self, const sl_signer_t *previous,
+                          unsigned writers)
 {
-    kr->self = self;
+    kr->self[0] = self;
+    kr->self[1] = self != NULL ? previous : NULL;
     kr->mac_writers = self != NULL ? writers : 0;
+    for (int r = 0; r < SL_ROLE_COUNT; r++) {
+        for (int k = 0; k < KEYS_PER_ROLE; k++)
+            kr->slot[r][k].paired[1] = PAIR_NONE; /* made with another previous key */
+    }
 }
 
 sl_auth_t sl_keyring_check_mac(sl_keyring_t *kr, unsigned roles, const char *topic, const void *key,
@@ -494,11 +502,13 @@ sl_auth_t sl_keyring_check_mac(sl_keyring_t *kr, unsigned roles, const char *top
         return SL_AUTH_UNKNOWN_SIGNER;
     if (mac_len != SL_MAC_BYTES)
         return SL_AUTH_BAD_SIGNATURE;
-    for (int k = 0; k < KEYS_PER_ROLE; k++) {
-        key_slot_t *ks = &kr->slot[role][k];
-        if (slot_pair(ks, kr->self, PAIR_AS_READER) &&
-            sl_mac_check(ks->pair, topic, key, key_len, value, value_len, mac))
-            return SL_AUTH_OK;
+    for (int which = 0; which < 2; which++) {
+        for (int k = 0; k < KEYS_PER_ROLE; k++) {
+            key_slot_t *ks = &kr->slot[role][k];
+            if (slot_pair(ks, kr->self[which], which, PAIR_AS_READER) &&
+                sl_mac_check(ks->pair[which], topic, key, key_len, value, value_len, mac))
+                return SL_AUTH_OK;
+        }
     }
     return SL_AUTH_BAD_SIGNATURE;
 }
@@ -517,9 +527,9 @@ sl_err_t sl_keyring_writer_key(sl_keyring_t *kr, const sl_signer_t *self, sl_rol
             return SL_ENOTFOUND; /* current and next: a rotation */
         only = ks;
     }
-    if (only == NULL || !slot_pair(only, self, PAIR_AS_WRITER))
+    if (only == NULL || !slot_pair(only, self, 0, PAIR_AS_WRITER))
         return SL_ENOTFOUND;
-    memcpy(key, only->pair, SL_MAC_KEY_BYTES);
+    memcpy(key, only->pair[0], SL_MAC_KEY_BYTES);
     return SL_OK;
 }
 

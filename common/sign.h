@@ -176,10 +176,12 @@ sl_auth_t sl_keyring_check_batch(sl_keyring_t *kr, unsigned roles, const char *t
                                  size_t proof_len);
 
 /* Makes kr take pair MACs (sl_pair_key) from the roles in writers, checked with the key each of
- * their public keys in kr shares with self, this process's own secret key (borrowed: it must
- * outlive kr's use). Without this call kr takes no MAC. Only for a reader that is the one role
- * reading what those roles write with a MAC. */
-void sl_keyring_take_macs(sl_keyring_t *kr, const sl_signer_t *self, unsigned writers);
+ * their public keys in kr shares with self, this process's own secret key, or with previous
+ * (NULL: none), its secret key before a rotation, for MACs made with its old public key (both
+ * borrowed: they must outlive kr's use). Without this call kr takes no MAC. Only for a reader
+ * that is the one role reading what those roles write with a MAC. */
+void sl_keyring_take_macs(sl_keyring_t *kr, const sl_signer_t *self, const sl_signer_t *previous,
+                          unsigned writers);
 /* As sl_keyring_check, for a message that carries a MAC (mac, mac_len: the header's value)
  * instead of a signature: SL_AUTH_UNSIGNED when kr takes no MAC from the role it names. */
 sl_auth_t sl_keyring_check_mac(sl_keyring_t *kr, unsigned roles, const char *topic, const void *key,

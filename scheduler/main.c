@@ -290,6 +290,8 @@ static void reload(sl_config_t **cfgp, sl_store_t *store, sl_sched_t **sched)
         strcmp(fresh->kafka.topic_results, old->kafka.topic_results) != 0 ||
         strcmp(fresh->kafka.topic_changelog, old->kafka.topic_changelog) != 0 ||
         strcmp(fresh->signing_secret_key_file, old->signing_secret_key_file) != 0 ||
+        strcmp(fresh->signing_previous_secret_key_file, old->signing_previous_secret_key_file) !=
+            0 ||
         strcmp(fresh->schema_dir, old->schema_dir) != 0) {
         sl_error("reload refused: the database, topics, schema or signing key changed; those "
                  "need a restart");
@@ -666,8 +668,21 @@ int main(int argc, char **argv)
         return 2;
     }
     /* Jobs and usage events, which it alone reads, come with the MAC of the key it shares with
-     * their writer (or signed, from a writer that has no scheduler key yet). */
-    sl_keyring_take_macs(keyring, signer,
+     * their writer (or signed, from a writer that has no scheduler key yet); after a rotation
+     * of its key, also those made with its previous one, until they are read. */
+    sl_signer_t *previous = NULL;
+    if (cfg->signing_previous_secret_key_file[0] != '\0') {
+        char prev_path[1024];
+        sl_resolve_path(cfg->signing_previous_secret_key_file, prev_path, sizeof prev_path);
+        if (sl_signer_load(prev_path, &previous) != SL_OK) {
+            fprintf(stderr, "sluice-scheduler: cannot load signing.previous_secret_key_file %s\n",
+                    prev_path);
+            return 2;
+        }
+        sl_info("jobs and usage events with a MAC made for the previous key %s are taken too",
+                prev_path);
+    }
+    sl_keyring_take_macs(keyring, signer, previous,
                          SL_ROLE_BIT(SL_ROLE_INGEST) | SL_ROLE_BIT(SL_ROLE_DISPATCHER));
     char sql_rel[1024], sql_path[1024];
     snprintf(sql_rel, sizeof sql_rel, "%s/ledger.sql", cfg->schema_dir);
@@ -690,6 +705,7 @@ int main(int argc, char **argv)
         /* Freed so that a sanitizer build exits with this status, not its leak report's. */
         sl_store_close(store);
         sl_signer_free(signer);
+        sl_signer_free(previous);
         sl_keyring_free(keyring);
         sl_config_free(cfg);
         free(opts.rest);
@@ -1049,6 +1065,7 @@ int main(int argc, char **argv)
     free(sh.owned);
     sl_kafka_sign_as(NULL, SL_ROLE_SCHEDULER);
     sl_signer_free(signer);
+    sl_signer_free(previous);
     sl_keyring_free(keyring);
     sl_config_free(cfg);
     free(opts.rest);

@@ -105,6 +105,7 @@ START_TEST(role_keys_default_beside_the_scheduler_key_and_can_be_named)
     json_object_set_new(sg, "secret_key_file", json_string("/etc/sluice/keys/sched.key"));
     json_object_set_new(sg, "dispatcher_public_key_file", json_string("/d.pub"));
     json_object_set_new(sg, "ingest_next_public_key_file", json_string("/i-next.pub"));
+    json_object_set_new(sg, "previous_secret_key_file", json_string("/old-sched.key"));
     sl_config_t *cfg = NULL;
     char err[512] = "";
     ck_assert_msg(load_doc(root, &cfg, err, sizeof err) == SL_OK, "%s", err);
@@ -113,6 +114,7 @@ START_TEST(role_keys_default_beside_the_scheduler_key_and_can_be_named)
     ck_assert_str_eq(cfg->signing_dispatcher_public_key_file, "/d.pub");
     ck_assert_str_eq(cfg->signing_ingest_next_public_key_file, "/i-next.pub");
     ck_assert_str_eq(cfg->signing_dispatcher_next_public_key_file, "");
+    ck_assert_str_eq(cfg->signing_previous_secret_key_file, "/old-sched.key");
     sl_config_free(cfg);
 }
 END_TEST
@@ -138,6 +140,7 @@ START_TEST(example_config_loads_with_its_deployments_routes_tenants_and_keys)
     ck_assert_str_eq(cfg->signing_dispatcher_public_key_file, "var/dispatcher.pub");
     ck_assert_str_eq(cfg->signing_job_id_key_file, "var/job-id.key");
     ck_assert_str_eq(cfg->signing_next_public_key_file, "");
+    ck_assert_str_eq(cfg->signing_previous_secret_key_file, "");
 
     ck_assert_int_eq(cfg->classes[SL_CLASS_INTERACTIVE].deadline_ms, 30000);
     ck_assert_int_eq(cfg->classes[SL_CLASS_INTERACTIVE].weight, 8);
@@ -719,7 +722,8 @@ START_TEST(providers_routes_and_regions_load)
     expect_config_error(root, "routes[0]", "strategy");
     root = example();
     json_t *r = at(root, "routes", 0);
-    json_object_set_new(r, "fallback", json_pack("[s]", json_string_value(json_object_get(r, "name"))));
+    json_object_set_new(r, "fallback",
+                        json_pack("[s]", json_string_value(json_object_get(r, "name"))));
     expect_config_error(root, "routes[0]", "itself");
     root = example();
     json_object_set_new(at(root, "routes", 0), "fallback", json_pack("[s]", "nowhere"));
@@ -930,7 +934,6 @@ START_TEST(error_text_is_truncated_to_the_buffer)
 }
 END_TEST
 
-
 /* The capacity model and the workload contracts: a full hierarchy loads with its defaults, and
  * each new key is checked. */
 START_TEST(limits_scopes_and_contracts_load_and_are_checked)
@@ -941,8 +944,8 @@ START_TEST(limits_scopes_and_contracts_load_and_are_checked)
     json_t *acme = at(root, "tenants", 0);
     json_object_set_new(acme, "guarantee", json_real(0.5));
     json_object_set_new(acme, "max_in_flight", json_integer(8));
-    json_object_set_new(json_object_get(json_object_get(root, "classes"), "standard"),
-                        "overload", json_string("shed"));
+    json_object_set_new(json_object_get(json_object_get(root, "classes"), "standard"), "overload",
+                        json_string("shed"));
     ck_assert_msg(load_doc(root, &cfg, err, sizeof err) == SL_OK, "%s", err);
     ck_assert_double_eq(cfg->tenants[0].guarantee, 0.5);
     ck_assert_int_eq(cfg->classes[SL_CLASS_STANDARD].overload, SL_OVERLOAD_SHED);
@@ -987,14 +990,14 @@ START_TEST(limits_scopes_and_contracts_load_and_are_checked)
 
     root = example();
     json_object_set_new(at(root, "deployments", 0), "buckets",
-                        json_pack("[{s:s, s:i, s:s}]", "dimension", "requests_per_day",
-                                  "capacity", 10, "reset_tz", "Mars/Olympus_Mons"));
+                        json_pack("[{s:s, s:i, s:s}]", "dimension", "requests_per_day", "capacity",
+                                  10, "reset_tz", "Mars/Olympus_Mons"));
     expect_config_error(root, "Mars/Olympus_Mons", "deployments[0]");
 
     root = example();
     json_object_set_new(at(root, "deployments", 0), "buckets",
-                        json_pack("[{s:s, s:i, s:s}]", "dimension", "concurrency", "capacity",
-                                  3, "algorithm", "token_bucket"));
+                        json_pack("[{s:s, s:i, s:s}]", "dimension", "concurrency", "capacity", 3,
+                                  "algorithm", "token_bucket"));
     expect_config_error(root, "gauge", "deployments[0]");
 }
 END_TEST

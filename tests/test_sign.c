@@ -728,7 +728,7 @@ START_TEST(the_scheduler_takes_a_pair_mac_from_its_writer_only)
     /* Before it takes MACs, a MAC is no signature. */
     ck_assert_int_eq(check_mac(kr, jobs, "sluice.jobs", "acme", MSG, "ingest", mac, sizeof mac),
                      SL_AUTH_UNSIGNED);
-    sl_keyring_take_macs(kr, t.sched, jobs | usage);
+    sl_keyring_take_macs(kr, t.sched, NULL, jobs | usage);
     ck_assert_int_eq(check_mac(kr, jobs, "sluice.jobs", "acme", MSG, "ingest", mac, sizeof mac),
                      SL_AUTH_OK);
     /* Moved to another topic or key, a byte changed, cut short, or no MAC: refused. */
@@ -800,7 +800,7 @@ START_TEST(pair_macs_follow_key_rotations_and_late_key_files)
     sl_keyring_t *r = sl_keyring_new();
     ck_assert_int_eq(sl_keyring_add(r, SL_ROLE_INGEST, t.ing_pk), SL_OK);
     ck_assert_int_eq(sl_keyring_add(r, SL_ROLE_INGEST, npk), SL_OK);
-    sl_keyring_take_macs(r, t.sched, SL_ROLE_BIT(SL_ROLE_INGEST));
+    sl_keyring_take_macs(r, t.sched, NULL, SL_ROLE_BIT(SL_ROLE_INGEST));
     const unsigned jobs = SL_ROLE_BIT(SL_ROLE_INGEST);
     uint8_t a[SL_MAC_BYTES], b[SL_MAC_BYTES];
     sl_mac(key, "sluice.jobs", "k", 1, MSG, strlen(MSG), a);
@@ -810,7 +810,7 @@ START_TEST(pair_macs_follow_key_rotations_and_late_key_files)
     ck_assert_int_eq(check_mac(r, jobs, "sluice.jobs", "k", MSG, "ingest", b, sizeof b),
                      SL_AUTH_OK);
     /* A keyring that was a writer's first checks as a reader with the reader's side. */
-    sl_keyring_take_macs(w, t.ing, SL_ROLE_BIT(SL_ROLE_SCHEDULER));
+    sl_keyring_take_macs(w, t.ing, NULL, SL_ROLE_BIT(SL_ROLE_SCHEDULER));
     ck_assert_int_eq(check_mac(w, SL_ROLE_BIT(SL_ROLE_SCHEDULER), "sluice.jobs", "k", MSG,
                                "scheduler", a, sizeof a),
                      SL_AUTH_BAD_SIGNATURE);
@@ -818,6 +818,50 @@ START_TEST(pair_macs_follow_key_rotations_and_late_key_files)
     sl_keyring_free(nw);
     sl_keyring_free(r);
     sl_signer_free(ing_next);
+    trio_free(&t);
+}
+END_TEST
+
+START_TEST(a_scheduler_after_its_rotation_takes_macs_made_for_its_previous_key)
+{
+    trio_t t;
+    trio_make(&t);
+    /* Ingest made a MAC with the scheduler's old public key (dir's pair). */
+    sl_keyring_t *w = sl_keyring_new();
+    ck_assert_int_eq(sl_keyring_add(w, SL_ROLE_SCHEDULER, pk_path), SL_OK);
+    uint8_t old_key[SL_MAC_KEY_BYTES], new_key[SL_MAC_KEY_BYTES];
+    ck_assert_int_eq(sl_keyring_writer_key(w, t.ing, SL_ROLE_SCHEDULER, old_key), SL_OK);
+    uint8_t mac[SL_MAC_BYTES];
+    sl_mac(old_key, "sluice.jobs", "k", 1, MSG, strlen(MSG), mac);
+    /* The scheduler restarts on its new key: without its previous key it refuses that MAC. */
+    char nsk[128], npk[128];
+    other_pair("sched-new", nsk, npk, sizeof nsk);
+    sl_signer_t *fresh = NULL;
+    ck_assert_int_eq(sl_signer_load(nsk, &fresh), SL_OK);
+    sl_keyring_t *r = sl_keyring_new();
+    ck_assert_int_eq(sl_keyring_add(r, SL_ROLE_INGEST, t.ing_pk), SL_OK);
+    const unsigned jobs = SL_ROLE_BIT(SL_ROLE_INGEST);
+    sl_keyring_take_macs(r, fresh, NULL, jobs);
+    ck_assert_int_eq(check_mac(r, jobs, "sluice.jobs", "k", MSG, "ingest", mac, sizeof mac),
+                     SL_AUTH_BAD_SIGNATURE);
+    /* With signing.previous_secret_key_file it takes it, and the new key's MACs too. */
+    sl_keyring_take_macs(r, fresh, t.sched, jobs);
+    ck_assert_int_eq(check_mac(r, jobs, "sluice.jobs", "k", MSG, "ingest", mac, sizeof mac),
+                     SL_AUTH_OK);
+    sl_keyring_t *w2 = sl_keyring_new();
+    ck_assert_int_eq(sl_keyring_add(w2, SL_ROLE_SCHEDULER, npk), SL_OK);
+    ck_assert_int_eq(sl_keyring_writer_key(w2, t.ing, SL_ROLE_SCHEDULER, new_key), SL_OK);
+    sl_mac(new_key, "sluice.jobs", "k", 1, MSG, strlen(MSG), mac);
+    ck_assert_int_eq(check_mac(r, jobs, "sluice.jobs", "k", MSG, "ingest", mac, sizeof mac),
+                     SL_AUTH_OK);
+    /* The previous key opens nothing for a role the keyring takes no MAC from. */
+    ck_assert_int_eq(check_mac(r, SL_ROLE_BIT(SL_ROLE_DISPATCHER), "sluice.usage", "k", MSG,
+                               "dispatcher", mac, sizeof mac),
+                     SL_AUTH_UNSIGNED);
+    sl_keyring_free(w);
+    sl_keyring_free(w2);
+    sl_keyring_free(r);
+    sl_signer_free(fresh);
     trio_free(&t);
 }
 END_TEST
@@ -984,6 +1028,7 @@ static Suite *sign_suite(void)
     tcase_add_test(sig, a_pair_key_is_the_same_at_both_ends_and_no_one_elses);
     tcase_add_test(sig, the_scheduler_takes_a_pair_mac_from_its_writer_only);
     tcase_add_test(sig, pair_macs_follow_key_rotations_and_late_key_files);
+    tcase_add_test(sig, a_scheduler_after_its_rotation_takes_macs_made_for_its_previous_key);
     tcase_add_test(sig, every_message_of_a_batch_of_any_size_verifies_alone);
     tcase_add_test(sig, a_batch_proof_binds_message_place_and_size);
     suite_add_tcase(s, sig);

@@ -316,7 +316,7 @@ int main(void)
         fprintf(stderr, "keyring: %s\n", err);
         return 2;
     }
-    sl_keyring_take_macs(keyring, sched_signer,
+    sl_keyring_take_macs(keyring, sched_signer, NULL,
                          SL_ROLE_BIT(SL_ROLE_INGEST) | SL_ROLE_BIT(SL_ROLE_DISPATCHER));
     topic_log_t jobs = {
         "sluice.jobs", h_consumer_from_start(st.bootstrap, "sluice.jobs"), {{0}}, 0};

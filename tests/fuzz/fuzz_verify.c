@@ -489,7 +489,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     for (int r = 0; r < SL_ROLE_COUNT; r++)
         FUZZ_CHECK(sl_keyring_has(keyring, (sl_role_t)r));
     /* The scheduler's reading of pair MACs, and its public key for the writers' side. */
-    sl_keyring_take_macs(keyring, current[SL_ROLE_SCHEDULER],
+    sl_keyring_take_macs(keyring, current[SL_ROLE_SCHEDULER], NULL,
                          SL_ROLE_BIT(SL_ROLE_INGEST) | SL_ROLE_BIT(SL_ROLE_DISPATCHER));
     sl_auth_key_paths(cfg, SL_ROLE_SCHEDULER, sk, pk, sizeof sk);
     FUZZ_CHECK(sl_key_file_read(pk, sched_pk, sizeof sched_pk) == SL_OK);
