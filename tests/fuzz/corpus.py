@@ -169,6 +169,11 @@ def grants_seed():
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
+    if sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return
+    if sys.argv[1].startswith("-"):
+        sys.exit("corpus.py: an output folder, not an option: %s\n%s" % (sys.argv[1], __doc__))
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     heads = [h.split(b"\r\n\r\n")[0] + b"\r\n" for h in
