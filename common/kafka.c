@@ -576,6 +576,11 @@ static char mac_topic[256];
 static sl_keyring_t *mac_readers;
 static sl_role_t mac_reader;
 
+static int is_mac_topic(const char *topic)
+{
+    return mac_readers != NULL && strcmp(topic, mac_topic) == 0;
+}
+
 void sl_kafka_mac_topic(const char *topic, sl_keyring_t *readers, sl_role_t reader)
 {
     snprintf(mac_topic, sizeof mac_topic, "%s", topic != NULL ? topic : "");
@@ -589,7 +594,7 @@ static void auth_headers(rd_kafka_headers_t *hdrs, const char *topic, const void
                          size_t key_len, const void *value, size_t len)
 {
     uint8_t pair[SL_MAC_KEY_BYTES];
-    if (mac_readers != NULL && strcmp(topic, mac_topic) == 0 &&
+    if (is_mac_topic(topic) &&
         sl_keyring_writer_key(mac_readers, sign_signer, mac_reader, pair) == SL_OK) {
         uint8_t mac[SL_MAC_BYTES];
         sl_mac(pair, topic, key, key_len, value, len, mac);
@@ -678,28 +683,29 @@ sl_err_t sl_kafka_produce_every(rd_kafka_t *rk, const char *topic, int nparts, c
     return rc;
 }
 
-int sl_kafka_produce_batch(rd_kafka_t *rk, const char *topic, int n, const char *const *keys,
-                           const char *const *values, const size_t *lens)
+int sl_kafka_produce_batch(rd_kafka_t *rk, const char *topic, const sl_kafka_msg_t *msgs, int n,
+                           int *signatures)
 {
-    int refused = 0, done = 0;
+    int refused = 0, signed_ = 0;
     /* A MAC is cheaper than a share of a signature; without a signer there is nothing to share. */
-    int batch = sign_signer != NULL && !(mac_readers != NULL && strcmp(topic, mac_topic) == 0);
-    while (done < n) {
+    int batch = sign_signer != NULL && !is_mac_topic(topic);
+    for (int done = 0; done < n;) {
         int m = n - done < SL_BATCH_MAX ? n - done : SL_BATCH_MAX;
+        const sl_kafka_msg_t *part = msgs + done;
         sl_batch_t *b = batch && m >= 2 ? sl_batch_new(m) : NULL;
         if (b == NULL) {
             for (int i = done; i < n; i++)
-                refused +=
-                    sl_kafka_produce(rk, topic, keys[i], values[i], lens[i], NULL, NULL) != SL_OK;
-            return refused;
+                refused += sl_kafka_produce(rk, topic, msgs[i].key, msgs[i].value, msgs[i].len,
+                                            NULL, NULL) != SL_OK;
+            signed_ += batch ? n - done : 0; /* each signed alone (none: no signer, or MACs) */
+            break;
         }
-        for (int i = 0; i < m; i++) {
-            const char *key = keys[done + i];
-            sl_batch_add(b, sign_role, topic, key, key != NULL ? strlen(key) : 0, values[done + i],
-                         lens[done + i]);
-        }
+        for (int i = 0; i < m; i++)
+            sl_batch_add(b, sign_role, topic, part[i].key,
+                         part[i].key != NULL ? strlen(part[i].key) : 0, part[i].value, part[i].len);
         char sig[SL_SIG_B64_LEN];
         sl_batch_sign(b, sign_signer, sign_role, sig);
+        signed_++;
         for (int i = 0; i < m; i++) {
             uint8_t proof[SL_BATCH_PROOF_MAX];
             size_t proof_len = sl_batch_proof(b, i, proof);
@@ -707,14 +713,15 @@ int sl_kafka_produce_batch(rd_kafka_t *rk, const char *topic, int n, const char 
             rd_kafka_header_add(hdrs, SL_SIG_HEADER, -1, sig, (ssize_t)strlen(sig));
             rd_kafka_header_add(hdrs, SL_SIGNER_HEADER, -1, sl_role_name(sign_role), -1);
             rd_kafka_header_add(hdrs, SL_BATCH_HEADER, -1, proof, (ssize_t)proof_len);
-            const char *key = keys[done + i];
-            refused +=
-                produce_raw(rk, topic, RD_KAFKA_PARTITION_UA, key, key != NULL ? strlen(key) : 0,
-                            values[done + i], lens[done + i], hdrs, NULL) != SL_OK;
+            refused += produce_raw(rk, topic, RD_KAFKA_PARTITION_UA, part[i].key,
+                                   part[i].key != NULL ? strlen(part[i].key) : 0, part[i].value,
+                                   part[i].len, hdrs, NULL) != SL_OK;
         }
         sl_batch_free(b);
         done += m;
     }
+    if (signatures != NULL)
+        *signatures = signed_;
     return refused;
 }
 

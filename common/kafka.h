@@ -130,13 +130,20 @@ sl_err_t sl_kafka_produce_to(rd_kafka_t *rk, const char *topic, int32_t partitio
 sl_err_t sl_kafka_produce_every(rd_kafka_t *rk, const char *topic, int nparts, const char *key,
                                 const void *value, size_t len);
 
-/* Produces n messages to topic (keys[i] may be NULL; values[i] of lens[i] bytes, copied) under
- * one batch signature of this process's role (sign.h: sl_batch_*) per SL_BATCH_MAX of them, so
- * a writer of many messages at once pays one Ed25519 signature and each reader about one check
- * per batch. One message, no signer set, or the pair-MAC topic: each as sl_kafka_produce would.
- * Returns how many were refused (as sl_kafka_produce refuses). */
-int sl_kafka_produce_batch(rd_kafka_t *rk, const char *topic, int n, const char *const *keys,
-                           const char *const *values, const size_t *lens);
+/* One message of sl_kafka_produce_batch: key (NULL: none), and value of len bytes (copied). */
+typedef struct {
+    const char *key;
+    const void *value;
+    size_t len;
+} sl_kafka_msg_t;
+
+/* Produces the n msgs to topic under one batch signature of this process's role (sign.h:
+ * sl_batch_*) per SL_BATCH_MAX of them, so a writer of many messages at once pays one Ed25519
+ * signature and each reader about one check per batch. One message, no signer set, or the
+ * pair-MAC topic: each as sl_kafka_produce would. Returns how many were refused (as
+ * sl_kafka_produce refuses); *signatures (may be NULL) is set to the Ed25519 signatures made. */
+int sl_kafka_produce_batch(rd_kafka_t *rk, const char *topic, const sl_kafka_msg_t *msgs, int n,
+                           int *signatures);
 
 /* Produces to topic (partition, or RD_KAFKA_PARTITION_UA) with a MAC header (sign.h: sl_mac)
  * under mac_key instead of this process's signature, for a topic its one writer role also reads

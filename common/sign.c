@@ -378,19 +378,33 @@ int sl_keyring_has(sl_keyring_t *kr, sl_role_t role)
 
 /* What a signed message's headers say before any key is tried: its role (as *role) and its
  * signature decoded, or why it is refused. */
+/* The role a signer header names (as *role), if it may write the topic (roles), its kind of
+ * authentication is one kr takes from it (takes: a mask of roles), and kr holds a key of it. */
+static sl_auth_t claimed_role(sl_keyring_t *kr, unsigned roles, unsigned takes, const char *signer,
+                              size_t signer_len, int *role)
+{
+    *role = signer != NULL ? sl_role_parse(signer, signer_len) : -1;
+    if (*role < 0)
+        return SL_AUTH_UNKNOWN_SIGNER;
+    if ((roles & SL_ROLE_BIT(*role)) == 0)
+        return SL_AUTH_WRONG_ROLE;
+    if ((takes & SL_ROLE_BIT(*role)) == 0)
+        return SL_AUTH_UNSIGNED; /* e.g. a MAC, for a reader that takes none */
+    if (!sl_keyring_has(kr, (sl_role_t)*role))
+        return SL_AUTH_UNKNOWN_SIGNER;
+    return SL_AUTH_OK;
+}
+
 static sl_auth_t signed_by(sl_keyring_t *kr, unsigned roles, const char *signer, size_t signer_len,
                            const char *sig, size_t sig_len, int *role,
                            unsigned char bin[crypto_sign_BYTES])
 {
     if (sig == NULL)
         return SL_AUTH_UNSIGNED;
-    *role = signer != NULL ? sl_role_parse(signer, signer_len) : -1;
-    if (*role < 0)
-        return SL_AUTH_UNKNOWN_SIGNER;
-    if ((roles & SL_ROLE_BIT(*role)) == 0)
-        return SL_AUTH_WRONG_ROLE;
-    if (!sl_keyring_has(kr, (sl_role_t)*role))
-        return SL_AUTH_UNKNOWN_SIGNER;
+    sl_auth_t why =
+        claimed_role(kr, roles, SL_ROLE_BIT(SL_ROLE_COUNT) - 1, signer, signer_len, role);
+    if (why != SL_AUTH_OK)
+        return why;
     if (sig_decode(sig, sig_len, bin) != 0)
         return SL_AUTH_BAD_SIGNATURE;
     return SL_AUTH_OK;
@@ -491,15 +505,10 @@ sl_auth_t sl_keyring_check_mac(sl_keyring_t *kr, unsigned roles, const char *top
 {
     if (mac == NULL)
         return SL_AUTH_UNSIGNED;
-    int role = signer != NULL ? sl_role_parse(signer, signer_len) : -1;
-    if (role < 0)
-        return SL_AUTH_UNKNOWN_SIGNER;
-    if ((roles & SL_ROLE_BIT(role)) == 0)
-        return SL_AUTH_WRONG_ROLE;
-    if ((kr->mac_writers & SL_ROLE_BIT(role)) == 0)
-        return SL_AUTH_UNSIGNED; /* a MAC is no signature for a reader that takes none */
-    if (!sl_keyring_has(kr, (sl_role_t)role))
-        return SL_AUTH_UNKNOWN_SIGNER;
+    int role = -1;
+    sl_auth_t why = claimed_role(kr, roles, kr->mac_writers, signer, signer_len, &role);
+    if (why != SL_AUTH_OK)
+        return why;
     if (mac_len != SL_MAC_BYTES)
         return SL_AUTH_BAD_SIGNATURE;
     for (int which = 0; which < 2; which++) {

@@ -61,15 +61,13 @@ sl_batch_t *sl_batch_new(int n)
         return NULL;
     /* A level of w nodes has ceil(w / 2) above it, up to the root. */
     b->n = n;
-    int at = 0, w = n;
-    for (b->levels = 0;; b->levels++) {
-        b->level_at[b->levels] = at;
+    int at = 0;
+    for (int w = n;; w = (w + 1) / 2) {
+        b->level_at[b->levels++] = at;
         at += w;
         if (w == 1)
             break;
-        w = (w + 1) / 2;
     }
-    b->levels++;
     b->nodes = malloc((size_t)at * NODE);
     if (b->nodes == NULL) {
         free(b);
@@ -97,20 +95,17 @@ int sl_batch_add(sl_batch_t *b, sl_role_t role, const char *topic, const void *k
     return b->added++;
 }
 
-/* Width of level l for a tree of n leaves. */
-static int level_width(int n, int l)
+/* Width of level l (below the root) of b's tree. */
+static int level_width(const sl_batch_t *b, int l)
 {
-    int w = n;
-    for (int i = 0; i < l; i++)
-        w = (w + 1) / 2;
-    return w;
+    return b->level_at[l + 1] - b->level_at[l];
 }
 
 void sl_batch_sign(sl_batch_t *b, const sl_signer_t *s, sl_role_t role, char *sig_b64)
 {
     /* A level's last node, when it has no partner, goes up unchanged. */
     for (int l = 0; l + 1 < b->levels; l++) {
-        int w = level_width(b->n, l);
+        int w = level_width(b, l);
         const uint8_t *lo = b->nodes + (size_t)b->level_at[l] * NODE;
         uint8_t *up = b->nodes + (size_t)b->level_at[l + 1] * NODE;
         for (int i = 0; i < w; i += 2) {
@@ -135,7 +130,7 @@ size_t sl_batch_proof(const sl_batch_t *b, int i, uint8_t out[SL_BATCH_PROOF_MAX
     out[3] = (uint8_t)b->n;
     size_t len = 4;
     for (int l = 0; l + 1 < b->levels; l++) {
-        int w = level_width(b->n, l);
+        int w = level_width(b, l);
         int sib = i ^ 1;
         if (sib < w) {
             memcpy(out + len, b->nodes + (size_t)(b->level_at[l] + sib) * NODE, NODE);

@@ -10,6 +10,7 @@
  * Exit status: 0 after SIGTERM, 2 for a bad config or start, SL_STORE_EXIT_STATUS (3) when the
  * store cannot be trusted (a database deleted, replaced, corrupted, full or failing: store.h),
  * 1 for any other failure. */
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "admin.h"
 #include "api.h"
 #include "auth.h"
+#include "buf.h"
 #include "changelog.h"
 #include "coord.h"
 #include "exporter.h"
@@ -219,40 +221,17 @@ typedef struct {
 
 /* One loop turn's dispatches, borrowed from the messages taken, produced together. */
 typedef struct {
-    const char **keys, **values;
-    size_t *lens;
-    int n, cap;
+    sl_kafka_msg_t *msgs;
+    size_t n, cap;
 } disp_batch_t;
 
-/* Adds m to b; 0 when there is no room and it could not grow (m then goes alone). */
+/* Adds m to b; 0 when it could not grow (m then goes alone). */
 static int disp_batch_add(disp_batch_t *b, const sl_sched_msg_t *m)
 {
-    if (b->n == b->cap) {
-        int cap = b->cap > 0 ? 2 * b->cap : 256;
-        const char **k = realloc(b->keys, (size_t)cap * sizeof *k);
-        if (k != NULL)
-            b->keys = k;
-        const char **v = k != NULL ? realloc(b->values, (size_t)cap * sizeof *v) : NULL;
-        if (v != NULL)
-            b->values = v;
-        size_t *l = v != NULL ? realloc(b->lens, (size_t)cap * sizeof *l) : NULL;
-        if (l == NULL)
-            return 0;
-        b->lens = l;
-        b->cap = cap;
-    }
-    b->keys[b->n] = m->key;
-    b->values[b->n] = m->value;
-    b->lens[b->n] = strlen(m->value);
-    b->n++;
+    if (sl_grow((void **)&b->msgs, sizeof *b->msgs, &b->cap, b->n + 1, INT_MAX) != SL_OK)
+        return 0;
+    b->msgs[b->n++] = (sl_kafka_msg_t){m->key, m->value, strlen(m->value)};
     return 1;
-}
-
-static void disp_batch_free(disp_batch_t *b)
-{
-    free(b->keys);
-    free(b->values);
-    free(b->lens);
 }
 
 static void produce_outbox_row(int64_t seq, const char *topic, const char *key, const char *value,
@@ -967,23 +946,20 @@ int main(int argc, char **argv)
             pending_add(&pending, cons, committed);
         sl_sched_msg_t *out = NULL;
         int nout = sl_sched_take(sched, &out);
-        int ndisp = 0;
         for (int i = 0; i < nout; i++) {
             if (out[i].kind == SL_MSG_CHANGELOG)
                 sl_changelog_job(cl, out[i].key, out[i].job_id, out[i].submitted_ms, out[i].value,
                                  strlen(out[i].value), committed);
-            else if (out[i].kind == SL_MSG_DISPATCH && disp_batch_add(&disp, &out[i]))
-                ndisp++;
-            else
+            else if (out[i].kind != SL_MSG_DISPATCH || !disp_batch_add(&disp, &out[i]))
                 produce(prod, out[i].topic, out[i].key, out[i].value,
                         out[i].kind == SL_MSG_RESULT ? out[i].seq : 0, ob);
         }
         /* The turn's dispatches under one signature: a dispatcher checks one per batch. */
-        if (ndisp > 0) {
-            sl_kafka_produce_batch(prod, cfg->kafka.topic_dispatch, ndisp, disp.keys, disp.values,
-                                   disp.lens);
-            sl_metrics_add(metrics, sigs_family, NULL,
-                           ndisp == 1 ? 1 : (ndisp + SL_BATCH_MAX - 1) / SL_BATCH_MAX);
+        if (disp.n > 0) {
+            int signatures = 0;
+            sl_kafka_produce_batch(prod, cfg->kafka.topic_dispatch, disp.msgs, (int)disp.n,
+                                   &signatures);
+            sl_metrics_add(metrics, sigs_family, NULL, signatures);
         }
         disp.n = 0;
         sl_sched_msgs_free(out, nout);
@@ -1056,7 +1032,7 @@ int main(int argc, char **argv)
     sl_cl_replay_free(refeed.replay);
     free(batch);
     sl_outbox_free(ob);
-    disp_batch_free(&disp);
+    free(disp.msgs);
     sl_exporter_free(exporter);
     sl_history_free(history);
     sl_metrics_free(metrics);
