@@ -61,6 +61,11 @@ void sl_capacity_charge(const sl_limit_cfg_t *limit, int provider_side,
         *amount = 1;
         *rule = SL_RULE_RELEASE;
         return;
+    case SL_DIM_ENQUEUED_TOKENS:
+        /* What the provider counts as enqueued: the prompt, by ingest's conservative count. */
+        *amount = (double)dm->input_raw;
+        *rule = SL_RULE_RELEASE;
+        return;
     case SL_DIM_INPUT_TOKENS:
         if (provider_side) {
             /* Counted at receipt from the real prompt: reserve ingest's conservative count. */

@@ -47,6 +47,9 @@ typedef enum {
     SL_DIM_REQUESTS_PER_DAY,
     SL_DIM_TOKENS_PER_DAY,
     SL_DIM_RAMP,
+    /* tokens of requests waiting in a provider's batches (OpenAI's enqueued-token limit): held
+     * while a job is in a provider batch, a gauge */
+    SL_DIM_ENQUEUED_TOKENS,
     SL_DIM_COUNT
 } sl_dimension_t;
 
@@ -106,6 +109,25 @@ typedef struct {
     double input_per_mtok, cached_input_per_mtok, output_per_mtok;
 } sl_price_cfg_t;
 
+/* A deployment's provider batch API (its "batch" object; docs/provider-batch.md). The config
+ * loader adds, for each deployment that has one, a deployment "<name>/batch" of its own (its
+ * batch twin: batch_of names the online one), with the discounted prices and the enqueued-token
+ * limit as its only limit, so the ledger, the DRR and the results treat the batch path like
+ * any other deployment. */
+typedef struct {
+    const char *base_url; /* the batch API's base; default: derived from the online base_url */
+    const char *model;    /* the model (Azure: the Global Batch deployment) batch lines name */
+    int64_t window_ms;    /* the provider's completion window (24 h) */
+    int64_t max_requests; /* lines per batch (the provider's limit, or less) */
+    int64_t max_bytes;    /* request bytes per batch: the batch travels to a dispatcher as one
+                           * Kafka message, so this stays well under the broker's message size */
+    int64_t linger_ms;    /* how long a batch stays open for more jobs before it is sent */
+    int64_t poll_ms;      /* how often a running batch's status is asked for */
+    int64_t answer_ms;    /* how long to wait for a dispatcher's answer before asking again */
+    double discount;      /* price factor of the batch path (0.5: half the online price) */
+    int64_t enqueued_tokens; /* the provider's enqueued-token limit; 0 = not limited */
+} sl_batch_cfg_t;
+
 typedef struct {
     const char *name;
     const char *provider; /* "openai", "azure", "anthropic" or "gemini" */
@@ -143,7 +165,21 @@ typedef struct {
     int parent;  /* its workspace/project/org scope (index into scopes), or -1 */
     int nlimits; /* every limit of the deployment, shorthands included */
     sl_limit_cfg_t *limits;
+    /* Provider batches: batch_twin is the index of this deployment's batch twin (-1: none);
+     * on a twin, batch_of is the online deployment it belongs to (-1 on every other) and batch
+     * its settings. */
+    int batch_twin, batch_of;
+    sl_batch_cfg_t batch;
 } sl_deployment_cfg_t;
+
+/* Whether deployment d is a batch twin (a provider's batch API). */
+#define SL_IS_BATCH_DEPLOYMENT(cfg, d) ((cfg)->deployments[(d)].batch_of >= 0)
+
+/* How a route's batch-class jobs reach a provider: online (on leftover online capacity, as
+ * other classes do), provider (always through the provider's batch API), or auto (the batch
+ * API when the job's deadline leaves the provider's whole window, online otherwise). Streamed
+ * jobs always go online. */
+typedef enum { SL_BATCH_ONLINE = 0, SL_BATCH_PROVIDER, SL_BATCH_AUTO } sl_batch_policy_t;
 
 /* The most deployments one route (pool) may have. */
 #define SL_ROUTE_MAX_DEPLOYMENTS 64
@@ -178,6 +214,7 @@ typedef struct {
     int degrade_to;
     double max_retry_ratio; /* retries at most this share of first attempts (recent), so a storm
                              * cannot multiply the traffic */
+    sl_batch_policy_t batch_policy; /* how its batch-class jobs travel */
 } sl_route_cfg_t;
 
 /* What a class does when a tenant's queue of it is full: refuse the new job (with a

@@ -48,25 +48,21 @@ const char *sl_strategy_name(sl_strategy_t s)
 static void load_deployment(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr, size_t i,
                             sl_deployment_cfg_t *d)
 {
-    static const char *const keys[] = {"name",           "provider",
-                                       "base_url",       "model",
-                                       "api_key_env",    "api_key_file",
-                                       "limits",         "slices_per_minute",
-                                       "headroom",       "burst_fraction",
-                                       "full_hold_ms",   "tpm_counting",
-                                       "input_counting", "output_counting",
-                                       "price",          "parent",
-                                       "buckets",        "max_output_tokens",
-                                       "timeout_ms",     "stream_idle_timeout_ms",
-                                       "api_version",    "context_window",
-                                       "supports_tools", "supports_json",
-                                       "region",         "idempotent",
-                                       NULL};
+    static const char *const keys[] = {
+        "name",           "provider",          "base_url",       "model",
+        "api_key_env",    "api_key_file",      "limits",         "slices_per_minute",
+        "headroom",       "burst_fraction",    "full_hold_ms",   "tpm_counting",
+        "input_counting", "output_counting",   "price",          "parent",
+        "buckets",        "max_output_tokens", "timeout_ms",     "stream_idle_timeout_ms",
+        "api_version",    "context_window",    "supports_tools", "supports_json",
+        "region",         "idempotent",        "batch",          NULL};
     static const char *const limit_keys[] = {"rpm", "tpm", "itpm",          "otpm",
                                              "rpd", "tpd", "max_in_flight", NULL};
     static const char *const price_keys[] = {"input_per_mtok", "cached_input_per_mtok",
                                              "output_per_mtok", NULL};
     char where[64];
+    d->batch_twin = -1;
+    d->batch_of = -1;
     json_t *dj = cfg_array_object(c, arr, i, "deployments", keys, where, sizeof where);
     if (dj == NULL)
         return;
@@ -165,15 +161,110 @@ static void load_deployment(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr, size_t 
     d->idempotent = cfg_get_bool(c, dj, where, "idempotent", 0);
 }
 
+/* The batch API's default base URL: the online one, except Azure's, whose batches live at the
+ * resource ("…/openai"), not under "/deployments/NAME". Kept in the config's own JSON (so it
+ * lives as long as the config); NULL when out of memory. */
+static const char *batch_base_default(json_t *bj, const sl_deployment_cfg_t *d)
+{
+    char url[1024];
+    snprintf(url, sizeof url, "%s", d->base_url != NULL ? d->base_url : "");
+    if (d->api == SL_PROVIDER_AZURE) {
+        char *cut = strstr(url, "/deployments/");
+        if (cut != NULL)
+            *cut = '\0';
+    }
+    if (json_object_set_new(bj, "_base_url", json_string(url)) != 0)
+        return NULL;
+    return json_string_value(json_object_get(bj, "_base_url"));
+}
+
+/* Deployment i's "batch" object, if it has one, as its batch twin at index k (see
+ * sl_batch_cfg_t): a copy of the deployment that speaks to its batch API, named
+ * "<name>/batch", priced at the discount, limited only by the enqueued tokens. */
+static void load_batch_twin(cfg_ctx_t *c, sl_config_t *cfg, json_t *dj, int i, int k)
+{
+    static const char *const keys[] = {"base_url",  "model",           "window_ms", "max_requests",
+                                       "max_bytes", "linger_ms",       "poll_ms",   "answer_ms",
+                                       "discount",  "enqueued_tokens", NULL};
+    sl_deployment_cfg_t *d = &cfg->deployments[i];
+    char where[96];
+    snprintf(where, sizeof where, "deployments[%d].batch", i);
+    json_t *bj = json_object_get(dj, "batch");
+    cfg_check_keys(c, bj, where, keys);
+    sl_deployment_cfg_t *t = &cfg->deployments[k];
+    *t = *d;
+    t->limits = NULL;
+    t->nlimits = 0;
+    t->parent = -1; /* a provider's batch limits are its own, not the online ones above it */
+    t->rpm = t->tpm = 0;
+    t->idempotent = 0;
+    t->batch_twin = -1;
+    t->batch_of = i;
+    d->batch_twin = k;
+    sl_batch_cfg_t *b = &t->batch;
+    b->base_url = json_object_get(bj, "base_url") != NULL
+                      ? cfg_get_str(c, bj, where, "base_url", NULL)
+                      : batch_base_default(bj, d);
+    if (b->base_url == NULL && !c->failed)
+        cfg_fail(c, "%s: out of memory", where);
+    b->model =
+        json_object_get(bj, "model") != NULL ? cfg_get_str(c, bj, where, "model", NULL) : d->model;
+    t->model = b->model;
+    b->window_ms = cfg_get_int(c, bj, where, "window_ms", 86400000, 1000, 7 * INT64_C(86400000));
+    b->max_requests = cfg_get_int(c, bj, where, "max_requests",
+                                  d->api == SL_PROVIDER_ANTHROPIC ? 100000 : 50000, 1, 100000);
+    b->max_bytes = cfg_get_int(c, bj, where, "max_bytes", 1000000, 1000, 15000000);
+    b->linger_ms = cfg_get_int(c, bj, where, "linger_ms", 2000, 0, 3600000);
+    b->poll_ms = cfg_get_int(c, bj, where, "poll_ms", 30000, 100, 3600000);
+    b->answer_ms = cfg_get_int(c, bj, where, "answer_ms", 60000, 100, 3600000);
+    b->discount = cfg_get_real(c, bj, where, "discount", 0.5, 0.0, 1.0);
+    b->enqueued_tokens = cfg_get_int(c, bj, where, "enqueued_tokens", 0, 0, CFG_I64MAX);
+    t->price.input_per_mtok *= b->discount;
+    t->price.cached_input_per_mtok *= b->discount;
+    t->price.output_per_mtok *= b->discount;
+    char name[256];
+    snprintf(name, sizeof name, "%s/batch", d->name != NULL ? d->name : "");
+    if (json_object_set_new(bj, "_name", json_string(name)) != 0) {
+        cfg_fail(c, "out of memory");
+        return;
+    }
+    t->name = json_string_value(json_object_get(bj, "_name"));
+    const cfg_limit_defaults_t def = {.slices = 1, .headroom = 1.0, .burst_fraction = 1.0};
+    cfg_limits_t ls = {0};
+    cfg_add_shorthand(c, cfg, &ls, where, "enqueued_tokens", SL_DIM_ENQUEUED_TOKENS,
+                      (double)b->enqueued_tokens, &def);
+    t->limits = ls.items;
+    t->nlimits = ls.n;
+}
+
 void cfg_load_deployments(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
 {
     size_t nd = json_array_size(arr);
-    cfg->deployments = calloc(nd + 1, sizeof *cfg->deployments);
+    /* Room for a batch twin of each (load_batch_twin), after all the configured ones. */
+    cfg->deployments = calloc(2 * nd + 1, sizeof *cfg->deployments);
+    if (cfg->deployments == NULL) {
+        cfg_fail(c, "out of memory");
+        return;
+    }
     for (size_t i = 0; i < nd; i++) {
         load_deployment(c, cfg, arr, i, &cfg->deployments[i]);
         cfg->ndeployments++;
         if (!c->failed && sl_config_deployment(cfg, cfg->deployments[i].name) != (int)i)
             cfg_fail(c, "deployments[%zu]: duplicate name \"%s\"", i, cfg->deployments[i].name);
+    }
+    for (size_t i = 0; i < nd && !c->failed; i++) {
+        json_t *dj = json_array_get(arr, i);
+        if (json_object_get(dj, "batch") == NULL)
+            continue;
+        if (!json_is_object(json_object_get(dj, "batch"))) {
+            cfg_fail(c, "deployments[%zu].batch: must be an object", i);
+            return;
+        }
+        int k = cfg->ndeployments++;
+        load_batch_twin(c, cfg, dj, (int)i, k);
+        if (!c->failed && sl_config_deployment(cfg, cfg->deployments[k].name) != k)
+            cfg_fail(c, "deployments[%zu]: its batch twin's name \"%s\" is taken", i,
+                     cfg->deployments[k].name);
     }
 }
 
@@ -228,8 +319,8 @@ void cfg_load_classes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
 void cfg_load_routes(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
 {
     static const char *const keys[] = {
-        "name",        "deployments", "default_max_tokens", "strategy",
-        "overflow_at", "fallback",    "max_retry_ratio",    "degrade_to", NULL};
+        "name",     "deployments",     "default_max_tokens", "strategy", "overflow_at",
+        "fallback", "max_retry_ratio", "degrade_to",         "batch",    NULL};
     size_t n = json_array_size(arr);
     cfg->routes = calloc(n + 1, sizeof *cfg->routes);
     if (cfg->routes == NULL) {
@@ -266,6 +357,23 @@ void cfg_load_routes(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
         r->strategy = found < 0 ? SL_STRATEGY_SPREAD : (sl_strategy_t)found;
         r->overflow_at = cfg_get_real(c, rj, where, "overflow_at", 0.9, 0.01, 1.0);
         r->max_retry_ratio = cfg_get_real(c, rj, where, "max_retry_ratio", 0.5, 0.0, 10.0);
+        const char *policy = cfg_get_str(c, rj, where, "batch", "online");
+        r->batch_policy = strcmp(policy, "provider") == 0 ? SL_BATCH_PROVIDER
+                          : strcmp(policy, "auto") == 0   ? SL_BATCH_AUTO
+                                                          : SL_BATCH_ONLINE;
+        if (strcmp(policy, "online") != 0 && r->batch_policy == SL_BATCH_ONLINE)
+            cfg_fail(c, "%s: batch must be \"online\", \"provider\" or \"auto\"", where);
+        int twins = 0;
+        for (int k = 0; k < r->ndeployments; k++) {
+            int d = r->deployments[k];
+            twins += cfg->deployments[d].batch_twin >= 0;
+            if (cfg->deployments[d].batch_of >= 0)
+                cfg_fail(c, "%s: \"%s\" is a batch API: name its online deployment instead", where,
+                         cfg->deployments[d].name);
+        }
+        if (r->batch_policy != SL_BATCH_ONLINE && twins == 0 && !c->failed)
+            cfg_fail(c, "%s: batch \"%s\" needs a deployment with a \"batch\" object", where,
+                     policy);
     }
     /* Fallbacks name other routes, in any order: resolved once every route is known. */
     for (int i = 0; i < cfg->nroutes && !c->failed; i++) {

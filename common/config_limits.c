@@ -14,7 +14,7 @@
 
 static const char *const dimension_names[SL_DIM_COUNT] = {
     "requests", "input_tokens",     "output_tokens",  "total_tokens", "concurrency",
-    "spend",    "requests_per_day", "tokens_per_day", "ramp"};
+    "spend",    "requests_per_day", "tokens_per_day", "ramp", "enqueued_tokens"};
 static const char *const limit_alg_names[SL_LIMIT_ALG_COUNT] = {
     "token_bucket", "sliding_window", "calendar", "gauge", "rolling", "ramp"};
 
@@ -85,6 +85,7 @@ static void limit_defaults(const sl_config_t *cfg, sl_limit_cfg_t *l, sl_dimensi
     l->ramp_unit = SL_DIM_REQUESTS;
     switch (dim) {
     case SL_DIM_CONCURRENCY:
+    case SL_DIM_ENQUEUED_TOKENS:
         l->algorithm = SL_LIMIT_GAUGE;
         break;
     case SL_DIM_SPEND:
@@ -128,7 +129,8 @@ static void load_limit(cfg_ctx_t *c, const sl_config_t *cfg, json_t *arr, size_t
     if (dim < 0) {
         cfg_fail(c,
                  "%s: \"dimension\" must be one of requests, input_tokens, output_tokens, "
-                 "total_tokens, concurrency, spend, requests_per_day, tokens_per_day, ramp",
+                 "total_tokens, concurrency, spend, requests_per_day, tokens_per_day, ramp, "
+                 "enqueued_tokens",
                  where);
         return;
     }
@@ -142,8 +144,11 @@ static void load_limit(cfg_ctx_t *c, const sl_config_t *cfg, json_t *arr, size_t
         cfg_fail(c, "%s: unknown algorithm \"%s\"", where, alg);
     else
         l->algorithm = (sl_limit_alg_t)a;
-    if ((l->algorithm == SL_LIMIT_GAUGE) != (l->dimension == SL_DIM_CONCURRENCY))
-        cfg_fail(c, "%s: concurrency is counted by a gauge, and a gauge counts only concurrency",
+    int held = l->dimension == SL_DIM_CONCURRENCY || l->dimension == SL_DIM_ENQUEUED_TOKENS;
+    if ((l->algorithm == SL_LIMIT_GAUGE) != held)
+        cfg_fail(c,
+                 "%s: concurrency and enqueued_tokens are counted by a gauge, and a gauge "
+                 "counts only those",
                  where);
     if ((l->algorithm == SL_LIMIT_RAMP) != (l->dimension == SL_DIM_RAMP))
         cfg_fail(c, "%s: a ramp limit needs dimension \"ramp\" and algorithm \"ramp\"", where);

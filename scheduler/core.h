@@ -83,7 +83,9 @@ typedef struct job {
     unsigned flags;
     uint32_t bytes; /* its job message's length (ingest caps it far below 4 GiB) */
     jstate_t state;
-    int attempts; /* leases so far: numbers each attempt */
+    uint8_t pbatch; /* leased to a provider batch (a batch twin); changes only out of any list */
+    uint8_t cancel_asked; /* in a provider batch, its cancel was asked (pbatch.c) */
+    int attempts;   /* leases so far: numbers each attempt */
     int not_sent; /* leases a dispatcher refused without calling: not charged to the budget */
     int64_t submitted_ms, deadline_ms, not_before_ms;
     int64_t est_input, est_output, est_total; /* from ingest: est_output is max_tokens */
@@ -182,16 +184,20 @@ typedef struct {
     int64_t recent_ms;
 } route_t;
 
-/* The jobs out of the DRR in one state (delayed, leased, orphans, held), in no order. */
+/* The jobs out of the DRR in one state (delayed, leased, orphans, held), in no order;
+ * npbatch of them are in provider batches (job_t.pbatch). */
 typedef struct {
     job_t **items;
     int n, cap;
+    int npbatch;
 } joblist_t;
+
+typedef struct pbatch pbatch_t; /* pbatch.c */
 
 struct sl_sched {
     const sl_config_t *cfg;
     sl_store_t *store;
-    sl_schema_t *job_schema, *usage_schema, *cancel_schema, *heartbeat_schema;
+    sl_schema_t *job_schema, *usage_schema, *cancel_schema, *heartbeat_schema, *pbatch_schema;
     sl_ledger_t *ledger;
     binfo_t *binfo;
     int nbinfo;
@@ -221,6 +227,11 @@ struct sl_sched {
     int nparts;
     uint8_t *owned;
     int lease_shares; /* shares come from the coordinator's grants (grants.h), not from partitions */
+    /* Provider batches (pbatch.h): open, being created, running or being collected. */
+    pbatch_t **pb;
+    int npb;
+    size_t cappb;
+    int pb_restored; /* the restored leases of provider batches were matched to their batches */
     sl_sched_stats_t st;
 };
 

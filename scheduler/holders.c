@@ -86,7 +86,7 @@ void sl_holders_on_not_sent(sl_sched_t *s, int64_t now_ms)
     struct sl_holders *hs = s->holders;
     if (hs->cut_at_ms != 0 && now_ms - hs->cut_at_ms < SL_WINDOW_CUT_EVERY_MS)
         return;
-    int64_t cut = s->leased.n / 2;
+    int64_t cut = (s->leased.n - s->leased.npbatch) / 2; /* the calls at the dispatchers */
     if (cut < SL_WINDOW_MIN)
         cut = SL_WINDOW_MIN;
     if (hs->cut == 0 || cut < hs->cut)

@@ -77,6 +77,7 @@ sl_err_t sl_job_list_add(joblist_t *l, job_t *j)
     }
     j->list_idx = l->n;
     l->items[l->n++] = j;
+    l->npbatch += j->pbatch;
     return SL_OK;
 }
 
@@ -88,6 +89,7 @@ void sl_job_list_del(joblist_t *l, job_t *j)
     l->items[i] = l->items[--l->n];
     l->items[i]->list_idx = i;
     j->list_idx = -1;
+    l->npbatch -= j->pbatch;
 }
 
 void sl_job_unplace(sl_sched_t *s, job_t *j)

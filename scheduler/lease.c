@@ -7,14 +7,15 @@
 #include "job.h"
 #include "msg_dispatch.h"
 #include "outbox.h"
+#include "pbatch.h"
 #include "reservation.h"
 #include "retry.h"
 #include "store.h"
 
 /* The dispatch of j's current lease, issued at issued_ms, assembled as text around the stored
  * request body (common/msg_dispatch.h). The dispatcher sets the deployment's model itself. */
-static sl_err_t build_dispatch(sl_sched_t *s, const job_t *j, int64_t issued_ms,
-                               int64_t send_at_ms, const char *request_json, char **value)
+static sl_err_t build_dispatch(sl_sched_t *s, const job_t *j, int64_t issued_ms, int64_t send_at_ms,
+                               const char *request_json, char **value)
 {
     sl_msg_dispatch_t msg = {.job_id = j->id,
                              .attempt = j->attempts,
@@ -53,7 +54,13 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
     sl_reservation_new_id(s, now_ms, l->res_id);
     j->attempts++;
     j->deployment = d;
-    l->lease_expires_ms = now_ms + cfg->lease_ms;
+    j->pbatch = SL_IS_BATCH_DEPLOYMENT(cfg, d);
+    j->cancel_asked = 0;
+    /* A provider batch answers within its window: the batch's own steps (pbatch.c) end the
+     * lease sooner when something goes wrong; this is the last resort. */
+    l->lease_expires_ms =
+        now_ms + (j->pbatch ? dc->batch.linger_ms + dc->batch.window_ms + 4 * dc->batch.answer_ms
+                            : cfg->lease_ms);
     l->dispatched_ms = now_ms;
     l->holder = 0; /* until a dispatcher's heartbeat names this attempt */
     const held_t *h = j->held;
@@ -84,6 +91,21 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
     if (rc == SL_OK)
         rc = sl_store_job_lease(s->store, j->id, j->attempts, l->lease_expires_ms, l->res_id,
                                 dc->name, now_ms);
+    if (rc == SL_OK && j->pbatch) {
+        /* Into the open batch of its twin and tenant instead of a dispatch of its own. */
+        j->state = J_LEASED;
+        j->node = NULL;
+        rc = sl_job_list_add(&s->leased, j);
+        if (rc != SL_OK)
+            return rc;
+        s->st.dispatched++;
+        sl_retry_count_lease(s, j, now_ms);
+        if (s->obs.leased != NULL)
+            s->obs.leased(s->obs_arg, j->tenant, j->route, j->cls, d,
+                          (double)(h->est_input + h->est_output),
+                          j->attempts == 1 ? now_ms - j->submitted_ms : -1);
+        return sl_pbatch_add(s, j, d, now_ms);
+    }
     char *request_json = NULL;
     if (rc == SL_OK)
         rc = sl_store_job_parts(s->store, j->id, &request_json, NULL);

@@ -226,6 +226,7 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         j->held->est_input = j->est_input;
         j->held->est_output = j->est_output;
         sl_store_res_charges(s->store, l->res_id, restore_charge, r);
+        j->pbatch = j->deployment >= 0 && SL_IS_BATCH_DEPLOYMENT(s->cfg, j->deployment);
         r->rc = sl_job_list_add(&s->leased, j);
     } else if (row->not_before_ms > r->now_ms) {
         j->state = J_DELAYED;

@@ -145,13 +145,32 @@ sl_err_t sl_route_fallback(sl_sched_t *s, job_t *j, const char *why, int64_t now
     return SL_OK;
 }
 
+int sl_route_by_batch(sl_sched_t *s, job_t *j, int64_t now_ms)
+{
+    const sl_route_cfg_t *rc = &s->cfg->routes[j->route];
+    if (rc->batch_policy == SL_BATCH_ONLINE || j->cls != SL_CLASS_BATCH ||
+        (sl_job_flags(s, j) & JF_STREAM))
+        return 0;
+    if (rc->batch_policy == SL_BATCH_PROVIDER)
+        return 1;
+    for (int i = 0; i < rc->ndeployments; i++) {
+        int t = s->cfg->deployments[rc->deployments[i]].batch_twin;
+        if (t >= 0)
+            return j->deadline_ms - now_ms >= s->cfg->deployments[t].batch.window_ms;
+    }
+    return 0;
+}
+
 int sl_route_candidates(sl_sched_t *s, job_t *j, int *order, int *incapable, int64_t now_ms)
 {
     const sl_route_cfg_t *rc_cfg = &s->cfg->routes[j->route];
     int n = 0;
     *incapable = 0;
+    int by_batch = sl_route_by_batch(s, j, now_ms);
     for (int i = 0; i < rc_cfg->ndeployments; i++) {
         int d = rc_cfg->deployments[i];
+        if (by_batch && (d = s->cfg->deployments[d].batch_twin) < 0)
+            continue;
         fit_t fit = sl_route_fit(s, j, d);
         if (fit == FIT_OK)
             order[n++] = d;

@@ -30,9 +30,16 @@ int sl_route_can_take(sl_sched_t *s, job_t *j, int d);
 void sl_route_order(sl_sched_t *s, const sl_route_cfg_t *rc, job_t *j, int *order, int n,
                     int64_t now_ms);
 
+/* Whether j goes to a provider's batch API rather than online (routes[].batch): a batch-class,
+ * unstreamed job on a route whose policy is provider, or auto with a deadline that leaves the
+ * provider's whole window from now (the window of the route's first deployment that has a
+ * batch API). */
+int sl_route_by_batch(sl_sched_t *s, job_t *j, int64_t now_ms);
+
 /* Fills order (room for SL_ROUTE_MAX_DEPLOYMENTS) with the deployments of j's route that fit
  * j, in the order of the route's strategy, and returns how many; *incapable gets how many
- * lacked what the request needs (FIT_INCAPABLE). */
+ * lacked what the request needs (FIT_INCAPABLE). A job that goes by batch
+ * (sl_route_by_batch) gets the batch twins of the route's deployments instead. */
 int sl_route_candidates(sl_sched_t *s, job_t *j, int *order, int *incapable, int64_t now_ms);
 /* j fits no deployment of its route: takes it out of line, moves it to a fallback route when
  * it may, and refuses it otherwise: no_capable_deployment when a deployment lacked what it

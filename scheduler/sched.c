@@ -20,8 +20,8 @@
 #include "flow.h"
 #include "health.h"
 #include "hmap.h"
-#include "job.h"
 #include "holders.h"
+#include "job.h"
 #include "jsonschema.h"
 #include "lease.h"
 #include "ledger.h"
@@ -32,6 +32,7 @@
 #include "outbox.h"
 #include "outcome.h"
 #include "overrides.h"
+#include "pbatch.h"
 #include "reservation.h"
 #include "restore.h"
 #include "retry.h"
@@ -39,16 +40,12 @@
 #include "shard.h"
 #include "util.h"
 
-enum {
-    MAX_DISPATCH_PER_TICK = 2000,
-    SCAN_EVERY_MS = 100,
-    BUCKET_SAVE_EVERY_MS = 1000
-};
+enum { MAX_DISPATCH_PER_TICK = 2000, SCAN_EVERY_MS = 100, BUCKET_SAVE_EVERY_MS = 1000 };
 
 /* ---- lifecycle ---- */
 
-static sl_err_t load_schema(const sl_config_t *cfg, const char *name, sl_schema_t **out,
-                            char *err, size_t errlen)
+static sl_err_t load_schema(const sl_config_t *cfg, const char *name, sl_schema_t **out, char *err,
+                            size_t errlen)
 {
     char rel[1024], path[1024];
     snprintf(rel, sizeof rel, "%s/%s", cfg->schema_dir, name);
@@ -57,7 +54,8 @@ static sl_err_t load_schema(const sl_config_t *cfg, const char *name, sl_schema_
 }
 
 /* Builds the core; exact: the store's bucket state was saved a moment ago (a reload). */
-static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, int64_t now_ms, int exact, sl_sched_t **out, char *err, size_t errlen)
+static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, int64_t now_ms, int exact,
+                          sl_sched_t **out, char *err, size_t errlen)
 {
     *out = NULL;
     sl_sched_t *s = calloc(1, sizeof *s);
@@ -72,6 +70,8 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, int64_t now
         rc = load_schema(cfg, "cancel.json", &s->cancel_schema, err, errlen);
     if (rc == SL_OK)
         rc = load_schema(cfg, "heartbeat.json", &s->heartbeat_schema, err, errlen);
+    if (rc == SL_OK)
+        rc = load_schema(cfg, "batch-event.json", &s->pbatch_schema, err, errlen);
     if (rc == SL_OK && (s->holders = sl_holders_new()) == NULL)
         rc = SL_ENOMEM;
     if (rc != SL_OK)
@@ -103,8 +103,7 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, int64_t now
             goto fail;
     }
     for (int t = 0; t < cfg->ntenants; t++) {
-        if (sl_hmap_put(s->tenant_index, cfg->tenants[t].name, (void *)(intptr_t)(t + 1)) !=
-            SL_OK)
+        if (sl_hmap_put(s->tenant_index, cfg->tenants[t].name, (void *)(intptr_t)(t + 1)) != SL_OK)
             goto fail;
     }
     for (int i = 0; i < cfg->nroutes; i++) {
@@ -126,6 +125,8 @@ static sl_err_t sched_new(const sl_config_t *cfg, sl_store_t *store, int64_t now
         goto fail;
     }
     rc = sl_restore_jobs(s, now_ms, err, errlen);
+    if (rc == SL_OK)
+        rc = sl_pbatch_restore(s);
     if (rc == SL_OK && !exact)
         rc = sl_restore_resend_leases(s);
     if (rc != SL_OK)
@@ -138,8 +139,8 @@ fail:
     return rc;
 }
 
-sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, int64_t now_ms,
-                      sl_sched_t **out, char *err, size_t errlen)
+sl_err_t sl_sched_new(const sl_config_t *cfg, sl_store_t *store, int64_t now_ms, sl_sched_t **out,
+                      char *err, size_t errlen)
 {
     return sched_new(cfg, store, now_ms, 0, out, err, errlen);
 }
@@ -230,6 +231,8 @@ void sl_sched_free(sl_sched_t *s)
     sl_schema_free(s->job_schema);
     sl_schema_free(s->usage_schema);
     sl_schema_free(s->heartbeat_schema);
+    sl_schema_free(s->pbatch_schema);
+    sl_pbatch_free_all(s);
     sl_holders_free(s->holders);
     sl_schema_free(s->cancel_schema);
     sl_sched_msgs_free(s->out, s->nout);
@@ -303,8 +306,8 @@ static sl_err_t on_cancel(sl_sched_t *s, const sl_msg_cancel_t *cancel, int64_t 
     const char *id = cancel->job_id;
     const char *tenant = cancel->tenant;
     job_t *j = sl_hmap_get(s->jobs, id);
-    if (j != NULL && (j->orphan_tenant != NULL ||
-                      strcmp(s->cfg->tenants[j->tenant].name, tenant) != 0)) {
+    if (j != NULL &&
+        (j->orphan_tenant != NULL || strcmp(s->cfg->tenants[j->tenant].name, tenant) != 0)) {
         s->st.cancels_unmatched++;
         sl_logf_every(SL_LOG_REPEAT_MS, SL_LOG_INFO, "job", id,
                       "cancel names another tenant's job");
@@ -315,6 +318,10 @@ static sl_err_t on_cancel(sl_sched_t *s, const sl_msg_cancel_t *cancel, int64_t 
         sl_logf_every(SL_LOG_REPEAT_MS, SL_LOG_INFO, "job", id,
                       "cancel of job %s: not queued (unknown or finished)", id);
         return answer_cancel(s, cancel, now_ms);
+    }
+    if (j->state == J_LEASED && j->pbatch) {
+        int done = 0;
+        return sl_pbatch_cancel(s, j, now_ms, &done);
     }
     if (j->state == J_LEASED) {
         sl_logf(SL_LOG_INFO, "job", id,
@@ -670,7 +677,8 @@ static int window_full(const sl_sched_t *s, int cls)
     int64_t w = s->dispatch_window;
     if (cls != SL_CLASS_BATCH)
         w += w / WINDOW_SLACK_DIV > SL_WINDOW_MIN ? w / WINDOW_SLACK_DIV : SL_WINDOW_MIN;
-    return s->leased.n >= w;
+    /* Jobs in provider batches are not calls at the dispatchers. */
+    return s->leased.n - s->leased.npbatch >= w;
 }
 
 /* Beside a waiting head. The job whose DRR turn it is waits for room on the provider buckets
@@ -701,7 +709,7 @@ static sl_err_t serve_beside(sl_sched_t *s, int r, const held_t *head_h, const a
         return SL_OK; /* one token limit (or one waited on that every job needs alike) */
     int flows[BESIDE_MAX_FLOWS];
     int nflows = sl_drr_beside(route->drr, flows, BESIDE_MAX_FLOWS);
-    for (int f = 0; f < nflows && *budget > 0; f++) {
+    for (int f = 0; f<nflows && * budget> 0; f++) {
         int64_t cost = 0;
         job_t *j;
         while (*budget > 0 && (j = sl_drr_peek_beside(route->drr, flows[f], &cost)) != NULL) {
@@ -760,8 +768,12 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
                 return rc;
             continue;
         }
-        if (route->cls_blocked_until_ms[j->cls] > now_ms || window_full(s, j->cls) ||
-            sl_flow_must_yield(s, route, j->cls, now_ms)) {
+        /* A job for a provider's batch API takes none of the online capacity the others use,
+         * and is not a call at the dispatchers: it neither yields nor waits for the window. */
+        int by_batch = sl_route_by_batch(s, j, now_ms);
+        if (route->cls_blocked_until_ms[j->cls] > now_ms ||
+            (!by_batch &&
+             (window_full(s, j->cls) || sl_flow_must_yield(s, route, j->cls, now_ms)))) {
             sl_drr_skip_group(route->drr);
             if (++skips > sl_drr_active_flows(route->drr))
                 return SL_OK;
@@ -846,7 +858,7 @@ static sl_err_t schedule_route(sl_sched_t *s, int r, int64_t now_ms, int *budget
         if (min_wait == INT64_MAX)
             min_wait = 1000;
         int64_t until = now_ms + (min_wait > 0 ? min_wait : 1);
-        if (a.kept) {
+        if (a.kept || by_batch) {
             /* It may be waiting only for the room it leaves interactive work: its class waits,
              * the others go on. */
             route->cls_blocked_until_ms[j->cls] = until;
@@ -877,6 +889,11 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         sl_err_t hrc = sl_holders_on_heartbeat(s, doc, now_ms);
         json_decref(doc);
         return hrc;
+    }
+    if (doc != NULL && sl_pbatch_is_event(doc)) {
+        sl_err_t brc = sl_pbatch_on_event(s, doc, now_ms);
+        json_decref(doc);
+        return brc;
     }
     if (doc == NULL || sl_schema_validate(s->usage_schema, doc, why, sizeof why) != SL_OK) {
         s->st.usage_invalid++;
@@ -936,16 +953,28 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
          * still on their way (admitted just before, delayed by the same outage), and the
          * provider would see both at once. */
         j->not_sent++;
-        sl_holders_on_not_sent(s, now_ms);
-        rc = sl_reservation_settle(s, j, END_NOT_SENT, "reconciled", in, out, cached, outcome,
-                                   now_ms, NULL);
-        if (rc == SL_OK)
+        if (!j->pbatch)
+            sl_holders_on_not_sent(s, now_ms);
+        int cancel = j->pbatch && j->cancel_asked;
+        rc = sl_reservation_settle(s, j, END_NOT_SENT, "reconciled", in, out, cached,
+                                   cancel ? "cancelled" : outcome, now_ms, NULL);
+        if (rc == SL_OK && cancel) {
+            /* Its provider batch was cancelled because every job in it asked. */
+            outcome_t o;
+            sl_outcome_init(&o, SL_STATUS_CANCELLED);
+            s->st.cancelled++;
+            rc = sl_outcome_finish(s, j, &o, now_ms);
+        } else if (rc == SL_OK) {
             rc = sl_retry_or_fail(s, j, 0, SL_REASON_NOT_SENT,
-                                  "the dispatcher could not send the request",
+                                  j->pbatch ? "its provider batch did not run it (expired, "
+                                              "cancelled, or no result)"
+                                            : "the dispatcher could not send the request",
                                   now_ms);
+        }
         goto out;
     }
-    sl_holders_on_answer(s);
+    if (!j->pbatch)
+        sl_holders_on_answer(s);
     sl_reservation_clamp(s, j, (json_t *)u.ratelimit, now_ms);
     if (s->obs.provider != NULL)
         s->obs.provider(s->obs_arg, dep_name, outcome, u.http_status);
@@ -954,8 +983,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     int64_t reserved_input = j->held != NULL ? j->held->est_input : j->est_input;
     int64_t reserved_output = j->held != NULL ? j->held->est_output : j->est_output;
     int64_t status = u.http_status;
-    int refused = sl_outcome_is_refusal(u.outcome) &&
-                  (status == 429 || status == 503 || status == 529);
+    int refused =
+        sl_outcome_is_refusal(u.outcome) && (status == 429 || status == 503 || status == 529);
     end_t end = in >= 0 ? END_USAGE : refused ? END_REFUSED : END_NO_USAGE;
     int64_t cost_delta = 0;
     rc = sl_reservation_settle(s, j, end, "reconciled", in, out, cached, outcome, now_ms,
@@ -971,8 +1000,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     if (in >= 0 && ok) {
         sl_calib_observe(s->calib, j->route, j->cls, j->est_input, in, j->est_output, out);
         rc = sl_store_estimate_record(s->store, s->cfg->routes[j->route].name,
-                                      sl_class_name((sl_class_t)j->cls), dep_name,
-                                      reserved_input, in, reserved_output, out);
+                                      sl_class_name((sl_class_t)j->cls), dep_name, reserved_input,
+                                      in, reserved_output, out);
     }
     if (rc != SL_OK)
         goto out;
@@ -1026,7 +1055,8 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         if (dep >= 0)
             s->deps[dep].unavailable++;
         int64_t delay = retry_after > 0 ? retry_after : sl_retry_backoff_ms(s, j->attempts);
-        int server_side = u.outcome == SL_OUTCOME_OVERLOADED || u.outcome == SL_OUTCOME_SERVER_ERROR;
+        int server_side =
+            u.outcome == SL_OUTCOME_OVERLOADED || u.outcome == SL_OUTCOME_SERVER_ERROR;
         if (dep >= 0 && server_side)
             sl_health_server_failed(s, dep, retry_after, now_ms);
         rc = sl_retry_or_fail(s, j, delay, SL_REASON_PROVIDER_UNAVAILABLE, message, now_ms);
@@ -1096,6 +1126,8 @@ sl_err_t sl_sched_tick(sl_sched_t *s, int64_t now_ms, int64_t *wait_ms)
             rc = release_delayed(s, now_ms, &next_ms);
         s->last_scan_ms = now_ms;
     }
+    if (rc == SL_OK)
+        rc = sl_pbatch_tick(s, now_ms, &next_ms);
     sl_deadline_late_t late = {NULL, 0, 0};
     if (rc == SL_OK && now_ms - s->last_deadline_scan_ms >= SL_DEADLINE_SCAN_EVERY_MS) {
         rc = sl_deadline_scan(s, now_ms, &late);

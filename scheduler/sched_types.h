@@ -58,6 +58,9 @@ typedef struct {
      * partitioner, or a message read after its partition was revoked): not taken. */
     int64_t handed_over, handed_over_in_flight, not_owned;
     int64_t leases_adopted; /* calls in flight of a partition gained, settled here */
+    /* Provider batches (pbatch.h): sent to a dispatcher (and the jobs in them), failed at the
+     * provider (their jobs ran again), and collected. */
+    int64_t pbatches_sent, pbatch_jobs, pbatches_failed, pbatches_done;
     int64_t partitions, partitions_owned; /* 1 and 1 when not sharded */
 } sl_sched_stats_t;
 

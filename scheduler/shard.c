@@ -587,6 +587,7 @@ sl_err_t sl_sched_adopt_lease(sl_sched_t *s, const char *job_id, int attempt, co
     j->attempts = attempt;
     j->deployment = d;
     j->state = J_LEASED;
+    j->pbatch = SL_IS_BATCH_DEPLOYMENT(s->cfg, d);
     rc = sl_job_list_add(&s->leased, j);
     if (rc == SL_OK) {
         s->st.leases_adopted++;

@@ -94,6 +94,13 @@ static const char *const sql_text[Q_COUNT_] = {
     [Q_JOB_LOOKUP] = "SELECT tenant, route, class, state, status, attempts, submitted_ms,"
                      " deadline_ms, deployment, result_json FROM jobs WHERE job_id = ?",
     [Q_JOB_TENANT] = "SELECT tenant FROM jobs WHERE job_id = ?",
+    [Q_PBATCH_PUT] = "INSERT OR REPLACE INTO pbatches (batch_id, deployment, tenant, state,"
+                     " provider_id, created_ms, updated_ms, jobs) VALUES (?,?,?,?,?,?,?,?)",
+    [Q_PBATCH_STATE] = "UPDATE pbatches SET state = ?, provider_id = ?, updated_ms = ?"
+                       " WHERE batch_id = ?",
+    [Q_PBATCH_DEL] = "DELETE FROM pbatches WHERE batch_id = ?",
+    [Q_PBATCH_EACH] = "SELECT batch_id, deployment, tenant, state, provider_id, created_ms,"
+                      " updated_ms, jobs FROM pbatches ORDER BY created_ms, batch_id",
     [Q_META_GET] = "SELECT value FROM meta WHERE key = ?",
     [Q_META_PUT] = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
     [Q_META_DEL] = "DELETE FROM meta WHERE key = ?",
@@ -976,6 +983,49 @@ sl_err_t sl_store_override_each(sl_store_t *s,
         fn((const char *)sqlite3_column_text(st, 0), (const char *)sqlite3_column_text(st, 1),
            sqlite3_column_double(st, 2), arg);
     sl_err_t rc = step == SQLITE_DONE ? SL_OK : store_db_err(s, "override each");
+    sqlite3_reset(st);
+    return rc;
+}
+
+sl_err_t sl_store_pbatch_put(sl_store_t *s, const sl_store_pbatch_t *b)
+{
+    return store_run(s,
+                     store_bind(s, Q_PBATCH_PUT, "sssssIIs", b->batch_id, b->deployment, b->tenant,
+                                b->state, b->provider_id, b->created_ms, b->updated_ms, b->jobs),
+                     "provider batch put");
+}
+
+sl_err_t sl_store_pbatch_state(sl_store_t *s, const char *batch_id, const char *state,
+                               const char *provider_id, int64_t now_ms)
+{
+    return store_run(s, store_bind(s, Q_PBATCH_STATE, "ssIs", state, provider_id, now_ms, batch_id),
+                     "provider batch state");
+}
+
+sl_err_t sl_store_pbatch_del(sl_store_t *s, const char *batch_id)
+{
+    return store_run(s, store_bind(s, Q_PBATCH_DEL, "s", batch_id), "provider batch delete");
+}
+
+sl_err_t sl_store_pbatch_each(sl_store_t *s, void (*fn)(const sl_store_pbatch_t *b, void *arg),
+                              void *arg)
+{
+    sqlite3_stmt *st = store_bind(s, Q_PBATCH_EACH, "");
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        sl_store_pbatch_t b = {
+            .batch_id = (const char *)sqlite3_column_text(st, 0),
+            .deployment = (const char *)sqlite3_column_text(st, 1),
+            .tenant = (const char *)sqlite3_column_text(st, 2),
+            .state = (const char *)sqlite3_column_text(st, 3),
+            .provider_id = (const char *)sqlite3_column_text(st, 4),
+            .created_ms = sqlite3_column_int64(st, 5),
+            .updated_ms = sqlite3_column_int64(st, 6),
+            .jobs = (const char *)sqlite3_column_text(st, 7),
+        };
+        fn(&b, arg);
+    }
+    sl_err_t rc = step == SQLITE_DONE ? SL_OK : store_db_err(s, "provider batch each");
     sqlite3_reset(st);
     return rc;
 }

@@ -24,7 +24,7 @@ typedef struct sl_store sl_store_t;
 
 /* The PRAGMA user_version that schema/ledger.sql sets, and the oldest version sl_store_open
  * migrates from (store.c lists the migrations). */
-#define SL_STORE_SCHEMA_VERSION 3
+#define SL_STORE_SCHEMA_VERSION 4
 #define SL_STORE_SCHEMA_OLDEST 2
 
 /* The scheduler's exit status when its store cannot be trusted: sl_store_open refused the
@@ -294,6 +294,24 @@ typedef struct {
 } sl_store_job_info_t;
 
 /* SL_ENOTFOUND when the job is not in the store. */
+/* ---- provider batches (table pbatches, scheduler/pbatch.c) ---- */
+
+typedef struct {
+    const char *batch_id, *deployment, *tenant, *state, *provider_id;
+    int64_t created_ms, updated_ms;
+    const char *jobs; /* JSON array of job ids */
+} sl_store_pbatch_t;
+
+/* Writes the row (inserted or replaced) in the caller's transaction. */
+sl_err_t sl_store_pbatch_put(sl_store_t *s, const sl_store_pbatch_t *b);
+/* Updates the state and provider id of a row. */
+sl_err_t sl_store_pbatch_state(sl_store_t *s, const char *batch_id, const char *state,
+                               const char *provider_id, int64_t now_ms);
+sl_err_t sl_store_pbatch_del(sl_store_t *s, const char *batch_id);
+/* Calls fn for every row (strings borrowed for the call), oldest first. */
+sl_err_t sl_store_pbatch_each(sl_store_t *s, void (*fn)(const sl_store_pbatch_t *b, void *arg),
+                              void *arg);
+
 sl_err_t sl_store_job_lookup(sl_store_t *s, const char *job_id, sl_store_job_info_t *info);
 void sl_store_job_info_free(sl_store_job_info_t *info);
 

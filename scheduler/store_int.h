@@ -53,6 +53,10 @@ enum {
     Q_META_GET,
     Q_META_PUT,
     Q_META_DEL,
+    Q_PBATCH_PUT,
+    Q_PBATCH_STATE,
+    Q_PBATCH_DEL,
+    Q_PBATCH_EACH,
     Q_COUNT_
 };
 

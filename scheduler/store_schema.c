@@ -70,6 +70,13 @@ static const char *const migration_sql[SL_STORE_SCHEMA_VERSION] = {
           "CREATE TABLE counters (name TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;"
           "INSERT INTO counters (name, n) SELECT 'open_reservations', COUNT(*)"
           " FROM reservations WHERE state = 'open';",
+    /* 3 -> 4: provider batches (pbatches); nothing else changes. */
+    [3] = "CREATE TABLE pbatches ("
+          " batch_id TEXT PRIMARY KEY, deployment TEXT NOT NULL, tenant TEXT NOT NULL,"
+          " state TEXT NOT NULL CHECK (state = 'creating' OR state = 'running'"
+          "   OR state = 'collecting'),"
+          " provider_id TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL,"
+          " updated_ms INTEGER NOT NULL, jobs TEXT NOT NULL) WITHOUT ROWID;",
 };
 
 static sl_err_t migrate(sl_store_t *s, int from, char *err, size_t errlen)

@@ -22,7 +22,7 @@ PRAGMA temp_store = MEMORY;
 PRAGMA application_id = 1936483173;
 -- Version of this schema. The scheduler migrates a file of an older version (the migrations are
 -- in scheduler/store.c, with how to add one) and refuses one of a newer version.
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;
 
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
@@ -152,4 +152,22 @@ CREATE TABLE IF NOT EXISTS overrides (
     value      REAL NOT NULL,
     updated_ms INTEGER NOT NULL,
     PRIMARY KEY (target, field)
+) WITHOUT ROWID;
+
+-- Provider batches (scheduler/pbatch.c): a batch of one tenant's jobs sent to a deployment's
+-- batch API, from the moment it is handed to a dispatcher until its results are read. batch_id
+-- is sluice's own id, the marker a dispatcher labels the provider's batch with; provider_id is
+-- the provider's id once a dispatcher reported it; jobs is the JSON array of its job ids in the
+-- order they were sent (Gemini answers by position). The jobs' leases and reservations are in
+-- jobs and reservations, as for any call in flight. A row is deleted when its results are in.
+CREATE TABLE IF NOT EXISTS pbatches (
+    batch_id    TEXT PRIMARY KEY,
+    deployment  TEXT NOT NULL,
+    tenant      TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state = 'creating' OR state = 'running'
+                                     OR state = 'collecting'),
+    provider_id TEXT NOT NULL DEFAULT '',
+    created_ms  INTEGER NOT NULL,
+    updated_ms  INTEGER NOT NULL,
+    jobs        TEXT NOT NULL
 ) WITHOUT ROWID;

@@ -115,6 +115,46 @@ static sl_store_job_t job_row(const char *id, const char *tenant, int64_t submit
     return j;
 }
 
+/* ---- provider batches --------------------------------------------------------------------- */
+
+typedef struct {
+    int n;
+    char seen[4][200];
+} pbatch_seen_t;
+
+static void collect_pbatch(const sl_store_pbatch_t *b, void *arg)
+{
+    pbatch_seen_t *p = arg;
+    if (p->n < 4)
+        snprintf(p->seen[p->n], sizeof p->seen[0], "%s %s %s %s %s %lld %lld %s", b->batch_id,
+                 b->deployment, b->tenant, b->state, b->provider_id, (long long)b->created_ms,
+                 (long long)b->updated_ms, b->jobs);
+    p->n++;
+}
+
+START_TEST(pbatch_rows_round_trip_oldest_first)
+{
+    env_t e;
+    env_init(&e);
+    sl_store_pbatch_t b2 = {"pb-2", "gpt/batch", "acme", "creating", "", 2000, 2000, "[\"j3\"]"};
+    sl_store_pbatch_t b1 = {"pb-1", "gpt/batch", "beta", "creating", "", 1000, 1000,
+                            "[\"j1\",\"j2\"]"};
+    ck_assert_int_eq(sl_store_pbatch_put(e.store, &b2), SL_OK);
+    ck_assert_int_eq(sl_store_pbatch_put(e.store, &b1), SL_OK);
+    ck_assert_int_eq(sl_store_pbatch_state(e.store, "pb-1", "running", "batch_abc", 1500), SL_OK);
+    pbatch_seen_t seen = {0};
+    ck_assert_int_eq(sl_store_pbatch_each(e.store, collect_pbatch, &seen), SL_OK);
+    ck_assert_int_eq(seen.n, 2);
+    ck_assert_str_eq(seen.seen[0], "pb-1 gpt/batch beta running batch_abc 1000 1500 [\"j1\",\"j2\"]");
+    ck_assert_str_eq(seen.seen[1], "pb-2 gpt/batch acme creating  2000 2000 [\"j3\"]");
+    ck_assert_int_eq(sl_store_pbatch_del(e.store, "pb-1"), SL_OK);
+    seen.n = 0;
+    ck_assert_int_eq(sl_store_pbatch_each(e.store, collect_pbatch, &seen), SL_OK);
+    ck_assert_int_eq(seen.n, 1);
+    env_done(&e);
+}
+END_TEST
+
 /* ---- jobs --------------------------------------------------------------------------------- */
 
 START_TEST(duplicate_insert_returns_the_result_only_once_finished)
@@ -1583,7 +1623,8 @@ START_TEST(version_2_database_migrates_with_its_jobs_reservations_and_results)
     make_v2_database(e.db);
     env_open(&e);
     ck_assert_int_eq(sl_store_is_new(e.store), 0);
-    ck_assert_str_eq(peek_sql(&e, "PRAGMA user_version"), "3");
+    ck_assert_str_eq(peek_sql(&e, "PRAGMA user_version"), "4");
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM pbatches"), "0");
     /* the jobs, in their states */
     int unfinished = 0;
     ck_assert_int_eq(sl_store_each_unfinished(e.store, count_row, &unfinished), SL_OK);
@@ -2070,6 +2111,7 @@ static Suite *store_suite(void)
     tcase_add_test(tc, bucket_save_and_load);
     tcase_add_test(tc, bucket_put_and_get_keep_the_state);
     tcase_add_test(tc, estimate_record_accumulates);
+    tcase_add_test(tc, pbatch_rows_round_trip_oldest_first);
     tcase_add_test(tc, rollback_discards_and_commit_keeps);
     suite_add_tcase(s, tc);
     /* the store knowing when it is not the truth */

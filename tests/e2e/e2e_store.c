@@ -343,9 +343,9 @@ int main(void)
         if (again == NULL)
             pump(&res, 200);
     }
-    h_check(log_has("scheduler", "has schema version 2: migrating it to 3") &&
-                h_sql_count(db_old, "PRAGMA user_version") == 3,
-            "a version 2 database is migrated to version 3");
+    h_check(log_has("scheduler", "has schema version 2: migrating it to 4") &&
+                h_sql_count(db_old, "PRAGMA user_version") == 4,
+            "a version 2 database is migrated to version 4");
     h_check(migrated == 3 && succeeded(&res, "v2", 3) == 3,
             "its queued jobs run to success (%d/3)", succeeded(&res, "v2", 3));
     h_check(again != NULL && strstr(again, "stored-in-v2") != NULL,

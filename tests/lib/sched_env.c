@@ -131,6 +131,9 @@ void env_init(env_t *e, const opts_t *o, int64_t now_ms)
     ck_assert_int_eq(sl_schema_load_file("schema/result.json", &e->result_schema, err,
                                          sizeof err),
                      SL_OK);
+    ck_assert_int_eq(sl_schema_load_file("schema/batch-op.json", &e->batch_op_schema, err,
+                                         sizeof err),
+                     SL_OK);
     open_core(e, now_ms);
     ck_assert_int_eq(sl_store_is_new(e->store), 1);
 }
@@ -148,6 +151,7 @@ void env_done(env_t *e)
     rmdir(e->dir);
     sl_schema_free(e->dispatch_schema);
     sl_schema_free(e->result_schema);
+    sl_schema_free(e->batch_op_schema);
     sl_config_free(e->cfg);
 }
 
@@ -314,6 +318,15 @@ batch_t take(env_t *e)
         b.doc[i] = json_loads(b.m[i].value, 0, &jerr);
         ck_assert_msg(b.doc[i] != NULL, "message is not JSON: %s", b.m[i].value);
         char why[512] = "";
+        if (b.m[i].kind == SL_MSG_DISPATCH && json_object_get(b.doc[i], "op") != NULL) {
+            /* A provider batch op (scheduler/pbatch.h), keyed by its batch id. */
+            ck_assert_str_eq(b.m[i].topic, e->cfg->kafka.topic_dispatch);
+            ck_assert_str_eq(b.m[i].key, json_string_value(json_object_get(b.doc[i], "batch_id")));
+            ck_assert_msg(sl_schema_validate(e->batch_op_schema, b.doc[i], why, sizeof why) ==
+                              SL_OK,
+                          "batch op invalid (%s): %s", why, b.m[i].value);
+            continue;
+        }
         const char *jid = json_string_value(json_object_get(b.doc[i], "job_id"));
         ck_assert_ptr_nonnull(jid);
         ck_assert_str_eq(b.m[i].key, jid);

@@ -42,7 +42,7 @@ typedef struct {
     sl_config_t *cfg;
     sl_store_t *store;
     sl_sched_t *sched;
-    sl_schema_t *dispatch_schema, *result_schema;
+    sl_schema_t *dispatch_schema, *result_schema, *batch_op_schema;
 } env_t;
 
 typedef struct {
