@@ -5,11 +5,11 @@
 
 #include "seal.h"
 
-#define NAME_TABLE(map, fn_name, type, count)                                                  \
-    static const char *const fn_name##_names[] = {map(NAME_ENTRY_)};                           \
-    const char *fn_name(type v)                                                                \
-    {                                                                                          \
-        return (int)v >= 0 && (int)v < (int)(count) ? fn_name##_names[v] : "unknown";                \
+#define NAME_TABLE(map, fn_name, type, count)                                                      \
+    static const char *const fn_name##_names[] = {map(NAME_ENTRY_)};                               \
+    const char *fn_name(type v)                                                                    \
+    {                                                                                              \
+        return (int)v >= 0 && (int)v < (int)(count) ? fn_name##_names[v] : "unknown";              \
     }
 #define NAME_ENTRY_(name, text) text,
 
@@ -42,6 +42,8 @@ void sl_msg_result_init(sl_msg_result_t *r, const char *job_id, sl_status_t stat
     memset(r, 0, sizeof *r);
     r->job_id = job_id;
     r->status = status;
+    r->cost_usd = -1;
+    r->online_cost_usd = -1;
 }
 
 void sl_msg_error_init(sl_msg_error_t *e, sl_errtype_t type, sl_reason_t reason,
@@ -83,9 +85,9 @@ static json_t *error_json(const sl_msg_error_t *e)
         return NULL;
     int bad = json_object_set_new(o, "limiter", str_or_null(e->limiter)) != 0;
     bad |= json_object_set_new(o, "scope", str_or_null(e->scope)) != 0;
-    bad |= json_object_set_new(o, "retry_after_ms", e->retry_after_ms >= 0
-                                                         ? json_integer(e->retry_after_ms)
-                                                         : json_null()) != 0;
+    bad |= json_object_set_new(o, "retry_after_ms",
+                               e->retry_after_ms >= 0 ? json_integer(e->retry_after_ms)
+                                                      : json_null()) != 0;
     bad |= json_object_set_new(o, "trace_id", str_or_null(e->trace_id)) != 0;
     if (bad) {
         json_decref(o);
@@ -118,20 +120,25 @@ json_t *sl_msg_result_json(const sl_msg_result_t *r)
         bad |= json_object_set_new(o, "degraded_from", json_string(r->degraded_from));
     bad |= json_object_set_new(o, "finished_ms", json_integer(r->finished_ms));
     bad |= json_object_set_new(o, "deployment", str_or_null(r->deployment));
+    if (r->path != NULL)
+        bad |= json_object_set_new(o, "path", json_string(r->path));
+    if (r->cost_usd >= 0 && r->seal_pk == NULL)
+        bad |= json_object_set_new(o, "cost_usd", json_real(r->cost_usd));
+    if (r->online_cost_usd >= 0 && r->seal_pk == NULL)
+        bad |= json_object_set_new(o, "online_cost_usd", json_real(r->online_cost_usd));
     bad |= set_value(o, "response", r->response);
     bad |= set_value(o, "usage", r->usage);
     bad |= set_value(o, "metadata", r->metadata);
     if (r->has_timings)
-        bad |= json_object_set_new(o, "timings",
-                                   json_pack("{s:f, s:f, s:f}", "queued_ms", r->queued_ms,
-                                             "provider_ms", r->provider_ms, "total_ms",
-                                             r->total_ms));
+        bad |=
+            json_object_set_new(o, "timings",
+                                json_pack("{s:f, s:f, s:f}", "queued_ms", r->queued_ms,
+                                          "provider_ms", r->provider_ms, "total_ms", r->total_ms));
     if (r->has_source)
-        bad |= json_object_set_new(o, "source",
-                                   json_pack("{s:s, s:i, s:I}", "topic",
-                                             r->source_topic ? r->source_topic : "",
-                                             "partition", r->source_partition, "offset",
-                                             (json_int_t)r->source_offset));
+        bad |= json_object_set_new(
+            o, "source",
+            json_pack("{s:s, s:i, s:I}", "topic", r->source_topic ? r->source_topic : "",
+                      "partition", r->source_partition, "offset", (json_int_t)r->source_offset));
     bad |= json_object_set_new(o, "error", r->error != NULL ? error_json(r->error) : json_null());
     /* Sealed as it is built, so whatever is done to the message later (signing it, storing it
      * in the outbox) is done to the sealed form. */

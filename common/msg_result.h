@@ -11,59 +11,59 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#define SL_STATUS_MAP(X)                                                                       \
-    X(SUCCEEDED, "succeeded")                                                                  \
-    X(FAILED, "failed")                                                                        \
-    X(REJECTED, "rejected")                                                                    \
-    X(EXPIRED, "expired")                                                                      \
+#define SL_STATUS_MAP(X)                                                                           \
+    X(SUCCEEDED, "succeeded")                                                                      \
+    X(FAILED, "failed")                                                                            \
+    X(REJECTED, "rejected")                                                                        \
+    X(EXPIRED, "expired")                                                                          \
     X(CANCELLED, "cancelled")
 
-#define SL_ERRTYPE_MAP(X)                                                                      \
-    X(INVALID_REQUEST, "invalid_request")                                                      \
-    X(AUTHENTICATION, "authentication")                                                        \
-    X(PERMISSION, "permission")                                                                \
-    X(CAPACITY, "capacity")                                                                    \
-    X(POLICY, "policy")                                                                        \
-    X(PROVIDER, "provider")                                                                    \
-    X(DEADLINE, "deadline")                                                                    \
+#define SL_ERRTYPE_MAP(X)                                                                          \
+    X(INVALID_REQUEST, "invalid_request")                                                          \
+    X(AUTHENTICATION, "authentication")                                                            \
+    X(PERMISSION, "permission")                                                                    \
+    X(CAPACITY, "capacity")                                                                        \
+    X(POLICY, "policy")                                                                            \
+    X(PROVIDER, "provider")                                                                        \
+    X(DEADLINE, "deadline")                                                                        \
     X(INTERNAL, "internal")
 
 /* error.gateway_decision: who decided the outcome. */
-#define SL_DECISION_MAP(X)                                                                     \
-    X(REJECTED_LOCALLY, "rejected_locally")                                                    \
-    X(ADMITTED_PROVIDER_REJECTED, "admitted_provider_rejected")                                \
-    X(EXPIRED_IN_QUEUE, "expired_in_queue")                                                    \
+#define SL_DECISION_MAP(X)                                                                         \
+    X(REJECTED_LOCALLY, "rejected_locally")                                                        \
+    X(ADMITTED_PROVIDER_REJECTED, "admitted_provider_rejected")                                    \
+    X(EXPIRED_IN_QUEUE, "expired_in_queue")                                                        \
     X(ATTEMPTS_EXHAUSTED, "attempts_exhausted")
 
 /* error.reason: the machine-readable why. Rejections at ingest first, then the scheduler's. */
-#define SL_REASON_MAP(X)                                                                       \
-    X(PAYLOAD_TOO_LARGE, "payload_too_large")                                                  \
-    X(MALFORMED_JSON, "malformed_json")                                                        \
-    X(SCHEMA_VIOLATION, "schema_violation")                                                    \
-    X(UNKNOWN_API_KEY, "unknown_api_key")                                                      \
-    X(KEY_PAUSED, "key_paused")                                                                \
-    X(UNKNOWN_ROUTE, "unknown_route")                                                          \
-    X(ROUTE_NOT_ALLOWED, "route_not_allowed")                                                  \
-    X(REQUEST_TOO_LARGE, "request_too_large")                                                  \
-    X(TENANT_PAUSED, "tenant_paused")                                                          \
-    X(QUEUE_FULL, "queue_full")                                                                \
-    X(SHED, "shed")                                                                            \
-    X(CANCELLED, "cancelled")                                                                  \
-    X(NOTHING_TO_CANCEL, "nothing_to_cancel")                                                  \
-    X(IDEMPOTENCY_CONFLICT, "idempotency_conflict")                                            \
-    X(QUOTA_EXHAUSTED, "quota_exhausted")                                                      \
-    X(NO_CAPABLE_DEPLOYMENT, "no_capable_deployment")                                          \
-    X(UNKNOWN_TENANT_OR_ROUTE, "unknown_tenant_or_route")                                      \
-    X(DEADLINE_EXCEEDED, "deadline_exceeded")                                                  \
-    X(DEADLINE_BEFORE_RETRY, "deadline_before_retry")                                          \
-    X(NOT_SENT, "not_sent")                                                                    \
-    X(LEASE_EXPIRED, "lease_expired")                                                          \
-    X(DISPATCHER_LOST, "dispatcher_lost")                                                      \
-    X(RETRY_BUDGET_EXHAUSTED, "retry_budget_exhausted")                                        \
-    X(PROVIDER_RATE_LIMITED, "provider_rate_limited")                                          \
-    X(PROVIDER_UNAVAILABLE, "provider_unavailable")                                            \
-    X(PROVIDER_QUOTA_EXHAUSTED, "provider_quota_exhausted")                                    \
-    X(PROVIDER_BAD_REQUEST, "provider_bad_request")                                            \
+#define SL_REASON_MAP(X)                                                                           \
+    X(PAYLOAD_TOO_LARGE, "payload_too_large")                                                      \
+    X(MALFORMED_JSON, "malformed_json")                                                            \
+    X(SCHEMA_VIOLATION, "schema_violation")                                                        \
+    X(UNKNOWN_API_KEY, "unknown_api_key")                                                          \
+    X(KEY_PAUSED, "key_paused")                                                                    \
+    X(UNKNOWN_ROUTE, "unknown_route")                                                              \
+    X(ROUTE_NOT_ALLOWED, "route_not_allowed")                                                      \
+    X(REQUEST_TOO_LARGE, "request_too_large")                                                      \
+    X(TENANT_PAUSED, "tenant_paused")                                                              \
+    X(QUEUE_FULL, "queue_full")                                                                    \
+    X(SHED, "shed")                                                                                \
+    X(CANCELLED, "cancelled")                                                                      \
+    X(NOTHING_TO_CANCEL, "nothing_to_cancel")                                                      \
+    X(IDEMPOTENCY_CONFLICT, "idempotency_conflict")                                                \
+    X(QUOTA_EXHAUSTED, "quota_exhausted")                                                          \
+    X(NO_CAPABLE_DEPLOYMENT, "no_capable_deployment")                                              \
+    X(UNKNOWN_TENANT_OR_ROUTE, "unknown_tenant_or_route")                                          \
+    X(DEADLINE_EXCEEDED, "deadline_exceeded")                                                      \
+    X(DEADLINE_BEFORE_RETRY, "deadline_before_retry")                                              \
+    X(NOT_SENT, "not_sent")                                                                        \
+    X(LEASE_EXPIRED, "lease_expired")                                                              \
+    X(DISPATCHER_LOST, "dispatcher_lost")                                                          \
+    X(RETRY_BUDGET_EXHAUSTED, "retry_budget_exhausted")                                            \
+    X(PROVIDER_RATE_LIMITED, "provider_rate_limited")                                              \
+    X(PROVIDER_UNAVAILABLE, "provider_unavailable")                                                \
+    X(PROVIDER_QUOTA_EXHAUSTED, "provider_quota_exhausted")                                        \
+    X(PROVIDER_BAD_REQUEST, "provider_bad_request")                                                \
     X(PROVIDER_AUTH, "provider_auth")
 
 typedef enum {
@@ -123,6 +123,12 @@ typedef struct {
     const char *deployment;
     int fallback_used;
     const char *degraded_from; /* the route asked for, when a cheaper one served; NULL = absent */
+    /* Which way the provider was called: "online" or "batch" (a provider's batch API); NULL =
+     * absent (never called). What its usage cost at the deployment's price, and, on the batch
+     * path, what it would have cost online; < 0 = absent (not priced, or sealed: the cost
+     * would tell the usage). */
+    const char *path;
+    double cost_usd, online_cost_usd;
     const json_t *response, *usage, *metadata;
     int has_timings;
     double queued_ms, provider_ms, total_ms;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "buckets.h"
+#include "capacity.h"
 #include "job.h"
 #include "outbox.h"
 #include "store.h"
@@ -18,13 +19,35 @@ void sl_outcome_init(outcome_t *o, sl_status_t status)
     o->retry_after_ms = -1;
 }
 
-void sl_outcome_error(outcome_t *o, sl_errtype_t type, sl_reason_t reason,
-                      sl_decision_t decision)
+void sl_outcome_error(outcome_t *o, sl_errtype_t type, sl_reason_t reason, sl_decision_t decision)
 {
     o->has_error = 1;
     o->err_type = type;
     o->err_reason = reason;
     o->decision = decision;
+}
+
+/* The path and cost of a job the provider answered with usage: at its deployment's price
+ * (the batch twin's is discounted), and what the same usage costs online. */
+static void price_result(const sl_sched_t *s, const outcome_t *o, sl_msg_result_t *r)
+{
+    int d = o->deployment != NULL ? sl_config_deployment(s->cfg, o->deployment) : -1;
+    if (d < 0)
+        return;
+    const sl_deployment_cfg_t *dc = &s->cfg->deployments[d];
+    r->path = dc->batch_of >= 0 ? "batch" : "online";
+    json_t *u = (json_t *)o->usage;
+    if (!json_is_integer(json_object_get(u, "input")))
+        return;
+    const sl_price_cfg_t *online = &s->cfg->deployments[dc->batch_of >= 0 ? dc->batch_of : d].price;
+    if (online->input_per_mtok <= 0 && online->output_per_mtok <= 0)
+        return;
+    int64_t in = json_integer_value(json_object_get(u, "input"));
+    int64_t out = json_integer_value(json_object_get(u, "output"));
+    int64_t cached = json_integer_value(json_object_get(u, "cached"));
+    r->cost_usd = sl_capacity_spend_usd(&dc->price, in, cached, out);
+    if (dc->batch_of >= 0)
+        r->online_cost_usd = sl_capacity_spend_usd(online, in, cached, out);
 }
 
 sl_err_t sl_outcome_finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t now_ms)
@@ -56,6 +79,7 @@ sl_err_t sl_outcome_finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t 
     r.degraded_from = degraded ? cfg->routes[j->home_route].name : NULL;
     r.finished_ms = now_ms;
     r.deployment = o->deployment;
+    price_result(s, o, &r);
     r.response = o->response;
     r.usage = o->usage;
     r.metadata = meta;
@@ -127,7 +151,8 @@ sl_err_t sl_outcome_fail_quota(sl_sched_t *s, job_t *j, int b, int64_t wait_ms, 
     sl_buckets_split_id(sl_ledger_id(s->ledger, b), scope, sizeof scope, &name);
     outcome_t o;
     sl_outcome_init(&o, SL_STATUS_REJECTED);
-    sl_outcome_error(&o, SL_ERRTYPE_POLICY, SL_REASON_QUOTA_EXHAUSTED, SL_DECISION_REJECTED_LOCALLY);
+    sl_outcome_error(&o, SL_ERRTYPE_POLICY, SL_REASON_QUOTA_EXHAUSTED,
+                     SL_DECISION_REJECTED_LOCALLY);
     o.limiter = sl_ledger_id(s->ledger, b);
     o.scope = scope;
     o.retry_after_ms = wait_ms != INT64_MAX ? wait_ms : -1;
@@ -163,6 +188,7 @@ sl_err_t sl_outcome_fail_orphans(sl_sched_t *s, int64_t now_ms)
 {
     sl_err_t rc = SL_OK;
     while (rc == SL_OK && s->orphans.n > 0)
-        rc = sl_outcome_fail_orphan(s, s->orphans.items[s->orphans.n - 1], SL_STATUS_FAILED, now_ms);
+        rc =
+            sl_outcome_fail_orphan(s, s->orphans.items[s->orphans.n - 1], SL_STATUS_FAILED, now_ms);
     return rc;
 }

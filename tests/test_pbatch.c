@@ -4,6 +4,7 @@
  * DRR and an explicit clock (tests/lib/sched_env.h). */
 #include <check.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +204,11 @@ START_TEST(a_batch_is_cut_sent_polled_collected_and_each_line_settles_its_job)
     ck_assert_ptr_nonnull(r0);
     ck_assert_str_eq(sget(r0, "status"), "succeeded");
     ck_assert_str_eq(sget(r0, "deployment"), "dep-x/batch");
+    /* at the batch price (half), beside what it would have cost online */
+    ck_assert_str_eq(sget(r0, "path"), "batch");
+    double cost = json_real_value(json_object_get(r0, "cost_usd"));
+    double online = json_real_value(json_object_get(r0, "online_cost_usd"));
+    ck_assert_msg(cost > 0 && fabs(online - 2 * cost) < 1e-12, "cost %g online %g", cost, online);
     batch_free(&b);
     /* j2 had no line: it runs again, in a new batch */
     feed_event(&e, id1, "collect", "collected", "batch_1", "[\"j2\"]", T0 + 1400);
