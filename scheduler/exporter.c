@@ -105,6 +105,17 @@ static const struct {
      "What those reservations settled at: refusals given back, real use, or the whole charge "
      "when the call may have counted. Above what the provider counted: capacity wasted.",
      offsetof(sl_sched_stats_t, provider_tokens_kept)},
+    {"sluice_scheduler_provider_batches_sent_total",
+     "Provider batches handed to a dispatcher to create at a provider's batch API.",
+     offsetof(sl_sched_stats_t, pbatches_sent)},
+    {"sluice_scheduler_provider_batch_jobs_total", "Jobs sent in provider batches.",
+     offsetof(sl_sched_stats_t, pbatch_jobs)},
+    {"sluice_scheduler_provider_batches_failed_total",
+     "Provider batches the provider failed without running a line (their jobs ran again).",
+     offsetof(sl_sched_stats_t, pbatches_failed)},
+    {"sluice_scheduler_provider_batches_collected_total",
+     "Provider batches whose results were all reported.",
+     offsetof(sl_sched_stats_t, pbatches_done)},
 };
 enum { NCOUNTERS = sizeof counters / sizeof counters[0] };
 
