@@ -51,6 +51,8 @@ void sl_cli_line_key(const char *run_id, long line, char *out, size_t cap)
 typedef struct {
     long total, succeeded, failed, rejected, expired, other;
     long long tokens_in, tokens_out;
+    long by_batch;              /* served through a provider's batch API */
+    double cost_usd, saved_usd; /* at the price paid; less than online on the batch path */
 } progress_t;
 
 static void show_progress(const progress_t *p, double started_ms, int final)
@@ -64,9 +66,11 @@ static void show_progress(const progress_t *p, double started_ms, int final)
         snprintf(eta, sizeof eta, "%.0fs", (double)waiting / rate);
     fprintf(stderr,
             "%sdone %ld/%ld | succeeded %ld failed %ld rejected %ld expired %ld | waiting %ld |"
-            " tokens in %lld out %lld | %.1f jobs/s | ETA %s%s",
+            " by batch API %ld | tokens in %lld out %lld | cost $%.4f saved $%.4f |"
+            " %.1f jobs/s | ETA %s%s",
             final ? "" : "\r", done, p->total, p->succeeded, p->failed, p->rejected, p->expired,
-            waiting, p->tokens_in, p->tokens_out, rate, eta, final ? "\n" : "   ");
+            waiting, p->by_batch, p->tokens_in, p->tokens_out, p->cost_usd, p->saved_usd, rate, eta,
+            final ? "\n" : "   ");
     fflush(stderr);
 }
 
@@ -118,8 +122,9 @@ static int reader_init(reader_t *rd, const sl_config_t *cfg, const char *cmd, co
     rd->key_file = key_file;
     if (t >= 0 && sl_config_seal_key(cfg, t) != NULL &&
         memcmp(sl_config_seal_key(cfg, t), rd->pk, SL_SEAL_KEY_BYTES) != 0)
-        fprintf(stderr, "%s: warning: --secret-key %s is not the key of tenant %s's "
-                        "result_public_key\n",
+        fprintf(stderr,
+                "%s: warning: --secret-key %s is not the key of tenant %s's "
+                "result_public_key\n",
                 cmd, key_file, cfg->tenants[t].name);
     return 0;
 }
@@ -131,16 +136,17 @@ static void reader_open(reader_t *rd, json_t *res, const char *cmd)
         return;
     const char *id = json_string_value(json_object_get(res, "job_id"));
     if (!rd->has_key) {
-        fprintf(stderr, "%s: the result of job %s is sealed to its tenant's key; give "
-                        "--secret-key FILE to read its response and usage\n",
+        fprintf(stderr,
+                "%s: the result of job %s is sealed to its tenant's key; give "
+                "--secret-key FILE to read its response and usage\n",
                 cmd, id ? id : "?");
         rd->unopened++;
         return;
     }
     sl_err_t rc = sl_seal_open(res, rd->pk, rd->sk);
     if (rc != SL_OK) {
-        fprintf(stderr, "%s: the result of job %s does not open with --secret-key %s (%s)\n",
-                cmd, id ? id : "?", rd->key_file,
+        fprintf(stderr, "%s: the result of job %s does not open with --secret-key %s (%s)\n", cmd,
+                id ? id : "?", rd->key_file,
                 rc == SL_ECRYPTO ? "it was sealed to another key" : "its sealed part is damaged");
         rd->unopened++;
     }
@@ -159,16 +165,15 @@ static void put_result(FILE *out, const json_t *res)
 
 /* Assigns every partition of the reader's topics at their current end, so --follow sees exactly
  * the results produced from now on (read before submitting: a fast job cannot slip past). */
-static rd_kafka_t *results_consumer(const sl_config_t *cfg, const reader_t *rdr,
-                                    int from_beginning, char *err, size_t errlen)
+static rd_kafka_t *results_consumer(const sl_config_t *cfg, const reader_t *rdr, int from_beginning,
+                                    char *err, size_t errlen)
 {
     char group[64];
     char rnd[17];
     sl_random_id(rnd, 8);
     snprintf(group, sizeof group, "sluice-cli-%s", rnd);
     rd_kafka_t *rk = NULL;
-    if (sl_kafka_consumer_new(cfg, group, "sluice-cli", NULL, 0, NULL, &rk, err, errlen) !=
-        SL_OK)
+    if (sl_kafka_consumer_new(cfg, group, "sluice-cli", NULL, 0, NULL, &rk, err, errlen) != SL_OK)
         return NULL;
     rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(64);
     for (int ti = 0; ti < rdr->ntopics; ti++) {
@@ -179,16 +184,16 @@ static rd_kafka_t *results_consumer(const sl_config_t *cfg, const reader_t *rdr,
         rd_kafka_topic_destroy(rkt);
         if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR || md->topic_cnt != 1 ||
             md->topics[0].partition_cnt == 0) {
-            const char *why = rd_kafka_err2str(kerr != RD_KAFKA_RESP_ERR_NO_ERROR
-                                                   ? kerr
-                                                   : md->topics[0].err);
+            const char *why =
+                rd_kafka_err2str(kerr != RD_KAFKA_RESP_ERR_NO_ERROR ? kerr : md->topics[0].err);
             if (md != NULL)
                 rd_kafka_metadata_destroy(md);
             /* A tenant with a topic of its own may well be denied the shared one by ACLs
              * (docs/topic-acls.md): then only the rejections that name no tenant are missed. */
             if (ti > 0) {
-                fprintf(stderr, "sluice: not reading %s (%s); results of requests that name no "
-                                "tenant are there\n",
+                fprintf(stderr,
+                        "sluice: not reading %s (%s); results of requests that name no "
+                        "tenant are there\n",
                         topic, why);
                 continue;
             }
@@ -202,9 +207,8 @@ static rd_kafka_t *results_consumer(const sl_config_t *cfg, const reader_t *rdr,
             int32_t p = md->topics[0].partitions[i].id;
             int64_t lo = 0, hi = 0;
             int64_t start = RD_KAFKA_OFFSET_BEGINNING;
-            if (!from_beginning && rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi,
-                                                                    10000) ==
-                                       RD_KAFKA_RESP_ERR_NO_ERROR)
+            if (!from_beginning && rd_kafka_query_watermark_offsets(
+                                       rk, topic, p, &lo, &hi, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
                 start = hi;
             rd_kafka_topic_partition_list_add(parts, topic, p)->offset = start;
         }
@@ -221,6 +225,13 @@ static void count_result(progress_t *p, json_t *res)
     json_t *usage = json_object_get(res, "usage");
     p->tokens_in += json_integer_value(json_object_get(usage, "input"));
     p->tokens_out += json_integer_value(json_object_get(usage, "output"));
+    const char *path = json_string_value(json_object_get(res, "path"));
+    double cost = json_number_value(json_object_get(res, "cost_usd"));
+    json_t *online = json_object_get(res, "online_cost_usd");
+    p->by_batch += path != NULL && strcmp(path, "batch") == 0;
+    p->cost_usd += cost;
+    if (json_is_number(online))
+        p->saved_usd += json_number_value(online) - cost;
     if (status == NULL)
         p->other++;
     else if (strcmp(status, "succeeded") == 0)
@@ -344,8 +355,8 @@ static int submit(const sl_config_t *cfg, const submit_args_t *args)
         json_error_t jerr;
         json_t *req = json_loads(line, 0, &jerr);
         if (!json_is_object(req)) {
-            fprintf(stderr, "sluice submit: line %ld is not a JSON object (%s); not sent\n",
-                    lineno, req == NULL ? jerr.text : "wrong type");
+            fprintf(stderr, "sluice submit: line %ld is not a JSON object (%s); not sent\n", lineno,
+                    req == NULL ? jerr.text : "wrong type");
             json_decref(req);
             bad_lines++;
             continue;
@@ -468,11 +479,15 @@ int sl_cli_submit(sl_proc_opts_t *opts, int argc, char **argv)
 {
     submit_args_t args = {0};
     const char *timeout = NULL;
-    const sl_proc_opt_t own[] = {{"file", &args.file, NULL},     {"api-key", &args.api_key, NULL},
-                                 {"route", &args.route, NULL},   {"class", &args.cls, NULL},
-                                 {"follow", NULL, &args.follow}, {"out", &args.out_path, NULL},
+    const sl_proc_opt_t own[] = {{"file", &args.file, NULL},
+                                 {"api-key", &args.api_key, NULL},
+                                 {"route", &args.route, NULL},
+                                 {"class", &args.cls, NULL},
+                                 {"follow", NULL, &args.follow},
+                                 {"out", &args.out_path, NULL},
                                  {"timeout", &timeout, NULL},
-                                 {"secret-key", &args.secret_key, NULL}, {NULL, NULL, NULL}};
+                                 {"secret-key", &args.secret_key, NULL},
+                                 {NULL, NULL, NULL}};
     const sl_proc_cmdline_t cl = {"sluice submit", submit_usage, own, SL_PROC_NO_ARGS};
     int rc = sl_proc_args(&cl, argc, argv, opts, NULL);
     if (rc != SL_PROC_GO_ON)
@@ -527,8 +542,7 @@ static int results(const sl_config_t *cfg, reader_t *rdr, sl_hmap_t *want, int a
     double deadline = sl_mono_ms() + (double)timeout_s * 1000.0;
     double idle_since = sl_mono_ms();
     size_t found = 0;
-    while (sl_mono_ms() < deadline && (all || found < wanted) &&
-           sl_mono_ms() - idle_since < 2000) {
+    while (sl_mono_ms() < deadline && (all || found < wanted) && sl_mono_ms() - idle_since < 2000) {
         rd_kafka_message_t *msg = rd_kafka_consumer_poll(cons, 200);
         if (msg == NULL)
             continue;
