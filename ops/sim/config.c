@@ -51,6 +51,7 @@ static const char *const dep_keys[] = {"name",
                                        "stream_chunks",
                                        "rolling_minute",
                                        "faults",
+                                       "batch",
                                        NULL};
 
 static const char *const fault_keys[] = {"rate_limit_share",
@@ -71,6 +72,14 @@ static const char *const fault_keys[] = {"rate_limit_share",
                                          NULL};
 
 static const char *const window_keys[] = {"from_ms", "to_ms", NULL};
+
+static const char *const batch_keys[] = {"turnaround_ms",
+                                         "enqueued_tokens",
+                                         "creates_per_minute",
+                                         "line_error_share",
+                                         "expire_share",
+                                         "max_batches",
+                                         NULL};
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -335,6 +344,33 @@ static bool parse_faults(json_t *obj, const char *dep_where, sl_sim_faults_t *f,
     return true;
 }
 
+/* The optional "batch" object: how the deployment's batch APIs behave. */
+static bool parse_batch(json_t *obj, const char *dep_where, sl_sim_batch_config_t *b, char *err,
+                        size_t errlen)
+{
+    b->turnaround_ms = 5000;
+    b->max_batches = 1000;
+    if (obj == NULL || json_is_null(obj))
+        return true;
+    char where[NAME_MAX_LEN + 64];
+    snprintf(where, sizeof where, "%s.batch", dep_where);
+    if (!json_is_object(obj)) {
+        set_err(err, errlen, "%s: must be an object", where);
+        return false;
+    }
+    return check_keys(obj, batch_keys, where, err, errlen) &&
+           get_int(obj, "turnaround_ms", 5000, 0, CONFIG_MS_MAX, where, &b->turnaround_ms, err,
+                   errlen) &&
+           get_int(obj, "enqueued_tokens", 0, 0, SL_SIM_LIMIT_MAX, where, &b->enqueued_tokens, err,
+                   errlen) &&
+           get_int(obj, "creates_per_minute", 0, 0, 1000000, where, &b->creates_per_minute, err,
+                   errlen) &&
+           get_number(obj, "line_error_share", 0.0, 1.0, where, &b->line_error_share, err,
+                      errlen) &&
+           get_number(obj, "expire_share", 0.0, 1.0, where, &b->expire_share, err, errlen) &&
+           get_int(obj, "max_batches", 1000, 1, 100000, where, &b->max_batches, err, errlen);
+}
+
 static bool parse_deployment(json_t *obj, size_t index, sl_sim_dep_config_t *dep, char *err,
                              size_t errlen)
 {
@@ -436,7 +472,8 @@ static bool parse_deployment(json_t *obj, size_t index, sl_sim_dep_config_t *dep
                 (long long)dep->output_min, (long long)dep->output_max);
         return false;
     }
-    return parse_faults(json_object_get(obj, "faults"), where, &dep->faults, err, errlen);
+    return parse_faults(json_object_get(obj, "faults"), where, &dep->faults, err, errlen) &&
+           parse_batch(json_object_get(obj, "batch"), where, &dep->batch, err, errlen);
 }
 
 sl_err_t sl_sim_config_parse(const char *text, size_t len, sl_sim_config_t **out, char *err,

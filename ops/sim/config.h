@@ -54,6 +54,16 @@ typedef struct {
     uint64_t seed;
 } sl_sim_faults_t;
 
+/* The batch APIs of one deployment ("batch" in the config; see batch.h). */
+typedef struct {
+    int64_t turnaround_ms;      /* from creation to the end of a batch */
+    int64_t enqueued_tokens;    /* prompt tokens of batches not yet ended; 0 = unlimited */
+    int64_t creates_per_minute; /* batch creations per minute_ms; 0 = unlimited */
+    double line_error_share;    /* of lines: answered with a 500 */
+    double expire_share;        /* of lines: expire instead of running */
+    int64_t max_batches;        /* batches (and uploaded files) kept */
+} sl_sim_batch_config_t;
+
 typedef struct {
     char *name;  /* first URL segment: /<name>/... */
     char *model; /* echoed in bodies */
@@ -81,6 +91,7 @@ typedef struct {
     int64_t stream_chunks; /* text pieces of a streamed reply */
     bool rolling_minute;   /* also enforce the per-minute limits over a rolling minute */
     sl_sim_faults_t faults;
+    sl_sim_batch_config_t batch;
 } sl_sim_dep_config_t;
 
 struct sl_sim_config {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "admit.h"
+#include "batch.h"
 #include "request.h"
 #include "respond.h"
 #include "rng.h"
@@ -29,6 +30,7 @@ typedef struct {
     bool endpoint;            /* the path is the deployment's completion endpoint */
     bool wrong_deployment;    /* Azure: another deployment named after /openai/deployments/ */
     bool gemini_stream;       /* Gemini: :streamGenerateContent */
+    const char *rest;         /* the path after "/<name>" */
 } route_t;
 
 static bool ends_with(const char *s, const char *suffix)
@@ -41,7 +43,7 @@ static bool ends_with(const char *s, const char *suffix)
 /* Routes "/<name>/<the endpoint of the deployment's API>". */
 static route_t route_path(sl_sim_t *sim, const char *path)
 {
-    route_t r = {NULL, false, false, false};
+    route_t r = {NULL, false, false, false, NULL};
     if (path[0] != '/')
         return r;
     const char *name = path + 1;
@@ -56,6 +58,7 @@ static route_t route_path(sl_sim_t *sim, const char *path)
     }
     if (r.dep == NULL)
         return r;
+    r.rest = rest;
     const sl_sim_dep_config_t *dc = r.dep->cfg;
     static const char azure_prefix[] = "/openai/deployments/";
     static const char azure_suffix[] = "/chat/completions";
@@ -254,6 +257,23 @@ static bool is_get(const char *method)
     return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
 }
 
+size_t sl_sim_body_limit(sl_sim_t *sim, const char *path)
+{
+    route_t route =
+        path != NULL ? route_path(sim, path) : (route_t){NULL, false, false, false, NULL};
+    size_t limit = route.dep != NULL && !route.endpoint
+                       ? sl_sim_batch_body_limit(route.dep->cfg->api, route.rest)
+                       : 0;
+    return limit > SL_SIM_MAX_BODY_BYTES ? limit : SL_SIM_MAX_BODY_BYTES;
+}
+
+void sl_sim_set_host(sl_sim_t *sim, const char *host)
+{
+    pthread_mutex_lock(&sim->lock);
+    snprintf(sim->host, sizeof sim->host, "%s", host != NULL ? host : "");
+    pthread_mutex_unlock(&sim->lock);
+}
+
 sl_err_t sl_sim_handle(sl_sim_t *sim, const sl_sim_request_t *req, int64_t now_ms,
                        sl_sim_response_t **out)
 {
@@ -287,6 +307,11 @@ sl_err_t sl_sim_handle(sl_sim_t *sim, const sl_sim_request_t *req, int64_t now_m
             method_not_allowed(resp, "GET", r.method, path);
         } else {
             char *text = NULL;
+            /* Batches end when a request sees them due: settle them all for the counts. */
+            pthread_mutex_lock(&sim->lock);
+            for (size_t i = 0; i < sim->cfg->n_deps; i++)
+                sl_sim_batch_settle(sim, &sim->deps[i], now_ms);
+            pthread_mutex_unlock(&sim->lock);
             if (sl_sim_stats_json(sim, now_ms, &text) != SL_OK) {
                 sl_sim_response_free(resp);
                 return SL_ENOMEM;
@@ -311,16 +336,23 @@ sl_err_t sl_sim_handle(sl_sim_t *sim, const sl_sim_request_t *req, int64_t now_m
         if (route.dep != NULL) {
             resp->api = (int)route.dep->cfg->api;
             sl_sim_respond_common_headers(resp, "application/json");
-            if (!route.endpoint) {
-                not_found(resp, &route, &r);
-            } else if (handle_endpoint(sim, &route, &r, now_ms, resp) != SL_OK) {
-                sl_sim_response_free(resp);
-                return SL_ENOMEM;
-            } else {
+            bool batch = false;
+            if (route.endpoint) {
+                if (handle_endpoint(sim, &route, &r, now_ms, resp) != SL_OK) {
+                    sl_sim_response_free(resp);
+                    return SL_ENOMEM;
+                }
                 sl_sim_stats_note_arrival(sim, route.dep,
                                           sl_sim_request_header(&r, "idempotency-key"),
                                           resp->status, now_ms);
+            } else if (sl_sim_batch_handle(sim, route.dep, &r, route.rest, now_ms, resp, &batch) !=
+                       SL_OK) {
+                sl_sim_response_free(resp);
+                return SL_ENOMEM;
+            } else if (!batch) {
+                not_found(resp, &route, &r);
             }
+            /* Batch requests count in their own "batch" stats, not as online arrivals. */
         } else {
             char msg[256];
             char method[32];

@@ -1,10 +1,10 @@
 /* http.c - libmicrohttpd front of the provider simulator (see http.h).
  *
- * One exchange per request: the body is gathered (capped at SL_SIM_MAX_BODY_BYTES), the
- * simulator decides, and the response is either queued at once or parked: the connection is
- * suspended and a heap entry remembers when to resume it. A stream is queued at once as a
- * chunked response whose content callback hands over each event when it is due, and parks the
- * connection the same way until then (returning 0 bytes while suspended, as libmicrohttpd
+ * One exchange per request: the body is gathered (capped at sl_sim_body_limit: 4 MiB, more for
+ * batch uploads), the simulator decides, and the response is either queued at once or parked:
+ * the connection is suspended and a heap entry remembers when to resume it. A stream is queued at
+ * once as a chunked response whose content callback hands over each event when it is due, and parks
+ * the connection the same way until then (returning 0 bytes while suspended, as libmicrohttpd
  * allows). Lock order is server->lock, then libmicrohttpd's internal lock (taken by
  * MHD_suspend/resume_connection); the simulator's own lock is never held together with
  * server->lock.
@@ -44,6 +44,7 @@ typedef struct {
     char *body;
     size_t body_len;
     size_t body_cap;
+    size_t body_max;         /* the cap: sl_sim_body_limit of the path */
     bool too_large;          /* the body went over the cap and was dropped */
     sl_sim_response_t *resp; /* set once decided */
     bool waiting;            /* suspended, or resumed and not yet answered; or streaming */
@@ -186,7 +187,7 @@ static void append_body(exchange_t *ex, const char *data, size_t len)
 {
     if (ex->too_large)
         return;
-    if (len > SL_SIM_MAX_BODY_BYTES - ex->body_len) {
+    if (len > ex->body_max - ex->body_len) {
         ex->too_large = true;
         free(ex->body);
         ex->body = NULL;
@@ -197,8 +198,8 @@ static void append_body(exchange_t *ex, const char *data, size_t len)
         size_t cap = ex->body_cap == 0 ? 4096 : ex->body_cap;
         while (cap < ex->body_len + len)
             cap *= 2;
-        if (cap > SL_SIM_MAX_BODY_BYTES)
-            cap = SL_SIM_MAX_BODY_BYTES;
+        if (cap > ex->body_max)
+            cap = ex->body_max;
         char *body = realloc(ex->body, cap);
         if (body == NULL) {
             /* Treat like an oversized body: the client gets a clear 413, not a hang. */
@@ -393,10 +394,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_NO;
         ex->server = server;
         ex->conn = conn;
+        ex->body_max = sl_sim_body_limit(server->sim, url);
         *con_cls = ex;
         const char *length =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (length != NULL && strtoull(length, NULL, 10) > SL_SIM_MAX_BODY_BYTES) {
+        if (length != NULL && strtoull(length, NULL, 10) > ex->body_max) {
             /* Answer 413 now rather than read a body that would be dropped anyway. */
             ex->too_large = true;
             return decide(server, ex, url, method);

@@ -188,6 +188,10 @@ int main(int argc, char **argv)
         return rc == SL_EINVAL ? 2 : 1;
     }
     unsigned bound = sl_sim_server_port(server);
+    char host[128];
+    snprintf(host, sizeof host, strchr(listen_addr, ':') != NULL ? "[%s]:%u" : "%s:%u", listen_addr,
+             bound);
+    sl_sim_set_host(sim, host);
     if (port_file != NULL && write_port_file(port_file, bound) != 0) {
         fprintf(stderr, "sluice-sim: cannot write --port-file %s\n", port_file);
         sl_sim_server_stop(server);

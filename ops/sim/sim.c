@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "batch.h"
 #include "rng.h"
 #include "sim_internal.h"
 #include "stats.h"
@@ -26,6 +27,7 @@ static void deployment_free(sl_sim_deployment_t *dep)
     sl_sim_idem_free(dep->retry_keys);
     free(dep->retries);
     free(dep->arrivals);
+    sl_sim_batch_state_free(dep->batch);
 }
 
 sl_err_t sl_sim_new(sl_sim_config_t *cfg, int64_t now_ms, sl_sim_t **out)
@@ -72,6 +74,11 @@ sl_err_t sl_sim_new(sl_sim_config_t *cfg, int64_t now_ms, sl_sim_t **out)
                                  &dep->idem);
         if (rc == SL_OK)
             rc = sl_sim_idem_new((size_t)cfg->idempotency_keys, sizeof(int64_t), &dep->retry_keys);
+        if (rc == SL_OK)
+            /* The batch draws: the same seed, a sequence of their own, so batches never shift
+             * the online fault draws. */
+            rc = sl_sim_batch_state_new(dc, sl_sim_rng_mix64(dep->rng ^ 0x6261746368ULL),
+                                        &dep->batch);
         if (rc == SL_OK) {
             dep->retries = calloc(SL_SIM_RING_CAP, sizeof *dep->retries);
             dep->arrivals = calloc(SL_SIM_RING_CAP, sizeof *dep->arrivals);

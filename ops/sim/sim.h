@@ -30,7 +30,8 @@
 
 #include "err.h"
 
-/* Request bodies above this are refused with 413. */
+/* Request bodies above this are refused with 413, except on the batch endpoints, which take
+ * larger ones (sl_sim_body_limit). */
 #define SL_SIM_MAX_BODY_BYTES (4u * 1024u * 1024u)
 
 /* ---- Configuration ---------------------------------------------------------------------- */
@@ -85,7 +86,7 @@ typedef struct {
     const char *const *query;
     const char *body; /* body bytes (need not be NUL-terminated), or NULL */
     size_t body_len;
-    int body_too_large; /* nonzero: the HTTP layer dropped a body over SL_SIM_MAX_BODY_BYTES */
+    int body_too_large; /* nonzero: the HTTP layer dropped a body over sl_sim_body_limit */
 } sl_sim_request_t;
 
 /* Decides req at now_ms (milliseconds since the simulator's origin, monotonic) and builds the
@@ -95,6 +96,15 @@ typedef struct {
  * charged or counted) or SL_OK with *out set; the caller frees *out with sl_sim_response_free. */
 sl_err_t sl_sim_handle(sl_sim_t *sim, const sl_sim_request_t *req, int64_t now_ms,
                        sl_sim_response_t **out);
+
+/* The largest body the HTTP layer should collect for a request to path: SL_SIM_MAX_BODY_BYTES,
+ * or more on the batch endpoints (an OpenAI batch file upload takes up to 201 MB, an Anthropic
+ * batch 256 MB, a Gemini inline batch 20 MB). */
+size_t sl_sim_body_limit(sl_sim_t *sim, const char *path);
+
+/* Tells the simulator the host:port it listens on ("127.0.0.1:8089"), for the absolute URLs it
+ * writes (Anthropic's results_url) when a request has no Host header. */
+void sl_sim_set_host(sl_sim_t *sim, const char *host);
 
 /* Ends resp's in-flight count: call when it has been handed to the network (or abandoned). With
  * "otpm_counting": "max_tokens" this is also when the output tokens charged beyond the

@@ -61,6 +61,25 @@ typedef struct {
     int64_t last_first_chunk_ms; /* Unix ms of the last stream's first event; -1 = none */
 } sl_sim_counters_t;
 
+/* What GET /stats counts of a deployment's batches (its "batch" object). POST /stats/reset
+ * zeroes it, except enqueued_tokens_now, which is state; the peak restarts from it. */
+typedef struct {
+    int64_t batches_created;    /* batches given an id (OpenAI's failed ones included) */
+    int64_t creates_refused;    /* creates answered 429 */
+    int64_t failed_token_limit; /* creates failed or refused by the enqueued-token limit */
+    int64_t lines;              /* lines of the batches enqueued (not failed at creation) */
+    int64_t lines_succeeded;
+    int64_t lines_errored; /* answered with an error: 500s drawn, and bodies the API refuses */
+    int64_t lines_expired;
+    int64_t lines_cancelled;
+    int64_t lines_duplicate; /* ran although their custom id had succeeded in an earlier batch */
+    int64_t enqueued_tokens_now;
+    int64_t enqueued_tokens_peak;
+} sl_sim_batch_counters_t;
+
+/* A deployment's batches and uploaded files (batch.c). */
+typedef struct sl_sim_batch_state sl_sim_batch_state_t;
+
 /* A 429 that announced a Retry-After. */
 typedef struct {
     int64_t sent_ms; /* Unix ms */
@@ -109,6 +128,8 @@ typedef struct {
     sl_sim_ring_t retries_ring;
     sl_sim_arrival_t *arrivals; /* SL_SIM_RING_CAP */
     sl_sim_ring_t arrivals_ring;
+    sl_sim_batch_state_t *batch; /* its batch APIs' state */
+    sl_sim_batch_counters_t batch_count;
 } sl_sim_deployment_t;
 
 /* What an admitted completion was: enough to rebuild its answer exactly for a replay. */
@@ -139,6 +160,7 @@ struct sl_sim {
     sl_sim_stream_entry_t streams[SL_SIM_STREAM_RING_CAP]; /* under lock */
     sl_sim_ring_t streams_ring;
     uint64_t stream_serial;
+    char host[128]; /* host:port of the listening address, for absolute URLs; "" = unknown */
 };
 
 /* One response header. */

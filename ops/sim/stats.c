@@ -126,6 +126,37 @@ static bool add_rings(json_t *one, const sl_sim_deployment_t *dep)
            json_object_set_new(one, "arrivals", arrivals) == 0;
 }
 
+/* The "batch" object of a deployment. Caller holds the lock. */
+static bool add_batch(json_t *one, const sl_sim_deployment_t *dep)
+{
+    const sl_sim_batch_counters_t *b = &dep->batch_count;
+    const struct {
+        const char *name;
+        int64_t value;
+    } fields[] = {
+        {"batches_created", b->batches_created},
+        {"creates_refused", b->creates_refused},
+        {"failed_token_limit", b->failed_token_limit},
+        {"lines", b->lines},
+        {"lines_succeeded", b->lines_succeeded},
+        {"lines_errored", b->lines_errored},
+        {"lines_expired", b->lines_expired},
+        {"lines_cancelled", b->lines_cancelled},
+        {"lines_duplicate", b->lines_duplicate},
+        {"enqueued_tokens_now", b->enqueued_tokens_now},
+        {"enqueued_tokens_peak", b->enqueued_tokens_peak},
+        {"enqueued_tokens_limit", dep->cfg->batch.enqueued_tokens},
+    };
+    json_t *obj = json_object();
+    for (size_t f = 0; obj != NULL && f < sizeof fields / sizeof fields[0]; f++) {
+        if (json_object_set_new(obj, fields[f].name, json_integer(fields[f].value)) != 0) {
+            json_decref(obj);
+            obj = NULL;
+        }
+    }
+    return obj != NULL && json_object_set_new(one, "batch", obj) == 0;
+}
+
 /* The recent streams, oldest first. Caller holds the lock. */
 static json_t *streams_json(const sl_sim_t *sim)
 {
@@ -207,10 +238,10 @@ sl_err_t sl_sim_stats_json(sl_sim_t *sim, int64_t now_ms, char **out)
                 one = NULL;
             }
         }
-        if (one != NULL &&
-            (!set_ms(one, "first_admit_ms", c->first_admit_ms) ||
-             !set_ms(one, "last_admit_ms", c->last_admit_ms) ||
-             !set_ms(one, "last_first_chunk_ms", c->last_first_chunk_ms) || !add_rings(one, dep))) {
+        if (one != NULL && (!set_ms(one, "first_admit_ms", c->first_admit_ms) ||
+                            !set_ms(one, "last_admit_ms", c->last_admit_ms) ||
+                            !set_ms(one, "last_first_chunk_ms", c->last_first_chunk_ms) ||
+                            !add_rings(one, dep) || !add_batch(one, dep))) {
             json_decref(one);
             one = NULL;
         }
@@ -232,6 +263,11 @@ void sl_sim_stats_reset(sl_sim_t *sim)
     for (size_t i = 0; i < sim->cfg->n_deps; i++) {
         sl_sim_deployment_t *dep = &sim->deps[i];
         sl_sim_stats_counters_reset(&dep->count);
+        /* What is enqueued now is state, not a count: it stays, and the peak starts from it. */
+        int64_t enqueued = dep->batch_count.enqueued_tokens_now;
+        memset(&dep->batch_count, 0, sizeof dep->batch_count);
+        dep->batch_count.enqueued_tokens_now = enqueued;
+        dep->batch_count.enqueued_tokens_peak = enqueued;
         dep->retries_ring.len = 0;
         dep->arrivals_ring.len = 0;
     }
