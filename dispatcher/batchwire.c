@@ -558,6 +558,15 @@ sl_err_t sl_batch_create_after_upload(const sl_batch_target_t *t, const char *ma
 
 /* ---- Reading a batch's state --------------------------------------------------------------- */
 
+/* Why a batch failed: the provider's words, or a default when it gave none (a FAILED batch
+ * always says why). */
+static void set_failed(sl_batch_status_t *st, const char *why)
+{
+    st->state = SL_BATCH_FAILED;
+    copy_text(st->error, sizeof st->error,
+              why != NULL && why[0] != '\0' ? why : "the batch failed");
+}
+
 static void status_init(sl_batch_status_t *st)
 {
     memset(st, 0, sizeof *st);
@@ -604,12 +613,11 @@ static sl_err_t status_openai(sl_provider_t api, const json_t *a, sl_batch_statu
          * (batch_expired / batch_cancelled) or in neither (then missing: not_sent). */
         st->state = SL_BATCH_ENDED;
     } else if (strcmp(status, "failed") == 0) {
-        st->state = SL_BATCH_FAILED;
         const json_t *e0 = json_array_get(json_object_get(json_object_get(a, "errors"), "data"), 0);
         const char *why = jstr(e0, "message");
-        if (why == NULL)
+        if (why == NULL || why[0] == '\0')
             why = jstr(e0, "code");
-        copy_text(st->error, sizeof st->error, why != NULL ? why : "the batch failed");
+        set_failed(st, why);
     }
     /* validating, in_progress, finalizing, cancelling, and a word sluice does not know: running
      * (polled again until the executor's own deadline). */
@@ -671,9 +679,7 @@ static sl_err_t status_gemini(const json_t *a, sl_batch_status_t *st)
         state = "";
     if (strcmp(state, "BATCH_STATE_FAILED") == 0 ||
         (done && json_is_object(op_error) && state[0] == '\0')) {
-        st->state = SL_BATCH_FAILED;
-        const char *why = jstr(op_error, "message");
-        copy_text(st->error, sizeof st->error, why != NULL ? why : "the batch failed");
+        set_failed(st, jstr(op_error, "message"));
         if (st->status[0] == '\0')
             copy_text(st->status, sizeof st->status, "BATCH_STATE_FAILED");
     } else if (done && (strcmp(state, "BATCH_STATE_SUCCEEDED") == 0 ||
