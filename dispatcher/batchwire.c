@@ -1073,7 +1073,9 @@ static const struct {
 
 /* One Gemini inline error, {"code","message","status"}, classified as the online error body
  * {"error": it} would be. Its code is a google.rpc.Code (an inline entry is a google.rpc.Status)
- * or, as in online bodies, an HTTP status: both are read. */
+ * or, as in online bodies, an HTTP status: both are read. CANCELLED is the one exception: the
+ * request was cancelled with its batch (only sluice cancels its batches), so it never ran and
+ * goes into a later batch, like OpenAI's batch_cancelled lines. */
 static sl_err_t gemini_error(reader_t *r, long pos, const json_t *err)
 {
     const json_t *code = json_object_get(err, "code");
@@ -1090,10 +1092,18 @@ static sl_err_t gemini_error(reader_t *r, long pos, const json_t *err)
             }
         }
     }
+    const char *given = json_string_value(json_object_get(err, "status"));
+    if ((given != NULL ? given : status) != NULL &&
+        strcmp(given != NULL ? given : status, "CANCELLED") == 0) {
+        const char *msg = json_string_value(json_object_get(err, "message"));
+        return never_ran(r, pos, "batch_cancelled",
+                         msg != NULL ? msg : "the batch was cancelled before the request ran");
+    }
     json_t *inner = json_copy((json_t *)err);
-    if (inner != NULL && status != NULL && !json_is_string(json_object_get(inner, "status")))
+    if (inner != NULL && status != NULL && given == NULL)
         json_object_set_new(inner, "status", json_string(status));
-    json_t *body = inner != NULL ? json_pack("{s:o}", "error", inner) : NULL;
+    json_t *body = inner != NULL ? json_pack("{s:O}", "error", inner) : NULL;
+    json_decref(inner);
     if (body == NULL)
         return SL_ENOMEM;
     sl_err_t rc = answered(r, pos, http, body, 1);

@@ -1157,6 +1157,32 @@ START_TEST(gemini_entry_whose_key_is_another_job_is_bad)
 }
 END_TEST
 
+START_TEST(gemini_error_codes_read_as_online_statuses_and_cancelled_never_ran)
+{
+    static const char *jobs[] = {"job-1", "job-2", "job-3", "job-4", "job-5"};
+    static const char doc[] =
+        "{\"name\":\"batches/1\",\"done\":true,\"response\":{\"inlinedResponses\":{"
+        "\"inlinedResponses\":["
+        "{\"error\":{\"code\":1,\"message\":\"The operation was cancelled.\"}},"
+        "{\"error\":{\"code\":499,\"status\":\"CANCELLED\",\"message\":\"cancelled\"}},"
+        "{\"error\":{\"code\":14,\"message\":\"The service is currently unavailable.\"}},"
+        "{\"error\":{\"code\":77,\"message\":\"?\"}},"
+        "{\"error\":{\"code\":16,\"message\":\"no credential\"}}]}}}";
+    target_t g = target(SL_PROVIDER_GEMINI);
+    json_t *lines = json_object();
+    size_t bad = 99;
+    ck_assert_int_eq(
+        sl_batch_results_read(tgt(&g), doc, sizeof doc - 1, jobs, 5, on_line, lines, &bad), SL_OK);
+    ck_assert_uint_eq(bad, 0);
+    expect_line(lines, "job-1", "not_sent", 0, "not_sent", "batch_cancelled");
+    expect_line(lines, "job-2", "not_sent", 0, "not_sent", "batch_cancelled");
+    expect_line(lines, "job-3", "overloaded", 503, "UNAVAILABLE", "");
+    expect_line(lines, "job-4", "server_error", 500, "server_error", "");
+    expect_line(lines, "job-5", "auth_error", 401, "UNAUTHENTICATED", "");
+    json_decref(lines);
+}
+END_TEST
+
 /* Feeds text as the results of a batch of job-1 and job-2. */
 static json_t *feed(sl_provider_t api, const char *text, size_t len, size_t *bad)
 {
@@ -1376,6 +1402,7 @@ static Suite *batchwire_suite(void)
     tcase_add_test(rs, anthropic_results_map_every_result_type);
     tcase_add_test(rs, gemini_inline_results_are_matched_by_position);
     tcase_add_test(rs, gemini_entry_whose_key_is_another_job_is_bad);
+    tcase_add_test(rs, gemini_error_codes_read_as_online_statuses_and_cancelled_never_ran);
     tcase_add_test(rs, garbage_lines_are_counted_and_skipped);
     tcase_add_test(rs, huge_and_deeply_nested_lines_are_bad_not_fatal);
     tcase_add_test(rs, results_url_origin_must_be_the_base);
