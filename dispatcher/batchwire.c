@@ -116,15 +116,18 @@ static int id_ok(sl_provider_t api, const char *id)
     return word_ok(id, 127, "_.-");
 }
 
-/* An absolute http(s) URL of printable ASCII, with a host, that fits a results slot. */
+/* An absolute http(s) URL of printable ASCII, with a host, that fits a results slot. The scheme
+ * is taken only as providers write it, in lowercase: a URL the executor follows with the
+ * credential must not pass a check of its own ("https://" for TLS) by a spelling that does not
+ * match it. */
 static int http_url_ok(const char *url)
 {
     if (url == NULL)
         return 0;
     size_t skip;
-    if (strncasecmp(url, "https://", 8) == 0)
+    if (strncmp(url, "https://", 8) == 0)
         skip = 8;
-    else if (strncasecmp(url, "http://", 7) == 0)
+    else if (strncmp(url, "http://", 7) == 0)
         skip = 7;
     else
         return 0;

@@ -674,6 +674,44 @@ START_TEST(what_is_not_a_batch_object_is_a_parse_error)
 }
 END_TEST
 
+/* Found by fuzz_batchwire (after 917,369 executions): a results_url spelt "Https://" was taken,
+ * and handed to the executor in a spelling its own "https://" checks would not recognise. The
+ * input, base64: ewogICJpZCI6ICJtc2diWGpOSkpLcUoyRUYiLAogICJ0eXBlIjogIm1lc3NhZ2VfY2giLAogICJw
+ * cm9jZXNzaW5nX3N0YXR1cyI6ICI6MDAiLAogICJjKHRlZF9hdCI6IG51bGwsCiAgICJyZXN1bHRzX3VybCI6ICJIdHRw
+ * czovL2FwaS5hbnRocm9waWMuY3N1Y2NlZWRvbS92MC9tZXNzYUpLcUoxRUYvcmVzdWx0cyIKfQo= */
+START_TEST(results_url_scheme_is_taken_only_in_lowercase)
+{
+    target_t a = target(SL_PROVIDER_ANTHROPIC);
+    json_t *j = parse("{\n  \"id\": \"msgbXjNJJKqJ2EF\",\n  \"type\": \"message_ch\",\n"
+                      "  \"processing_status\": \":00\",\n  \"c(ted_at\": null,\n"
+                      "   \"results_url\": \"Https://api.anthropic.csucceedom/v0/messaJKqJ1EF/"
+                      "results\"\n}\n");
+    sl_batch_status_t st;
+    ck_assert_int_eq(sl_batch_status_read(tgt(&a), j, &st), SL_EPARSE);
+    ck_assert_str_eq(st.results[0], "");
+    json_decref(j);
+    static const char *const spellings[] = {"HTTPS://api.anthropic.com/v1/r",
+                                            "hTTp://api.anthropic.com/v1/r"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *b = json_pack("{s:s, s:s, s:s}", "id", "msgbatch_1", "processing_status", "ended",
+                              "results_url", spellings[i]);
+        ck_assert_int_eq(sl_batch_status_read(tgt(&a), b, &st), SL_EPARSE);
+        json_decref(b);
+    }
+    sl_batch_http_t out[2];
+    int n = -1;
+    memset(&st, 0, sizeof st);
+    snprintf(st.results[0], sizeof st.results[0], "Https://api.anthropic.com/v1/r");
+    ck_assert_int_eq(sl_batch_results_requests(tgt(&a), &st, out, &n), SL_EINVAL);
+    ck_assert_int_eq(n, 0);
+    snprintf(st.results[0], sizeof st.results[0], "http://127.0.0.1:9000/v1/r");
+    ck_assert_int_eq(sl_batch_results_requests(tgt(&a), &st, out, &n), SL_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_str_eq(out[0].url, "http://127.0.0.1:9000/v1/r");
+    sl_batch_http_clear(&out[0]);
+}
+END_TEST
+
 START_TEST(anthropic_ended_without_results_url_and_unknown_words_keep_polling)
 {
     target_t a = target(SL_PROVIDER_ANTHROPIC);
@@ -1389,6 +1427,7 @@ static Suite *batchwire_suite(void)
                         (int)(sizeof status_cases / sizeof status_cases[0]));
     tcase_add_test(st, what_is_not_a_batch_object_is_a_parse_error);
     tcase_add_test(st, anthropic_ended_without_results_url_and_unknown_words_keep_polling);
+    tcase_add_test(st, results_url_scheme_is_taken_only_in_lowercase);
     tcase_add_test(st, status_cancel_and_results_calls_name_the_id);
     tcase_add_test(st, hostile_ids_are_refused);
     tcase_add_test(st, results_calls_follow_the_status);

@@ -150,7 +150,8 @@ static void check_status(target_t *x, const sl_batch_status_t *st)
     for (int i = 0; i < n; i++) {
         FUZZ_CHECK(strcmp(out[i].method, "GET") == 0);
         if (api == SL_PROVIDER_ANTHROPIC) {
-            FUZZ_CHECK(strncmp(out[i].url, "http", 4) == 0);
+            FUZZ_CHECK(strncmp(out[i].url, "https://", 8) == 0 ||
+                       strncmp(out[i].url, "http://", 7) == 0);
             (void)sl_batch_url_same_origin(BASE[api], out[i].url);
         } else {
             check_url(api, out[i].url, 0);
