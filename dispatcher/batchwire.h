@@ -32,7 +32,9 @@ typedef struct {
 /* One HTTP request of the batch API, without the credential header (the executor adds it, as
  * for online calls). Owns its strings. For a multipart upload (OpenAI and Azure files), body is
  * NULL and upload holds the JSONL content: the executor sends it with curl_mime as the field
- * "file" (filename upload_name, type application/jsonl) beside the field "purpose" = "batch". */
+ * "file" (filename upload_name, type application/jsonl) beside the field "purpose" = "batch".
+ * A POST always has a body or an upload (a cancel sends "{}"); a body is sent as
+ * Content-Type: application/json, added by the executor as for online calls. */
 typedef struct {
     const char *method; /* "GET" or "POST" (static) */
     char *url;
@@ -60,8 +62,13 @@ typedef struct {
  * Anthropic and Gemini: *first is the create call itself and needs_second is 0. An item the
  * provider's API cannot express (sl_adapter_request says SL_EINVAL) is left out and reported
  * through refused (its index into items, and the reason), so the batch still goes; refused may
- * be NULL only when the caller accepts losing them. Returns SL_OK, SL_EINVAL (nothing left to
- * send: err says why) or SL_ENOMEM. */
+ * be NULL only when the caller accepts losing them. An item whose job id is not
+ * [A-Za-z0-9_-]{1,64}, or repeats an earlier item's, is refused the same way (results are
+ * matched by job id). marker must be [a-z0-9-]{1,64}. Returns SL_OK, SL_EINVAL (nothing left to
+ * send, a bad marker or target: err says why), SL_ETOOBIG (the items are over the provider's
+ * limit for one batch: OpenAI/Azure 50,000 lines or 200 MB, Anthropic 100,000 requests or
+ * 256 MB, Gemini 20 MB inline; err says which; send fewer) or SL_ENOMEM. refused may have been
+ * called before a failure. On failure *first is left empty. */
 typedef void (*sl_batch_refused_fn)(void *arg, size_t item, const char *reason);
 sl_err_t sl_batch_create_request(const sl_batch_target_t *t, const char *marker,
                                  const sl_batch_item_t *items, size_t n, sl_batch_refused_fn refused,
@@ -97,17 +104,24 @@ typedef struct {
     char error[256]; /* why it failed, when FAILED ("" otherwise) */
 } sl_batch_status_t;
 
-/* Reads a batch object (the answer to create, status or cancel; for Gemini an operation).
- * SL_EPARSE when answer is not one. */
+/* Reads a batch object (the answer to create, status or cancel; for Gemini an operation; Gemini's
+ * cancel answers {}, which is not one: poll the status after it). SL_EPARSE when answer is not
+ * one, or when an id or results location in it could not safely go into a URL (then *out holds
+ * no id). A status word sluice does not know reads as SL_BATCH_RUNNING; so does Anthropic's
+ * "ended" before its results_url is set, and Gemini's SUCCEEDED before "done". */
 sl_err_t sl_batch_status_read(const sl_batch_target_t *t, const json_t *answer,
                               sl_batch_status_t *out);
 
-/* The status call of batch id (as sl_batch_status_t.id). */
+/* The status call of batch id (as sl_batch_status_t.id). An id a provider could not have given
+ * (OpenAI, Azure, Anthropic: [A-Za-z0-9_.-]+; Gemini: "batches/" and the same; never "..") is
+ * SL_EINVAL: an id never adds a path segment or a query. */
 sl_err_t sl_batch_status_request(const sl_batch_target_t *t, const char *id, sl_batch_http_t *out);
 /* The cancel call of batch id. */
 sl_err_t sl_batch_cancel_request(const sl_batch_target_t *t, const char *id, sl_batch_http_t *out);
 /* The calls that read the results of an ended batch (OpenAI/Azure: one per non-empty file id,
- * Anthropic: results_url; Gemini: none, inline): out[0..*n-1], *n <= 2. */
+ * Anthropic: results_url, used as given with anthropic-version; Gemini: none, inline):
+ * out[0..*n-1], *n <= 2. The executor must follow an Anthropic results_url only when
+ * sl_batch_url_same_origin(BASE, url) says so: the credential goes with it. */
 sl_err_t sl_batch_results_requests(const sl_batch_target_t *t, const sl_batch_status_t *st,
                                    sl_batch_http_t out[2], int *n);
 
@@ -115,8 +129,9 @@ sl_err_t sl_batch_results_requests(const sl_batch_target_t *t, const sl_batch_st
  * sl_batch_list_read returned. SL_ENOTFOUND for Anthropic, whose batches carry no label. */
 sl_err_t sl_batch_list_request(const sl_batch_target_t *t, const char *page, sl_batch_http_t *out);
 /* Reads a list page: *found = 1 and *st filled when a batch labelled marker is on it; next gets
- * the cursor of the next page ("" when this was the last). SL_EPARSE when page_answer is not a
- * list. */
+ * the cursor of the next page ("" when this was the last; never cut: a cursor longer than
+ * nextlen - 1 is SL_EPARSE, or "" when the batch was found). SL_EPARSE when page_answer is not a
+ * list. SL_ENOTFOUND for Anthropic. */
 sl_err_t sl_batch_list_read(const sl_batch_target_t *t, const json_t *page_answer,
                             const char *marker, sl_batch_status_t *st, int *found, char *next,
                             size_t nextlen);
@@ -142,9 +157,17 @@ typedef void (*sl_batch_line_fn)(void *arg, const sl_batch_line_t *line);
  * job_ids (n, in the order the batch was created) name the batch's jobs: Gemini's entries are
  * matched by position (and checked against metadata.key when echoed). fn is called once per
  * line that names one of job_ids; a line that cannot be read or names another job is counted in
- * *bad (may be NULL) and skipped. Returns SL_OK or SL_ENOMEM. */
+ * *bad (may be NULL) and skipped: a line over 16 MB or nested over 256 deep, a second line for
+ * a job (only the first counts), a Gemini entry whose echoed metadata.key is not job_ids[i].
+ * Jobs with no line are the caller's to call not_sent. Returns SL_OK or SL_ENOMEM (SL_EINVAL
+ * for a NULL target or fn). */
 sl_err_t sl_batch_results_read(const sl_batch_target_t *t, const char *text, size_t len,
                                const char *const *job_ids, size_t n, sl_batch_line_fn fn,
                                void *arg, size_t *bad);
+
+/* 1 when url has the scheme, host and port of base (default ports filled in, host compared
+ * without case), 0 otherwise, and for anything sluice would not follow: not http(s), user info
+ * ("https://base@elsewhere"), a percent sign, a backslash or a bad port in the authority. */
+int sl_batch_url_same_origin(const char *base, const char *url);
 
 #endif
