@@ -211,8 +211,9 @@ static void load_batch_twin(cfg_ctx_t *c, sl_config_t *cfg, json_t *dj, int i, i
         json_object_get(bj, "model") != NULL ? cfg_get_str(c, bj, where, "model", NULL) : d->model;
     t->model = b->model;
     b->window_ms = cfg_get_int(c, bj, where, "window_ms", 86400000, 1000, 7 * INT64_C(86400000));
-    b->max_requests = cfg_get_int(c, bj, where, "max_requests",
-                                  d->api == SL_PROVIDER_ANTHROPIC ? 100000 : 50000, 1, 100000);
+    /* The providers' own limits on one batch: Anthropic 100,000 requests, the others 50,000. */
+    int64_t most = d->api == SL_PROVIDER_ANTHROPIC ? 100000 : 50000;
+    b->max_requests = cfg_get_int(c, bj, where, "max_requests", most, 1, most);
     b->max_bytes = cfg_get_int(c, bj, where, "max_bytes", 1000000, 1000, 15000000);
     b->linger_ms = cfg_get_int(c, bj, where, "linger_ms", 2000, 0, 3600000);
     b->poll_ms = cfg_get_int(c, bj, where, "poll_ms", 30000, 100, 3600000);

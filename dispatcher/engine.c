@@ -74,9 +74,9 @@ typedef struct call {
     char inflight_key[ATTEMPT_KEY_LEN];
     int attempt;
     int deployment;
-    int tenant;        /* the dispatch's tenant (index into the config), or -1 */
-    char *tenant_name; /* as the dispatch named it (NULL: not named): the key of its usage */
-    int64_t issued_ms; /* when the scheduler issued the dispatch */
+    int tenant;          /* the dispatch's tenant (index into the config), or -1 */
+    char *tenant_name;   /* as the dispatch named it (NULL: not named): the key of its usage */
+    int64_t issued_ms;   /* when the scheduler issued the dispatch */
     int64_t leave_by_ms; /* the request must leave by then (wall clock), or it is not sent */
     int late;            /* it had not left by leave_by_ms: stopped before any byte went out */
     int64_t started_ms;
@@ -128,7 +128,7 @@ static void wipe_free(char *secret)
     free(secret);
 }
 
-static char *read_credential(const sl_deployment_cfg_t *d)
+char *sl_engine_read_credential(const sl_deployment_cfg_t *d)
 {
     if (d->api_key_env[0] != '\0') {
         const char *v = getenv(d->api_key_env);
@@ -183,7 +183,7 @@ sl_err_t sl_engine_new(const sl_config_t *cfg, sl_engine_emit_fn emit, void *arg
             rc = SL_ECONFIG;
             goto fail;
         }
-        char *key = read_credential(d);
+        char *key = sl_engine_read_credential(d);
         if (key != NULL) {
             /* Only in the provider's own credential header: never in a URL or a body. */
             e->deps[i].auth_header = sl_adapter_auth_header(e->deps[i].ad, key);
@@ -443,18 +443,17 @@ static json_t *plain_error(const char *type, const char *detail)
 
 /* The answer of an attempt that made no call: the scheduler releases its reservation and
  * schedules the job again. */
-static sl_err_t emit_not_sent(sl_engine_t *e, const char *tenant, const char *job_id,
-                              int attempt, const char *res_id, const char *dep_name,
-                              const char *why, int64_t now_ms)
+static sl_err_t emit_not_sent(sl_engine_t *e, const char *tenant, const char *job_id, int attempt,
+                              const char *res_id, const char *dep_name, const char *why,
+                              int64_t now_ms)
 {
     e->st.not_sent++;
-    usage_event_t ev = {
-        job_id, attempt,  res_id,
-        -1,     dep_name, SL_OUTCOME_NOT_SENT,
-        0,      NULL,     -1,
-        NULL,   NULL,     plain_error(sl_outcome_name(SL_OUTCOME_NOT_SENT), why),
-        0,      0,        now_ms,
-        now_ms, tenant};
+    usage_event_t ev = {job_id, attempt,  res_id,
+                        -1,     dep_name, SL_OUTCOME_NOT_SENT,
+                        0,      NULL,     -1,
+                        NULL,   NULL,     plain_error(sl_outcome_name(SL_OUTCOME_NOT_SENT), why),
+                        0,      0,        now_ms,
+                        now_ms, tenant};
     return emit_usage(e, &ev);
 }
 
@@ -496,8 +495,7 @@ static sl_err_t call_headers(const sl_engine_t *e, call_t *c)
  * stopped here, before any byte of it is sent. The stale cutoff at receipt alone let such a
  * call reach the provider later than the ledger's margin covers (e2e_recovery saw 429s on a
  * loaded machine). */
-static int before_send(void *arg, char *remote_ip, char *local_ip, int remote_port,
-                       int local_port)
+static int before_send(void *arg, char *remote_ip, char *local_ip, int remote_port, int local_port)
 {
     (void)remote_ip;
     (void)local_ip;
@@ -727,14 +725,22 @@ sl_err_t sl_engine_submit(sl_engine_t *e, const void *value, size_t len, int64_t
         char message[320];
         snprintf(message, sizeof message, "the request cannot be sent to %s: %s",
                  sl_adapter_name(ad), why);
-        usage_event_t ev = {c->job_id, attempt,
-                            c->res_id, d,
-                            dc->name,  SL_OUTCOME_CLIENT_ERROR,
-                            0,         NULL,
-                            -1,        sl_usage_json(&zero),
-                            NULL,      plain_error("invalid_request", message),
-                            0,         0,
-                            now_ms,    now_ms,
+        usage_event_t ev = {c->job_id,
+                            attempt,
+                            c->res_id,
+                            d,
+                            dc->name,
+                            SL_OUTCOME_CLIENT_ERROR,
+                            0,
+                            NULL,
+                            -1,
+                            sl_usage_json(&zero),
+                            NULL,
+                            plain_error("invalid_request", message),
+                            0,
+                            0,
+                            now_ms,
+                            now_ms,
                             c->tenant_name};
         rc = emit_usage(e, &ev);
         if (rc == SL_OK)

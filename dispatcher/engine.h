@@ -30,6 +30,10 @@ typedef void (*sl_engine_chunk_fn)(const char *topic, const char *key, const cha
  * checks every message over topic, key and value before it gets here (sl_kafka_verify,
  * common/auth.h). Credentials are resolved once here from each deployment's api_key_env /
  * api_key_file. */
+/* The credential of deployment d (api_key_env, then api_key_file: its first line), malloc'd;
+ * NULL when it has none. The caller wipes it (sodium_memzero) before freeing it. */
+char *sl_engine_read_credential(const sl_deployment_cfg_t *d);
+
 sl_err_t sl_engine_new(const sl_config_t *cfg, sl_engine_emit_fn emit, void *arg, sl_engine_t **out,
                        char *err, size_t errlen);
 void sl_engine_free(sl_engine_t *e);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "batch.h"
 #include "engine.h"
 #include "heartbeat.h"
 #include "kafka.h"
@@ -77,6 +78,14 @@ static void emit_usage(const char *key, const char *value, void *arg)
     if (v[0] != NULL && v[1] != NULL)
         sl_metrics_add(ctx->metrics, ctx->m_outcomes, v, 1);
     json_decref(doc);
+}
+
+/* A provider batch's event or a result line's usage event (batch.h): on the usage topic, as
+ * usage events are. */
+static void emit_batch(const char *key, const char *value, void *arg)
+{
+    emit_ctx_t *ctx = arg;
+    sl_kafka_produce(ctx->prod, ctx->topic, key, value, strlen(value), NULL, NULL);
 }
 
 typedef struct {
@@ -376,6 +385,12 @@ int main(int argc, char **argv)
         return 2;
     }
     sl_engine_on_timing(engine, on_timing, &ctx);
+    /* Provider batches: their steps run on a thread of their own (batch.h). */
+    sl_batchx_t *batches = NULL;
+    if (sl_batchx_new(cfg, &batches, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "sluice-dispatcher: %s\n", err);
+        return 2;
+    }
     chunk_ctx_t chunks = {stream_prod, cfg->kafka.topic_stream};
     sl_engine_on_chunk(engine, emit_stream_chunk, &chunks);
     /* Learn the stream topic's partitions and leaders now, so the first chunk of the first
@@ -441,6 +456,11 @@ int main(int argc, char **argv)
                 sl_metrics_add(ctx.metrics, m_refused_by, v, 1);
                 sl_metrics_add(ctx.metrics, m_refused, NULL, 1);
                 forged++;
+            } else if (sl_batchx_is_op(msg->payload, msg->len)) {
+                if (sl_batchx_submit(batches, msg->payload, msg->len) != SL_OK)
+                    sl_log_every(SL_LOG_REPEAT_MS, SL_LOG_WARN,
+                                 "a provider batch op was dropped: too many waiting (the "
+                                 "scheduler sends it again)");
             } else {
                 sl_err_t rc = sl_engine_submit(engine, msg->payload, msg->len, sl_now_ms());
                 if (rc != SL_OK)
@@ -477,6 +497,7 @@ int main(int argc, char **argv)
         char drain[64];
         while (read(pipefd[0], drain, sizeof drain) > 0) {
         }
+        sl_batchx_drain(batches, emit_batch, &ctx);
         rd_kafka_poll(prod, 0);
         rd_kafka_poll(hb_prod, 0);
         rd_kafka_poll(stream_prod, 0);
@@ -530,6 +551,7 @@ int main(int argc, char **argv)
         beat(hb, engine, &beats);
         rd_kafka_poll(hb_prod, 0);
     }
+    sl_batchx_free(batches); /* after the step under way; its messages go out below */
     rd_kafka_flush(stream_prod, 10000);
     rd_kafka_flush(prod, 10000);
     rd_kafka_flush(hb_prod, 10000);

@@ -608,7 +608,11 @@ static void restore_row(const sl_store_pbatch_t *row, void *arg)
     b->state = strcmp(row->state, "running") == 0      ? PB_RUNNING
                : strcmp(row->state, "collecting") == 0 ? PB_COLLECTING
                                                        : PB_CREATING;
-    b->next_ms = 0; /* its step is taken again at once */
+    /* Its step is taken again: a create only answer_ms after it was sent, so that an answer
+     * already on its way (read after the restart) comes first: a provider whose batches carry
+     * no label (Anthropic) would otherwise get it twice. The other steps at once. */
+    b->next_ms =
+        b->state == PB_CREATING ? row->updated_ms + s->cfg->deployments[dep].batch.answer_ms : 0;
     size_t k;
     json_t *v;
     json_array_foreach(ids, k, v)

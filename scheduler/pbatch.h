@@ -54,7 +54,9 @@ sl_err_t sl_pbatch_on_event(sl_sched_t *s, json_t *doc, int64_t now_ms);
  * cancelled and those jobs end as cancelled), and until then j runs on (*done = 0). */
 sl_err_t sl_pbatch_cancel(sl_sched_t *s, job_t *j, int64_t now_ms, int *done);
 
-/* Reads the provider batches from the store into s (after the jobs were restored). */
+/* Reads the provider batches from the store into s (after the jobs were restored). A batch
+ * being created asks again answer_ms after it was sent (an answer read after the restart may
+ * settle it first); the others take their step at once. */
 sl_err_t sl_pbatch_restore(sl_sched_t *s);
 
 /* Frees every batch in memory (the core's end). */

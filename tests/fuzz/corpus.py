@@ -207,6 +207,8 @@ def main():
         "verify": verify_seeds([dispatch] + job_lines()[:3]),
         "changelog": [changelog_seed(job_lines()[:4], trimmed) for trimmed in (0, 1)],
         "grants": [grants_seed()],
+        "batchwire": [read(os.path.relpath(p, ROOT)) for p in files("tests/fixtures/batch/*/*")] +
+                     requests(),
     }
     # verify's seeds are binary: its dictionary is from the values in them, and the names.
     dict_sources = {"verify": [dispatch] + job_lines()}
