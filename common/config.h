@@ -118,6 +118,9 @@ typedef struct {
     const char *base_url; /* the batch API's base; default: derived from the online base_url */
     const char *model;    /* the model (Azure: the Global Batch deployment) batch lines name */
     int64_t window_ms;    /* the provider's completion window (24 h) */
+    /* routes[].batch auto: a job goes to the batch API while its deadline is at least this far
+     * (default five sixths of the window: a batch class deadline of 24 h leaves 20 h) */
+    int64_t auto_min_left_ms;
     int64_t max_requests; /* lines per batch (the provider's limit, or less) */
     int64_t max_bytes;    /* request bytes per batch: the batch travels to a dispatcher as one
                            * Kafka message, so this stays well under the broker's message size */

@@ -183,9 +183,9 @@ static const char *batch_base_default(json_t *bj, const sl_deployment_cfg_t *d)
  * "<name>/batch", priced at the discount, limited only by the enqueued tokens. */
 static void load_batch_twin(cfg_ctx_t *c, sl_config_t *cfg, json_t *dj, int i, int k)
 {
-    static const char *const keys[] = {"base_url",  "model",           "window_ms", "max_requests",
-                                       "max_bytes", "linger_ms",       "poll_ms",   "answer_ms",
-                                       "discount",  "enqueued_tokens", NULL};
+    static const char *const keys[] = {
+        "base_url", "model",     "window_ms", "max_requests",    "max_bytes",        "linger_ms",
+        "poll_ms",  "answer_ms", "discount",  "enqueued_tokens", "auto_min_left_ms", NULL};
     sl_deployment_cfg_t *d = &cfg->deployments[i];
     char where[96];
     snprintf(where, sizeof where, "deployments[%d].batch", i);
@@ -211,6 +211,8 @@ static void load_batch_twin(cfg_ctx_t *c, sl_config_t *cfg, json_t *dj, int i, i
         json_object_get(bj, "model") != NULL ? cfg_get_str(c, bj, where, "model", NULL) : d->model;
     t->model = b->model;
     b->window_ms = cfg_get_int(c, bj, where, "window_ms", 86400000, 1000, 7 * INT64_C(86400000));
+    b->auto_min_left_ms = cfg_get_int(c, bj, where, "auto_min_left_ms", b->window_ms / 6 * 5, 0,
+                                      30 * INT64_C(86400000));
     /* The providers' own limits on one batch: Anthropic 100,000 requests, the others 50,000. */
     int64_t most = d->api == SL_PROVIDER_ANTHROPIC ? 100000 : 50000;
     b->max_requests = cfg_get_int(c, bj, where, "max_requests", most, 1, most);

@@ -156,7 +156,7 @@ int sl_route_by_batch(sl_sched_t *s, job_t *j, int64_t now_ms)
     for (int i = 0; i < rc->ndeployments; i++) {
         int t = s->cfg->deployments[rc->deployments[i]].batch_twin;
         if (t >= 0)
-            return j->deadline_ms - now_ms >= s->cfg->deployments[t].batch.window_ms;
+            return j->deadline_ms - now_ms >= s->cfg->deployments[t].batch.auto_min_left_ms;
     }
     return 0;
 }

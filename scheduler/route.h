@@ -31,9 +31,8 @@ void sl_route_order(sl_sched_t *s, const sl_route_cfg_t *rc, job_t *j, int *orde
                     int64_t now_ms);
 
 /* Whether j goes to a provider's batch API rather than online (routes[].batch): a batch-class,
- * unstreamed job on a route whose policy is provider, or auto with a deadline that leaves the
- * provider's whole window from now (the window of the route's first deployment that has a
- * batch API). */
+ * unstreamed job on a route whose policy is provider, or auto with a deadline at least
+ * auto_min_left_ms from now (that of the route's first deployment with a batch API). */
 int sl_route_by_batch(sl_sched_t *s, job_t *j, int64_t now_ms);
 
 /* Fills order (room for SL_ROUTE_MAX_DEPLOYMENTS) with the deployments of j's route that fit

@@ -20,7 +20,7 @@ static const char *const DEP_X =
     " 'limits': {'rpm': 120, 'tpm': 12000}, 'slices_per_minute': 20, 'headroom': 0.9,"
     " 'price': {'input_per_mtok': 2, 'output_per_mtok': 8},"
     " 'batch': {'enqueued_tokens': 1000, 'max_requests': 3, 'linger_ms': 500, 'poll_ms': 1000,"
-    "           'answer_ms': 2000, 'window_ms': 600000}}";
+    "           'answer_ms': 2000, 'window_ms': 720000, 'auto_min_left_ms': 600000}}";
 
 static const opts_t OPTS = {"'dep-x'", 0, 0, 0, 0, NULL, NULL};
 
