@@ -585,8 +585,9 @@ static void step_collect(step_t *st, const char *pid)
                 json_array_append_new(missing, json_string(ids[i]));
         }
         if (bad > 0)
-            sl_warn("provider batch %s: %zu result line(s) could not be read or named no job "
-                    "of the batch",
+            sl_info("provider batch %s: %zu result line(s) could not be read or named no job "
+                    "this collect asked for (a repeated collect asks only for the jobs still "
+                    "waiting)",
                     st->batch_id, bad);
         answer(st, "collected", &bs, NULL, -1, missing, ls.lines);
         pthread_mutex_lock(&st->bx->lock);

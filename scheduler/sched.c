@@ -659,7 +659,8 @@ static sl_err_t lease(sl_sched_t *s, int r, job_t *j, int d, const held_t *h, in
     sl_err_t rc = sl_lease_grant(s, j, d, now_ms);
     if (rc != SL_OK)
         return rc;
-    sl_health_probe_sent(s, d, now_ms);
+    if (!j->pbatch)
+        sl_health_probe_sent(s, d, now_ms);
     sl_flow_count_admitted(s, &s->routes[r], j->cls, (double)(h->est_input + h->est_output),
                            now_ms);
     return SL_OK;
@@ -1011,7 +1012,10 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
     char message[512];
     snprintf(message, sizeof message, "%s (HTTP %lld from %s): %.300s", outcome,
              (long long)u.http_status, dep_name, perr ? perr : "");
-    if (dep >= 0)
+    /* A provider batch's line says nothing about the provider's state now (it ran hours ago,
+     * in the batch's own quota): it neither pauses the twin nor opens a probe. */
+    int live = dep >= 0 && !j->pbatch;
+    if (live)
         sl_health_answered(s, j, u.outcome, u.ttft_ms);
     if (ok) {
         outcome_t o;
@@ -1029,9 +1033,10 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         if (dep >= 0)
             s->deps[dep].rate_limited++;
         int64_t pause = sl_retry_rate_limit_pause_ms(s, retry_after);
-        if (dep >= 0)
+        if (live) {
             sl_health_pause(s, dep, pause, now_ms);
-        sl_warn("deployment %s answered 429; paused %lld ms", dep_name, (long long)pause);
+            sl_warn("deployment %s answered 429; paused %lld ms", dep_name, (long long)pause);
+        }
         rc = sl_retry_or_fail(s, j, 0, SL_REASON_PROVIDER_RATE_LIMITED, message, now_ms);
     } else if (u.outcome == SL_OUTCOME_QUOTA_EXHAUSTED) {
         if (dep >= 0)
@@ -1057,7 +1062,7 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         int64_t delay = retry_after > 0 ? retry_after : sl_retry_backoff_ms(s, j->attempts);
         int server_side =
             u.outcome == SL_OUTCOME_OVERLOADED || u.outcome == SL_OUTCOME_SERVER_ERROR;
-        if (dep >= 0 && server_side)
+        if (live && server_side)
             sl_health_server_failed(s, dep, retry_after, now_ms);
         rc = sl_retry_or_fail(s, j, delay, SL_REASON_PROVIDER_UNAVAILABLE, message, now_ms);
     }

@@ -331,6 +331,8 @@ START_TEST(after_a_restart_each_batch_takes_its_step_again_and_unsent_jobs_rerun
     batch_free(&b);
     /* j3 was put back in line and into a new open batch, as its second attempt */
     ck_assert_str_eq(peek_sql(&e, "SELECT attempts FROM jobs WHERE job_id = '%s'", "j3"), "2");
+    /* the gauge holds the four leases again, no more */
+    ck_assert(bucket_level(&e, "deployment:dep-x/batch:enqueued_tokens", T0 + 100) == 1000 - 600);
     b = step(&e, T0 + 700);
     ck_assert_int_eq(ops_of(&b, "create", ops, 4), 1);
     ck_assert_ptr_nonnull(op_job(ops[0], "j3"));
@@ -430,6 +432,55 @@ START_TEST(events_that_do_not_fit_the_batch_change_nothing)
 }
 END_TEST
 
+/* Lines that failed (server errors, a 429) put their jobs back in line but neither pause the
+ * batch twin nor open a probe: the batch ran long ago, in its own quota, and a probe would let
+ * one job at a time into a batch (seen in e2e_batch: 53 batches of one job, one every 2 s). */
+START_TEST(failed_lines_do_not_pause_the_batch_twin)
+{
+    env_t e;
+    env_batch(&e, "provider");
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "j%d", i);
+        feed_batch_job(&e, id, T0, T0 + HOUR);
+    }
+    batch_t b = step(&e, T0);
+    json_t *ops[4];
+    ck_assert_int_eq(ops_of(&b, "create", ops, 4), 1);
+    char id1[64];
+    snprintf(id1, sizeof id1, "%s", sget(ops[0], "batch_id"));
+    batch_free(&b);
+    feed_event(&e, id1, "create", "ended", "batch_1", NULL, T0 + 100);
+    b = take(&e);
+    ck_assert_int_eq(ops_of(&b, "collect", ops, 4), 1);
+    json_t *collect = json_deep_copy(ops[0]);
+    batch_free(&b);
+    const usagespec_t err5xx = {"server_error", 500, -1, -1, -1, 0, NULL};
+    const usagespec_t err429 = {"rate_limited", 429, -1, -1, 30000, 0, NULL};
+    feed_line(&e, collect, "j0", &err5xx, T0 + 200);
+    feed_line(&e, collect, "j1", &err5xx, T0 + 200);
+    feed_line(&e, collect, "j2", &err429, T0 + 200);
+    int in_flight[4] = {0};
+    int64_t paused[4] = {0};
+    sl_sched_deployments_info(e.sched, T0 + 300, in_flight, paused);
+    int t = sl_config_deployment(e.cfg, "dep-x/batch");
+    ck_assert_int_eq(paused[t], 0);
+    /* j2, back in line at once (a 429 is retried at once, elsewhere or after the pause), is
+     * in a new batch after the linger, not after the provider's 30 s */
+    int64_t first = 0;
+    for (int64_t now = T0 + 300; now < T0 + 40000 && first == 0; now += 100) {
+        b = step(&e, now);
+        if (ops_of(&b, "create", ops, 4) > 0)
+            first = now;
+        batch_free(&b);
+    }
+    ck_assert_msg(first > 0 && first <= T0 + 1500, "first create at +%lld ms",
+                  (long long)(first - T0));
+    json_decref(collect);
+    env_batch_done(&e);
+}
+END_TEST
+
 Suite *pbatch_suite(void)
 {
     Suite *s = suite_create("pbatch");
@@ -443,6 +494,7 @@ Suite *pbatch_suite(void)
     tcase_add_test(tc, after_a_restart_each_batch_takes_its_step_again_and_unsent_jobs_rerun);
     tcase_add_test(tc, cancels_take_a_job_out_of_an_open_batch_and_a_whole_sent_batch_when_all_ask);
     tcase_add_test(tc, events_that_do_not_fit_the_batch_change_nothing);
+    tcase_add_test(tc, failed_lines_do_not_pause_the_batch_twin);
     suite_add_tcase(s, tc);
     return s;
 }
