@@ -14,6 +14,7 @@
 #include "batchwire.h"
 #include "buf.h"
 #include "engine.h"
+#include "hmap.h"
 #include "jsonschema.h"
 #include "log.h"
 #include "msg_usage.h"
@@ -25,7 +26,8 @@ enum {
     OUT_MAX = 20000,        /* messages made and not drained yet: the thread waits */
     ANSWER_MAX = 256000000, /* bytes of one HTTP answer (a results file) */
     LIST_PAGES_MAX = 10,    /* pages of the provider's list searched for a lost batch */
-    HEADERS_MAX = SL_ADAPTER_MAX_HEADERS + 3
+    HEADERS_MAX = SL_ADAPTER_MAX_HEADERS + 3,
+    CREATED_MAX = 4096 /* batches this process created, remembered by marker */
 };
 
 typedef struct {
@@ -48,7 +50,34 @@ struct sl_batchx {
     size_t outcap;
     int nout;
     sl_batchx_stats_t st;
+    /* The batches this process created (thread only): marker -> the provider's id (malloc'd),
+     * the oldest forgotten first (ring of markers). A create repeated while the first was
+     * queued here, or after the scheduler restarted, finds it here on every provider, also
+     * where a provider batch carries no label (Anthropic). */
+    sl_hmap_t *created;
+    char *ring[CREATED_MAX];
+    int ring_next;
 };
+
+/* Remembers that marker was created as the provider's batch id. */
+static void remember(sl_batchx_t *bx, const char *marker, const char *id)
+{
+    char *v = strdup(id);
+    if (v == NULL)
+        return;
+    free(sl_hmap_del(bx->created, marker));
+    if (sl_hmap_put(bx->created, marker, v) != SL_OK) {
+        free(v);
+        return;
+    }
+    char *old = bx->ring[bx->ring_next];
+    if (old != NULL) {
+        free(sl_hmap_del(bx->created, old));
+        free(old);
+    }
+    bx->ring[bx->ring_next] = strdup(marker);
+    bx->ring_next = (bx->ring_next + 1) % CREATED_MAX;
+}
 
 /* ---- messages out --------------------------------------------------------------------------- */
 
@@ -398,9 +427,18 @@ static void on_refused(void *arg, size_t item, const char *reason)
 
 /* A create: first a batch already labelled with our id (a create repeated after its answer was
  * lost), else a new one. */
+static void step_poll(step_t *st, const char *pid, int cancel);
+
 static void step_create(step_t *st)
 {
     sl_batch_http_t h = {0};
+    const char *known = sl_hmap_get(st->bx->created, st->batch_id);
+    if (known != NULL) {
+        /* Created here already: its status, not a second batch. */
+        sl_info("provider batch %s was created here as %s: not created again", st->batch_id, known);
+        step_poll(st, known, 0);
+        return;
+    }
     char page[512] = "";
     for (int p = 0; p < LIST_PAGES_MAX; p++) {
         if (sl_batch_list_request(&st->t, page, &h) != SL_OK)
@@ -426,6 +464,7 @@ static void step_create(step_t *st)
         if (found) {
             sl_info("provider batch %s already exists as %s: not created again", st->batch_id,
                     bs.id);
+            remember(st->bx, st->batch_id, bs.id);
             answer_status(st, &bs);
             return;
         }
@@ -463,8 +502,10 @@ static void step_create(step_t *st)
     }
     sl_batch_status_t bs;
     if (!needs_second) {
-        if (call_status(st, &h, "creating the batch", &bs))
+        if (call_status(st, &h, "creating the batch", &bs)) {
+            remember(st->bx, st->batch_id, bs.id);
             answer_status(st, &bs);
+        }
         sl_batch_http_clear(&h);
         return;
     }
@@ -484,8 +525,10 @@ static void step_create(step_t *st)
                -1);
         return;
     }
-    if (call_status(st, &h, "creating the batch", &bs))
+    if (call_status(st, &h, "creating the batch", &bs)) {
+        remember(st->bx, st->batch_id, bs.id);
         answer_status(st, &bs);
+    }
     sl_batch_http_clear(&h);
 }
 
@@ -726,6 +769,8 @@ sl_err_t sl_batchx_new(const sl_config_t *cfg, sl_batchx_t **out, char *err, siz
     sl_err_t rc = sl_schema_load_file(path, &bx->schema, err, errlen);
     if (rc == SL_OK && (bx->auth = calloc((size_t)cfg->ndeployments + 1, sizeof *bx->auth)) == NULL)
         rc = SL_ENOMEM;
+    if (rc == SL_OK && (bx->created = sl_hmap_new()) == NULL)
+        rc = SL_ENOMEM;
     for (int d = 0; rc == SL_OK && d < cfg->ndeployments; d++) {
         if (!SL_IS_BATCH_DEPLOYMENT(cfg, d))
             continue;
@@ -775,6 +820,12 @@ void sl_batchx_free(sl_batchx_t *bx)
         }
     }
     free(bx->auth);
+    for (int i = 0; i < CREATED_MAX; i++) {
+        if (bx->ring[i] != NULL)
+            free(sl_hmap_del(bx->created, bx->ring[i]));
+        free(bx->ring[i]);
+    }
+    sl_hmap_free(bx->created);
     sl_schema_free(bx->schema);
     pthread_mutex_destroy(&bx->lock);
     pthread_cond_destroy(&bx->wake);

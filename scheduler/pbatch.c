@@ -33,6 +33,7 @@ struct pbatch {
     int64_t opened_ms, next_ms; /* next_ms: when its next step is due */
     int64_t bytes;              /* its jobs' message bytes */
     int cancelling;             /* every job asked to be cancelled: the provider was asked */
+    int refused;                /* its last step was refused: the next one is a planned retry */
     int n;
     size_t cap;
     char **jobs; /* job ids, in the order they joined (and were sent) */
@@ -356,8 +357,12 @@ sl_err_t sl_pbatch_tick(sl_sched_t *s, int64_t now_ms, int64_t *next_ms)
             rc = send_batch(s, b, now_ms);
             continue; /* b may be gone */
         case PB_CREATING:
-            sl_logf(SL_LOG_WARN, "batch", b->id,
-                    "provider batch %s: no dispatcher answered its create; sent again", b->id);
+            if (b->refused)
+                sl_logf(SL_LOG_INFO, "batch", b->id, "provider batch %s: its create again", b->id);
+            else
+                sl_logf(SL_LOG_WARN, "batch", b->id,
+                        "provider batch %s: no dispatcher answered its create; sent again", b->id);
+            b->refused = 0;
             rc = emit_op(s, b, "create", now_ms, &n);
             b->next_ms = now_ms + bc->answer_ms;
             break;
@@ -469,8 +474,10 @@ sl_err_t sl_pbatch_on_event(sl_sched_t *s, json_t *doc, int64_t now_ms)
         /* Tried again at its next step; a create refused (a create storm's 429, or the
          * provider unreachable) waits at least what the provider asked. */
         int64_t wait = retry_after > bc->answer_ms / 4 ? retry_after : bc->answer_ms / 4;
-        if (b->state == PB_CREATING)
+        if (b->state == PB_CREATING) {
             b->next_ms = now_ms + (wait > 0 ? wait : 1);
+            b->refused = 1;
+        }
         sl_logf(SL_LOG_INFO, "batch", b->id, "provider batch %s: %s refused (%s); again in %lld ms",
                 b->id, json_string_value(json_object_get(doc, "op")), error ? error : "",
                 (long long)(b->next_ms - now_ms));
