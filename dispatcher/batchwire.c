@@ -9,6 +9,7 @@
  * as an online answer of the same status would be.
  */
 #include "batchwire.h"
+#include "adapter_impl.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -42,17 +43,6 @@
 #define MAX_CURSOR 2048
 
 /* ---- Small helpers ------------------------------------------------------------------------- */
-
-static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *dupf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    int n = vasprintf(&s, fmt, ap);
-    va_end(ap);
-    return n < 0 ? NULL : s;
-}
 
 static const char *jstr(const json_t *obj, const char *key)
 {
@@ -283,9 +273,9 @@ static char *make_url(const sl_batch_target_t *t, const char *path, const char *
     while (n > 0 && base[n - 1] == '/')
         n--;
     if (t->dep->api == SL_PROVIDER_AZURE)
-        return dupf("%.*s%s?api-version=%s%s%s", (int)n, base, path, t->dep->api_version,
-                    query[0] != '\0' ? "&" : "", query);
-    return dupf("%.*s%s%s%s", (int)n, base, path, query[0] != '\0' ? "?" : "", query);
+        return sl_strdupf("%.*s%s?api-version=%s%s%s", (int)n, base, path, t->dep->api_version,
+                          query[0] != '\0' ? "&" : "", query);
+    return sl_strdupf("%.*s%s%s%s", (int)n, base, path, query[0] != '\0' ? "?" : "", query);
 }
 
 /* s percent-encoded but for RFC 3986's unreserved characters: a cursor a provider gave may hold
@@ -333,7 +323,7 @@ static sl_err_t http_start(const sl_batch_target_t *t, sl_batch_http_t *out, con
     if (url == NULL)
         return SL_ENOMEM;
     if (t->dep->api == SL_PROVIDER_ANTHROPIC) {
-        char *h = dupf("anthropic-version: %s", anthropic_version(t->dep));
+        char *h = sl_strdupf("anthropic-version: %s", anthropic_version(t->dep));
         if (h == NULL)
             return SL_ENOMEM;
         out->headers[out->nheaders++] = h;
@@ -511,7 +501,7 @@ sl_err_t sl_batch_create_request(const sl_batch_target_t *t, const char *marker,
     if (openai_like(api)) {
         first->upload = text;
         first->upload_len = len;
-        first->upload_name = dupf("%s.jsonl", marker);
+        first->upload_name = sl_strdupf("%s.jsonl", marker);
         rc = first->upload_name != NULL ? http_start(t, first, "POST", make_url(t, "/files", ""))
                                         : SL_ENOMEM;
         if (rc == SL_OK && needs_second != NULL)
@@ -521,7 +511,7 @@ sl_err_t sl_batch_create_request(const sl_batch_target_t *t, const char *marker,
         first->body_len = len;
         char *url = api == SL_PROVIDER_ANTHROPIC
                         ? make_url(t, "/messages/batches", "")
-                        : dupf("/models/%s:batchGenerateContent", gemini_model);
+                        : sl_strdupf("/models/%s:batchGenerateContent", gemini_model);
         if (url != NULL && api == SL_PROVIDER_GEMINI) {
             char *path = url;
             url = make_url(t, path, "");
@@ -733,13 +723,13 @@ static sl_err_t batch_call(const sl_batch_target_t *t, const char *id, int cance
     char *path;
     switch (t->dep->api) {
     case SL_PROVIDER_ANTHROPIC:
-        path = dupf("/messages/batches/%s%s", id, cancel ? "/cancel" : "");
+        path = sl_strdupf("/messages/batches/%s%s", id, cancel ? "/cancel" : "");
         break;
     case SL_PROVIDER_GEMINI:
-        path = dupf("/%s%s", id, cancel ? ":cancel" : "");
+        path = sl_strdupf("/%s%s", id, cancel ? ":cancel" : "");
         break;
     default:
-        path = dupf("/batches/%s%s", id, cancel ? "/cancel" : "");
+        path = sl_strdupf("/batches/%s%s", id, cancel ? "/cancel" : "");
         break;
     }
     sl_err_t rc = path != NULL ? http_start(t, out, cancel ? "POST" : "GET", make_url(t, path, ""))
@@ -781,7 +771,7 @@ sl_err_t sl_batch_results_requests(const sl_batch_target_t *t, const sl_batch_st
                 rc = SL_EINVAL;
                 break;
             }
-            char *path = dupf("/files/%s/content", f);
+            char *path = sl_strdupf("/files/%s/content", f);
             rc = path != NULL ? http_start(t, &out[*n], "GET", make_url(t, path, "")) : SL_ENOMEM;
             free(path);
             (*n)++;
@@ -821,9 +811,9 @@ sl_err_t sl_batch_list_request(const sl_batch_target_t *t, const char *page, sl_
         return SL_ENOMEM;
     char *query;
     if (api == SL_PROVIDER_GEMINI)
-        query = dupf("pageSize=100%s%s", cursor[0] != '\0' ? "&pageToken=" : "", cursor);
+        query = sl_strdupf("pageSize=100%s%s", cursor[0] != '\0' ? "&pageToken=" : "", cursor);
     else
-        query = dupf("limit=100%s%s", cursor[0] != '\0' ? "&after=" : "", cursor);
+        query = sl_strdupf("limit=100%s%s", cursor[0] != '\0' ? "&after=" : "", cursor);
     free(cursor);
     sl_err_t rc =
         query != NULL ? http_start(t, out, "GET", make_url(t, "/batches", query)) : SL_ENOMEM;

@@ -44,6 +44,23 @@ sl_err_t sl_lease_resend(sl_sched_t *s, job_t *j)
     return sl_outbox_emit(s, SL_MSG_DISPATCH, s->cfg->kafka.topic_dispatch, j->id, value, 0);
 }
 
+/* j, leased to deployment d, goes into the leased list and is counted. */
+static sl_err_t mark_leased(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
+{
+    j->state = J_LEASED;
+    j->node = NULL;
+    sl_err_t rc = sl_job_list_add(&s->leased, j);
+    if (rc != SL_OK)
+        return rc;
+    s->st.dispatched++;
+    sl_retry_count_lease(s, j, now_ms);
+    if (s->obs.leased != NULL)
+        s->obs.leased(s->obs_arg, j->tenant, j->route, j->cls, d,
+                      (double)(j->held->est_input + j->held->est_output),
+                      j->attempts == 1 ? now_ms - j->submitted_ms : -1);
+    return SL_OK;
+}
+
 sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
 {
     const sl_config_t *cfg = s->cfg;
@@ -93,18 +110,8 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
                                 dc->name, now_ms);
     if (rc == SL_OK && j->pbatch) {
         /* Into the open batch of its twin and tenant instead of a dispatch of its own. */
-        j->state = J_LEASED;
-        j->node = NULL;
-        rc = sl_job_list_add(&s->leased, j);
-        if (rc != SL_OK)
-            return rc;
-        s->st.dispatched++;
-        sl_retry_count_lease(s, j, now_ms);
-        if (s->obs.leased != NULL)
-            s->obs.leased(s->obs_arg, j->tenant, j->route, j->cls, d,
-                          (double)(h->est_input + h->est_output),
-                          j->attempts == 1 ? now_ms - j->submitted_ms : -1);
-        return sl_pbatch_add(s, j, d, now_ms);
+        rc = mark_leased(s, j, d, now_ms);
+        return rc == SL_OK ? sl_pbatch_add(s, j, d, now_ms) : rc;
     }
     char *request_json = NULL;
     if (rc == SL_OK)
@@ -128,18 +135,10 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
     free(request_json);
     if (rc != SL_OK)
         return rc;
-    j->state = J_LEASED;
-    j->node = NULL;
-    rc = sl_job_list_add(&s->leased, j);
+    rc = mark_leased(s, j, d, now_ms);
     if (rc != SL_OK) {
         free(value);
         return rc;
     }
-    s->st.dispatched++;
-    sl_retry_count_lease(s, j, now_ms);
-    if (s->obs.leased != NULL)
-        s->obs.leased(s->obs_arg, j->tenant, j->route, j->cls, d,
-                      (double)(h->est_input + h->est_output),
-                      j->attempts == 1 ? now_ms - j->submitted_ms : -1);
     return sl_outbox_emit(s, SL_MSG_DISPATCH, cfg->kafka.topic_dispatch, j->id, value, 0);
 }

@@ -1133,25 +1133,9 @@ sl_err_t sl_sim_batch_handle(sl_sim_t *sim, sl_sim_deployment_t *dep, const sl_s
         sl_sim_respond_error(resp, dc->api, &err);
         return SL_OK;
     }
-    if (dc->api == SL_SIM_API_AZURE) {
-        const char *version = sl_sim_request_query(req, "api-version");
-        if (version == NULL || version[0] == '\0') {
-            sl_sim_respond_describe(&err, SL_SIM_ERR_INVALID,
-                                    "The api-version query parameter (?api-version=) is "
-                                    "required for all requests.");
-            err.azure_code = "MissingApiVersionParameter";
-            sl_sim_respond_error(resp, dc->api, &err);
-            return SL_OK;
-        }
-    }
-    if (dc->api == SL_SIM_API_ANTHROPIC) {
-        const char *version = sl_sim_request_header(req, "anthropic-version");
-        if (version == NULL || version[0] == '\0') {
-            sl_sim_respond_describe(&err, SL_SIM_ERR_INVALID,
-                                    "anthropic-version: header is required");
-            sl_sim_respond_error(resp, dc->api, &err);
-            return SL_OK;
-        }
+    if (!sl_sim_request_versioned(dc, req, &err)) {
+        sl_sim_respond_error(resp, dc->api, &err);
+        return SL_OK;
     }
     size_t limit = sl_sim_batch_body_limit(dc->api, rest);
     if (req->body_too_large || req->body_len > limit) {

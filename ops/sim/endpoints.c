@@ -142,26 +142,9 @@ static sl_err_t handle_endpoint(sl_sim_t *sim, const route_t *route, const sl_si
         deny(sim, dep, resp, &err, now_ms);
         return SL_OK;
     }
-    if (dc->api == SL_SIM_API_AZURE) {
-        const char *version = sl_sim_request_query(req, "api-version");
-        if (version == NULL || version[0] == '\0') {
-            sl_sim_respond_describe(
-                &err, SL_SIM_ERR_INVALID,
-                "The api-version query parameter (?api-version=) is required for all "
-                "requests.");
-            err.azure_code = "MissingApiVersionParameter";
-            deny(sim, dep, resp, &err, now_ms);
-            return SL_OK;
-        }
-    }
-    if (dc->api == SL_SIM_API_ANTHROPIC) {
-        const char *version = sl_sim_request_header(req, "anthropic-version");
-        if (version == NULL || version[0] == '\0') {
-            sl_sim_respond_describe(&err, SL_SIM_ERR_INVALID,
-                                    "anthropic-version: header is required");
-            deny(sim, dep, resp, &err, now_ms);
-            return SL_OK;
-        }
+    if (!sl_sim_request_versioned(dc, req, &err)) {
+        deny(sim, dep, resp, &err, now_ms);
+        return SL_OK;
     }
     if (req->body_too_large || req->body_len > SL_SIM_MAX_BODY_BYTES) {
         sl_sim_respond_describe(&err, SL_SIM_ERR_TOO_LARGE,

@@ -129,3 +129,27 @@ int64_t sl_sim_prompt_estimate(const char *body, size_t len)
 {
     return sl_sim_wire_openai_estimate(body, len);
 }
+
+bool sl_sim_request_versioned(const sl_sim_dep_config_t *dc, const sl_sim_request_t *req,
+                              sl_sim_error_t *err)
+{
+    if (dc->api == SL_SIM_API_AZURE) {
+        const char *version = sl_sim_request_query(req, "api-version");
+        if (version == NULL || version[0] == '\0') {
+            sl_sim_respond_describe(err, SL_SIM_ERR_INVALID,
+                                    "The api-version query parameter (?api-version=) is "
+                                    "required for all requests.");
+            err->azure_code = "MissingApiVersionParameter";
+            return false;
+        }
+    }
+    if (dc->api == SL_SIM_API_ANTHROPIC) {
+        const char *version = sl_sim_request_header(req, "anthropic-version");
+        if (version == NULL || version[0] == '\0') {
+            sl_sim_respond_describe(err, SL_SIM_ERR_INVALID,
+                                    "anthropic-version: header is required");
+            return false;
+        }
+    }
+    return true;
+}

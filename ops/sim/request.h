@@ -25,4 +25,9 @@ const char *sl_sim_request_azure_version(const sl_sim_request_t *req);
 bool sl_sim_request_authorize(const sl_sim_dep_config_t *dc, const sl_sim_request_t *req,
                               sl_sim_error_t *err);
 
+/* Checks the API version the deployment's API requires (Azure's api-version query parameter,
+ * Anthropic's anthropic-version header); false with *err otherwise. */
+bool sl_sim_request_versioned(const sl_sim_dep_config_t *dc, const sl_sim_request_t *req,
+                              sl_sim_error_t *err);
+
 #endif
