@@ -38,7 +38,8 @@
 
 static const char usage[] =
     "usage: bench/backfill [--jobs N] [--quick] [--minute-ms N] [--crash-at F] [--tpm N]\n"
-    "                      [--ttft-ms N] [--timeout S] [--check] [--keep] [--help]\n"
+    "                      [--ttft-ms N] [--batch-api MS] [--timeout S] [--check] [--keep]\n"
+    "                      [--help]\n"
     "\n"
     "Runs a batch backfill of N jobs (default 100,000) from a JSONL file through\n"
     "`sluice submit --file F --follow` on a fresh stack against sluice-sim, SIGKILLs the\n"
@@ -57,6 +58,9 @@ static const char usage[] =
     "                  --minute-ms 3000)\n"
     "  --ttft-ms N     the simulator's time to first token, 0 - 60000 (default 20); with a slow\n"
     "                  provider the dispatcher, not the limit, bounds the rate\n"
+    "  --batch-api MS  send the backfill through the provider's batch API (routes[].batch\n"
+    "                  provider), which answers each batch MS real ms after it is created\n"
+    "                  (1 - 3600000); reports its cost beside the same usage's online cost\n"
     "  --timeout S     overall limit in seconds, 20 - 86400 (default 60 + 1.2 per 1,000 jobs)\n"
     "  --check         exit 1 when a job has no final result, a job was executed twice more\n"
     "                  often than calls were in flight at the crash, or the simulator sent a 429\n"
@@ -98,7 +102,8 @@ typedef struct {
     double crash_at;
     long long tpm;
     int timeout_s;
-    int ttft_ms; /* the simulator's time to first token */
+    int ttft_ms;  /* the simulator's time to first token */
+    int batch_ms; /* > 0: through the provider's batch API, with this turnaround (real ms) */
     int check;
     int keep;
 } opts_t;
@@ -325,14 +330,28 @@ static void write_configs(run_t *run)
                  run->o.tpm);
         snprintf(sim_limits, sizeof sim_limits, "\"rpm\": %lld, \"tpm\": %lld,", rpm, run->o.tpm);
     }
+    /* --batch-api: the deployment's batch API answers every batch after the turnaround, with
+     * no limit of its own (the online limit stays, unused); sluice sends the whole backfill
+     * there (routes[].batch "provider"). Both sides price the tokens as gpt-4o-mini. */
+    char sim_batch[128] = "", batch[512] = "", policy[64] = "";
+    if (run->o.batch_ms > 0) {
+        snprintf(sim_batch, sizeof sim_batch,
+                 " \"batch\": {\"turnaround_ms\": %d, \"max_batches\": 100000},", run->o.batch_ms);
+        snprintf(batch, sizeof batch,
+                 " \"batch\": {\"max_requests\": 5000, \"max_bytes\": 1000000,"
+                 " \"linger_ms\": 1000, \"poll_ms\": %d, \"answer_ms\": %d,"
+                 " \"window_ms\": 86400000},",
+                 run->o.batch_ms / 4 > 100 ? run->o.batch_ms / 4 : 100, 10 * run->o.batch_ms);
+        snprintf(policy, sizeof policy, ", \"batch\": \"provider\"");
+    }
     snprintf(sim, sizeof sim,
              "{\"minute_ms\": %d, \"idempotency_keys\": %d, \"deployments\": [{\"name\": "
-             "\"bulk\", \"model\": \"gpt-4o-mini\", %s"
+             "\"bulk\", \"model\": \"gpt-4o-mini\", %s%s"
              " \"tpm_counting\": \"sum\", \"slices_per_minute\": %d, \"ttft_ms\": %d,"
              " \"ms_per_token\": 0.2, \"output_min\": 8, \"output_max\": %d,"
              " \"api_key\": \"%s\"}]}",
              run->o.minute_ms, 2 * run->o.njobs > 100000 ? 2 * run->o.njobs : 100000, sim_limits,
-             SLICES_PER_MINUTE, run->o.ttft_ms, MAX_TOKENS_MAX, provider_key);
+             sim_batch, SLICES_PER_MINUTE, run->o.ttft_ms, MAX_TOKENS_MAX, provider_key);
     run->sim_cfg = strdup(h_write("sim.json", sim));
     char prov[128];
     snprintf(prov, sizeof prov, "%s\n", provider_key);
@@ -357,14 +376,16 @@ static void write_configs(run_t *run)
              " \"classes\": {\"batch\": {\"max_queue\": 1000000, \"deadline_ms\": 86400000}},"
              " \"deployments\": [{\"name\": \"bulk\", \"base_url\": "
              "   \"http://127.0.0.1:%d/bulk/v1\", \"model\": \"gpt-4o-mini\","
-             "   \"api_key_file\": \"%s\", %s"
+             "   \"api_key_file\": \"%s\", %s%s"
+             "   \"price\": {\"input_per_mtok\": 0.15, \"output_per_mtok\": 0.6},"
              "   \"tpm_counting\": \"sum\", \"slices_per_minute\": %d,"
              "   \"max_output_tokens\": 4096}],"
-             " \"routes\": [{\"name\": \"bulk\", \"deployments\": [\"bulk\"]}],"
+             " \"routes\": [{\"name\": \"bulk\", \"deployments\": [\"bulk\"]%s}],"
              " \"tenants\": [{\"name\": \"backfill\", \"weight\": 1}],"
              " \"keys\": [{\"id\": \"k-backfill\", \"tenant\": \"backfill\", \"hash\": \"%s\"}]}",
              run->o.minute_ms, dir, ingest_port, db, LEASE_MS, run->metrics_port, run->admin_port,
-             disp_port, dir, dir, run->sim_port, keyfile, limits, SLICES_PER_MINUTE, hex);
+             disp_port, dir, dir, run->sim_port, keyfile, limits, batch, SLICES_PER_MINUTE, policy,
+             hex);
     free(keyfile);
     run->cfg = strdup(h_write("sluice.json", cfg));
 }
@@ -383,6 +404,8 @@ static pid_t spawn_submit(const run_t *run, const char *out, const char *logname
 typedef struct {
     long lines, ours, foreign, unparsed, duplicates, changed;
     long by_status[NSTATUS];
+    long by_batch;            /* final results served by the batch API (path "batch") */
+    double cost, online_cost; /* sum of cost_usd; of what the same usage costs online */
 } tally_t;
 
 /* Reads an output file of `sluice submit`: each result's status into st (and, for the first
@@ -417,6 +440,12 @@ static int read_output(const run_t *run, const char *path, uint8_t *st, uint32_t
             t->duplicates++;
         } else {
             t->ours++;
+            const char *how = json_string_value(json_object_get(res, "path"));
+            double cost = json_number_value(json_object_get(res, "cost_usd"));
+            json_t *online = json_object_get(res, "online_cost_usd");
+            t->by_batch += how != NULL && strcmp(how, "batch") == 0;
+            t->cost += cost;
+            t->online_cost += json_is_number(online) ? json_number_value(online) : cost;
             st[i] = (uint8_t)status_of(status);
             t->by_status[st[i]]++;
             uint32_t h = fnv1a(line, (size_t)len);
@@ -674,7 +703,9 @@ static const char *run_backfill(run_t *run)
     if (broken == NULL && fin->ours == 0)
         broken = "no result came";
 
-    int64_t admitted = final_stats.admitted;
+    /* Through the batch API, a line that succeeded is the call; one of a job that had already
+     * succeeded is a job executed twice. */
+    int64_t admitted = final_stats.admitted + final_stats.batch_lines_ok;
     int64_t replayed = final_stats.replayed;
     int64_t refused = final_stats.refused;
     int64_t errors = final_stats.errors;
@@ -760,6 +791,11 @@ static const char *run_backfill(run_t *run)
            (long long)admitted, (long long)twice, (long long)replayed, (long long)refused,
            (long long)errors);
     printf("  calls in flight at the crash  %lld\n", (long long)inflight_at_crash);
+    printf("  cost                          $%.4f for %ld results, %ld by the batch API (%lld "
+           "batches, %lld lines run twice); the same usage online $%.4f (%.1f %% saved)\n",
+           fin->cost, fin->ours, fin->by_batch, (long long)final_stats.batches,
+           (long long)final_stats.batch_lines_duplicate, fin->online_cost,
+           fin->online_cost > 0 ? 100.0 * (1 - fin->cost / fin->online_cost) : 0.0);
     printf("  dispatches                    %.0f for %ld results: %.0f re-sent (%.2f %%)\n",
            est[M_DISPATCHED], fin->ours, resent,
            fin->ours > 0 ? 100.0 * resent / (double)fin->ours : NAN);
@@ -795,6 +831,13 @@ static const char *run_backfill(run_t *run)
                   (json_int_t)run->expected_tokens, "at_limit_s", at_limit_s, "tenants", 1, "class",
                   "batch", "client", "sluice submit --file F --follow --out O", "timeout_s",
                   o->timeout_s, "ttft_ms", o->ttft_ms));
+    json_object_set_new(
+        rep, "cost",
+        json_pack("{s:s, s:i, s:o, s:o, s:I, s:I, s:I}", "path",
+                  o->batch_ms > 0 ? "batch" : "online", "batch_turnaround_ms", o->batch_ms, "usd",
+                  b_jnum(fin->cost), "online_usd", b_jnum(fin->online_cost), "by_batch",
+                  (json_int_t)fin->by_batch, "batches", (json_int_t)final_stats.batches,
+                  "batch_lines_run_twice", (json_int_t)final_stats.batch_lines_duplicate));
     json_t *times = json_object();
     json_object_set_new(times, "stack_start_s", json_real(stack_up_ms / 1000.0));
     json_object_set_new(times, "total_s", b_jnum(total_ms / 1000.0));
@@ -832,8 +875,8 @@ static const char *run_backfill(run_t *run)
                   "jobs_executed_twice", (json_int_t)twice, "in_flight_at_crash",
                   (json_int_t)inflight_at_crash, "tokens_charged", (json_int_t)tokens_charged));
     json_object_set_new(rep, "dispatches",
-                        json_pack("{s:o, s:o, s:o}", "total", b_jnum(est[M_DISPATCHED]),
-                                  "resent", b_jnum(resent), "resent_share",
+                        json_pack("{s:o, s:o, s:o}", "total", b_jnum(est[M_DISPATCHED]), "resent",
+                                  b_jnum(resent), "resent_share",
                                   b_jnum(fin->ours > 0 ? resent / (double)fin->ours : NAN)));
     json_t *estj = json_object();
     for (int i = 0; i < NMETRIC; i++) {
@@ -875,6 +918,8 @@ static const char *run_backfill(run_t *run)
         json_array_append_new(fails, json_string("more jobs executed twice than calls in flight"));
     if (refused > 0)
         json_array_append_new(fails, json_string("the simulator sent 429s"));
+    if (final_stats.batch_lines_duplicate > 0)
+        json_array_append_new(fails, json_string("a batch line of a job that had succeeded ran"));
     if (t2.changed > 0)
         json_array_append_new(fails, json_string("a finished job's result changed"));
     if (fin->duplicates > 0)
@@ -964,6 +1009,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         {"crash-at", B_OPT_NUM, &o->crash_at, 0, 1},
         {"tpm", B_OPT_LONG, &o->tpm, 0, 1e12},
         {"ttft-ms", B_OPT_INT, &o->ttft_ms, 0, 60000},
+        {"batch-api", B_OPT_INT, &o->batch_ms, 0, 3600000},
         {"timeout", B_OPT_INT, &o->timeout_s, 20, 86400},
         {"check", B_OPT_FLAG, &o->check, 0, 0},
         {"keep", B_OPT_FLAG, &o->keep, 0, 0},

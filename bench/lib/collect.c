@@ -25,6 +25,16 @@ int b_sim_stats_read(const char *url, b_sim_stats_t *s)
     s->replayed = h_sim_total(stats, "replayed");
     s->dropped = h_sim_total(stats, "dropped");
     s->in_flight = h_sim_total(stats, "in_flight");
+    s->batches = s->batch_lines_ok = s->batch_lines_duplicate = 0;
+    const char *name;
+    json_t *dep;
+    json_object_foreach(json_object_get(stats, "deployments"), name, dep)
+    {
+        json_t *b = json_object_get(dep, "batch");
+        s->batches += json_integer_value(json_object_get(b, "batches_created"));
+        s->batch_lines_ok += json_integer_value(json_object_get(b, "lines_succeeded"));
+        s->batch_lines_duplicate += json_integer_value(json_object_get(b, "lines_duplicate"));
+    }
     json_decref(stats);
     return 0;
 }

@@ -15,6 +15,9 @@ typedef struct {
     int64_t tokens; /* tokens_charged: what its TPM counted */
     int64_t admitted, refused, fault_429, fault_503, errors, replayed, dropped, in_flight;
     int64_t refused_rolling; /* of refused: by the rolling minute (sim "rolling_minute") */
+    /* The batch APIs (sim "batch"): batches created, lines that succeeded, lines of a job that
+     * had already succeeded (run twice) */
+    int64_t batches, batch_lines_ok, batch_lines_duplicate;
 } b_sim_stats_t;
 
 /* Reads the simulator's /stats at url into s. Returns 0, or -1 when it does not answer (s is
