@@ -25,6 +25,14 @@ static const char *const state_names[PB_STATES] = {"open", "creating", "running"
 /* The largest op message: the broker's message size (common/kafka.c sets 16 MB). */
 enum { OP_MAX_BYTES = 16 * 1000 * 1000 };
 
+/* A job of a batch: its id and the reservation of the lease that put it there. A job whose
+ * lease expired and that was leased again (into another batch, or online) is no longer this
+ * batch's, even though its id is still listed. */
+typedef struct {
+    char *id;
+    char res[33];
+} pb_entry_t;
+
 struct pbatch {
     char id[48];     /* sluice's batch id: the marker the provider's batch carries */
     int dep, tenant; /* the batch twin; the tenant of every job */
@@ -36,7 +44,7 @@ struct pbatch {
     int refused;                /* its last step was refused: the next one is a planned retry */
     int n;
     size_t cap;
-    char **jobs; /* job ids, in the order they joined (and were sent) */
+    pb_entry_t *jobs; /* in the order they joined (and were sent) */
 };
 
 static void pb_free(pbatch_t *b)
@@ -44,7 +52,7 @@ static void pb_free(pbatch_t *b)
     if (b == NULL)
         return;
     for (int i = 0; i < b->n; i++)
-        free(b->jobs[i]);
+        free(b->jobs[i].id);
     free(b->jobs);
     free(b);
 }
@@ -67,12 +75,13 @@ void sl_pbatch_counts(const sl_sched_t *s, int64_t counts[4])
         counts[s->pb[i]->state]++;
 }
 
-static sl_err_t pb_push_job(pbatch_t *b, const char *id)
+static sl_err_t pb_push_job(pbatch_t *b, const char *id, const char *res)
 {
     if (sl_grow((void **)&b->jobs, sizeof *b->jobs, &b->cap, (size_t)b->n + 1, 1000000) != SL_OK)
         return SL_ENOMEM;
-    if ((b->jobs[b->n] = strdup(id)) == NULL)
+    if ((b->jobs[b->n].id = strdup(id)) == NULL)
         return SL_ENOMEM;
+    snprintf(b->jobs[b->n].res, sizeof b->jobs[b->n].res, "%s", res);
     b->n++;
     return SL_OK;
 }
@@ -116,11 +125,12 @@ static pbatch_t *pb_find(const sl_sched_t *s, const char *id)
     return NULL;
 }
 
-/* The job of b's entry i when it is still leased to b's twin (its lease current), else NULL. */
+/* The job of b's entry i when the lease that put it in b is still its lease, else NULL. */
 static job_t *pb_job(sl_sched_t *s, const pbatch_t *b, int i)
 {
-    job_t *j = sl_hmap_get(s->jobs, b->jobs[i]);
-    if (j == NULL || j->state != J_LEASED || !j->pbatch || j->deployment != b->dep)
+    job_t *j = sl_hmap_get(s->jobs, b->jobs[i].id);
+    if (j == NULL || j->state != J_LEASED || !j->pbatch || j->deployment != b->dep ||
+        strcmp(j->lease->res_id, b->jobs[i].res) != 0)
         return NULL;
     return j;
 }
@@ -133,7 +143,7 @@ static pbatch_t *pb_of_job(const sl_sched_t *s, const job_t *j)
         if (b->dep != j->deployment || b->tenant != j->tenant)
             continue;
         for (int k = 0; k < b->n; k++) {
-            if (strcmp(b->jobs[k], j->id) == 0)
+            if (strcmp(b->jobs[k].id, j->id) == 0 && strcmp(b->jobs[k].res, j->lease->res_id) == 0)
                 return b;
         }
     }
@@ -243,12 +253,34 @@ static sl_err_t emit_op(sl_sched_t *s, pbatch_t *b, const char *op, int64_t now_
     return sl_outbox_emit(s, SL_MSG_DISPATCH, cfg->kafka.topic_dispatch, b->id, value, 0);
 }
 
+/* The leases of b's jobs last a whole window from now (stored too): until a batch is created,
+ * a create the provider keeps refusing (a create storm's 429s) must not let them expire, or a
+ * job would be leased again into another batch and then run in both; once it is created, the
+ * provider answers within its window. Called when b is sent, at each create again, when the
+ * provider has it (from now), and when a create is refused (from the planned retry). */
+static sl_err_t hold_leases(sl_sched_t *s, const pbatch_t *b, int64_t from_ms, int64_t now_ms)
+{
+    const sl_deployment_cfg_t *dc = &s->cfg->deployments[b->dep];
+    int64_t until = from_ms + dc->batch.window_ms + 4 * dc->batch.answer_ms;
+    for (int i = 0; i < b->n; i++) {
+        job_t *j = pb_job(s, b, i);
+        if (j == NULL || j->lease->lease_expires_ms >= until)
+            continue;
+        j->lease->lease_expires_ms = until;
+        sl_err_t rc = sl_store_job_lease(s->store, j->id, j->attempts, until, j->lease->res_id,
+                                         dc->name, now_ms);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return SL_OK;
+}
+
 /* The store's row of b: its state, and its jobs (written when it is sent). */
 static sl_err_t save(sl_sched_t *s, const pbatch_t *b, int64_t now_ms)
 {
     json_t *ids = json_array();
     for (int i = 0; ids != NULL && i < b->n; i++) {
-        if (json_array_append_new(ids, json_string(b->jobs[i])) != 0) {
+        if (json_array_append_new(ids, json_pack("[s,s]", b->jobs[i].id, b->jobs[i].res)) != 0) {
             json_decref(ids);
             ids = NULL;
         }
@@ -284,6 +316,9 @@ static sl_err_t send_batch(sl_sched_t *s, pbatch_t *b, int64_t now_ms)
         pb_drop(s, b);
         return SL_OK;
     }
+    rc = hold_leases(s, b, now_ms, now_ms);
+    if (rc != SL_OK)
+        return rc;
     s->st.pbatches_sent++;
     s->st.pbatch_jobs += n;
     sl_logf(SL_LOG_INFO, "batch", b->id, "provider batch %s of %d job(s) sent to %s", b->id, n,
@@ -303,7 +338,7 @@ sl_err_t sl_pbatch_add(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
     }
     if (b == NULL && (b = pb_new(s, d, j->tenant, now_ms)) == NULL)
         return SL_ENOMEM;
-    sl_err_t rc = pb_push_job(b, j->id);
+    sl_err_t rc = pb_push_job(b, j->id, j->lease->res_id);
     if (rc != SL_OK)
         return rc;
     b->bytes += j->bytes;
@@ -311,6 +346,18 @@ sl_err_t sl_pbatch_add(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
     if (b->n >= bc->max_requests || b->bytes >= bc->max_bytes)
         return send_batch(s, b, now_ms);
     return SL_OK;
+}
+
+/* A batch none of whose jobs is still its own (each ended or was leased again elsewhere):
+ * nothing is left to collect. */
+static sl_err_t drop_empty(sl_sched_t *s, pbatch_t *b)
+{
+    sl_logf(SL_LOG_INFO, "batch", b->id,
+            "provider batch %s: none of its jobs waits for it any more", b->id);
+    sl_err_t rc = sl_store_pbatch_del(s->store, b->id);
+    if (rc == SL_OK)
+        pb_drop(s, b);
+    return rc;
 }
 
 /* ---- the tick --------------------------------------------------------------------------- */
@@ -364,6 +411,8 @@ sl_err_t sl_pbatch_tick(sl_sched_t *s, int64_t now_ms, int64_t *next_ms)
                         "provider batch %s: no dispatcher answered its create; sent again", b->id);
             b->refused = 0;
             rc = emit_op(s, b, "create", now_ms, &n);
+            if (rc == SL_OK)
+                rc = hold_leases(s, b, now_ms, now_ms);
             b->next_ms = now_ms + bc->answer_ms;
             break;
         case PB_RUNNING:
@@ -375,6 +424,10 @@ sl_err_t sl_pbatch_tick(sl_sched_t *s, int64_t now_ms, int64_t *next_ms)
                     "provider batch %s: no dispatcher answered its collect; sent again", b->id);
             rc = emit_op(s, b, "collect", now_ms, &n);
             b->next_ms = now_ms + bc->answer_ms;
+            if (rc == SL_OK && n == 0) {
+                rc = drop_empty(s, b);
+                continue; /* b is gone */
+            }
             break;
         }
         if (rc == SL_OK && b->next_ms < *next_ms)
@@ -417,7 +470,7 @@ static sl_err_t collected(sl_sched_t *s, pbatch_t *b, const json_t *missing, int
     {
         const char *id = json_string_value(v);
         for (int i = 0; id != NULL && i < b->n; i++) {
-            if (strcmp(b->jobs[i], id) != 0)
+            if (strcmp(b->jobs[i].id, id) != 0)
                 continue;
             job_t *j = pb_job(s, b, i);
             sl_err_t rc = SL_OK;
@@ -477,6 +530,9 @@ sl_err_t sl_pbatch_on_event(sl_sched_t *s, json_t *doc, int64_t now_ms)
         if (b->state == PB_CREATING) {
             b->next_ms = now_ms + (wait > 0 ? wait : 1);
             b->refused = 1;
+            sl_err_t hrc = hold_leases(s, b, b->next_ms, now_ms);
+            if (hrc != SL_OK)
+                return hrc;
         }
         sl_logf(SL_LOG_INFO, "batch", b->id, "provider batch %s: %s refused (%s); again in %lld ms",
                 b->id, json_string_value(json_object_get(doc, "op")), error ? error : "",
@@ -505,6 +561,8 @@ sl_err_t sl_pbatch_on_event(sl_sched_t *s, json_t *doc, int64_t now_ms)
             return SL_OK;
         }
         snprintf(b->provider_id, sizeof b->provider_id, "%s", pid);
+        if (b->state == PB_CREATING && (rc = hold_leases(s, b, now_ms, now_ms)) != SL_OK)
+            return rc;
         if (strcmp(state, "running") == 0) {
             if (b->state == PB_CREATING)
                 sl_logf(SL_LOG_INFO, "batch", b->id, "provider batch %s is %s at the provider",
@@ -517,6 +575,8 @@ sl_err_t sl_pbatch_on_event(sl_sched_t *s, json_t *doc, int64_t now_ms)
         b->next_ms = now_ms + bc->answer_ms;
         int n = 0;
         rc = emit_op(s, b, "collect", now_ms, &n);
+        if (rc == SL_OK && n == 0)
+            return drop_empty(s, b);
         if (rc == SL_OK)
             rc = sl_store_pbatch_state(s->store, b->id, "collecting", b->provider_id, now_ms);
         return rc;
@@ -547,8 +607,8 @@ sl_err_t sl_pbatch_cancel(sl_sched_t *s, job_t *j, int64_t now_ms, int *done)
         return SL_OK;
     if (b->state == PB_OPEN) {
         for (int i = 0; i < b->n; i++) {
-            if (strcmp(b->jobs[i], j->id) == 0) {
-                free(b->jobs[i]);
+            if (strcmp(b->jobs[i].id, j->id) == 0) {
+                free(b->jobs[i].id);
                 b->jobs[i] = b->jobs[--b->n];
                 break;
             }
@@ -596,10 +656,11 @@ static void restore_row(const sl_store_pbatch_t *row, void *arg)
     int tenant = sl_config_tenant(s->cfg, row->tenant);
     json_t *ids = json_loads(row->jobs, 0, NULL);
     if (dep < 0 || !SL_IS_BATCH_DEPLOYMENT(s->cfg, dep) || tenant < 0 || !json_is_array(ids)) {
-        /* Its jobs' leases then belong to no batch: they run again (release_unsent) once the
-         * lease expires, since the provider may still run this one. */
-        sl_warn("provider batch %s (%s, %s) is no longer in the config; its jobs run again when "
-                "their leases expire",
+        /* Its jobs' leases then belong to no batch: they run again at once (release_unsent),
+         * though the provider may still run this one: a twin removed from the config while its
+         * batches run can run their jobs twice. */
+        sl_warn("provider batch %s (%s, %s) is no longer in the config; its jobs run again (the "
+                "provider may still run them too)",
                 row->batch_id, row->deployment, row->tenant);
         json_decref(ids);
         return;
@@ -624,8 +685,10 @@ static void restore_row(const sl_store_pbatch_t *row, void *arg)
     json_t *v;
     json_array_foreach(ids, k, v)
     {
-        if (r->rc == SL_OK && json_is_string(v))
-            r->rc = pb_push_job(b, json_string_value(v));
+        const char *id = json_string_value(json_array_get(v, 0));
+        const char *res = json_string_value(json_array_get(v, 1));
+        if (r->rc == SL_OK && id != NULL && res != NULL)
+            r->rc = pb_push_job(b, id, res);
     }
     json_decref(ids);
 }

@@ -299,7 +299,7 @@ typedef struct {
 typedef struct {
     const char *batch_id, *deployment, *tenant, *state, *provider_id;
     int64_t created_ms, updated_ms;
-    const char *jobs; /* JSON array of job ids */
+    const char *jobs; /* JSON array of [job id, reservation id] pairs, in the order sent */
 } sl_store_pbatch_t;
 
 /* Writes the row (inserted or replaced) in the caller's transaction. */

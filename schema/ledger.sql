@@ -157,8 +157,9 @@ CREATE TABLE IF NOT EXISTS overrides (
 -- Provider batches (scheduler/pbatch.c): a batch of one tenant's jobs sent to a deployment's
 -- batch API, from the moment it is handed to a dispatcher until its results are read. batch_id
 -- is sluice's own id, the marker a dispatcher labels the provider's batch with; provider_id is
--- the provider's id once a dispatcher reported it; jobs is the JSON array of its job ids in the
--- order they were sent (Gemini answers by position). The jobs' leases and reservations are in
+-- the provider's id once a dispatcher reported it; jobs is the JSON array of its jobs in the
+-- order they were sent (Gemini answers by position), each [job id, reservation id of the lease
+-- that put it there]: a job leased again elsewhere is no longer this batch's. The jobs' leases and reservations are in
 -- jobs and reservations, as for any call in flight. A row is deleted when its results are in.
 CREATE TABLE IF NOT EXISTS pbatches (
     batch_id    TEXT PRIMARY KEY,

@@ -481,6 +481,94 @@ START_TEST(failed_lines_do_not_pause_the_batch_twin)
 }
 END_TEST
 
+/* A create the provider keeps refusing (a create storm's 429 with a long retry-after) keeps its
+ * jobs' leases: they must not expire and be leased again into another batch, which would run
+ * them twice once both batches are created (seen in e2e_batch at 20,000 jobs: 11 lines twice). */
+static void feed_refused(env_t *e, const char *batch_id, int64_t retry_after_ms, int64_t now_ms)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"v\":1,\"kind\":\"batch\",\"batch_id\":\"%s\",\"deployment\":\"dep-x/batch\","
+             "\"op\":\"create\",\"state\":\"refused\",\"sent_ms\":%lld,"
+             "\"retry_after_ms\":%lld,\"error\":\"429\"}",
+             batch_id, (long long)now_ms, (long long)retry_after_ms);
+    feed_usage_text(e, text, now_ms);
+}
+
+START_TEST(a_refused_create_keeps_its_jobs_leases_until_it_is_tried_again)
+{
+    env_t e;
+    env_batch(&e, "provider");
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "j%d", i);
+        feed_batch_job(&e, id, T0, T0 + 10 * HOUR);
+    }
+    batch_t b = step(&e, T0);
+    json_t *ops[4];
+    ck_assert_int_eq(ops_of(&b, "create", ops, 4), 1);
+    char id1[64];
+    snprintf(id1, sizeof id1, "%s", sget(ops[0], "batch_id"));
+    batch_free(&b);
+    /* the leases would end at T0 + 500 + 720000 + 8000; the retry is later than that */
+    feed_refused(&e, id1, 900000, T0 + 100);
+    for (int64_t now = T0 + 1000; now < T0 + 900000; now += 50000) {
+        b = step(&e, now);
+        ck_assert_int_eq(ops_of(&b, "create", ops, 4), 0);
+        batch_free(&b);
+    }
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM jobs WHERE state = '%s'", "leased"), "3");
+    b = step(&e, T0 + 900200);
+    ck_assert_int_eq(ops_of(&b, "create", ops, 4), 1);
+    ck_assert_str_eq(sget(ops[0], "batch_id"), id1);
+    ck_assert_int_eq(json_array_size(json_object_get(ops[0], "jobs")), 3);
+    batch_free(&b);
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.lease_expired, 0);
+    env_batch_done(&e);
+}
+END_TEST
+
+/* A job whose lease ended anyway (a batch that never answers) and that was leased again into
+ * another batch is no longer the first batch's: its collect leaves the job out, and with no job
+ * left the batch is dropped. */
+START_TEST(a_job_leased_again_elsewhere_is_not_in_its_old_batch)
+{
+    env_t e;
+    env_batch(&e, "provider");
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "j%d", i);
+        feed_batch_job(&e, id, T0, T0 + 10 * HOUR);
+    }
+    batch_t b = step(&e, T0);
+    json_t *ops[4];
+    ck_assert_int_eq(ops_of(&b, "create", ops, 4), 1);
+    char id1[64];
+    snprintf(id1, sizeof id1, "%s", sget(ops[0], "batch_id"));
+    batch_free(&b);
+    feed_event(&e, id1, "create", "running", "batch_1", NULL, T0 + 100);
+    /* no poll is ever answered: the leases end after the window, the jobs go into a new batch */
+    int64_t now = T0 + 200;
+    int second = 0;
+    for (; now < T0 + 800000 && !second; now += 1000) {
+        b = step(&e, now);
+        for (int k = 0, n = ops_of(&b, "create", ops, 4); k < n; k++)
+            second |= strcmp(sget(ops[k], "batch_id"), id1) != 0;
+        batch_free(&b);
+    }
+    ck_assert(second);
+    /* the first batch ends now: nothing of it is left to collect */
+    feed_event(&e, id1, "poll", "ended", "batch_1", NULL, now);
+    b = take(&e);
+    ck_assert_int_eq(ops_of(&b, "collect", ops, 4), 0);
+    batch_free(&b);
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM pbatches WHERE batch_id = '%s'", id1), "0");
+    env_batch_done(&e);
+}
+END_TEST
+
 Suite *pbatch_suite(void)
 {
     Suite *s = suite_create("pbatch");
@@ -495,6 +583,8 @@ Suite *pbatch_suite(void)
     tcase_add_test(tc, cancels_take_a_job_out_of_an_open_batch_and_a_whole_sent_batch_when_all_ask);
     tcase_add_test(tc, events_that_do_not_fit_the_batch_change_nothing);
     tcase_add_test(tc, failed_lines_do_not_pause_the_batch_twin);
+    tcase_add_test(tc, a_refused_create_keeps_its_jobs_leases_until_it_is_tried_again);
+    tcase_add_test(tc, a_job_leased_again_elsewhere_is_not_in_its_old_batch);
     suite_add_tcase(s, tc);
     return s;
 }

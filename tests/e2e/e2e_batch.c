@@ -4,7 +4,7 @@
  *
  * Four deployments (oa: OpenAI, az: Azure, an: Anthropic, ge: Gemini), each with a batch API in
  * the simulator: a 2 s turnaround, an enqueued-token limit that binds (sluice plans with 80 % of
- * it), 2 % of lines answered with a server error and 2 % expired, and at most 12 batch creates
+ * it), 2 % of lines answered with a server error and 2 % expired, and at most 30 batch creates
  * a minute (a 429 past that). Two tenants submit the backfill (E2E_BATCH_JOBS jobs, 2,000 by
  * default, 20,000 for the issue's volume) across the four routes; meanwhile one interactive job
  * every 20 ms goes to the same deployments online. The scheduler is SIGKILLed once two fifths of
@@ -50,7 +50,7 @@ static const char *write_configs(int sim_port, int metrics_port, char **sim_cfg)
                       " \"ttft_ms\": 5, \"ms_per_token\": 0.05, \"api_key\": \"key-%s\","
                       " \"batch\": {\"turnaround_ms\": 2000, \"enqueued_tokens\": %d,"
                       " \"line_error_share\": 0.02, \"expire_share\": 0.02,"
-                      " \"creates_per_minute\": 12}}",
+                      " \"creates_per_minute\": 30}}",
                       i ? ", " : "", DEPS[i], apis[i], DEPS[i], SIM_ENQUEUED);
     snprintf(sim + n, sizeof sim - (size_t)n, "]}");
     *sim_cfg = strdup(h_write("sim.json", sim));
