@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "hmap.h"
 #include "job.h"
 #include "jsonschema.h"
 #include "log.h"
@@ -363,20 +364,32 @@ static sl_err_t drop_empty(sl_sched_t *s, pbatch_t *b)
 /* ---- the tick --------------------------------------------------------------------------- */
 
 /* After a restart: a lease to a batch twin that no stored batch holds was in a batch never
- * sent; it goes back in line. */
+ * sent; it goes back in line. The stored batches' entries are looked up by job id (one pass
+ * over them, not one per lease: a restart may find 100,000 jobs in batches). */
 static sl_err_t release_unsent(sl_sched_t *s, int64_t now_ms)
 {
-    for (int i = s->leased.n - 1; i >= 0; i--) {
+    /* job id -> the entry of a stored batch that its current lease put there (an older entry
+     * of the same job, in a batch its lease left, is not the job's) */
+    sl_hmap_t *held = sl_hmap_new_borrowed();
+    if (held == NULL)
+        return SL_ENOMEM;
+    sl_err_t rc = SL_OK;
+    for (int i = 0; rc == SL_OK && i < s->npb; i++) {
+        for (int k = 0; rc == SL_OK && k < s->pb[i]->n; k++) {
+            if (pb_job(s, s->pb[i], k) != NULL)
+                rc = sl_hmap_put(held, s->pb[i]->jobs[k].id, &s->pb[i]->jobs[k]);
+        }
+    }
+    for (int i = s->leased.n - 1; rc == SL_OK && i >= 0; i--) {
         if (i >= s->leased.n)
             continue;
         job_t *j = s->leased.items[i];
-        if (!j->pbatch || pb_of_job(s, j) != NULL)
+        if (!j->pbatch || sl_hmap_get(held, j->id) != NULL)
             continue;
-        sl_err_t rc = unsent(s, j, 0, "its provider batch was never sent (restart)", now_ms);
-        if (rc != SL_OK)
-            return rc;
+        rc = unsent(s, j, 0, "its provider batch was never sent (restart)", now_ms);
     }
-    return SL_OK;
+    sl_hmap_free(held);
+    return rc;
 }
 
 sl_err_t sl_pbatch_tick(sl_sched_t *s, int64_t now_ms, int64_t *next_ms)
@@ -411,6 +424,10 @@ sl_err_t sl_pbatch_tick(sl_sched_t *s, int64_t now_ms, int64_t *next_ms)
                         "provider batch %s: no dispatcher answered its create; sent again", b->id);
             b->refused = 0;
             rc = emit_op(s, b, "create", now_ms, &n);
+            if (rc == SL_OK && n == 0) {
+                rc = drop_empty(s, b);
+                continue; /* b is gone */
+            }
             if (rc == SL_OK)
                 rc = hold_leases(s, b, now_ms, now_ms);
             b->next_ms = now_ms + bc->answer_ms;

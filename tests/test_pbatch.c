@@ -559,6 +559,18 @@ START_TEST(a_job_leased_again_elsewhere_is_not_in_its_old_batch)
         batch_free(&b);
     }
     ck_assert(second);
+    /* a restart now finds j0 in both stored batches: the second one's lease is its own, and
+     * it keeps it (it is not run again as a job of a batch never sent) */
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM pbatches WHERE jobs LIKE '%%%s%%'", "j0"),
+                     "2");
+    opts_t o = OPTS;
+    o.extra_defs = DEP_X;
+    restart_with(&e, &o, now);
+    b = step(&e, now);
+    batch_free(&b);
+    ck_assert_str_eq(
+        peek_sql(&e, "SELECT state || ' ' || attempts FROM jobs WHERE job_id = '%s'", "j0"),
+        "leased 2");
     /* the first batch ends now: nothing of it is left to collect */
     feed_event(&e, id1, "poll", "ended", "batch_1", NULL, now);
     b = take(&e);
