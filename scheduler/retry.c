@@ -74,6 +74,8 @@ int64_t sl_retry_overload_pause_ms(const sl_sched_t *s, int64_t retry_after_ms, 
 
 void sl_retry_count_lease(sl_sched_t *s, const job_t *j, int64_t now_ms)
 {
+    if (j->pbatch)
+        return; /* a provider batch's lines are outside the budget (sl_retry_or_fail) */
     route_t *rt = &s->routes[j->route];
     decay_retries(s, rt, now_ms);
     if (j->attempts - j->not_sent <= 1)
@@ -96,10 +98,14 @@ sl_err_t sl_retry_or_fail(sl_sched_t *s, job_t *j, int64_t delay_ms, sl_reason_t
      * (with a floor of a few, so that a quiet route can still retry), so that a storm of
      * provider failures cannot multiply the traffic. Only what a provider answered counts: a
      * lease that was never sent, or that expired because one of sluice's own processes died,
-     * is not the provider's storm (e2e_crash: a dispatcher killed with 400 leases out). */
+     * is not the provider's storm (e2e_crash: a dispatcher killed with 400 leases out); nor is a
+     * provider batch's failed line: its retry goes into a later batch, in the batch quota, and
+     * a batch's errors all arrive at once, long after its first attempts (e2e_batch failed a
+     * job so). max_attempts still bounds them. */
     route_t *rt = &s->routes[j->route];
     decay_retries(s, rt, now_ms);
-    if (reason == SL_REASON_PROVIDER_RATE_LIMITED || reason == SL_REASON_PROVIDER_UNAVAILABLE) {
+    if (!j->pbatch &&
+        (reason == SL_REASON_PROVIDER_RATE_LIMITED || reason == SL_REASON_PROVIDER_UNAVAILABLE)) {
         double allowed = s->cfg->routes[j->route].max_retry_ratio *
                          (rt->recent_first > 10 ? rt->recent_first : 10);
         if (rt->recent_retries >= allowed) {

@@ -581,6 +581,52 @@ START_TEST(a_job_leased_again_elsewhere_is_not_in_its_old_batch)
 }
 END_TEST
 
+/* A batch's failed lines come all at once, long after its first attempts: they are retried
+ * (into a later batch) whatever the route's retry budget says, which is for live storms. Six
+ * server errors of two batches of three, with max_retry_ratio 0.5 over a floor of 10, would
+ * otherwise fail the sixth. */
+START_TEST(failed_lines_are_retried_outside_the_route_retry_budget)
+{
+    env_t e;
+    env_batch(&e, "provider");
+    for (int i = 0; i < 6; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "j%02d", i);
+        feed_batch_job(&e, id, T0, T0 + 10 * HOUR);
+    }
+    batch_t b = step(&e, T0);
+    batch_free(&b);
+    b = step(&e, T0 + 600);
+    batch_free(&b);
+    /* two batches of three (the enqueued-token limit holds six); every line a server error */
+    const usagespec_t err5xx = {"server_error", 500, -1, -1, -1, 0, NULL};
+    json_t *ops[8];
+    ck_assert_str_eq(peek_sql(&e, "SELECT COUNT(*) FROM pbatches WHERE state = '%s'", "creating"),
+                     "2");
+    for (int round = 0; round < 2; round++) {
+        char bid[64];
+        snprintf(bid, sizeof bid, "%s",
+                 peek_sql(&e, "SELECT batch_id FROM pbatches WHERE state = '%s' ORDER BY batch_id",
+                          "creating"));
+        feed_event(&e, bid, "create", "ended", "batch_x", NULL, T0 + 1000);
+        b = take(&e);
+        ck_assert_int_eq(ops_of(&b, "collect", ops, 8), 1);
+        json_t *collect = json_deep_copy(ops[0]);
+        batch_free(&b);
+        size_t k;
+        json_t *v;
+        json_array_foreach(json_object_get(collect, "jobs"), k, v)
+            feed_line(&e, collect, sget(v, "job_id"), &err5xx, T0 + 1100);
+        json_decref(collect);
+    }
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.failed, 0);
+    ck_assert_int_eq(st.retried, 6);
+    env_batch_done(&e);
+}
+END_TEST
+
 Suite *pbatch_suite(void)
 {
     Suite *s = suite_create("pbatch");
@@ -597,6 +643,7 @@ Suite *pbatch_suite(void)
     tcase_add_test(tc, failed_lines_do_not_pause_the_batch_twin);
     tcase_add_test(tc, a_refused_create_keeps_its_jobs_leases_until_it_is_tried_again);
     tcase_add_test(tc, a_job_leased_again_elsewhere_is_not_in_its_old_batch);
+    tcase_add_test(tc, failed_lines_are_retried_outside_the_route_retry_budget);
     suite_add_tcase(s, tc);
     return s;
 }
