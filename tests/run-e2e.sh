@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 # promtool unpacked by ops/install-deps.sh, ahead of any on PATH.
 export PATH="$PWD/var/tools/bin:$PATH"
 # Longest first, so the lanes end together.
-BESIDE=" e2e_shards e2e_batch e2e_store e2e_admin e2e_security e2e_isolation e2e_log_flood e2e_cli e2e_replay \
+BESIDE=" e2e_shards e2e_store e2e_admin e2e_security e2e_isolation e2e_log_flood e2e_cli e2e_replay \
 e2e_contracts e2e_providers "
 LANES=2
 pass=0; fail=0

@@ -309,11 +309,17 @@ int main(void)
                      SL_ROLE_BIT(SL_ROLE_DISPATCHER);
     char sched_key[512];
     snprintf(sched_key, sizeof sched_key, "%s/dispatch.key", h_tmpdir());
+    /* The scheduler makes its key pair when it starts, which under the sanitizers can come
+     * after ingest's (seen once in make test: the key was not there yet). */
+    h_wait_file(sched_key, 20000);
     sl_signer_t *sched_signer = NULL;
     if (sl_auth_keyring(cfg, roles, &keyring, err, sizeof err) != SL_OK ||
-        sl_auth_keyring(cfg, roles, &pub_keyring, err, sizeof err) != SL_OK ||
-        sl_signer_load(sched_key, &sched_signer) != SL_OK) {
+        sl_auth_keyring(cfg, roles, &pub_keyring, err, sizeof err) != SL_OK) {
         fprintf(stderr, "keyring: %s\n", err);
+        return 2;
+    }
+    if (sl_signer_load(sched_key, &sched_signer) != SL_OK) {
+        fprintf(stderr, "cannot load the scheduler's key %s\n", sched_key);
         return 2;
     }
     sl_keyring_take_macs(keyring, sched_signer, NULL,
