@@ -6,7 +6,7 @@
  * the simulator: a 2 s turnaround, an enqueued-token limit that binds (sluice plans with 80 % of
  * it), 2 % of lines answered with a server error and 2 % expired, and at most 30 batch creates
  * a minute (a 429 past that). Two tenants submit the backfill (E2E_BATCH_JOBS jobs, 2,000 by
- * default, 20,000 for the issue's volume) across the four routes; meanwhile one interactive job
+ * default, 500 under the sanitizers, 20,000 for the issue's volume) across the four routes; meanwhile one interactive job
  * every 20 ms goes to the same deployments online. The scheduler is SIGKILLed once two fifths of
  * the backfill is answered, and restarted.
  *
@@ -183,7 +183,8 @@ int main(void)
 {
     sl_crypto_init();
     const char *env = getenv("E2E_BATCH_JOBS");
-    int jobs = env != NULL && atoi(env) > 0 ? atoi(env) : 2000;
+    /* Under the sanitizers a quarter of the volume: that phase is for memory errors. */
+    int jobs = env != NULL && atoi(env) > 0 ? atoi(env) : h_sanitizers() ? 500 : 2000;
     printf("e2e batch: %d backfill jobs through the four providers' batch APIs (auto), with "
            "interactive traffic, and a scheduler SIGKILL midway\n",
            jobs);
@@ -323,10 +324,14 @@ int main(void)
      * (about 50 ms at the p99 here, against 2 - 3 ms alone). The bar is the interactive target
      * the scenarios hold (250 ms), or three times the wait alone when that is more. */
     double bar = base_p99 * 3 + 50 > 250 ? base_p99 * 3 + 50 : 250;
-    h_check(ia_pre.nwaits >= 20 && pre_p99 <= bar,
-            "interactive queue wait p99 %.1f ms beside the running backfill (n = %d), within "
-            "%.1f ms (alone: %.1f ms)",
-            pre_p99, ia_pre.nwaits, bar, base_p99);
+    if (!h_sanitizers())
+        h_check(ia_pre.nwaits >= 20 && pre_p99 <= bar,
+                "interactive queue wait p99 %.1f ms beside the running backfill (n = %d), within "
+                "%.1f ms (alone: %.1f ms)",
+                pre_p99, ia_pre.nwaits, bar, base_p99);
+    else /* instrumented, the scheduler's loop takes the backfill in several times slower: that
+          * phase is for memory errors (seen: 61 - 429 ms) */
+        printf("  interactive queue wait p99 %.1f ms (no bar under the sanitizers)\n", pre_p99);
 
     json_t *stats = h_http_json(st.stats_url);
     int64_t over = 0, failed_limit = 0, dup = 0, created = 0, refused = 0, errored = 0, expired = 0;
