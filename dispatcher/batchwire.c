@@ -2,16 +2,15 @@
  * docs/provider-batch.md).
  *
  * The idea to hold first: nothing a provider answers is trusted. An id that goes back into a URL
- * is checked against a narrow alphabet first (an id can never add a path segment or a query), a
- * results line is bounded in size and nesting before it is parsed, and a line that cannot be read
- * is counted and skipped, never fatal. Request bodies come from the online adapters, so a batch
- * line says exactly what an online call would have said, and a result line is classified exactly
- * as an online answer of the same status would be.
+ * is checked against a narrow alphabet first (an id can never add a path segment or a query),
+ * and an answer is bounded in size and nesting before it is parsed. Request bodies come from the
+ * online adapters, so a batch line says exactly what an online call would have said. Reading a
+ * batch's result lines is batchresults.c.
  */
 #include "batchwire.h"
 #include "adapter_impl.h"
+#include "batchwire_int.h"
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,14 +21,10 @@
 #include "hmap.h"
 #include "util.h"
 
-/* A results line longer than this, or nested deeper, is counted bad without being parsed: a
- * chat answer is a few levels deep, and jansson's own limit (2048) is far above what any answer
- * needs while every level costs stack in the code that walks it. */
-#define MAX_LINE_BYTES ((size_t)16 << 20)
+/* An answer nested deeper than this is refused without being parsed: a chat answer is a few
+ * levels deep, and jansson's own limit (2048) is far above what any answer needs while every
+ * level costs stack in the code that walks it. */
 #define MAX_DEPTH 256
-/* Gemini's results are the status answer itself; what sluice puts in one batch (at most 20 MB
- * in) cannot need more than this out. */
-#define MAX_INLINE_BYTES ((size_t)256 << 20)
 
 /* The providers' limits on one batch (docs/provider-batch.md); 0 = none documented. */
 #define OPENAI_MAX_LINES 50000
@@ -44,7 +39,7 @@
 
 /* ---- Small helpers ------------------------------------------------------------------------- */
 
-static const char *jstr(const json_t *obj, const char *key)
+const char *bw_jstr(const json_t *obj, const char *key)
 {
     return json_string_value(json_object_get(obj, key));
 }
@@ -208,9 +203,7 @@ static int depth_ok(const char *text, size_t len, int max)
     return 1;
 }
 
-/* Parses an untrusted JSON object: NULL when it is too big, too deep, not JSON or not an
- * object. */
-static json_t *parse_object(const char *text, size_t len, size_t max)
+json_t *bw_parse_object(const char *text, size_t len, size_t max)
 {
     if (len > max || !depth_ok(text, len, MAX_DEPTH))
         return NULL;
@@ -534,7 +527,7 @@ sl_err_t sl_batch_create_after_upload(const sl_batch_target_t *t, const char *ma
     const sl_adapter_t *ad = target_adapter(t);
     if (ad == NULL || !openai_like(t->dep->api) || !marker_ok(marker))
         return SL_EINVAL;
-    const char *file_id = jstr(upload_answer, "id");
+    const char *file_id = bw_jstr(upload_answer, "id");
     if (!id_ok(t->dep->api, file_id))
         return SL_EPARSE;
     json_t *body = json_pack("{s:s, s:s, s:s, s:{s:s}}", "input_file_id", file_id, "endpoint",
@@ -577,12 +570,12 @@ static int64_t rest_of(int64_t total, int64_t a, int64_t b)
 
 static sl_err_t status_openai(sl_provider_t api, const json_t *a, sl_batch_status_t *st)
 {
-    const char *id = jstr(a, "id");
-    const char *status = jstr(a, "status");
+    const char *id = bw_jstr(a, "id");
+    const char *status = bw_jstr(a, "status");
     if (status == NULL || !id_ok(api, id) || !copy_exact(st->id, sizeof st->id, id))
         return SL_EPARSE;
     copy_text(st->status, sizeof st->status, status);
-    const char *marker = jstr(json_object_get(a, "metadata"), "sluice_batch");
+    const char *marker = bw_jstr(json_object_get(a, "metadata"), "sluice_batch");
     if (marker_ok(marker))
         copy_exact(st->marker, sizeof st->marker, marker);
     const json_t *counts = json_object_get(a, "request_counts");
@@ -594,7 +587,7 @@ static sl_err_t status_openai(sl_provider_t api, const json_t *a, sl_batch_statu
      * without results (its jobs would be sent again). */
     static const char *const files[2] = {"output_file_id", "error_file_id"};
     for (int k = 0; k < 2; k++) {
-        const char *f = jstr(a, files[k]);
+        const char *f = bw_jstr(a, files[k]);
         if (f == NULL || f[0] == '\0')
             continue;
         if (!id_ok(api, f) || !copy_exact(st->results[k], sizeof st->results[k], f))
@@ -607,9 +600,9 @@ static sl_err_t status_openai(sl_provider_t api, const json_t *a, sl_batch_statu
         st->state = SL_BATCH_ENDED;
     } else if (strcmp(status, "failed") == 0) {
         const json_t *e0 = json_array_get(json_object_get(json_object_get(a, "errors"), "data"), 0);
-        const char *why = jstr(e0, "message");
+        const char *why = bw_jstr(e0, "message");
         if (why == NULL || why[0] == '\0')
-            why = jstr(e0, "code");
+            why = bw_jstr(e0, "code");
         set_failed(st, why);
     }
     /* validating, in_progress, finalizing, cancelling, and a word sluice does not know: running
@@ -619,8 +612,8 @@ static sl_err_t status_openai(sl_provider_t api, const json_t *a, sl_batch_statu
 
 static sl_err_t status_anthropic(const json_t *a, sl_batch_status_t *st)
 {
-    const char *id = jstr(a, "id");
-    const char *status = jstr(a, "processing_status");
+    const char *id = bw_jstr(a, "id");
+    const char *status = bw_jstr(a, "processing_status");
     if (status == NULL || !id_ok(SL_PROVIDER_ANTHROPIC, id) ||
         !copy_exact(st->id, sizeof st->id, id))
         return SL_EPARSE;
@@ -651,14 +644,14 @@ static sl_err_t status_anthropic(const json_t *a, sl_batch_status_t *st)
 
 static sl_err_t status_gemini(const json_t *a, sl_batch_status_t *st)
 {
-    const char *id = jstr(a, "name");
+    const char *id = bw_jstr(a, "name");
     const json_t *meta = json_object_get(a, "metadata");
     if (!json_is_object(meta) || !id_ok(SL_PROVIDER_GEMINI, id) ||
         !copy_exact(st->id, sizeof st->id, id))
         return SL_EPARSE;
-    const char *state = jstr(meta, "state");
+    const char *state = bw_jstr(meta, "state");
     copy_text(st->status, sizeof st->status, state);
-    const char *marker = jstr(meta, "displayName");
+    const char *marker = bw_jstr(meta, "displayName");
     if (marker_ok(marker))
         copy_exact(st->marker, sizeof st->marker, marker);
     const json_t *stats = json_object_get(meta, "batchStats");
@@ -672,7 +665,7 @@ static sl_err_t status_gemini(const json_t *a, sl_batch_status_t *st)
         state = "";
     if (strcmp(state, "BATCH_STATE_FAILED") == 0 ||
         (done && json_is_object(op_error) && state[0] == '\0')) {
-        set_failed(st, jstr(op_error, "message"));
+        set_failed(st, bw_jstr(op_error, "message"));
         if (st->status[0] == '\0')
             copy_text(st->status, sizeof st->status, "BATCH_STATE_FAILED");
     } else if (done && (strcmp(state, "BATCH_STATE_SUCCEEDED") == 0 ||
@@ -847,15 +840,15 @@ sl_err_t sl_batch_list_read(const sl_batch_target_t *t, const json_t *page_answe
         list = json_object_get(page_answer, "operations");
         if (list != NULL && !json_is_array(list))
             return SL_EPARSE;
-        cursor = jstr(page_answer, "nextPageToken");
+        cursor = bw_jstr(page_answer, "nextPageToken");
     } else {
         list = json_object_get(page_answer, "data");
         if (!json_is_array(list))
             return SL_EPARSE;
         if (json_is_true(json_object_get(page_answer, "has_more"))) {
-            cursor = jstr(page_answer, "last_id");
+            cursor = bw_jstr(page_answer, "last_id");
             if (cursor == NULL)
-                cursor = jstr(json_array_get(list, json_array_size(list) - 1), "id");
+                cursor = bw_jstr(json_array_get(list, json_array_size(list) - 1), "id");
         }
     }
     if (marker_ok(marker)) {
@@ -865,7 +858,7 @@ sl_err_t sl_batch_list_read(const sl_batch_target_t *t, const json_t *page_answe
         {
             const json_t *meta = json_object_get(b, "metadata");
             const char *label =
-                jstr(meta, api == SL_PROVIDER_GEMINI ? "displayName" : "sluice_batch");
+                bw_jstr(meta, api == SL_PROVIDER_GEMINI ? "displayName" : "sluice_batch");
             sl_batch_status_t one;
             /* An entry sluice could not act on (a hostile id) is as good as absent. */
             if (label != NULL && strcmp(label, marker) == 0 &&
@@ -885,329 +878,6 @@ sl_err_t sl_batch_list_read(const sl_batch_target_t *t, const json_t *page_answe
         }
     }
     return SL_OK;
-}
-
-/* ---- Reading results ----------------------------------------------------------------------- */
-
-typedef struct {
-    const sl_adapter_t *ad;
-    const char *const *job_ids;
-    size_t n;
-    sl_hmap_t *index;    /* job id -> its first position in job_ids + 1 */
-    unsigned char *seen; /* per position: a line was delivered */
-    sl_batch_line_fn fn;
-    void *arg;
-    size_t bad;
-} reader_t;
-
-/* The position of job, a job of the batch without a line yet; -1 when it is none (unknown, or
- * already answered by an earlier line: only the first line of a job counts). */
-static long claim(const reader_t *r, const char *job)
-{
-    if (job == NULL)
-        return -1;
-    uintptr_t v = (uintptr_t)sl_hmap_get(r->index, job);
-    if (v == 0 || r->seen[v - 1])
-        return -1;
-    return (long)(v - 1);
-}
-
-/* Hands one line to the callback. error is taken (may be NULL only when ok: else SL_ENOMEM). */
-static sl_err_t deliver(reader_t *r, long pos, sl_outcome_t outcome, long http_status,
-                        const json_t *body, json_t *error)
-{
-    if (outcome != SL_OUTCOME_OK && error == NULL)
-        return SL_ENOMEM;
-    sl_batch_line_t line = {
-        .job_id = r->job_ids[pos],
-        .outcome = outcome,
-        .http_status = (int)http_status,
-        .body = outcome == SL_OUTCOME_OK ? body : NULL,
-        .error = outcome == SL_OUTCOME_OK ? NULL : error,
-    };
-    r->seen[pos] = 1;
-    r->fn(r->arg, &line);
-    json_decref(error);
-    return SL_OK;
-}
-
-/* A request the provider answered, with HTTP status (or its equivalent) and body: classified
- * as the same answer online would be. is_error: the provider said it failed, so it is never
- * ok whatever the status. */
-static sl_err_t answered(reader_t *r, long pos, long status, const json_t *body, int is_error)
-{
-    sl_outcome_t o = sl_adapter_classify(r->ad, 0, status, body, NULL);
-    if (is_error && o == SL_OUTCOME_OK)
-        o = SL_OUTCOME_BAD_RESPONSE;
-    json_t *e = NULL;
-    if (o != SL_OUTCOME_OK)
-        e = sl_adapter_error(r->ad, body, sl_outcome_name(o),
-                             status >= 200 && status < 300 ? "a batch answer sluice cannot read"
-                                                           : NULL);
-    return deliver(r, pos, o, status, body, e);
-}
-
-/* A request that never ran: not_sent, with {type: "not_sent", code, message}. */
-static sl_err_t never_ran(reader_t *r, long pos, const char *code, const char *message)
-{
-    json_t *e = json_pack("{s:s, s:s?, s:s}", "type", sl_outcome_name(SL_OUTCOME_NOT_SENT), "code",
-                          code, "message", message);
-    return deliver(r, pos, SL_OUTCOME_NOT_SENT, 0, NULL, e);
-}
-
-/* One OpenAI/Azure output or error file line. SL_EPARSE: a bad line. */
-static sl_err_t line_openai(reader_t *r, const json_t *j)
-{
-    const json_t *resp = json_object_get(j, "response");
-    const json_t *lerr = json_object_get(j, "error");
-    if (json_is_object(resp)) {
-        const json_t *sc = json_object_get(resp, "status_code");
-        if (!json_is_integer(sc) || json_integer_value(sc) < 100 || json_integer_value(sc) > 599)
-            return SL_EPARSE;
-        long pos = claim(r, jstr(j, "custom_id"));
-        if (pos < 0)
-            return SL_EPARSE;
-        return answered(r, pos, (long)json_integer_value(sc), json_object_get(resp, "body"), 0);
-    }
-    if (!json_is_object(lerr))
-        return SL_EPARSE;
-    /* No response: it never ran (batch_expired, batch_cancelled, or another code: whatever the
-     * reason, the provider did not run it, so it can be sent again). */
-    long pos = claim(r, jstr(j, "custom_id"));
-    if (pos < 0)
-        return SL_EPARSE;
-    const char *msg = jstr(lerr, "message");
-    return never_ran(r, pos, jstr(lerr, "code"),
-                     msg != NULL ? msg : "the provider did not run the request");
-}
-
-/* The HTTP status an online answer with this Anthropic error type carries. */
-static long anthropic_status(const char *type)
-{
-    static const struct {
-        const char *type;
-        long status;
-    } map[] = {
-        {"invalid_request_error", 400}, {"authentication_error", 401},
-        {"billing_error", 402},         {"permission_error", 403},
-        {"not_found_error", 404},       {"request_too_large", 413},
-        {"rate_limit_error", 429},      {"api_error", 500},
-        {"timeout_error", 504},         {"overloaded_error", 529},
-    };
-    for (size_t i = 0; type != NULL && i < sizeof map / sizeof map[0]; i++) {
-        if (strcmp(type, map[i].type) == 0)
-            return map[i].status;
-    }
-    return 500; /* an error type sluice does not know: the provider's trouble */
-}
-
-/* One Anthropic results line. */
-static sl_err_t line_anthropic(reader_t *r, const json_t *j)
-{
-    const json_t *result = json_object_get(j, "result");
-    const char *type = jstr(result, "type");
-    if (type == NULL)
-        return SL_EPARSE;
-    if (strcmp(type, "succeeded") == 0) {
-        const json_t *msg = json_object_get(result, "message");
-        if (!json_is_object(msg))
-            return SL_EPARSE;
-        long pos = claim(r, jstr(j, "custom_id"));
-        return pos < 0 ? SL_EPARSE : answered(r, pos, 200, msg, 0);
-    }
-    if (strcmp(type, "errored") == 0) {
-        /* result.error is an online error body, {"type":"error","error":{"type",...}}; a bare
-         * inner error is taken too. */
-        const json_t *env = json_object_get(result, "error");
-        if (!json_is_object(env))
-            return SL_EPARSE;
-        json_t *body = json_is_object(json_object_get(env, "error"))
-                           ? json_incref((json_t *)env)
-                           : json_pack("{s:s, s:O}", "type", "error", "error", env);
-        if (body == NULL)
-            return SL_ENOMEM;
-        long pos = claim(r, jstr(j, "custom_id"));
-        sl_err_t rc = SL_EPARSE;
-        if (pos >= 0)
-            rc = answered(r, pos, anthropic_status(jstr(json_object_get(body, "error"), "type")),
-                          body, 1);
-        json_decref(body);
-        return rc;
-    }
-    int canceled = strcmp(type, "canceled") == 0;
-    if (canceled || strcmp(type, "expired") == 0) {
-        long pos = claim(r, jstr(j, "custom_id"));
-        if (pos < 0)
-            return SL_EPARSE;
-        /* The codes OpenAI uses for the same, so a reader of usage events sees one word. */
-        return canceled
-                   ? never_ran(r, pos, "batch_cancelled",
-                               "the batch was canceled before the request ran")
-                   : never_ran(r, pos, "batch_expired", "the batch expired before the request ran");
-    }
-    return SL_EPARSE;
-}
-
-/* google.rpc.Code -> its name and the HTTP status Google maps it to. */
-static const struct {
-    json_int_t code;
-    const char *status;
-    long http;
-} grpc_codes[] = {
-    {1, "CANCELLED", 499},           {2, "UNKNOWN", 500},
-    {3, "INVALID_ARGUMENT", 400},    {4, "DEADLINE_EXCEEDED", 504},
-    {5, "NOT_FOUND", 404},           {6, "ALREADY_EXISTS", 409},
-    {7, "PERMISSION_DENIED", 403},   {8, "RESOURCE_EXHAUSTED", 429},
-    {9, "FAILED_PRECONDITION", 400}, {10, "ABORTED", 409},
-    {11, "OUT_OF_RANGE", 400},       {12, "UNIMPLEMENTED", 501},
-    {13, "INTERNAL", 500},           {14, "UNAVAILABLE", 503},
-    {15, "DATA_LOSS", 500},          {16, "UNAUTHENTICATED", 401},
-};
-
-/* One Gemini inline error, {"code","message","status"}, classified as the online error body
- * {"error": it} would be. Its code is a google.rpc.Code (an inline entry is a google.rpc.Status)
- * or, as in online bodies, an HTTP status: both are read. CANCELLED is the one exception: the
- * request was cancelled with its batch (only sluice cancels its batches), so it never ran and
- * goes into a later batch, like OpenAI's batch_cancelled lines. */
-static sl_err_t gemini_error(reader_t *r, long pos, const json_t *err)
-{
-    const json_t *code = json_object_get(err, "code");
-    json_int_t c = json_is_integer(code) ? json_integer_value(code) : 0;
-    long http = 500;
-    const char *status = NULL;
-    if (c >= 100 && c <= 599) {
-        http = (long)c;
-    } else {
-        for (size_t i = 0; i < sizeof grpc_codes / sizeof grpc_codes[0]; i++) {
-            if (grpc_codes[i].code == c) {
-                http = grpc_codes[i].http;
-                status = grpc_codes[i].status;
-            }
-        }
-    }
-    const char *given = json_string_value(json_object_get(err, "status"));
-    if ((given != NULL ? given : status) != NULL &&
-        strcmp(given != NULL ? given : status, "CANCELLED") == 0) {
-        const char *msg = json_string_value(json_object_get(err, "message"));
-        return never_ran(r, pos, "batch_cancelled",
-                         msg != NULL ? msg : "the batch was cancelled before the request ran");
-    }
-    json_t *inner = json_copy((json_t *)err);
-    if (inner != NULL && status != NULL && given == NULL)
-        json_object_set_new(inner, "status", json_string(status));
-    json_t *body = inner != NULL ? json_pack("{s:O}", "error", inner) : NULL;
-    json_decref(inner);
-    if (body == NULL)
-        return SL_ENOMEM;
-    sl_err_t rc = answered(r, pos, http, body, 1);
-    json_decref(body);
-    return rc;
-}
-
-/* Gemini: the status answer (an operation) whose response holds one entry per request in the
- * order of job_ids. */
-static sl_err_t read_gemini(reader_t *r, const char *text, size_t len)
-{
-    json_t *doc = parse_object(text, len, MAX_INLINE_BYTES);
-    if (doc == NULL) {
-        r->bad++;
-        return SL_OK;
-    }
-    const json_t *resp = json_object_get(doc, "response");
-    const json_t *entries =
-        json_object_get(json_object_get(resp, "inlinedResponses"), "inlinedResponses");
-    sl_err_t rc = SL_OK;
-    if (resp != NULL && !json_is_array(entries)) {
-        /* A response sluice cannot read (an empty batch leaves out the list: nothing to read). */
-        if (json_object_get(resp, "inlinedResponses") != NULL)
-            r->bad++;
-        goto out;
-    }
-    size_t i;
-    const json_t *e;
-    json_array_foreach(entries, i, e)
-    {
-        sl_err_t lrc = SL_EPARSE;
-        const json_t *meta = json_object_get(e, "metadata");
-        const json_t *key = json_object_get(meta, "key");
-        const json_t *ok = json_object_get(e, "response");
-        const json_t *err = json_object_get(e, "error");
-        long pos = -1;
-        /* By position; an echoed key must agree (users report it is not always echoed). */
-        if (i < r->n && r->job_ids[i] != NULL &&
-            (key == NULL ||
-             (json_is_string(key) && strcmp(json_string_value(key), r->job_ids[i]) == 0)) &&
-            (json_is_object(ok) || json_is_object(err)))
-            pos = claim(r, r->job_ids[i]);
-        if (pos >= 0)
-            lrc = json_is_object(ok) ? answered(r, pos, 200, ok, 0) : gemini_error(r, pos, err);
-        if (lrc == SL_EPARSE)
-            r->bad++;
-        else if (lrc != SL_OK) {
-            rc = lrc;
-            break;
-        }
-    }
-out:
-    json_decref(doc);
-    return rc;
-}
-
-/* OpenAI, Azure and Anthropic: JSONL, one request a line, in no order. */
-static sl_err_t read_jsonl(reader_t *r, sl_provider_t api, const char *text, size_t len)
-{
-    const char *p = text;
-    const char *end = text + len;
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *stop = nl != NULL ? nl : end;
-        const char *next = nl != NULL ? nl + 1 : end;
-        const char *s = p;
-        while (s < stop && (*s == ' ' || *s == '\t' || *s == '\r'))
-            s++;
-        while (stop > s && (stop[-1] == ' ' || stop[-1] == '\t' || stop[-1] == '\r'))
-            stop--;
-        p = next;
-        if (s == stop)
-            continue; /* a blank line, e.g. the last one's newline */
-        json_t *j = parse_object(s, (size_t)(stop - s), MAX_LINE_BYTES);
-        sl_err_t rc = SL_EPARSE;
-        if (j != NULL)
-            rc = api == SL_PROVIDER_ANTHROPIC ? line_anthropic(r, j) : line_openai(r, j);
-        json_decref(j);
-        if (rc == SL_EPARSE)
-            r->bad++;
-        else if (rc != SL_OK)
-            return rc;
-    }
-    return SL_OK;
-}
-
-sl_err_t sl_batch_results_read(const sl_batch_target_t *t, const char *text, size_t len,
-                               const char *const *job_ids, size_t n, sl_batch_line_fn fn, void *arg,
-                               size_t *bad)
-{
-    if (bad != NULL)
-        *bad = 0;
-    if (t == NULL || t->dep == NULL || sl_adapter_for(t->dep->api) == NULL || fn == NULL ||
-        (text == NULL && len > 0) || (job_ids == NULL && n > 0))
-        return SL_EINVAL;
-    reader_t r = {sl_adapter_for(t->dep->api), job_ids, n,   sl_hmap_new_borrowed(),
-                  calloc(n > 0 ? n : 1, 1),    fn,      arg, 0};
-    sl_err_t rc = r.index != NULL && r.seen != NULL ? SL_OK : SL_ENOMEM;
-    /* A job listed twice keeps its first position. */
-    for (size_t i = 0; i < n && rc == SL_OK; i++) {
-        if (job_ids[i] != NULL && sl_hmap_get(r.index, job_ids[i]) == NULL)
-            rc = sl_hmap_put(r.index, job_ids[i], (void *)(uintptr_t)(i + 1));
-    }
-    if (rc == SL_OK && len > 0)
-        rc = t->dep->api == SL_PROVIDER_GEMINI ? read_gemini(&r, text, len)
-                                               : read_jsonl(&r, t->dep->api, text, len);
-    if (bad != NULL)
-        *bad = r.bad;
-    sl_hmap_free(r.index);
-    free(r.seen);
-    return rc;
 }
 
 /* ---- Origins ------------------------------------------------------------------------------- */
