@@ -336,28 +336,18 @@ typedef struct {
     int64_t now_ms;
 } lines_t;
 
-static int job_index(const step_t *st, const char *job_id)
-{
-    size_t k;
-    json_t *v;
-    json_array_foreach(st->jobs, k, v)
-    {
-        if (strcmp(json_string_value(json_object_get(v, "job_id")), job_id) == 0)
-            return (int)k;
-    }
-    return -1;
-}
-
-/* One result line: its job's usage event, as an online answer of the same kind would be. */
+/* One result line: its job's usage event, as an online answer of the same kind would be. The
+ * line's index is its job's position in the op's jobs (the reader was given them in that
+ * order); seen keeps a job to one event across an OpenAI batch's two result files. */
 static void on_line(void *arg, const sl_batch_line_t *line)
 {
     lines_t *ls = arg;
     step_t *st = ls->st;
-    int k = job_index(st, line->job_id);
-    if (k < 0 || ls->seen[k])
+    size_t k = line->index;
+    if (k >= json_array_size(st->jobs) || ls->seen[k])
         return;
     ls->seen[k] = 1;
-    json_t *entry = json_array_get(st->jobs, (size_t)k);
+    json_t *entry = json_array_get(st->jobs, k);
     const sl_deployment_cfg_t *dc = &st->bx->cfg->deployments[st->dep];
     sl_outcome_t outcome = line->outcome;
     json_t *response = NULL, *usage = NULL;
@@ -415,6 +405,7 @@ static void on_refused(void *arg, size_t item, const char *reason)
         return;
     json_t *error = sl_adapter_error(ls->st->ad, NULL, "client_error", reason);
     sl_batch_line_t line = {.job_id = job_id,
+                            .index = item,
                             .outcome = SL_OUTCOME_CLIENT_ERROR,
                             .http_status = 0,
                             .body = NULL,

@@ -54,6 +54,7 @@ static sl_err_t deliver(reader_t *r, long pos, sl_outcome_t outcome, long http_s
         return SL_ENOMEM;
     sl_batch_line_t line = {
         .job_id = r->job_ids[pos],
+        .index = (size_t)pos,
         .outcome = outcome,
         .http_status = (int)http_status,
         .body = outcome == SL_OUTCOME_OK ? body : NULL,

@@ -71,9 +71,9 @@ typedef struct {
  * called before a failure. On failure *first is left empty. */
 typedef void (*sl_batch_refused_fn)(void *arg, size_t item, const char *reason);
 sl_err_t sl_batch_create_request(const sl_batch_target_t *t, const char *marker,
-                                 const sl_batch_item_t *items, size_t n, sl_batch_refused_fn refused,
-                                 void *arg, sl_batch_http_t *first, int *needs_second, char *err,
-                                 size_t errlen);
+                                 const sl_batch_item_t *items, size_t n,
+                                 sl_batch_refused_fn refused, void *arg, sl_batch_http_t *first,
+                                 int *needs_second, char *err, size_t errlen);
 
 /* OpenAI and Azure: the create call after the upload, from the upload's answer (the file
  * object). SL_EPARSE when upload_answer holds no file id. */
@@ -91,9 +91,9 @@ typedef enum {
 } sl_batch_state_t;
 
 typedef struct {
-    char id[128];       /* the provider's batch id ("batch_…", "msgbatch_…", "batches/…") */
-    char marker[72];    /* the marker read back (metadata.sluice_batch, displayName); "" none */
-    char status[40];    /* the provider's own status word, for logs and the admin API */
+    char id[128];    /* the provider's batch id ("batch_…", "msgbatch_…", "batches/…") */
+    char marker[72]; /* the marker read back (metadata.sluice_batch, displayName); "" none */
+    char status[40]; /* the provider's own status word, for logs and the admin API */
     sl_batch_state_t state;
     int64_t total, succeeded, failed, pending; /* the provider's counts; -1 = not said */
     /* Where the results are once ended: OpenAI/Azure the output and error file ids (either may
@@ -142,6 +142,7 @@ sl_err_t sl_batch_list_read(const sl_batch_target_t *t, const json_t *page_answe
  * borrowed for the time of the callback. */
 typedef struct {
     const char *job_id;
+    size_t index;         /* job_id's position in the job_ids given to sl_batch_results_read */
     sl_outcome_t outcome; /* ok; client_error, rate_limited, server_error, ... as an online answer
                            * of that status would be; not_sent when it never ran (expired,
                            * cancelled, missing) */
@@ -162,8 +163,8 @@ typedef void (*sl_batch_line_fn)(void *arg, const sl_batch_line_t *line);
  * Jobs with no line are the caller's to call not_sent. Returns SL_OK or SL_ENOMEM (SL_EINVAL
  * for a NULL target or fn). */
 sl_err_t sl_batch_results_read(const sl_batch_target_t *t, const char *text, size_t len,
-                               const char *const *job_ids, size_t n, sl_batch_line_fn fn,
-                               void *arg, size_t *bad);
+                               const char *const *job_ids, size_t n, sl_batch_line_fn fn, void *arg,
+                               size_t *bad);
 
 /* 1 when url has the scheme, host and port of base (default ports filled in, host compared
  * without case), 0 otherwise, and for anything sluice would not follow: not http(s), user info

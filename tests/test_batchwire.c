@@ -178,12 +178,12 @@ static void on_line(void *arg, const sl_batch_line_t *line)
         const json_t *code = json_object_get(line->error, "code");
         ck_assert(json_is_string(code) || json_is_null(code));
     }
-    json_object_set_new(lines, line->job_id,
-                        json_pack("{s:s, s:i, s:o, s:o}", "outcome", sl_outcome_name(line->outcome),
-                                  "http", line->http_status, "body",
-                                  line->body != NULL ? json_deep_copy(line->body) : json_null(),
-                                  "error",
-                                  line->error != NULL ? json_deep_copy(line->error) : json_null()));
+    json_object_set_new(
+        lines, line->job_id,
+        json_pack("{s:s, s:i, s:I, s:o, s:o}", "outcome", sl_outcome_name(line->outcome), "http",
+                  line->http_status, "index", (json_int_t)line->index, "body",
+                  line->body != NULL ? json_deep_copy(line->body) : json_null(), "error",
+                  line->error != NULL ? json_deep_copy(line->error) : json_null()));
 }
 
 /* Reads a results fixture for job_ids; returns the lines by job, *bad the bad count. */
@@ -197,6 +197,12 @@ static json_t *read_results(sl_provider_t api, const char *fixture, const char *
     ck_assert_int_eq(sl_batch_results_read(tgt(&x), text, len, jobs, n, on_line, lines, bad),
                      SL_OK);
     free(text);
+    /* each line names its job's position among the jobs given */
+    for (size_t i = 0; i < n; i++) {
+        json_t *got = json_object_get(lines, jobs[i]);
+        if (got != NULL)
+            ck_assert_int_eq(json_integer_value(json_object_get(got, "index")), (json_int_t)i);
+    }
     return lines;
 }
 
