@@ -164,13 +164,12 @@ static sl_err_t unsent(sl_sched_t *s, job_t *j, int64_t delay_ms, const char *wh
 }
 
 /* j, in a batch not sent or cancelled at the provider, ends as cancelled. */
-static sl_err_t cancelled(sl_sched_t *s, job_t *j, int64_t now_ms)
+sl_err_t sl_pbatch_cancelled(sl_sched_t *s, job_t *j, int64_t now_ms)
 {
     sl_err_t rc = sl_reservation_settle(s, j, END_NOT_SENT, "reconciled", -1, -1, -1, "cancelled",
                                         now_ms, NULL);
     if (rc != SL_OK)
         return rc;
-    s->st.cancelled++;
     outcome_t o;
     sl_outcome_init(&o, SL_STATUS_CANCELLED);
     return sl_outcome_finish(s, j, &o, now_ms);
@@ -469,7 +468,8 @@ static sl_err_t all_unsent(sl_sched_t *s, pbatch_t *b, int64_t delay_ms, const c
         job_t *j = pb_job(s, b, i);
         if (j == NULL)
             continue;
-        sl_err_t rc = b->cancelling ? cancelled(s, j, now_ms) : unsent(s, j, delay_ms, why, now_ms);
+        sl_err_t rc =
+            b->cancelling ? sl_pbatch_cancelled(s, j, now_ms) : unsent(s, j, delay_ms, why, now_ms);
         if (rc != SL_OK)
             return rc;
     }
@@ -493,7 +493,7 @@ static sl_err_t collected(sl_sched_t *s, pbatch_t *b, const json_t *missing, int
             sl_err_t rc = SL_OK;
             if (j != NULL)
                 rc = b->cancelling
-                         ? cancelled(s, j, now_ms)
+                         ? sl_pbatch_cancelled(s, j, now_ms)
                          : unsent(s, j, 0, "the provider batch had no result for it", now_ms);
             if (rc != SL_OK)
                 return rc;
@@ -631,7 +631,7 @@ sl_err_t sl_pbatch_cancel(sl_sched_t *s, job_t *j, int64_t now_ms, int *done)
             }
         }
         *done = 1;
-        return cancelled(s, j, now_ms);
+        return sl_pbatch_cancelled(s, j, now_ms);
     }
     j->cancel_asked = 1;
     int asked = 0, live = 0;

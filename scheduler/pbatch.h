@@ -54,6 +54,10 @@ sl_err_t sl_pbatch_on_event(sl_sched_t *s, json_t *doc, int64_t now_ms);
  * cancelled and those jobs end as cancelled), and until then j runs on (*done = 0). */
 sl_err_t sl_pbatch_cancel(sl_sched_t *s, job_t *j, int64_t now_ms, int *done);
 
+/* j, leased to a provider batch that was never sent or that the provider cancelled, ends as
+ * cancelled: its charges come back and its result is written (counted by sl_outcome_finish). */
+sl_err_t sl_pbatch_cancelled(sl_sched_t *s, job_t *j, int64_t now_ms);
+
 /* Reads the provider batches from the store into s (after the jobs were restored). A batch
  * being created asks again answer_ms after it was sent (an answer read after the restart may
  * settle it first); the others take their step at once. */

@@ -710,7 +710,7 @@ static sl_err_t serve_beside(sl_sched_t *s, int r, const held_t *head_h, const a
         return SL_OK; /* one token limit (or one waited on that every job needs alike) */
     int flows[BESIDE_MAX_FLOWS];
     int nflows = sl_drr_beside(route->drr, flows, BESIDE_MAX_FLOWS);
-    for (int f = 0; f<nflows && * budget> 0; f++) {
+    for (int f = 0; *budget > 0 && f < nflows; f++) {
         int64_t cost = 0;
         job_t *j;
         while (*budget > 0 && (j = sl_drr_peek_beside(route->drr, flows[f], &cost)) != NULL) {
@@ -954,24 +954,21 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
          * still on their way (admitted just before, delayed by the same outage), and the
          * provider would see both at once. */
         j->not_sent++;
+        if (j->pbatch && j->cancel_asked) {
+            /* Its provider batch was cancelled because every job in it asked. */
+            rc = sl_pbatch_cancelled(s, j, now_ms);
+            goto out;
+        }
         if (!j->pbatch)
             sl_holders_on_not_sent(s, now_ms);
-        int cancel = j->pbatch && j->cancel_asked;
-        rc = sl_reservation_settle(s, j, END_NOT_SENT, "reconciled", in, out, cached,
-                                   cancel ? "cancelled" : outcome, now_ms, NULL);
-        if (rc == SL_OK && cancel) {
-            /* Its provider batch was cancelled because every job in it asked. */
-            outcome_t o;
-            sl_outcome_init(&o, SL_STATUS_CANCELLED);
-            s->st.cancelled++;
-            rc = sl_outcome_finish(s, j, &o, now_ms);
-        } else if (rc == SL_OK) {
+        rc = sl_reservation_settle(s, j, END_NOT_SENT, "reconciled", in, out, cached, outcome,
+                                   now_ms, NULL);
+        if (rc == SL_OK)
             rc = sl_retry_or_fail(s, j, 0, SL_REASON_NOT_SENT,
                                   j->pbatch ? "its provider batch did not run it (expired, "
                                               "cancelled, or no result)"
                                             : "the dispatcher could not send the request",
                                   now_ms);
-        }
         goto out;
     }
     if (!j->pbatch)

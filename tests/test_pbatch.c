@@ -391,6 +391,10 @@ START_TEST(cancels_take_a_job_out_of_an_open_batch_and_a_whole_sent_batch_when_a
     b = take(&e);
     ck_assert_str_eq(sget(find(&b, SL_MSG_RESULT, "j0"), "status"), "cancelled");
     batch_free(&b);
+    /* j3 and j0: each counted once */
+    sl_sched_stats_t st;
+    sl_sched_stats(e.sched, &st);
+    ck_assert_int_eq(st.cancelled, 2);
     json_decref(sent);
     env_batch_done(&e);
 }
