@@ -9,13 +9,17 @@
  * the flood. Batch requests are also held back while their takes fill half the flight (the
  * requests topic keeps the other half, so it never waits for the broker's acknowledgements of
  * batch work) and for as long again as their last take took (at most half of ingest's time on
- * batch work, so a flood never takes the machine's CPU from the latency path). */
+ * batch work, so a flood never takes the machine's CPU from the latency path), and while the
+ * schedulers are more than ingest.jobs_backlog_max jobs behind on a jobs partition
+ * (ingest/backlog.h), so a backfill waits in its own topic rather than outrun them on the jobs
+ * topic, where a broker that keeps a partition by size would delete what they did not read. */
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "auth.h"
+#include "backlog.h"
 #include "inflight.h"
 #include "ingest.h"
 #include "intake.h"
@@ -55,6 +59,29 @@ static const char usage_text[] =
     "signed with signing.ingest_secret_key_file, and job ids are keyed with\n"
     "signing.job_id_key_file (both created at start when missing).\n"
     "Config: $SLUICE_CONFIG or examples/sluice.json.\n";
+
+/* The schedulers' backlog on the jobs topic, told of every job that lands (ingest/backlog.h).
+ * The delivery report callback is set when the producer is made, before the backlog can be. */
+static sl_backlog_t *jobs_backlog;
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+    if (jobs_backlog != NULL && msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+        sl_backlog_written(jobs_backlog, rd_kafka_topic_name(msg->rkt), msg->partition,
+                           msg->offset);
+    sl_kafka_io_on_delivery(rk, msg, opaque);
+}
+
+/* Whether batch requests wait for the schedulers (asks for their offsets when due): while a
+ * jobs partition holds more than max unread jobs. An unknown backlog holds nothing back. */
+static int backlog_holds(sl_backlog_t *b, int64_t max, int64_t mono_ms)
+{
+    if (b == NULL)
+        return 0;
+    sl_backlog_step(b, mono_ms);
+    int64_t behind = sl_backlog_max(b, mono_ms);
+    return behind > max;
+}
 
 /* The consumer's properties: the intake's read-ahead limits, and offsets stored only when a
  * take retires (never by librdkafka on consume). */
@@ -159,8 +186,8 @@ int main(int argc, char **argv)
     }
     rd_kafka_t *prod = NULL, *cons = NULL;
     const char *topics[] = {cfg->kafka.topic_requests, cfg->kafka.topic_requests_batch};
-    if (sl_kafka_producer_new(cfg, "sluice-ingest", sl_kafka_io_on_delivery, NULL, &prod, err,
-                              sizeof err) != SL_OK ||
+    if (sl_kafka_producer_new(cfg, "sluice-ingest", on_delivery, NULL, &prod, err, sizeof err) !=
+            SL_OK ||
         sl_kafka_consumer_new_rebalance(cfg, "sluice-ingest", "sluice-ingest", topics, 2,
                                         consumer_props(), sl_intake_rebalance, intake, &cons, err,
                                         sizeof err) != SL_OK) {
@@ -187,6 +214,25 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-ingest: cannot set up metrics\n");
         return 1;
     }
+    int m_backlog = sl_metrics_family(
+        metrics, SL_METRIC_GAUGE, "sluice_ingest_jobs_backlog",
+        "The most jobs on one jobs partition written and not yet committed by the schedulers "
+        "(-1 unknown); batch requests wait while it is over ingest.jobs_backlog_max.",
+        NULL, NULL, 0);
+    int m_held =
+        sl_metrics_family(metrics, SL_METRIC_COUNTER, "sluice_ingest_batch_held_seconds_total",
+                          "Time batch requests waited for the schedulers' backlog.", NULL, NULL, 0);
+    if (m_backlog < 0 || m_held < 0) {
+        fprintf(stderr, "sluice-ingest: cannot set up metrics\n");
+        return 1;
+    }
+    jobs_backlog = cfg->jobs_backlog_max > 0
+                       ? sl_backlog_new(prod, cfg->kafka.topic_jobs, "sluice-scheduler")
+                       : NULL;
+    if (cfg->jobs_backlog_max > 0 && jobs_backlog == NULL) {
+        fprintf(stderr, "sluice-ingest: out of memory\n");
+        return 2;
+    }
     sl_kafka_io_t *io = sl_kafka_io_new(prod, cons);
     sl_inflight_ops_t ops = io != NULL ? sl_kafka_io_ops(io) : (sl_inflight_ops_t){0};
     sl_inflight_t *flight =
@@ -198,12 +244,16 @@ int main(int argc, char **argv)
     }
     long long n_jobs = 0, n_rejected = 0;
     int64_t last_stats = sl_now_ms(), last_lag = 0, last_commit = 0;
-    double later_at = 0; /* batch requests are not taken before this (sl_mono_ms) */
+    double later_at = 0;   /* batch requests are not taken before this (sl_mono_ms) */
+    double held_since = 0; /* batch requests held back for the backlog since (sl_mono_ms) */
     int exit_code = 0, group_refused = 0;
     while (!sl_stop_requested() && !group_refused) {
         int64_t now = sl_now_ms();
         if (now - last_lag >= 1000) {
             sl_kafka_export_lag(cons, metrics, m_lag);
+            if (jobs_backlog != NULL)
+                sl_metrics_set(metrics, m_backlog, NULL,
+                               (double)sl_backlog_max(jobs_backlog, (int64_t)sl_mono_ms()));
             sl_kafka_export_lost(metrics, m_lost);
             last_lag = now;
             /* Failures that stopped still report how many lines they held back. */
@@ -231,7 +281,14 @@ int main(int argc, char **argv)
          * is spent; the requests topic is taken meanwhile. */
         double mono = sl_mono_ms();
         int in_flight = sl_inflight_count(flight);
-        sl_intake_pause_later(intake, in_flight >= LATER_TAKES_MAX || mono < later_at);
+        int held = backlog_holds(jobs_backlog, cfg->jobs_backlog_max, (int64_t)mono);
+        if (held && held_since == 0)
+            held_since = mono;
+        if (!held && held_since != 0) {
+            sl_metrics_add(metrics, m_held, NULL, (mono - held_since) / 1000.0);
+            held_since = 0;
+        }
+        sl_intake_pause_later(intake, held || in_flight >= LATER_TAKES_MAX || mono < later_at);
         int wait_ms = in_flight > 1 ? 2 : 100;
         if (mono < later_at && later_at - mono < wait_ms)
             wait_ms = (int)(later_at - mono) + 1;
@@ -308,6 +365,8 @@ stop:
     rd_kafka_flush(prod, 10000);
     sl_intake_detach(intake);
     sl_kafka_consumer_close(cons);
+    sl_backlog_free(jobs_backlog); /* its queue is the producer's */
+    jobs_backlog = NULL;
     rd_kafka_destroy(prod);
     sl_inflight_free(flight);
     sl_kafka_io_free(io);
