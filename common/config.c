@@ -86,7 +86,7 @@ static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
 static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
 {
     static const char *const ingest_keys[] = {"max_request_bytes", "metrics_listen",
-                                              "jobs_backlog_max", NULL};
+                                              "jobs_backlog_max_bytes", NULL};
     static const char *const sched_keys[] = {"db",
                                              "lease_ms",
                                              "max_attempts",
@@ -121,8 +121,8 @@ static void load_processes(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     cfg->max_request_bytes =
         cfg_get_int(c, ij, "ingest", "max_request_bytes", 1 << 20, 256, 64 << 20);
     cfg->ingest_metrics_listen = cfg_get_str(c, ij, "ingest", "metrics_listen", "127.0.0.1:9310");
-    cfg->jobs_backlog_max =
-        cfg_get_int(c, ij, "ingest", "jobs_backlog_max", 2000, 0, 100000000);
+    cfg->jobs_backlog_max_bytes =
+        cfg_get_int(c, ij, "ingest", "jobs_backlog_max_bytes", 2 << 20, 0, 1LL << 40);
 
     json_t *sj = section(c, root, "config", "scheduler", "scheduler", sched_keys);
     cfg->db_path = cfg_get_str(c, sj, "scheduler", "db", "var/sluice.db");

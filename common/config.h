@@ -311,9 +311,9 @@ typedef struct sl_config {
     sl_kafka_cfg_t kafka;
     /* ingest */
     int64_t max_request_bytes;
-    /* batch requests wait while a jobs partition holds more than this many jobs the schedulers
-     * have not committed (ingest/backlog.h); 0 never holds them back */
-    int64_t jobs_backlog_max;
+    /* batch requests wait while a jobs partition holds more than these bytes of jobs the
+     * schedulers have not committed (ingest/backlog.h); 0 never holds them back */
+    int64_t jobs_backlog_max_bytes;
     /* where each daemon serves GET /metrics and /healthz ("HOST:PORT"; "" = not served) */
     const char *ingest_metrics_listen, *sched_metrics_listen, *disp_metrics_listen;
     /* scheduler */

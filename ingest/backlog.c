@@ -5,15 +5,26 @@
 #include <string.h>
 
 #include "log.h"
-#include "util.h"
+
+/* One partition: the jobs this ingest wrote there that the group has not committed, oldest
+ * first, in a ring that grows to SL_BACKLOG_RING_MAX. Past that the oldest leave the ring
+ * into `overflow`, which is only emptied by a commit past the last of them, so the count
+ * errs on the side of holding back. */
+typedef struct {
+    int64_t *off;
+    uint32_t *bytes;
+    int head, len, cap;
+    int64_t unread;        /* bytes of the jobs in the ring */
+    int64_t overflow;      /* bytes of jobs that left the ring unread */
+    int64_t overflow_last; /* the offset of the last of them */
+} part_t;
 
 struct sl_backlog {
     rd_kafka_t *rk;
     rd_kafka_queue_t *answers;
     char *topic, *group;
+    part_t *parts;                 /* SL_BACKLOG_MAX_PARTITIONS */
     int n;                         /* partitions 0..n-1 may have been written to */
-    int64_t *written;              /* the last offset landed per partition, -1 none */
-    int64_t *committed;            /* from the last answer, -1 none */
     int asking;                    /* a question is in flight */
     int64_t asked_ms, answered_ms; /* monotonic; 0 never */
     int refused_logged;
@@ -27,16 +38,13 @@ sl_backlog_t *sl_backlog_new(rd_kafka_t *rk, const char *topic, const char *grou
     b->rk = rk;
     b->topic = strdup(topic);
     b->group = strdup(group);
-    b->written = malloc(SL_BACKLOG_MAX_PARTITIONS * sizeof *b->written);
-    b->committed = malloc(SL_BACKLOG_MAX_PARTITIONS * sizeof *b->committed);
-    b->answers = rd_kafka_queue_new(rk);
-    if (b->topic == NULL || b->group == NULL || b->written == NULL || b->committed == NULL ||
-        b->answers == NULL) {
+    b->parts = calloc(SL_BACKLOG_MAX_PARTITIONS, sizeof *b->parts);
+    b->answers = rk != NULL ? rd_kafka_queue_new(rk) : NULL;
+    if (b->topic == NULL || b->group == NULL || b->parts == NULL ||
+        (rk != NULL && b->answers == NULL)) {
         sl_backlog_free(b);
         return NULL;
     }
-    for (int p = 0; p < SL_BACKLOG_MAX_PARTITIONS; p++)
-        b->written[p] = b->committed[p] = -1;
     return b;
 }
 
@@ -46,39 +54,95 @@ void sl_backlog_free(sl_backlog_t *b)
         return;
     if (b->answers != NULL)
         rd_kafka_queue_destroy(b->answers);
+    for (int p = 0; b->parts != NULL && p < b->n; p++) {
+        free(b->parts[p].off);
+        free(b->parts[p].bytes);
+    }
+    free(b->parts);
     free(b->topic);
     free(b->group);
-    free(b->written);
-    free(b->committed);
     free(b);
 }
 
-void sl_backlog_written(sl_backlog_t *b, const char *topic, int32_t partition, int64_t offset)
+/* Room for one more job in pt's ring: grown (doubling) up to the limit, else its oldest job
+ * leaves it into the overflow. */
+static void make_room(part_t *pt)
+{
+    if (pt->len < pt->cap)
+        return;
+    if (pt->cap < SL_BACKLOG_RING_MAX) {
+        int cap = pt->cap == 0 ? 256 : pt->cap * 2;
+        int64_t *off = malloc((size_t)cap * sizeof *off);
+        uint32_t *bytes = malloc((size_t)cap * sizeof *bytes);
+        if (off != NULL && bytes != NULL) {
+            for (int i = 0; i < pt->len; i++) {
+                off[i] = pt->off[(pt->head + i) % pt->cap];
+                bytes[i] = pt->bytes[(pt->head + i) % pt->cap];
+            }
+            free(pt->off);
+            free(pt->bytes);
+            pt->off = off;
+            pt->bytes = bytes;
+            pt->head = 0;
+            pt->cap = cap;
+            return;
+        }
+        free(off);
+        free(bytes);
+        if (pt->cap == 0)
+            return; /* no ring at all: the caller counts the job as overflow */
+    }
+    pt->overflow += pt->bytes[pt->head];
+    pt->overflow_last = pt->off[pt->head];
+    pt->unread -= pt->bytes[pt->head];
+    pt->head = (pt->head + 1) % pt->cap;
+    pt->len--;
+}
+
+void sl_backlog_written(sl_backlog_t *b, const char *topic, int32_t partition, int64_t offset,
+                        size_t bytes)
 {
     if (partition < 0 || partition >= SL_BACKLOG_MAX_PARTITIONS || offset < 0 ||
         strcmp(topic, b->topic) != 0)
         return;
-    if (offset > b->written[partition])
-        b->written[partition] = offset;
     if (partition >= b->n)
         b->n = partition + 1;
-}
-
-int64_t sl_backlog_compute(const int64_t *written, const int64_t *committed, int n)
-{
-    int64_t worst = 0;
-    for (int p = 0; p < n; p++) {
-        if (written[p] < 0)
-            continue;
-        int64_t behind = written[p] + 1 - (committed[p] >= 0 ? committed[p] : 0);
-        if (behind > worst)
-            worst = behind;
+    part_t *pt = &b->parts[partition];
+    uint32_t size = bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)bytes;
+    make_room(pt);
+    if (pt->len == pt->cap) { /* out of memory: counted, kept until a commit passes it */
+        pt->overflow += size;
+        if (offset > pt->overflow_last)
+            pt->overflow_last = offset;
+        return;
     }
-    return worst;
+    int at = (pt->head + pt->len) % pt->cap;
+    pt->off[at] = offset;
+    pt->bytes[at] = size;
+    pt->len++;
+    pt->unread += size;
 }
 
-/* Takes the committed offsets out of an answer; 0 when it holds them, else -1 with why. */
-static int take_answer(sl_backlog_t *b, rd_kafka_event_t *ev, const char **why)
+void sl_backlog_answer(sl_backlog_t *b, const int64_t *committed, int n, int64_t now_ms)
+{
+    for (int p = 0; p < n && p < b->n; p++) {
+        part_t *pt = &b->parts[p];
+        if (committed[p] < 0)
+            continue; /* never committed: all of it is unread */
+        while (pt->len > 0 && pt->off[pt->head] < committed[p]) {
+            pt->unread -= pt->bytes[pt->head];
+            pt->head = (pt->head + 1) % pt->cap;
+            pt->len--;
+        }
+        if (pt->overflow > 0 && committed[p] > pt->overflow_last)
+            pt->overflow = 0;
+    }
+    b->answered_ms = now_ms;
+}
+
+/* Takes the committed offsets out of an answer into b; 0 when it held them, else -1 with
+ * why. */
+static int take_answer(sl_backlog_t *b, rd_kafka_event_t *ev, int64_t now_ms, const char **why)
 {
     *why = rd_kafka_event_error_string(ev);
     if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -97,16 +161,23 @@ static int take_answer(sl_backlog_t *b, rd_kafka_event_t *ev, const char **why)
         *why = rd_kafka_error_string(gerr);
         return -1;
     }
+    int64_t *committed = malloc((size_t)b->n * sizeof *committed);
+    if (committed == NULL) {
+        *why = "out of memory";
+        return -1;
+    }
+    for (int p = 0; p < b->n; p++)
+        committed[p] = -1;
     const rd_kafka_topic_partition_list_t *parts = rd_kafka_group_result_partitions(groups[0]);
     for (int i = 0; parts != NULL && i < parts->cnt; i++) {
         const rd_kafka_topic_partition_t *tp = &parts->elems[i];
-        if (tp->partition < 0 || tp->partition >= SL_BACKLOG_MAX_PARTITIONS ||
-            strcmp(tp->topic, b->topic) != 0)
-            continue;
         /* A partition's own error (unknown to the group) reads as "never committed". */
-        b->committed[tp->partition] =
-            tp->err == RD_KAFKA_RESP_ERR_NO_ERROR && tp->offset >= 0 ? tp->offset : -1;
+        if (tp->partition >= 0 && tp->partition < b->n && strcmp(tp->topic, b->topic) == 0 &&
+            tp->err == RD_KAFKA_RESP_ERR_NO_ERROR && tp->offset >= 0)
+            committed[tp->partition] = tp->offset;
     }
+    sl_backlog_answer(b, committed, b->n, now_ms);
+    free(committed);
     return 0;
 }
 
@@ -116,7 +187,7 @@ static void ask(sl_backlog_t *b, int64_t now_ms)
     if (parts == NULL)
         return;
     for (int p = 0; p < b->n; p++) {
-        if (b->written[p] >= 0)
+        if (b->parts[p].len > 0 || b->parts[p].overflow > 0)
             rd_kafka_topic_partition_list_add(parts, b->topic, p);
     }
     rd_kafka_ListConsumerGroupOffsets_t *q = rd_kafka_ListConsumerGroupOffsets_new(b->group, parts);
@@ -138,11 +209,12 @@ static void ask(sl_backlog_t *b, int64_t now_ms)
 
 void sl_backlog_step(sl_backlog_t *b, int64_t now_ms)
 {
+    if (b->answers == NULL)
+        return;
     rd_kafka_event_t *ev;
     while ((ev = rd_kafka_queue_poll(b->answers, 0)) != NULL) {
         const char *why = NULL;
-        if (take_answer(b, ev, &why) == 0) {
-            b->answered_ms = now_ms;
+        if (take_answer(b, ev, now_ms, &why) == 0) {
             if (b->refused_logged) {
                 sl_info("the jobs topic's backlog is known again");
                 b->refused_logged = 0;
@@ -166,9 +238,15 @@ void sl_backlog_step(sl_backlog_t *b, int64_t now_ms)
 
 int64_t sl_backlog_max(const sl_backlog_t *b, int64_t now_ms)
 {
-    if (b->n == 0)
-        return 0; /* nothing written: nothing behind */
+    int64_t worst = 0;
+    for (int p = 0; p < b->n; p++) {
+        int64_t behind = b->parts[p].unread + b->parts[p].overflow;
+        if (behind > worst)
+            worst = behind;
+    }
+    if (worst == 0)
+        return 0; /* nothing written, or all of it read */
     if (b->answered_ms == 0 || now_ms - b->answered_ms > SL_BACKLOG_STALE_MS)
         return -1;
-    return sl_backlog_compute(b->written, b->committed, b->n);
+    return worst;
 }

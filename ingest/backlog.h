@@ -6,8 +6,10 @@
  * partition is the jobs written there and not yet taken in. Jobs are keyed by tenant, so one
  * tenant's backfill lands on one partition, and a broker that keeps a partition by size (the dev
  * broker keeps about 5 MB) drops the oldest unread jobs when a backfill gets far ahead of the
- * scheduler. Ingest holds batch requests back while the largest backlog is over a bound; the
- * requests topic, keyed by request, spreads them over all its partitions meanwhile.
+ * scheduler. Ingest holds batch requests back while the largest backlog, in bytes of the jobs
+ * it wrote, is over a bound; the requests topic, keyed by request, spreads them over all its
+ * partitions meanwhile. Each ingest counts what it wrote itself, so N ingest processes may
+ * leave N times the bound unread on a partition.
  *
  * The committed offsets are asked for with the admin API (ListConsumerGroupOffsets) on the
  * producer's handle and answered on a queue of their own that sl_backlog_step polls without
@@ -23,6 +25,7 @@
 #define SL_BACKLOG_H
 
 #include <librdkafka/rdkafka.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum {
@@ -30,32 +33,38 @@ enum {
     SL_BACKLOG_TIMEOUT_MS = 5000,
     SL_BACKLOG_STALE_MS = 10000,
     SL_BACKLOG_MAX_PARTITIONS = 4096,
+    /* Jobs remembered per partition (12 bytes each): 2 MiB of jobs of 128 bytes. Past it the
+     * oldest are counted until a commit passes the last of them (holding back longer, never
+     * less). */
+    SL_BACKLOG_RING_MAX = 16384,
 };
 
 typedef struct sl_backlog sl_backlog_t;
 
 /* A backlog of topic as read by group, asked through rk (borrowed: it must outlive the
- * backlog). NULL when out of memory. */
+ * backlog; NULL in the tests, which then answer with sl_backlog_answer). NULL when out of
+ * memory. */
 sl_backlog_t *sl_backlog_new(rd_kafka_t *rk, const char *topic, const char *group);
 /* Frees b (NULL is a no-op); an answer still in flight is dropped with its queue. */
 void sl_backlog_free(sl_backlog_t *b);
 
-/* Notes that a message landed at offset on partition of the topic (other topics, negative or
- * out-of-range partitions are ignored). */
-void sl_backlog_written(sl_backlog_t *b, const char *topic, int32_t partition, int64_t offset);
+/* Notes that a message of `bytes` (its value) landed at offset on partition of the topic
+ * (other topics, negative or out-of-range partitions are ignored). */
+void sl_backlog_written(sl_backlog_t *b, const char *topic, int32_t partition, int64_t offset,
+                        size_t bytes);
 
 /* Reads an answer that arrived, and asks again when none is in flight and the last question
  * is SL_BACKLOG_REFRESH_MS old. now_ms is monotonic. Never waits. */
 void sl_backlog_step(sl_backlog_t *b, int64_t now_ms);
 
-/* The largest backlog over the partitions written to, from the last answer: written and not
- * yet committed by the group (a partition the group never committed counts from its first
- * offset, 0). -1 when unknown (no answer yet, or the last is older than SL_BACKLOG_STALE_MS). */
+/* The largest backlog in bytes over the partitions written to, from the last answer: the
+ * bytes of the jobs this ingest wrote and the group has not committed (a partition the group
+ * never committed counts all of them). 0 when there are none; -1 when there are some and no
+ * answer is known (none yet, or the last is older than SL_BACKLOG_STALE_MS). */
 int64_t sl_backlog_max(const sl_backlog_t *b, int64_t now_ms);
 
-/* The pure rule, for the tests: the largest of written[p] + 1 - committed[p] over the n
- * partitions written to (written[p] >= 0), where committed[p] < 0 means none; 0 when none is
- * behind. */
-int64_t sl_backlog_compute(const int64_t *written, const int64_t *committed, int n);
+/* Applies an answer (what sl_backlog_step does with the broker's): committed[p] is the group's
+ * committed offset of partition p, -1 none, for p < n. Exposed for the tests. */
+void sl_backlog_answer(sl_backlog_t *b, const int64_t *committed, int n, int64_t now_ms);
 
 #endif

@@ -10,7 +10,7 @@
  * requests topic keeps the other half, so it never waits for the broker's acknowledgements of
  * batch work) and for as long again as their last take took (at most half of ingest's time on
  * batch work, so a flood never takes the machine's CPU from the latency path), and while the
- * schedulers are more than ingest.jobs_backlog_max jobs behind on a jobs partition
+ * schedulers are more than ingest.jobs_backlog_max_bytes behind on a jobs partition
  * (ingest/backlog.h), so a backfill waits in its own topic rather than outrun them on the jobs
  * topic, where a broker that keeps a partition by size would delete what they did not read. */
 #include <sodium.h>
@@ -67,13 +67,14 @@ static sl_backlog_t *jobs_backlog;
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     if (jobs_backlog != NULL && msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
-        sl_backlog_written(jobs_backlog, rd_kafka_topic_name(msg->rkt), msg->partition,
-                           msg->offset);
+        sl_backlog_written(jobs_backlog, rd_kafka_topic_name(msg->rkt), msg->partition, msg->offset,
+                           msg->len);
     sl_kafka_io_on_delivery(rk, msg, opaque);
 }
 
 /* Whether batch requests wait for the schedulers (asks for their offsets when due): while a
- * jobs partition holds more than max unread jobs. An unknown backlog holds nothing back. */
+ * jobs partition holds more than max bytes of unread jobs. An unknown backlog holds nothing
+ * back. */
 static int backlog_holds(sl_backlog_t *b, int64_t max, int64_t mono_ms)
 {
     if (b == NULL)
@@ -215,9 +216,10 @@ int main(int argc, char **argv)
         return 1;
     }
     int m_backlog = sl_metrics_family(
-        metrics, SL_METRIC_GAUGE, "sluice_ingest_jobs_backlog",
-        "The most jobs on one jobs partition written and not yet committed by the schedulers "
-        "(-1 unknown); batch requests wait while it is over ingest.jobs_backlog_max.",
+        metrics, SL_METRIC_GAUGE, "sluice_ingest_jobs_backlog_bytes",
+        "The most bytes of jobs on one jobs partition written and not yet committed by the "
+        "schedulers (-1 unknown); batch requests wait while it is over "
+        "ingest.jobs_backlog_max_bytes.",
         NULL, NULL, 0);
     int m_held =
         sl_metrics_family(metrics, SL_METRIC_COUNTER, "sluice_ingest_batch_held_seconds_total",
@@ -226,10 +228,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-ingest: cannot set up metrics\n");
         return 1;
     }
-    jobs_backlog = cfg->jobs_backlog_max > 0
+    jobs_backlog = cfg->jobs_backlog_max_bytes > 0
                        ? sl_backlog_new(prod, cfg->kafka.topic_jobs, "sluice-scheduler")
                        : NULL;
-    if (cfg->jobs_backlog_max > 0 && jobs_backlog == NULL) {
+    if (cfg->jobs_backlog_max_bytes > 0 && jobs_backlog == NULL) {
         fprintf(stderr, "sluice-ingest: out of memory\n");
         return 2;
     }
@@ -245,7 +247,8 @@ int main(int argc, char **argv)
     long long n_jobs = 0, n_rejected = 0;
     int64_t last_stats = sl_now_ms(), last_lag = 0, last_commit = 0;
     double later_at = 0;   /* batch requests are not taken before this (sl_mono_ms) */
-    double held_since = 0; /* batch requests held back for the backlog since (sl_mono_ms) */
+    double held_since = 0; /* batch requests held back for the backlog since (sl_mono_ms), not
+                            * yet counted */
     int exit_code = 0, group_refused = 0;
     while (!sl_stop_requested() && !group_refused) {
         int64_t now = sl_now_ms();
@@ -281,13 +284,14 @@ int main(int argc, char **argv)
          * is spent; the requests topic is taken meanwhile. */
         double mono = sl_mono_ms();
         int in_flight = sl_inflight_count(flight);
-        int held = backlog_holds(jobs_backlog, cfg->jobs_backlog_max, (int64_t)mono);
-        if (held && held_since == 0)
-            held_since = mono;
-        if (!held && held_since != 0) {
+        int held = backlog_holds(jobs_backlog, cfg->jobs_backlog_max_bytes, (int64_t)mono);
+        /* The time held goes to its counter as it passes, at most 100 ms late. */
+        if (held_since != 0 && (!held || mono - held_since >= 100)) {
             sl_metrics_add(metrics, m_held, NULL, (mono - held_since) / 1000.0);
             held_since = 0;
         }
+        if (held && held_since == 0)
+            held_since = mono;
         sl_intake_pause_later(intake, held || in_flight >= LATER_TAKES_MAX || mono < later_at);
         int wait_ms = in_flight > 1 ? 2 : 100;
         if (mono < later_at && later_at - mono < wait_ms)

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/var/tools/bin:$PATH"
 # Longest first, so the lanes end together.
 BESIDE=" e2e_shards e2e_store e2e_admin e2e_security e2e_isolation e2e_log_flood e2e_cli e2e_replay \
-e2e_contracts e2e_providers "
+e2e_contracts e2e_providers e2e_backlog "
 LANES=2
 pass=0; fail=0
 failed=() # names of the drivers that failed, for the closing summary

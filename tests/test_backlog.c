@@ -15,47 +15,80 @@
 #define TOPIC "jobs"
 #define GROUP "schedulers"
 
-START_TEST(rule)
+static void write_jobs(sl_backlog_t *b, int32_t partition, int64_t from, int count, size_t bytes)
 {
-    int64_t written[4] = {9, -1, 99, 4};
+    for (int i = 0; i < count; i++)
+        sl_backlog_written(b, TOPIC, partition, from + i, bytes);
+}
+
+START_TEST(counts_the_bytes_not_committed)
+{
+    sl_backlog_t *b = sl_backlog_new(NULL, TOPIC, GROUP);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(sl_backlog_max(b, 1000), 0); /* nothing written: nothing behind */
+    write_jobs(b, 0, 0, 10, 1000);
+    write_jobs(b, 2, 0, 100, 100);
+    write_jobs(b, 3, 0, 5, 1000);
+    /* Written to, never answered: unknown. */
+    ck_assert_int_eq(sl_backlog_max(b, 1000), -1);
+    /* Partition 0 read to its end; 2: 60 jobs of 100 bytes behind; 3 never committed. */
     int64_t committed[4] = {10, -1, 40, -1};
-    /* partition 0 read to its end, 1 never written, 2: 60 behind, 3: never committed, 5. */
-    ck_assert_int_eq(sl_backlog_compute(written, committed, 4), 60);
+    sl_backlog_answer(b, committed, 4, 1000);
+    ck_assert_int_eq(sl_backlog_max(b, 1000), 6000);
     committed[2] = 100;
-    ck_assert_int_eq(sl_backlog_compute(written, committed, 4), 5);
+    sl_backlog_answer(b, committed, 4, 1100);
+    ck_assert_int_eq(sl_backlog_max(b, 1100), 5000);
+    /* Sizes are the jobs' own: small ones among big ones do not make the big ones small. */
+    write_jobs(b, 3, 5, 20, 10);
+    ck_assert_int_eq(sl_backlog_max(b, 1100), 5200);
     committed[3] = 5;
-    ck_assert_int_eq(sl_backlog_compute(written, committed, 4), 0);
-    /* A commit past what this ingest wrote (another ingest wrote more) is not negative. */
+    sl_backlog_answer(b, committed, 4, 1200);
+    ck_assert_int_eq(sl_backlog_max(b, 1200), 200);
+    /* A commit past what this ingest wrote (another ingest wrote more) leaves nothing. */
     committed[0] = 500;
-    ck_assert_int_eq(sl_backlog_compute(written, committed, 4), 0);
-    ck_assert_int_eq(sl_backlog_compute(written, committed, 0), 0);
+    committed[3] = 500;
+    sl_backlog_answer(b, committed, 4, 1300);
+    ck_assert_int_eq(sl_backlog_max(b, 1300), 0);
+    /* An answer gets old: unknown while something is unread. */
+    write_jobs(b, 0, 500, 1, 7);
+    ck_assert_int_eq(sl_backlog_max(b, 1300), 7);
+    ck_assert_int_eq(sl_backlog_max(b, 1300 + SL_BACKLOG_STALE_MS + 1), -1);
+    sl_backlog_free(b);
+}
+END_TEST
+
+START_TEST(past_the_ring_counts_until_a_commit_passes)
+{
+    sl_backlog_t *b = sl_backlog_new(NULL, TOPIC, GROUP);
+    ck_assert_ptr_nonnull(b);
+    write_jobs(b, 1, 0, SL_BACKLOG_RING_MAX + 10, 1);
+    int64_t committed[2] = {-1, 5};
+    sl_backlog_answer(b, committed, 2, 1000);
+    /* Offsets 0 - 9 left the ring: a commit inside them cannot say how much of them is read. */
+    ck_assert_int_eq(sl_backlog_max(b, 1000), SL_BACKLOG_RING_MAX + 10);
+    committed[1] = 10;
+    sl_backlog_answer(b, committed, 2, 1000);
+    ck_assert_int_eq(sl_backlog_max(b, 1000), SL_BACKLOG_RING_MAX);
+    committed[1] = SL_BACKLOG_RING_MAX;
+    sl_backlog_answer(b, committed, 2, 1000);
+    ck_assert_int_eq(sl_backlog_max(b, 1000), 10);
+    committed[1] = SL_BACKLOG_RING_MAX + 10;
+    sl_backlog_answer(b, committed, 2, 1000);
+    ck_assert_int_eq(sl_backlog_max(b, 1000), 0);
+    sl_backlog_free(b);
 }
 END_TEST
 
 START_TEST(ignores_other_topics_and_bad_partitions)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    char err[256];
-    rd_kafka_conf_set(conf, "bootstrap.servers", "127.0.0.1:1", err, sizeof err);
-    rd_kafka_conf_set(conf, "log_level", "0", err, sizeof err);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-    ck_assert_ptr_nonnull(rk);
-    sl_backlog_t *b = sl_backlog_new(rk, TOPIC, GROUP);
+    sl_backlog_t *b = sl_backlog_new(NULL, TOPIC, GROUP);
     ck_assert_ptr_nonnull(b);
-    int64_t now = (int64_t)sl_mono_ms();
-    ck_assert_int_eq(sl_backlog_max(b, now), 0); /* nothing written: nothing behind */
-    sl_backlog_written(b, "results", 0, 10);
-    sl_backlog_written(b, TOPIC, -1, 10);
-    sl_backlog_written(b, TOPIC, SL_BACKLOG_MAX_PARTITIONS, 10);
-    sl_backlog_written(b, TOPIC, 3, -1);
-    ck_assert_int_eq(sl_backlog_max(b, now), 0);
-    sl_backlog_written(b, TOPIC, 3, 7);
-    /* Written to, never answered (the broker at port 1 is not there): unknown. */
-    ck_assert_int_eq(sl_backlog_max(b, now), -1);
-    sl_backlog_step(b, now);
-    ck_assert_int_eq(sl_backlog_max(b, now), -1);
+    sl_backlog_written(b, "results", 0, 10, 100);
+    sl_backlog_written(b, TOPIC, -1, 10, 100);
+    sl_backlog_written(b, TOPIC, SL_BACKLOG_MAX_PARTITIONS, 10, 100);
+    sl_backlog_written(b, TOPIC, 3, -1, 100);
+    ck_assert_int_eq(sl_backlog_max(b, 1000), 0);
     sl_backlog_free(b);
-    rd_kafka_destroy(rk);
 }
 END_TEST
 
@@ -89,7 +122,7 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     (void)rk;
     (void)opaque;
     ck_assert_int_eq(m->err, RD_KAFKA_RESP_ERR_NO_ERROR);
-    sl_backlog_written(told, rd_kafka_topic_name(m->rkt), m->partition, m->offset);
+    sl_backlog_written(told, rd_kafka_topic_name(m->rkt), m->partition, m->offset, m->len);
 }
 
 /* Commits offset for GROUP on TOPIC [partition], as a scheduler that stored that far would. */
@@ -138,25 +171,29 @@ START_TEST(reads_the_group_commits_from_the_broker)
     told = sl_backlog_new(prod, TOPIC, GROUP);
     ck_assert_ptr_nonnull(told);
 
-    /* 300 jobs on partition 1, 20 on partition 2; the group has committed nothing yet. */
+    /* 300 jobs of 10 bytes on partition 1, 20 of 100 bytes on partition 2; the group has
+     * committed nothing yet. */
+    static const char job[100];
     for (int i = 0; i < 320; i++)
-        ck_assert_int_eq(rd_kafka_producev(prod, RD_KAFKA_V_TOPIC(TOPIC),
-                                           RD_KAFKA_V_PARTITION(i < 300 ? 1 : 2),
-                                           RD_KAFKA_V_VALUE("job", 3), RD_KAFKA_V_END),
-                         RD_KAFKA_RESP_ERR_NO_ERROR);
+        ck_assert_int_eq(
+            rd_kafka_producev(prod, RD_KAFKA_V_TOPIC(TOPIC), RD_KAFKA_V_PARTITION(i < 300 ? 1 : 2),
+                              RD_KAFKA_V_VALUE((void *)job, i < 300 ? 10 : 100), RD_KAFKA_V_END),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
     ck_assert_int_eq(rd_kafka_flush(prod, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
-    ck_assert_int_eq(backlog_becomes(told, 300), 300);
+    ck_assert_int_eq(backlog_becomes(told, 3000), 3000);
 
     /* The scheduler stores 250 of partition 1: partition 2's 20 are now the most behind... */
     commit_offset(1, 250);
-    ck_assert_int_eq(backlog_becomes(told, 50), 50);
+    ck_assert_int_eq(backlog_becomes(told, 2000), 2000);
     /* ...and when it has read everything, nothing is behind. */
     commit_offset(1, 300);
     commit_offset(2, 20);
     ck_assert_int_eq(backlog_becomes(told, 0), 0);
 
-    /* With the broker gone, the last answer ages into "unknown", which holds nothing back. */
+    /* With the broker gone, the last answer ages into "unknown" (which holds nothing back)
+     * as soon as anything is unread. */
     stop_mock();
+    sl_backlog_written(told, TOPIC, 1, 300, 10);
     int64_t later = (int64_t)sl_mono_ms() + SL_BACKLOG_STALE_MS + 1;
     ck_assert_int_eq(sl_backlog_max(told, later), -1);
 
@@ -171,7 +208,8 @@ int main(void)
     Suite *s = suite_create("backlog");
     TCase *tc = tcase_create("backlog");
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, rule);
+    tcase_add_test(tc, counts_the_bytes_not_committed);
+    tcase_add_test(tc, past_the_ring_counts_until_a_commit_passes);
     tcase_add_test(tc, ignores_other_topics_and_bad_partitions);
     tcase_add_test(tc, reads_the_group_commits_from_the_broker);
     suite_add_tcase(s, tc);
