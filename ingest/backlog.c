@@ -24,6 +24,7 @@ struct sl_backlog {
     rd_kafka_queue_t *answers;
     char *topic, *group;
     part_t *parts;                 /* SL_BACKLOG_MAX_PARTITIONS */
+    int64_t in_flight;             /* bytes of jobs produced, not yet delivered or failed */
     int n;                         /* partitions 0..n-1 may have been written to */
     int asking;                    /* a question is in flight */
     int64_t asked_ms, answered_ms; /* monotonic; 0 never */
@@ -99,11 +100,21 @@ static void make_room(part_t *pt)
     pt->len--;
 }
 
-void sl_backlog_written(sl_backlog_t *b, const char *topic, int32_t partition, int64_t offset,
-                        size_t bytes)
+void sl_backlog_sent(sl_backlog_t *b, const char *topic, size_t bytes)
 {
-    if (partition < 0 || partition >= SL_BACKLOG_MAX_PARTITIONS || offset < 0 ||
-        strcmp(topic, b->topic) != 0)
+    if (strcmp(topic, b->topic) == 0)
+        b->in_flight += (int64_t)bytes;
+}
+
+void sl_backlog_landed(sl_backlog_t *b, const char *topic, int32_t partition, int64_t offset,
+                       size_t bytes, int ok)
+{
+    if (strcmp(topic, b->topic) != 0)
+        return;
+    b->in_flight -= (int64_t)bytes;
+    if (b->in_flight < 0)
+        b->in_flight = 0; /* a message sent before the backlog was told of it */
+    if (!ok || partition < 0 || partition >= SL_BACKLOG_MAX_PARTITIONS || offset < 0)
         return;
     if (partition >= b->n)
         b->n = partition + 1;
@@ -245,8 +256,10 @@ int64_t sl_backlog_max(const sl_backlog_t *b, int64_t now_ms)
             worst = behind;
     }
     if (worst == 0)
-        return 0; /* nothing written, or all of it read */
+        return b->in_flight; /* nothing landed unread: what is on its way is all */
     if (b->answered_ms == 0 || now_ms - b->answered_ms > SL_BACKLOG_STALE_MS)
         return -1;
-    return worst;
+    /* Where the jobs on their way land is known only when they do: counted on the partition
+     * most behind, as they would be for a single tenant's backfill. */
+    return worst + b->in_flight;
 }

@@ -10,7 +10,15 @@
 struct sl_kafka_io {
     rd_kafka_t *prod, *cons;
     int stored; /* offsets stored since the last commit */
+    sl_kafka_io_sent_fn sent;
+    void *sent_arg;
 };
+
+void sl_kafka_io_on_sent(sl_kafka_io_t *io, sl_kafka_io_sent_fn fn, void *arg)
+{
+    io->sent = fn;
+    io->sent_arg = arg;
+}
 
 sl_kafka_io_t *sl_kafka_io_new(rd_kafka_t *prod, rd_kafka_t *cons)
 {
@@ -46,7 +54,12 @@ static int produce_out(void *arg, sl_take_t *t, const char *topic, const char *k
                        const char *value)
 {
     sl_kafka_io_t *io = arg;
-    return sl_kafka_produce(io->prod, topic, key, value, strlen(value), NULL, t) == SL_OK ? 0 : -1;
+    size_t len = strlen(value);
+    if (sl_kafka_produce(io->prod, topic, key, value, len, NULL, t) != SL_OK)
+        return -1;
+    if (io->sent != NULL)
+        io->sent(io->sent_arg, topic, len);
+    return 0;
 }
 
 static void store_offset(void *arg, const char *topic, int32_t partition, int64_t next)

@@ -22,6 +22,11 @@ typedef struct sl_kafka_io sl_kafka_io_t;
 sl_kafka_io_t *sl_kafka_io_new(rd_kafka_t *prod, rd_kafka_t *cons);
 void sl_kafka_io_free(sl_kafka_io_t *io);
 
+/* Told of every output handed to the producer (its topic and the bytes of its value), the
+ * first time and each time it is produced again. */
+typedef void (*sl_kafka_io_sent_fn)(void *arg, const char *topic, size_t len);
+void sl_kafka_io_on_sent(sl_kafka_io_t *io, sl_kafka_io_sent_fn fn, void *arg);
+
 /* The operations the takes in flight use (sl_inflight_new): produce an output with its take as
  * the delivery's opaque, store an input offset. */
 sl_inflight_ops_t sl_kafka_io_ops(sl_kafka_io_t *io);

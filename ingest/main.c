@@ -66,10 +66,16 @@ static sl_backlog_t *jobs_backlog;
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
-    if (jobs_backlog != NULL && msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
-        sl_backlog_written(jobs_backlog, rd_kafka_topic_name(msg->rkt), msg->partition, msg->offset,
-                           msg->len);
+    /* Only the takes' outputs (their take is the message's opaque) were counted as sent. */
+    if (jobs_backlog != NULL && msg->_private != NULL)
+        sl_backlog_landed(jobs_backlog, rd_kafka_topic_name(msg->rkt), msg->partition, msg->offset,
+                          msg->len, msg->err == RD_KAFKA_RESP_ERR_NO_ERROR);
     sl_kafka_io_on_delivery(rk, msg, opaque);
+}
+
+static void on_sent(void *arg, const char *topic, size_t len)
+{
+    sl_backlog_sent(arg, topic, len);
 }
 
 /* Whether batch requests wait for the schedulers (asks for their offsets when due): while a
@@ -236,6 +242,8 @@ int main(int argc, char **argv)
         return 2;
     }
     sl_kafka_io_t *io = sl_kafka_io_new(prod, cons);
+    if (io != NULL && jobs_backlog != NULL)
+        sl_kafka_io_on_sent(io, on_sent, jobs_backlog);
     sl_inflight_ops_t ops = io != NULL ? sl_kafka_io_ops(io) : (sl_inflight_ops_t){0};
     sl_inflight_t *flight =
         io != NULL ? sl_inflight_new(TAKES_MAX, BATCH_MAX, BATCH_MAX, &ops) : NULL;

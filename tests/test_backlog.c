@@ -18,7 +18,7 @@
 static void write_jobs(sl_backlog_t *b, int32_t partition, int64_t from, int count, size_t bytes)
 {
     for (int i = 0; i < count; i++)
-        sl_backlog_written(b, TOPIC, partition, from + i, bytes);
+        sl_backlog_landed(b, TOPIC, partition, from + i, bytes, 1);
 }
 
 START_TEST(counts_the_bytes_not_committed)
@@ -79,14 +79,42 @@ START_TEST(past_the_ring_counts_until_a_commit_passes)
 }
 END_TEST
 
+START_TEST(jobs_on_their_way_count_before_they_land)
+{
+    sl_backlog_t *b = sl_backlog_new(NULL, TOPIC, GROUP);
+    ck_assert_ptr_nonnull(b);
+    for (int i = 0; i < 3; i++)
+        sl_backlog_sent(b, TOPIC, 100);
+    /* Nothing landed yet: what is in the producer's queue is ahead of the next job. */
+    ck_assert_int_eq(sl_backlog_max(b, 1000), 300);
+    sl_backlog_landed(b, TOPIC, 0, 0, 100, 1);
+    int64_t committed[1] = {-1};
+    sl_backlog_answer(b, committed, 1, 1000);
+    ck_assert_int_eq(sl_backlog_max(b, 1000), 300);
+    /* A failed delivery leaves the queue (its take sends it again, and tells again). */
+    sl_backlog_landed(b, TOPIC, -1, -1, 100, 0);
+    ck_assert_int_eq(sl_backlog_max(b, 1000), 200);
+    committed[0] = 1;
+    sl_backlog_answer(b, committed, 1, 1000);
+    ck_assert_int_eq(sl_backlog_max(b, 1000), 100);
+    sl_backlog_landed(b, TOPIC, 0, 1, 100, 1);
+    ck_assert_int_eq(sl_backlog_max(b, 1000), 100);
+    committed[0] = 2;
+    sl_backlog_answer(b, committed, 1, 1000);
+    ck_assert_int_eq(sl_backlog_max(b, 1000), 0);
+    sl_backlog_free(b);
+}
+END_TEST
+
 START_TEST(ignores_other_topics_and_bad_partitions)
 {
     sl_backlog_t *b = sl_backlog_new(NULL, TOPIC, GROUP);
     ck_assert_ptr_nonnull(b);
-    sl_backlog_written(b, "results", 0, 10, 100);
-    sl_backlog_written(b, TOPIC, -1, 10, 100);
-    sl_backlog_written(b, TOPIC, SL_BACKLOG_MAX_PARTITIONS, 10, 100);
-    sl_backlog_written(b, TOPIC, 3, -1, 100);
+    sl_backlog_sent(b, "results", 100);
+    sl_backlog_landed(b, "results", 0, 10, 100, 1);
+    sl_backlog_landed(b, TOPIC, -1, 10, 100, 1);
+    sl_backlog_landed(b, TOPIC, SL_BACKLOG_MAX_PARTITIONS, 10, 100, 1);
+    sl_backlog_landed(b, TOPIC, 3, -1, 100, 1);
     ck_assert_int_eq(sl_backlog_max(b, 1000), 0);
     sl_backlog_free(b);
 }
@@ -122,7 +150,7 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     (void)rk;
     (void)opaque;
     ck_assert_int_eq(m->err, RD_KAFKA_RESP_ERR_NO_ERROR);
-    sl_backlog_written(told, rd_kafka_topic_name(m->rkt), m->partition, m->offset, m->len);
+    sl_backlog_landed(told, rd_kafka_topic_name(m->rkt), m->partition, m->offset, m->len, 1);
 }
 
 /* Commits offset for GROUP on TOPIC [partition], as a scheduler that stored that far would. */
@@ -193,7 +221,7 @@ START_TEST(reads_the_group_commits_from_the_broker)
     /* With the broker gone, the last answer ages into "unknown" (which holds nothing back)
      * as soon as anything is unread. */
     stop_mock();
-    sl_backlog_written(told, TOPIC, 1, 300, 10);
+    sl_backlog_landed(told, TOPIC, 1, 300, 10, 1);
     int64_t later = (int64_t)sl_mono_ms() + SL_BACKLOG_STALE_MS + 1;
     ck_assert_int_eq(sl_backlog_max(told, later), -1);
 
@@ -210,6 +238,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, counts_the_bytes_not_committed);
     tcase_add_test(tc, past_the_ring_counts_until_a_commit_passes);
+    tcase_add_test(tc, jobs_on_their_way_count_before_they_land);
     tcase_add_test(tc, ignores_other_topics_and_bad_partitions);
     tcase_add_test(tc, reads_the_group_commits_from_the_broker);
     suite_add_tcase(s, tc);

@@ -226,6 +226,15 @@ START_TEST(consume_errors_of_an_outage_log_a_few_lines)
 }
 END_TEST
 
+static long sent_count, sent_bytes;
+static void count_sent(void *arg, const char *to, size_t len)
+{
+    ck_assert_ptr_eq(arg, &sent_count);
+    ck_assert_str_eq(to, "sluice.jobs");
+    sent_count++;
+    sent_bytes += (long)len;
+}
+
 START_TEST(outputs_the_producer_refuses_log_a_few_lines)
 {
     /* A producer that takes at most 1000 bytes a message refuses each larger output at once;
@@ -240,6 +249,8 @@ START_TEST(outputs_the_producer_refuses_log_a_few_lines)
     sl_kafka_io_t *io = sl_kafka_io_new(small, NULL);
     ck_assert_ptr_nonnull(io);
     sl_inflight_ops_t ops = sl_kafka_io_ops(io);
+    sent_count = sent_bytes = 0;
+    sl_kafka_io_on_sent(io, count_sent, &sent_count);
     char *value = malloc(4000);
     ck_assert_ptr_nonnull(value);
     memset(value, 'x', 3999);
@@ -257,9 +268,16 @@ START_TEST(outputs_the_producer_refuses_log_a_few_lines)
     ck_assert_msg(lines >= 1 && lines <= 2, "%ld lines for %d refused outputs:\n%.600s", lines,
                   OUTAGE, text);
     ck_assert_int_eq(seen, OUTAGE);
+    /* Refused outputs were never sent; one the producer takes is told once, with its size. */
+    ck_assert_int_eq(sent_count, 0);
+    value[100] = '\0';
+    ck_assert_int_eq(ops.produce(ops.arg, NULL, "sluice.jobs", "k", value), 0);
+    ck_assert_int_eq(sent_count, 1);
+    ck_assert_int_eq(sent_bytes, 100);
     free(text);
     free(value);
     sl_kafka_io_free(io);
+    rd_kafka_purge(small, RD_KAFKA_PURGE_F_QUEUE);
     rd_kafka_destroy(small);
 }
 END_TEST
