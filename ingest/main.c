@@ -80,10 +80,11 @@ static void on_sent(void *arg, const char *topic, size_t len)
 
 /* Whether batch requests wait for the schedulers (asks for their offsets when due): while a
  * jobs partition holds more than max bytes of unread jobs. An unknown backlog holds nothing
- * back. */
+ * back, nor does a max of 0 (a reload may set it; one from 0 to more finds no backlog kept,
+ * b NULL, and needs a restart). */
 static int backlog_holds(sl_backlog_t *b, int64_t max, int64_t mono_ms)
 {
-    if (b == NULL)
+    if (b == NULL || max <= 0)
         return 0;
     sl_backlog_step(b, mono_ms);
     int64_t behind = sl_backlog_max(b, mono_ms);
