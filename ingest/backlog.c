@@ -263,3 +263,11 @@ int64_t sl_backlog_max(const sl_backlog_t *b, int64_t now_ms)
      * most behind, as they would be for a single tenant's backfill. */
     return worst + b->in_flight;
 }
+
+int sl_backlog_holds(sl_backlog_t *b, int64_t max, int64_t now_ms)
+{
+    if (b == NULL || max <= 0)
+        return 0;
+    sl_backlog_step(b, now_ms);
+    return sl_backlog_max(b, now_ms) > max;
+}

@@ -70,6 +70,11 @@ void sl_backlog_step(sl_backlog_t *b, int64_t now_ms);
  * unread and no answer is known (none yet, or the last is older than SL_BACKLOG_STALE_MS). */
 int64_t sl_backlog_max(const sl_backlog_t *b, int64_t now_ms);
 
+/* Whether batch requests wait (stepping b first): while its backlog is known and over max
+ * bytes. Never for a NULL b (no backlog kept) or a max of 0 (the bound off; a reload of the
+ * config may set it so). */
+int sl_backlog_holds(sl_backlog_t *b, int64_t max, int64_t now_ms);
+
 /* Applies an answer (what sl_backlog_step does with the broker's): committed[p] is the group's
  * committed offset of partition p, -1 none, for p < n. Exposed for the tests. */
 void sl_backlog_answer(sl_backlog_t *b, const int64_t *committed, int n, int64_t now_ms);

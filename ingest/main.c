@@ -78,19 +78,6 @@ static void on_sent(void *arg, const char *topic, size_t len)
     sl_backlog_sent(arg, topic, len);
 }
 
-/* Whether batch requests wait for the schedulers (asks for their offsets when due): while a
- * jobs partition holds more than max bytes of unread jobs. An unknown backlog holds nothing
- * back, nor does a max of 0 (a reload may set it; one from 0 to more finds no backlog kept,
- * b NULL, and needs a restart). */
-static int backlog_holds(sl_backlog_t *b, int64_t max, int64_t mono_ms)
-{
-    if (b == NULL || max <= 0)
-        return 0;
-    sl_backlog_step(b, mono_ms);
-    int64_t behind = sl_backlog_max(b, mono_ms);
-    return behind > max;
-}
-
 /* The consumer's properties: the intake's read-ahead limits, and offsets stored only when a
  * take retires (never by librdkafka on consume). */
 static const char **consumer_props(void)
@@ -293,7 +280,7 @@ int main(int argc, char **argv)
          * is spent; the requests topic is taken meanwhile. */
         double mono = sl_mono_ms();
         int in_flight = sl_inflight_count(flight);
-        int held = backlog_holds(jobs_backlog, cfg->jobs_backlog_max_bytes, (int64_t)mono);
+        int held = sl_backlog_holds(jobs_backlog, cfg->jobs_backlog_max_bytes, (int64_t)mono);
         /* The time held goes to its counter as it passes, at most 100 ms late. */
         if (held_since != 0 && (!held || mono - held_since >= 100)) {
             sl_metrics_add(metrics, m_held, NULL, (mono - held_since) / 1000.0);

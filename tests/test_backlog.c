@@ -106,6 +106,25 @@ START_TEST(jobs_on_their_way_count_before_they_land)
 }
 END_TEST
 
+START_TEST(holds_only_past_a_bound_that_is_on)
+{
+    sl_backlog_t *b = sl_backlog_new(NULL, TOPIC, GROUP);
+    ck_assert_ptr_nonnull(b);
+    write_jobs(b, 0, 0, 10, 100);
+    /* Unread, but no answer yet: unknown holds nothing back. */
+    ck_assert_int_eq(sl_backlog_holds(b, 500, 1000), 0);
+    int64_t committed[1] = {-1};
+    sl_backlog_answer(b, committed, 1, 1000);
+    ck_assert_int_eq(sl_backlog_holds(b, 500, 1000), 1);
+    ck_assert_int_eq(sl_backlog_holds(b, 1000, 1000), 0);
+    /* Regression: a reload that sets the bound to 0 turns it off; it held whenever anything
+     * was unread. */
+    ck_assert_int_eq(sl_backlog_holds(b, 0, 1000), 0);
+    ck_assert_int_eq(sl_backlog_holds(NULL, 500, 1000), 0);
+    sl_backlog_free(b);
+}
+END_TEST
+
 START_TEST(ignores_other_topics_and_bad_partitions)
 {
     sl_backlog_t *b = sl_backlog_new(NULL, TOPIC, GROUP);
@@ -239,6 +258,7 @@ int main(void)
     tcase_add_test(tc, counts_the_bytes_not_committed);
     tcase_add_test(tc, past_the_ring_counts_until_a_commit_passes);
     tcase_add_test(tc, jobs_on_their_way_count_before_they_land);
+    tcase_add_test(tc, holds_only_past_a_bound_that_is_on);
     tcase_add_test(tc, ignores_other_topics_and_bad_partitions);
     tcase_add_test(tc, reads_the_group_commits_from_the_broker);
     suite_add_tcase(s, tc);
