@@ -201,6 +201,13 @@ static void ask(sl_backlog_t *b, int64_t now_ms)
         if (b->parts[p].len > 0 || b->parts[p].overflow > 0)
             rd_kafka_topic_partition_list_add(parts, b->topic, p);
     }
+    if (parts->cnt == 0) {
+        /* Nothing landed unread: nothing to ask (the admin API refuses an empty list), and
+         * the answer is known. */
+        rd_kafka_topic_partition_list_destroy(parts);
+        b->asked_ms = b->answered_ms = now_ms;
+        return;
+    }
     rd_kafka_ListConsumerGroupOffsets_t *q = rd_kafka_ListConsumerGroupOffsets_new(b->group, parts);
     rd_kafka_AdminOptions_t *o =
         rd_kafka_AdminOptions_new(b->rk, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS);

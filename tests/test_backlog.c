@@ -236,6 +236,19 @@ START_TEST(reads_the_group_commits_from_the_broker)
     commit_offset(1, 300);
     commit_offset(2, 20);
     ck_assert_int_eq(backlog_becomes(told, 0), 0);
+    /* Regression: with nothing unread there is nothing to ask, and the backlog stays known
+     * (the admin API refused the empty question, and the last answer aged while nothing was
+     * behind, so the next job found the backlog unknown). */
+    int64_t t0 = (int64_t)sl_mono_ms();
+    while ((int64_t)sl_mono_ms() < t0 + 3 * SL_BACKLOG_REFRESH_MS) {
+        sl_backlog_step(told, (int64_t)sl_mono_ms());
+        usleep(10 * 1000);
+    }
+    sl_backlog_landed(told, TOPIC, 2, 20, 10, 1);
+    ck_assert_int_eq(sl_backlog_max(told, t0 + SL_BACKLOG_STALE_MS + SL_BACKLOG_REFRESH_MS), 10);
+    int64_t committed2[3] = {-1, -1, 21};
+    sl_backlog_answer(told, committed2, 3, (int64_t)sl_mono_ms());
+    ck_assert_int_eq(sl_backlog_max(told, (int64_t)sl_mono_ms()), 0);
 
     /* With the broker gone, the last answer ages into "unknown" (which holds nothing back)
      * as soon as anything is unread. */
