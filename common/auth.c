@@ -13,7 +13,8 @@
 
 unsigned sl_auth_writers(const sl_config_t *cfg, const char *topic)
 {
-    if (strcmp(topic, cfg->kafka.topic_jobs) == 0)
+    if (strcmp(topic, cfg->kafka.topic_jobs) == 0 ||
+        strcmp(topic, cfg->kafka.topic_jobs_batch) == 0)
         return SL_ROLE_BIT(SL_ROLE_INGEST);
     if (strcmp(topic, cfg->kafka.topic_dispatch) == 0 ||
         strcmp(topic, cfg->kafka.topic_changelog) == 0 ||
@@ -107,8 +108,8 @@ sl_err_t sl_auth_signer(const sl_config_t *cfg, sl_role_t role, sl_signer_t **ou
                      sk, pk);
             return SL_EIO;
         }
-        sl_info("created the %s signing key pair: %s (secret), %s (public)", sl_role_name(role),
-                sk, pk);
+        sl_info("created the %s signing key pair: %s (secret), %s (public)", sl_role_name(role), sk,
+                pk);
     }
     sl_auth_key_unlock(lock);
     sl_signer_t *s = NULL;

@@ -34,9 +34,9 @@ static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     static const char *const keys[] = {
         "bootstrap_servers", "bootstrap_file", "topics", "properties",
         "membership",        "instance",       NULL};
-    static const char *const topic_keys[] = {
-        "requests", "requests_batch", "jobs",      "dispatch", "results",
-        "usage",    "stream",         "changelog", "capacity", NULL};
+    static const char *const topic_keys[] = {"requests",  "requests_batch", "jobs",  "jobs_batch",
+                                             "dispatch",  "results",        "usage", "stream",
+                                             "changelog", "capacity",       NULL};
     sl_kafka_cfg_t *k = &cfg->kafka;
     json_t *kj = section(c, root, "config", "kafka", "kafka", keys);
     k->bootstrap_servers = cfg_get_str(c, kj, "kafka", "bootstrap_servers", "");
@@ -56,6 +56,9 @@ static void load_kafka(cfg_ctx_t *c, sl_config_t *cfg, json_t *root)
     if (strcmp(k->topic_requests_batch, k->topic_requests) == 0)
         cfg_fail(c, "kafka.topics: \"requests_batch\" must differ from \"requests\"");
     k->topic_jobs = cfg_get_str(c, tj, "kafka.topics", "jobs", "sluice.jobs");
+    k->topic_jobs_batch = cfg_get_str(c, tj, "kafka.topics", "jobs_batch", "sluice.jobs.batch");
+    if (strcmp(k->topic_jobs_batch, k->topic_jobs) == 0)
+        cfg_fail(c, "kafka.topics: \"jobs_batch\" must differ from \"jobs\"");
     k->topic_dispatch = cfg_get_str(c, tj, "kafka.topics", "dispatch", "sluice.dispatch");
     k->topic_results = cfg_get_str(c, tj, "kafka.topics", "results", "sluice.results");
     k->topic_usage = cfg_get_str(c, tj, "kafka.topics", "usage", "sluice.usage");

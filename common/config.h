@@ -121,13 +121,13 @@ typedef struct {
     /* routes[].batch auto: a job goes to the batch API while its deadline is at least this far
      * (default five sixths of the window: a batch class deadline of 24 h leaves 20 h) */
     int64_t auto_min_left_ms;
-    int64_t max_requests; /* lines per batch (the provider's limit, or less) */
-    int64_t max_bytes;    /* request bytes per batch: the batch travels to a dispatcher as one
-                           * Kafka message, so this stays well under the broker's message size */
-    int64_t linger_ms;    /* how long a batch stays open for more jobs before it is sent */
-    int64_t poll_ms;      /* how often a running batch's status is asked for */
-    int64_t answer_ms;    /* how long to wait for a dispatcher's answer before asking again */
-    double discount;      /* price factor of the batch path (0.5: half the online price) */
+    int64_t max_requests;    /* lines per batch (the provider's limit, or less) */
+    int64_t max_bytes;       /* request bytes per batch: the batch travels to a dispatcher as one
+                              * Kafka message, so this stays well under the broker's message size */
+    int64_t linger_ms;       /* how long a batch stays open for more jobs before it is sent */
+    int64_t poll_ms;         /* how often a running batch's status is asked for */
+    int64_t answer_ms;       /* how long to wait for a dispatcher's answer before asking again */
+    double discount;         /* price factor of the batch path (0.5: half the online price) */
     int64_t enqueued_tokens; /* the provider's enqueued-token limit; 0 = not limited */
 } sl_batch_cfg_t;
 
@@ -286,7 +286,11 @@ typedef struct {
     const char *bootstrap_file;
     const char *topic_requests, *topic_jobs, *topic_dispatch, *topic_results, *topic_usage;
     const char *topic_requests_batch; /* batch requests: ingest reads them after the others */
-    const char *topic_stream;         /* chunks of streamed answers, keyed by job id */
+    /* jobs of the batch class and every cancel, keyed and partitioned as topic_jobs (so a
+     * partition number is one tenant set's on both): the scheduler reads them after the
+     * others, so a tenant's interactive jobs never queue behind its backfill */
+    const char *topic_jobs_batch;
+    const char *topic_stream; /* chunks of streamed answers, keyed by job id */
     /* the schedulers' own record of their queued jobs, partitioned as topic_jobs
      * (scheduler/changelog.h) */
     const char *topic_changelog;

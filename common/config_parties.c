@@ -29,8 +29,13 @@ static const char *own_topic(cfg_ctx_t *c, const sl_config_t *cfg, json_t *tj, c
     if (topic[0] == '\0')
         return NULL;
     const sl_kafka_cfg_t *k = &cfg->kafka;
-    const char *const internal[] = {k->topic_requests, k->topic_requests_batch, k->topic_jobs,
-                                    k->topic_dispatch, k->topic_usage, k->topic_changelog,
+    const char *const internal[] = {k->topic_requests,
+                                    k->topic_requests_batch,
+                                    k->topic_jobs,
+                                    k->topic_jobs_batch,
+                                    k->topic_dispatch,
+                                    k->topic_usage,
+                                    k->topic_changelog,
                                     k->topic_capacity,
                                     strcmp(key, "results_topic") == 0 ? k->topic_stream
                                                                       : k->topic_results};
@@ -41,8 +46,7 @@ static const char *own_topic(cfg_ctx_t *c, const sl_config_t *cfg, json_t *tj, c
     }
     for (size_t i = 0; i < sizeof internal / sizeof internal[0]; i++) {
         if (internal[i] != NULL && strcmp(internal[i], topic) == 0)
-            cfg_fail(c, "%s: %s \"%s\" is already another of sluice's topics", where, key,
-                     topic);
+            cfg_fail(c, "%s: %s \"%s\" is already another of sluice's topics", where, key, topic);
     }
     return topic;
 }
@@ -78,10 +82,20 @@ static void load_isolation(cfg_ctx_t *c, const sl_config_t *cfg, json_t *tj, con
 
 void cfg_load_tenants(cfg_ctx_t *c, sl_config_t *cfg, json_t *arr)
 {
-    static const char *const keys[] = {"name",    "weight",  "tokens_per_min", "routes",
-                                       "parent",  "buckets", "guarantee",      "max_in_flight",
-                                       "regions", "results_topic",  "stream_topic",
-                                       "result_public_key", "result_public_key_file", NULL};
+    static const char *const keys[] = {"name",
+                                       "weight",
+                                       "tokens_per_min",
+                                       "routes",
+                                       "parent",
+                                       "buckets",
+                                       "guarantee",
+                                       "max_in_flight",
+                                       "regions",
+                                       "results_topic",
+                                       "stream_topic",
+                                       "result_public_key",
+                                       "result_public_key_file",
+                                       NULL};
     size_t n = json_array_size(arr);
     cfg->tenants = calloc(n + 1, sizeof *cfg->tenants);
     if (cfg->tenants == NULL) {

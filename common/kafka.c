@@ -571,19 +571,36 @@ void sl_kafka_sign_as(const sl_signer_t *s, sl_role_t role)
     sign_role = role;
 }
 
-/* The one topic this process writes with a pair MAC, and the keys of the role that reads it. */
-static char mac_topic[256];
+/* The topics (one role reads them all) this process writes with a pair MAC, and the keys of
+ * that role. */
+static char mac_topics[2][256];
+static int nmac_topics;
 static sl_keyring_t *mac_readers;
 static sl_role_t mac_reader;
 
 static int is_mac_topic(const char *topic)
 {
-    return mac_readers != NULL && strcmp(topic, mac_topic) == 0;
+    for (int i = 0; mac_readers != NULL && i < nmac_topics; i++) {
+        if (strcmp(topic, mac_topics[i]) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 void sl_kafka_mac_topic(const char *topic, sl_keyring_t *readers, sl_role_t reader)
 {
-    snprintf(mac_topic, sizeof mac_topic, "%s", topic != NULL ? topic : "");
+    sl_kafka_mac_topics(topic, NULL, readers, reader);
+}
+
+void sl_kafka_mac_topics(const char *topic, const char *also, sl_keyring_t *readers,
+                         sl_role_t reader)
+{
+    nmac_topics = 0;
+    const char *const given[2] = {topic, also};
+    for (int i = 0; topic != NULL && i < 2; i++) {
+        if (given[i] != NULL)
+            snprintf(mac_topics[nmac_topics++], sizeof mac_topics[0], "%s", given[i]);
+    }
     mac_readers = topic != NULL ? readers : NULL;
     mac_reader = reader;
 }

@@ -166,8 +166,11 @@ void sl_kafka_sign_as(const sl_signer_t *s, sl_role_t role);
  * sl_pair_key) instead of a signature: for a topic that reader's role alone reads, whose public
  * keys readers (borrowed) holds. While sl_keyring_writer_key has no key (the reader's key file
  * not there yet, or its rotation under way) the message is signed as before. Call once at
- * start, after sl_kafka_sign_as; one topic per process; topic NULL: none. */
+ * start, after sl_kafka_sign_as; one reader per process; topic NULL: none. */
 void sl_kafka_mac_topic(const char *topic, sl_keyring_t *readers, sl_role_t reader);
+/* The same for two topics the same role reads (also may be NULL). */
+void sl_kafka_mac_topics(const char *topic, const char *also, sl_keyring_t *readers,
+                         sl_role_t reader);
 
 /* Checks msg's signature headers against kr: roles is the mask of the roles that may write its
  * topic (sign.h). A message with a MAC header and no signature is checked as a pair MAC

@@ -18,8 +18,8 @@
 
 struct sl_ingest {
     const sl_config_t *cfg;
-    sl_schema_t *schema;        /* request.json */
-    sl_schema_t *cancel_schema; /* cancel-request.json */
+    sl_schema_t *schema;                     /* request.json */
+    sl_schema_t *cancel_schema;              /* cancel-request.json */
     uint8_t job_id_key[SL_JOB_ID_KEY_BYTES]; /* signing.job_id_key_file */
 };
 
@@ -140,9 +140,9 @@ static int fits_any_limit(const sl_config_t *cfg, int route, int tenant, int64_t
 
 /* A cancel request: resolves the job within the caller's tenant (its id derives from the tenant
  * and the idempotency key, so no one can name another tenant's job) and sends the scheduler a
- * cancel message on the jobs topic, keyed by tenant like the job itself. */
-static sl_err_t cancel(sl_ingest_t *ing, json_t *req, int64_t now_ms,
-                       const sl_ingest_source_t *src, sl_ingest_out_t *out)
+ * cancel message on the batch jobs topic, keyed by tenant like the job itself. */
+static sl_err_t cancel(sl_ingest_t *ing, json_t *req, int64_t now_ms, const sl_ingest_source_t *src,
+                       sl_ingest_out_t *out)
 {
     const sl_config_t *cfg = ing->cfg;
     char why[512];
@@ -164,12 +164,18 @@ static sl_err_t cancel(sl_ingest_t *ing, json_t *req, int64_t now_ms,
     const char *tenant = cfg->tenants[k->tenant].name;
     char job_id[33];
     sl_ingest_job_id(ing, tenant, idem, job_id);
-    sl_msg_cancel_t c = {.job_id = job_id, .idempotency_key = idem, .tenant = tenant,
-                         .key_id = k->id, .requested_ms = now_ms};
+    sl_msg_cancel_t c = {.job_id = job_id,
+                         .idempotency_key = idem,
+                         .tenant = tenant,
+                         .key_id = k->id,
+                         .requested_ms = now_ms};
     json_t *msg = sl_msg_cancel_json(&c);
     if (msg == NULL)
         return SL_ENOMEM;
-    sl_err_t rc = fill_out(out, SL_INGEST_JOB, cfg->kafka.topic_jobs, tenant, msg);
+    /* Cancels go where batch jobs go, after them: a cancel of a batch job must not overtake
+     * it (it would find nothing to cancel). One of an interactive job comes after that job,
+     * which the scheduler takes in first. */
+    sl_err_t rc = fill_out(out, SL_INGEST_JOB, cfg->kafka.topic_jobs_batch, tenant, msg);
     json_decref(msg);
     return rc;
 }
@@ -193,8 +199,8 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
     json_error_t jerr;
     req = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &jerr);
     if (req == NULL) {
-        snprintf(why, sizeof why, "malformed JSON at line %d column %d: %s", jerr.line,
-                 jerr.column, jerr.text);
+        snprintf(why, sizeof why, "malformed JSON at line %d column %d: %s", jerr.line, jerr.column,
+                 jerr.text);
         return reject(ing, out, src, now_ms, NULL, NULL, NULL, SL_ERRTYPE_INVALID_REQUEST,
                       SL_REASON_MALFORMED_JSON, why);
     }
@@ -220,8 +226,8 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
     sl_keyhash(api_key, strlen(api_key), hash);
     int key = sl_config_key_by_hash(cfg, hash);
     if (key < 0) {
-        rc = reject(ing, out, src, now_ms, NULL, idem, NULL, SL_ERRTYPE_AUTHENTICATION, SL_REASON_UNKNOWN_API_KEY,
-                    "the API key is not known");
+        rc = reject(ing, out, src, now_ms, NULL, idem, NULL, SL_ERRTYPE_AUTHENTICATION,
+                    SL_REASON_UNKNOWN_API_KEY, "the API key is not known");
         goto out;
     }
     const sl_key_cfg_t *k = &cfg->keys[key];
@@ -234,8 +240,8 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
     }
     sl_ingest_job_id(ing, tenant, idem, job_id);
     if (k->paused) {
-        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, SL_ERRTYPE_POLICY, SL_REASON_KEY_PAUSED,
-                    "this API key is paused by an operator");
+        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, SL_ERRTYPE_POLICY,
+                    SL_REASON_KEY_PAUSED, "this API key is paused by an operator");
         goto out;
     }
     const char *route_name = json_string_value(json_object_get(req, "route"));
@@ -278,30 +284,43 @@ sl_err_t sl_ingest_process(sl_ingest_t *ing, const void *payload, size_t len, in
                  "request needs about %lld input + %lld output tokens, more than any limit on "
                  "route \"%s\" or tenant \"%s\" allows",
                  (long long)input, (long long)max_tokens, route_name, tenant);
-        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, SL_ERRTYPE_CAPACITY, SL_REASON_REQUEST_TOO_LARGE,
-                    why);
+        rc = reject(ing, out, src, now_ms, job_id, idem, tenant, SL_ERRTYPE_CAPACITY,
+                    SL_REASON_REQUEST_TOO_LARGE, why);
         goto out;
     }
     const json_t *dl = json_object_get(req, "deadline_ms");
-    int64_t rel_deadline = json_is_integer(dl) ? json_integer_value(dl)
-                                               : cfg->classes[cls].deadline_ms;
+    int64_t rel_deadline =
+        json_is_integer(dl) ? json_integer_value(dl) : cfg->classes[cls].deadline_ms;
 
     const json_t *fb = json_object_get(req, "fallback");
     const json_t *dg = json_object_get(req, "degrade");
-    sl_msg_job_t mj = {.job_id = job_id, .idempotency_key = idem, .tenant = tenant,
-                       .app = k->app, .env = k->env, .key_id = k->id, .route = route_name,
-                       .cls = sl_class_name((sl_class_t)cls), .submitted_ms = now_ms,
-                       .deadline_ms = now_ms + rel_deadline, .est_input = input,
-                       .est_output = max_tokens, .est_total = input + max_tokens,
+    sl_msg_job_t mj = {.job_id = job_id,
+                       .idempotency_key = idem,
+                       .tenant = tenant,
+                       .app = k->app,
+                       .env = k->env,
+                       .key_id = k->id,
+                       .route = route_name,
+                       .cls = sl_class_name((sl_class_t)cls),
+                       .submitted_ms = now_ms,
+                       .deadline_ms = now_ms + rel_deadline,
+                       .est_input = input,
+                       .est_output = max_tokens,
+                       .est_total = input + max_tokens,
                        .fallback = json_is_boolean(fb) ? json_is_true(fb) : -1,
                        .degrade = json_is_boolean(dg) ? json_is_true(dg) : -1,
-                       .metadata = json_object_get(req, "metadata"), .request = body};
+                       .metadata = json_object_get(req, "metadata"),
+                       .request = body};
     job = sl_msg_job_json(&mj);
     if (job == NULL) {
         rc = SL_ENOMEM;
         goto out;
     }
-    rc = fill_out(out, SL_INGEST_JOB, cfg->kafka.topic_jobs, tenant, job);
+    /* Batch jobs have a topic of their own, so a tenant's other jobs never wait behind its
+     * backfill in their partition. */
+    rc = fill_out(out, SL_INGEST_JOB,
+                  cls == SL_CLASS_BATCH ? cfg->kafka.topic_jobs_batch : cfg->kafka.topic_jobs,
+                  tenant, job);
 out:
     json_decref(job);
     json_decref(req);

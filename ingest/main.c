@@ -119,6 +119,7 @@ static void reload(sl_config_t **cfgp, sl_ingest_t **ingp, sl_inflight_t *flight
     if (strcmp(a->topic_requests, b->topic_requests) != 0 ||
         strcmp(a->topic_requests_batch, b->topic_requests_batch) != 0 ||
         strcmp(a->topic_jobs, b->topic_jobs) != 0 ||
+        strcmp(a->topic_jobs_batch, b->topic_jobs_batch) != 0 ||
         strcmp(a->topic_results, b->topic_results) != 0 ||
         strcmp(old->schema_dir, fresh->schema_dir) != 0) {
         sl_error("reload refused: the topics or the schema directory changed; those need a "
@@ -166,7 +167,8 @@ int main(int argc, char **argv)
         return 2;
     }
     sodium_memzero(job_id_key, sizeof job_id_key); /* loaded again by sl_ingest_new */
-    sl_kafka_mac_topic(cfg->kafka.topic_jobs, sched_keys, SL_ROLE_SCHEDULER);
+    sl_kafka_mac_topics(cfg->kafka.topic_jobs, cfg->kafka.topic_jobs_batch, sched_keys,
+                        SL_ROLE_SCHEDULER);
     sl_ingest_t *ing = NULL;
     if (sl_ingest_new(cfg, &ing, err, sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-ingest: cannot load request schema: %s\n", err);
@@ -193,8 +195,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-ingest: kafka: no consumer queue\n");
         return 2;
     }
-    sl_info("ingest started: %s, then %s -> %s | %s", cfg->kafka.topic_requests,
-            cfg->kafka.topic_requests_batch, cfg->kafka.topic_jobs, cfg->kafka.topic_results);
+    sl_info("ingest started: %s, then %s -> %s, %s (batch jobs, cancels) | %s",
+            cfg->kafka.topic_requests, cfg->kafka.topic_requests_batch, cfg->kafka.topic_jobs,
+            cfg->kafka.topic_jobs_batch, cfg->kafka.topic_results);
 
     static const char *const reason_label[] = {"reason", NULL};
     sl_metrics_t *metrics = sl_proc_metrics(&opts, cfg->ingest_metrics_listen);
@@ -223,7 +226,7 @@ int main(int argc, char **argv)
         return 1;
     }
     jobs_backlog = cfg->jobs_backlog_max_bytes > 0
-                       ? sl_backlog_new(prod, cfg->kafka.topic_jobs, "sluice-scheduler")
+                       ? sl_backlog_new(prod, cfg->kafka.topic_jobs_batch, "sluice-scheduler")
                        : NULL;
     if (cfg->jobs_backlog_max_bytes > 0 && jobs_backlog == NULL) {
         fprintf(stderr, "sluice-ingest: out of memory\n");

@@ -1,4 +1,5 @@
-/* sluice-scheduler: sluice.jobs + sluice.usage -> SQLite ledger -> signed sluice.dispatch, and
+/* sluice-scheduler: sluice.jobs (+ sluice.jobs.batch, taken with the room the others leave) +
+ * sluice.usage -> SQLite ledger -> signed sluice.dispatch, and
  * terminal results to sluice.results through the SQLite outbox.
  *
  * One loop: take a slice of messages from each assigned partition (intake.h), apply them and
@@ -44,6 +45,10 @@
  * BATCH_MAX also holds what the consumer queue itself hands out (a partition without a queue
  * of its own). */
 enum { INTAKE_SLICE = 32, INTAKE_CAP = 256, BATCH_MAX = 512, STATS_EVERY_MS = 10000 };
+/* The batch jobs topic is taken only with the room the jobs and usage topics leave in a take,
+ * and at most LATER_CAP of it a take (about 6 ms of work): a backfill of any size delays an
+ * interactive job by that much, not by itself. */
+enum { LATER_CAP = 64 };
 /* The database file is checked before every offset commit, and at least this often. */
 enum { STORE_CHECK_EVERY_MS = 1000 };
 
@@ -51,7 +56,8 @@ static const char usage_text[] =
     "usage: sluice-scheduler [--config FILE] [--log-level debug|info|warn|error]\n"
     "       [--metrics-listen HOST:PORT] [--help]\n"
     "\n"
-    "Stores jobs from the jobs topic in SQLite (scheduler.db in the config), shares capacity\n"
+    "Stores jobs from the jobs topic and the batch jobs topic (read with the room the first\n"
+    "leaves) in SQLite (scheduler.db in the config), shares capacity\n"
     "between tenants by deficit round-robin, reserves every bucket of a job before it is sent,\n"
     "leases it to a dispatcher with a signed dispatch message, reconciles usage events, retries\n"
     "after 429s and expires jobs past their deadline. Run one scheduler per database: it takes\n"
@@ -264,6 +270,7 @@ static void reload(sl_config_t **cfgp, sl_store_t *store, sl_sched_t **sched)
     }
     if (strcmp(fresh->db_path, old->db_path) != 0 ||
         strcmp(fresh->kafka.topic_jobs, old->kafka.topic_jobs) != 0 ||
+        strcmp(fresh->kafka.topic_jobs_batch, old->kafka.topic_jobs_batch) != 0 ||
         strcmp(fresh->kafka.topic_usage, old->kafka.topic_usage) != 0 ||
         strcmp(fresh->kafka.topic_dispatch, old->kafka.topic_dispatch) != 0 ||
         strcmp(fresh->kafka.topic_results, old->kafka.topic_results) != 0 ||
@@ -582,13 +589,15 @@ static sl_err_t shard_start(shards_t *sh, rd_kafka_t *prod, char *err, size_t er
         return SL_ECONFIG;
     }
     int jobs = sl_kafka_partition_count(prod, cfg->kafka.topic_jobs, 30000);
+    int batch = sl_kafka_partition_count(prod, cfg->kafka.topic_jobs_batch, 30000);
     int usage = sl_kafka_partition_count(prod, cfg->kafka.topic_usage, 30000);
-    if (jobs <= 0 || jobs != usage) {
+    if (jobs <= 0 || jobs != usage || jobs != batch) {
         snprintf(err, errlen,
-                 "scheduler.sharded needs topics %s and %s with as many partitions (they have "
-                 "%d and %d): a shard reads the usage of its tenants from the same partition "
-                 "numbers",
-                 cfg->kafka.topic_jobs, cfg->kafka.topic_usage, jobs, usage);
+                 "scheduler.sharded needs topics %s, %s and %s with as many partitions (they "
+                 "have %d, %d and %d): a shard reads the batch jobs and the usage of its tenants "
+                 "from the same partition numbers",
+                 cfg->kafka.topic_jobs, cfg->kafka.topic_jobs_batch, cfg->kafka.topic_usage, jobs,
+                 batch, usage);
         return SL_ECONFIG;
     }
     sh->nparts = jobs;
@@ -697,7 +706,8 @@ int main(int argc, char **argv)
     }
     sl_intake_t *intake = NULL;
     sl_intake_opts_t iopts = sl_intake_kafka_opts(INTAKE_SLICE, INTAKE_CAP);
-    if (sl_intake_new(&iopts, &intake) != SL_OK) {
+    if (sl_intake_new(&iopts, &intake) != SL_OK ||
+        sl_intake_later(intake, cfg->kafka.topic_jobs_batch, LATER_CAP) != SL_OK) {
         fprintf(stderr, "sluice-scheduler: out of memory\n");
         return 2;
     }
@@ -726,9 +736,10 @@ int main(int argc, char **argv)
     }
     delivery_t dctx = {ob, cl, store};
     rd_kafka_t *prod = NULL, *cons = NULL;
-    const char *topics[] = {cfg->kafka.topic_jobs, cfg->kafka.topic_usage};
+    const char *topics[] = {cfg->kafka.topic_jobs, cfg->kafka.topic_jobs_batch,
+                            cfg->kafka.topic_usage};
     pending_offsets_t pending = {.n = 0};
-    /* Shards: the range strategy gives a member the same partitions of both topics. */
+    /* Shards: the range strategy gives a member the same partitions of all three topics. */
     const char *cons_props[20];
     int np = 0;
     for (; sl_intake_consumer_props[np] != NULL && np < 12; np++)
@@ -772,7 +783,7 @@ int main(int argc, char **argv)
             return src == SL_EDB ? SL_STORE_EXIT_STATUS : 2;
         }
     }
-    if (sl_kafka_consumer_new_rebalance(cfg, "sluice-scheduler", "sluice-scheduler", topics, 2,
+    if (sl_kafka_consumer_new_rebalance(cfg, "sluice-scheduler", "sluice-scheduler", topics, 3,
                                         cons_props, on_rebalance, &sh, &cons, err,
                                         sizeof err) != SL_OK) {
         fprintf(stderr, "sluice-scheduler: kafka: %s\n", err);
@@ -884,9 +895,11 @@ int main(int argc, char **argv)
                 sl_auth_refuse(metrics, refused_family, topic, auth);
                 continue;
             }
-            if (strcmp(topic, cfg->kafka.topic_jobs) == 0 && sh.on && sh.revoked)
+            int jobs = strcmp(topic, cfg->kafka.topic_jobs) == 0 ||
+                       strcmp(topic, cfg->kafka.topic_jobs_batch) == 0;
+            if (jobs && sh.on && sh.revoked)
                 continue; /* read before its partition was revoked: it comes again */
-            if (strcmp(topic, cfg->kafka.topic_jobs) == 0)
+            if (jobs)
                 rc = sl_sched_on_job(sched, m->payload, m->len, now);
             else
                 rc = sl_sched_on_usage(sched, m->payload, m->len, now);

@@ -306,6 +306,7 @@ START_TEST(defaults_are_applied_to_a_minimal_config)
     ck_assert_str_eq(cfg->kafka.bootstrap_file, "var/devkafka.bootstrap");
     ck_assert_str_eq(cfg->kafka.topic_requests, "sluice.requests");
     ck_assert_str_eq(cfg->kafka.topic_jobs, "sluice.jobs");
+    ck_assert_str_eq(cfg->kafka.topic_jobs_batch, "sluice.jobs.batch");
     ck_assert_str_eq(cfg->kafka.topic_dispatch, "sluice.dispatch");
     ck_assert_str_eq(cfg->kafka.topic_results, "sluice.results");
     ck_assert_str_eq(cfg->kafka.topic_usage, "sluice.usage");
@@ -400,6 +401,11 @@ START_TEST(unknown_key_anywhere_is_refused_and_named)
     root = example();
     json_object_set_new(json_object_get(root, "kafka"), "topics", json_pack("{s:s}", "job", "x"));
     expect_config_error(root, "\"job\"", "kafka.topics");
+
+    root = example();
+    json_object_set_new(json_object_get(root, "kafka"), "topics",
+                        json_pack("{s:s, s:s}", "jobs", "j", "jobs_batch", "j"));
+    expect_config_error(root, "\"jobs_batch\" must differ", "kafka.topics");
 
     root = example();
     json_object_set_new(json_object_get(root, "ingest"), "max_bytes", json_integer(1000));
@@ -842,6 +848,7 @@ START_TEST(bad_tenant_topics_and_keys_are_refused)
 {
     expect_tenant_error("results_topic", "no spaces allowed", "not a Kafka topic name");
     expect_tenant_error("results_topic", "sluice.jobs", "another of sluice's topics");
+    expect_tenant_error("results_topic", "sluice.jobs.batch", "another of sluice's topics");
     expect_tenant_error("results_topic", "sluice.stream", "another of sluice's topics");
     expect_tenant_error("stream_topic", "sluice.results", "another of sluice's topics");
     expect_tenant_error("stream_topic", "sluice.usage", "another of sluice's topics");

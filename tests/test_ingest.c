@@ -156,7 +156,12 @@ static json_t *expect_job(const char *request, sl_ingest_out_t *out)
     ck_assert_msg(out->kind == SL_INGEST_JOB, "rejected (%s): %s", out->reason ? out->reason : "-",
                   out->value);
     ck_assert_ptr_null(out->reason);
-    ck_assert_str_eq(out->topic, cfg->kafka.topic_jobs);
+    /* Batch jobs have a topic of their own (read after the other), so a tenant's other jobs do
+     * not wait behind its backfill in their partition. */
+    const char *cls = json_string_value(json_object_get(job, "class"));
+    ck_assert_str_eq(out->topic, cls != NULL && strcmp(cls, "batch") == 0
+                                     ? cfg->kafka.topic_jobs_batch
+                                     : cfg->kafka.topic_jobs);
     char why[512] = "";
     ck_assert_msg(sl_schema_validate(job_schema, job, why, sizeof why) == SL_OK,
                   "job does not match schema/job.json: %s; job %s", why, out->value);
@@ -782,8 +787,6 @@ START_TEST(request_beyond_the_tenant_budget_is_rejected)
 }
 END_TEST
 
-
-
 /* Regression: ingest used to check only TPM and max_tokens, so a request that an ITPM, an OTPM
  * counted at max_tokens, or a daily quota on the deployment or its scope could never hold was
  * queued and only refused by the scheduler. */
@@ -969,6 +972,27 @@ START_TEST(class_deadline_comes_from_the_config)
 }
 END_TEST
 
+START_TEST(batch_jobs_go_to_the_batch_jobs_topic_keyed_by_tenant)
+{
+    sl_ingest_out_t out;
+    json_t *job = expect_job("{'api_key':'" ACME_KEY "','route':'chat-small','class':"
+                             "'batch','request':{'messages':[{'role':'user','content':"
+                             "'hi'}]}}",
+                             &out);
+    ck_assert_str_eq(out.topic, "sluice.jobs.batch");
+    ck_assert_str_eq(out.key, "acme");
+    json_decref(job);
+    sl_ingest_out_clear(&out);
+    job = expect_job("{'api_key':'" ACME_KEY "','route':'chat-small','class':"
+                     "'interactive','request':{'messages':[{'role':'user','content':"
+                     "'hi'}]}}",
+                     &out);
+    ck_assert_str_eq(out.topic, "sluice.jobs");
+    json_decref(job);
+    sl_ingest_out_clear(&out);
+}
+END_TEST
+
 START_TEST(payload_limit_comes_from_the_config)
 {
     /* This config allows 65536 bytes. */
@@ -988,10 +1012,9 @@ START_TEST(payload_limit_comes_from_the_config)
 }
 END_TEST
 
-
 /* ---- Cancellation ----------------------------------------------------------------------- */
 
-START_TEST(cancel_names_the_callers_own_job_on_the_jobs_topic)
+START_TEST(cancel_names_the_callers_own_job_on_the_batch_jobs_topic)
 {
     sl_ingest_out_t out;
     json_t *job = expect_job("{'idempotency_key': 'order-7', 'api_key': '" ACME_KEY "',"
@@ -1004,8 +1027,9 @@ START_TEST(cancel_names_the_callers_own_job_on_the_jobs_topic)
     sl_ingest_out_clear(&out);
     json_t *c = process("{'api_key': '" ACME_KEY "', 'cancel': 'order-7'}", &out);
     ck_assert_int_eq(out.kind, SL_INGEST_JOB);
-    ck_assert_str_eq(out.topic, cfg->kafka.topic_jobs);
-    ck_assert_str_eq(out.key, "acme"); /* same partition as the job: it arrives after it */
+    /* Where batch jobs go, keyed as the jobs: a batch job's cancel never overtakes it. */
+    ck_assert_str_eq(out.topic, cfg->kafka.topic_jobs_batch);
+    ck_assert_str_eq(out.key, "acme");
     sl_schema_t *cancel_schema = NULL;
     char err[512] = "";
     ck_assert_int_eq(sl_schema_load_file("schema/cancel.json", &cancel_schema, err, sizeof err),
@@ -1129,7 +1153,8 @@ static Suite *ingest_suite(void)
     tcase_add_test(jobs, valid_request_becomes_a_job_keyed_by_tenant);
     tcase_add_test(jobs, job_id_cannot_be_computed_without_the_secret_key);
     tcase_add_test(jobs, ingest_does_not_start_without_its_job_id_key);
-    tcase_add_test(jobs, cancel_names_the_callers_own_job_on_the_jobs_topic);
+    tcase_add_test(jobs, cancel_names_the_callers_own_job_on_the_batch_jobs_topic);
+    tcase_add_test(jobs, batch_jobs_go_to_the_batch_jobs_topic_keyed_by_tenant);
     tcase_add_test(jobs, bad_cancel_requests_are_rejected);
     tcase_add_test(jobs, identity_comes_from_the_key);
     tcase_add_test(jobs, job_never_carries_the_api_key);

@@ -82,10 +82,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-devkafka: cannot start the mock cluster\n");
         return 1;
     }
-    const char *topics[] = {cfg->kafka.topic_requests, cfg->kafka.topic_requests_batch,
-                            cfg->kafka.topic_jobs,     cfg->kafka.topic_dispatch,
-                            cfg->kafka.topic_results,  cfg->kafka.topic_usage,
-                            cfg->kafka.topic_stream,   cfg->kafka.topic_changelog};
+    const char *topics[] = {
+        cfg->kafka.topic_requests,   cfg->kafka.topic_requests_batch, cfg->kafka.topic_jobs,
+        cfg->kafka.topic_jobs_batch, cfg->kafka.topic_dispatch,       cfg->kafka.topic_results,
+        cfg->kafka.topic_usage,      cfg->kafka.topic_stream,         cfg->kafka.topic_changelog};
     int rc_topics = 0;
     for (size_t i = 0; rc_topics == 0 && i < sizeof topics / sizeof topics[0]; i++)
         rc_topics = create_topic(mc, topics[i], partitions, brokers);

@@ -326,6 +326,8 @@ int main(void)
                          SL_ROLE_BIT(SL_ROLE_INGEST) | SL_ROLE_BIT(SL_ROLE_DISPATCHER));
     topic_log_t jobs = {
         "sluice.jobs", h_consumer_from_start(st.bootstrap, "sluice.jobs"), {{0}}, 0};
+    topic_log_t jobs_b = {
+        "sluice.jobs.batch", h_consumer_from_start(st.bootstrap, "sluice.jobs.batch"), {{0}}, 0};
     topic_log_t disp = {
         "sluice.dispatch", h_consumer_from_start(st.bootstrap, "sluice.dispatch"), {{0}}, 0};
     topic_log_t usage = {
@@ -383,6 +385,10 @@ int main(void)
              "\"tenant\":\"beta\",\"requested_ms\":%lld}",
              j2_id, (long long)sl_now_ms());
     kcat_produce(st.bootstrap, "sluice.jobs", "beta", cancel, NULL, NULL);
+    /* ---- sluice.jobs.batch (batch jobs and cancels): the forged job unsigned, and a genuine
+     * job moved there with its MAC, which names the topic it was written to ---- */
+    kcat_produce(st.bootstrap, "sluice.jobs.batch", "alpha", fake_job2, NULL, NULL);
+    resend(prod, "sluice.jobs.batch", "alpha", j1->value, j1, NULL);
     free(fake_job);
     free(fake_job2);
     free(tampered_job);
@@ -444,6 +450,8 @@ int main(void)
         {sched_url, "sluice_scheduler", "sluice.jobs", "unsigned", 2},
         {sched_url, "sluice_scheduler", "sluice.jobs", "bad_signature", 3},
         {sched_url, "sluice_scheduler", "sluice.jobs", "wrong_role", 2},
+        {sched_url, "sluice_scheduler", "sluice.jobs.batch", "unsigned", 1},
+        {sched_url, "sluice_scheduler", "sluice.jobs.batch", "bad_signature", 1},
         {sched_url, "sluice_scheduler", "sluice.usage", "unsigned", 1},
         {sched_url, "sluice_scheduler", "sluice.usage", "bad_signature", 1},
         {disp_url, "sluice_dispatcher", "sluice.dispatch", "unsigned", 1},
@@ -467,10 +475,10 @@ int main(void)
                       KEY_B);
     h_produce(prod, "sluice.requests", "sec-2", cancel_req, (size_t)cn);
     rd_kafka_flush(prod, 10000);
-    msg_t *genuine_cancel = wait_for(&jobs, "\"type\":\"cancel\"", "sec-2", 10000);
+    msg_t *genuine_cancel = wait_for(&jobs_b, "\"type\":\"cancel\"", "sec-2", 10000);
     if (genuine_cancel != NULL)
-        resend(prod, "sluice.jobs", genuine_cancel->key, genuine_cancel->value, genuine_cancel,
-               NULL);
+        resend(prod, "sluice.jobs.batch", genuine_cancel->key, genuine_cancel->value,
+               genuine_cancel, NULL);
     h_check(genuine_cancel != NULL && genuine_cancel->auth == SL_AUTH_OK,
             "ingest wrote an authenticated cancel for the request");
     double until = sl_mono_ms() + 6000;
@@ -493,10 +501,11 @@ int main(void)
 
     /* ---- every message the daemons wrote verifies with its writer's public key ---- */
     drain(&jobs, 200);
+    drain(&jobs_b, 200);
     drain(&disp, 200);
     drain(&usage, 200);
     drain(&stream, 500);
-    topic_log_t *all[] = {&jobs, &disp, &usage, &stream, &results};
+    topic_log_t *all[] = {&jobs, &jobs_b, &disp, &usage, &stream, &results};
     for (size_t t = 0; t < sizeof all / sizeof all[0]; t++) {
         int ok = 0, total = 0;
         for (int i = 0; i < all[t]->n; i++) {
@@ -508,9 +517,9 @@ int main(void)
             ok += all[t]->m[i].auth == SL_AUTH_OK;
         }
         /* What the attacker wrote that is not marked: on jobs the moved dispatch, the
-         * unsigned cancel and the usage event moved twice, on dispatch its three, on usage the
-         * re-aimed event. */
-        static const int attacks[] = {4, 3, 1, 0, 0};
+         * unsigned cancel and the usage event moved twice, on the batch jobs the moved job,
+         * on dispatch its three, on usage the re-aimed event. */
+        static const int attacks[] = {4, 1, 3, 1, 0, 0};
         h_check(total > 0 && ok == total - attacks[t],
                 "%s: %d of %d messages verify as their reader checks them (%d attacks)",
                 all[t]->topic, ok, total, attacks[t]);
@@ -518,7 +527,7 @@ int main(void)
     /* Jobs and usage carry the pair MAC, no signature: only the scheduler (and their writer)
      * can check one; the rest verify with the writer's public key alone. */
     for (size_t t = 0; t < sizeof all / sizeof all[0]; t++) {
-        int mac_topic = all[t] == &jobs || all[t] == &usage;
+        int mac_topic = all[t] == &jobs || all[t] == &jobs_b || all[t] == &usage;
         int genuine = 0, as_planned = 0;
         for (int i = 0; i < all[t]->n; i++) {
             const msg_t *m = &all[t]->m[i];
@@ -554,8 +563,8 @@ int main(void)
 
 out:
     rd_kafka_destroy(prod);
-    for (size_t t = 0; t < 5; t++) {
-        topic_log_t *tl[] = {&jobs, &disp, &usage, &stream, &results};
+    for (size_t t = 0; t < 6; t++) {
+        topic_log_t *tl[] = {&jobs, &jobs_b, &disp, &usage, &stream, &results};
         sl_kafka_consumer_close(tl[t]->cons);
         for (int i = 0; i < tl[t]->n; i++) {
             free(tl[t]->m[i].key);
