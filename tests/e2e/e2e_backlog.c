@@ -1,8 +1,9 @@
-/* e2e_backlog - ingest holds batch requests back while the scheduler lags on the jobs topic
- * (ingest/backlog.h), over real processes on the dev broker.
+/* e2e_backlog - ingest holds batch requests back while the scheduler lags on the batch jobs
+ * topic (ingest/backlog.h), over real processes on the dev broker.
  *
  * The scheduler is stopped (SIGSTOP) and JOBS batch requests of about 3.5 KB each are
- * submitted for one tenant, whose jobs all go to one partition of the jobs topic: 10 MB, twice
+ * submitted for one tenant, whose jobs all go to one partition of the batch jobs topic
+ * (sluice.jobs.batch): 10 MB, twice
  * what the dev broker keeps of a partition. Before ingest held batch work back, it wrote them
  * all at once and the broker deleted the oldest before the scheduler read them (bench/backfill
  * lost 16,480 of 100,000 this way). Asserts, while the scheduler is stopped: ingest holds the
@@ -177,7 +178,7 @@ int main(void)
             "every job has one result (%d of %d, %d repeated)", res.done, JOBS + INTERACTIVE,
             res.duplicates);
     h_check(res.ok == res.done, "all succeeded (%d of %d)", res.ok, res.done);
-    double lost = metric(ports.sched, "sluice_kafka_input_lost_total{topic=\"sluice.jobs\"}");
+    double lost = metric(ports.sched, "sluice_kafka_input_lost_total{topic=\"sluice.jobs.batch\"}");
     h_check(lost == 0, "the scheduler found no jobs deleted before it read them (%.0f)", lost);
     held = metric(ports.ingest, "sluice_ingest_batch_held_seconds_total");
     printf("  ingest held batch requests back for %.1f s in all\n", held);

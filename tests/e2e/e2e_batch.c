@@ -39,7 +39,7 @@ enum { MINUTE_MS = 60000, SIM_ENQUEUED = 6000, INTERACTIVE_EVERY_MS = 20, BASE_I
 static const char *const DEPS[4] = {"oa", "az", "an", "ge"};
 /* The tenant with interactive jobs only (key 3): the first of t3, t4, ... whose partition of
  * the jobs topic (16 partitions, as the harness starts the broker) is neither t1's nor t2's. */
-static char other_tenant[8];
+static char other_tenant[16];
 
 static void pick_other_tenant(void)
 {
