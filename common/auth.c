@@ -13,8 +13,7 @@
 
 unsigned sl_auth_writers(const sl_config_t *cfg, const char *topic)
 {
-    if (strcmp(topic, cfg->kafka.topic_jobs) == 0 ||
-        strcmp(topic, cfg->kafka.topic_jobs_batch) == 0)
+    if (sl_is_jobs_topic(&cfg->kafka, topic))
         return SL_ROLE_BIT(SL_ROLE_INGEST);
     if (strcmp(topic, cfg->kafka.topic_dispatch) == 0 ||
         strcmp(topic, cfg->kafka.topic_changelog) == 0 ||

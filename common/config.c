@@ -374,6 +374,11 @@ const char *sl_requests_topic(const sl_kafka_cfg_t *k, const char *cls)
                                                                 : k->topic_requests;
 }
 
+int sl_is_jobs_topic(const sl_kafka_cfg_t *k, const char *topic)
+{
+    return strcmp(topic, k->topic_jobs) == 0 || strcmp(topic, k->topic_jobs_batch) == 0;
+}
+
 const char *sl_config_results_topic(const sl_config_t *cfg, int tenant)
 {
     if (tenant >= 0 && tenant < cfg->ntenants && cfg->tenants[tenant].results_topic != NULL)

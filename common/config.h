@@ -421,6 +421,9 @@ const char *sl_class_name(sl_class_t c);
 /* The topic a request of class cls (a name, NULL: the default) belongs on: the batch requests
  * topic for batch, the requests topic for the rest. */
 const char *sl_requests_topic(const sl_kafka_cfg_t *k, const char *cls);
+/* Whether topic is one of the two jobs topics (the jobs topic, the batch jobs topic): ingest
+ * writes both, the scheduler reads both the same way. */
+int sl_is_jobs_topic(const sl_kafka_cfg_t *k, const char *topic);
 int sl_class_parse(const char *name); /* -1 when unknown */
 
 #endif

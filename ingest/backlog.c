@@ -1,4 +1,4 @@
-/* backlog.c - the schedulers' backlog on the jobs topic, as ingest sees it (see backlog.h). */
+/* backlog.c - the schedulers' backlog on a jobs topic, as ingest sees it (see backlog.h). */
 #include "backlog.h"
 
 #include <stdlib.h>
@@ -234,7 +234,7 @@ void sl_backlog_step(sl_backlog_t *b, int64_t now_ms)
         const char *why = NULL;
         if (take_answer(b, ev, now_ms, &why) == 0) {
             if (b->refused_logged) {
-                sl_info("the jobs topic's backlog is known again");
+                sl_info("the backlog on %s is known again", b->topic);
                 b->refused_logged = 0;
             }
         } else if (!b->refused_logged) {

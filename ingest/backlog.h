@@ -1,5 +1,6 @@
-/* backlog.h - how far the schedulers are behind on the jobs topic, as ingest sees it, so that
- * batch requests wait in their own topic instead of piling up unread on a jobs partition.
+/* backlog.h - how far the schedulers are behind on a jobs topic (the batch jobs topic), as ingest
+ * sees it, so that batch requests wait in their own topic instead of piling up unread on a jobs
+ * partition.
  *
  * The one idea: ingest learns the offset of every job it writes (its delivery reports), and the
  * schedulers' consumer group commits the offset of what it has stored; the difference on a

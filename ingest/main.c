@@ -10,9 +10,10 @@
  * requests topic keeps the other half, so it never waits for the broker's acknowledgements of
  * batch work) and for as long again as their last take took (at most half of ingest's time on
  * batch work, so a flood never takes the machine's CPU from the latency path), and while the
- * schedulers are more than ingest.jobs_backlog_max_bytes behind on a jobs partition
- * (ingest/backlog.h), so a backfill waits in its own topic rather than outrun them on the jobs
- * topic, where a broker that keeps a partition by size would delete what they did not read. */
+ * schedulers are more than ingest.jobs_backlog_max_bytes behind on a partition of the batch jobs
+ * topic (ingest/backlog.h), so a backfill waits in its own requests topic rather than outrun
+ * them there, where a broker that keeps a partition by size would delete what they did not
+ * read. */
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +61,8 @@ static const char usage_text[] =
     "signing.job_id_key_file (both created at start when missing).\n"
     "Config: $SLUICE_CONFIG or examples/sluice.json.\n";
 
-/* The schedulers' backlog on the jobs topic, told of every job that lands (ingest/backlog.h).
+/* The schedulers' backlog on the batch jobs topic, told of every job that lands
+ * (ingest/backlog.h).
  * The delivery report callback is set when the producer is made, before the backlog can be. */
 static sl_backlog_t *jobs_backlog;
 
@@ -214,8 +216,8 @@ int main(int argc, char **argv)
     }
     int m_backlog = sl_metrics_family(
         metrics, SL_METRIC_GAUGE, "sluice_ingest_jobs_backlog_bytes",
-        "The most bytes of jobs on one jobs partition written and not yet committed by the "
-        "schedulers (-1 unknown); batch requests wait while it is over "
+        "The most bytes of jobs on one partition of the batch jobs topic written and not yet "
+        "committed by the schedulers (-1 unknown); batch requests wait while it is over "
         "ingest.jobs_backlog_max_bytes.",
         NULL, NULL, 0);
     int m_held =

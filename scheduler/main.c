@@ -895,8 +895,7 @@ int main(int argc, char **argv)
                 sl_auth_refuse(metrics, refused_family, topic, auth);
                 continue;
             }
-            int jobs = strcmp(topic, cfg->kafka.topic_jobs) == 0 ||
-                       strcmp(topic, cfg->kafka.topic_jobs_batch) == 0;
+            int jobs = sl_is_jobs_topic(&cfg->kafka, topic);
             if (jobs && sh.on && sh.revoked)
                 continue; /* read before its partition was revoked: it comes again */
             if (jobs)
