@@ -73,8 +73,11 @@ static int collect(rd_kafka_t *cons, int want, double timeout_ms, lat_t *lat, do
     int got = 0;
     double until = sl_mono_ms() + timeout_ms;
     while (got < want && sl_mono_ms() < until) {
+        /* At least 1 ms: a poll of 0 would spin, and on two cores a spinning client takes a
+         * core from the daemons it measures. */
         double left = until - sl_mono_ms();
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, left > 100 ? 100 : (int)left);
+        int wait_ms = left > 100 ? 100 : left < 1 ? 1 : (int)left;
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, wait_ms);
         if (m == NULL)
             continue;
         double now = h_wall_ms();
@@ -242,9 +245,8 @@ int main(int argc, char **argv)
     int sent = 0, got_lat = 0;
     while (sent < n_lat_jobs) {
         double due = start + sent * 1000.0 / rate;
-        while (sl_mono_ms() < due) {
-            got_lat += collect(cons, 1, 0.5, &lat, &last);
-        }
+        for (double now = sl_mono_ms(); now < due; now = sl_mono_ms())
+            got_lat += collect(cons, 1, due - now, &lat, &last);
         char idem[32];
         snprintf(idem, sizeof idem, "lat-%07d", sent);
         int len = request(buf, sizeof buf, idem, h_wall_ms());
