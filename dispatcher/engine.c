@@ -100,6 +100,8 @@ struct sl_engine {
     void *timing_arg;
     sl_engine_chunk_fn chunk;
     void *chunk_arg;
+    sl_engine_outcome_fn outcome;
+    void *outcome_arg;
     CURLM *multi;
     dep_rt_t *deps;
     sl_hmap_t *inflight; /* attempt key -> call, so a redelivered dispatch is not sent twice */
@@ -213,6 +215,12 @@ void sl_engine_on_chunk(sl_engine_t *e, sl_engine_chunk_fn fn, void *arg)
 {
     e->chunk = fn;
     e->chunk_arg = arg;
+}
+
+void sl_engine_on_outcome(sl_engine_t *e, sl_engine_outcome_fn fn, void *arg)
+{
+    e->outcome = fn;
+    e->outcome_arg = arg;
 }
 
 /* Puts a started streamed call on the engine's list of streams. */
@@ -424,6 +432,8 @@ static sl_err_t emit_usage(sl_engine_t *e, usage_event_t *ev)
         scrub_key(e, ev->deployment, value);
     e->emit(ev->tenant != NULL ? ev->tenant : ev->job_id, value, e->emit_arg);
     free(value);
+    if (e->outcome != NULL)
+        e->outcome(ev->deployment_name, sl_outcome_name(ev->outcome), e->outcome_arg);
     rc = SL_OK;
 out:
     json_decref(ev->usage);

@@ -64,6 +64,13 @@ void sl_engine_on_timing(sl_engine_t *e, sl_engine_timing_fn fn, void *arg);
  * sl_engine_submit took ends with one chunk whose done is true, whatever happened. */
 void sl_engine_on_chunk(sl_engine_t *e, sl_engine_chunk_fn fn, void *arg);
 
+/* Receives each usage event's deployment (its name; NULL when the event names none) and outcome
+ * (sl_outcome_name), for metrics, right after the event itself went to the emit callback. */
+typedef void (*sl_engine_outcome_fn)(const char *deployment, const char *outcome, void *arg);
+
+/* Sets (fn NULL: clears) the outcome callback; arg is passed to it. */
+void sl_engine_on_outcome(sl_engine_t *e, sl_engine_outcome_fn fn, void *arg);
+
 /* The oldest a dispatch may be when it reaches the dispatcher, whatever the deployment's limits:
  * with per-minute limits the stale cutoff is shorter (sl_capacity_dispatch_max_age_ms); without
  * them this bound is what keeps an old signed message from being usable for the whole lease. */

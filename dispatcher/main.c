@@ -69,15 +69,15 @@ static void emit_usage(const char *key, const char *value, void *arg)
 {
     emit_ctx_t *ctx = arg;
     sl_kafka_produce(ctx->prod, ctx->topic, key, value, strlen(value), NULL, NULL);
-    /* The event is small JSON; reading its two names back costs less than threading them
-     * through the engine. Deployments come from the config, outcomes from a fixed list: the
-     * labels stay bounded. */
-    json_t *doc = json_loads(value, 0, NULL);
-    const char *v[] = {json_string_value(json_object_get(doc, "deployment")),
-                       json_string_value(json_object_get(doc, "outcome"))};
-    if (v[0] != NULL && v[1] != NULL)
+}
+
+/* Deployments come from the config, outcomes from a fixed list: the labels stay bounded. */
+static void count_outcome(const char *deployment, const char *outcome, void *arg)
+{
+    emit_ctx_t *ctx = arg;
+    const char *v[] = {deployment, outcome};
+    if (deployment != NULL)
         sl_metrics_add(ctx->metrics, ctx->m_outcomes, v, 1);
-    json_decref(doc);
 }
 
 /* A provider batch's event or a result line's usage event (batch.h): on the usage topic, as
@@ -393,6 +393,7 @@ int main(int argc, char **argv)
     }
     chunk_ctx_t chunks = {stream_prod, cfg->kafka.topic_stream};
     sl_engine_on_chunk(engine, emit_stream_chunk, &chunks);
+    sl_engine_on_outcome(engine, count_outcome, &ctx);
     /* Learn the stream topic's partitions and leaders now, so the first chunk of the first
      * stream does not wait for a metadata round trip. Holding the handle keeps them fresh. */
     rd_kafka_topic_t *stream_topic = rd_kafka_topic_new(stream_prod, cfg->kafka.topic_stream, NULL);

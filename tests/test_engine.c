@@ -194,6 +194,8 @@ static struct {
     sl_schema_t *stream_schema;
     event_t chunks[MAX_EVENTS];
     int nchunks;
+    char outcomes[8][96]; /* the outcome callback's first calls: "deployment outcome" */
+    int noutcomes;
     script_t script;
 } env;
 
@@ -207,6 +209,16 @@ static void on_event(const char *key, const char *value, void *arg)
     ev->json = json_loads(value, 0, NULL);
     ev->at_ms = sl_mono_ms();
     ck_assert_msg(ev->json != NULL, "usage event is not JSON: %s", value);
+}
+
+/* Keeps what the outcome callback said (the dispatcher's calls_total labels). */
+static void on_outcome(const char *deployment, const char *outcome, void *arg)
+{
+    (void)arg;
+    if (env.noutcomes < 8)
+        snprintf(env.outcomes[env.noutcomes], sizeof env.outcomes[0], "%s %s",
+                 deployment != NULL ? deployment : "(none)", outcome);
+    env.noutcomes++;
 }
 
 /* Keeps a stream chunk, checked against schema/stream.json. */
@@ -309,6 +321,7 @@ static void start_env(int rpm, int ttft_ms)
                       SL_OK,
                   "%s", err);
     sl_engine_on_chunk(env.engine, on_chunk, NULL);
+    sl_engine_on_outcome(env.engine, on_outcome, NULL);
 }
 
 /* Starts the scripted provider (its answer is set by the test before it submits) and an engine
@@ -630,6 +643,9 @@ START_TEST(dispatch_yields_one_ok_usage_event)
     ck_assert_int_eq(jint(rl, "limit_tokens"), 1000000);
     ck_assert(json_is_null(json_object_get(ev, "retry_after_ms")));
     ck_assert(json_is_null(json_object_get(ev, "error")));
+    /* The metrics hear the same deployment and outcome, once. */
+    ck_assert_int_eq(env.noutcomes, 1);
+    ck_assert_str_eq(env.outcomes[0], "sim-e ok");
     /* The simulator holds a 200 for ttft_ms (20) on a millisecond clock, so allow for its
      * rounding: the latency is real, not 0. */
     double total_ms =
@@ -727,6 +743,8 @@ START_TEST(unknown_deployment_is_not_sent)
     drain();
     ck_assert_int_eq(env.nevents, 1);
     event(0, "job-nowhere", 2, "sim-zzz", "not_sent");
+    ck_assert_int_eq(env.noutcomes, 1);
+    ck_assert_str_eq(env.outcomes[0], "sim-zzz not_sent");
     ck_assert_int_eq(stats().not_sent, 1);
     expect_sim(0, 0, 0, 0);
     free(msg);
