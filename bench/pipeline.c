@@ -241,6 +241,9 @@ int main(int argc, char **argv)
                  calloc((size_t)n_lat_jobs + 1, sizeof(double)),
                  calloc((size_t)n_lat_jobs + 1, sizeof(double)),
                  calloc((size_t)n_lat_jobs + 1, sizeof(double)), 0};
+    double lcpu0[5], lcpu1[5];
+    for (int i = 0; i < 5; i++)
+        lcpu0[i] = h_cpu_seconds(procs[i]);
     double start = sl_mono_ms();
     int sent = 0, got_lat = 0;
     while (sent < n_lat_jobs) {
@@ -256,6 +259,12 @@ int main(int argc, char **argv)
     }
     rd_kafka_flush(prod, 10000);
     got_lat += collect(cons, n_lat_jobs - got_lat, 60000, &lat, &last);
+    /* CPU per job at the fixed rate, idle polling included: what a job costs at that load. */
+    double lus[5];
+    for (int i = 0; i < 5; i++) {
+        lcpu1[i] = h_cpu_seconds(procs[i]);
+        lus[i] = got_lat > 0 ? 1e6 * (lcpu1[i] - lcpu0[i]) / got_lat : 0;
+    }
     double *series[4] = {lat.added, lat.edge, lat.to_dispatch, lat.round_trip};
     for (int i = 0; i < 4; i++)
         qsort(series[i], (size_t)lat.n, sizeof(double), b_cmp_double);
@@ -301,6 +310,9 @@ int main(int argc, char **argv)
     printf("  CPU per job, last run (us)   scheduler %.0f ingest %.0f dispatcher %.0f;"
            " the three %.0f\n",
            us[2], us[3], us[4], us[2] + us[3] + us[4]);
+    printf("  CPU per job at %d jobs/s (us) scheduler %.0f ingest %.0f dispatcher %.0f;"
+           " the three %.0f (devkafka %.0f, sim %.0f)\n",
+           rate, lus[2], lus[3], lus[4], lus[2] + lus[3] + lus[4], lus[0], lus[1]);
     printf("  dispatches per signature     %.1f (throughput runs and warm-up)\n", per_sig);
     printf("  peak RSS (MiB)               devkafka %.0f sim %.0f scheduler %.0f ingest %.0f"
            " dispatcher %.0f\n",
@@ -317,10 +329,12 @@ int main(int argc, char **argv)
                 " {\"p50\": %.2f, \"p99\": %.2f, \"n\": %d}, \"peak_rss_kib\": {\"devkafka\": %ld,"
                 " \"sim\": %ld, \"scheduler\": %ld, \"ingest\": %ld, \"dispatcher\": %ld},"
                 " \"cpu_us_per_job\": {\"scheduler\": %.1f, \"ingest\": %.1f,"
-                " \"dispatcher\": %.1f}, \"dispatches_per_signature\": %.2f}\n",
+                " \"dispatcher\": %.1f}, \"cpu_us_per_job_at_rate\": {\"scheduler\": %.1f,"
+                " \"ingest\": %.1f, \"dispatcher\": %.1f, \"devkafka\": %.1f, \"sim\": %.1f},"
+                " \"dispatches_per_signature\": %.2f}\n",
                 jobs, tp, raw, tp / raw, rate, b_pct(lat.added, nlat, 0.5),
                 b_pct(lat.added, nlat, 0.99), nlat, rss[0], rss[1], rss[2], rss[3], rss[4], us[2],
-                us[3], us[4], per_sig);
+                us[3], us[4], lus[2], lus[3], lus[4], lus[0], lus[1], per_sig);
         fclose(f);
         printf("  written to %s\n", path);
     }
