@@ -90,8 +90,9 @@ sl_outcome_t sl_adapter_classify(const sl_adapter_t *ad, int transport_error, lo
 
 /* The canonical chat.completion of a successful body: {id, object, created, model,
  * choices:[{index:0, message:{role:"assistant", content, tool_calls?}, finish_reason}], usage}.
- * model (may be NULL) is used when the body names none. Caller owns the result; NULL when the
- * body is not a provider success body. */
+ * model (may be NULL) is used when the body names none. Caller owns the result (a reference to
+ * the body itself when it is canonical already: neither may be changed); NULL when the body is
+ * not a provider success body. */
 json_t *sl_adapter_response(const sl_adapter_t *ad, const json_t *body, const char *model);
 
 /* The canonical usage of a body as JSON; NULL when it reports none. Caller owns the result. */

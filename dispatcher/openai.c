@@ -178,7 +178,9 @@ static json_t *response_openai(const json_t *body, const char *model)
     (void)model;
     if (!json_is_object(body) || !json_is_array(json_object_get(body, "choices")))
         return NULL;
-    return json_deep_copy(body); /* already canonical */
+    /* Already canonical: a reference, not a copy (the copy was 2 % of the dispatcher's time).
+     * The body is only read from here on. */
+    return json_incref((json_t *)body);
 }
 
 static int usage_openai(const json_t *body, sl_usage_t *u)
