@@ -11,7 +11,7 @@
  * (sluice_scheduler_queue_depth);
  * per queued job is (RSS - RSS at the start) / jobs, and it is split into the pages mapped
  * from the store's file (RssFile: read through SQLite's memory map, the kernel's to drop),
- * SQLite's heap (its page cache, at most 64 MiB for the writer: the scheduler's
+ * SQLite's heap (its page cache, at most 16 MiB for the writer: the scheduler's
  * sluice_scheduler_store_memory_bytes) and the rest, the jobs' own structures in the scheduler.
  * Then the scheduler is stopped with SIGTERM
  * and started again on the same store: the figure is the time from its start to its log's

@@ -295,7 +295,7 @@ static int exporter_init(sl_exporter_t *x, sl_metrics_t *m, const sl_config_t **
         NULL, NULL, 0);
     x->store_memory = sl_metrics_family(
         m, SL_METRIC_GAUGE, "sluice_scheduler_store_memory_bytes",
-        "Heap the store's SQLite holds: its page caches (the writer's at most 64 MiB) and "
+        "Heap the store's SQLite holds: its page caches (the writer's at most 16 MiB) and "
         "statements; pages read through its memory map are file-backed and not counted.",
         NULL, NULL, 0);
     x->level =

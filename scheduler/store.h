@@ -64,7 +64,7 @@ int64_t sl_store_durable_seq(const sl_store_t *s);
 sl_err_t sl_store_sync(sl_store_t *s);
 
 /* Bytes of heap SQLite holds in this process: the page caches of the writer (at most the
- * schema's cache_size, 64 MiB) and of the checkpointer, and the prepared statements. Pages read
+ * schema's cache_size, 16 MiB) and of the checkpointer, and the prepared statements. Pages read
  * through the memory map are not in it (they count as file-backed memory). */
 int64_t sl_store_memory_bytes(void);
 
