@@ -54,9 +54,9 @@ typedef struct {
  * read: jobs restored after a restart read it when first considered). */
 enum {
     JF_KNOWN = 1,
-    JF_TOOLS = 2,    /* it offers tools */
-    JF_JSON = 4,     /* structured output (response_format) */
-    JF_STREAM = 8,   /* streamed: output reserved at max_tokens until the end */
+    JF_TOOLS = 2,     /* it offers tools */
+    JF_JSON = 4,      /* structured output (response_format) */
+    JF_STREAM = 8,    /* streamed: output reserved at max_tokens until the end */
     JF_FALLBACK = 16, /* the caller allows a fallback route */
     JF_DEGRADE = 32,  /* the caller allows a cheaper route (classes.*.overload = degrade) */
     JF_DEGRADED = 64  /* not from the request: the job was moved to its route's degrade_to */
@@ -76,7 +76,7 @@ typedef struct {
 
 /* One unfinished job in memory (finished jobs live only in the store). */
 typedef struct job {
-    const char *idem; /* its idempotency key: in the same allocation, after id */
+    const char *idem;                   /* its idempotency key: in the same allocation, after id */
     char *orphan_tenant, *orphan_route; /* the job's own names when the config lacks them */
     int tenant, cls, route, key;        /* key: -1 when the config no longer knows it */
     int home_route; /* the route it was submitted to (route differs after fallback) */
@@ -85,13 +85,13 @@ typedef struct job {
     jstate_t state;
     uint8_t pbatch; /* leased to a provider batch (a batch twin); changes only out of any list */
     uint8_t cancel_asked; /* in a provider batch, its cancel was asked (pbatch.c) */
-    int attempts;   /* leases so far: numbers each attempt */
+    int attempts;         /* leases so far: numbers each attempt */
     int not_sent; /* leases a dispatcher refused without calling: not charged to the budget */
     int64_t submitted_ms, deadline_ms, not_before_ms;
     int64_t est_input, est_output, est_total; /* from ingest: est_output is max_tokens */
-    int64_t drr_cost; /* what its flow was charged when it was last served; 0 = not known */
-    sl_drr_node_t *node;                      /* when queued in its route's DRR, else NULL */
-    int list_idx; /* index in its joblist (delayed, leased, orphans, held), else -1 */
+    int64_t drr_cost;   /* what its flow was charged when it was last served; 0 = not known */
+    sl_drr_node_t node; /* its place in its route's DRR (sl_drr_queued: when queued there) */
+    int list_idx;       /* index in its joblist (delayed, leased, orphans, held), else -1 */
     /* the current lease */
     int deployment;
     held_t *held;
@@ -226,7 +226,8 @@ struct sl_sched {
      * when not sharded (it owns them all). */
     int nparts;
     uint8_t *owned;
-    int lease_shares; /* shares come from the coordinator's grants (grants.h), not from partitions */
+    int lease_shares; /* shares come from the coordinator's grants (grants.h), not from partitions
+                       */
     /* Provider batches (pbatch.h): open, being created, running or being collected. */
     pbatch_t **pb;
     int npb;

@@ -10,14 +10,6 @@
 typedef struct flow flow_t;
 typedef struct ring ring_t;
 
-struct sl_drr_node {
-    sl_drr_node_t *prev, *next;
-    flow_t *flow;
-    void *item;
-    int64_t cost;
-    int64_t key; /* served in ascending key order within the flow (deadlines) */
-};
-
 /* A member of a ring: a flow in its group's ring, or a group in the top ring. */
 typedef struct member member_t;
 struct member {
@@ -76,7 +68,8 @@ void sl_drr_free(sl_drr_t *d)
         sl_drr_node_t *n = f->head;
         while (n != NULL) {
             sl_drr_node_t *next = n->next;
-            free(n);
+            if (n->owned)
+                free(n);
             n = next;
         }
         free(f);
@@ -198,18 +191,38 @@ static void advance(ring_t *r)
     r->cur = r->cur->ring_next;
 }
 
+void sl_drr_node_init(sl_drr_node_t *node)
+{
+    *node = (sl_drr_node_t){.flow = -1};
+}
+
+int sl_drr_queued(const sl_drr_node_t *node)
+{
+    return node->flow >= 0;
+}
+
 sl_drr_node_t *sl_drr_push_at(sl_drr_t *d, const sl_drr_place_t *p, void *item, int front)
 {
-    if (p->flow < 0 || p->group < 0)
+    sl_drr_node_t *n = malloc(sizeof *n);
+    if (n == NULL)
         return NULL;
-    group_t *g = get_group(d, p->group);
-    flow_t *f = g != NULL ? get_flow(d, p->flow, g) : NULL;
-    sl_drr_node_t *n = calloc(1, sizeof *n);
-    if (f == NULL || n == NULL || f->group != g) {
-        /* a flow belongs to one group for its whole life */
+    sl_drr_node_init(n);
+    if (sl_drr_push_node(d, p, n, item, front) != 0) {
         free(n);
         return NULL;
     }
+    n->owned = 1;
+    return n;
+}
+
+int sl_drr_push_node(sl_drr_t *d, const sl_drr_place_t *p, sl_drr_node_t *n, void *item, int front)
+{
+    if (p->flow < 0 || p->group < 0 || sl_drr_queued(n))
+        return -1;
+    group_t *g = get_group(d, p->group);
+    flow_t *f = g != NULL ? get_flow(d, p->flow, g) : NULL;
+    if (f == NULL || f->group != g)
+        return -1; /* a flow belongs to one group for its whole life */
     double share = p->share > 0 ? (p->share < 0.99 ? p->share : 0.99) : 0;
     set_weights(&g->flows, &f->m, p->quantum > 0 ? p->quantum : 1, share);
     /* A group is guaranteed what its active flows are guaranteed (groups are classes: a
@@ -217,7 +230,8 @@ sl_drr_node_t *sl_drr_push_at(sl_drr_t *d, const sl_drr_place_t *p, void *item, 
     double group_share = g->flows.shares + (f->m.active ? 0 : share);
     set_weights(&d->top, &g->m, p->group_quantum > 0 ? p->group_quantum : 1,
                 group_share < 0.99 ? group_share : 0.99);
-    n->flow = f;
+    n->prev = n->next = NULL;
+    n->flow = f->id;
     n->item = item;
     n->cost = p->cost > 0 ? p->cost : 1;
     n->key = p->key;
@@ -250,14 +264,19 @@ sl_drr_node_t *sl_drr_push_at(sl_drr_t *d, const sl_drr_place_t *p, void *item, 
     }
     if (!g->m.active)
         activate(&d->top, &g->m);
-    return n;
+    return 0;
 }
 
 sl_drr_node_t *sl_drr_push(sl_drr_t *d, int flow, int64_t quantum, void *item, int64_t cost,
                            int front)
 {
-    sl_drr_place_t p = {.group = 0, .group_quantum = 1, .flow = flow, .quantum = quantum,
-                        .share = 0, .cost = cost, .key = 0};
+    sl_drr_place_t p = {.group = 0,
+                        .group_quantum = 1,
+                        .flow = flow,
+                        .quantum = quantum,
+                        .share = 0,
+                        .cost = cost,
+                        .key = 0};
     return sl_drr_push_at(d, &p, item, front);
 }
 
@@ -308,7 +327,7 @@ void *sl_drr_peek(sl_drr_t *d, int64_t *cost, int *flow)
 
 static void unlink_node(sl_drr_t *d, sl_drr_node_t *n)
 {
-    flow_t *f = n->flow;
+    flow_t *f = d->flows[n->flow];
     group_t *g = f->group;
     if (n->prev != NULL)
         n->prev->next = n->next;
@@ -321,7 +340,10 @@ static void unlink_node(sl_drr_t *d, sl_drr_node_t *n)
     f->len--;
     g->len--;
     d->len--;
-    free(n);
+    if (n->owned)
+        free(n);
+    else
+        sl_drr_node_init(n);
     if (f->head == NULL) {
         deactivate(&g->flows, &f->m);
         d->active--;
@@ -458,7 +480,7 @@ void *sl_drr_flow_last(const sl_drr_t *d, int flow)
 
 void sl_drr_remove(sl_drr_t *d, sl_drr_node_t *node)
 {
-    if (node != NULL)
+    if (node != NULL && sl_drr_queued(node))
         unlink_node(d, node);
 }
 

@@ -23,8 +23,22 @@
 typedef struct sl_drr sl_drr_t;
 typedef struct sl_drr_node sl_drr_node_t;
 
+/* An item's place in its flow's line. sl_drr_push_at allocates one; a caller that queues many
+ * items keeps it inside each item instead (sl_drr_push_node), so that a queued item costs DRR
+ * no allocation of its own (48 bytes and the allocator's share, a queued job's largest part
+ * after the job itself). */
+struct sl_drr_node {
+    sl_drr_node_t *prev, *next;
+    void *item;
+    int64_t cost;
+    int64_t key;   /* served in ascending key order within the flow (deadlines) */
+    int32_t flow;  /* its flow's id while queued, else -1 */
+    uint8_t owned; /* allocated by sl_drr_push_at: freed when it leaves the line */
+};
+
 sl_drr_t *sl_drr_new(void);
-/* Frees the scheduler and its nodes, not the items. NULL is a no-op. */
+/* Frees the scheduler and the nodes it allocated, not the items (nor nodes kept in them, which
+ * it does not touch: free it before such items). NULL is a no-op. */
 void sl_drr_free(sl_drr_t *d);
 
 /* Where an item goes: its group and flow (>= 0; a flow stays in the group it was first pushed
@@ -46,6 +60,15 @@ typedef struct {
  * its place). Returns the node (for sl_drr_remove), or NULL when out of memory or the flow
  * belongs to another group. */
 sl_drr_node_t *sl_drr_push_at(sl_drr_t *d, const sl_drr_place_t *p, void *item, int front);
+/* sl_drr_push_at into node, the caller's (not in any line: sl_drr_node_init, or taken out of
+ * one by a pop or sl_drr_remove); DRR neither allocates nor frees it. Returns 0, or -1 when out
+ * of memory or the flow belongs to another group. */
+int sl_drr_push_node(sl_drr_t *d, const sl_drr_place_t *p, sl_drr_node_t *node, void *item,
+                     int front);
+/* A node in no line (sl_drr_queued is 0). */
+void sl_drr_node_init(sl_drr_node_t *node);
+/* Whether node is in a flow's line. */
+int sl_drr_queued(const sl_drr_node_t *node);
 /* sl_drr_push_at in group 0 with key 0 (one level, arrival order). */
 sl_drr_node_t *sl_drr_push(sl_drr_t *d, int flow, int64_t quantum, void *item, int64_t cost,
                            int front);
@@ -95,7 +118,8 @@ void *sl_drr_peek_beside(const sl_drr_t *d, int flow, int64_t *cost);
 /* Serves the item sl_drr_peek_beside(d, flow) returned: removes it and charges its cost to its
  * flow and group. The current flow and DRR's place are left as they were. */
 void sl_drr_pop_beside(sl_drr_t *d, int flow);
-/* Removes a queued item (expiry, cancellation) without charging its flow. */
+/* Removes a queued item (expiry, cancellation) without charging its flow. An allocated node is
+ * freed; a caller's is left out of any line. */
 void sl_drr_remove(sl_drr_t *d, sl_drr_node_t *node);
 
 size_t sl_drr_len(const sl_drr_t *d);

@@ -32,7 +32,6 @@ sl_err_t sl_flow_enqueue(sl_sched_t *s, job_t *j, int front)
     const sl_config_t *cfg = s->cfg;
     if (sl_flow_is_paused(s, j)) {
         j->state = J_HELD;
-        j->node = NULL;
         return sl_job_list_add(&s->held, j);
     }
     sl_drr_place_t p = {
@@ -45,10 +44,10 @@ sl_err_t sl_flow_enqueue(sl_sched_t *s, job_t *j, int front)
         .key = j->deadline_ms,
     };
     /* A job is in exactly one place: not in a list, not queued already. */
-    assert(j->list_idx < 0 && j->node == NULL);
+    assert(j->list_idx < 0 && !sl_drr_queued(&j->node));
     j->state = J_QUEUED;
-    j->node = sl_drr_push_at(s->routes[j->route].drr, &p, j, front);
-    return j->node != NULL ? SL_OK : SL_ENOMEM;
+    return sl_drr_push_node(s->routes[j->route].drr, &p, &j->node, j, front) == 0 ? SL_OK
+                                                                                  : SL_ENOMEM;
 }
 
 void sl_flow_charge(sl_sched_t *s, const job_t *j, int64_t cost_delta)

@@ -26,6 +26,7 @@ job_t *sl_job_new(const char *id, const char *idem)
     j->idem = key;
     j->deployment = -1;
     j->list_idx = -1;
+    sl_drr_node_init(&j->node);
     return j;
 }
 
@@ -66,7 +67,7 @@ void sl_job_untrack(sl_sched_t *s, job_t *j)
 sl_err_t sl_job_list_add(joblist_t *l, job_t *j)
 {
     /* A job is in exactly one place: not in another list, not queued in a DRR. */
-    assert(j->list_idx < 0 && j->node == NULL);
+    assert(j->list_idx < 0 && !sl_drr_queued(&j->node));
     if (l->n == l->cap) {
         int ncap = l->cap ? l->cap * 2 : 64;
         job_t **ni = realloc(l->items, (size_t)ncap * sizeof *ni);
@@ -94,9 +95,8 @@ void sl_job_list_del(joblist_t *l, job_t *j)
 
 void sl_job_unplace(sl_sched_t *s, job_t *j)
 {
-    if (j->state == J_QUEUED && j->node != NULL) {
-        sl_drr_remove(s->routes[j->route].drr, j->node);
-        j->node = NULL;
+    if (j->state == J_QUEUED && sl_drr_queued(&j->node)) {
+        sl_drr_remove(s->routes[j->route].drr, &j->node);
     } else if (j->state == J_DELAYED) {
         sl_job_list_del(&s->delayed, j);
     } else if (j->state == J_LEASED) {

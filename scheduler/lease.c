@@ -48,7 +48,6 @@ sl_err_t sl_lease_resend(sl_sched_t *s, job_t *j)
 static sl_err_t mark_leased(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
 {
     j->state = J_LEASED;
-    j->node = NULL;
     sl_err_t rc = sl_job_list_add(&s->leased, j);
     if (rc != SL_OK)
         return rc;

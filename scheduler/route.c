@@ -274,8 +274,7 @@ int sl_route_can_degrade(sl_sched_t *s, job_t *j)
  * windows' capacity per window and what is left of it. *rate is INFINITY when a deployment that
  * can take j has no such limit, 0 when none can take it. Quotas and concurrency are left out:
  * they say how much, not how fast. */
-static void route_pace(sl_sched_t *s, job_t *j, int r, int64_t now_ms, double *rate,
-                       double *room)
+static void route_pace(sl_sched_t *s, job_t *j, int r, int64_t now_ms, double *rate, double *room)
 {
     const sl_route_cfg_t *rc = &s->cfg->routes[r];
     *rate = 0;
@@ -302,7 +301,8 @@ static void route_pace(sl_sched_t *s, job_t *j, int r, int64_t now_ms, double *r
             if (isinf(per_ms))
                 continue;
             dep_rate = fmin(dep_rate, per_ms / amount);
-            dep_room = fmin(dep_room, floor(fmax(0, sl_ledger_level(s->ledger, b, now_ms)) / amount));
+            dep_room =
+                fmin(dep_room, floor(fmax(0, sl_ledger_level(s->ledger, b, now_ms)) / amount));
         }
         *rate += dep_rate;
         *room += isinf(dep_room) ? 0 : dep_room;
@@ -338,7 +338,7 @@ sl_err_t sl_route_degrade(sl_sched_t *s, job_t *j, const char *why, int *moved)
     if (!sl_route_can_degrade(s, j))
         return SL_OK;
     int from = j->route;
-    int queued = j->node != NULL; /* in its route's line (else new, in no place yet) */
+    int queued = sl_drr_queued(&j->node); /* in its route's line (else new, in no place yet) */
     sl_job_unplace(s, j);
     j->route = to;
     j->flags |= JF_DEGRADED;

@@ -196,13 +196,14 @@ void sl_sched_free(sl_sched_t *s)
 {
     if (s == NULL)
         return;
-    if (s->jobs != NULL) {
-        sl_hmap_each(s->jobs, free_job_entry, NULL);
-        sl_hmap_free(s->jobs);
-    }
+    /* The DRRs first: their lines run through the jobs (each job holds its own node). */
     for (int i = 0; s->routes != NULL && i < s->cfg->nroutes; i++) {
         sl_drr_free(s->routes[i].drr);
         free(s->routes[i].use);
+    }
+    if (s->jobs != NULL) {
+        sl_hmap_each(s->jobs, free_job_entry, NULL);
+        sl_hmap_free(s->jobs);
     }
     free(s->routes);
     for (int i = 0; s->deps != NULL && i < s->cfg->ndeployments; i++)

@@ -231,6 +231,43 @@ START_TEST(peek_without_pop_keeps_the_place)
 }
 END_TEST
 
+/* Nodes kept in the items (sl_drr_push_node): served and removed like allocated ones, left out
+ * of any line afterwards so they can queue again, refused while queued, and never freed by DRR
+ * (ASan would report a free of this stack array). */
+START_TEST(nodes_kept_in_the_items_queue_and_leave_like_allocated_ones)
+{
+    sl_drr_t *d = new_drr();
+    sl_drr_node_t nodes[4];
+    for (int i = 0; i < 4; i++)
+        sl_drr_node_init(&nodes[i]);
+    ck_assert(!sl_drr_queued(&nodes[0]));
+    sl_drr_place_t a = {.group = 0, .group_quantum = 1, .flow = 0, .quantum = 300, .cost = 100};
+    sl_drr_place_t b = a;
+    b.flow = 1;
+    ck_assert_int_eq(sl_drr_push_node(d, &a, &nodes[0], ITEM(0), 0), 0);
+    ck_assert_int_eq(sl_drr_push_node(d, &a, &nodes[1], ITEM(1), 0), 0);
+    ck_assert_int_eq(sl_drr_push_node(d, &b, &nodes[2], ITEM(2), 0), 0);
+    push(d, 1, 300, 3, 100, 0); /* an allocated node in the same line */
+    ck_assert(sl_drr_queued(&nodes[0]));
+    /* a node already in a line is refused, and the line is unchanged */
+    ck_assert_int_eq(sl_drr_push_node(d, &b, &nodes[0], ITEM(0), 0), -1);
+    ck_assert_uint_eq(sl_drr_len(d), 4);
+    int flow = -1;
+    ck_assert_int_eq(serve(d, &flow, NULL), 0);
+    ck_assert(!sl_drr_queued(&nodes[0]));
+    sl_drr_remove(d, &nodes[1]);
+    ck_assert(!sl_drr_queued(&nodes[1]));
+    sl_drr_remove(d, &nodes[1]); /* not queued: nothing happens */
+    ck_assert_uint_eq(sl_drr_len(d), 2);
+    /* out of the line, a node queues again */
+    ck_assert_int_eq(sl_drr_push_node(d, &a, &nodes[0], ITEM(0), 1), 0);
+    ck_assert_uint_eq(sl_drr_len(d), 3);
+    ck_assert_uint_eq(sl_drr_flow_len(d, 0), 1);
+    /* freed with caller's nodes still queued: DRR frees only its own */
+    sl_drr_free(d);
+}
+END_TEST
+
 START_TEST(remove_takes_out_a_queued_item_without_charging)
 {
     sl_drr_t *d = new_drr();
@@ -750,6 +787,7 @@ static Suite *drr_suite(void)
     Suite *s = suite_create("drr");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, equal_quanta_give_equal_token_shares_not_equal_request_counts);
+    tcase_add_test(tc, nodes_kept_in_the_items_queue_and_leave_like_allocated_ones);
     tcase_add_test(tc, weights_3_to_1_give_75_25_token_shares);
     tcase_add_test(tc, huge_job_is_served_without_starving_others);
     tcase_add_test(tc, emptied_flow_loses_its_deficit);
