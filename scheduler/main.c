@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 
 #include <sodium.h>
 
@@ -1022,6 +1023,10 @@ int main(int argc, char **argv)
             sl_changelog_export(cl);
             sl_coord_export(coord, now);
             last_export = now;
+            /* Heap freed since (a burst's messages, parse trees, finished jobs) goes back to
+             * the system instead of staying in RSS: 1 - 5 ms a second with 100,000 jobs
+             * queued, and 90 B less RSS a queued job (bench/queued). */
+            malloc_trim(0);
             /* A flood that stopped still reports how many lines it held back. */
             sl_log_flush_limited();
         }
