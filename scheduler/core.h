@@ -74,30 +74,36 @@ typedef struct {
     int64_t lease_expires_ms, dispatched_ms;
 } job_lease_t;
 
-/* One unfinished job in memory (finished jobs live only in the store). */
+/* A job's token estimates are kept within this (a larger one fits no deployment either), so
+ * that they and their sum fit 32 bits. */
+enum { SL_JOB_EST_MAX = 1000000000 };
+
+/* One unfinished job in memory (finished jobs live only in the store). A million may be
+ * queued, so its fields are laid out to keep it small: pointers, then 64-bit times, its DRR
+ * node, 32-bit fields, bytes (bench/queued measures the memory a queued job costs). */
 typedef struct job {
-    const char *idem;                   /* its idempotency key: in the same allocation, after id */
-    char *orphan_tenant, *orphan_route; /* the job's own names when the config lacks them */
-    int tenant, cls, route, key;        /* key: -1 when the config no longer knows it */
-    int home_route; /* the route it was submitted to (route differs after fallback) */
-    unsigned flags;
+    char *orphan; /* "tenant\0route": its own names when the config lacks them (sl_job_orphan_*) */
+    held_t *held; /* the current lease's charges */
+    job_lease_t *lease; /* NULL until its first lease */
+    int64_t submitted_ms, deadline_ms, not_before_ms;
+    int64_t drr_cost;       /* what its flow was charged when it was last served; 0 = not known */
+    sl_drr_node_t node;     /* its place in its route's DRR (sl_drr_queued: when queued there) */
+    int tenant, route, key; /* key: -1 when the config no longer knows it */
+    int home_route;         /* the route it was submitted to (route differs after fallback) */
+    int attempts;           /* leases so far: numbers each attempt */
+    int not_sent;   /* leases a dispatcher refused without calling: not charged to the budget */
+    int list_idx;   /* index in its joblist (delayed, leased, orphans, held), else -1 */
+    int deployment; /* of the current lease */
     uint32_t bytes; /* its job message's length (ingest caps it far below 4 GiB) */
-    jstate_t state;
+    /* from ingest, each at most SL_JOB_EST_MAX (sl_job_est): est_output is max_tokens */
+    int32_t est_input, est_output, est_total;
+    uint8_t cls;
+    uint8_t state;  /* a jstate_t */
+    uint8_t flags;  /* JF_* */
     uint8_t pbatch; /* leased to a provider batch (a batch twin); changes only out of any list */
     uint8_t cancel_asked; /* in a provider batch, its cancel was asked (pbatch.c) */
-    int attempts;         /* leases so far: numbers each attempt */
-    int not_sent; /* leases a dispatcher refused without calling: not charged to the budget */
-    int64_t submitted_ms, deadline_ms, not_before_ms;
-    int64_t est_input, est_output, est_total; /* from ingest: est_output is max_tokens */
-    int64_t drr_cost;   /* what its flow was charged when it was last served; 0 = not known */
-    sl_drr_node_t node; /* its place in its route's DRR (sl_drr_queued: when queued there) */
-    int list_idx;       /* index in its joblist (delayed, leased, orphans, held), else -1 */
-    /* the current lease */
-    int deployment;
-    held_t *held;
-    job_lease_t *lease; /* NULL until its first lease */
-    /* Last: the id and then the idempotency key, each as long as it is (sl_job_new), so a
-     * queued job holds neither a fixed 65-byte id nor a second allocation for its key. */
+    /* Last: the id and then the idempotency key (sl_job_idem), each as long as it is (sl_job_new),
+     * so a queued job holds neither a fixed 65-byte id nor a second allocation for its key. */
     char id[];
 } job_t;
 

@@ -301,7 +301,7 @@ static void find_jobs(const char *id, void *value, void *arg)
     (void)id;
     find_t *f = arg;
     job_t *j = value;
-    if (j->state != f->state || j->orphan_tenant != NULL ||
+    if (j->state != f->state || sl_job_orphan_tenant(j) != NULL ||
         (f->tenant >= 0 ? j->tenant != f->tenant : j->key != f->key))
         return;
     if (f->n == f->cap) {

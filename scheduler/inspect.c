@@ -110,7 +110,7 @@ void sl_sched_tenants_info(const sl_sched_t *s, sl_sched_tenant_info_t *out)
     for (int l = 0; l < 3; l++) {
         for (int i = 0; i < lists[l]->n; i++) {
             const job_t *j = lists[l]->items[i];
-            if (j->orphan_tenant != NULL)
+            if (sl_job_orphan_tenant(j) != NULL)
                 continue;
             if (l == 0)
                 out[j->tenant].held++;
@@ -132,7 +132,7 @@ static void note_oldest(const char *key, void *value, void *arg)
     (void)key;
     const job_t *j = value;
     oldest_t *o = arg;
-    if (j->state != J_QUEUED || j->orphan_tenant != NULL || j->route < 0 ||
+    if (j->state != J_QUEUED || sl_job_orphan_tenant(j) != NULL || j->route < 0 ||
         j->route >= o->cfg->nroutes)
         return;
     int64_t *slot = &o->oldest[j->route * SL_CLASS_COUNT + j->cls];
@@ -190,8 +190,8 @@ int sl_sched_job_info(sl_sched_t *s, const char *job_id, int64_t now_ms, sl_sche
     if (j == NULL)
         return 0;
     out->state = sl_job_state_name(j->state);
-    out->tenant = j->orphan_tenant != NULL ? -1 : j->tenant;
-    out->route = j->orphan_route != NULL ? -1 : j->route;
+    out->tenant = sl_job_orphan_tenant(j) != NULL ? -1 : j->tenant;
+    out->route = sl_job_orphan_route(j) != NULL ? -1 : j->route;
     out->cls = j->cls;
     out->attempts = j->attempts;
     out->submitted_ms = j->submitted_ms;

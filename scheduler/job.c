@@ -16,14 +16,14 @@
 job_t *sl_job_new(const char *id, const char *idem)
 {
     size_t nid = strnlen(id, SL_JOB_ID_MAX);
-    size_t nidem = idem != NULL ? strlen(idem) : 0;
+    if (idem == NULL)
+        idem = id;
+    size_t nidem = idem == id ? nid : strlen(idem);
     job_t *j = calloc(1, sizeof *j + nid + 1 + nidem + 1);
     if (j == NULL)
         return NULL;
     memcpy(j->id, id, nid);
-    char *key = j->id + nid + 1;
-    memcpy(key, idem != NULL ? idem : id, idem != NULL ? nidem : nid);
-    j->idem = key;
+    memcpy(j->id + nid + 1, idem, nidem);
     j->deployment = -1;
     j->list_idx = -1;
     sl_drr_node_init(&j->node);
@@ -36,9 +36,23 @@ void sl_job_free(job_t *j)
         return;
     free(j->held);
     free(j->lease);
-    free(j->orphan_tenant);
-    free(j->orphan_route);
+    free(j->orphan);
     free(j);
+}
+
+sl_err_t sl_job_set_orphan(job_t *j, const char *tenant, const char *route)
+{
+    size_t nt = strlen(tenant), nr = strlen(route);
+    char *names = malloc(nt + 1 + nr + 1);
+    if (names == NULL)
+        return SL_ENOMEM;
+    memcpy(names, tenant, nt + 1);
+    memcpy(names + nt + 1, route, nr + 1);
+    free(j->orphan);
+    j->orphan = names;
+    j->tenant = 0;
+    j->route = 0;
+    return SL_OK;
 }
 
 job_lease_t *sl_job_lease(job_t *j)

@@ -10,10 +10,13 @@
 
 #include <jansson.h>
 
+#include <string.h>
+
 #include "core.h"
 
 /* A new job with the given id (at most SL_JOB_ID_MAX characters; longer is cut) and
- * idempotency key (NULL: the id), in no place yet (node NULL, list_idx -1, no deployment); the
+ * idempotency key (NULL: the id), in no place yet (its DRR node in no line, list_idx -1, no
+ * deployment); the
  * caller fills in the rest and frees it with sl_job_free. NULL when out of memory. */
 job_t *sl_job_new(const char *id, const char *idem);
 /* The job's lease record, made at its first lease (NULL when out of memory). */
@@ -28,6 +31,28 @@ static inline int64_t sl_job_dispatched_ms(const job_t *j)
 {
     return j->lease != NULL ? j->lease->dispatched_ms : 0;
 }
+/* Its idempotency key: kept after its id, in the same allocation (sl_job_new). */
+static inline const char *sl_job_idem(const job_t *j)
+{
+    return j->id + strlen(j->id) + 1;
+}
+/* A job whose tenant or route the config does not know keeps their names (else NULL). */
+static inline const char *sl_job_orphan_tenant(const job_t *j)
+{
+    return j->orphan;
+}
+static inline const char *sl_job_orphan_route(const job_t *j)
+{
+    return j->orphan != NULL ? j->orphan + strlen(j->orphan) + 1 : NULL;
+}
+/* An estimate as a job keeps it: within [0, SL_JOB_EST_MAX]. */
+static inline int32_t sl_job_est(int64_t v)
+{
+    return (int32_t)(v < 0 ? 0 : v > SL_JOB_EST_MAX ? SL_JOB_EST_MAX : v);
+}
+/* Makes j an orphan of those names (on tenant 0, route 0, where it must never run): SL_ENOMEM
+ * leaves it as it was. */
+sl_err_t sl_job_set_orphan(job_t *j, const char *tenant, const char *route);
 
 /* Frees a job and what it owns (its held charges, names); NULL is a no-op. The job must be
  * out of every place (sl_job_unplace) and out of the core's job map. */

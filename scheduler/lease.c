@@ -24,7 +24,7 @@ static sl_err_t build_dispatch(sl_sched_t *s, const job_t *j, int64_t issued_ms,
                              .issued_ms = issued_ms,
                              .send_at_ms = send_at_ms,
                              .deployment = s->cfg->deployments[j->deployment].name,
-                             .idempotency_key = j->idem,
+                             .idempotency_key = sl_job_idem(j),
                              .tenant = s->cfg->tenants[j->tenant].name};
     return sl_msg_dispatch_build(&msg, request_json, value);
 }
@@ -95,7 +95,7 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
         .route = cfg->routes[j->route].name,
         .cls = sl_class_name((sl_class_t)j->cls),
         .deployment = dc->name,
-        .idempotency_key = j->idem,
+        .idempotency_key = sl_job_idem(j),
         .attempt = j->attempts,
         .est_input = h->est_input,
         .est_output = h->est_output,

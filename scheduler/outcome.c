@@ -61,15 +61,16 @@ sl_err_t sl_outcome_finish(sl_sched_t *s, job_t *j, const outcome_t *o, int64_t 
     sl_msg_error_t e;
     sl_msg_result_t r;
     sl_msg_result_init(&r, j->id, o->status);
-    r.idempotency_key = j->idem ? j->idem : j->id;
-    r.tenant = j->orphan_tenant ? j->orphan_tenant : cfg->tenants[j->tenant].name;
+    r.idempotency_key = sl_job_idem(j);
+    r.tenant = sl_job_orphan_tenant(j) ? sl_job_orphan_tenant(j) : cfg->tenants[j->tenant].name;
     /* A job of a tenant the config no longer knows goes to the shared topic, in the clear:
      * there is no key or topic of its own left to use. */
-    int tenant = j->orphan_tenant ? -1 : j->tenant;
+    int tenant = sl_job_orphan_tenant(j) ? -1 : j->tenant;
     const char *topic = sl_config_results_topic(cfg, tenant);
     r.seal_pk = sl_config_seal_key(cfg, tenant);
-    r.route = j->orphan_route ? j->orphan_route
-                              : cfg->routes[j->home_route >= 0 ? j->home_route : j->route].name;
+    r.route = sl_job_orphan_route(j)
+                  ? sl_job_orphan_route(j)
+                  : cfg->routes[j->home_route >= 0 ? j->home_route : j->route].name;
     r.cls = sl_class_name((sl_class_t)j->cls);
     r.attempts = j->attempts - j->not_sent;
     /* A degraded job was moved to its route's degrade_to: a fallback is a move beyond that. */
@@ -180,7 +181,8 @@ sl_err_t sl_outcome_fail_orphan(sl_sched_t *s, job_t *j, sl_status_t status, int
                      SL_DECISION_REJECTED_LOCALLY);
     snprintf(o.err_message, sizeof o.err_message,
              "the scheduler's config does not know tenant \"%.100s\" or route \"%.100s\"",
-             j->orphan_tenant ? j->orphan_tenant : "?", j->orphan_route ? j->orphan_route : "?");
+             sl_job_orphan_tenant(j) ? sl_job_orphan_tenant(j) : "?",
+             sl_job_orphan_route(j) ? sl_job_orphan_route(j) : "?");
     return sl_outcome_finish(s, j, &o, now_ms);
 }
 

@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "buckets.h"
-#include "lease.h"
 #include "flow.h"
 #include "hmap.h"
 #include "job.h"
+#include "lease.h"
 #include "ledger.h"
 #include "log.h"
 #include "outcome.h"
@@ -175,9 +175,9 @@ static void restore_job(const sl_store_row_t *row, void *arg)
     j->submitted_ms = row->submitted_ms;
     j->deadline_ms = row->deadline_ms;
     j->not_before_ms = row->not_before_ms;
-    j->est_input = row->est_input;
-    j->est_output = row->est_output;
-    j->est_total = row->est_total;
+    j->est_input = sl_job_est(row->est_input);
+    j->est_output = sl_job_est(row->est_output);
+    j->est_total = sl_job_est(row->est_total);
     j->key = sl_job_key_index(s, row->key_id, tenant);
     j->home_route = route;
     int orphan = tenant < 0 || route < 0;
@@ -187,10 +187,11 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         sl_logf(SL_LOG_WARN, "job", j->id,
                 "restored job %s has tenant \"%s\" or route \"%s\" unknown to the config", j->id,
                 row->tenant, row->route);
-        j->orphan_tenant = strdup(row->tenant);
-        j->orphan_route = strdup(row->route);
-        j->tenant = 0;
-        j->route = 0;
+        if (sl_job_set_orphan(j, row->tenant, row->route) != SL_OK) {
+            sl_job_free(j);
+            r->rc = SL_ENOMEM;
+            return;
+        }
     }
     j->bytes = row->job_bytes < UINT32_MAX ? (uint32_t)row->job_bytes : UINT32_MAX;
     sl_err_t rc = sl_job_track(s, j);
@@ -290,8 +291,8 @@ sl_err_t sl_restore_horizon(sl_sched_t *s, int64_t now_ms, int64_t *horizon_ms)
          * before it was counted in the saved state. */
         double level = 0;
         int64_t saved_ms = 0;
-        sl_err_t rc = sl_store_bucket_get(s->store, sl_ledger_id(s->ledger, b), &level,
-                                          &saved_ms, NULL);
+        sl_err_t rc =
+            sl_store_bucket_get(s->store, sl_ledger_id(s->ledger, b), &level, &saved_ms, NULL);
         if (rc == SL_ENOTFOUND)
             saved_ms = now_ms - s->binfo[b].limit->period_ms;
         else if (rc != SL_OK)
@@ -315,8 +316,7 @@ sl_err_t sl_restore_prune(sl_sched_t *s, sl_restore_pruner_t *p, int64_t now_ms)
         p->next_horizon_ms = now_ms + HORIZON_EVERY_MS;
     }
     int deleted = 0;
-    sl_err_t rc =
-        sl_store_res_prune(s->store, p->horizon_ms, SL_RESTORE_PRUNE_ROWS, &deleted);
+    sl_err_t rc = sl_store_res_prune(s->store, p->horizon_ms, SL_RESTORE_PRUNE_ROWS, &deleted);
     if (rc != SL_OK)
         return rc;
     p->behind = deleted == SL_RESTORE_PRUNE_ROWS;

@@ -308,7 +308,7 @@ static sl_err_t on_cancel(sl_sched_t *s, const sl_msg_cancel_t *cancel, int64_t 
     const char *tenant = cancel->tenant;
     job_t *j = sl_hmap_get(s->jobs, id);
     if (j != NULL &&
-        (j->orphan_tenant != NULL || strcmp(s->cfg->tenants[j->tenant].name, tenant) != 0)) {
+        (sl_job_orphan_tenant(j) != NULL || strcmp(s->cfg->tenants[j->tenant].name, tenant) != 0)) {
         s->st.cancels_unmatched++;
         sl_logf_every(SL_LOG_REPEAT_MS, SL_LOG_INFO, "job", id,
                       "cancel names another tenant's job");
@@ -467,9 +467,9 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     j->bytes = len < UINT32_MAX ? (uint32_t)len : UINT32_MAX;
     j->submitted_ms = row.submitted_ms;
     j->deadline_ms = row.deadline_ms;
-    j->est_input = row.est_input;
-    j->est_output = row.est_output;
-    j->est_total = row.est_total > 0 ? row.est_total : 1;
+    j->est_input = sl_job_est(row.est_input);
+    j->est_output = sl_job_est(row.est_output);
+    j->est_total = row.est_total > 0 ? sl_job_est(row.est_total) : 1;
     int orphan = j->tenant < 0 || j->route < 0;
     /* The job's message goes to the changelog once the job is taken (below). */
     char job_id[SL_JOB_ID_MAX + 1];
@@ -478,10 +478,11 @@ sl_err_t sl_sched_on_job(sl_sched_t *s, const char *json, size_t len, int64_t no
     if (orphan) {
         /* Ingest and scheduler disagree about the config (a change in between): the job is
          * refused under its own names, never run as another tenant or route. */
-        j->orphan_tenant = strdup(tenant_name);
-        j->orphan_route = strdup(route_name);
-        j->tenant = 0;
-        j->route = 0;
+        if (sl_job_set_orphan(j, tenant_name, route_name) != SL_OK) {
+            json_decref(doc);
+            sl_job_free(j);
+            return SL_ENOMEM;
+        }
         j->state = J_ORPHAN;
     }
     json_decref(doc);

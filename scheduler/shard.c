@@ -449,7 +449,8 @@ static void pick(const char *key, void *value, void *arg)
     (void)key;
     pick_t *k = arg;
     job_t *j = value;
-    const char *tenant = j->tenant >= 0 ? k->s->cfg->tenants[j->tenant].name : j->orphan_tenant;
+    const char *tenant =
+        j->tenant >= 0 ? k->s->cfg->tenants[j->tenant].name : sl_job_orphan_tenant(j);
     if (k->oom || tenant == NULL || sl_sched_partition(k->s, tenant) != k->p)
         return;
     if (k->n == k->cap) {
@@ -504,7 +505,8 @@ void sl_sched_each_lease(const sl_sched_t *s, sl_sched_lease_fn fn, void *arg)
     for (int i = 0; i < s->leased.n; i++) {
         const job_t *j = s->leased.items[i];
         if (j->state != J_LEASED || j->lease == NULL || j->lease->res_id[0] == '\0' ||
-            j->orphan_tenant != NULL || j->deployment < 0 || j->deployment >= cfg->ndeployments)
+            sl_job_orphan_tenant(j) != NULL || j->deployment < 0 ||
+            j->deployment >= cfg->ndeployments)
             continue;
         fn(cfg->tenants[j->tenant].name, j->id, j->attempts, j->lease->res_id,
            cfg->deployments[j->deployment].name, j->lease->lease_expires_ms, arg);
@@ -522,10 +524,10 @@ sl_err_t sl_sched_adopt_lease(sl_sched_t *s, const char *job_id, int attempt, co
     int64_t created = sl_reservation_id_ms(res_id);
     /* Only a queued job of a known deployment, whose lease is not over: anything else is run
      * again as before (at least once). */
-    const char *why = j == NULL                                          ? "not restored"
-                      : j->state != J_QUEUED || j->orphan_tenant != NULL ? "not queued"
-                      : expires_ms <= now_ms                             ? "its lease is over"
-                      : d < 0                                            ? "unknown deployment"
+    const char *why = j == NULL                                                 ? "not restored"
+                      : j->state != J_QUEUED || sl_job_orphan_tenant(j) != NULL ? "not queued"
+                      : expires_ms <= now_ms ? "its lease is over"
+                      : d < 0                ? "unknown deployment"
                       : created <= 0 || created > now_ms || attempt <= 0 || strlen(res_id) != 32
                           ? "malformed"
                           : NULL;
@@ -562,7 +564,7 @@ sl_err_t sl_sched_adopt_lease(sl_sched_t *s, const char *job_id, int attempt, co
         .route = cfg->routes[j->route].name,
         .cls = sl_class_name((sl_class_t)j->cls),
         .deployment = deployment,
-        .idempotency_key = j->idem,
+        .idempotency_key = sl_job_idem(j),
         .attempt = attempt,
         .est_input = j->est_input,
         .est_output = j->est_output,

@@ -1230,9 +1230,31 @@ START_TEST(job_for_an_unknown_route_is_rejected_locally)
     ck_assert_str_eq(sget(err, "gateway_decision"), "rejected_locally");
     ck_assert_str_eq(sget(err, "reason"), "unknown_tenant_or_route");
     ck_assert_ptr_nonnull(strstr(sget(err, "message"), "no-such-route"));
+    /* the result carries the job's own names, which the scheduler keeps for it */
+    ck_assert_str_eq(sget(r, "tenant"), "acme");
+    ck_assert_str_eq(sget(r, "route"), "no-such-route");
     batch_free(&b);
     b = step(&e, T0);
     ck_assert_int_eq(b.n, 0);
+    batch_free(&b);
+    env_done(&e);
+}
+END_TEST
+
+/* A job keeps its estimates in 32 bits (job_t): one of three billion tokens each way is still
+ * too large for every bucket, never wrapped round to a small or negative one that fits. */
+START_TEST(job_with_estimates_beyond_32_bits_is_refused_not_wrapped)
+{
+    env_t e;
+    opts_t o = {"'dep-a'", 0, 0, 0, 0, NULL, NULL};
+    env_init(&e, &o, T0);
+    jobspec_t j = {"job-huge", "acme", "chat", T0, T0 + HOUR, 3000000000LL, 3000000000LL};
+    feed_spec(&e, &j, T0);
+    batch_t b = step(&e, T0);
+    ck_assert_int_eq(count_kind(&b, SL_MSG_DISPATCH), 0);
+    json_t *r = find(&b, SL_MSG_RESULT, "job-huge");
+    ck_assert_msg(r != NULL, "no result for a job no bucket can hold");
+    ck_assert_str_eq(sget(r, "status"), "rejected");
     batch_free(&b);
     env_done(&e);
 }
@@ -2983,6 +3005,7 @@ static Suite *sched_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, job_is_dispatched_once_with_an_open_reservation);
+    tcase_add_test(tc, job_with_estimates_beyond_32_bits_is_refused_not_wrapped);
     tcase_add_test(tc, a_tenants_results_go_to_its_topic_sealed);
     tcase_add_test(tc, capacity_is_the_bottleneck_and_no_window_exceeds_the_limits);
     tcase_add_test(tc, ok_usage_succeeds_with_usage_and_response_and_closes_the_reservation);
