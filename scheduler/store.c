@@ -313,6 +313,18 @@ int64_t sl_store_memory_bytes(void)
     return (int64_t)sqlite3_memory_used();
 }
 
+void sl_store_release_map(sl_store_t *s)
+{
+    int64_t size = 0;
+    if (store_query_int(s, "PRAGMA mmap_size", &size) != SQLITE_OK || size <= 0)
+        return;
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA mmap_size = %lld", (long long)size);
+    /* Reduced to nothing, SQLite unmaps the file at once; the size comes back for what follows. */
+    if (sqlite3_exec(s->db, "PRAGMA mmap_size = 0", NULL, NULL, NULL) == SQLITE_OK)
+        sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+}
+
 int sl_store_synchronous(sl_store_t *s)
 {
     int64_t v = -1;

@@ -68,6 +68,11 @@ sl_err_t sl_store_sync(sl_store_t *s);
  * through the memory map are not in it (they count as file-backed memory). */
 int64_t sl_store_memory_bytes(void);
 
+/* Lets go of the pages read through the memory map (they stay in the kernel's page cache, but
+ * leave this process's RSS): after reading every unfinished job at a start, which maps up to
+ * the schema's mmap_size of the file. The map is made again as rows are read. */
+void sl_store_release_map(sl_store_t *s);
+
 /* What went wrong with the store's files, if anything. */
 typedef enum {
     SL_STORE_FAULT_NONE = 0,
