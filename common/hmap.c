@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Two pointers and no stored hash: a slot is 16 bytes, not 24, which at a million queued jobs
+ * (the scheduler's jobs map, two million slots) is 16 MB. A probe compares the key itself (ids
+ * and names, short); growing and deleting hash the keys they move again. */
 typedef struct {
     char *key; /* NULL = empty slot */
-    uint64_t hash;
     void *value;
 } slot_t;
 
@@ -65,8 +67,7 @@ static size_t find_slot(const sl_hmap_t *m, const char *key, uint64_t h)
 {
     size_t mask = m->cap - 1;
     size_t i = (size_t)h & mask;
-    while (m->slots[i].key != NULL &&
-           (m->slots[i].hash != h || strcmp(m->slots[i].key, key) != 0))
+    while (m->slots[i].key != NULL && strcmp(m->slots[i].key, key) != 0)
         i = (i + 1) & mask;
     return i;
 }
@@ -80,7 +81,7 @@ static sl_err_t grow(sl_hmap_t *m)
     for (size_t i = 0; i < m->cap; i++) {
         if (m->slots[i].key == NULL)
             continue;
-        size_t j = (size_t)m->slots[i].hash & (ncap - 1);
+        size_t j = (size_t)hash_str(m->slots[i].key) & (ncap - 1);
         while (ns[j].key != NULL)
             j = (j + 1) & (ncap - 1);
         ns[j] = m->slots[i];
@@ -107,7 +108,6 @@ sl_err_t sl_hmap_put(sl_hmap_t *m, const char *key, void *value)
     if (copy == NULL)
         return SL_ENOMEM;
     m->slots[i].key = copy;
-    m->slots[i].hash = h;
     m->slots[i].value = value;
     m->len++;
     return SL_OK;
@@ -136,7 +136,7 @@ void *sl_hmap_del(sl_hmap_t *m, const char *key)
         j = (j + 1) & mask;
         if (m->slots[j].key == NULL)
             break;
-        size_t home = (size_t)m->slots[j].hash & mask;
+        size_t home = (size_t)hash_str(m->slots[j].key) & mask;
         /* Move slot j into the hole i when its home is not in the cyclic range (i, j]. */
         int in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
         if (!in_range) {
