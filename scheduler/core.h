@@ -71,6 +71,7 @@ enum { SL_JOB_ID_MAX = 64 };
 typedef struct {
     char res_id[33]; /* the attempt's reservation; "" once it is settled for a retry */
     unsigned holder; /* the dispatcher incarnation that took the lease (holders.c); 0: unknown */
+    held_t *held;    /* the lease's charges (sl_job_held); NULL once settled */
     int64_t lease_expires_ms, dispatched_ms;
 } job_lease_t;
 
@@ -83,7 +84,6 @@ enum { SL_JOB_EST_MAX = 1000000000 };
  * node, 32-bit fields, bytes (bench/queued measures the memory a queued job costs). */
 typedef struct job {
     char *orphan; /* "tenant\0route": its own names when the config lacks them (sl_job_orphan_*) */
-    held_t *held; /* the current lease's charges */
     job_lease_t *lease; /* NULL until its first lease */
     int64_t submitted_ms, deadline_ms, not_before_ms;
     int64_t drr_cost;       /* what its flow was charged when it was last served; 0 = not known */

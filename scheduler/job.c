@@ -34,10 +34,25 @@ void sl_job_free(job_t *j)
 {
     if (j == NULL)
         return;
-    free(j->held);
+    if (j->lease != NULL)
+        free(j->lease->held);
     free(j->lease);
     free(j->orphan);
     free(j);
+}
+
+sl_err_t sl_job_set_held(job_t *j, held_t *h)
+{
+    if (j->lease == NULL && h == NULL)
+        return SL_OK;
+    job_lease_t *l = sl_job_lease(j);
+    if (l == NULL) {
+        free(h);
+        return SL_ENOMEM;
+    }
+    free(l->held);
+    l->held = h;
+    return SL_OK;
 }
 
 sl_err_t sl_job_set_orphan(job_t *j, const char *tenant, const char *route)

@@ -31,6 +31,14 @@ static inline int64_t sl_job_dispatched_ms(const job_t *j)
 {
     return j->lease != NULL ? j->lease->dispatched_ms : 0;
 }
+/* The current lease's charges, or NULL. */
+static inline held_t *sl_job_held(const job_t *j)
+{
+    return j->lease != NULL ? j->lease->held : NULL;
+}
+/* Replaces them with h (taken; NULL: none), in the job's lease record, made when it has none.
+ * SL_ENOMEM: h is freed and the job keeps what it had. */
+sl_err_t sl_job_set_held(job_t *j, held_t *h);
 /* Its idempotency key: kept after its id, in the same allocation (sl_job_new). */
 static inline const char *sl_job_idem(const job_t *j)
 {

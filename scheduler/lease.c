@@ -55,7 +55,7 @@ static sl_err_t mark_leased(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
     sl_retry_count_lease(s, j, now_ms);
     if (s->obs.leased != NULL)
         s->obs.leased(s->obs_arg, j->tenant, j->route, j->cls, d,
-                      (double)(j->held->est_input + j->held->est_output),
+                      (double)(sl_job_held(j)->est_input + sl_job_held(j)->est_output),
                       j->attempts == 1 ? now_ms - j->submitted_ms : -1);
     return SL_OK;
 }
@@ -79,7 +79,7 @@ sl_err_t sl_lease_grant(sl_sched_t *s, job_t *j, int d, int64_t now_ms)
                             : cfg->lease_ms);
     l->dispatched_ms = now_ms;
     l->holder = 0; /* until a dispatcher's heartbeat names this attempt */
-    const held_t *h = j->held;
+    const held_t *h = sl_job_held(j);
     const char *bucket_ids[MAX_CHARGES];
     double amounts[MAX_CHARGES];
     const char *rules[MAX_CHARGES];

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "buckets.h"
-#include "capacity.h"
 #include "calib.h"
+#include "capacity.h"
 #include "job.h"
 #include "ledger.h"
 #include "store.h"
@@ -168,7 +168,8 @@ void sl_reservation_build(sl_sched_t *s, const job_t *j, int d, held_t *h)
             int b = sides[k]->b[i];
             double amount;
             sl_charge_rule_t rule;
-            sl_capacity_charge(s->binfo[b].limit, s->binfo[b].provider_side, dc, &dm, &amount, &rule);
+            sl_capacity_charge(s->binfo[b].limit, s->binfo[b].provider_side, dc, &dm, &amount,
+                               &rule);
             h->ch[h->n] = (sl_charge_t){.bucket = b, .amount = amount};
             h->rule[h->n] = (uint8_t)rule;
             h->n++;
@@ -197,8 +198,8 @@ int64_t sl_reservation_id_ms(const char *id)
     return v;
 }
 
-/* What charge i of h settles at (see sl_charge_rule_t): the real use where known; a provider-side charge
- * stays whole when the provider may have counted it; the callers' budgets get back what no
+/* What charge i of h settles at (see sl_charge_rule_t): the real use where known; a provider-side
+ * charge stays whole when the provider may have counted it; the callers' budgets get back what no
  * provider processed; gauges always come back. */
 static double settled_amount(const sl_sched_t *s, const held_t *h, int i, end_t end,
                              const sl_deployment_cfg_t *dc, int64_t in, int64_t out, int64_t cached,
@@ -257,7 +258,7 @@ sl_err_t sl_reservation_settle(sl_sched_t *s, job_t *j, end_t end, const char *s
                                int64_t out, int64_t cached, const char *outcome, int64_t now_ms,
                                int64_t *cost_delta)
 {
-    held_t *h = j->held;
+    held_t *h = sl_job_held(j);
     if (cost_delta != NULL)
         *cost_delta = 0;
     double settled[MAX_CHARGES];
@@ -296,10 +297,9 @@ sl_err_t sl_reservation_settle(sl_sched_t *s, job_t *j, end_t end, const char *s
         if (real >= 0)
             *cost_delta = (int64_t)llround(real - (double)j->drr_cost);
     }
-    sl_err_t rc = sl_store_res_close(s->store, sl_job_res_id(j), state, in, out, cached, outcome, now_ms,
-                                     n > 0 ? settled : NULL, n);
-    free(j->held);
-    j->held = NULL;
+    sl_err_t rc = sl_store_res_close(s->store, sl_job_res_id(j), state, in, out, cached, outcome,
+                                     now_ms, n > 0 ? settled : NULL, n);
+    sl_job_set_held(j, NULL);
     /* A gauge slot or refund may let queued work of the route in. */
     s->routes[j->route].blocked_until_ms = 0;
     memset(s->routes[j->route].cls_blocked_until_ms, 0,
@@ -317,7 +317,7 @@ void sl_reservation_clamp(sl_sched_t *s, job_t *j, json_t *ratelimit, int64_t no
         [HDR_INPUT] = {"remaining_input_tokens", "limit_input_tokens", "reset_input_tokens_ms"},
         [HDR_OUTPUT] = {"remaining_output_tokens", "limit_output_tokens", "reset_output_tokens_ms"},
     };
-    const held_t *h = j->held;
+    const held_t *h = sl_job_held(j);
     if (!json_is_object(ratelimit) || h == NULL || j->deployment < 0)
         return;
     for (int k = 0; k < HDR_COUNT; k++) {

@@ -28,7 +28,7 @@ typedef struct {
 static void restore_charge(const char *bucket_id, double amount, const char *rule, void *arg)
 {
     restore_t *r = arg;
-    held_t *h = r->job->held;
+    held_t *h = sl_job_held(r->job);
     if (h == NULL || h->n >= MAX_CHARGES)
         return;
     /* A bucket removed from the config stays as a placeholder (bucket -1), so the charges keep
@@ -211,9 +211,11 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         j->state = J_ORPHAN;
         r->rc = sl_job_list_add(&s->orphans, j);
     } else if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL) {
-        job_lease_t *l = sl_job_lease(j);
-        j->held = l != NULL ? calloc(1, sizeof *j->held) : NULL;
-        if (j->held == NULL) {
+        held_t *h = calloc(1, sizeof *h);
+        job_lease_t *l = h != NULL ? sl_job_lease(j) : NULL;
+        if (l == NULL || sl_job_set_held(j, h) != SL_OK) {
+            if (l == NULL)
+                free(h);
             r->rc = SL_ENOMEM;
             return;
         }
@@ -223,9 +225,9 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         l->dispatched_ms = row->lease_expires_ms - s->cfg->lease_ms;
         j->state = J_LEASED;
         r->job = j;
-        j->held->charged_ms = l->dispatched_ms;
-        j->held->est_input = j->est_input;
-        j->held->est_output = j->est_output;
+        h->charged_ms = l->dispatched_ms;
+        h->est_input = j->est_input;
+        h->est_output = j->est_output;
         sl_store_res_charges(s->store, l->res_id, restore_charge, r);
         j->pbatch = j->deployment >= 0 && SL_IS_BATCH_DEPLOYMENT(s->cfg, j->deployment);
         r->rc = sl_job_list_add(&s->leased, j);

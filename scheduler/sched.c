@@ -652,11 +652,12 @@ static sl_err_t try_reserve(sl_sched_t *s, int r, job_t *j, const int *order, in
 static sl_err_t lease(sl_sched_t *s, int r, job_t *j, int d, const held_t *h, int64_t cost,
                       int64_t now_ms)
 {
-    free(j->held);
-    j->held = malloc(sizeof *j->held);
-    if (j->held == NULL)
+    held_t *copy = malloc(sizeof *copy);
+    if (copy == NULL)
         return SL_ENOMEM;
-    *j->held = *h;
+    *copy = *h;
+    if (sl_job_set_held(j, copy) != SL_OK)
+        return SL_ENOMEM;
     j->drr_cost = cost;
     sl_err_t rc = sl_lease_grant(s, j, d, now_ms);
     if (rc != SL_OK)
@@ -980,8 +981,9 @@ sl_err_t sl_sched_on_usage(sl_sched_t *s, const char *json, size_t len, int64_t 
         s->obs.provider(s->obs_arg, dep_name, outcome, u.http_status);
     if (dep >= 0)
         s->deps[dep].answered++;
-    int64_t reserved_input = j->held != NULL ? j->held->est_input : j->est_input;
-    int64_t reserved_output = j->held != NULL ? j->held->est_output : j->est_output;
+    const held_t *held = sl_job_held(j);
+    int64_t reserved_input = held != NULL ? held->est_input : j->est_input;
+    int64_t reserved_output = held != NULL ? held->est_output : j->est_output;
     int64_t status = u.http_status;
     int refused =
         sl_outcome_is_refusal(u.outcome) && (status == 429 || status == 503 || status == 529);

@@ -479,7 +479,7 @@ sl_err_t sl_sched_hand_over(sl_sched_t *s, int p, int64_t now_ms, int *n)
         job_t *j = k.v[i];
         if (j->state == J_LEASED)
             s->st.handed_over_in_flight++;
-        if (j->state == J_LEASED && j->held != NULL)
+        if (j->state == J_LEASED && sl_job_held(j) != NULL)
             rc = sl_reservation_settle(s, j, END_EXPIRED, "expired", -1, -1, -1, "handed_over",
                                        now_ms, NULL);
         if (rc == SL_OK)
@@ -580,8 +580,8 @@ sl_err_t sl_sched_adopt_lease(sl_sched_t *s, const char *job_id, int attempt, co
         return rc;
     }
     sl_job_unplace(s, j);
-    free(j->held);
-    j->held = h;
+    free(l->held);
+    l->held = h;
     snprintf(l->res_id, sizeof l->res_id, "%s", res_id);
     l->lease_expires_ms = expires_ms;
     l->dispatched_ms = created;
