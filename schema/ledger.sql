@@ -12,7 +12,7 @@ PRAGMA foreign_keys = ON;
 -- dispatch and result, and without these most of its time went to pread(). The reads go
 -- through the map, so the cache holds mostly pages being written: 16 MiB ran the pipeline as
 -- fast as 64 MiB did and took 32 MiB less memory, 500 B a queued job at 100,000 queued
--- (bench/README.md, "RSS per queued job").
+-- (bench/README.md, "RSS per queued job, and CPU and latency per job").
 PRAGMA cache_size = -16384;
 PRAGMA mmap_size = 268435456;
 PRAGMA temp_store = MEMORY;
