@@ -232,8 +232,7 @@ struct sl_sched {
      * when not sharded (it owns them all). */
     int nparts;
     uint8_t *owned;
-    int lease_shares; /* shares come from the coordinator's grants (grants.h), not from partitions
-                       */
+    int lease_shares; /* shares come from the coordinator's grants (grants.h), not partitions */
     /* Provider batches (pbatch.h): open, being created, running or being collected. */
     pbatch_t **pb;
     int npb;
