@@ -65,6 +65,8 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
                 rd_kafka_err2str(msg->err));
 }
 
+/* A usage event, a provider batch's event or a result line's usage event (batch.h): all go to
+ * the usage topic. */
 static void emit_usage(const char *key, const char *value, void *arg)
 {
     emit_ctx_t *ctx = arg;
@@ -78,14 +80,6 @@ static void count_outcome(const char *deployment, const char *outcome, void *arg
     const char *v[] = {deployment, outcome};
     if (deployment != NULL)
         sl_metrics_add(ctx->metrics, ctx->m_outcomes, v, 1);
-}
-
-/* A provider batch's event or a result line's usage event (batch.h): on the usage topic, as
- * usage events are. */
-static void emit_batch(const char *key, const char *value, void *arg)
-{
-    emit_ctx_t *ctx = arg;
-    sl_kafka_produce(ctx->prod, ctx->topic, key, value, strlen(value), NULL, NULL);
 }
 
 typedef struct {
@@ -498,7 +492,7 @@ int main(int argc, char **argv)
         char drain[64];
         while (read(pipefd[0], drain, sizeof drain) > 0) {
         }
-        sl_batchx_drain(batches, emit_batch, &ctx);
+        sl_batchx_drain(batches, emit_usage, &ctx);
         rd_kafka_poll(prod, 0);
         rd_kafka_poll(hb_prod, 0);
         rd_kafka_poll(stream_prod, 0);
