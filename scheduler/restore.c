@@ -211,14 +211,13 @@ static void restore_job(const sl_store_row_t *row, void *arg)
         j->state = J_ORPHAN;
         r->rc = sl_job_list_add(&s->orphans, j);
     } else if (strcmp(row->state, "leased") == 0 && row->reservation_id != NULL) {
+        /* sl_job_set_held makes the lease record, and frees h when it cannot. */
         held_t *h = calloc(1, sizeof *h);
-        job_lease_t *l = h != NULL ? sl_job_lease(j) : NULL;
-        if (l == NULL || sl_job_set_held(j, h) != SL_OK) {
-            if (l == NULL)
-                free(h);
+        if (h == NULL || sl_job_set_held(j, h) != SL_OK) {
             r->rc = SL_ENOMEM;
             return;
         }
+        job_lease_t *l = j->lease;
         snprintf(l->res_id, sizeof l->res_id, "%s", row->reservation_id);
         j->deployment = row->deployment ? sl_config_deployment(s->cfg, row->deployment) : -1;
         l->lease_expires_ms = row->lease_expires_ms;
