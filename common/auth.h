@@ -4,7 +4,7 @@
  * (sl_kafka_sign_as, set up by sl_auth_signer), and checks everything it consumes with the
  * PUBLIC keys of the roles that write that topic (sl_auth_writers, sl_auth_keyring), so no
  * daemon holds anything that lets it write as another role. On the two topics the scheduler
- * alone reads (jobs, usage) the writer puts a pair MAC instead (sl_kafka_mac_topic), which only
+ * alone reads (jobs, usage) the writer puts a pair MAC instead (sl_kafka_mac_topics), which only
  * it and the scheduler can make. A refused message is never acted on: it is counted by topic and
  * reason and logged at a limited rate (sl_auth_refuse).
  */

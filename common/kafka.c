@@ -587,11 +587,6 @@ static int is_mac_topic(const char *topic)
     return 0;
 }
 
-void sl_kafka_mac_topic(const char *topic, sl_keyring_t *readers, sl_role_t reader)
-{
-    sl_kafka_mac_topics(topic, NULL, readers, reader);
-}
-
 void sl_kafka_mac_topics(const char *topic, const char *also, sl_keyring_t *readers,
                          sl_role_t reader)
 {

@@ -162,13 +162,12 @@ sl_auth_t sl_kafka_verify_mac(const uint8_t mac_key[SL_MAC_KEY_BYTES],
  * stops signing. One role per process: call it once at start, before producing. */
 void sl_kafka_sign_as(const sl_signer_t *s, sl_role_t role);
 
-/* Makes every later sl_kafka_produce of this process to topic carry a pair MAC (sign.h:
- * sl_pair_key) instead of a signature: for a topic that reader's role alone reads, whose public
- * keys readers (borrowed) holds. While sl_keyring_writer_key has no key (the reader's key file
- * not there yet, or its rotation under way) the message is signed as before. Call once at
- * start, after sl_kafka_sign_as; one reader per process; topic NULL: none. */
-void sl_kafka_mac_topic(const char *topic, sl_keyring_t *readers, sl_role_t reader);
-/* The same for two topics the same role reads (also may be NULL). */
+/* Makes every later sl_kafka_produce of this process to topic (and to also, when not NULL)
+ * carry a pair MAC (sign.h: sl_pair_key) instead of a signature: for topics that reader's role
+ * alone reads, whose public keys readers (borrowed) holds. While sl_keyring_writer_key has no
+ * key (the reader's key file not there yet, or its rotation under way) the message is signed
+ * as before. Call once at start, after sl_kafka_sign_as; one reader per process; topic NULL:
+ * none. */
 void sl_kafka_mac_topics(const char *topic, const char *also, sl_keyring_t *readers,
                          sl_role_t reader);
 

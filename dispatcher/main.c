@@ -278,7 +278,7 @@ int main(int argc, char **argv)
     }
     /* Usage events and heartbeats, which the scheduler alone reads, carry the MAC of the key
      * the dispatchers share with it; stream chunks, read by tenants, are signed. */
-    sl_kafka_mac_topic(cfg->kafka.topic_usage, keyring, SL_ROLE_SCHEDULER);
+    sl_kafka_mac_topics(cfg->kafka.topic_usage, NULL, keyring, SL_ROLE_SCHEDULER);
     rd_kafka_t *prod = NULL, *cons = NULL, *stream_prod = NULL, *hb_prod = NULL;
     static const char *const outcome_labels[] = {"deployment", "outcome", NULL};
     static const char *const deployment_label[] = {"deployment", NULL};
@@ -563,7 +563,7 @@ int main(int argc, char **argv)
     sl_heartbeat_free(hb);
     sl_metrics_free(ctx.metrics);
     sl_kafka_sign_as(NULL, SL_ROLE_DISPATCHER);
-    sl_kafka_mac_topic(NULL, NULL, SL_ROLE_SCHEDULER);
+    sl_kafka_mac_topics(NULL, NULL, NULL, SL_ROLE_SCHEDULER);
     sl_signer_free(signer);
     sl_keyring_free(keyring);
     close(pipefd[0]);

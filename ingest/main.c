@@ -381,7 +381,7 @@ stop:
     sl_metrics_free(metrics);
     sl_ingest_free(ing);
     sl_kafka_sign_as(NULL, SL_ROLE_INGEST);
-    sl_kafka_mac_topic(NULL, NULL, SL_ROLE_SCHEDULER);
+    sl_kafka_mac_topics(NULL, NULL, NULL, SL_ROLE_SCHEDULER);
     sl_signer_free(signer);
     sl_keyring_free(sched_keys);
     sl_config_free(cfg);
